@@ -1,0 +1,112 @@
+// Package account owns who is who (SPEC S1, S2, S6): organisations, their
+// projects, users and their roles, API keys, and the rules of who may see or
+// act on what. Keys are opaque: a public id and a random secret, of which
+// only a SHA-256 is stored.
+package account
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"berth.dev/berth/internal/name"
+)
+
+// Errors the account service returns; the gateway maps them to HTTP.
+var (
+	ErrNotFound        = errors.New("not found")
+	ErrConflict        = errors.New("already exists")
+	ErrForbidden       = errors.New("forbidden")
+	ErrUnauthenticated = errors.New("unauthenticated")
+	ErrInvalid         = errors.New("invalid")
+)
+
+// InvalidError is bad input, naming the field at fault.
+type InvalidError struct {
+	Field  string
+	Reason string
+}
+
+func (e *InvalidError) Error() string { return e.Field + ": " + e.Reason }
+
+// Is makes errors.Is(err, ErrInvalid) true for every InvalidError.
+func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
+
+// Invalid returns an *InvalidError for field.
+func Invalid(field, format string, args ...any) error {
+	return &InvalidError{Field: field, Reason: fmt.Sprintf(format, args...)}
+}
+
+// Role is what a user may do. Operators act across the deployment;
+// administrators across their organisation; members on their own things.
+type Role string
+
+// The roles of SPEC S1.
+const (
+	RoleOperator Role = "operator"
+	RoleAdmin    Role = "admin"
+	RoleMember   Role = "member"
+)
+
+// ParseRole checks a role's name.
+func ParseRole(s string) (Role, error) {
+	switch r := Role(s); r {
+	case RoleOperator, RoleAdmin, RoleMember:
+		return r, nil
+	case "":
+		return RoleMember, nil
+	}
+	return "", Invalid("role", "%q is not a role (operator, admin or member)", s)
+}
+
+// Organisation is a tenant.
+type Organisation struct {
+	ID        string
+	Name      string
+	CreatedAt time.Time
+}
+
+// Project belongs to one organisation; its oldest project is its default.
+type Project struct {
+	ID        string
+	Org       string
+	Name      string
+	CreatedAt time.Time
+}
+
+// User belongs to one organisation with one role.
+type User struct {
+	ID        string
+	Org       string
+	Name      string
+	Email     string
+	Role      Role
+	CreatedAt time.Time
+}
+
+// CheckName reports whether s is a valid organisation or project name
+// (package name has the rule), naming field when it is not.
+func CheckName(field, s string) error {
+	if err := name.Check(s); err != nil {
+		return Invalid(field, "%v", err)
+	}
+	return nil
+}
+
+var userNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._@+-]{0,63}$`)
+
+// CheckUserName accepts a login or an email address.
+func CheckUserName(s string) error {
+	if !userNameRE.MatchString(s) {
+		return Invalid("name", "%q must be 1-64 lowercase letters, digits and . _ @ + -", s)
+	}
+	return nil
+}
+
+// NewID returns a fresh random id with the given prefix, such as "org".
+func NewID(prefix string) string {
+	return prefix + "_" + strings.ToLower(rand.Text()[:20])
+}

@@ -1,0 +1,320 @@
+package account
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Store is what the account service needs from the database. Lookups by
+// "ref" accept an id or a name. Names are unique: organisations across the
+// deployment, projects and users within their organisation.
+type Store interface {
+	// Bootstrap writes the first organisation, project, operator and key in
+	// one transaction, failing with ErrConflict when any organisation exists.
+	Bootstrap(ctx context.Context, org Organisation, project Project, user User, key Key) error
+	CreateOrganisation(ctx context.Context, org Organisation, project Project) error
+	GetOrganisation(ctx context.Context, ref string) (Organisation, error)
+	ListOrganisations(ctx context.Context) ([]Organisation, error)
+	CreateProject(ctx context.Context, p Project) error
+	GetProject(ctx context.Context, org, ref string) (Project, error)
+	// ListProjects returns org's projects, oldest (the default) first.
+	ListProjects(ctx context.Context, org string) ([]Project, error)
+	CreateUser(ctx context.Context, u User) error
+	GetUser(ctx context.Context, id string) (User, error)
+	FindUser(ctx context.Context, org, ref string) (User, error)
+	ListUsers(ctx context.Context, org string) ([]User, error)
+	CreateKey(ctx context.Context, k Key) error
+	GetKey(ctx context.Context, id string) (Key, error)
+	ListKeys(ctx context.Context, user string) ([]Key, error)
+	RevokeKey(ctx context.Context, id string, at time.Time) error
+}
+
+// Service manages organisations, projects, users and keys, and
+// authenticates callers.
+type Service struct {
+	store      Store
+	guardrails GuardrailStore
+	now        func() time.Time
+	seed       func(ctx context.Context, org string) error
+}
+
+// NewService returns a Service. seed, when not nil, is called for every new
+// organisation, so it starts with the template's classes (SPEC S4).
+func NewService(store Store, guardrails GuardrailStore, now func() time.Time, seed func(ctx context.Context, org string) error) *Service {
+	return &Service{store: store, guardrails: guardrails, now: now, seed: seed}
+}
+
+// Bootstrap creates the first organisation, its project and an operator, and
+// mints the operator's key. It works only on an empty deployment.
+func (s *Service) Bootstrap(ctx context.Context, orgName, projectName, userName string) (Organisation, Project, User, NewKeyResult, error) {
+	if err := CheckName("organisation", orgName); err != nil {
+		return Organisation{}, Project{}, User{}, NewKeyResult{}, err
+	}
+	if err := CheckName("project", projectName); err != nil {
+		return Organisation{}, Project{}, User{}, NewKeyResult{}, err
+	}
+	if err := CheckUserName(userName); err != nil {
+		return Organisation{}, Project{}, User{}, NewKeyResult{}, err
+	}
+	now := s.now()
+	org := Organisation{ID: NewID("org"), Name: orgName, CreatedAt: now}
+	prj := Project{ID: NewID("prj"), Org: org.ID, Name: projectName, CreatedAt: now}
+	usr := User{ID: NewID("usr"), Org: org.ID, Name: userName, Role: RoleOperator, CreatedAt: now}
+	key, secret := NewKey(usr.ID, "bootstrap", now)
+	if err := s.store.Bootstrap(ctx, org, prj, usr, key); err != nil {
+		if errors.Is(err, ErrConflict) {
+			return Organisation{}, Project{}, User{}, NewKeyResult{}, fmt.Errorf("bootstrap: the deployment already has an organisation: %w", ErrConflict)
+		}
+		return Organisation{}, Project{}, User{}, NewKeyResult{}, fmt.Errorf("bootstrap: %w", err)
+	}
+	if err := s.seedOrg(ctx, org.ID); err != nil {
+		return Organisation{}, Project{}, User{}, NewKeyResult{}, err
+	}
+	return org, prj, usr, NewKeyResult{Key: key, Secret: secret}, nil
+}
+
+// NewKeyResult is a key just minted and its secret, shown once.
+type NewKeyResult struct {
+	Key    Key
+	Secret Secret
+}
+
+// Authenticate finds the caller a presented secret belongs to. Every way it
+// can fail is ErrUnauthenticated, so a caller learns nothing about keys.
+func (s *Service) Authenticate(ctx context.Context, token string) (Principal, error) {
+	id, secret, ok := ParseSecret(token)
+	if !ok {
+		return Principal{}, fmt.Errorf("not a berth key: %w", ErrUnauthenticated)
+	}
+	k, err := s.store.GetKey(ctx, id)
+	if errors.Is(err, ErrNotFound) || (err == nil && (!k.Matches(secret) || !k.Live(s.now()))) {
+		return Principal{}, fmt.Errorf("unknown, revoked or expired key: %w", ErrUnauthenticated)
+	}
+	if err != nil {
+		return Principal{}, fmt.Errorf("authenticate: %w", err)
+	}
+	u, err := s.store.GetUser(ctx, k.User)
+	if err != nil {
+		return Principal{}, fmt.Errorf("authenticate: key %s: %w", k.ID, err)
+	}
+	return Principal{User: u, KeyID: k.ID, Sandbox: k.Sandbox, Project: k.Project}, nil
+}
+
+// CreateOrganisation creates an organisation and its default project.
+// Operators only.
+func (s *Service) CreateOrganisation(ctx context.Context, p Principal, name, project string) (Organisation, Project, error) {
+	if !p.IsOperator() {
+		return Organisation{}, Project{}, fmt.Errorf("create organisation: only an operator may: %w", ErrForbidden)
+	}
+	if project == "" {
+		project = "default"
+	}
+	if err := CheckName("name", name); err != nil {
+		return Organisation{}, Project{}, err
+	}
+	if err := CheckName("project", project); err != nil {
+		return Organisation{}, Project{}, err
+	}
+	now := s.now()
+	org := Organisation{ID: NewID("org"), Name: name, CreatedAt: now}
+	prj := Project{ID: NewID("prj"), Org: org.ID, Name: project, CreatedAt: now}
+	if err := s.store.CreateOrganisation(ctx, org, prj); err != nil {
+		return Organisation{}, Project{}, fmt.Errorf("create organisation %s: %w", name, err)
+	}
+	if err := s.seedOrg(ctx, org.ID); err != nil {
+		return Organisation{}, Project{}, err
+	}
+	return org, prj, nil
+}
+
+func (s *Service) seedOrg(ctx context.Context, org string) error {
+	if s.seed == nil {
+		return nil
+	}
+	if err := s.seed(ctx, org); err != nil {
+		return fmt.Errorf("seed classes of organisation %s: %w", org, err)
+	}
+	return nil
+}
+
+// Organisations lists what p may see: every organisation for an operator,
+// otherwise p's own.
+func (s *Service) Organisations(ctx context.Context, p Principal) ([]Organisation, error) {
+	if p.IsOperator() {
+		return s.store.ListOrganisations(ctx)
+	}
+	org, err := s.store.GetOrganisation(ctx, p.User.Org)
+	if err != nil {
+		return nil, err
+	}
+	return []Organisation{org}, nil
+}
+
+// Organisation finds an organisation p belongs to (or any, for an
+// operator). An empty ref means p's own. Others are not found.
+func (s *Service) Organisation(ctx context.Context, p Principal, ref string) (Organisation, error) {
+	if ref == "" {
+		ref = p.User.Org
+	}
+	org, err := s.store.GetOrganisation(ctx, ref)
+	if err != nil {
+		return Organisation{}, fmt.Errorf("organisation %s: %w", ref, err)
+	}
+	if !p.InOrg(org.ID) {
+		return Organisation{}, fmt.Errorf("organisation %s: %w", ref, ErrNotFound)
+	}
+	return org, nil
+}
+
+// CreateProject adds a project to an organisation p administers.
+func (s *Service) CreateProject(ctx context.Context, p Principal, orgRef, name string) (Project, error) {
+	org, err := s.Organisation(ctx, p, orgRef)
+	if err != nil {
+		return Project{}, err
+	}
+	if !p.IsAdminOf(org.ID) {
+		return Project{}, fmt.Errorf("create project: only an administrator of %s may: %w", org.Name, ErrForbidden)
+	}
+	if err := CheckName("name", name); err != nil {
+		return Project{}, err
+	}
+	prj := Project{ID: NewID("prj"), Org: org.ID, Name: name, CreatedAt: s.now()}
+	if err := s.store.CreateProject(ctx, prj); err != nil {
+		return Project{}, fmt.Errorf("create project %s: %w", name, err)
+	}
+	return prj, nil
+}
+
+// Projects lists an organisation's projects, the default first.
+func (s *Service) Projects(ctx context.Context, p Principal, orgRef string) ([]Project, error) {
+	org, err := s.Organisation(ctx, p, orgRef)
+	if err != nil {
+		return nil, err
+	}
+	return s.store.ListProjects(ctx, org.ID)
+}
+
+// Project finds one of an organisation's projects by id or name. A project
+// of another organisation is not found, even when its id exists (SPEC S6).
+func (s *Service) Project(ctx context.Context, org, ref string) (Project, error) {
+	prj, err := s.store.GetProject(ctx, org, ref)
+	if err != nil {
+		return Project{}, fmt.Errorf("project %s: %w", ref, err)
+	}
+	if prj.Org != org {
+		return Project{}, fmt.Errorf("project %s: %w", ref, ErrNotFound)
+	}
+	return prj, nil
+}
+
+// DefaultProject returns an organisation's oldest project.
+func (s *Service) DefaultProject(ctx context.Context, org string) (Project, error) {
+	prjs, err := s.store.ListProjects(ctx, org)
+	if err != nil {
+		return Project{}, err
+	}
+	if len(prjs) == 0 {
+		return Project{}, fmt.Errorf("organisation %s has no project: %w", org, ErrNotFound)
+	}
+	return prjs[0], nil
+}
+
+// CreateUser adds a user to an organisation p administers. Only an operator
+// may make another operator.
+func (s *Service) CreateUser(ctx context.Context, p Principal, orgRef, name, email string, role Role) (User, error) {
+	org, err := s.Organisation(ctx, p, orgRef)
+	if err != nil {
+		return User{}, err
+	}
+	if !p.IsAdminOf(org.ID) {
+		return User{}, fmt.Errorf("create user: only an administrator of %s may: %w", org.Name, ErrForbidden)
+	}
+	if role == RoleOperator && !p.IsOperator() {
+		return User{}, fmt.Errorf("create user: only an operator may make an operator: %w", ErrForbidden)
+	}
+	if err := CheckUserName(name); err != nil {
+		return User{}, err
+	}
+	u := User{ID: NewID("usr"), Org: org.ID, Name: name, Email: email, Role: role, CreatedAt: s.now()}
+	if err := s.store.CreateUser(ctx, u); err != nil {
+		return User{}, fmt.Errorf("create user %s: %w", name, err)
+	}
+	return u, nil
+}
+
+// Users lists an organisation's users.
+func (s *Service) Users(ctx context.Context, p Principal, orgRef string) ([]User, error) {
+	org, err := s.Organisation(ctx, p, orgRef)
+	if err != nil {
+		return nil, err
+	}
+	return s.store.ListUsers(ctx, org.ID)
+}
+
+// User returns a user by id, for display.
+func (s *Service) User(ctx context.Context, id string) (User, error) {
+	return s.store.GetUser(ctx, id)
+}
+
+// keyOwner resolves ref (empty: p itself) to a user p may hold keys for:
+// themselves, or anyone of an organisation they administer.
+func (s *Service) keyOwner(ctx context.Context, p Principal, ref string) (User, error) {
+	if ref == "" || ref == p.User.ID || ref == p.User.Name {
+		return p.User, nil
+	}
+	u, err := s.store.FindUser(ctx, p.User.Org, ref)
+	if errors.Is(err, ErrNotFound) && p.IsOperator() {
+		u, err = s.store.GetUser(ctx, ref)
+	}
+	if err != nil {
+		return User{}, fmt.Errorf("user %s: %w", ref, err)
+	}
+	if !p.IsAdminOf(u.Org) {
+		return User{}, fmt.Errorf("user %s: %w", ref, ErrNotFound)
+	}
+	return u, nil
+}
+
+// CreateKey mints a key for a user (empty: p). Its secret is shown once.
+func (s *Service) CreateKey(ctx context.Context, p Principal, userRef, name string) (NewKeyResult, error) {
+	u, err := s.keyOwner(ctx, p, userRef)
+	if err != nil {
+		return NewKeyResult{}, err
+	}
+	k, secret := NewKey(u.ID, name, s.now())
+	if err := s.store.CreateKey(ctx, k); err != nil {
+		return NewKeyResult{}, fmt.Errorf("create key: %w", err)
+	}
+	return NewKeyResult{Key: k, Secret: secret}, nil
+}
+
+// Keys lists a user's keys (empty: p's), without secrets.
+func (s *Service) Keys(ctx context.Context, p Principal, userRef string) ([]Key, error) {
+	u, err := s.keyOwner(ctx, p, userRef)
+	if err != nil {
+		return nil, err
+	}
+	return s.store.ListKeys(ctx, u.ID)
+}
+
+// RevokeKey ends a key at once. p may revoke their own keys and, as an
+// administrator, their organisation's.
+func (s *Service) RevokeKey(ctx context.Context, p Principal, id string) error {
+	k, err := s.store.GetKey(ctx, id)
+	if err != nil {
+		return fmt.Errorf("revoke key %s: %w", id, err)
+	}
+	u, err := s.store.GetUser(ctx, k.User)
+	if err != nil {
+		return fmt.Errorf("revoke key %s: %w", id, err)
+	}
+	if !p.CanSee(u.Org, u.ID) {
+		return fmt.Errorf("revoke key %s: %w", id, ErrNotFound)
+	}
+	if err := s.store.RevokeKey(ctx, id, s.now()); err != nil {
+		return fmt.Errorf("revoke key %s: %w", id, err)
+	}
+	return nil
+}

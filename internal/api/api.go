@@ -1,0 +1,249 @@
+// Package api holds the JSON wire types of the gateway's HTTP API and its
+// error codes. The gateway writes them and the client reads them; both
+// sides share this package so a field renamed on one side is renamed on the
+// other. It imports nothing from this module.
+package api
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Error codes. The gateway's one error mapper chooses them; the client maps
+// them back to errors a caller can test with errors.As.
+const (
+	CodeInvalid         = "invalid"           // 400: bad input; Field names it
+	CodeUnauthenticated = "unauthenticated"   // 401: no key, or a key that is unknown, revoked or expired
+	CodeForbidden       = "forbidden"         // 403: the caller may see the thing but not do this
+	CodeQuotaExceeded   = "quota_exceeded"    // 403: a guardrail refuses the request (SPEC S7)
+	CodeNotFound        = "not_found"         // 404: absent, or not the caller's to see (SPEC S6)
+	CodeConflict        = "conflict"          // 409: the state does not allow it, or the name is taken
+	CodeAmbiguous       = "ambiguous"         // 409: a name matches several sandboxes; IDs lists them
+	CodeUnavailable     = "unavailable"       // 409: the deployment cannot do this (no driver, unmapped tier, no forge)
+	CodeNoGitCredential = "no_git_credential" // 409: the forge gave no token (SPEC S9)
+	CodeUpgradeRequired = "upgrade_required"  // 426: the tunnel's Upgrade header was stripped (SPEC S10)
+	CodeRateLimited     = "rate_limited"      // 429
+	CodeInternal        = "internal"          // 500: details are in the gateway's log, not here
+)
+
+// Error is the body of every non-2xx answer.
+type Error struct {
+	// Status is the HTTP status the error came with. It is not sent; the
+	// client fills it in from the response.
+	Status  int      `json:"-"`
+	Code    string   `json:"code"`
+	Message string   `json:"message"`
+	Field   string   `json:"field,omitempty"` // the input field at fault, for CodeInvalid
+	IDs     []string `json:"ids,omitempty"`   // the candidates, for CodeAmbiguous
+}
+
+// Error returns the message with its code, as a CLI prints it.
+func (e *Error) Error() string {
+	msg := e.Message
+	if len(e.IDs) > 0 {
+		msg += " (" + strings.Join(e.IDs, ", ") + ")"
+	}
+	return fmt.Sprintf("%s: %s", e.Code, msg)
+}
+
+// Health is the answer of GET /healthz.
+type Health struct {
+	Status  string `json:"status"`
+	Version string `json:"version"`
+	Driver  string `json:"driver"` // "" when the deployment has no sandboxes
+}
+
+// Bootstrap is what `berth admin bootstrap` prints: the first organisation,
+// project and operator, and the operator's key, shown once.
+type Bootstrap struct {
+	Organisation Organisation `json:"organisation"`
+	Project      Project      `json:"project"`
+	User         User         `json:"user"`
+	Key          NewKey       `json:"key"`
+}
+
+// Whoami describes the caller.
+type Whoami struct {
+	User         User         `json:"user"`
+	Organisation Organisation `json:"organisation"`
+	KeyID        string       `json:"key_id"`
+	Sandbox      string       `json:"sandbox,omitempty"` // set for a sandbox's own key
+}
+
+// Organisation is a tenant: it owns projects, users and classes.
+type Organisation struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// CreateOrganisation is the body of POST /api/v1/orgs. Project names the
+// organisation's first (default) project; empty means "default".
+type CreateOrganisation struct {
+	Name    string `json:"name"`
+	Project string `json:"project,omitempty"`
+}
+
+// Project groups sandboxes under one guardrail. The oldest project of an
+// organisation is its default.
+type Project struct {
+	ID           string    `json:"id"`
+	Organisation string    `json:"organisation"`
+	Name         string    `json:"name"`
+	Default      bool      `json:"default"`
+	CreatedAt    time.Time `json:"created_at"`
+}
+
+// CreateProject is the body of POST /api/v1/orgs/{org}/projects.
+type CreateProject struct {
+	Name string `json:"name"`
+}
+
+// User is a person or a system with keys. Role is operator, admin or member.
+type User struct {
+	ID           string    `json:"id"`
+	Organisation string    `json:"organisation"`
+	Name         string    `json:"name"`
+	Email        string    `json:"email,omitempty"`
+	Role         string    `json:"role"`
+	CreatedAt    time.Time `json:"created_at"`
+}
+
+// CreateUser is the body of POST /api/v1/orgs/{org}/users.
+type CreateUser struct {
+	Name  string `json:"name"`
+	Email string `json:"email,omitempty"`
+	Role  string `json:"role"`
+}
+
+// Key describes an API key without its secret.
+type Key struct {
+	ID        string     `json:"id"`
+	User      string     `json:"user"`
+	Name      string     `json:"name"`
+	Sandbox   string     `json:"sandbox,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+}
+
+// CreateKey is the body of POST /api/v1/keys. User is a user id or name in
+// the caller's organisation; empty means the caller.
+type CreateKey struct {
+	User string `json:"user,omitempty"`
+	Name string `json:"name,omitempty"`
+}
+
+// NewKey is a key just minted: the only time its secret is ever shown.
+type NewKey struct {
+	Key
+	Secret string `json:"secret"`
+}
+
+// Guardrail is a set of quota fields (SPEC S7). A nil field sets no limit;
+// AllowedRepos nil means "not set" (on an organisation: no repository).
+type Guardrail struct {
+	MaxSandboxes     *int     `json:"max_sandboxes"`
+	MaxSandboxMemory *int64   `json:"max_sandbox_memory"` // MiB
+	MaxSandboxCPU    *string  `json:"max_sandbox_cpu"`    // cores, as "4" or "4000m"
+	MaxSandboxTTL    *string  `json:"max_sandbox_ttl"`    // a duration such as "8h" or "7d"
+	AllowedRepos     []string `json:"allowed_repos"`
+}
+
+// Class is a named machine shape (SPEC S4), in the form people write it in
+// the sandboxes file and `berth sandbox apply -f`.
+type Class struct {
+	Name        string   `json:"name" yaml:"name"`
+	Description string   `json:"description,omitempty" yaml:"description,omitempty"`
+	Image       string   `json:"image" yaml:"image"`
+	Isolation   string   `json:"isolation,omitempty" yaml:"isolation,omitempty"`
+	CPU         string   `json:"cpu,omitempty" yaml:"cpu,omitempty"`
+	Memory      string   `json:"memory,omitempty" yaml:"memory,omitempty"`
+	Disk        string   `json:"disk,omitempty" yaml:"disk,omitempty"`
+	DefaultTTL  string   `json:"default_ttl,omitempty" yaml:"default_ttl,omitempty"`
+	MaxTTL      string   `json:"max_ttl,omitempty" yaml:"max_ttl,omitempty"`
+	Warm        int      `json:"warm,omitempty" yaml:"warm,omitempty"`
+	Purposes    []string `json:"purposes,omitempty" yaml:"purposes,omitempty"`
+}
+
+// ClassFile is the YAML document of BERTH_SANDBOXES_FILE and of
+// `berth sandbox apply -f`.
+type ClassFile struct {
+	Sandboxes []Class `json:"sandboxes" yaml:"sandboxes"`
+}
+
+// ClassStatus is a class as `berth sandbox classes` lists it: the class with
+// its defaults filled in, and whether the caller could start one now in the
+// default project.
+type ClassStatus struct {
+	Class
+	Startable bool   `json:"startable"`
+	Reason    string `json:"reason,omitempty"` // why not, when not startable
+}
+
+// ApplyClasses is the body of PUT /sandbox/v1/classes.
+type ApplyClasses struct {
+	Organisation string  `json:"organisation,omitempty"` // operators only; empty means the caller's
+	Classes      []Class `json:"classes"`
+}
+
+// AppliedClasses answers an apply: what was written, and what will not work yet.
+type AppliedClasses struct {
+	Created  []string `json:"created"`
+	Updated  []string `json:"updated"`
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Sandbox is one sandbox as the API shows it.
+type Sandbox struct {
+	ID           string            `json:"id"`
+	Name         string            `json:"name"`
+	Organisation string            `json:"organisation"`
+	Project      string            `json:"project"`
+	Owner        string            `json:"owner"`      // user id
+	OwnerName    string            `json:"owner_name"` // user name
+	Purpose      string            `json:"purpose"`
+	Class        string            `json:"class"`
+	Image        string            `json:"image"`
+	Isolation    string            `json:"isolation"`
+	CPU          string            `json:"cpu"`
+	Memory       string            `json:"memory"`
+	Disk         string            `json:"disk,omitempty"`
+	State        string            `json:"state"`
+	Reason       string            `json:"reason,omitempty"`
+	Repo         string            `json:"repo,omitempty"`
+	Branch       string            `json:"branch,omitempty"`
+	Runner       string            `json:"runner,omitempty"`
+	Env          map[string]string `json:"env,omitempty"`
+	CreatedAt    time.Time         `json:"created_at"`
+	ExpiresAt    time.Time         `json:"expires_at"`
+	EndedAt      *time.Time        `json:"ended_at,omitempty"`
+	// RunningSeconds is the sum of the sandbox's running segments (SPEC S8).
+	RunningSeconds int64 `json:"running_seconds"`
+}
+
+// CreateSandbox is the body of POST /sandbox/v1/sandboxes.
+type CreateSandbox struct {
+	Name    string            `json:"name"`
+	Class   string            `json:"class,omitempty"`
+	Purpose string            `json:"purpose,omitempty"` // engineer (default) or agent
+	Project string            `json:"project,omitempty"` // administrators only; id or name
+	TTL     string            `json:"ttl,omitempty"`     // a duration; empty means the class's default
+	Repo    string            `json:"repo,omitempty"`
+	Branch  string            `json:"branch,omitempty"`
+	Task    string            `json:"task,omitempty"`
+	Runner  string            `json:"runner,omitempty"`
+	SSHKeys []string          `json:"ssh_keys,omitempty"` // authorized_keys lines
+	Env     map[string]string `json:"env,omitempty"`
+}
+
+// Extend is the body of POST /sandbox/v1/sandboxes/{ref}/extend.
+type Extend struct {
+	TTL string `json:"ttl,omitempty"` // from now; empty means the class's default
+}
+
+// SandboxList is the answer of GET /sandbox/v1/sandboxes.
+type SandboxList struct {
+	Sandboxes []Sandbox `json:"sandboxes"`
+}

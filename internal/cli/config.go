@@ -1,0 +1,245 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"berth.dev/berth/internal/quantity"
+	"berth.dev/berth/internal/sandbox"
+)
+
+// Config is what `berth serve` reads at start-up (SPEC S16). Each field
+// names the setting it comes from.
+type Config struct {
+	Addr        string // BERTH_ADDR, default ":8080"
+	DataDir     string // BERTH_DATA_DIR, default ~/.local/share/berth
+	DatabaseURL string // BERTH_DATABASE_URL, default an SQLite file in DataDir
+	PublicURL   string // BERTH_PUBLIC_URL, default http://localhost<port>
+	LogLevel    string // BERTH_LOG_LEVEL: debug, info (default), warn, error
+
+	Driver           string                  // BERTH_SANDBOX_DRIVER: "", fake, podman, kubernetes
+	SandboxesFile    string                  // BERTH_SANDBOXES_FILE
+	Classes          []sandbox.Class         // the file, parsed
+	Images           []string                // BERTH_SANDBOX_IMAGES
+	Runtimes         map[sandbox.Tier]string // BERTH_SANDBOX_RUNTIME_STANDARD|ISOLATED|VM
+	SandboxPublicURL string                  // BERTH_SANDBOX_PUBLIC_URL, default PublicURL
+	IdleSuspend      time.Duration           // BERTH_SANDBOX_IDLE_SUSPEND; 0 is off
+	Namespace        string                  // BERTH_SANDBOX_NAMESPACE
+	StorageClass     string                  // BERTH_SANDBOX_STORAGE_CLASS
+	ServiceAccount   string                  // BERTH_SANDBOX_SERVICE_ACCOUNT
+	ImagePullSecrets []string                // BERTH_SANDBOX_IMAGE_PULL_SECRETS
+	Warm             bool                    // BERTH_SANDBOX_WARM
+	PodmanBinary     string                  // BERTH_SANDBOX_PODMAN_BINARY, default podman
+	PodmanNetwork    string                  // BERTH_SANDBOX_PODMAN_NETWORK
+
+	Forge      string // BERTH_SANDBOX_GIT_FORGE: "", local, github, gitlab
+	GitURL     string // BERTH_SANDBOX_GIT_URL
+	GitAppID   string // BERTH_SANDBOX_GIT_APP_ID
+	GitAppKey  string // BERTH_SANDBOX_GIT_APP_KEY_FILE
+	GitTokenFn string // BERTH_SANDBOX_GIT_TOKEN_FILE
+
+	UsageRetention time.Duration // BERTH_USAGE_RETENTION, default 90d
+	SweepInterval  time.Duration // BERTH_SWEEP_INTERVAL, default 30s
+	// MinTTL is BERTH_TEST_MIN_TTL: a test-only setting that lowers the 5m
+	// minimum lifetime so expiry can be tested in seconds. Never set it in
+	// a deployment.
+	MinTTL time.Duration
+}
+
+// settings lists every setting LoadConfig reads, for `berth serve --help`.
+var settingsHelp = `Settings (environment variables, read once at start-up):
+  BERTH_ADDR                        listen address (default :8080)
+  BERTH_DATA_DIR                    data directory (default ~/.local/share/berth)
+  BERTH_DATABASE_URL                database (default: SQLite file berth.db in the data directory;
+                                    postgres:// is refused until the PostgreSQL store lands)
+  BERTH_PUBLIC_URL                  the gateway's address as users reach it
+  BERTH_LOG_LEVEL                   debug, info (default), warn or error
+  BERTH_SANDBOX_DRIVER              podman, kubernetes, fake (development only: isolates
+                                    nothing), or unset for no sandboxes
+  BERTH_SANDBOXES_FILE              the classes each new organisation starts with (YAML)
+  BERTH_SANDBOX_IMAGES              comma-separated images administrators may give a class
+                                    (an entry ending in / allows everything under it)
+  BERTH_SANDBOX_RUNTIME_STANDARD    runtime of the standard tier (default: the driver's)
+  BERTH_SANDBOX_RUNTIME_ISOLATED    runtime of the isolated tier (gVisor); unset: unavailable
+  BERTH_SANDBOX_RUNTIME_VM          runtime of the vm tier (Kata, krun); unset: unavailable
+  BERTH_SANDBOX_PUBLIC_URL          the gateway as a sandbox reaches it (default BERTH_PUBLIC_URL)
+  BERTH_SANDBOX_IDLE_SUSPEND        suspend engineer sandboxes idle this long (at least 5m)
+  BERTH_SANDBOX_NAMESPACE, _STORAGE_CLASS, _SERVICE_ACCOUNT, _IMAGE_PULL_SECRETS, _WARM
+                                    Kubernetes driver settings
+  BERTH_SANDBOX_PODMAN_BINARY       podman driver's command (default podman)
+  BERTH_SANDBOX_PODMAN_NETWORK      podman driver's network
+  BERTH_SANDBOX_GIT_FORGE           local, github, gitlab, or unset for no repositories
+  BERTH_SANDBOX_GIT_URL             the forge's API (GitHub Enterprise: https://host/api/v3)
+  BERTH_SANDBOX_GIT_APP_ID          GitHub App id
+  BERTH_SANDBOX_GIT_APP_KEY_FILE    GitHub App private key file
+  BERTH_SANDBOX_GIT_TOKEN_FILE      GitLab token file
+  BERTH_USAGE_RETENTION             how long ended sandboxes are kept (default 90d)
+  BERTH_SWEEP_INTERVAL              how often the sweep runs (default 30s)`
+
+// LoadConfig reads the settings through getenv, applies defaults and
+// validates them, reporting every problem at once.
+func LoadConfig(getenv func(string) string) (Config, error) {
+	var errs []error
+	bad := func(setting, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", setting, fmt.Sprintf(format, args...)))
+	}
+	get := func(k, def string) string {
+		if v := strings.TrimSpace(getenv(k)); v != "" {
+			return v
+		}
+		return def
+	}
+	dur := func(k string, def time.Duration) time.Duration {
+		s := get(k, "")
+		if s == "" {
+			return def
+		}
+		d, err := quantity.ParseDuration(s)
+		if err != nil {
+			bad(k, "%v", err)
+			return def
+		}
+		return d
+	}
+	c := Config{
+		Addr:           get("BERTH_ADDR", ":8080"),
+		DataDir:        get("BERTH_DATA_DIR", ""),
+		DatabaseURL:    get("BERTH_DATABASE_URL", ""),
+		PublicURL:      get("BERTH_PUBLIC_URL", ""),
+		LogLevel:       get("BERTH_LOG_LEVEL", "info"),
+		Driver:         get("BERTH_SANDBOX_DRIVER", ""),
+		SandboxesFile:  get("BERTH_SANDBOXES_FILE", ""),
+		Images:         list(getenv("BERTH_SANDBOX_IMAGES")),
+		Namespace:      get("BERTH_SANDBOX_NAMESPACE", ""),
+		StorageClass:   get("BERTH_SANDBOX_STORAGE_CLASS", ""),
+		ServiceAccount: get("BERTH_SANDBOX_SERVICE_ACCOUNT", ""),
+		PodmanBinary:   get("BERTH_SANDBOX_PODMAN_BINARY", "podman"),
+		PodmanNetwork:  get("BERTH_SANDBOX_PODMAN_NETWORK", ""),
+		Forge:          get("BERTH_SANDBOX_GIT_FORGE", ""),
+		GitURL:         get("BERTH_SANDBOX_GIT_URL", ""),
+		GitAppID:       get("BERTH_SANDBOX_GIT_APP_ID", ""),
+		GitAppKey:      get("BERTH_SANDBOX_GIT_APP_KEY_FILE", ""),
+		GitTokenFn:     get("BERTH_SANDBOX_GIT_TOKEN_FILE", ""),
+		IdleSuspend:    dur("BERTH_SANDBOX_IDLE_SUSPEND", 0),
+		UsageRetention: dur("BERTH_USAGE_RETENTION", 90*24*time.Hour),
+		SweepInterval:  dur("BERTH_SWEEP_INTERVAL", 30*time.Second),
+		MinTTL:         dur("BERTH_TEST_MIN_TTL", sandbox.MinClassTTL),
+	}
+	c.ImagePullSecrets = list(getenv("BERTH_SANDBOX_IMAGE_PULL_SECRETS"))
+	switch w := strings.ToLower(get("BERTH_SANDBOX_WARM", "off")); w {
+	case "on", "true", "1", "yes":
+		c.Warm = true
+	case "off", "false", "0", "no":
+	default:
+		bad("BERTH_SANDBOX_WARM", "%q is neither on nor off", w)
+	}
+	if c.DataDir == "" {
+		c.DataDir = defaultDataDir(getenv)
+	}
+	if c.DatabaseURL == "" {
+		c.DatabaseURL = filepath.Join(c.DataDir, "berth.db")
+	}
+	if c.PublicURL == "" {
+		c.PublicURL = "http://localhost" + portOf(c.Addr)
+	} else if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		bad("BERTH_PUBLIC_URL", "%q is not an http(s) URL", c.PublicURL)
+	}
+	c.SandboxPublicURL = get("BERTH_SANDBOX_PUBLIC_URL", c.PublicURL)
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("BERTH_LOG_LEVEL", "%q is not debug, info, warn or error", c.LogLevel)
+	}
+
+	switch c.Driver {
+	case "", "fake":
+	case "podman", "kubernetes":
+		bad("BERTH_SANDBOX_DRIVER", "the %s driver is not built into this version yet; use fake for local work, or leave it unset", c.Driver)
+	default:
+		bad("BERTH_SANDBOX_DRIVER", "unknown driver %q (podman, kubernetes, fake, or unset for no sandboxes)", c.Driver)
+	}
+	c.Runtimes = map[sandbox.Tier]string{sandbox.TierStandard: get("BERTH_SANDBOX_RUNTIME_STANDARD", "")}
+	for _, t := range []sandbox.Tier{sandbox.TierIsolated, sandbox.TierVM} {
+		if rt := get(t.Setting(), ""); rt != "" {
+			c.Runtimes[t] = rt
+		}
+	}
+	if c.IdleSuspend != 0 && c.IdleSuspend < 5*time.Minute {
+		bad("BERTH_SANDBOX_IDLE_SUSPEND", "%s is under the 5m minimum", quantity.FormatDuration(c.IdleSuspend))
+	}
+	if c.SweepInterval <= 0 {
+		bad("BERTH_SWEEP_INTERVAL", "must be more than 0")
+	}
+	if c.MinTTL <= 0 {
+		bad("BERTH_TEST_MIN_TTL", "must be more than 0")
+	}
+
+	switch c.Forge {
+	case "", "local":
+	case "github":
+		if c.GitAppID == "" || c.GitAppKey == "" {
+			bad("BERTH_SANDBOX_GIT_FORGE", "github needs both BERTH_SANDBOX_GIT_APP_ID and BERTH_SANDBOX_GIT_APP_KEY_FILE")
+		}
+	case "gitlab":
+		if c.GitTokenFn == "" {
+			bad("BERTH_SANDBOX_GIT_FORGE", "gitlab needs BERTH_SANDBOX_GIT_TOKEN_FILE")
+		}
+	default:
+		bad("BERTH_SANDBOX_GIT_FORGE", "unknown forge %q (local, github, gitlab, or unset)", c.Forge)
+	}
+
+	if c.SandboxesFile != "" {
+		classes, err := readClassFile(c.SandboxesFile)
+		if err != nil {
+			bad("BERTH_SANDBOXES_FILE", "%v", err)
+		}
+		c.Classes = classes
+	}
+	return c, errors.Join(errs...)
+}
+
+func readClassFile(path string) ([]sandbox.Class, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	classes, err := sandbox.ParseClassFile(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s:\n%w", path, err)
+	}
+	return classes, nil
+}
+
+func defaultDataDir(getenv func(string) string) string {
+	if x := getenv("XDG_DATA_HOME"); x != "" {
+		return filepath.Join(x, "berth")
+	}
+	if h := getenv("HOME"); h != "" {
+		return filepath.Join(h, ".local", "share", "berth")
+	}
+	return "berth-data"
+}
+
+// portOf returns ":8080" of ":8080", "0.0.0.0:8080" or "[::]:8080".
+func portOf(addr string) string {
+	if i := strings.LastIndexByte(addr, ':'); i >= 0 {
+		return addr[i:]
+	}
+	return ""
+}
+
+func list(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}

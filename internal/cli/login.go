@@ -1,0 +1,168 @@
+package cli
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"berth.dev/berth/internal/client"
+)
+
+// defaultURL is where the CLI looks for a gateway when nothing says.
+const defaultURL = "http://localhost:8080"
+
+// globals are the flags and surroundings every client command shares.
+type globals struct {
+	env Env
+	url string
+}
+
+// loginFile is what `berth login` writes: the gateway and a key for it.
+type loginFile struct {
+	URL string `json:"url"`
+	Key string `json:"key"`
+}
+
+// configPath is $BERTH_CONFIG, else $XDG_CONFIG_HOME/berth/config.json,
+// else ~/.config/berth/config.json.
+func (g *globals) configPath() (string, error) {
+	if p := g.env.Getenv("BERTH_CONFIG"); p != "" {
+		return p, nil
+	}
+	if x := g.env.Getenv("XDG_CONFIG_HOME"); x != "" {
+		return filepath.Join(x, "berth", "config.json"), nil
+	}
+	home := g.env.Getenv("HOME")
+	if home == "" {
+		return "", errors.New("cannot find the login file: HOME is unset (set BERTH_CONFIG)")
+	}
+	return filepath.Join(home, ".config", "berth", "config.json"), nil
+}
+
+func (g *globals) readLogin() (loginFile, error) {
+	var lf loginFile
+	path, err := g.configPath()
+	if err != nil {
+		return lf, nil
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return lf, nil
+	}
+	if err != nil {
+		return lf, fmt.Errorf("read login file: %w", err)
+	}
+	if err := json.Unmarshal(b, &lf); err != nil {
+		return lf, fmt.Errorf("login file %s is not valid JSON: %w", path, err)
+	}
+	return lf, nil
+}
+
+// gatewayURL is --url, else $BERTH_URL, else the login file's, else the default.
+func (g *globals) gatewayURL(lf loginFile) string {
+	for _, u := range []string{g.url, g.env.Getenv("BERTH_URL"), lf.URL} {
+		if u != "" {
+			return strings.TrimSuffix(u, "/")
+		}
+	}
+	return defaultURL
+}
+
+// client returns a client for the gateway, authenticated with $BERTH_API_KEY
+// or the login file's key.
+func (g *globals) client() (*client.Client, error) {
+	lf, err := g.readLogin()
+	if err != nil {
+		return nil, err
+	}
+	key := g.env.Getenv("BERTH_API_KEY")
+	if key == "" {
+		key = lf.Key
+	}
+	return client.New(g.gatewayURL(lf), key, g.env.HTTP), nil
+}
+
+func newLoginCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "login",
+		Short: "Save a gateway address and key for later commands",
+		Long: `Save a gateway address and key for later commands.
+
+The key is read from $BERTH_API_KEY or, when unset, from the first line of
+standard input, never from the command line, so it stays out of shell
+history and process listings. It is checked against the gateway, then
+written with the address to $BERTH_CONFIG (default ~/.config/berth/config.json)
+with mode 0600.`,
+		Example: `  berth admin bootstrap | jq -r .key.secret | berth login --url http://localhost:8080
+  BERTH_API_KEY=berth_… berth login --url https://berth.example.com`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			key := g.env.Getenv("BERTH_API_KEY")
+			if key == "" {
+				line, err := bufio.NewReader(g.env.Stdin).ReadString('\n')
+				if err != nil && line == "" {
+					return usageError{errors.New("login: no key: set BERTH_API_KEY or pass the key on standard input")}
+				}
+				key = strings.TrimSpace(line)
+			}
+			lf, err := g.readLogin()
+			if err != nil {
+				return err
+			}
+			url := g.gatewayURL(lf)
+			who, err := client.New(url, key, g.env.HTTP).Whoami(cmd.Context())
+			if err != nil {
+				return fmt.Errorf("login to %s: %w", url, err)
+			}
+			path, err := g.configPath()
+			if err != nil {
+				return err
+			}
+			if err := writeLogin(path, loginFile{URL: url, Key: key}); err != nil {
+				return err
+			}
+			fmt.Fprintf(g.env.Stdout, "logged in to %s as %s (%s of %s); saved in %s\n",
+				url, who.User.Name, who.User.Role, who.Organisation.Name, path)
+			return nil
+		},
+	}
+}
+
+// writeLogin writes the login file readable by its owner only, replacing
+// any earlier one atomically.
+func writeLogin(path string, lf loginFile) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("write login file: %w", err)
+	}
+	b, err := json.MarshalIndent(lf, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".config-*.json")
+	if err != nil {
+		return fmt.Errorf("write login file: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write login file: %w", err)
+	}
+	if _, err := tmp.Write(append(b, '\n')); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write login file: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write login file: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write login file: %w", err)
+	}
+	return nil
+}

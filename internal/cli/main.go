@@ -1,0 +1,173 @@
+// Package cli is the berth command line: a cobra tree built by
+// constructors (no package state), the client-side configuration written
+// by `berth login`, and serve.go, the composition root that wires the
+// store, the driver, the services and the gateway together.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"berth.dev/berth/internal/api"
+)
+
+// Version is berth's version, reported by `berth version` and /healthz.
+const Version = "0.1.0-dev"
+
+// Env is everything the CLI takes from its surroundings, so tests can run
+// it in-process with their own.
+type Env struct {
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+	Getenv func(string) string
+	HTTP   *http.Client
+	Now    func() time.Time
+}
+
+// OSEnv is the process's real environment.
+func OSEnv() Env {
+	return Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv,
+		HTTP: &http.Client{Timeout: 5 * time.Minute}, Now: time.Now}
+}
+
+// usageError marks a mistake in how the command was called: exit 2.
+type usageError struct{ error }
+
+// exitError carries an exit code other than 1, with nothing more to print.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
+
+// Main runs the berth command line and returns its exit code: 0 on
+// success, 2 for a usage mistake, 1 for any other failure.
+func Main(ctx context.Context, args []string, env Env) int {
+	root := newRoot(env)
+	root.SetArgs(args)
+	root.SetIn(env.Stdin)
+	root.SetOut(env.Stdout)
+	root.SetErr(env.Stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return 0
+	}
+	var ee exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	fmt.Fprintln(env.Stderr, "berth:", describe(err))
+	var ue usageError
+	if errors.As(err, &ue) {
+		return 2
+	}
+	return 1
+}
+
+// describe words an error for a person: API errors say what to do.
+func describe(err error) string {
+	var ae *api.Error
+	if !errors.As(err, &ae) {
+		return err.Error()
+	}
+	msg := ae.Error()
+	switch ae.Code {
+	case api.CodeUnauthenticated:
+		msg += "\n(set BERTH_API_KEY, or run berth login)"
+	case api.CodeAmbiguous:
+		msg += "\n(name the sandbox by its id instead)"
+	}
+	return msg
+}
+
+func newRoot(env Env) *cobra.Command {
+	g := &globals{env: env}
+	root := &cobra.Command{
+		Use:   "berth",
+		Short: "berth lends isolated sandboxes to coding agents and engineers",
+		Long: `berth lends isolated sandboxes to coding agents and engineers, and runs
+coding-agent CLIs inside them under one fixed contract.
+
+The gateway is "berth serve". Every other command talks to a gateway:
+it finds it from --url, BERTH_URL or the file "berth login" writes,
+and authenticates with BERTH_API_KEY or that file.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVar(&g.url, "url", "", "the gateway's address (default $BERTH_URL, the login file, or http://localhost:8080)")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand(
+		newServeCmd(env),
+		newAdminCmd(env),
+		newLoginCmd(g),
+		newWhoamiCmd(g),
+		newOrgCmd(g),
+		newProjectCmd(g),
+		newUserCmd(g),
+		newKeyCmd(g),
+		newGuardrailCmd(g),
+		newSandboxCmd(g),
+		newVersionCmd(env),
+	)
+	refuseUnknownSubcommands(root)
+	return root
+}
+
+// refuseUnknownSubcommands makes every command that only groups others
+// (berth, berth sandbox, …) refuse an unknown subcommand as a usage mistake.
+// Left to cobra, "berth sandbox terminat dev" prints help and exits 0.
+func refuseUnknownSubcommands(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		refuseUnknownSubcommands(sub)
+	}
+	if !c.HasSubCommands() || c.Runnable() {
+		return
+	}
+	c.Args = cobra.ArbitraryArgs
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return cmd.Help()
+		}
+		msg := fmt.Sprintf("unknown command %q for %s", args[0], cmd.CommandPath())
+		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += fmt.Sprintf(" (did you mean %s?)", s[0])
+		}
+		return usageError{fmt.Errorf("%s (see %s --help)", msg, cmd.CommandPath())}
+	}
+}
+
+func newVersionCmd(env Env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print berth's version",
+		Args: noArgs,
+		RunE: func(*cobra.Command, []string) error {
+			fmt.Fprintln(env.Stdout, "berth", Version)
+			return nil
+		},
+	}
+}
+
+// noArgs is cobra.NoArgs with a usage error.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) != 0 {
+		return usageError{fmt.Errorf("%s: takes no arguments, got %q (see %s --help)", cmd.CommandPath(), args, cmd.CommandPath())}
+	}
+	return nil
+}
+
+// exactArgs is cobra.ExactArgs with a usage error that names what is missing.
+func exactArgs(n int, what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usageError{fmt.Errorf("%s: want %s, got %d arguments (see %s --help)", cmd.CommandPath(), what, len(args), cmd.CommandPath())}
+		}
+		return nil
+	}
+}

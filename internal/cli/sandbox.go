@@ -1,0 +1,445 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/client"
+)
+
+func newSandboxCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "sandbox",
+		Short: "Sandboxes and their classes",
+		Long: `Sandboxes: machines berth lends to an engineer (reached over ssh) or to an
+agent (one task on one repository). A name is yours: lowercase letters,
+digits and interior hyphens, at most 40 characters. Commands that take a
+NAME also take the sandbox's id (sbx_…).`,
+	}
+	cmd.AddCommand(
+		newSandboxCreateCmd(g),
+		newSandboxListCmd(g),
+		newSandboxShowCmd(g),
+		newSandboxActionCmd(g, "suspend", "Stop a running engineer sandbox, keeping its volume", (*client.Client).Suspend),
+		newSandboxActionCmd(g, "resume", "Start a suspended or expired engineer sandbox again", (*client.Client).Resume),
+		newSandboxExtendCmd(g),
+		newSandboxActionCmd(g, "terminate", "End a sandbox: its key is revoked and its machine and volume removed", (*client.Client).Terminate),
+		newClassesCmd(g),
+		newApplyCmd(g),
+		newDeleteClassCmd(g),
+	)
+	return cmd
+}
+
+func newSandboxCreateCmd(g *globals) *cobra.Command {
+	var (
+		req              api.CreateSandbox
+		taskFile, output string
+		keyFiles, env    []string
+		noWait           bool
+		wait             bool
+		timeout          time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Create a sandbox and wait until it is ready",
+		Long: `Create a sandbox and, unless --no-wait, show its state as it changes until it
+is running (or has failed).
+
+An engineer sandbox needs an ssh public key: the ones in ~/.ssh/*.pub are
+sent unless --ssh-key names a file. An agent sandbox needs --repo and
+--task (or --task-file). --ttl above the class's or the guardrail's maximum
+is cut down to it. Only administrators may choose --project.`,
+		Example: `  berth sandbox create dev --class standard
+  berth sandbox create fix-123 --purpose agent --repo acme/app --task-file task.md --runner claude-code
+  berth sandbox create scratch --ttl 2h --ssh-key ~/.ssh/work.pub --env EDITOR=vim`,
+		Args: exactArgs(1, "the sandbox's name"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req.Name = args[0]
+			if taskFile != "" {
+				if req.Task != "" {
+					return usageError{errors.New("give --task or --task-file, not both")}
+				}
+				b, err := readFile(g.env, taskFile)
+				if err != nil {
+					return usageError{fmt.Errorf("--task-file: %w", err)}
+				}
+				req.Task = string(b)
+			}
+			keys, err := sshKeys(g.env, req.Purpose, keyFiles)
+			if err != nil {
+				return err
+			}
+			req.SSHKeys = keys
+			if req.Env, err = parseEnv(env); err != nil {
+				return err
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			sb, err := c.CreateSandbox(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			if noWait || !wait {
+				return render(g.env.Stdout, output, sb, func(tw *tabwriter.Writer) {
+					fmt.Fprintf(tw, "%s\t%s\t%s\n", sb.Name, sb.ID, sb.State)
+				})
+			}
+			sb, err = waitReady(cmd.Context(), g.env, c, sb, timeout)
+			if err != nil {
+				return err
+			}
+			if err := render(g.env.Stdout, output, sb, func(tw *tabwriter.Writer) { showTable(tw, g.env.Now(), sb) }); err != nil {
+				return err
+			}
+			if sb.State == "failed" {
+				return exitError{code: 1}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&req.Class, "class", "", "the class (berth sandbox classes lists them); default the only one that fits")
+	f.StringVar(&req.Purpose, "purpose", "engineer", "engineer or agent")
+	f.StringVar(&req.Project, "project", "", "the project (administrators); default the organisation's oldest")
+	f.StringVar(&req.TTL, "ttl", "", "lifetime, such as 2h or 3d; default the class's")
+	f.StringVar(&req.Repo, "repo", "", "the repository to check out")
+	f.StringVar(&req.Branch, "branch", "", "the branch to check out (default the repository's default)")
+	f.StringVar(&req.Task, "task", "", "an agent's task")
+	f.StringVar(&taskFile, "task-file", "", "read the agent's task from a file (- for standard input)")
+	f.StringVar(&req.Runner, "runner", "", "the agent CLI: claude-code, codex, opencode, gemini, cursor or pi")
+	f.StringArrayVar(&keyFiles, "ssh-key", nil, "an ssh public key file (repeatable); default ~/.ssh/*.pub")
+	f.StringArrayVar(&env, "env", nil, "an environment variable K=V for the sandbox's life (repeatable; not BERTH_*)")
+	f.BoolVar(&wait, "wait", true, "wait until the sandbox is running or has failed")
+	f.BoolVar(&noWait, "no-wait", false, "return as soon as the sandbox is admitted")
+	f.DurationVar(&timeout, "timeout", 10*time.Minute, "how long --wait waits")
+	outputFlag(cmd, &output)
+	return cmd
+}
+
+func readFile(env Env, path string) ([]byte, error) {
+	if path == "-" {
+		return io.ReadAll(env.Stdin)
+	}
+	return os.ReadFile(path)
+}
+
+// sshKeys reads the --ssh-key files, or for an engineer sandbox without
+// any, every ~/.ssh/*.pub.
+func sshKeys(env Env, purpose string, files []string) ([]string, error) {
+	if len(files) == 0 {
+		if purpose != "" && purpose != "engineer" {
+			return nil, nil
+		}
+		home := env.Getenv("HOME")
+		if home == "" {
+			return nil, nil
+		}
+		files, _ = filepath.Glob(filepath.Join(home, ".ssh", "*.pub"))
+		slices.Sort(files)
+	}
+	var keys []string
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, usageError{fmt.Errorf("--ssh-key: %w", err)}
+		}
+		for line := range strings.Lines(string(b)) {
+			if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+				keys = append(keys, line)
+			}
+		}
+	}
+	return keys, nil
+}
+
+func parseEnv(pairs []string) (map[string]string, error) {
+	if len(pairs) == 0 {
+		return nil, nil
+	}
+	env := map[string]string{}
+	for _, p := range pairs {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok || k == "" {
+			return nil, usageError{fmt.Errorf("--env %q: want NAME=VALUE", p)}
+		}
+		env[k] = v
+	}
+	return env, nil
+}
+
+// waitReady polls until the sandbox leaves starting, printing each state it
+// sees on stderr.
+func waitReady(ctx context.Context, env Env, c *client.Client, sb api.Sandbox, timeout time.Duration) (api.Sandbox, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	fmt.Fprintf(env.Stderr, "%s: %s\n", sb.Name, sb.State)
+	last, delay := sb.State, 100*time.Millisecond
+	for sb.State == "starting" {
+		select {
+		case <-ctx.Done():
+			return sb, fmt.Errorf("sandbox %s is still starting after %s (it goes on; see berth sandbox show %s)", sb.Name, timeout, sb.ID)
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, time.Second)
+		next, err := c.Sandbox(ctx, sb.ID)
+		if err != nil {
+			return sb, err
+		}
+		sb = next
+		if sb.State != last {
+			fmt.Fprintf(env.Stderr, "%s: %s\n", sb.Name, sb.State)
+			last = sb.State
+		}
+	}
+	return sb, nil
+}
+
+func newSandboxListCmd(g *globals) *cobra.Command {
+	var class, purpose, output string
+	var all bool
+	cmd := &cobra.Command{
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "List the sandboxes you may see (live ones; --all for ended too)",
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			sbs, err := c.Sandboxes(cmd.Context(), client.ListOptions{Class: class, Purpose: purpose, All: all})
+			if err != nil {
+				return err
+			}
+			now := g.env.Now()
+			return render(g.env.Stdout, output, sbs, func(tw *tabwriter.Writer) {
+				fmt.Fprintln(tw, "NAME\tID\tSTATE\tPURPOSE\tCLASS\tOWNER\tEXPIRES\tRUNNING")
+				for _, sb := range sbs {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", sb.Name, sb.ID, sb.State, sb.Purpose, sb.Class,
+						sb.OwnerName, until(now, sb.ExpiresAt), short(time.Duration(sb.RunningSeconds)*time.Second))
+				}
+			})
+		},
+	}
+	cmd.Flags().StringVar(&class, "class", "", "only sandboxes of this class")
+	cmd.Flags().StringVar(&purpose, "purpose", "", "only engineer or only agent sandboxes")
+	cmd.Flags().BoolVar(&all, "all", false, "include ended sandboxes")
+	outputFlag(cmd, &output)
+	return cmd
+}
+
+func newSandboxShowCmd(g *globals) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "show NAME",
+		Short: "Show one sandbox in full",
+		Args:  exactArgs(1, "a sandbox name or id"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			sb, err := c.Sandbox(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return render(g.env.Stdout, output, sb, func(tw *tabwriter.Writer) { showTable(tw, g.env.Now(), sb) })
+		},
+	}
+	outputFlag(cmd, &output)
+	return cmd
+}
+
+func showTable(tw *tabwriter.Writer, now time.Time, sb api.Sandbox) {
+	row := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(tw, "%s:\t%s\n", k, v)
+		}
+	}
+	row("name", sb.Name)
+	row("id", sb.ID)
+	row("state", sb.State)
+	row("reason", sb.Reason)
+	row("purpose", sb.Purpose)
+	row("owner", sb.OwnerName)
+	row("class", sb.Class)
+	row("image", sb.Image)
+	row("isolation", sb.Isolation)
+	row("machine", fmt.Sprintf("%s cores, %s memory", sb.CPU, sb.Memory))
+	row("disk", sb.Disk)
+	row("repository", sb.Repo)
+	row("branch", sb.Branch)
+	row("runner", sb.Runner)
+	row("created", sb.CreatedAt.Local().Format(time.RFC3339))
+	row("expires", sb.ExpiresAt.Local().Format(time.RFC3339)+" ("+until(now, sb.ExpiresAt)+")")
+	if sb.EndedAt != nil {
+		row("ended", sb.EndedAt.Local().Format(time.RFC3339))
+	}
+	row("running time", short(time.Duration(sb.RunningSeconds)*time.Second))
+}
+
+// newSandboxActionCmd builds suspend, resume and terminate, which differ
+// only in the call they make.
+func newSandboxActionCmd(g *globals, verb, short string, call func(*client.Client, context.Context, string) (api.Sandbox, error)) *cobra.Command {
+	return &cobra.Command{
+		Use:   verb + " NAME",
+		Short: short,
+		Args:  exactArgs(1, "a sandbox name or id"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			sb, err := call(c, cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(g.env.Stdout, "%s %s: %s\n", sb.Name, sb.ID, sb.State)
+			return nil
+		},
+	}
+}
+
+func newSandboxExtendCmd(g *globals) *cobra.Command {
+	var ttl string
+	cmd := &cobra.Command{
+		Use:   "extend NAME",
+		Short: "Give a sandbox a new lifetime, counted from now",
+		Long: `Give a sandbox a new lifetime counted from now (default the class's), cut to
+the class's and the guardrail's maximum. An expired sandbox must be resumed
+first.`,
+		Args: exactArgs(1, "a sandbox name or id"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			sb, err := c.Extend(cmd.Context(), args[0], ttl)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(g.env.Stdout, "%s %s: expires %s (%s)\n", sb.Name, sb.ID,
+				sb.ExpiresAt.Local().Format(time.RFC3339), until(g.env.Now(), sb.ExpiresAt))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&ttl, "ttl", "", "the new lifetime from now, such as 4h; default the class's")
+	return cmd
+}
+
+func newClassesCmd(g *globals) *cobra.Command {
+	var org, output string
+	cmd := &cobra.Command{
+		Use:   "classes",
+		Short: "List the classes of your organisation and whether you could start each now",
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			classes, err := c.Classes(cmd.Context(), org)
+			if err != nil {
+				return err
+			}
+			return render(g.env.Stdout, output, classes, func(tw *tabwriter.Writer) {
+				fmt.Fprintln(tw, "NAME\tISOLATION\tCPU\tMEMORY\tDISK\tTTL\tMAX TTL\tPURPOSES\tSTARTABLE")
+				for _, cl := range classes {
+					purposes := strings.Join(cl.Purposes, ",")
+					if purposes == "" {
+						purposes = "both"
+					}
+					ok := "yes"
+					if !cl.Startable {
+						ok = "no: " + cl.Reason
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cl.Name, cl.Isolation, cl.CPU, cl.Memory,
+						cl.Disk, cl.DefaultTTL, cl.MaxTTL, purposes, ok)
+				}
+			})
+		},
+	}
+	cmd.Flags().StringVar(&org, "org", "", "organisation name or id (operators; default yours)")
+	outputFlag(cmd, &output)
+	return cmd
+}
+
+func newApplyCmd(g *globals) *cobra.Command {
+	var org, file string
+	cmd := &cobra.Command{
+		Use:   "apply -f FILE",
+		Short: "Create or change classes from a sandboxes file (administrators)",
+		Long: `Create or change the classes a sandboxes file names (a YAML document with a
+top-level sandboxes: list, the format of BERTH_SANDBOXES_FILE). The whole
+file is checked first; if any entry is wrong nothing is applied. Classes
+the file does not name are left alone.`,
+		Example: `  berth sandbox apply -f classes.yaml`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if file == "" {
+				return usageError{errors.New("apply: -f FILE is required")}
+			}
+			b, err := readFile(g.env, file)
+			if err != nil {
+				return usageError{fmt.Errorf("-f: %w", err)}
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			res, err := c.ApplyClasses(cmd.Context(), org, strings.NewReader(string(b)))
+			if err != nil {
+				return err
+			}
+			for _, n := range res.Created {
+				fmt.Fprintf(g.env.Stdout, "class %s created\n", n)
+			}
+			for _, n := range res.Updated {
+				fmt.Fprintf(g.env.Stdout, "class %s configured\n", n)
+			}
+			for _, w := range res.Warnings {
+				fmt.Fprintf(g.env.Stderr, "warning: %s\n", w)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&file, "filename", "f", "", "the sandboxes file (- for standard input)")
+	cmd.Flags().StringVar(&org, "org", "", "organisation name or id (operators; default yours)")
+	return cmd
+}
+
+func newDeleteClassCmd(g *globals) *cobra.Command {
+	var org string
+	cmd := &cobra.Command{
+		Use:   "delete-class NAME",
+		Short: "Delete a class (administrators); its sandboxes keep working",
+		Args:  exactArgs(1, "the class's name"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			if err := c.DeleteClass(cmd.Context(), org, args[0]); err != nil {
+				return err
+			}
+			fmt.Fprintf(g.env.Stdout, "class %s deleted\n", args[0])
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&org, "org", "", "organisation name or id (operators; default yours)")
+	return cmd
+}

@@ -1,0 +1,145 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
+
+	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/driver/fake"
+	"berth.dev/berth/internal/gateway"
+	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/store"
+)
+
+// app is the gateway wired together: the composition root's product,
+// shared by `berth serve` and the admin commands that work on the database
+// directly.
+type app struct {
+	store     *store.Store
+	accounts  *account.Service
+	sandboxes *sandbox.Service
+	log       *slog.Logger
+}
+
+// build opens the store, picks the driver and makes the services, in that
+// order. It is the one place that knows every adapter.
+func build(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
+	st, err := store.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	var drv sandbox.Driver
+	switch cfg.Driver {
+	case "fake":
+		drv = fake.New()
+	case "":
+	default:
+		st.Close()
+		return nil, fmt.Errorf("BERTH_SANDBOX_DRIVER: %s is not built into this version", cfg.Driver)
+	}
+	var sandboxes *sandbox.Service
+	seed := func(ctx context.Context, org string) error { return sandboxes.SeedClasses(ctx, org) }
+	accounts := account.NewService(st, st, time.Now, seed)
+	sandboxes = sandbox.NewService(st, drv, accounts, sandbox.Config{
+		Driver:        cfg.Driver,
+		Runtimes:      cfg.Runtimes,
+		Forge:         cfg.Forge,
+		PublicURL:     cfg.SandboxPublicURL,
+		Template:      cfg.Classes,
+		AllowedImages: cfg.Images,
+		MinTTL:        cfg.MinTTL,
+	}, log, time.Now)
+	return &app{store: st, accounts: accounts, sandboxes: sandboxes, log: log}, nil
+}
+
+func newServeCmd(env Env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "serve",
+		Short: "Run the gateway",
+		Long: `Run the gateway: the API, the sandbox driver and the sweep.
+
+It reads its settings from BERTH_* environment variables once, and refuses
+to start, naming the setting, when one is wrong.
+
+` + settingsHelp,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := LoadConfig(env.Getenv)
+			if err != nil {
+				return fmt.Errorf("refusing to start:\n%w", err)
+			}
+			return serve(cmd.Context(), cfg, env)
+		},
+	}
+}
+
+// serve runs the HTTP server and the sandbox service's background work
+// until ctx is done, then shuts both down and returns.
+func serve(ctx context.Context, cfg Config, env Env) error {
+	log := newLogger(env.Stderr, cfg.LogLevel)
+	a, err := build(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer a.store.Close()
+	if cfg.Driver == "fake" {
+		log.Warn("BERTH_SANDBOX_DRIVER=fake is a development driver: it runs and isolates nothing, and forgets its machines when the gateway stops")
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("BERTH_ADDR: %w", err)
+	}
+	gw := gateway.New(gateway.Options{Accounts: a.accounts, Sandboxes: a.sandboxes, Log: log, Version: Version, Driver: cfg.Driver})
+	srv := &http.Server{
+		Handler:           gw.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	log.Info("berth is serving", "addr", ln.Addr().String(), "public_url", cfg.PublicURL,
+		"driver", cfg.Driver, "data_dir", cfg.DataDir, "version", Version)
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	})
+	g.Go(func() error {
+		a.sandboxes.Run(gctx, cfg.SweepInterval)
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		return srv.Shutdown(sctx)
+	})
+	err = g.Wait()
+	log.Info("berth stopped")
+	return err
+}
+
+// newLogger logs JSON, or text when w is a terminal.
+func newLogger(w io.Writer, level string) *slog.Logger {
+	var lv slog.Level
+	_ = lv.UnmarshalText([]byte(level))
+	opts := &slog.HandlerOptions{Level: lv}
+	if f, ok := w.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			return slog.New(slog.NewTextHandler(w, opts))
+		}
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}

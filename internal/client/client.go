@@ -1,0 +1,303 @@
+// Package client is the Go client of the gateway's API, used by the CLI and
+// by tests. Every non-2xx answer comes back as an *api.Error carrying the
+// gateway's code, so callers branch with errors.As, not on message text.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"berth.dev/berth/internal/api"
+)
+
+// Client talks to one gateway with one key.
+type Client struct {
+	base string
+	key  string
+	http *http.Client
+}
+
+// New returns a Client for the gateway at base (such as
+// "http://localhost:8080") authenticating with key ("" for public routes).
+func New(base, key string, hc *http.Client) *Client {
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	return &Client{base: strings.TrimSuffix(base, "/"), key: key, http: hc}
+}
+
+// do sends a request with a JSON body (when in is not nil) and decodes a
+// JSON answer into out (when not nil).
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	return c.send(ctx, method, path, "application/json", body, out)
+}
+
+func (c *Client) send(ctx context.Context, method, path, contentType string, body io.Reader, out any) error {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", contentType)
+	}
+	req.Header.Set("Accept", "application/json")
+	if c.key != "" {
+		req.Header.Set("Authorization", "Bearer "+c.key)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return decodeError(resp)
+	}
+	if out == nil || resp.StatusCode == http.StatusNoContent {
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("%s %s: decode answer: %w", method, path, err)
+	}
+	return nil
+}
+
+// decodeError turns an error answer into an *api.Error. An answer that is
+// not ours (a proxy's HTML page, say) still becomes one, with its status.
+func decodeError(resp *http.Response) error {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	e := &api.Error{}
+	if err := json.Unmarshal(b, e); err != nil || e.Code == "" {
+		e = &api.Error{Code: codeFor(resp.StatusCode), Message: strings.TrimSpace(resp.Status + " " + firstLine(b))}
+	}
+	e.Status = resp.StatusCode
+	return e
+}
+
+func codeFor(status int) string {
+	switch status {
+	case http.StatusBadRequest:
+		return api.CodeInvalid
+	case http.StatusUnauthorized:
+		return api.CodeUnauthenticated
+	case http.StatusForbidden:
+		return api.CodeForbidden
+	case http.StatusNotFound:
+		return api.CodeNotFound
+	case http.StatusConflict:
+		return api.CodeConflict
+	case http.StatusUpgradeRequired:
+		return api.CodeUpgradeRequired
+	case http.StatusTooManyRequests:
+		return api.CodeRateLimited
+	}
+	return api.CodeInternal
+}
+
+func firstLine(b []byte) string {
+	s, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
+	if len(s) > 200 {
+		s = s[:200]
+	}
+	return s
+}
+
+func esc(s string) string { return url.PathEscape(s) }
+
+// Health asks /healthz.
+func (c *Client) Health(ctx context.Context) (api.Health, error) {
+	var out api.Health
+	return out, c.do(ctx, "GET", "/healthz", nil, &out)
+}
+
+// Whoami describes the caller.
+func (c *Client) Whoami(ctx context.Context) (api.Whoami, error) {
+	var out api.Whoami
+	return out, c.do(ctx, "GET", "/api/v1/whoami", nil, &out)
+}
+
+// Orgs lists the organisations the caller may see.
+func (c *Client) Orgs(ctx context.Context) ([]api.Organisation, error) {
+	var out []api.Organisation
+	return out, c.do(ctx, "GET", "/api/v1/orgs", nil, &out)
+}
+
+// CreateOrg creates an organisation (operators).
+func (c *Client) CreateOrg(ctx context.Context, req api.CreateOrganisation) (api.Organisation, error) {
+	var out api.Organisation
+	return out, c.do(ctx, "POST", "/api/v1/orgs", req, &out)
+}
+
+// Org returns one organisation by id or name.
+func (c *Client) Org(ctx context.Context, ref string) (api.Organisation, error) {
+	var out api.Organisation
+	return out, c.do(ctx, "GET", "/api/v1/orgs/"+esc(ref), nil, &out)
+}
+
+// Projects lists an organisation's projects, the default first.
+func (c *Client) Projects(ctx context.Context, org string) ([]api.Project, error) {
+	var out []api.Project
+	return out, c.do(ctx, "GET", "/api/v1/orgs/"+esc(org)+"/projects", nil, &out)
+}
+
+// CreateProject adds a project to an organisation.
+func (c *Client) CreateProject(ctx context.Context, org, name string) (api.Project, error) {
+	var out api.Project
+	return out, c.do(ctx, "POST", "/api/v1/orgs/"+esc(org)+"/projects", api.CreateProject{Name: name}, &out)
+}
+
+// Users lists an organisation's users.
+func (c *Client) Users(ctx context.Context, org string) ([]api.User, error) {
+	var out []api.User
+	return out, c.do(ctx, "GET", "/api/v1/orgs/"+esc(org)+"/users", nil, &out)
+}
+
+// CreateUser adds a user to an organisation.
+func (c *Client) CreateUser(ctx context.Context, org string, req api.CreateUser) (api.User, error) {
+	var out api.User
+	return out, c.do(ctx, "POST", "/api/v1/orgs/"+esc(org)+"/users", req, &out)
+}
+
+func guardrailPath(org, project string) string {
+	p := "/api/v1/orgs/" + esc(org)
+	if project != "" {
+		p += "/projects/" + esc(project)
+	}
+	return p + "/guardrail"
+}
+
+// Guardrail reads the guardrail of an organisation, or of one of its
+// projects when project is not empty.
+func (c *Client) Guardrail(ctx context.Context, org, project string) (api.Guardrail, error) {
+	var out api.Guardrail
+	return out, c.do(ctx, "GET", guardrailPath(org, project), nil, &out)
+}
+
+// SetGuardrail writes a guardrail whole.
+func (c *Client) SetGuardrail(ctx context.Context, org, project string, g api.Guardrail) (api.Guardrail, error) {
+	var out api.Guardrail
+	return out, c.do(ctx, "PUT", guardrailPath(org, project), g, &out)
+}
+
+// Keys lists a user's keys ("" for the caller's).
+func (c *Client) Keys(ctx context.Context, user string) ([]api.Key, error) {
+	var out []api.Key
+	path := "/api/v1/keys"
+	if user != "" {
+		path += "?user=" + url.QueryEscape(user)
+	}
+	return out, c.do(ctx, "GET", path, nil, &out)
+}
+
+// CreateKey mints a key; its secret is in the answer only.
+func (c *Client) CreateKey(ctx context.Context, req api.CreateKey) (api.NewKey, error) {
+	var out api.NewKey
+	return out, c.do(ctx, "POST", "/api/v1/keys", req, &out)
+}
+
+// RevokeKey revokes a key at once.
+func (c *Client) RevokeKey(ctx context.Context, id string) error {
+	return c.do(ctx, "DELETE", "/api/v1/keys/"+esc(id), nil, nil)
+}
+
+func orgQuery(org string) string {
+	if org == "" {
+		return ""
+	}
+	return "?org=" + url.QueryEscape(org)
+}
+
+// Classes lists an organisation's classes ("" for the caller's).
+func (c *Client) Classes(ctx context.Context, org string) ([]api.ClassStatus, error) {
+	var out []api.ClassStatus
+	return out, c.do(ctx, "GET", "/sandbox/v1/classes"+orgQuery(org), nil, &out)
+}
+
+// ApplyClasses sends a sandboxes file (YAML or JSON) to be applied.
+func (c *Client) ApplyClasses(ctx context.Context, org string, file io.Reader) (api.AppliedClasses, error) {
+	var out api.AppliedClasses
+	return out, c.send(ctx, "PUT", "/sandbox/v1/classes"+orgQuery(org), "application/yaml", file, &out)
+}
+
+// DeleteClass removes a class.
+func (c *Client) DeleteClass(ctx context.Context, org, name string) error {
+	return c.do(ctx, "DELETE", "/sandbox/v1/classes/"+esc(name)+orgQuery(org), nil, nil)
+}
+
+// ListOptions narrow Sandboxes.
+type ListOptions struct {
+	Class   string
+	Purpose string
+	All     bool
+}
+
+// Sandboxes lists the sandboxes the caller may see.
+func (c *Client) Sandboxes(ctx context.Context, o ListOptions) ([]api.Sandbox, error) {
+	q := url.Values{}
+	if o.Class != "" {
+		q.Set("class", o.Class)
+	}
+	if o.Purpose != "" {
+		q.Set("purpose", o.Purpose)
+	}
+	if o.All {
+		q.Set("all", strconv.FormatBool(true))
+	}
+	path := "/sandbox/v1/sandboxes"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var out api.SandboxList
+	return out.Sandboxes, c.do(ctx, "GET", path, nil, &out)
+}
+
+// CreateSandbox asks for a sandbox; it comes back starting.
+func (c *Client) CreateSandbox(ctx context.Context, req api.CreateSandbox) (api.Sandbox, error) {
+	var out api.Sandbox
+	return out, c.do(ctx, "POST", "/sandbox/v1/sandboxes", req, &out)
+}
+
+// Sandbox returns one sandbox by id or name.
+func (c *Client) Sandbox(ctx context.Context, ref string) (api.Sandbox, error) {
+	var out api.Sandbox
+	return out, c.do(ctx, "GET", "/sandbox/v1/sandboxes/"+esc(ref), nil, &out)
+}
+
+func (c *Client) act(ctx context.Context, ref, verb string, in any) (api.Sandbox, error) {
+	var out api.Sandbox
+	return out, c.do(ctx, "POST", "/sandbox/v1/sandboxes/"+esc(ref)+"/"+verb, in, &out)
+}
+
+// Suspend stops a running engineer sandbox.
+func (c *Client) Suspend(ctx context.Context, ref string) (api.Sandbox, error) {
+	return c.act(ctx, ref, "suspend", nil)
+}
+
+// Resume starts a suspended or expired engineer sandbox again.
+func (c *Client) Resume(ctx context.Context, ref string) (api.Sandbox, error) {
+	return c.act(ctx, ref, "resume", nil)
+}
+
+// Extend sets a new lifetime from now ("" for the class's default).
+func (c *Client) Extend(ctx context.Context, ref, ttl string) (api.Sandbox, error) {
+	return c.act(ctx, ref, "extend", api.Extend{TTL: ttl})
+}
+
+// Terminate ends a sandbox.
+func (c *Client) Terminate(ctx context.Context, ref string) (api.Sandbox, error) {
+	return c.act(ctx, ref, "terminate", nil)
+}

@@ -1,0 +1,55 @@
+package internal_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "berth.dev/berth/internal/"
+
+// TestImportDirection keeps the arrows pointing inward (STYLE.md §3): domain
+// packages import no adapter, no database and no Kubernetes code; adapters
+// do not import each other; the wire types import nothing of ours.
+func TestImportDirection(t *testing.T) {
+	adapters := []string{"store", "gateway", "client", "cli", "driver/"}
+	rules := []struct {
+		pkg    string
+		banned []string
+	}{
+		{"account", append([]string{"database/sql", "k8s.io/", "net/http", "sandbox"}, adapters...)},
+		{"guardrail", append([]string{"database/sql", "k8s.io/", "net/http", "account", "sandbox"}, adapters...)},
+		{"sandbox", append([]string{"database/sql", "k8s.io/", "net/http"}, adapters...)},
+		{"quantity", append([]string{"database/sql", "account", "sandbox", "guardrail"}, adapters...)},
+		{"name", append([]string{"database/sql", "account", "sandbox", "guardrail"}, adapters...)},
+		{"api", []string{module}},
+		{"store", []string{module + "gateway", module + "client", module + "cli", module + "driver/"}},
+		{"driver/fake", []string{module + "store", module + "gateway", module + "client", module + "cli", "database/sql"}},
+		{"gateway", []string{module + "store", module + "client", module + "cli", module + "driver/", "database/sql"}},
+		{"client", []string{module + "store", module + "gateway", module + "cli", module + "driver/", module + "sandbox", module + "account", "database/sql"}},
+	}
+	for _, r := range rules {
+		t.Run(r.pkg, func(t *testing.T) {
+			out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", "./"+r.pkg).Output()
+			if err != nil {
+				t.Fatalf("go list %s: %v", r.pkg, err)
+			}
+			self := module + r.pkg
+			for dep := range strings.Lines(string(out)) {
+				dep = strings.TrimSpace(dep)
+				if dep == self {
+					continue
+				}
+				for _, b := range r.banned {
+					full := b
+					if !strings.Contains(b, ".") && !strings.Contains(b, "/sql") && b != "net/http" {
+						full = module + b // a package of ours, by short name
+					}
+					if strings.HasPrefix(dep, full) {
+						t.Errorf("%s imports %s (banned: %q)", r.pkg, dep, b)
+					}
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,167 @@
+// Package drivertest is the contract every sandbox.Driver keeps. The fake,
+// podman and Kubernetes drivers all run it, so a fake cannot drift from the
+// real thing.
+package drivertest
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"berth.dev/berth/internal/quantity"
+	"berth.dev/berth/internal/sandbox"
+)
+
+// Options say what the driver under test needs.
+type Options struct {
+	// NewDriver returns a driver to test; it cleans up after itself.
+	NewDriver func(t *testing.T) sandbox.Driver
+	// Image is an image the driver can run for an engineer sandbox.
+	Image string
+	// SSHKey is an authorized key, for drivers that start sshd.
+	SSHKey string
+	// Timeout bounds each start; zero means a minute.
+	Timeout time.Duration
+}
+
+// Spec returns a small engineer sandbox spec with a fresh id.
+func Spec(o Options) sandbox.Spec {
+	id := sandbox.NewID()
+	sb := sandbox.Sandbox{
+		ID: id, Name: "contract", Org: "org_contract", Project: "prj_contract", Owner: "usr_contract",
+		Purpose: sandbox.PurposeEngineer, Class: "small", Image: o.Image, Isolation: sandbox.TierStandard,
+		CPU: quantity.Millicores(500), Memory: quantity.Bytes(256 << 20), State: sandbox.StateStarting,
+		SSHKeys: []string{o.SSHKey}, CreatedAt: time.Now(), ExpiresAt: time.Now().Add(time.Hour),
+	}
+	env := map[string]string{
+		"BERTH_SANDBOX_ID": string(id), "BERTH_SANDBOX_NAME": sb.Name, "BERTH_SANDBOX_PURPOSE": "engineer",
+		"BERTH_AUTHORIZED_KEYS": o.SSHKey, "BERTH_API_KEY": "berth_contractcontract0_SECRETVALUE",
+	}
+	return sandbox.Spec{Sandbox: sb, Env: env}
+}
+
+// Run checks the driver contract.
+func Run(t *testing.T, o Options) {
+	if o.Timeout == 0 {
+		o.Timeout = time.Minute
+	}
+	start := func(t *testing.T, d sandbox.Driver, spec sandbox.Spec) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(t.Context(), o.Timeout)
+		defer cancel()
+		if err := d.Start(ctx, spec); err != nil {
+			t.Fatalf("Start(%s) = %v", spec.Sandbox.ID, err)
+		}
+	}
+	status := func(t *testing.T, d sandbox.Driver, id sandbox.ID) sandbox.MachineStatus {
+		t.Helper()
+		m, err := d.Inspect(t.Context(), id)
+		if err != nil {
+			t.Fatalf("Inspect(%s) = %v", id, err)
+		}
+		if m.ID != id {
+			t.Fatalf("Inspect(%s).ID = %s", id, m.ID)
+		}
+		return m.Status
+	}
+	listed := func(t *testing.T, d sandbox.Driver, id sandbox.ID) bool {
+		t.Helper()
+		ms, err := d.List(t.Context())
+		if err != nil {
+			t.Fatalf("List = %v", err)
+		}
+		return slices.ContainsFunc(ms, func(m sandbox.Machine) bool { return m.ID == id })
+	}
+
+	t.Run("UnknownIsNotFound", func(t *testing.T) {
+		d := o.NewDriver(t)
+		id := sandbox.NewID()
+		if _, err := d.Inspect(t.Context(), id); !errors.Is(err, sandbox.ErrNotFound) {
+			t.Errorf("Inspect(unknown) = %v, want ErrNotFound", err)
+		}
+		if err := d.Stop(t.Context(), id); !errors.Is(err, sandbox.ErrNotFound) {
+			t.Errorf("Stop(unknown) = %v, want ErrNotFound", err)
+		}
+		if err := d.Remove(t.Context(), id); err != nil {
+			t.Errorf("Remove(unknown) = %v, want nil: removing twice must be safe", err)
+		}
+	})
+
+	t.Run("Lifecycle", func(t *testing.T) {
+		d := o.NewDriver(t)
+		spec := Spec(o)
+		id := spec.Sandbox.ID
+		t.Cleanup(func() { _ = d.Remove(context.Background(), id) })
+		start(t, d, spec)
+		if got := status(t, d, id); got != sandbox.MachineRunning {
+			t.Fatalf("after Start: status %s, want running", got)
+		}
+		if !listed(t, d, id) {
+			t.Fatalf("List does not hold a started machine")
+		}
+		if err := d.Stop(t.Context(), id); err != nil {
+			t.Fatalf("Stop = %v", err)
+		}
+		if got := status(t, d, id); got != sandbox.MachineStopped {
+			t.Fatalf("after Stop: status %s, want stopped", got)
+		}
+		if !listed(t, d, id) {
+			t.Fatalf("List forgot a stopped machine: its volume is still there")
+		}
+		start(t, d, sandbox.Spec{Sandbox: spec.Sandbox}) // resume: the machine keeps its environment
+		if got := status(t, d, id); got != sandbox.MachineRunning {
+			t.Fatalf("after resume: status %s, want running", got)
+		}
+		spec.Replace = true
+		spec.Env["BERTH_API_KEY"] = "berth_contractcontract1_NEWSECRET"
+		if err := d.Stop(t.Context(), id); err != nil {
+			t.Fatalf("Stop = %v", err)
+		}
+		start(t, d, spec) // resume after expiry: replaced on the same volume
+		if got := status(t, d, id); got != sandbox.MachineRunning {
+			t.Fatalf("after replace: status %s, want running", got)
+		}
+		if err := d.Remove(t.Context(), id); err != nil {
+			t.Fatalf("Remove = %v", err)
+		}
+		if _, err := d.Inspect(t.Context(), id); !errors.Is(err, sandbox.ErrNotFound) {
+			t.Fatalf("Inspect after Remove = %v, want ErrNotFound", err)
+		}
+		if listed(t, d, id) {
+			t.Fatalf("List holds a removed machine")
+		}
+		if err := d.Remove(t.Context(), id); err != nil {
+			t.Fatalf("second Remove = %v, want nil", err)
+		}
+	})
+
+	t.Run("StartAgainWhileRunning", func(t *testing.T) {
+		d := o.NewDriver(t)
+		spec := Spec(o)
+		t.Cleanup(func() { _ = d.Remove(context.Background(), spec.Sandbox.ID) })
+		start(t, d, spec)
+		start(t, d, sandbox.Spec{Sandbox: spec.Sandbox})
+		if got := status(t, d, spec.Sandbox.ID); got != sandbox.MachineRunning {
+			t.Fatalf("status %s, want running", got)
+		}
+	})
+
+	t.Run("SecretsStayOutOfDetails", func(t *testing.T) {
+		d := o.NewDriver(t)
+		spec := Spec(o)
+		t.Cleanup(func() { _ = d.Remove(context.Background(), spec.Sandbox.ID) })
+		start(t, d, spec)
+		ms, err := d.List(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range ms {
+			if m.Detail != "" && strings.Contains(m.Detail, spec.Env["BERTH_API_KEY"]) {
+				t.Fatalf("machine detail reveals the sandbox key: %q", m.Detail)
+			}
+		}
+	})
+}

@@ -1,0 +1,176 @@
+// Package fake is an in-memory sandbox.Driver for tests and local work
+// (BERTH_SANDBOX_DRIVER=fake). It isolates nothing and runs nothing: a
+// "machine" is a map entry. It passes the same contract suite as the real
+// drivers, and lets tests make machines exit, vanish or fail to start.
+package fake
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+
+	"berth.dev/berth/internal/sandbox"
+)
+
+type machine struct {
+	status   sandbox.MachineStatus
+	exitCode int
+	env      map[string]string
+	spec     sandbox.Sandbox
+}
+
+// Driver keeps machines in a map.
+type Driver struct {
+	mu        sync.Mutex
+	machines  map[sandbox.ID]*machine
+	failStart map[sandbox.ID]error
+	hold      chan struct{} // when not nil, Start waits for it to close
+	starts    int
+}
+
+// New returns an empty Driver.
+func New() *Driver {
+	return &Driver{machines: map[sandbox.ID]*machine{}, failStart: map[sandbox.ID]error{}}
+}
+
+var _ sandbox.Driver = (*Driver)(nil)
+
+// Start makes the machine for spec run.
+func (d *Driver) Start(ctx context.Context, spec sandbox.Spec) error {
+	d.mu.Lock()
+	hold := d.hold
+	d.mu.Unlock()
+	if hold != nil {
+		select {
+		case <-hold:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	id := spec.Sandbox.ID
+	if err, ok := d.failStart[id]; ok {
+		delete(d.failStart, id)
+		return err
+	}
+	d.starts++
+	m, ok := d.machines[id]
+	if !ok || spec.Replace {
+		if !ok && spec.Env == nil {
+			return fmt.Errorf("fake: no machine for %s and no environment to create one: %w", id, sandbox.ErrNotFound)
+		}
+		m = &machine{env: maps.Clone(spec.Env), spec: spec.Sandbox}
+		d.machines[id] = m
+	}
+	m.status, m.exitCode = sandbox.MachineRunning, 0
+	return nil
+}
+
+// Stop stops a machine and keeps it.
+func (d *Driver) Stop(_ context.Context, id sandbox.ID) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	m, ok := d.machines[id]
+	if !ok {
+		return fmt.Errorf("fake: %w: %s", sandbox.ErrNotFound, id)
+	}
+	if m.status == sandbox.MachineRunning {
+		m.status, m.exitCode = sandbox.MachineStopped, 143
+	}
+	return nil
+}
+
+// Remove forgets a machine.
+func (d *Driver) Remove(_ context.Context, id sandbox.ID) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.machines, id)
+	return nil
+}
+
+// Inspect reports a machine's status.
+func (d *Driver) Inspect(_ context.Context, id sandbox.ID) (sandbox.Machine, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	m, ok := d.machines[id]
+	if !ok {
+		return sandbox.Machine{}, fmt.Errorf("fake: %w: %s", sandbox.ErrNotFound, id)
+	}
+	return sandbox.Machine{ID: id, Status: m.status, ExitCode: m.exitCode}, nil
+}
+
+// List returns every machine, ordered by id.
+func (d *Driver) List(context.Context) ([]sandbox.Machine, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]sandbox.Machine, 0, len(d.machines))
+	for _, id := range slices.Sorted(maps.Keys(d.machines)) {
+		m := d.machines[id]
+		out = append(out, sandbox.Machine{ID: id, Status: m.status, ExitCode: m.exitCode})
+	}
+	return out, nil
+}
+
+// Exit makes a running machine's process end with code, as if it exited.
+func (d *Driver) Exit(id sandbox.ID, code int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if m, ok := d.machines[id]; ok {
+		m.status, m.exitCode = sandbox.MachineStopped, code
+	}
+}
+
+// Vanish removes a machine behind the service's back.
+func (d *Driver) Vanish(id sandbox.ID) { _ = d.Remove(context.Background(), id) }
+
+// Plant adds a machine the database knows nothing of, as a crash would leave.
+func (d *Driver) Plant(id sandbox.ID) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.machines[id] = &machine{status: sandbox.MachineRunning}
+}
+
+// FailStart makes the next Start of id fail with err.
+func (d *Driver) FailStart(id sandbox.ID, err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.failStart[id] = err
+}
+
+// Hold makes every Start wait until the returned func is called.
+func (d *Driver) Hold() (release func()) {
+	ch := make(chan struct{})
+	d.mu.Lock()
+	d.hold = ch
+	d.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			d.mu.Lock()
+			d.hold = nil
+			d.mu.Unlock()
+			close(ch)
+		})
+	}
+}
+
+// Env returns the environment a machine was created with.
+func (d *Driver) Env(id sandbox.ID) map[string]string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if m, ok := d.machines[id]; ok {
+		return maps.Clone(m.env)
+	}
+	return nil
+}
+
+// Has reports whether the driver holds a machine for id.
+func (d *Driver) Has(id sandbox.ID) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_, ok := d.machines[id]
+	return ok
+}

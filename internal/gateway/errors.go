@@ -1,0 +1,53 @@
+package gateway
+
+import (
+	"errors"
+	"net/http"
+
+	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/guardrail"
+	"berth.dev/berth/internal/sandbox"
+)
+
+// writeError is the one place that maps domain errors to HTTP. A sandbox
+// the caller may not see is 404, never 403 (SPEC S6): the services already
+// answer ErrNotFound for those, and nothing here turns a not-found into
+// anything else. Internal details are logged, not sent.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	status, body := http.StatusInternalServerError, api.Error{Code: api.CodeInternal, Message: "internal error"}
+	var (
+		ambiguous *sandbox.AmbiguousError
+		sbInvalid *sandbox.InvalidError
+		acInvalid *account.InvalidError
+	)
+	switch {
+	case errors.As(err, &ambiguous):
+		status, body = http.StatusConflict, api.Error{Code: api.CodeAmbiguous, Message: err.Error()}
+		for _, id := range ambiguous.IDs {
+			body.IDs = append(body.IDs, string(id))
+		}
+	case errors.As(err, &sbInvalid):
+		status, body = http.StatusBadRequest, api.Error{Code: api.CodeInvalid, Message: err.Error(), Field: sbInvalid.Field}
+	case errors.As(err, &acInvalid):
+		status, body = http.StatusBadRequest, api.Error{Code: api.CodeInvalid, Message: err.Error(), Field: acInvalid.Field}
+	case errors.Is(err, sandbox.ErrInvalid), errors.Is(err, account.ErrInvalid):
+		status, body = http.StatusBadRequest, api.Error{Code: api.CodeInvalid, Message: err.Error()}
+	case errors.Is(err, account.ErrUnauthenticated):
+		status, body = http.StatusUnauthorized, api.Error{Code: api.CodeUnauthenticated, Message: err.Error()}
+		w.Header().Set("WWW-Authenticate", `Bearer realm="berth"`)
+	case errors.Is(err, guardrail.ErrExceeded):
+		status, body = http.StatusForbidden, api.Error{Code: api.CodeQuotaExceeded, Message: err.Error()}
+	case errors.Is(err, sandbox.ErrNotFound), errors.Is(err, account.ErrNotFound):
+		status, body = http.StatusNotFound, api.Error{Code: api.CodeNotFound, Message: err.Error()}
+	case errors.Is(err, sandbox.ErrForbidden), errors.Is(err, account.ErrForbidden):
+		status, body = http.StatusForbidden, api.Error{Code: api.CodeForbidden, Message: err.Error()}
+	case errors.Is(err, sandbox.ErrUnavailable):
+		status, body = http.StatusConflict, api.Error{Code: api.CodeUnavailable, Message: err.Error()}
+	case errors.Is(err, sandbox.ErrConflict), errors.Is(err, account.ErrConflict):
+		status, body = http.StatusConflict, api.Error{Code: api.CodeConflict, Message: err.Error()}
+	default:
+		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	writeJSON(w, status, body)
+}

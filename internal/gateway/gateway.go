@@ -1,0 +1,215 @@
+// Package gateway is berth's HTTP API: authentication, the routes of the
+// control API (/api/v1) and of sandboxes (/sandbox/v1), and the one place
+// that maps domain errors to HTTP statuses. Handlers decode the wire types
+// of package api, call the domain services, and encode the answer.
+package gateway
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/sandbox"
+)
+
+// Options configure a Server. Every field is required unless it says not.
+type Options struct {
+	Accounts  *account.Service
+	Sandboxes *sandbox.Service
+	Log       *slog.Logger
+	// Version is reported by /healthz.
+	Version string
+	// Driver names the sandbox driver, "" when the deployment runs none.
+	Driver string
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Server serves the API.
+type Server struct {
+	accounts  *account.Service
+	sandboxes *sandbox.Service
+	log       *slog.Logger
+	version   string
+	driver    string
+	now       func() time.Time
+}
+
+// New returns a Server.
+func New(o Options) *Server {
+	now := o.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Server{accounts: o.Accounts, sandboxes: o.Sandboxes, log: o.Log, version: o.Version, driver: o.Driver, now: now}
+}
+
+// access says who may call a route.
+type access int
+
+const (
+	public    access = iota // anybody
+	anyKey                  // any live key, a sandbox's own included
+	userKey                 // a person's key; a sandbox's key is refused
+)
+
+// route is one entry of the API. The OpenAPI description is checked against
+// this table in a test, so the two cannot drift.
+type route struct {
+	method, path string
+	access       access
+	handle       func(w http.ResponseWriter, r *http.Request, p account.Principal)
+}
+
+func (s *Server) routes() []route {
+	return []route{
+		{"GET", "/healthz", public, s.health},
+		{"GET", "/openapi.yaml", public, serveOpenAPI},
+
+		{"GET", "/api/v1/whoami", anyKey, s.whoami},
+		{"GET", "/api/v1/orgs", userKey, s.listOrgs},
+		{"POST", "/api/v1/orgs", userKey, s.createOrg},
+		{"GET", "/api/v1/orgs/{org}", userKey, s.getOrg},
+		{"GET", "/api/v1/orgs/{org}/projects", userKey, s.listProjects},
+		{"POST", "/api/v1/orgs/{org}/projects", userKey, s.createProject},
+		{"GET", "/api/v1/orgs/{org}/users", userKey, s.listUsers},
+		{"POST", "/api/v1/orgs/{org}/users", userKey, s.createUser},
+		{"GET", "/api/v1/orgs/{org}/guardrail", userKey, s.getGuardrail},
+		{"PUT", "/api/v1/orgs/{org}/guardrail", userKey, s.putGuardrail},
+		{"GET", "/api/v1/orgs/{org}/projects/{project}/guardrail", userKey, s.getGuardrail},
+		{"PUT", "/api/v1/orgs/{org}/projects/{project}/guardrail", userKey, s.putGuardrail},
+		{"GET", "/api/v1/keys", userKey, s.listKeys},
+		{"POST", "/api/v1/keys", userKey, s.createKey},
+		{"DELETE", "/api/v1/keys/{id}", userKey, s.revokeKey},
+
+		{"GET", "/sandbox/v1/classes", userKey, s.listClasses},
+		{"PUT", "/sandbox/v1/classes", userKey, s.applyClasses},
+		{"DELETE", "/sandbox/v1/classes/{name}", userKey, s.deleteClass},
+		{"GET", "/sandbox/v1/sandboxes", userKey, s.listSandboxes},
+		{"POST", "/sandbox/v1/sandboxes", userKey, s.createSandbox},
+		{"GET", "/sandbox/v1/sandboxes/{ref}", userKey, s.getSandbox},
+		{"POST", "/sandbox/v1/sandboxes/{ref}/suspend", userKey, s.suspendSandbox},
+		{"POST", "/sandbox/v1/sandboxes/{ref}/resume", userKey, s.resumeSandbox},
+		{"POST", "/sandbox/v1/sandboxes/{ref}/extend", userKey, s.extendSandbox},
+		{"POST", "/sandbox/v1/sandboxes/{ref}/terminate", userKey, s.terminateSandbox},
+	}
+}
+
+// Handler returns the API with its middleware: panic recovery and request
+// logging around the routes.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	for _, rt := range s.routes() {
+		mux.Handle(rt.method+" "+rt.path, s.authenticate(rt))
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusNotFound, api.Error{Code: api.CodeNotFound, Message: "no such route: " + r.Method + " " + r.URL.Path})
+	})
+	return s.recoverPanics(s.logRequests(mux))
+}
+
+// authenticate resolves the caller's key and refuses what the route does
+// not allow. The key comes as "Authorization: Bearer <key>".
+func (s *Server) authenticate(rt route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
+		if rt.access == public {
+			rt.handle(w, r, account.Principal{})
+			return
+		}
+		token, ok := bearer(r)
+		if !ok {
+			s.writeError(w, r, fmt.Errorf("send your key as Authorization: Bearer <key>: %w", account.ErrUnauthenticated))
+			return
+		}
+		p, err := s.accounts.Authenticate(r.Context(), token)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if rt.access == userKey && p.Sandbox != "" {
+			s.writeError(w, r, fmt.Errorf("a sandbox's own key cannot use the control API: %w", account.ErrForbidden))
+			return
+		}
+		rt.handle(w, r, p)
+	})
+}
+
+func bearer(r *http.Request) (string, bool) {
+	h := r.Header.Get("Authorization")
+	token, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok || strings.TrimSpace(token) == "" {
+		return "", false
+	}
+	return strings.TrimSpace(token), true
+}
+
+func (s *Server) health(w http.ResponseWriter, _ *http.Request, _ account.Principal) {
+	writeJSON(w, http.StatusOK, api.Health{Status: "ok", Version: s.version, Driver: s.driver})
+}
+
+// decode reads a JSON body into v, refusing unknown fields.
+func decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		if errors.As(err, new(*http.MaxBytesError)) {
+			return &sandbox.InvalidError{Field: "body", Reason: "larger than 1 MiB"}
+		}
+		return &sandbox.InvalidError{Field: "body", Reason: "not the JSON this route takes: " + err.Error()}
+	}
+	return nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController reach the connection (the tunnel
+// takes it over).
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (s *Server) logRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		next.ServeHTTP(sw, r)
+		s.log.DebugContext(r.Context(), "request", "method", r.Method, "path", r.URL.Path,
+			"status", sw.status, "took", time.Since(start))
+	})
+}
+
+func (s *Server) recoverPanics(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.ErrorContext(r.Context(), "handler panicked", "method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(v))
+				writeJSON(w, http.StatusInternalServerError, api.Error{Code: api.CodeInternal, Message: "internal error"})
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,354 @@
+package gateway_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/client"
+	"berth.dev/berth/internal/driver/fake"
+	"berth.dev/berth/internal/gateway"
+	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/store"
+)
+
+const sshKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGQ0n8q0dvGXmfhT3x7Jt0yq4xNn6JkJ3sJ8QmV4c2Xk test@example"
+
+const classes = `sandboxes:
+  - name: standard
+    image: localhost/berth-sandbox:1
+    isolation: standard
+`
+
+// world is a gateway on a real SQLite store and the fake driver, with
+// clients for an operator, organisation "acme"'s administrator and two
+// members, and a member of organisation "other".
+type world struct {
+	url                                     string
+	drv                                     *fake.Driver
+	operator, admin, owner, member, foreign *client.Client
+	accounts                                *account.Service
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	ctx := t.Context()
+	st, err := store.Open(ctx, t.TempDir()+"/berth.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	tmpl, err := sandbox.ParseClassFile(strings.NewReader(classes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	w := &world{drv: fake.New()}
+	var svc *sandbox.Service
+	w.accounts = account.NewService(st, st, time.Now, func(ctx context.Context, org string) error { return svc.SeedClasses(ctx, org) })
+	svc = sandbox.NewService(st, w.drv, w.accounts, sandbox.Config{
+		Driver: "fake", Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""}, Template: tmpl,
+	}, log, time.Now)
+	runCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); svc.Run(runCtx, time.Hour) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	srv := httptest.NewServer(gateway.New(gateway.Options{Accounts: w.accounts, Sandboxes: svc, Log: log, Version: "test", Driver: "fake"}).Handler())
+	t.Cleanup(srv.Close)
+	w.url = srv.URL
+
+	_, _, _, opKey, err := w.accounts.Bootstrap(ctx, "acme", "default", "ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.operator = client.New(srv.URL, opKey.Secret.Reveal(), srv.Client())
+	if _, err := w.operator.CreateOrg(ctx, api.CreateOrganisation{Name: "other"}); err != nil {
+		t.Fatal(err)
+	}
+	user := func(org, name, role string) *client.Client {
+		t.Helper()
+		u, err := w.operator.CreateUser(ctx, org, api.CreateUser{Name: name, Role: role})
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, err := w.operator.CreateKey(ctx, api.CreateKey{User: u.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return client.New(srv.URL, k.Secret, srv.Client())
+	}
+	w.admin = user("acme", "ada", "admin")
+	w.owner = user("acme", "alice", "member")
+	w.member = user("acme", "bob", "member")
+	w.foreign = user("other", "sam", "member")
+	return w
+}
+
+func (w *world) create(t *testing.T, c *client.Client, name string) api.Sandbox {
+	t.Helper()
+	sb, err := c.CreateSandbox(t.Context(), api.CreateSandbox{Name: name, Class: "standard", SSHKeys: []string{sshKey}})
+	if err != nil {
+		t.Fatalf("create %s: %v", name, err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for sb.State == "starting" && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+		if sb, err = c.Sandbox(t.Context(), sb.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if sb.State != "running" {
+		t.Fatalf("sandbox %s is %s, want running", name, sb.State)
+	}
+	return sb
+}
+
+func code(err error) (int, string) {
+	var e *api.Error
+	if errors.As(err, &e) {
+		return e.Status, e.Code
+	}
+	return 0, ""
+}
+
+// TestAuthorisationMatrix is SPEC S6 over HTTP: see, suspend and terminate
+// for the operator, the organisation's administrator, the owner, another
+// member and a member of another organisation. Whoever may not see a
+// sandbox gets 404, never 403, by id and by name.
+func TestAuthorisationMatrix(t *testing.T) {
+	w := newWorld(t)
+	ctx := t.Context()
+	rows := []struct {
+		who     string
+		c       func() *client.Client
+		allowed bool
+	}{
+		{"operator", func() *client.Client { return w.operator }, true},
+		{"administrator", func() *client.Client { return w.admin }, true},
+		{"owner", func() *client.Client { return w.owner }, true},
+		{"another member", func() *client.Client { return w.member }, false},
+		{"another organisation", func() *client.Client { return w.foreign }, false},
+	}
+	for _, row := range rows {
+		t.Run(row.who, func(t *testing.T) {
+			sb := w.create(t, w.owner, "m-"+strings.ReplaceAll(row.who, " ", "-"))
+			c := row.c()
+			for _, ref := range []string{sb.ID, sb.Name} {
+				_, err := c.Sandbox(ctx, ref)
+				checkAllowed(t, "see "+ref, err, row.allowed)
+			}
+			_, err := c.Suspend(ctx, sb.ID)
+			checkAllowed(t, "suspend", err, row.allowed)
+			if row.allowed {
+				if _, err := c.Resume(ctx, sb.ID); err != nil {
+					t.Fatalf("resume: %v", err)
+				}
+			}
+			_, err = c.Terminate(ctx, sb.ID)
+			checkAllowed(t, "terminate", err, row.allowed)
+			list, err := c.Sandboxes(ctx, client.ListOptions{All: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen := false
+			for _, s := range list {
+				seen = seen || s.ID == sb.ID
+			}
+			if seen != row.allowed {
+				t.Errorf("list shows the sandbox: %v, want %v", seen, row.allowed)
+			}
+		})
+	}
+}
+
+func checkAllowed(t *testing.T, what string, err error, allowed bool) {
+	t.Helper()
+	status, c := code(err)
+	switch {
+	case allowed && err != nil:
+		t.Errorf("%s: %v, want it allowed", what, err)
+	case !allowed && (status != http.StatusNotFound || c != api.CodeNotFound):
+		t.Errorf("%s: status %d code %q (%v), want 404 not_found", what, status, c, err)
+	}
+}
+
+func TestErrorsRoundTrip(t *testing.T) {
+	w := newWorld(t)
+	ctx := t.Context()
+	w.create(t, w.owner, "dev")
+	w.create(t, w.member, "dev")
+
+	_, err := w.admin.Sandbox(ctx, "dev")
+	var e *api.Error
+	if !errors.As(err, &e) || e.Status != http.StatusConflict || e.Code != api.CodeAmbiguous || len(e.IDs) != 2 {
+		t.Errorf("administrator resolving a shared name: %v, want 409 ambiguous with two ids", err)
+	}
+	_, err = w.owner.CreateSandbox(ctx, api.CreateSandbox{Name: "Bad_Name", SSHKeys: []string{sshKey}})
+	if !errors.As(err, &e) || e.Status != http.StatusBadRequest || e.Code != api.CodeInvalid || e.Field != "name" {
+		t.Errorf("bad name: %v, want 400 invalid naming the field", err)
+	}
+	_, err = w.owner.CreateSandbox(ctx, api.CreateSandbox{Name: "x", Class: "standard", SSHKeys: []string{sshKey}, Env: map[string]string{"BERTH_X": "1"}})
+	if !errors.As(err, &e) || e.Code != api.CodeInvalid || e.Field != "env.BERTH_X" {
+		t.Errorf("BERTH_ env: %v, want 400 invalid on env.BERTH_X", err)
+	}
+	if _, err := w.owner.CreateProject(ctx, "acme", "mine"); !errors.As(err, &e) || e.Status != http.StatusForbidden {
+		t.Errorf("a member creating a project: %v, want 403", err)
+	}
+	if _, err := w.foreign.Projects(ctx, "acme"); !errors.As(err, &e) || e.Status != http.StatusNotFound {
+		t.Errorf("another organisation's projects: %v, want 404", err)
+	}
+	bad := client.New(w.url, "berth_0123456789abcdef_WRONGSECRET", nil)
+	if _, err := bad.Whoami(ctx); !errors.As(err, &e) || e.Status != http.StatusUnauthorized || e.Code != api.CodeUnauthenticated {
+		t.Errorf("a wrong key: %v, want 401 unauthenticated", err)
+	}
+	if _, err := w.owner.Extend(ctx, "dev", "0s"); !errors.As(err, &e) || e.Code != api.CodeInvalid || e.Field != "ttl" {
+		t.Errorf("extend --ttl 0: %v, want 400 invalid on ttl", err)
+	}
+	// A revoked key stops working at once.
+	k, err := w.owner.CreateKey(ctx, api.CreateKey{Name: "laptop"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	laptop := client.New(w.url, k.Secret, nil)
+	if _, err := laptop.Whoami(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.owner.RevokeKey(ctx, k.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := laptop.Whoami(ctx); !errors.As(err, &e) || e.Status != http.StatusUnauthorized {
+		t.Errorf("a revoked key: %v, want 401", err)
+	}
+	if err := w.member.RevokeKey(ctx, k.ID); !errors.As(err, &e) || e.Status != http.StatusNotFound {
+		t.Errorf("revoking another member's key: %v, want 404", err)
+	}
+}
+
+func TestSandboxKeyCannotUseTheControlAPI(t *testing.T) {
+	w := newWorld(t)
+	sb := w.create(t, w.owner, "dev")
+	key := w.drv.Env(sandbox.ID(sb.ID))["BERTH_API_KEY"]
+	c := client.New(w.url, key, nil)
+	who, err := c.Whoami(t.Context())
+	if err != nil || who.Sandbox != sb.ID {
+		t.Fatalf("whoami with the sandbox's key: %+v, %v", who, err)
+	}
+	_, err = c.Sandboxes(t.Context(), client.ListOptions{})
+	if s, cd := code(err); s != http.StatusForbidden || cd != api.CodeForbidden {
+		t.Errorf("list with a sandbox's key: %v, want 403 forbidden", err)
+	}
+}
+
+func TestGuardrailIsWrittenWhole(t *testing.T) {
+	w := newWorld(t)
+	ctx := t.Context()
+	ten, mem := 10, int64(32768)
+	ttl := "8h"
+	if _, err := w.admin.SetGuardrail(ctx, "acme", "", api.Guardrail{MaxSandboxes: &ten, MaxSandboxMemory: &mem, MaxSandboxTTL: &ttl}); err != nil {
+		t.Fatal(err)
+	}
+	// An editor that only knows max_sandbox_ttl reads, changes one field, writes back.
+	g, err := w.admin.Guardrail(ctx, "acme", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	two := "2h"
+	g.MaxSandboxTTL = &two
+	g, err = w.admin.SetGuardrail(ctx, "acme", "", g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.MaxSandboxes == nil || *g.MaxSandboxes != 10 || g.MaxSandboxMemory == nil || *g.MaxSandboxMemory != 32768 || *g.MaxSandboxTTL != "2h" {
+		t.Errorf("after a read-modify-write of one field: %+v", g)
+	}
+	// allowed_repos on the organisation is the operator's.
+	g.AllowedRepos = []string{"acme"}
+	var e *api.Error
+	if _, err := w.admin.SetGuardrail(ctx, "acme", "", g); !errors.As(err, &e) || e.Status != http.StatusForbidden {
+		t.Errorf("administrator setting the organisation's allowed_repos: %v, want 403", err)
+	}
+	if _, err := w.operator.SetGuardrail(ctx, "acme", "", g); err != nil {
+		t.Errorf("operator setting allowed_repos: %v", err)
+	}
+	if _, err := w.admin.SetGuardrail(ctx, "acme", "default", api.Guardrail{AllowedRepos: []string{"acme/app"}}); err != nil {
+		t.Errorf("administrator narrowing a project's repositories: %v", err)
+	}
+	bad := "lots"
+	if _, err := w.admin.SetGuardrail(ctx, "acme", "", api.Guardrail{MaxSandboxCPU: &bad}); !errors.As(err, &e) || e.Field != "max_sandbox_cpu" {
+		t.Errorf("a bad cpu value: %v, want 400 naming max_sandbox_cpu", err)
+	}
+}
+
+func TestApplyClassesAllOrNothing(t *testing.T) {
+	w := newWorld(t)
+	ctx := t.Context()
+	file := `sandboxes:
+  - name: small
+    image: localhost/berth-sandbox:1
+    isolation: standard
+    cpu: 500m
+  - name: broken
+    image: localhost/berth-sandbox:1
+    memory: lots
+`
+	var e *api.Error
+	if _, err := w.admin.ApplyClasses(ctx, "", strings.NewReader(file)); !errors.As(err, &e) || e.Status != http.StatusBadRequest || !strings.Contains(e.Message, "memory") {
+		t.Fatalf("a file with one bad entry: %v, want 400 naming memory", err)
+	}
+	got, err := w.admin.Classes(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Name != "standard" {
+		t.Fatalf("after a refused apply the classes are %v, want only the template's standard", got)
+	}
+	good := strings.Replace(file, "memory: lots", "memory: 2Gi", 1)
+	res, err := w.admin.ApplyClasses(ctx, "", strings.NewReader(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Created) != 2 || len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "BERTH_SANDBOX_RUNTIME_ISOLATED") {
+		t.Errorf("apply: %+v; want two created and a warning that broken's default tier (isolated) is unmapped", res)
+	}
+	// The image rule: an administrator may not pick an image nobody allowed.
+	other := strings.Replace(good, "image: localhost/berth-sandbox:1\n    isolation: standard\n    cpu: 500m", "image: evil.example/miner:1\n    isolation: standard\n    cpu: 500m", 1)
+	if _, err := w.admin.ApplyClasses(ctx, "", strings.NewReader(other)); !errors.As(err, &e) || e.Status != http.StatusForbidden || !strings.Contains(e.Message, "evil.example/miner:1") {
+		t.Errorf("administrator setting an unlisted image: %v, want 403 naming the image", err)
+	}
+	if _, err := w.operator.ApplyClasses(ctx, "acme", strings.NewReader(other)); err != nil {
+		t.Errorf("operator setting an unlisted image: %v", err)
+	}
+	if _, err := w.member.ApplyClasses(ctx, "", strings.NewReader(good)); !errors.As(err, &e) || e.Status != http.StatusForbidden {
+		t.Errorf("member applying classes: %v, want 403", err)
+	}
+	if err := w.admin.DeleteClass(ctx, "", "small"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.admin.DeleteClass(ctx, "", "small"); !errors.As(err, &e) || e.Status != http.StatusNotFound {
+		t.Errorf("deleting a deleted class: %v, want 404", err)
+	}
+}
+
+func TestHealthAndUnknownRoutes(t *testing.T) {
+	w := newWorld(t)
+	h, err := client.New(w.url, "", nil).Health(t.Context())
+	if err != nil || h.Status != "ok" || h.Driver != "fake" {
+		t.Errorf("health = %+v, %v", h, err)
+	}
+	resp, err := http.Get(w.url + "/nope")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("unknown route: %d", resp.StatusCode)
+	}
+}

@@ -1,0 +1,134 @@
+package gateway
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+
+	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/sandbox"
+)
+
+func (s *Server) listClasses(w http.ResponseWriter, r *http.Request, p account.Principal) {
+	classes, err := s.sandboxes.Classes(r.Context(), p, r.URL.Query().Get("org"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := make([]api.ClassStatus, len(classes))
+	for i, c := range classes {
+		out[i] = api.ClassStatus{Class: apiClass(c.Class), Startable: c.Startable, Reason: c.Reason}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// applyClasses takes a sandboxes file as the body: YAML, or JSON (which the
+// YAML parser reads too), with a top-level sandboxes: list.
+func (s *Server) applyClasses(w http.ResponseWriter, r *http.Request, p account.Principal) {
+	res, err := s.sandboxes.ApplyClasses(r.Context(), p, r.URL.Query().Get("org"), r.Body)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.AppliedClasses{Created: nonNil(res.Created), Updated: nonNil(res.Updated), Warnings: res.Warnings})
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func (s *Server) deleteClass(w http.ResponseWriter, r *http.Request, p account.Principal) {
+	if err := s.sandboxes.DeleteClass(r.Context(), p, r.URL.Query().Get("org"), r.PathValue("name")); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request, p account.Principal) {
+	q := r.URL.Query()
+	all, _ := strconv.ParseBool(q.Get("all"))
+	sbs, err := s.sandboxes.List(r.Context(), p, sandbox.ListOptions{Class: q.Get("class"), Purpose: q.Get("purpose"), All: all})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	owners := map[string]string{}
+	out := api.SandboxList{Sandboxes: make([]api.Sandbox, len(sbs))}
+	for i, sb := range sbs {
+		out.Sandboxes[i] = s.apiSandbox(r.Context(), sb, owners)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// apiSandbox converts a sandbox, looking its owner's name up once per
+// request through names.
+func (s *Server) apiSandbox(ctx context.Context, sb sandbox.Sandbox, names map[string]string) api.Sandbox {
+	name, ok := names[sb.Owner]
+	if !ok {
+		if u, err := s.sandboxes.Owner(ctx, sb); err == nil {
+			name = u.Name
+		}
+		names[sb.Owner] = name
+	}
+	return apiSandbox(sb, name, s.sandboxes.RunningTime(sb))
+}
+
+func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request, p account.Principal) {
+	var req api.CreateSandbox
+	if err := decode(r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	sb, err := s.sandboxes.Create(r.Context(), p, sandbox.CreateRequest{
+		Name: req.Name, Class: req.Class, Purpose: req.Purpose, Project: req.Project, TTL: req.TTL,
+		Repo: req.Repo, Branch: req.Branch, Task: req.Task, Runner: req.Runner, SSHKeys: req.SSHKeys, Env: req.Env,
+	})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, s.apiSandbox(r.Context(), sb, map[string]string{}))
+}
+
+func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request, p account.Principal) {
+	s.answer(w, r)(s.sandboxes.Get(r.Context(), p, r.PathValue("ref")))
+}
+
+func (s *Server) suspendSandbox(w http.ResponseWriter, r *http.Request, p account.Principal) {
+	s.answer(w, r)(s.sandboxes.Suspend(r.Context(), p, r.PathValue("ref")))
+}
+
+func (s *Server) resumeSandbox(w http.ResponseWriter, r *http.Request, p account.Principal) {
+	s.answer(w, r)(s.sandboxes.Resume(r.Context(), p, r.PathValue("ref")))
+}
+
+func (s *Server) extendSandbox(w http.ResponseWriter, r *http.Request, p account.Principal) {
+	var req api.Extend
+	if r.ContentLength != 0 {
+		if err := decode(r, &req); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
+	s.answer(w, r)(s.sandboxes.Extend(r.Context(), p, r.PathValue("ref"), req.TTL))
+}
+
+func (s *Server) terminateSandbox(w http.ResponseWriter, r *http.Request, p account.Principal) {
+	s.answer(w, r)(s.sandboxes.Terminate(r.Context(), p, r.PathValue("ref")))
+}
+
+// answer writes a service's (sandbox, error) result.
+func (s *Server) answer(w http.ResponseWriter, r *http.Request) func(sandbox.Sandbox, error) {
+	return func(sb sandbox.Sandbox, err error) {
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, s.apiSandbox(r.Context(), sb, map[string]string{}))
+	}
+}

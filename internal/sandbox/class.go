@@ -1,0 +1,317 @@
+package sandbox
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"berth.dev/berth/internal/quantity"
+)
+
+// Class field defaults and ranges (SPEC S4).
+const (
+	DefaultCPU        = quantity.Millicores(2000)
+	DefaultMemory     = quantity.Bytes(4 << 30)
+	DefaultTTL        = 4 * time.Hour
+	DefaultMaxTTL     = 24 * time.Hour
+	MinClassTTL       = 5 * time.Minute
+	MaxClassTTL       = 28 * 24 * time.Hour
+	MaxWarm           = 32
+	DefaultIsolation  = TierIsolated
+	classFileTopLevel = "sandboxes"
+)
+
+// ClassSpec is a class as people write it: in the sandboxes file
+// (BERTH_SANDBOXES_FILE), in `berth sandbox apply -f`, or as JSON.
+type ClassSpec struct {
+	Name        string   `yaml:"name" json:"name"`
+	Description string   `yaml:"description" json:"description,omitempty"`
+	Image       string   `yaml:"image" json:"image"`
+	Isolation   string   `yaml:"isolation" json:"isolation,omitempty"`
+	CPU         string   `yaml:"cpu" json:"cpu,omitempty"`
+	Memory      string   `yaml:"memory" json:"memory,omitempty"`
+	Disk        string   `yaml:"disk" json:"disk,omitempty"`
+	DefaultTTL  string   `yaml:"default_ttl" json:"default_ttl,omitempty"`
+	MaxTTL      string   `yaml:"max_ttl" json:"max_ttl,omitempty"`
+	Warm        int      `yaml:"warm" json:"warm,omitempty"`
+	Purposes    []string `yaml:"purposes" json:"purposes,omitempty"`
+}
+
+// Class is a named machine shape belonging to one organisation, with every
+// default filled in.
+type Class struct {
+	Name        string
+	Description string
+	Image       string
+	Isolation   Tier
+	CPU         quantity.Millicores
+	Memory      quantity.Bytes
+	Disk        quantity.Bytes // 0: none
+	DefaultTTL  time.Duration
+	MaxTTL      time.Duration
+	Warm        int
+	Purposes    []Purpose // empty: both
+}
+
+// Allows reports whether the class may be used for purpose.
+func (c Class) Allows(p Purpose) bool {
+	return len(c.Purposes) == 0 || slices.Contains(c.Purposes, p)
+}
+
+// Spec returns c in the form people write, with every field explicit.
+func (c Class) Spec() ClassSpec {
+	s := ClassSpec{
+		Name: c.Name, Description: c.Description, Image: c.Image, Isolation: string(c.Isolation),
+		CPU: c.CPU.String(), Memory: c.Memory.String(), Disk: "none",
+		DefaultTTL: quantity.FormatDuration(c.DefaultTTL), MaxTTL: quantity.FormatDuration(c.MaxTTL),
+		Warm: c.Warm,
+	}
+	if c.Disk > 0 {
+		s.Disk = c.Disk.String()
+	}
+	for _, p := range c.Purposes {
+		s.Purposes = append(s.Purposes, string(p))
+	}
+	return s
+}
+
+// ParseClass checks a spec and fills in the defaults. Every problem is
+// reported at once, each naming its field.
+func ParseClass(s ClassSpec) (Class, error) {
+	var errs []error
+	c := Class{Name: s.Name, Description: s.Description, Image: strings.TrimSpace(s.Image), Warm: s.Warm}
+	if err := CheckName("name", s.Name); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Image == "" {
+		errs = append(errs, invalid("image", "is required"))
+	} else if strings.ContainsAny(c.Image, " \t\n") {
+		errs = append(errs, invalid("image", "%q is not an image reference", c.Image))
+	}
+	switch t := Tier(s.Isolation); t {
+	case "":
+		c.Isolation = DefaultIsolation
+	case TierStandard, TierIsolated, TierVM:
+		c.Isolation = t
+	default:
+		errs = append(errs, invalid("isolation", "%q is not a tier (standard, isolated or vm)", s.Isolation))
+	}
+	c.CPU = DefaultCPU
+	if s.CPU != "" {
+		cpu, err := quantity.ParseCPU(s.CPU)
+		switch {
+		case err != nil:
+			errs = append(errs, invalid("cpu", "%v", err))
+		case cpu <= 0:
+			errs = append(errs, invalid("cpu", "%q must be more than 0", s.CPU))
+		}
+		c.CPU = cpu
+	}
+	c.Memory = DefaultMemory
+	if s.Memory != "" {
+		mem, err := quantity.ParseBytes(s.Memory)
+		switch {
+		case err != nil:
+			errs = append(errs, invalid("memory", "%v", err))
+		case mem <= 0:
+			errs = append(errs, invalid("memory", "%q must be more than 0", s.Memory))
+		}
+		c.Memory = mem
+	}
+	if s.Disk != "" && s.Disk != "none" {
+		disk, err := quantity.ParseBytes(s.Disk)
+		switch {
+		case err != nil:
+			errs = append(errs, invalid("disk", "%v", err))
+		case disk <= 0:
+			errs = append(errs, invalid("disk", "%q must be none or more than 0", s.Disk))
+		}
+		c.Disk = disk
+	}
+	var err error
+	if c.DefaultTTL, err = classTTL("default_ttl", s.DefaultTTL, DefaultTTL); err != nil {
+		errs = append(errs, err)
+	}
+	if c.MaxTTL, err = classTTL("max_ttl", s.MaxTTL, DefaultMaxTTL); err != nil {
+		errs = append(errs, err)
+	}
+	if c.MaxTTL < c.DefaultTTL {
+		errs = append(errs, invalid("max_ttl", "%s is shorter than default_ttl %s",
+			quantity.FormatDuration(c.MaxTTL), quantity.FormatDuration(c.DefaultTTL)))
+	}
+	if s.Warm < 0 || s.Warm > MaxWarm {
+		errs = append(errs, invalid("warm", "%d is outside 0 to %d", s.Warm, MaxWarm))
+	}
+	for _, p := range s.Purposes {
+		switch pp := Purpose(p); pp {
+		case PurposeEngineer, PurposeAgent:
+			if !slices.Contains(c.Purposes, pp) {
+				c.Purposes = append(c.Purposes, pp)
+			}
+		default:
+			errs = append(errs, invalid("purposes", "%q is not a purpose (engineer or agent)", p))
+		}
+	}
+	if len(c.Purposes) == 2 {
+		c.Purposes = nil // both, written the short way
+	}
+	// SPEC S12: only engineer sandboxes come from a pool.
+	if c.Warm > 0 && len(c.Purposes) == 1 && c.Purposes[0] == PurposeAgent {
+		errs = append(errs, invalid("warm", "a class only agents may use cannot have a warm pool (agent sandboxes always start cold)"))
+	}
+	return c, errors.Join(errs...)
+}
+
+func classTTL(field, s string, def time.Duration) (time.Duration, error) {
+	if s == "" {
+		return def, nil
+	}
+	d, err := quantity.ParseDuration(s)
+	if err != nil {
+		return def, invalid(field, "%v", err)
+	}
+	if d < MinClassTTL || d > MaxClassTTL {
+		return d, invalid(field, "%s is outside 5m to 28d", s)
+	}
+	return d, nil
+}
+
+// ParseClassFile reads a sandboxes file: a YAML (or JSON) document with a
+// top-level `sandboxes:` list. It validates the whole file and returns
+// every problem, each with its entry, line and field; unknown fields and
+// duplicate names are errors. Nothing is returned unless all is well.
+func ParseClassFile(r io.Reader) ([]Class, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
+	}
+	var doc struct {
+		Sandboxes yaml.Node `yaml:"sandboxes"`
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, invalid(classFileTopLevel, "the file is empty; it needs a top-level sandboxes: list")
+		}
+		return nil, invalid(classFileTopLevel, "%v", err)
+	}
+	if doc.Sandboxes.Kind != yaml.SequenceNode {
+		return nil, invalid(classFileTopLevel, "the file needs a top-level sandboxes: list")
+	}
+	var (
+		classes []Class
+		errs    []error
+		seen    = map[string]int{}
+	)
+	for i, n := range doc.Sandboxes.Content {
+		where := fmt.Sprintf("sandboxes[%d] (line %d)", i, n.Line)
+		var spec ClassSpec
+		if err := decodeStrict(n, &spec); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", where, invalid("class", "%v", err)))
+			continue
+		}
+		if spec.Name != "" {
+			where = fmt.Sprintf("sandboxes[%d] %s (line %d)", i, spec.Name, n.Line)
+		}
+		c, err := ParseClass(spec)
+		if err != nil {
+			errs = append(errs, prefixEach(where, err)...)
+			continue
+		}
+		if j, dup := seen[c.Name]; dup {
+			errs = append(errs, fmt.Errorf("%s: %w", where, invalid("name", "%q is also sandboxes[%d]", c.Name, j)))
+			continue
+		}
+		seen[c.Name] = i
+		classes = append(classes, c)
+	}
+	if len(errs) > 0 {
+		return nil, &FileError{Errs: errs}
+	}
+	return classes, nil
+}
+
+// FileError lists every problem of a sandboxes file. It is an ErrInvalid.
+type FileError struct{ Errs []error }
+
+func (e *FileError) Error() string {
+	lines := make([]string, len(e.Errs))
+	for i, err := range e.Errs {
+		lines[i] = err.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Is makes a FileError an ErrInvalid.
+func (e *FileError) Is(target error) bool { return target == ErrInvalid }
+
+func prefixEach(where string, err error) []error {
+	var out []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			out = append(out, fmt.Errorf("%s: %w", where, e))
+		}
+		return out
+	}
+	return []error{fmt.Errorf("%s: %w", where, err)}
+}
+
+// decodeStrict decodes one node, refusing fields ClassSpec does not have.
+// yaml.Node.Decode has no KnownFields switch, so re-encode and decode.
+func decodeStrict(n *yaml.Node, v any) error {
+	b, err := yaml.Marshal(n)
+	if err != nil {
+		return err
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	return dec.Decode(v)
+}
+
+// ImagePolicy is the image rule of SPEC S4: an administrator may give a class
+// an image that a template class uses, one BERTH_SANDBOX_IMAGES allows, or
+// the class's current image. Anything else needs an operator.
+type ImagePolicy struct {
+	Template []string // the images of the sandboxes file's classes
+	Allowed  []string // BERTH_SANDBOX_IMAGES: an entry ending in "/" allows everything under it
+}
+
+// Allows reports whether an administrator may set image on a class whose
+// current image is current ("" for a new class).
+func (p ImagePolicy) Allows(image, current string) bool {
+	if image == current || slices.Contains(p.Template, image) {
+		return true
+	}
+	for _, a := range p.Allowed {
+		if strings.HasSuffix(a, "/") {
+			if strings.HasPrefix(image, a) {
+				return true
+			}
+			continue
+		}
+		if repository(image) == repository(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// repository strips the tag or digest from an image reference, minding that
+// a registry host may carry a port ("host:5000/app:1" → "host:5000/app").
+func repository(image string) string {
+	if i := strings.IndexByte(image, '@'); i >= 0 {
+		image = image[:i]
+	}
+	slash := strings.LastIndexByte(image, '/')
+	if colon := strings.LastIndexByte(image, ':'); colon > slash {
+		image = image[:colon]
+	}
+	return image
+}

@@ -1,0 +1,159 @@
+package sandbox_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"berth.dev/berth/internal/quantity"
+	"berth.dev/berth/internal/sandbox"
+)
+
+func TestClassDefaults(t *testing.T) {
+	got, err := sandbox.ParseClass(sandbox.ClassSpec{Name: "plain", Image: "localhost/x:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sandbox.Class{
+		Name: "plain", Image: "localhost/x:1", Isolation: sandbox.TierIsolated,
+		CPU: 2000, Memory: 4 << 30, DefaultTTL: 4 * time.Hour, MaxTTL: 24 * time.Hour,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("defaults (-want +got):\n%s", diff)
+	}
+	if !got.Allows(sandbox.PurposeAgent) || !got.Allows(sandbox.PurposeEngineer) {
+		t.Error("a class with no purposes is not for both")
+	}
+}
+
+// TestClassRanges is SPEC S4's table of fields, one row per rule.
+func TestClassRanges(t *testing.T) {
+	base := sandbox.ClassSpec{Name: "c", Image: "localhost/x:1"}
+	with := func(f func(*sandbox.ClassSpec)) sandbox.ClassSpec { s := base; f(&s); return s }
+	tests := []struct {
+		name  string
+		spec  sandbox.ClassSpec
+		field string // "" means valid
+	}{
+		{"name required", with(func(s *sandbox.ClassSpec) { s.Name = "" }), "name"},
+		{"name shape", with(func(s *sandbox.ClassSpec) { s.Name = "GPU_1" }), "name"},
+		{"image required", with(func(s *sandbox.ClassSpec) { s.Image = "" }), "image"},
+		{"tier", with(func(s *sandbox.ClassSpec) { s.Isolation = "strong" }), "isolation"},
+		{"vm tier", with(func(s *sandbox.ClassSpec) { s.Isolation = "vm" }), ""},
+		{"cpu zero", with(func(s *sandbox.ClassSpec) { s.CPU = "0" }), "cpu"},
+		{"cpu millicores", with(func(s *sandbox.ClassSpec) { s.CPU = "4000m" }), ""},
+		{"cpu words", with(func(s *sandbox.ClassSpec) { s.CPU = "four" }), "cpu"},
+		{"memory zero", with(func(s *sandbox.ClassSpec) { s.Memory = "0" }), "memory"},
+		{"memory unit", with(func(s *sandbox.ClassSpec) { s.Memory = "16GB" }), "memory"},
+		{"disk none", with(func(s *sandbox.ClassSpec) { s.Disk = "none" }), ""},
+		{"disk size", with(func(s *sandbox.ClassSpec) { s.Disk = "50Gi" }), ""},
+		{"disk zero", with(func(s *sandbox.ClassSpec) { s.Disk = "0" }), "disk"},
+		{"ttl under 5m", with(func(s *sandbox.ClassSpec) { s.DefaultTTL = "4m" }), "default_ttl"},
+		{"ttl at 5m", with(func(s *sandbox.ClassSpec) { s.DefaultTTL = "5m" }), ""},
+		{"max ttl past 28 days", with(func(s *sandbox.ClassSpec) { s.MaxTTL = "29d" }), "max_ttl"},
+		{"max ttl at 28 days", with(func(s *sandbox.ClassSpec) { s.MaxTTL = "28d" }), ""},
+		{"max below default", with(func(s *sandbox.ClassSpec) { s.DefaultTTL = "8h"; s.MaxTTL = "4h" }), "max_ttl"},
+		{"warm 32", with(func(s *sandbox.ClassSpec) { s.Warm = 32 }), ""},
+		{"warm 33", with(func(s *sandbox.ClassSpec) { s.Warm = 33 }), "warm"},
+		{"warm negative", with(func(s *sandbox.ClassSpec) { s.Warm = -1 }), "warm"},
+		{"unknown purpose", with(func(s *sandbox.ClassSpec) { s.Purposes = []string{"robot"} }), "purposes"},
+		{"agent-only class with a pool", with(func(s *sandbox.ClassSpec) { s.Purposes = []string{"agent"}; s.Warm = 1 }), "warm"},
+		{"engineer class with a pool", with(func(s *sandbox.ClassSpec) { s.Purposes = []string{"engineer"}; s.Warm = 2 }), ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := sandbox.ParseClass(tt.spec)
+			if tt.field == "" {
+				if err != nil {
+					t.Fatalf("ParseClass = %v, want it valid", err)
+				}
+				return
+			}
+			var ie *sandbox.InvalidError
+			if !errors.As(err, &ie) || ie.Field != tt.field {
+				t.Fatalf("ParseClass = %v, want an error on %s", err, tt.field)
+			}
+		})
+	}
+}
+
+func TestClassFileReportsEveryProblemWithItsLine(t *testing.T) {
+	file := `sandboxes:
+  - name: good
+    image: localhost/x:1
+  - name: bad
+    image: localhost/x:1
+    cpu: "0"
+    memory: lots
+  - name: good
+    image: localhost/x:1
+  - name: typo
+    image: localhost/x:1
+    mem: 4Gi
+`
+	_, err := sandbox.ParseClassFile(strings.NewReader(file))
+	if !errors.Is(err, sandbox.ErrInvalid) {
+		t.Fatalf("ParseClassFile = %v, want ErrInvalid", err)
+	}
+	for _, want := range []string{"sandboxes[1] bad (line 4): cpu", "sandboxes[1] bad (line 4): memory", `sandboxes[2] good (line 8): name: "good" is also sandboxes[0]`, "sandboxes[3] (line 10)", "mem"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not say %q:\n%s", want, err)
+		}
+	}
+	for _, bad := range []string{"", "classes: []\n", "sandboxes: 3\n", "sandboxes:\n  - [\n"} {
+		if _, err := sandbox.ParseClassFile(strings.NewReader(bad)); !errors.Is(err, sandbox.ErrInvalid) {
+			t.Errorf("ParseClassFile(%q) = %v, want ErrInvalid", bad, err)
+		}
+	}
+	// JSON is YAML too: the API takes either.
+	got, err := sandbox.ParseClassFile(strings.NewReader(`{"sandboxes":[{"name":"j","image":"localhost/x:1","memory":"8Gi"}]}`))
+	if err != nil || len(got) != 1 || got[0].Memory != quantity.Bytes(8<<30) {
+		t.Errorf("JSON class file: %v, %v", got, err)
+	}
+}
+
+func TestClassSpecRoundTrips(t *testing.T) {
+	c, err := sandbox.ParseClass(sandbox.ClassSpec{Name: "c", Image: "i", Isolation: "vm", CPU: "1500m", Memory: "1536Mi",
+		Disk: "50Gi", DefaultTTL: "90m", MaxTTL: "7d", Warm: 3, Purposes: []string{"engineer"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := sandbox.ParseClass(c.Spec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(c, again); diff != "" {
+		t.Errorf("Spec() does not round-trip (-want +got):\n%s", diff)
+	}
+}
+
+// TestImageRule is SPEC S4's image rule.
+func TestImageRule(t *testing.T) {
+	p := sandbox.ImagePolicy{
+		Template: []string{"registry.internal/berth/base:1"},
+		Allowed:  []string{"registry.internal/team/", "ghcr.io/acme/tool", "host:5000/app:2"},
+	}
+	tests := []struct {
+		image, current string
+		want           bool
+	}{
+		{"registry.internal/berth/base:1", "", true},           // in the template file
+		{"registry.internal/berth/base:2", "", false},          // another tag of a template image is not
+		{"registry.internal/team/anything:7", "", true},        // under a prefix entry
+		{"registry.internal/teammate/x:1", "", false},          // a prefix is a path, not a string
+		{"ghcr.io/acme/tool:3", "", true},                      // that image, any tag
+		{"ghcr.io/acme/tool@sha256:abcd", "", true},            // or digest
+		{"ghcr.io/acme/toolbox:1", "", false},                  // not another image
+		{"host:5000/app:9", "", true},                          // an entry's own tag does not pin it
+		{"evil.example/miner:1", "evil.example/miner:1", true}, // the class's current image
+		{"evil.example/miner:1", "", false},
+	}
+	for _, tt := range tests {
+		if got := p.Allows(tt.image, tt.current); got != tt.want {
+			t.Errorf("Allows(%q, current %q) = %v, want %v", tt.image, tt.current, got, tt.want)
+		}
+	}
+}

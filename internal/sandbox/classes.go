@@ -1,0 +1,149 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/guardrail"
+)
+
+// ClassStatus is a class with whether the caller could start one in the
+// default project now, and why not.
+type ClassStatus struct {
+	Class
+	Startable bool
+	Reason    string
+}
+
+// Classes lists an organisation's classes (empty orgRef: the caller's) and
+// whether the default project's quota lets the caller start each one.
+func (s *Service) Classes(ctx context.Context, p account.Principal, orgRef string) ([]ClassStatus, error) {
+	org, err := s.accounts.Organisation(ctx, p, orgRef)
+	if err != nil {
+		return nil, err
+	}
+	classes, err := s.store.ListClasses(ctx, org.ID)
+	if err != nil {
+		return nil, fmt.Errorf("list classes: %w", err)
+	}
+	prj, err := s.accounts.DefaultProject(ctx, org.ID)
+	if err != nil {
+		return nil, err
+	}
+	g, err := s.accounts.EffectiveGuardrail(ctx, org.ID, prj.ID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ClassStatus, len(classes))
+	for i, c := range classes {
+		out[i] = ClassStatus{Class: c, Startable: true}
+		if reason := s.whyNot(c, g); reason != "" {
+			out[i].Startable, out[i].Reason = false, reason
+		}
+	}
+	return out, nil
+}
+
+func (s *Service) whyNot(c Class, g guardrail.Guardrail) string {
+	if s.driver == nil {
+		return "this deployment runs no sandboxes"
+	}
+	if _, err := s.runtime(c); err != nil {
+		return fmt.Sprintf("tier %s is not mapped (%s)", c.Isolation, c.Isolation.Setting())
+	}
+	if err := g.CheckSize(c.CPU, c.Memory); err != nil {
+		return strings.TrimSuffix(err.Error(), ": "+guardrail.ErrExceeded.Error())
+	}
+	return ""
+}
+
+// Applied says what ApplyClasses wrote, and what will not work yet.
+type Applied struct {
+	Created  []string
+	Updated  []string
+	Warnings []string
+}
+
+// ApplyClasses reads a sandboxes file, checks all of it, and only then
+// upserts every class it names; classes it does not name are left alone
+// (SPEC S4). Administrators of the organisation and operators only; an
+// administrator may set only images the image rule allows.
+func (s *Service) ApplyClasses(ctx context.Context, p account.Principal, orgRef string, file io.Reader) (Applied, error) {
+	org, err := s.accounts.Organisation(ctx, p, orgRef)
+	if err != nil {
+		return Applied{}, err
+	}
+	if !p.IsAdminOf(org.ID) {
+		return Applied{}, fmt.Errorf("apply classes: only an administrator of %s may: %w", org.Name, ErrForbidden)
+	}
+	classes, err := ParseClassFile(file)
+	if err != nil {
+		return Applied{}, err
+	}
+	var refused []error
+	for _, c := range classes {
+		current := ""
+		old, err := s.store.GetClass(ctx, org.ID, c.Name)
+		switch {
+		case err == nil:
+			current = old.Image
+		case !errors.Is(err, ErrNotFound):
+			return Applied{}, err
+		}
+		if !p.IsOperator() && !s.images.Allows(c.Image, current) {
+			refused = append(refused, fmt.Errorf("class %s: image %s is not in the sandboxes file nor allowed by BERTH_SANDBOX_IMAGES; an operator must set it", c.Name, c.Image))
+		}
+	}
+	if len(refused) > 0 {
+		return Applied{}, fmt.Errorf("apply classes: %w: %w", errors.Join(refused...), ErrForbidden)
+	}
+	created, err := s.store.PutClasses(ctx, org.ID, classes)
+	if err != nil {
+		return Applied{}, fmt.Errorf("apply classes: %w", err)
+	}
+	res := Applied{Created: created}
+	isNew := map[string]bool{}
+	for _, n := range created {
+		isNew[n] = true
+	}
+	for _, c := range classes {
+		if !isNew[c.Name] {
+			res.Updated = append(res.Updated, c.Name)
+		}
+		if _, err := s.runtime(c); err != nil {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("class %s: tier %s is not mapped to a runtime, so it cannot start sandboxes until an operator sets %s", c.Name, c.Isolation, c.Isolation.Setting()))
+		}
+	}
+	s.log.InfoContext(ctx, "classes applied", "org", org.ID, "user", p.User.ID, "created", res.Created, "updated", res.Updated)
+	return res, nil
+}
+
+// DeleteClass removes one class. Sandboxes made from it keep their own copy
+// of its image, tier and resources.
+func (s *Service) DeleteClass(ctx context.Context, p account.Principal, orgRef, name string) error {
+	org, err := s.accounts.Organisation(ctx, p, orgRef)
+	if err != nil {
+		return err
+	}
+	if !p.IsAdminOf(org.ID) {
+		return fmt.Errorf("delete class: only an administrator of %s may: %w", org.Name, ErrForbidden)
+	}
+	if err := s.store.DeleteClass(ctx, org.ID, name); err != nil {
+		return fmt.Errorf("delete class %s: %w", name, err)
+	}
+	s.log.InfoContext(ctx, "class deleted", "org", org.ID, "user", p.User.ID, "class", name)
+	return nil
+}
+
+// SeedClasses gives a new organisation its copies of the template classes.
+func (s *Service) SeedClasses(ctx context.Context, org string) error {
+	if len(s.cfg.Template) == 0 {
+		return nil
+	}
+	_, err := s.store.PutClasses(ctx, org, s.cfg.Template)
+	return err
+}

@@ -1,0 +1,53 @@
+package sandbox
+
+import "context"
+
+// Driver runs the machines behind sandboxes: podman containers on one host,
+// agent-sandbox objects on Kubernetes, or an in-memory fake. Every driver
+// passes the contract suite in driver/drivertest.
+type Driver interface {
+	// Start makes the machine for spec run and returns once it is ready
+	// (SPEC S10: an engineer's once sshd answers with its greeting, an
+	// agent's once started). A machine that exists is started again (a
+	// resume); with spec.Replace it is first recreated on the same volume,
+	// because a resume after expiry brings a new key in its environment.
+	Start(ctx context.Context, spec Spec) error
+	// Stop stops the machine and keeps its volume. It is ErrNotFound when
+	// the driver has no machine for id.
+	Stop(ctx context.Context, id ID) error
+	// Remove deletes the machine and its volume. A machine already gone is
+	// not an error, so terminate can be retried.
+	Remove(ctx context.Context, id ID) error
+	// Inspect reports the machine's condition; ErrNotFound when it has none.
+	Inspect(ctx context.Context, id ID) (Machine, error)
+	// List returns every machine the driver holds for this deployment, for
+	// the reconciler (SPEC S11: sandboxes never outlive the database).
+	List(ctx context.Context) ([]Machine, error)
+}
+
+// Spec is what a driver needs to run a sandbox's machine.
+type Spec struct {
+	Sandbox Sandbox
+	// Env is the environment of SPEC S15 plus the caller's additions. It
+	// holds the sandbox's key: drivers pass values by name (never in argv)
+	// and never log them. Empty when the machine exists and keeps its own.
+	Env     map[string]string
+	Replace bool
+}
+
+// MachineStatus is what a driver can tell of a machine.
+type MachineStatus string
+
+// The machine statuses a driver reports.
+const (
+	MachineRunning MachineStatus = "running"
+	MachineStopped MachineStatus = "stopped" // its process ended; ExitCode says how
+)
+
+// Machine is a driver's view of one sandbox's machine.
+type Machine struct {
+	ID       ID
+	Status   MachineStatus
+	ExitCode int
+	Detail   string // a driver's own words on the state, for failure reasons
+}

@@ -1,0 +1,248 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"berth.dev/berth/internal/account"
+)
+
+// Suspend stops an engineer sandbox's machine and keeps its volume.
+func (s *Service) Suspend(ctx context.Context, p account.Principal, ref string) (Sandbox, error) {
+	sb, err := retryMoved(func() (Sandbox, error) { return s.suspend(ctx, p, ref) })
+	if err != nil {
+		return Sandbox{}, fmt.Errorf("suspend sandbox %s: %w", ref, err)
+	}
+	return sb, nil
+}
+
+func (s *Service) suspend(ctx context.Context, p account.Principal, ref string) (Sandbox, error) {
+	sb, err := s.manageable(ctx, p, ref)
+	if err != nil {
+		return Sandbox{}, err
+	}
+	if sb.Purpose == PurposeAgent {
+		return Sandbox{}, fmt.Errorf("an agent sandbox runs its task to the end; it cannot be suspended: %w", ErrConflict)
+	}
+	if sb.State != StateRunning {
+		return Sandbox{}, fmt.Errorf("sandbox %s is %s; only a running sandbox can be suspended: %w", sb.Name, sb.State, ErrConflict)
+	}
+	next, err := sb.Transition(StateSuspended)
+	if err != nil {
+		return Sandbox{}, err
+	}
+	if err := s.driver.Stop(ctx, sb.ID); err != nil && !errors.Is(err, ErrNotFound) {
+		return Sandbox{}, fmt.Errorf("driver: %w", err)
+	}
+	return s.write(ctx, Update{Sandbox: next, From: sb.State, At: s.clamp(sb)})
+}
+
+// Resume starts a suspended or expired engineer sandbox again. After expiry
+// it gets a new key, the class's default lifetime under the guardrails as
+// they are now, and loses the environment its caller added (SPEC S3).
+func (s *Service) Resume(ctx context.Context, p account.Principal, ref string) (Sandbox, error) {
+	sb, err := retryMoved(func() (Sandbox, error) { return s.resume(ctx, p, ref) })
+	if err != nil {
+		return Sandbox{}, fmt.Errorf("resume sandbox %s: %w", ref, err)
+	}
+	return sb, nil
+}
+
+func (s *Service) resume(ctx context.Context, p account.Principal, ref string) (Sandbox, error) {
+	sb, err := s.manageable(ctx, p, ref)
+	if err != nil {
+		return Sandbox{}, err
+	}
+	if sb.Purpose == PurposeAgent {
+		return Sandbox{}, fmt.Errorf("an agent sandbox cannot be resumed: %w", ErrConflict)
+	}
+	if sb.State != StateSuspended && sb.State != StateExpired {
+		return Sandbox{}, fmt.Errorf("sandbox %s is %s; only a suspended or expired sandbox can be resumed: %w", sb.Name, sb.State, ErrConflict)
+	}
+	next, err := sb.Transition(StateStarting)
+	if err != nil {
+		return Sandbox{}, err
+	}
+	next.Reason = ""
+	u := Update{Sandbox: next, From: sb.State, At: s.now()}
+	spec := Spec{Sandbox: next}
+	if sb.State == StateExpired {
+		def, max := s.classLifetimes(ctx, sb)
+		g, err := s.accounts.EffectiveGuardrail(ctx, sb.Org, sb.Project)
+		if err != nil {
+			return Sandbox{}, err
+		}
+		if err := g.CheckSize(sb.CPU, sb.Memory); err != nil {
+			return Sandbox{}, err
+		}
+		ttl, _ := s.lifetime("", def, max, g)
+		now := s.now()
+		next.ExpiresAt = now.Add(ttl)
+		next.Env = nil
+		key, secret := account.NewSandboxKey(sb.Owner, string(sb.ID), sb.Project, next.ExpiresAt, now)
+		next.KeyID = key.ID
+		u.Sandbox, u.NewKey = next, &key
+		env, err := s.environment(ctx, next, secret)
+		if err != nil {
+			return Sandbox{}, err
+		}
+		spec = Spec{Sandbox: next, Env: env, Replace: true}
+	}
+	out, err := s.write(ctx, u)
+	if err != nil {
+		return Sandbox{}, err
+	}
+	s.enqueue(ctx, spec)
+	return out, nil
+}
+
+// Extend sets a new lifetime counted from now, under the same ceilings as at
+// creation (SPEC S3). It is refused while the sandbox is expired.
+func (s *Service) Extend(ctx context.Context, p account.Principal, ref, ttl string) (Sandbox, error) {
+	sb, err := retryMoved(func() (Sandbox, error) { return s.extend(ctx, p, ref, ttl) })
+	if err != nil {
+		return Sandbox{}, fmt.Errorf("extend sandbox %s: %w", ref, err)
+	}
+	return sb, nil
+}
+
+func (s *Service) extend(ctx context.Context, p account.Principal, ref, ttl string) (Sandbox, error) {
+	sb, err := s.manageable(ctx, p, ref)
+	if err != nil {
+		return Sandbox{}, err
+	}
+	switch sb.State {
+	case StateStarting, StateRunning, StateSuspended:
+	case StateExpired:
+		return Sandbox{}, fmt.Errorf("sandbox %s has expired; resume it first, then extend it: %w", sb.Name, ErrConflict)
+	default:
+		return Sandbox{}, fmt.Errorf("sandbox %s is %s: %w", sb.Name, sb.State, ErrConflict)
+	}
+	def, max := s.classLifetimes(ctx, sb)
+	g, err := s.accounts.EffectiveGuardrail(ctx, sb.Org, sb.Project)
+	if err != nil {
+		return Sandbox{}, err
+	}
+	d, err := s.lifetime(ttl, def, max, g)
+	if err != nil {
+		return Sandbox{}, err
+	}
+	next := sb
+	next.ExpiresAt = s.now().Add(d)
+	return s.write(ctx, Update{Sandbox: next, From: sb.State, At: s.now()})
+}
+
+// Terminate ends a sandbox for good: its key is revoked at once, then its
+// machine and volume are removed. Should the driver fail, the row still says
+// terminated and the sweep's reconciler removes the stray machine.
+func (s *Service) Terminate(ctx context.Context, p account.Principal, ref string) (Sandbox, error) {
+	out, err := retryMoved(func() (Sandbox, error) {
+		sb, err := s.manageable(ctx, p, ref)
+		if err != nil {
+			return Sandbox{}, err
+		}
+		return s.end(ctx, sb, StateTerminated, "terminated by "+p.User.Name)
+	})
+	if err != nil {
+		return Sandbox{}, fmt.Errorf("terminate sandbox %s: %w", ref, err)
+	}
+	return out, nil
+}
+
+// end moves sb to a final or expired state, revoking its key first.
+// terminated and a failed agent remove the machine and volume; expired and
+// a failed engineer sandbox keep the volume.
+func (s *Service) end(ctx context.Context, sb Sandbox, to State, reason string) (Sandbox, error) {
+	next, err := sb.Transition(to)
+	if err != nil {
+		return Sandbox{}, err
+	}
+	next.Reason = reason
+	if !next.Live() {
+		next.EndedAt = s.now()
+	}
+	out, err := s.write(ctx, Update{Sandbox: next, From: sb.State, At: s.clamp(sb), RevokeKey: true})
+	if err != nil {
+		return Sandbox{}, err
+	}
+	if s.driver == nil {
+		return out, nil
+	}
+	if !next.Live() {
+		err = s.driver.Remove(ctx, sb.ID)
+	} else if err = s.driver.Stop(ctx, sb.ID); errors.Is(err, ErrNotFound) {
+		err = nil
+	}
+	if err != nil {
+		// The row is right; the reconciler will finish the job.
+		s.log.WarnContext(ctx, "driver could not release a sandbox's machine", "sandbox", sb.ID, "state", to, "err", err)
+	}
+	return out, nil
+}
+
+// manageable resolves ref and checks the caller may act on it (SPEC S6).
+// A sandbox the caller may see may also be managed, so only "not found"
+// comes back for others.
+func (s *Service) manageable(ctx context.Context, p account.Principal, ref string) (Sandbox, error) {
+	sb, err := s.resolve(ctx, p, ref)
+	if err != nil {
+		return Sandbox{}, err
+	}
+	if !p.CanManage(sb.Org, sb.Owner) {
+		return Sandbox{}, ErrNotFound
+	}
+	if s.driver == nil {
+		return Sandbox{}, fmt.Errorf("this deployment runs no sandboxes (BERTH_SANDBOX_DRIVER is unset): %w", ErrUnavailable)
+	}
+	return sb, nil
+}
+
+// classLifetimes returns the lifetimes of sb's class, or 4h/24h when the
+// class is gone (SPEC S4).
+func (s *Service) classLifetimes(ctx context.Context, sb Sandbox) (def, max time.Duration) {
+	c, err := s.store.GetClass(ctx, sb.Org, sb.Class)
+	if err != nil {
+		return DefaultTTL, DefaultMaxTTL
+	}
+	return c.DefaultTTL, c.MaxTTL
+}
+
+// clamp is when a running segment of sb closes if it stops now: now, but
+// never past its expiry (SPEC S8).
+func (s *Service) clamp(sb Sandbox) time.Time {
+	now := s.now()
+	if !sb.ExpiresAt.IsZero() && sb.ExpiresAt.Before(now) {
+		return sb.ExpiresAt
+	}
+	return now
+}
+
+// errMoved says the row changed state between reading and writing it, as
+// when a start finishes while its owner suspends it. The operation is
+// worth trying again on the row as it is now.
+var errMoved = errors.New("the sandbox changed state meanwhile")
+
+// retryMoved runs op again, a few times, while it fails with errMoved.
+func retryMoved(op func() (Sandbox, error)) (Sandbox, error) {
+	for range 4 {
+		sb, err := op()
+		if !errors.Is(err, errMoved) {
+			return sb, err
+		}
+	}
+	return op()
+}
+
+// write stores an update and returns the row as read back.
+func (s *Service) write(ctx context.Context, u Update) (Sandbox, error) {
+	if err := s.store.UpdateSandbox(ctx, u); err != nil {
+		if errors.Is(err, ErrConflict) {
+			return Sandbox{}, fmt.Errorf("%w: %w", errMoved, err)
+		}
+		return Sandbox{}, err
+	}
+	s.log.InfoContext(ctx, "sandbox state changed", "sandbox", u.Sandbox.ID, "from", u.From, "to", u.Sandbox.State, "reason", u.Sandbox.Reason)
+	return s.store.GetSandbox(ctx, u.Sandbox.ID)
+}

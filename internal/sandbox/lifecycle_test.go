@@ -1,0 +1,337 @@
+package sandbox_test
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/guardrail"
+	"berth.dev/berth/internal/sandbox"
+)
+
+func TestSuspendResumeExtendTerminate(t *testing.T) {
+	e := newEnv(t)
+	e.run(t)
+	ctx := t.Context()
+	sb := e.engineer(t, e.alice, "dev")
+	e.waitState(t, sb.ID, sandbox.StateRunning)
+
+	e.clock.advance(90 * time.Second)
+	got, err := e.svc.Suspend(ctx, e.alice, "dev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != sandbox.StateSuspended {
+		t.Fatalf("after suspend: %s", got.State)
+	}
+	if m, _ := e.drv.Inspect(ctx, sb.ID); m.Status != sandbox.MachineStopped {
+		t.Errorf("machine after suspend: %s, want stopped (volume kept)", m.Status)
+	}
+	if rt := e.svc.RunningTime(got); rt != 90*time.Second {
+		t.Errorf("running time after 90s running then suspended: %v", rt)
+	}
+	e.clock.advance(time.Hour) // suspended time is not charged
+	if _, err := e.svc.Suspend(ctx, e.alice, "dev"); !errors.Is(err, sandbox.ErrConflict) {
+		t.Errorf("suspend a suspended sandbox: err = %v, want ErrConflict", err)
+	}
+	if _, err := e.svc.Resume(ctx, e.alice, "dev"); err != nil {
+		t.Fatal(err)
+	}
+	e.waitState(t, sb.ID, sandbox.StateRunning)
+	e.clock.advance(30 * time.Second)
+	got, _ = e.svc.Get(ctx, e.alice, "dev")
+	if rt := e.svc.RunningTime(got); rt != 120*time.Second {
+		t.Errorf("running time 90s + 30s across a suspend: %v", rt)
+	}
+
+	got, err = e.svc.Extend(ctx, e.alice, "dev", "2h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := e.clock.now().Add(2 * time.Hour); !got.ExpiresAt.Equal(want) {
+		t.Errorf("extend 2h: expires %v, want %v (counted from now)", got.ExpiresAt, want)
+	}
+	got, _ = e.svc.Extend(ctx, e.alice, "dev", "72h")
+	if want := e.clock.now().Add(24 * time.Hour); !got.ExpiresAt.Equal(want) {
+		t.Errorf("extend 72h on a 24h class: expires %v, want %v (cut)", got.ExpiresAt, want)
+	}
+
+	key := e.drv.Env(sb.ID)["BERTH_API_KEY"]
+	got, err = e.svc.Terminate(ctx, e.alice, "dev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != sandbox.StateTerminated || got.EndedAt.IsZero() {
+		t.Errorf("after terminate: state %s, ended %v", got.State, got.EndedAt)
+	}
+	if e.drv.Has(sb.ID) {
+		t.Error("terminate left the machine behind")
+	}
+	if _, err := e.accounts.Authenticate(ctx, key); !errors.Is(err, account.ErrUnauthenticated) {
+		t.Errorf("the terminated sandbox's key still authenticates: %v", err)
+	}
+	if _, err := e.svc.Resume(ctx, e.alice, string(sb.ID)); !errors.Is(err, sandbox.ErrConflict) {
+		t.Errorf("resume a terminated sandbox: err = %v, want ErrConflict", err)
+	}
+	// The name is free again, and the ended sandbox shows only with All.
+	again := e.engineer(t, e.alice, "dev")
+	if again.ID == sb.ID {
+		t.Fatal("the new sandbox reused the old id")
+	}
+	live, _ := e.svc.List(ctx, e.alice, sandbox.ListOptions{})
+	all, _ := e.svc.List(ctx, e.alice, sandbox.ListOptions{All: true})
+	if len(live) != 1 || len(all) != 2 {
+		t.Errorf("list: %d live, %d with --all; want 1 and 2", len(live), len(all))
+	}
+}
+
+func TestExpiry(t *testing.T) {
+	e := newEnv(t)
+	e.run(t)
+	ctx := t.Context()
+	eng := e.engineer(t, e.alice, "dev")
+	agent, err := e.svc.Create(ctx, e.alice, sandbox.CreateRequest{Name: "task", Purpose: "agent", Repo: "acme/app", Task: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.waitState(t, eng.ID, sandbox.StateRunning)
+	e.waitState(t, agent.ID, sandbox.StateRunning)
+	oldKey := e.drv.Env(eng.ID)["BERTH_API_KEY"]
+
+	e.clock.advance(5 * time.Hour) // past both lifetimes (4h, 1h)
+	res, err := e.svc.Sweep(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Expired) != 1 || res.Expired[0] != eng.ID || len(res.Ended) != 1 || res.Ended[0] != agent.ID {
+		t.Fatalf("sweep: expired %v ended %v; want [%s] and [%s]", res.Expired, res.Ended, eng.ID, agent.ID)
+	}
+	got := e.waitState(t, eng.ID, sandbox.StateExpired)
+	if rt := got.RunningTime(e.clock.now()); rt != 4*time.Hour {
+		t.Errorf("an engineer sandbox expired after 4h is charged %v (never past expiry)", rt)
+	}
+	if m, err := e.drv.Inspect(ctx, eng.ID); err != nil || m.Status != sandbox.MachineStopped {
+		t.Errorf("expired engineer machine: %v %v, want stopped with its volume", m.Status, err)
+	}
+	if _, err := e.accounts.Authenticate(ctx, oldKey); err == nil {
+		t.Error("an expired sandbox's key still authenticates")
+	}
+	e.waitState(t, agent.ID, sandbox.StateTerminated)
+	if e.drv.Has(agent.ID) {
+		t.Error("an expired agent sandbox's machine was kept")
+	}
+	if _, err := e.svc.Extend(ctx, e.alice, "dev", "1h"); !errors.Is(err, sandbox.ErrConflict) {
+		t.Errorf("extend while expired: err = %v, want ErrConflict", err)
+	}
+	// Resume after expiry: new key, the class's default lifetime, env dropped.
+	res2, err := e.svc.Resume(ctx, e.alice, "dev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := e.clock.now().Add(4 * time.Hour); !res2.ExpiresAt.Equal(want) {
+		t.Errorf("resumed after expiry: expires %v, want %v", res2.ExpiresAt, want)
+	}
+	e.waitState(t, eng.ID, sandbox.StateRunning)
+	newKey := e.drv.Env(eng.ID)["BERTH_API_KEY"]
+	if newKey == "" || newKey == oldKey {
+		t.Fatal("a sandbox resumed after expiry did not get a new key")
+	}
+	if _, err := e.accounts.Authenticate(ctx, newKey); err != nil {
+		t.Errorf("the new key does not authenticate: %v", err)
+	}
+}
+
+func TestSweepNoticesMachines(t *testing.T) {
+	e := newEnv(t)
+	e.run(t)
+	ctx := t.Context()
+	clean := e.engineer(t, e.alice, "clean")
+	crash := e.engineer(t, e.alice, "crash")
+	gone := e.engineer(t, e.alice, "gone")
+	agent, err := e.svc.Create(ctx, e.alice, sandbox.CreateRequest{Name: "task", Purpose: "agent", Repo: "acme/app", Task: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []sandbox.ID{clean.ID, crash.ID, gone.ID, agent.ID} {
+		e.waitState(t, id, sandbox.StateRunning)
+	}
+	stray := sandbox.NewID()
+	e.drv.Plant(stray)
+	e.drv.Exit(clean.ID, 0)
+	e.drv.Exit(crash.ID, 137)
+	e.drv.Vanish(gone.ID)
+	e.drv.Exit(agent.ID, 0)
+	if _, err := e.svc.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.waitState(t, clean.ID, sandbox.StateSuspended)
+	c := e.waitState(t, crash.ID, sandbox.StateFailed)
+	if !strings.Contains(c.Reason, "137") {
+		t.Errorf("failure reason %q does not give the exit code", c.Reason)
+	}
+	if !e.drv.Has(crash.ID) {
+		t.Error("a failed engineer sandbox lost its volume before terminate")
+	}
+	e.waitState(t, gone.ID, sandbox.StateFailed)
+	e.waitState(t, agent.ID, sandbox.StateTerminated)
+	if e.drv.Has(stray) {
+		t.Error("the reconciler left a machine the database does not know")
+	}
+	// A failed engineer sandbox still counts and keeps its name until terminated.
+	live, _ := e.svc.List(ctx, e.alice, sandbox.ListOptions{})
+	names := map[string]bool{}
+	for _, sb := range live {
+		names[sb.Name] = true
+	}
+	if !names["crash"] || !names["gone"] || names["task"] {
+		t.Errorf("live after the sweep: %v; want crash and gone (failed engineers), not task", names)
+	}
+	if _, err := e.svc.Terminate(ctx, e.alice, "crash"); err != nil {
+		t.Fatal(err)
+	}
+	if e.drv.Has(crash.ID) {
+		t.Error("terminate of a failed engineer sandbox kept its volume")
+	}
+}
+
+func TestStartFailures(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	release := e.drv.Hold()
+	e.run(t)
+	// Terminated while starting: the machine is released when the start ends.
+	sb := e.engineer(t, e.alice, "quick")
+	if _, err := e.svc.Terminate(ctx, e.alice, "quick"); err != nil {
+		t.Fatal(err)
+	}
+	release()
+	deadline := time.Now().Add(5 * time.Second)
+	for e.drv.Has(sb.ID) && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if e.drv.Has(sb.ID) {
+		t.Error("a sandbox terminated while starting kept its machine")
+	}
+	if got := e.waitState(t, sb.ID, sandbox.StateTerminated); got.State != sandbox.StateTerminated {
+		t.Fatal(got.State)
+	}
+
+	// A driver that cannot start the machine fails the sandbox with its reason.
+	failing := e.engineerFailing(t, "broken", errors.New("image localhost/x not found"))
+	got := e.waitState(t, failing, sandbox.StateFailed)
+	if !strings.Contains(got.Reason, "image localhost/x not found") {
+		t.Errorf("failure reason %q does not say why", got.Reason)
+	}
+}
+
+// engineerFailing creates a sandbox whose start the driver refuses.
+func (e *env) engineerFailing(t *testing.T, name string, cause error) sandbox.ID {
+	t.Helper()
+	release := e.drv.Hold()
+	sb := e.engineer(t, e.alice, name)
+	e.drv.FailStart(sb.ID, cause)
+	release()
+	return sb.ID
+}
+
+func TestRestartDuringStart(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	// No Run: the start stays queued in a service that then "stops".
+	sb := e.engineer(t, e.alice, "dev")
+	// A new service on the same database, as after a restart: the machine
+	// never started, so the sandbox failed.
+	restarted := sandbox.NewService(e.st, e.drv, e.accounts, sandbox.Config{Driver: "fake", Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""}},
+		slog.New(slog.DiscardHandler), e.clock.now)
+	res, err := restarted.Sweep(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Failed) != 1 || res.Failed[0] != sb.ID {
+		t.Fatalf("start-up sweep failed %v, want [%s]", res.Failed, sb.ID)
+	}
+	got := e.waitState(t, sb.ID, sandbox.StateFailed)
+	if !strings.Contains(got.Reason, "interrupted") {
+		t.Errorf("reason %q", got.Reason)
+	}
+}
+
+func TestConcurrentCreatesRespectMaxSandboxes(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	if err := e.accounts.SetGuardrail(ctx, e.admin, "acme", "", guardrail.Guardrail{MaxSandboxes: ptr(10)}); err != nil {
+		t.Fatal(err)
+	}
+	users := []account.Principal{e.alice, e.bob, e.admin, e.operator}
+	for i := range 2 {
+		u, err := e.accounts.CreateUser(ctx, e.admin, "acme", fmt.Sprintf("extra%d", i), "", account.RoleMember)
+		if err != nil {
+			t.Fatal(err)
+		}
+		users = append(users, account.Principal{User: u})
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	created, refused := 0, 0
+	for i := range 50 {
+		wg.Go(func() {
+			p := users[i%len(users)]
+			_, err := e.svc.Create(ctx, p, sandbox.CreateRequest{Name: fmt.Sprintf("sb-%d", i), Class: "standard", SSHKeys: []string{testKey}})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				created++
+			case errors.Is(err, guardrail.ErrExceeded):
+				refused++
+			default:
+				t.Errorf("create sb-%d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	live, err := e.svc.List(ctx, e.operator, sandbox.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if created != 10 || refused != 40 || len(live) != 10 {
+		t.Fatalf("50 concurrent creates under max-sandboxes 10: %d created, %d refused, %d live; want 10, 40, 10", created, refused, len(live))
+	}
+}
+
+func TestNamesResolve(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	mine := e.engineer(t, e.alice, "dev")
+	bobs := e.engineer(t, e.bob, "dev")
+	if _, err := e.svc.Create(ctx, e.alice, sandbox.CreateRequest{Name: "dev", Class: "standard", SSHKeys: []string{testKey}}); !errors.Is(err, sandbox.ErrConflict) {
+		t.Errorf("a second live sandbox of the same name and owner: err = %v, want ErrConflict", err)
+	}
+	if got, err := e.svc.Get(ctx, e.alice, "dev"); err != nil || got.ID != mine.ID {
+		t.Errorf("alice's dev resolves to %v (%v), want hers", got.ID, err)
+	}
+	if got, err := e.svc.Get(ctx, e.bob, "dev"); err != nil || got.ID != bobs.ID {
+		t.Errorf("bob's dev resolves to %v (%v), want his", got.ID, err)
+	}
+	_, err := e.svc.Get(ctx, e.admin, "dev")
+	var amb *sandbox.AmbiguousError
+	if !errors.As(err, &amb) || len(amb.IDs) != 2 {
+		t.Fatalf("administrator resolving a name two people use: err = %v, want AmbiguousError with 2 ids", err)
+	}
+	if got, err := e.svc.Get(ctx, e.admin, string(bobs.ID)); err != nil || got.ID != bobs.ID {
+		t.Errorf("administrator by id: %v, %v", got.ID, err)
+	}
+	for _, ref := range []string{string(bobs.ID), "nope", "NOT A NAME"} {
+		if _, err := e.svc.Get(ctx, e.alice, ref); !errors.Is(err, sandbox.ErrNotFound) {
+			t.Errorf("alice Get(%s) = %v, want ErrNotFound", ref, err)
+		}
+	}
+	if _, err := e.svc.Get(ctx, e.stranger, string(mine.ID)); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("another organisation's member by id: %v, want ErrNotFound", err)
+	}
+}

@@ -1,0 +1,156 @@
+// Package sandbox owns sandboxes and their classes (SPEC S3, S4, S11, S12):
+// the state machine and its legal transitions, names and lifetimes, the
+// class fields with their defaults and ranges, and the Service that creates,
+// suspends, resumes, extends, terminates and sweeps sandboxes through a
+// Driver. It declares the Store and Driver it needs; adapters implement them.
+package sandbox
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"berth.dev/berth/internal/name"
+	"berth.dev/berth/internal/quantity"
+)
+
+// Errors the sandbox service returns; the gateway maps them to HTTP.
+var (
+	ErrNotFound    = errors.New("not found")
+	ErrConflict    = errors.New("conflict")
+	ErrInvalid     = errors.New("invalid")
+	ErrForbidden   = errors.New("forbidden")
+	ErrUnavailable = errors.New("unavailable")
+)
+
+// InvalidError is bad input, naming the field at fault.
+type InvalidError struct {
+	Field  string
+	Reason string
+}
+
+func (e *InvalidError) Error() string { return e.Field + ": " + e.Reason }
+
+// Is makes errors.Is(err, ErrInvalid) true for every InvalidError.
+func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
+
+func invalid(field, format string, args ...any) error {
+	return &InvalidError{Field: field, Reason: fmt.Sprintf(format, args...)}
+}
+
+// AmbiguousError is returned when a name matches sandboxes of several people
+// and the caller may see them all (SPEC S6: 409 listing the ids).
+type AmbiguousError struct {
+	Name string
+	IDs  []ID
+}
+
+func (e *AmbiguousError) Error() string {
+	return fmt.Sprintf("%d sandboxes are named %s; name one by its id", len(e.IDs), e.Name)
+}
+
+// Is makes an AmbiguousError an ErrConflict.
+func (e *AmbiguousError) Is(target error) bool { return target == ErrConflict }
+
+// ID identifies a sandbox: "sbx_" and 20 random characters.
+type ID string
+
+// NewID returns a fresh sandbox id.
+func NewID() ID { return ID("sbx_" + strings.ToLower(rand.Text()[:20])) }
+
+// Purpose says who a sandbox is for.
+type Purpose string
+
+// The purposes of SPEC S1.
+const (
+	PurposeEngineer Purpose = "engineer"
+	PurposeAgent    Purpose = "agent"
+)
+
+// ParsePurpose checks a purpose; empty means engineer.
+func ParsePurpose(s string) (Purpose, error) {
+	switch p := Purpose(s); p {
+	case PurposeEngineer, PurposeAgent:
+		return p, nil
+	case "":
+		return PurposeEngineer, nil
+	}
+	return "", invalid("purpose", "%q is not a purpose (engineer or agent)", s)
+}
+
+// Tier is an isolation tier (SPEC S5).
+type Tier string
+
+// The tiers of SPEC S5, weakest first.
+const (
+	TierStandard Tier = "standard"
+	TierIsolated Tier = "isolated"
+	TierVM       Tier = "vm"
+)
+
+// Setting names the BERTH_ setting that maps a tier to a runtime.
+func (t Tier) Setting() string { return "BERTH_SANDBOX_RUNTIME_" + strings.ToUpper(string(t)) }
+
+// Sandbox is one lent machine, as the database records it. It keeps its own
+// copy of the image, tier and resources it was given, so a class changed or
+// deleted later does not change a sandbox already made (SPEC S4).
+type Sandbox struct {
+	ID        ID
+	Name      string
+	Org       string
+	Project   string
+	Owner     string // user id
+	Purpose   Purpose
+	Class     string
+	Image     string
+	Isolation Tier
+	Runtime   string // the runtime the tier mapped to at creation; "" is the driver's default
+	CPU       quantity.Millicores
+	Memory    quantity.Bytes
+	Disk      quantity.Bytes // 0: none
+	State     State
+	Reason    string // why it failed, or how it ended
+	Repo      string
+	Branch    string
+	Task      string
+	Runner    string
+	SSHKeys   []string
+	Env       map[string]string // caller-added; dropped by a resume after expiry
+	KeyID     string            // the sandbox's current key
+	CreatedAt time.Time
+	ExpiresAt time.Time
+	EndedAt   time.Time // zero while live
+
+	// Ran is the total of the sandbox's closed running segments and
+	// RunningSince the start of the open one (zero when none is open). The
+	// store computes both from the segments table (SPEC S8).
+	Ran          time.Duration
+	RunningSince time.Time
+}
+
+// RunningTime is the sum of the running segments at now: the clock stops at
+// suspend, terminate and expiry, never past expiry (SPEC S8).
+func (sb Sandbox) RunningTime(now time.Time) time.Duration {
+	d := sb.Ran
+	if !sb.RunningSince.IsZero() {
+		end := now
+		if !sb.ExpiresAt.IsZero() && sb.ExpiresAt.Before(end) {
+			end = sb.ExpiresAt
+		}
+		if end.After(sb.RunningSince) {
+			d += end.Sub(sb.RunningSince)
+		}
+	}
+	return d
+}
+
+// CheckName reports whether s is a valid sandbox or class name (package
+// name has the rule), naming field when it is not.
+func CheckName(field, s string) error {
+	if err := name.Check(s); err != nil {
+		return invalid(field, "%v", err)
+	}
+	return nil
+}

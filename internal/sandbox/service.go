@@ -1,0 +1,429 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/guardrail"
+)
+
+// Accounts is what the sandbox service needs to know about organisations,
+// projects, users and guardrails.
+type Accounts interface {
+	Organisation(ctx context.Context, p account.Principal, ref string) (account.Organisation, error)
+	DefaultProject(ctx context.Context, org string) (account.Project, error)
+	Project(ctx context.Context, org, ref string) (account.Project, error)
+	User(ctx context.Context, id string) (account.User, error)
+	EffectiveGuardrail(ctx context.Context, org, project string) (guardrail.Guardrail, error)
+}
+
+// Config is the deployment's sandbox settings (SPEC S16), read once by the
+// composition root.
+type Config struct {
+	// Driver names the driver for messages; "" means the deployment runs no
+	// sandboxes.
+	Driver string
+	// Runtimes maps each tier the deployment offers to a runtime name ("" is
+	// the driver's default). A tier missing from the map is unavailable.
+	Runtimes map[Tier]string
+	// Forge names the git forge; "" means sandboxes cannot have a repository.
+	Forge string
+	// PublicURL is the gateway as a sandbox reaches it (BERTH_BASE_URL).
+	PublicURL string
+	// Template is the sandboxes file: the classes each new organisation
+	// starts with.
+	Template []Class
+	// AllowedImages is BERTH_SANDBOX_IMAGES (SPEC S4's image rule).
+	AllowedImages []string
+	// MinTTL is the shortest lifetime a sandbox may ask for; 5m unless a
+	// test lowers it.
+	MinTTL time.Duration
+}
+
+// Runners are the agent CLIs an agent sandbox may run (SPEC S13).
+var Runners = []string{"claude-code", "codex", "opencode", "gemini", "cursor", "pi"}
+
+// Service drives sandboxes through their lifecycle. Its Run method owns the
+// background work: starting machines and sweeping.
+type Service struct {
+	store    Store
+	driver   Driver // nil when the deployment runs no sandboxes
+	accounts Accounts
+	cfg      Config
+	images   ImagePolicy
+	log      *slog.Logger
+	now      func() time.Time
+
+	starts   chan startJob
+	mu       sync.Mutex
+	inflight map[ID]bool // sandboxes whose start is queued or running
+}
+
+type startJob struct {
+	spec Spec
+}
+
+// NewService returns a Service. driver may be nil: then every create is
+// refused as unavailable.
+func NewService(store Store, driver Driver, accounts Accounts, cfg Config, log *slog.Logger, now func() time.Time) *Service {
+	if cfg.MinTTL == 0 {
+		cfg.MinTTL = MinClassTTL
+	}
+	images := ImagePolicy{Allowed: cfg.AllowedImages}
+	for _, c := range cfg.Template {
+		images.Template = append(images.Template, c.Image)
+	}
+	return &Service{
+		store: store, driver: driver, accounts: accounts, cfg: cfg, images: images, log: log, now: now,
+		starts:   make(chan startJob, 1024),
+		inflight: map[ID]bool{},
+	}
+}
+
+// CreateRequest is what a caller asks for. Strings are as typed; Create
+// checks them all.
+type CreateRequest struct {
+	Name    string
+	Class   string
+	Purpose string
+	Project string
+	TTL     string
+	Repo    string
+	Branch  string
+	Task    string
+	Runner  string
+	SSHKeys []string
+	Env     map[string]string
+}
+
+// Create admits a new sandbox and queues its start. It returns the sandbox
+// in state starting; Run moves it on.
+func (s *Service) Create(ctx context.Context, p account.Principal, req CreateRequest) (Sandbox, error) {
+	sb, err := s.create(ctx, p, req)
+	if err != nil {
+		return Sandbox{}, fmt.Errorf("create sandbox %s: %w", req.Name, err)
+	}
+	return sb, nil
+}
+
+func (s *Service) create(ctx context.Context, p account.Principal, req CreateRequest) (Sandbox, error) {
+	if p.Sandbox != "" {
+		return Sandbox{}, fmt.Errorf("a sandbox's key cannot create sandboxes: %w", ErrForbidden)
+	}
+	if err := CheckName("name", req.Name); err != nil {
+		return Sandbox{}, err
+	}
+	purpose, err := ParsePurpose(req.Purpose)
+	if err != nil {
+		return Sandbox{}, err
+	}
+	if err := s.checkRequestShape(purpose, req); err != nil {
+		return Sandbox{}, err
+	}
+	if s.driver == nil {
+		return Sandbox{}, fmt.Errorf("this deployment runs no sandboxes (BERTH_SANDBOX_DRIVER is unset): %w", ErrUnavailable)
+	}
+	org := p.User.Org
+	prj, err := s.chooseProject(ctx, p, org, req.Project)
+	if err != nil {
+		return Sandbox{}, err
+	}
+	class, err := s.chooseClass(ctx, org, req.Class, purpose)
+	if err != nil {
+		return Sandbox{}, err
+	}
+	runtime, err := s.runtime(class)
+	if err != nil {
+		return Sandbox{}, err
+	}
+	g, err := s.accounts.EffectiveGuardrail(ctx, org, prj.ID)
+	if err != nil {
+		return Sandbox{}, err
+	}
+	if err := g.CheckSize(class.CPU, class.Memory); err != nil {
+		return Sandbox{}, fmt.Errorf("class %s: %w", class.Name, err)
+	}
+	ttl, err := s.lifetime(req.TTL, class.DefaultTTL, class.MaxTTL, g)
+	if err != nil {
+		return Sandbox{}, err
+	}
+	now := s.now()
+	sb := Sandbox{
+		ID: NewID(), Name: req.Name, Org: org, Project: prj.ID, Owner: p.User.ID,
+		Purpose: purpose, Class: class.Name, Image: class.Image, Isolation: class.Isolation, Runtime: runtime,
+		CPU: class.CPU, Memory: class.Memory, Disk: class.Disk,
+		State: StateStarting, Repo: req.Repo, Branch: req.Branch, Task: req.Task, Runner: req.Runner,
+		SSHKeys: req.SSHKeys, Env: req.Env, CreatedAt: now, ExpiresAt: now.Add(ttl),
+	}
+	key, secret := account.NewSandboxKey(p.User.ID, string(sb.ID), prj.ID, sb.ExpiresAt, now)
+	sb.KeyID = key.ID
+	// The organisation's own max_sandboxes counts the whole organisation;
+	// the combined one counts the project. Read both before the store's
+	// transaction: admit runs inside it and must not touch the database.
+	og, err := s.accounts.EffectiveGuardrail(ctx, org, "")
+	if err != nil {
+		return Sandbox{}, err
+	}
+	admit := func(live Live) error {
+		if err := guardrail.CheckCount(g.MaxSandboxes, live.Project, "project "+prj.Name); err != nil {
+			return err
+		}
+		return guardrail.CheckCount(og.MaxSandboxes, live.Org, "the organisation")
+	}
+	if err := s.store.CreateSandbox(ctx, sb, key, admit); err != nil {
+		return Sandbox{}, err
+	}
+	s.log.InfoContext(ctx, "sandbox created", "sandbox", sb.ID, "name", sb.Name, "user", p.User.ID,
+		"purpose", sb.Purpose, "class", sb.Class, "expires", sb.ExpiresAt)
+	env, err := s.environment(ctx, sb, secret)
+	if err != nil {
+		return Sandbox{}, err
+	}
+	s.enqueue(ctx, Spec{Sandbox: sb, Env: env})
+	return sb, nil
+}
+
+// checkRequestShape checks what needs no lookup: what each purpose needs,
+// the caller's environment and the runner.
+func (s *Service) checkRequestShape(purpose Purpose, req CreateRequest) error {
+	switch purpose {
+	case PurposeEngineer:
+		if len(req.SSHKeys) == 0 {
+			return invalid("ssh_keys", "an engineer sandbox needs an ssh public key (berth sandbox create sends ~/.ssh/*.pub, or --ssh-key FILE)")
+		}
+		if req.Task != "" || req.Runner != "" {
+			return invalid("task", "only an agent sandbox takes a task or a runner (--purpose agent)")
+		}
+	case PurposeAgent:
+		if req.Repo == "" || req.Task == "" {
+			return invalid("repo", "an agent sandbox needs both a repository and a task (--repo and --task)")
+		}
+		if len(req.SSHKeys) > 0 {
+			return invalid("ssh_keys", "nothing attaches to an agent sandbox, so it takes no ssh key")
+		}
+		if req.Runner != "" && !slices.Contains(Runners, req.Runner) {
+			return invalid("runner", "%q is not a runner (one of %v)", req.Runner, Runners)
+		}
+	}
+	for i, k := range req.SSHKeys {
+		if err := checkAuthorizedKey(k); err != nil {
+			return invalid(fmt.Sprintf("ssh_keys[%d]", i), "%v", err)
+		}
+	}
+	if req.Branch != "" && req.Repo == "" {
+		return invalid("branch", "a branch needs a repository (--repo)")
+	}
+	if req.Repo != "" && s.cfg.Forge == "" {
+		return fmt.Errorf("repository %s asked for, but this deployment has no git forge (BERTH_SANDBOX_GIT_FORGE is unset): %w", req.Repo, ErrUnavailable)
+	}
+	return checkEnv(req.Env)
+}
+
+// chooseProject returns the project a sandbox goes in: the organisation's
+// oldest, or the one an administrator names. The project must belong to the
+// caller's organisation: the owner is checked, not just that the row exists.
+func (s *Service) chooseProject(ctx context.Context, p account.Principal, org, ref string) (account.Project, error) {
+	def, err := s.accounts.DefaultProject(ctx, org)
+	if err != nil {
+		return account.Project{}, err
+	}
+	if ref == "" || ref == def.ID || ref == def.Name {
+		return def, nil
+	}
+	if !p.IsAdminOf(org) {
+		return account.Project{}, fmt.Errorf("only an administrator may choose a project; a member's sandbox goes in %s: %w", def.Name, ErrForbidden)
+	}
+	prj, err := s.accounts.Project(ctx, org, ref)
+	if err != nil {
+		if errors.Is(err, account.ErrNotFound) {
+			return account.Project{}, invalid("project", "no project %q in your organisation", ref)
+		}
+		return account.Project{}, err
+	}
+	return prj, nil
+}
+
+// chooseClass returns the named class, or, when none is named, the only
+// class of the organisation that allows the purpose.
+func (s *Service) chooseClass(ctx context.Context, org, name string, purpose Purpose) (Class, error) {
+	if name != "" {
+		c, err := s.store.GetClass(ctx, org, name)
+		if errors.Is(err, ErrNotFound) {
+			return Class{}, invalid("class", "no class %q in your organisation (berth sandbox classes lists them)", name)
+		}
+		if err != nil {
+			return Class{}, err
+		}
+		if !c.Allows(purpose) {
+			return Class{}, invalid("class", "class %s is not for %s sandboxes", c.Name, purpose)
+		}
+		return c, nil
+	}
+	all, err := s.store.ListClasses(ctx, org)
+	if err != nil {
+		return Class{}, err
+	}
+	var fit []Class
+	var names []string
+	for _, c := range all {
+		if c.Allows(purpose) {
+			fit = append(fit, c)
+			names = append(names, c.Name)
+		}
+	}
+	switch len(fit) {
+	case 1:
+		return fit[0], nil
+	case 0:
+		return Class{}, invalid("class", "your organisation has no class for %s sandboxes (an administrator adds one with berth sandbox apply)", purpose)
+	}
+	return Class{}, invalid("class", "is required: choose one of %v", names)
+}
+
+// runtime maps a class's tier to the deployment's runtime, refusing a tier
+// it has not mapped: never run at a weaker tier (SPEC S4, S5).
+func (s *Service) runtime(c Class) (string, error) {
+	rt, ok := s.cfg.Runtimes[c.Isolation]
+	if !ok {
+		return "", fmt.Errorf("class %s asks for the %s tier, which this deployment has not mapped to a runtime: an operator sets %s: %w",
+			c.Name, c.Isolation, c.Isolation.Setting(), ErrUnavailable)
+	}
+	return rt, nil
+}
+
+// lifetime reads a requested TTL (empty: def) and cuts it to the class's
+// maximum and the guardrail's (SPEC S3: cut, not refused).
+func (s *Service) lifetime(req string, def, max time.Duration, g guardrail.Guardrail) (time.Duration, error) {
+	ttl := def
+	if req != "" {
+		d, err := parseDuration(req)
+		if err != nil {
+			return 0, invalid("ttl", "%v", err)
+		}
+		if d <= 0 {
+			return 0, invalid("ttl", "%s must be more than 0", req)
+		}
+		if d < s.cfg.MinTTL {
+			return 0, invalid("ttl", "%s is under the %s minimum", req, s.cfg.MinTTL)
+		}
+		ttl = d
+	}
+	if ttl > max {
+		ttl = max
+	}
+	return g.CutTTL(ttl), nil
+}
+
+// Get finds a sandbox the caller may see, by id or name (SPEC S6).
+func (s *Service) Get(ctx context.Context, p account.Principal, ref string) (Sandbox, error) {
+	sb, err := s.resolve(ctx, p, ref)
+	if err != nil {
+		return Sandbox{}, fmt.Errorf("sandbox %s: %w", ref, err)
+	}
+	return sb, nil
+}
+
+// resolve finds ref: an id, or a name that resolves to the caller's own
+// sandbox first, then to the one other sandbox of that name they may see.
+// Sandboxes the caller may not see are not found, never forbidden.
+func (s *Service) resolve(ctx context.Context, p account.Principal, ref string) (Sandbox, error) {
+	if p.Sandbox != "" {
+		return Sandbox{}, ErrNotFound
+	}
+	if len(ref) > 4 && ref[:4] == "sbx_" {
+		sb, err := s.store.GetSandbox(ctx, ID(ref))
+		if errors.Is(err, ErrNotFound) {
+			return Sandbox{}, ErrNotFound // the caller names the sandbox
+		}
+		if err != nil {
+			return Sandbox{}, err
+		}
+		if !p.CanSee(sb.Org, sb.Owner) {
+			return Sandbox{}, ErrNotFound
+		}
+		return sb, nil
+	}
+	if CheckName("name", ref) != nil {
+		return Sandbox{}, ErrNotFound
+	}
+	for _, ended := range []bool{false, true} {
+		f := Filter{Name: ref, Ended: ended}
+		if !p.IsOperator() {
+			f.Org = p.User.Org
+		}
+		found, err := s.store.ListSandboxes(ctx, f)
+		if err != nil {
+			return Sandbox{}, err
+		}
+		var visible []Sandbox
+		for _, sb := range found {
+			if ended && sb.Live() {
+				continue // already considered in the first pass
+			}
+			if sb.Owner == p.User.ID {
+				return sb, nil // the newest of the caller's own
+			}
+			if p.CanSee(sb.Org, sb.Owner) {
+				visible = append(visible, sb)
+			}
+		}
+		switch {
+		case len(visible) == 1:
+			return visible[0], nil
+		case len(visible) > 1 && !ended:
+			ids := make([]ID, len(visible))
+			for i, sb := range visible {
+				ids[i] = sb.ID
+			}
+			return Sandbox{}, &AmbiguousError{Name: ref, IDs: ids}
+		case len(visible) > 1:
+			return visible[0], nil // several ended ones: the newest
+		}
+	}
+	return Sandbox{}, ErrNotFound
+}
+
+// ListOptions narrows List.
+type ListOptions struct {
+	Class   string
+	Purpose string
+	All     bool // include ended sandboxes
+}
+
+// List returns the sandboxes the caller may see: their own, their
+// organisation's for an administrator, every one for an operator.
+func (s *Service) List(ctx context.Context, p account.Principal, opt ListOptions) ([]Sandbox, error) {
+	if p.Sandbox != "" {
+		return nil, nil
+	}
+	f := Filter{Class: opt.Class, Ended: opt.All}
+	if opt.Purpose != "" {
+		pp, err := ParsePurpose(opt.Purpose)
+		if err != nil {
+			return nil, err
+		}
+		f.Purpose = pp
+	}
+	switch {
+	case p.IsOperator():
+	case p.IsAdminOf(p.User.Org):
+		f.Org = p.User.Org
+	default:
+		f.Org, f.Owner = p.User.Org, p.User.ID
+	}
+	return s.store.ListSandboxes(ctx, f)
+}
+
+// RunningTime is the sandbox's running time now.
+func (s *Service) RunningTime(sb Sandbox) time.Duration { return sb.RunningTime(s.now()) }
+
+// Owner returns the user who owns sb, for display.
+func (s *Service) Owner(ctx context.Context, sb Sandbox) (account.User, error) {
+	return s.accounts.User(ctx, sb.Owner)
+}

@@ -1,0 +1,347 @@
+package sandbox_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/driver/fake"
+	"berth.dev/berth/internal/guardrail"
+	"berth.dev/berth/internal/quantity"
+	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/store"
+)
+
+const testKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGQ0n8q0dvGXmfhT3x7Jt0yq4xNn6JkJ3sJ8QmV4c2Xk alice@laptop"
+
+const classFile = `sandboxes:
+  - name: standard
+    image: localhost/berth-sandbox:1
+    isolation: standard
+    cpu: "2"
+    memory: 4Gi
+    default_ttl: 4h
+    max_ttl: 24h
+    purposes: [engineer]
+  - name: agent
+    image: localhost/berth-agent:1
+    isolation: standard
+    default_ttl: 1h
+    max_ttl: 2h
+    purposes: [agent]
+  - name: big
+    image: localhost/berth-sandbox:1
+    isolation: standard
+    cpu: "16"
+    memory: 64Gi
+    purposes: [engineer]
+  - name: gpu
+    image: localhost/berth-sandbox:1
+    isolation: vm
+    purposes: [engineer]
+`
+
+// clock is a controllable now.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// env is a real store in a temporary directory, the real services, and the
+// fake driver, with an operator, an administrator and two members of
+// organisation "acme", and a member of organisation "other".
+type env struct {
+	st       *store.Store
+	drv      *fake.Driver
+	accounts *account.Service
+	svc      *sandbox.Service
+	clock    *clock
+
+	operator, admin, alice, bob, stranger account.Principal
+	acme, other                           account.Organisation
+}
+
+type option func(*sandbox.Config)
+
+func noForge(c *sandbox.Config) { c.Forge = "" }
+
+func newEnv(t *testing.T, opts ...option) *env {
+	t.Helper()
+	ctx := t.Context()
+	st, err := store.Open(ctx, t.TempDir()+"/berth.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	classes, err := sandbox.ParseClassFile(strings.NewReader(classFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{st: st, drv: fake.New(), clock: &clock{t: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)}}
+	cfg := sandbox.Config{
+		Driver:    "fake",
+		Runtimes:  map[sandbox.Tier]string{sandbox.TierStandard: ""},
+		Forge:     "local",
+		PublicURL: "http://gateway.test:8080",
+		Template:  classes,
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	e.accounts = account.NewService(st, st, e.clock.now, func(ctx context.Context, org string) error { return e.svc.SeedClasses(ctx, org) })
+	e.svc = sandbox.NewService(st, e.drv, e.accounts, cfg, slog.New(slog.NewTextHandler(t.Output(), nil)), e.clock.now)
+
+	org, _, op, _, err := e.accounts.Bootstrap(ctx, "acme", "default", "ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.acme = org
+	e.operator = account.Principal{User: op}
+	mk := func(orgRef, name string, role account.Role) account.Principal {
+		u, err := e.accounts.CreateUser(ctx, e.operator, orgRef, name, "", role)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return account.Principal{User: u}
+	}
+	e.admin = mk("acme", "ada", account.RoleAdmin)
+	e.alice = mk("acme", "alice@acme.example", account.RoleMember)
+	e.bob = mk("acme", "bob", account.RoleMember)
+	e.other, _, err = e.accounts.CreateOrganisation(ctx, e.operator, "other", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.stranger = mk("other", "sam", account.RoleMember)
+	return e
+}
+
+// run starts the service's background work for the test's life.
+func (e *env) run(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.svc.Run(ctx, time.Hour)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+}
+
+func (e *env) engineer(t *testing.T, p account.Principal, name string) sandbox.Sandbox {
+	t.Helper()
+	sb, err := e.svc.Create(t.Context(), p, sandbox.CreateRequest{Name: name, Class: "standard", SSHKeys: []string{testKey}})
+	if err != nil {
+		t.Fatalf("create %s: %v", name, err)
+	}
+	return sb
+}
+
+// waitState polls until the sandbox is in state want.
+func (e *env) waitState(t *testing.T, id sandbox.ID, want sandbox.State) sandbox.Sandbox {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		sb, err := e.st.GetSandbox(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sb.State == want {
+			return sb
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sandbox %s is %s (%s), want %s", id, sb.State, sb.Reason, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestCreateRunsAndHandsOverTheEnvironment(t *testing.T) {
+	e := newEnv(t)
+	e.run(t)
+	sb, err := e.svc.Create(t.Context(), e.alice, sandbox.CreateRequest{
+		Name: "dev", Class: "standard", SSHKeys: []string{testKey}, Env: map[string]string{"EDITOR": "vim"},
+		Repo: "acme/app", Branch: "main",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb.State != sandbox.StateStarting || !strings.HasPrefix(string(sb.ID), "sbx_") {
+		t.Fatalf("created %s in state %s, want an sbx_ id in state starting", sb.ID, sb.State)
+	}
+	if want := e.clock.now().Add(4 * time.Hour); !sb.ExpiresAt.Equal(want) {
+		t.Errorf("expires %v, want the class's default 4h: %v", sb.ExpiresAt, want)
+	}
+	e.waitState(t, sb.ID, sandbox.StateRunning)
+
+	env := e.drv.Env(sb.ID)
+	for k, want := range map[string]string{
+		"BERTH_SANDBOX_ID": string(sb.ID), "BERTH_SANDBOX_NAME": "dev", "BERTH_SANDBOX_CLASS": "standard",
+		"BERTH_SANDBOX_PURPOSE": "engineer", "BERTH_AUTHORIZED_KEYS": testKey, "BERTH_BASE_URL": "http://gateway.test:8080",
+		"OPENAI_BASE_URL": "http://gateway.test:8080/v1", "BERTH_REPO": "acme/app", "BERTH_BRANCH": "main",
+		"BERTH_GIT_AUTHOR_NAME": "alice@acme.example", "BERTH_GIT_AUTHOR_EMAIL": "alice@acme.example", "EDITOR": "vim",
+		"BERTH_SANDBOX_EXPIRES": sb.ExpiresAt.UTC().Format(time.RFC3339),
+	} {
+		if env[k] != want {
+			t.Errorf("sandbox env %s = %q, want %q", k, env[k], want)
+		}
+	}
+	if _, ok := env["BERTH_SESSION"]; ok {
+		t.Error("an engineer sandbox got a session header (S3: not set)")
+	}
+	// The sandbox's key is its own, acts for its owner, and is scoped.
+	p, err := e.accounts.Authenticate(t.Context(), env["BERTH_API_KEY"])
+	if err != nil {
+		t.Fatalf("the sandbox's key does not authenticate: %v", err)
+	}
+	if p.User.ID != e.alice.User.ID || p.Sandbox != string(sb.ID) {
+		t.Errorf("sandbox key acts as %s for sandbox %q, want alice for %s", p.User.Name, p.Sandbox, sb.ID)
+	}
+	if _, err := e.svc.Create(t.Context(), p, sandbox.CreateRequest{Name: "child", Class: "standard", SSHKeys: []string{testKey}}); !errors.Is(err, sandbox.ErrForbidden) {
+		t.Errorf("a sandbox key created a sandbox: err = %v, want ErrForbidden", err)
+	}
+}
+
+func TestAgentSandboxGetsASession(t *testing.T) {
+	e := newEnv(t)
+	e.run(t)
+	sb, err := e.svc.Create(t.Context(), e.alice, sandbox.CreateRequest{Name: "fix", Purpose: "agent", Repo: "acme/app", Task: "fix it", Runner: "claude-code"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb.Class != "agent" {
+		t.Errorf("class %s, want agent: the only class for agents is chosen when none is named", sb.Class)
+	}
+	e.waitState(t, sb.ID, sandbox.StateRunning)
+	env := e.drv.Env(sb.ID)
+	if env["BERTH_SESSION"] != string(sb.ID) || env["ANTHROPIC_CUSTOM_HEADERS"] != "X-Berth-Session: "+string(sb.ID) || env["BERTH_TASK"] != "fix it" {
+		t.Errorf("agent env: session %q, headers %q, task %q", env["BERTH_SESSION"], env["ANTHROPIC_CUSTOM_HEADERS"], env["BERTH_TASK"])
+	}
+	if _, err := e.svc.Suspend(t.Context(), e.alice, "fix"); !errors.Is(err, sandbox.ErrConflict) {
+		t.Errorf("suspend agent sandbox: err = %v, want ErrConflict", err)
+	}
+}
+
+func TestCreateRefusesBadRequests(t *testing.T) {
+	e := newEnv(t)
+	ok := sandbox.CreateRequest{Name: "dev", Class: "standard", SSHKeys: []string{testKey}}
+	with := func(f func(*sandbox.CreateRequest)) sandbox.CreateRequest {
+		r := ok
+		f(&r)
+		return r
+	}
+	tests := []struct {
+		name    string
+		who     account.Principal
+		req     sandbox.CreateRequest
+		want    error
+		field   string
+		message string
+	}{
+		{"bad name", e.alice, with(func(r *sandbox.CreateRequest) { r.Name = "Dev_1" }), sandbox.ErrInvalid, "name", "lowercase"},
+		{"long name", e.alice, with(func(r *sandbox.CreateRequest) { r.Name = strings.Repeat("a", 41) }), sandbox.ErrInvalid, "name", "40"},
+		{"ttl 0", e.alice, with(func(r *sandbox.CreateRequest) { r.TTL = "0s" }), sandbox.ErrInvalid, "ttl", "more than 0"},
+		{"ttl under the minimum", e.alice, with(func(r *sandbox.CreateRequest) { r.TTL = "1m" }), sandbox.ErrInvalid, "ttl", "minimum"},
+		{"ttl not a duration", e.alice, with(func(r *sandbox.CreateRequest) { r.TTL = "soon" }), sandbox.ErrInvalid, "ttl", "duration"},
+		{"unknown class", e.alice, with(func(r *sandbox.CreateRequest) { r.Class = "huge" }), sandbox.ErrInvalid, "class", "no class"},
+		{"class for agents only", e.alice, with(func(r *sandbox.CreateRequest) { r.Class = "agent" }), sandbox.ErrInvalid, "class", "not for engineer"},
+		{"no class and several fit", e.alice, with(func(r *sandbox.CreateRequest) { r.Class = "" }), sandbox.ErrInvalid, "class", "choose one"},
+		{"BERTH_ variable", e.alice, with(func(r *sandbox.CreateRequest) { r.Env = map[string]string{"BERTH_X": "1"} }), sandbox.ErrInvalid, "env.BERTH_X", "gateway's"},
+		{"bad variable name", e.alice, with(func(r *sandbox.CreateRequest) { r.Env = map[string]string{"A-B": "1"} }), sandbox.ErrInvalid, "env.A-B", "not an environment variable"},
+		{"engineer without a key", e.alice, with(func(r *sandbox.CreateRequest) { r.SSHKeys = nil }), sandbox.ErrInvalid, "ssh_keys", "ssh public key"},
+		{"not an ssh key", e.alice, with(func(r *sandbox.CreateRequest) { r.SSHKeys = []string{"hello"} }), sandbox.ErrInvalid, "ssh_keys[0]", "not an ssh public key"},
+		{"agent without a task", e.alice, sandbox.CreateRequest{Name: "a", Purpose: "agent", Repo: "acme/app"}, sandbox.ErrInvalid, "repo", "--task"},
+		{"unknown runner", e.alice, sandbox.CreateRequest{Name: "a", Purpose: "agent", Repo: "acme/app", Task: "t", Runner: "vim"}, sandbox.ErrInvalid, "runner", "not a runner"},
+		{"unknown purpose", e.alice, with(func(r *sandbox.CreateRequest) { r.Purpose = "robot" }), sandbox.ErrInvalid, "purpose", "not a purpose"},
+		{"unmapped tier", e.alice, with(func(r *sandbox.CreateRequest) { r.Class = "gpu" }), sandbox.ErrUnavailable, "", "BERTH_SANDBOX_RUNTIME_VM"},
+		{"member chooses a project", e.alice, with(func(r *sandbox.CreateRequest) { r.Project = "ml" }), sandbox.ErrForbidden, "", "only an administrator"},
+		{"administrator names another organisation's project", e.admin, with(func(r *sandbox.CreateRequest) { r.Project = "elsewhere" }), sandbox.ErrInvalid, "project", "no project"},
+	}
+	if _, err := e.accounts.CreateProject(t.Context(), e.admin, "acme", "ml"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.accounts.CreateProject(t.Context(), e.operator, "other", "elsewhere"); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := e.svc.Create(t.Context(), tt.who, tt.req)
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("Create = %v, want %v", err, tt.want)
+			}
+			var ie *sandbox.InvalidError
+			if tt.field != "" && (!errors.As(err, &ie) || ie.Field != tt.field) {
+				t.Errorf("Create = %v, want the field %q named", err, tt.field)
+			}
+			if !strings.Contains(err.Error(), tt.message) {
+				t.Errorf("Create = %q, want it to say %q", err, tt.message)
+			}
+		})
+	}
+	if got, _ := e.svc.List(t.Context(), e.operator, sandbox.ListOptions{All: true}); len(got) != 0 {
+		t.Fatalf("refused creates left %d sandboxes behind", len(got))
+	}
+}
+
+func TestCreateWithoutForgeOrDriver(t *testing.T) {
+	e := newEnv(t, noForge)
+	_, err := e.svc.Create(t.Context(), e.alice, sandbox.CreateRequest{Name: "a", Purpose: "agent", Repo: "acme/app", Task: "t"})
+	if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "BERTH_SANDBOX_GIT_FORGE") {
+		t.Errorf("repository without a forge: err = %v, want ErrUnavailable naming BERTH_SANDBOX_GIT_FORGE", err)
+	}
+	nodrv := sandbox.NewService(e.st, nil, e.accounts, sandbox.Config{}, slog.New(slog.DiscardHandler), e.clock.now)
+	_, err = nodrv.Create(t.Context(), e.alice, sandbox.CreateRequest{Name: "dev", Class: "standard", SSHKeys: []string{testKey}})
+	if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "BERTH_SANDBOX_DRIVER") {
+		t.Errorf("no driver: err = %v, want ErrUnavailable naming BERTH_SANDBOX_DRIVER", err)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestGuardrailsCutAndRefuse(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	// Class max_ttl is 24h: 48h is cut to it.
+	sb, err := e.svc.Create(ctx, e.alice, sandbox.CreateRequest{Name: "long", Class: "standard", SSHKeys: []string{testKey}, TTL: "48h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sb.ExpiresAt.Sub(e.clock.now()); got != 24*time.Hour {
+		t.Errorf("ttl 48h on a 24h class: lifetime %v, want 24h", got)
+	}
+	if err := e.accounts.SetGuardrail(ctx, e.admin, "acme", "", guardrail.Guardrail{
+		MaxSandboxTTL: ptr(2 * time.Hour), MaxSandboxCPU: ptr(quantity.Millicores(8000)), MaxSandboxMemory: ptr(int64(32768)),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	sb, err = e.svc.Create(ctx, e.alice, sandbox.CreateRequest{Name: "cut", Class: "standard", SSHKeys: []string{testKey}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sb.ExpiresAt.Sub(e.clock.now()); got != 2*time.Hour {
+		t.Errorf("class default 4h under a 2h guardrail: lifetime %v, want 2h", got)
+	}
+	_, err = e.svc.Create(ctx, e.alice, sandbox.CreateRequest{Name: "huge", Class: "big", SSHKeys: []string{testKey}})
+	if !errors.Is(err, guardrail.ErrExceeded) || !strings.Contains(err.Error(), "max_sandbox_cpu") {
+		t.Errorf("16 cores under an 8-core ceiling: err = %v, want ErrExceeded naming max_sandbox_cpu", err)
+	}
+}
+

@@ -1,0 +1,63 @@
+package sandbox
+
+import (
+	"context"
+	"time"
+
+	"berth.dev/berth/internal/account"
+)
+
+// Store is what the sandbox service needs from the database.
+type Store interface {
+	ListClasses(ctx context.Context, org string) ([]Class, error)
+	// GetClass is ErrNotFound for a class the organisation does not have.
+	GetClass(ctx context.Context, org, name string) (Class, error)
+	// PutClasses upserts every class in one transaction and returns the
+	// names of those that did not exist before.
+	PutClasses(ctx context.Context, org string, classes []Class) (created []string, err error)
+	DeleteClass(ctx context.Context, org, name string) error
+
+	// CreateSandbox inserts sb and its key in one transaction that first
+	// counts the live sandboxes of sb's organisation and project and hands
+	// the counts to admit; an error from admit aborts the insert. Admission
+	// is race-free: concurrent creates are serialised (SPEC S7). A live
+	// sandbox of the same owner and name is ErrConflict.
+	CreateSandbox(ctx context.Context, sb Sandbox, key account.Key, admit func(Live) error) error
+	GetSandbox(ctx context.Context, id ID) (Sandbox, error)
+	ListSandboxes(ctx context.Context, f Filter) ([]Sandbox, error)
+	// UpdateSandbox writes u.Sandbox if the row is still in state u.From,
+	// else ErrConflict; in the same transaction it opens or closes the
+	// running segment and revokes or replaces the sandbox's key.
+	UpdateSandbox(ctx context.Context, u Update) error
+}
+
+// Live counts live sandboxes (SPEC S7: starting, running, suspended,
+// expired, and an engineer's that failed).
+type Live struct {
+	Org     int
+	Project int
+}
+
+// Filter narrows ListSandboxes. Zero fields do not narrow.
+type Filter struct {
+	Org     string
+	Owner   string
+	Name    string
+	Class   string
+	Purpose Purpose
+	// Ended includes sandboxes that no longer count (terminated, and
+	// failed agents' ones).
+	Ended bool
+}
+
+// Update is one state change of a sandbox.
+type Update struct {
+	Sandbox Sandbox // the row as it should be written
+	From    State   // the state the row must still be in
+	// At is when the change happened. A running segment opens at At when
+	// the sandbox becomes running and closes at At when it stops running;
+	// the service clamps At to the expiry so no segment runs past it.
+	At        time.Time
+	RevokeKey bool         // revoke the key the row names now
+	NewKey    *account.Key // store and use this key instead (resume after expiry)
+}

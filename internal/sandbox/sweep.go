@@ -1,0 +1,278 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// enqueue hands a start to Run. Should the queue be full, the sandbox is
+// marked failed at once rather than left starting for ever.
+func (s *Service) enqueue(ctx context.Context, spec Spec) {
+	s.mu.Lock()
+	s.inflight[spec.Sandbox.ID] = true
+	s.mu.Unlock()
+	select {
+	case s.starts <- startJob{spec: spec}:
+	default:
+		s.done(spec.Sandbox.ID)
+		s.fail(ctx, spec.Sandbox.ID, "too many sandboxes starting at once; try again")
+	}
+}
+
+func (s *Service) done(id ID) {
+	s.mu.Lock()
+	delete(s.inflight, id)
+	s.mu.Unlock()
+}
+
+func (s *Service) busy(id ID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.inflight[id]
+}
+
+// Run starts queued machines and sweeps every interval until ctx is done,
+// then waits for the starts in flight. It sweeps once before anything else,
+// so what should have ended while the gateway was down ends now (SPEC S11).
+func (s *Service) Run(ctx context.Context, interval time.Duration) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	if s.driver == nil {
+		<-ctx.Done()
+		return
+	}
+	s.sweepAndLog(ctx)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case job := <-s.starts:
+			wg.Go(func() { s.start(ctx, job.spec) })
+		case <-t.C:
+			s.sweepAndLog(ctx)
+		}
+	}
+}
+
+func (s *Service) sweepAndLog(ctx context.Context) {
+	res, err := s.Sweep(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.ErrorContext(ctx, "sweep failed", "err", err)
+		}
+		return
+	}
+	for id, err := range res.Errors {
+		s.log.WarnContext(ctx, "sweep could not handle a sandbox", "sandbox", id, "err", err)
+	}
+}
+
+// start runs one queued start to its end: running when the driver reports
+// the machine ready, failed when it cannot start it.
+func (s *Service) start(ctx context.Context, spec Spec) {
+	defer s.done(spec.Sandbox.ID)
+	id := spec.Sandbox.ID
+	began := s.now()
+	err := s.driver.Start(ctx, spec)
+	if ctx.Err() != nil {
+		// The gateway is stopping; the start-up sweep finishes this one.
+		return
+	}
+	if err != nil {
+		s.log.WarnContext(ctx, "sandbox did not start", "sandbox", id, "err", err)
+		s.fail(ctx, id, "start: "+err.Error())
+		return
+	}
+	sb, err := s.store.GetSandbox(ctx, id)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.ErrorContext(ctx, "sandbox started but cannot be read", "sandbox", id, "err", err)
+		}
+		return
+	}
+	if sb.State != StateStarting {
+		// Terminated (or expired) while it started: release the machine.
+		s.release(ctx, sb)
+		return
+	}
+	next, _ := sb.Transition(StateRunning)
+	// Clamped: a start that ends past the expiry opens no charged time; the
+	// next sweep expires it.
+	if _, err := s.write(ctx, Update{Sandbox: next, From: StateStarting, At: s.clamp(sb)}); err != nil {
+		if errors.Is(err, ErrConflict) {
+			if sb, err := s.store.GetSandbox(ctx, id); err == nil {
+				s.release(ctx, sb)
+			}
+			return
+		}
+		if ctx.Err() == nil {
+			s.log.ErrorContext(ctx, "sandbox started but its state cannot be written", "sandbox", id, "err", err)
+		}
+		return
+	}
+	s.log.InfoContext(ctx, "sandbox ready", "sandbox", id, "took", s.now().Sub(began))
+}
+
+// release puts a machine in line with a row that moved on while it started.
+func (s *Service) release(ctx context.Context, sb Sandbox) {
+	var err error
+	switch {
+	case !sb.Live():
+		err = s.driver.Remove(ctx, sb.ID)
+	case sb.State != StateRunning && sb.State != StateStarting:
+		if err = s.driver.Stop(ctx, sb.ID); errors.Is(err, ErrNotFound) {
+			err = nil
+		}
+	}
+	if err != nil {
+		s.log.WarnContext(ctx, "could not release a sandbox's machine", "sandbox", sb.ID, "err", err)
+	}
+}
+
+// fail marks a sandbox failed with reason, revoking its key at once. An
+// agent's machine is removed; an engineer's volume is kept (SPEC S3).
+func (s *Service) fail(ctx context.Context, id ID, reason string) {
+	for range 3 { // the row may move under us; read it again and retry
+		sb, err := s.store.GetSandbox(ctx, id)
+		if err != nil || !CanMove(sb.State, StateFailed) {
+			return
+		}
+		if _, err = s.end(ctx, sb, StateFailed, reason); !errors.Is(err, errMoved) {
+			if err != nil {
+				s.log.ErrorContext(ctx, "could not mark a sandbox failed", "sandbox", id, "err", err)
+			}
+			return
+		}
+	}
+}
+
+// SweepResult says what one sweep did.
+type SweepResult struct {
+	Expired   []ID // engineer sandboxes now expired
+	Ended     []ID // agent sandboxes terminated, at expiry or on a clean exit
+	Failed    []ID
+	Suspended []ID // engineer machines whose process exited 0 (SPEC S11)
+	Resumed   []ID // starts interrupted by a restart, now finishing
+	Removed   []ID // machines with no live row, removed by the reconciler
+	Errors    map[ID]error
+}
+
+// Sweep is one pass over every live sandbox: it ends what has expired,
+// notices machines that stopped or vanished, finishes or fails starts that
+// a restart interrupted, and removes machines the database does not know.
+func (s *Service) Sweep(ctx context.Context) (SweepResult, error) {
+	res := SweepResult{Errors: map[ID]error{}}
+	if s.driver == nil {
+		return res, nil
+	}
+	live, err := s.store.ListSandboxes(ctx, Filter{})
+	if err != nil {
+		return res, fmt.Errorf("sweep: %w", err)
+	}
+	machines, err := s.driver.List(ctx)
+	if err != nil {
+		return res, fmt.Errorf("sweep: driver: %w", err)
+	}
+	byID := make(map[ID]Machine, len(machines))
+	for _, m := range machines {
+		byID[m.ID] = m
+	}
+	keep := map[ID]bool{}
+	for _, sb := range live {
+		keep[sb.ID] = true
+		if s.busy(sb.ID) {
+			continue
+		}
+		m, has := byID[sb.ID]
+		if err := s.sweepOne(ctx, sb, m, has, &res); err != nil && !errors.Is(err, ErrConflict) {
+			res.Errors[sb.ID] = err
+		}
+	}
+	for _, m := range machines {
+		if keep[m.ID] || s.busy(m.ID) {
+			continue
+		}
+		// Double-check against the row: it may have been created after the
+		// list was read.
+		if sb, err := s.store.GetSandbox(ctx, m.ID); err == nil && sb.Live() {
+			continue
+		}
+		if err := s.driver.Remove(ctx, m.ID); err != nil {
+			res.Errors[m.ID] = fmt.Errorf("remove stray machine: %w", err)
+			continue
+		}
+		res.Removed = append(res.Removed, m.ID)
+	}
+	return res, nil
+}
+
+func (s *Service) sweepOne(ctx context.Context, sb Sandbox, m Machine, has bool, res *SweepResult) error {
+	now := s.now()
+	if !now.Before(sb.ExpiresAt) && CanMove(sb.State, StateExpired) {
+		if sb.Purpose == PurposeAgent {
+			_, err := s.end(ctx, sb, StateTerminated, "expired")
+			if err == nil {
+				res.Ended = append(res.Ended, sb.ID)
+			}
+			return err
+		}
+		_, err := s.end(ctx, sb, StateExpired, "expired")
+		if err == nil {
+			res.Expired = append(res.Expired, sb.ID)
+		}
+		return err
+	}
+	switch sb.State {
+	case StateStarting:
+		if has && m.Status == MachineRunning {
+			// A restart interrupted the wait for readiness; wait again.
+			s.enqueue(ctx, Spec{Sandbox: sb})
+			res.Resumed = append(res.Resumed, sb.ID)
+			return nil
+		}
+		_, err := s.end(ctx, sb, StateFailed, "its start was interrupted (the gateway stopped)")
+		if err == nil {
+			res.Failed = append(res.Failed, sb.ID)
+		}
+		return err
+	case StateRunning:
+		switch {
+		case !has:
+			_, err := s.end(ctx, sb, StateFailed, "its machine is gone")
+			if err == nil {
+				res.Failed = append(res.Failed, sb.ID)
+			}
+			return err
+		case m.Status == MachineStopped && m.ExitCode == 0 && sb.Purpose == PurposeEngineer:
+			next, _ := sb.Transition(StateSuspended)
+			next.Reason = "its process exited 0"
+			_, err := s.write(ctx, Update{Sandbox: next, From: StateRunning, At: s.clamp(sb)})
+			if err == nil {
+				res.Suspended = append(res.Suspended, sb.ID)
+			}
+			return err
+		case m.Status == MachineStopped && m.ExitCode == 0:
+			_, err := s.end(ctx, sb, StateTerminated, "its task finished")
+			if err == nil {
+				res.Ended = append(res.Ended, sb.ID)
+			}
+			return err
+		case m.Status == MachineStopped:
+			reason := fmt.Sprintf("its process exited %d", m.ExitCode)
+			if m.Detail != "" {
+				reason += ": " + m.Detail
+			}
+			_, err := s.end(ctx, sb, StateFailed, reason)
+			if err == nil {
+				res.Failed = append(res.Failed, sb.ID)
+			}
+			return err
+		}
+	}
+	return nil
+}

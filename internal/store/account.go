@@ -1,0 +1,362 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"berth.dev/berth/internal/account"
+)
+
+// Bootstrap writes the first organisation, its project, an operator and
+// the operator's key in one transaction. It is account.ErrConflict when any
+// organisation exists.
+func (s *Store) Bootstrap(ctx context.Context, org account.Organisation, project account.Project, user account.User, key account.Key) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM organisations`).Scan(&n); err != nil {
+			return fmt.Errorf("count organisations: %w", err)
+		}
+		if n > 0 {
+			return fmt.Errorf("the deployment already has %d organisations: %w", n, account.ErrConflict)
+		}
+		if err := insertOrganisation(ctx, tx, org); err != nil {
+			return err
+		}
+		if err := insertProject(ctx, tx, project); err != nil {
+			return err
+		}
+		if err := insertUser(ctx, tx, user); err != nil {
+			return err
+		}
+		return insertKey(ctx, tx, key)
+	})
+}
+
+// CreateOrganisation writes an organisation and its first project in one
+// transaction. A name taken is account.ErrConflict.
+func (s *Store) CreateOrganisation(ctx context.Context, org account.Organisation, project account.Project) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		if err := insertOrganisation(ctx, tx, org); err != nil {
+			return err
+		}
+		return insertProject(ctx, tx, project)
+	})
+}
+
+func insertOrganisation(ctx context.Context, q queryer, org account.Organisation) error {
+	_, err := q.ExecContext(ctx, `INSERT INTO organisations (id, name, created_at) VALUES ($1, $2, $3)`,
+		org.ID, org.Name, timeArg(org.CreatedAt))
+	switch {
+	case constraintOf(err) == uniqueConstraint:
+		return fmt.Errorf("organisation %q: %w", org.Name, account.ErrConflict)
+	case err != nil:
+		return fmt.Errorf("insert organisation %s: %w", org.Name, err)
+	}
+	return nil
+}
+
+// GetOrganisation finds an organisation by id or name.
+func (s *Store) GetOrganisation(ctx context.Context, ref string) (account.Organisation, error) {
+	var o account.Organisation
+	var created sql.NullInt64
+	// An id match wins over a name match, should a name ever look like an id.
+	err := s.db.QueryRowContext(ctx, `
+		SELECT id, name, created_at FROM organisations
+		WHERE id = $1 OR name = $1
+		ORDER BY CASE WHEN id = $1 THEN 0 ELSE 1 END
+		LIMIT 1`, ref).Scan(&o.ID, &o.Name, &created)
+	switch {
+	case notFound(err):
+		return account.Organisation{}, fmt.Errorf("organisation %s: %w", ref, account.ErrNotFound)
+	case err != nil:
+		return account.Organisation{}, fmt.Errorf("get organisation %s: %w", ref, err)
+	}
+	o.CreatedAt = timeOf(created)
+	return o, nil
+}
+
+// ListOrganisations returns every organisation, oldest first.
+func (s *Store) ListOrganisations(ctx context.Context) ([]account.Organisation, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, name, created_at FROM organisations ORDER BY created_at, seq`)
+	if err != nil {
+		return nil, fmt.Errorf("list organisations: %w", err)
+	}
+	defer rows.Close()
+	var out []account.Organisation
+	for rows.Next() {
+		var o account.Organisation
+		var created sql.NullInt64
+		if err := rows.Scan(&o.ID, &o.Name, &created); err != nil {
+			return nil, fmt.Errorf("list organisations: %w", err)
+		}
+		o.CreatedAt = timeOf(created)
+		out = append(out, o)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list organisations: %w", err)
+	}
+	return out, nil
+}
+
+// CreateProject writes a project. A name its organisation already uses is
+// account.ErrConflict; an organisation that does not exist is
+// account.ErrNotFound.
+func (s *Store) CreateProject(ctx context.Context, p account.Project) error {
+	return insertProject(ctx, s.db, p)
+}
+
+func insertProject(ctx context.Context, q queryer, p account.Project) error {
+	_, err := q.ExecContext(ctx, `INSERT INTO projects (id, org_id, name, created_at) VALUES ($1, $2, $3, $4)`,
+		p.ID, p.Org, p.Name, timeArg(p.CreatedAt))
+	switch constraintOf(err) {
+	case uniqueConstraint:
+		return fmt.Errorf("project %q: %w", p.Name, account.ErrConflict)
+	case foreignKeyConstraint:
+		return fmt.Errorf("project %q: organisation %s: %w", p.Name, p.Org, account.ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("insert project %s: %w", p.Name, err)
+	}
+	return nil
+}
+
+const projectColumns = `id, org_id, name, created_at`
+
+func scanProject(row interface{ Scan(...any) error }) (account.Project, error) {
+	var p account.Project
+	var created sql.NullInt64
+	if err := row.Scan(&p.ID, &p.Org, &p.Name, &created); err != nil {
+		return account.Project{}, err
+	}
+	p.CreatedAt = timeOf(created)
+	return p, nil
+}
+
+// GetProject finds one of org's projects by id or name.
+func (s *Store) GetProject(ctx context.Context, org, ref string) (account.Project, error) {
+	p, err := scanProject(s.db.QueryRowContext(ctx, `
+		SELECT `+projectColumns+` FROM projects
+		WHERE org_id = $1 AND (id = $2 OR name = $2)
+		ORDER BY CASE WHEN id = $2 THEN 0 ELSE 1 END
+		LIMIT 1`, org, ref))
+	switch {
+	case notFound(err):
+		return account.Project{}, fmt.Errorf("project %s: %w", ref, account.ErrNotFound)
+	case err != nil:
+		return account.Project{}, fmt.Errorf("get project %s: %w", ref, err)
+	}
+	return p, nil
+}
+
+// ListProjects returns org's projects, oldest (the default) first.
+func (s *Store) ListProjects(ctx context.Context, org string) ([]account.Project, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+projectColumns+` FROM projects WHERE org_id = $1 ORDER BY created_at, seq`, org)
+	if err != nil {
+		return nil, fmt.Errorf("list projects: %w", err)
+	}
+	defer rows.Close()
+	var out []account.Project
+	for rows.Next() {
+		p, err := scanProject(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list projects: %w", err)
+		}
+		out = append(out, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list projects: %w", err)
+	}
+	return out, nil
+}
+
+// CreateUser writes a user. A name its organisation already uses is
+// account.ErrConflict; an organisation that does not exist is
+// account.ErrNotFound.
+func (s *Store) CreateUser(ctx context.Context, u account.User) error {
+	return insertUser(ctx, s.db, u)
+}
+
+func insertUser(ctx context.Context, q queryer, u account.User) error {
+	_, err := q.ExecContext(ctx, `
+		INSERT INTO users (id, org_id, name, email, role, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6)`,
+		u.ID, u.Org, u.Name, u.Email, string(u.Role), timeArg(u.CreatedAt))
+	switch constraintOf(err) {
+	case uniqueConstraint:
+		return fmt.Errorf("user %q: %w", u.Name, account.ErrConflict)
+	case foreignKeyConstraint:
+		return fmt.Errorf("user %q: organisation %s: %w", u.Name, u.Org, account.ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("insert user %s: %w", u.Name, err)
+	}
+	return nil
+}
+
+const userColumns = `id, org_id, name, email, role, created_at`
+
+func scanUser(row interface{ Scan(...any) error }) (account.User, error) {
+	var u account.User
+	var role string
+	var created sql.NullInt64
+	if err := row.Scan(&u.ID, &u.Org, &u.Name, &u.Email, &role, &created); err != nil {
+		return account.User{}, err
+	}
+	u.Role = account.Role(role)
+	u.CreatedAt = timeOf(created)
+	return u, nil
+}
+
+// GetUser finds a user by id.
+func (s *Store) GetUser(ctx context.Context, id string) (account.User, error) {
+	u, err := scanUser(s.db.QueryRowContext(ctx, `SELECT `+userColumns+` FROM users WHERE id = $1`, id))
+	switch {
+	case notFound(err):
+		return account.User{}, fmt.Errorf("user %s: %w", id, account.ErrNotFound)
+	case err != nil:
+		return account.User{}, fmt.Errorf("get user %s: %w", id, err)
+	}
+	return u, nil
+}
+
+// FindUser finds one of org's users by id or name.
+func (s *Store) FindUser(ctx context.Context, org, ref string) (account.User, error) {
+	u, err := scanUser(s.db.QueryRowContext(ctx, `
+		SELECT `+userColumns+` FROM users
+		WHERE org_id = $1 AND (id = $2 OR name = $2)
+		ORDER BY CASE WHEN id = $2 THEN 0 ELSE 1 END
+		LIMIT 1`, org, ref))
+	switch {
+	case notFound(err):
+		return account.User{}, fmt.Errorf("user %s: %w", ref, account.ErrNotFound)
+	case err != nil:
+		return account.User{}, fmt.Errorf("find user %s: %w", ref, err)
+	}
+	return u, nil
+}
+
+// ListUsers returns org's users, oldest first.
+func (s *Store) ListUsers(ctx context.Context, org string) ([]account.User, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+userColumns+` FROM users WHERE org_id = $1 ORDER BY created_at, seq`, org)
+	if err != nil {
+		return nil, fmt.Errorf("list users: %w", err)
+	}
+	defer rows.Close()
+	var out []account.User
+	for rows.Next() {
+		u, err := scanUser(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list users: %w", err)
+		}
+		out = append(out, u)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list users: %w", err)
+	}
+	return out, nil
+}
+
+// CreateKey writes a key. An id already used is account.ErrConflict; a user
+// who does not exist is account.ErrNotFound.
+func (s *Store) CreateKey(ctx context.Context, k account.Key) error {
+	return insertKey(ctx, s.db, k)
+}
+
+// insertKey writes k, with account's errors.
+func insertKey(ctx context.Context, q queryer, k account.Key) error {
+	err := execInsertKey(ctx, q, k)
+	switch constraintOf(err) {
+	case uniqueConstraint:
+		return fmt.Errorf("key %s: %w", k.ID, account.ErrConflict)
+	case foreignKeyConstraint:
+		return fmt.Errorf("key %s: user %s: %w", k.ID, k.User, account.ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("insert key %s: %w", k.ID, err)
+	}
+	return nil
+}
+
+// execInsertKey writes k and returns the driver's error as it is, for the
+// caller to map to its own package's errors.
+func execInsertKey(ctx context.Context, q queryer, k account.Key) error {
+	_, err := q.ExecContext(ctx, `
+		INSERT INTO keys (id, user_id, name, sandbox_id, project_id, hash, created_at, expires_at, revoked_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+		k.ID, k.User, k.Name, k.Sandbox, k.Project, k.Hash,
+		timeArg(k.CreatedAt), timeArg(k.ExpiresAt), timeArg(k.RevokedAt))
+	return err
+}
+
+const keyColumns = `id, user_id, name, sandbox_id, project_id, hash, created_at, expires_at, revoked_at`
+
+func scanKey(row interface{ Scan(...any) error }) (account.Key, error) {
+	var k account.Key
+	var created, expires, revoked sql.NullInt64
+	if err := row.Scan(&k.ID, &k.User, &k.Name, &k.Sandbox, &k.Project, &k.Hash, &created, &expires, &revoked); err != nil {
+		return account.Key{}, err
+	}
+	k.CreatedAt, k.ExpiresAt, k.RevokedAt = timeOf(created), timeOf(expires), timeOf(revoked)
+	return k, nil
+}
+
+// GetKey finds a key by id.
+func (s *Store) GetKey(ctx context.Context, id string) (account.Key, error) {
+	k, err := scanKey(s.db.QueryRowContext(ctx, `SELECT `+keyColumns+` FROM keys WHERE id = $1`, id))
+	switch {
+	case notFound(err):
+		return account.Key{}, fmt.Errorf("key %s: %w", id, account.ErrNotFound)
+	case err != nil:
+		return account.Key{}, fmt.Errorf("get key %s: %w", id, err)
+	}
+	return k, nil
+}
+
+// ListKeys returns a user's keys, oldest first, revoked and expired ones
+// included.
+func (s *Store) ListKeys(ctx context.Context, user string) ([]account.Key, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+keyColumns+` FROM keys WHERE user_id = $1 ORDER BY created_at, seq`, user)
+	if err != nil {
+		return nil, fmt.Errorf("list keys: %w", err)
+	}
+	defer rows.Close()
+	var out []account.Key
+	for rows.Next() {
+		k, err := scanKey(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list keys: %w", err)
+		}
+		out = append(out, k)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list keys: %w", err)
+	}
+	return out, nil
+}
+
+// RevokeKey marks a key revoked at at, unless it already is (the first
+// revocation time stands). A key that does not exist is account.ErrNotFound.
+func (s *Store) RevokeKey(ctx context.Context, id string, at time.Time) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		var one int
+		err := tx.QueryRowContext(ctx, `SELECT 1 FROM keys WHERE id = $1`, id).Scan(&one)
+		switch {
+		case notFound(err):
+			return fmt.Errorf("key %s: %w", id, account.ErrNotFound)
+		case err != nil:
+			return fmt.Errorf("revoke key %s: %w", id, err)
+		}
+		if err := revokeKey(ctx, tx, id, at); err != nil {
+			return fmt.Errorf("revoke key %s: %w", id, err)
+		}
+		return nil
+	})
+}
+
+// revokeKey sets revoked_at on key id unless it is already set.
+func revokeKey(ctx context.Context, q queryer, id string, at time.Time) error {
+	_, err := q.ExecContext(ctx, `UPDATE keys SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL`, timeArg(at), id)
+	return err
+}

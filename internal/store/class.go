@@ -1,0 +1,143 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"berth.dev/berth/internal/quantity"
+	"berth.dev/berth/internal/sandbox"
+)
+
+const classColumns = `name, description, image, isolation, cpu, memory, disk, default_ttl, max_ttl, warm, purposes`
+
+func scanClass(row interface{ Scan(...any) error }) (sandbox.Class, error) {
+	var (
+		c                  sandbox.Class
+		isolation          string
+		cpu, memory, disk  int64
+		defaultTTL, maxTTL int64
+		purposes           sql.NullString
+	)
+	if err := row.Scan(&c.Name, &c.Description, &c.Image, &isolation, &cpu, &memory, &disk,
+		&defaultTTL, &maxTTL, &c.Warm, &purposes); err != nil {
+		return sandbox.Class{}, err
+	}
+	c.Isolation = sandbox.Tier(isolation)
+	c.CPU, c.Memory, c.Disk = quantity.Millicores(cpu), quantity.Bytes(memory), quantity.Bytes(disk)
+	c.DefaultTTL, c.MaxTTL = time.Duration(defaultTTL), time.Duration(maxTTL)
+	if err := jsonOf(purposes, &c.Purposes); err != nil {
+		return sandbox.Class{}, fmt.Errorf("class %s: purposes: %w", c.Name, err)
+	}
+	return c, nil
+}
+
+// ListClasses returns an organisation's classes by name.
+func (s *Store) ListClasses(ctx context.Context, org string) ([]sandbox.Class, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+classColumns+` FROM classes WHERE org_id = $1 ORDER BY name`, org)
+	if err != nil {
+		return nil, fmt.Errorf("list classes: %w", err)
+	}
+	defer rows.Close()
+	var out []sandbox.Class
+	for rows.Next() {
+		c, err := scanClass(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list classes: %w", err)
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list classes: %w", err)
+	}
+	return out, nil
+}
+
+// GetClass returns one of an organisation's classes; one it does not have
+// is sandbox.ErrNotFound.
+func (s *Store) GetClass(ctx context.Context, org, name string) (sandbox.Class, error) {
+	c, err := scanClass(s.db.QueryRowContext(ctx, `SELECT `+classColumns+` FROM classes WHERE org_id = $1 AND name = $2`, org, name))
+	switch {
+	case notFound(err):
+		return sandbox.Class{}, fmt.Errorf("class %s: %w", name, sandbox.ErrNotFound)
+	case err != nil:
+		return sandbox.Class{}, fmt.Errorf("get class %s: %w", name, err)
+	}
+	return c, nil
+}
+
+// PutClasses upserts every class in one transaction and returns, in input
+// order, the names of those that did not exist before. An organisation that
+// does not exist is sandbox.ErrNotFound.
+func (s *Store) PutClasses(ctx context.Context, org string, classes []sandbox.Class) ([]string, error) {
+	var created []string
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		created = nil
+		for _, c := range classes {
+			var one int
+			err := tx.QueryRowContext(ctx, `SELECT 1 FROM classes WHERE org_id = $1 AND name = $2`, org, c.Name).Scan(&one)
+			switch {
+			case notFound(err):
+				created = append(created, c.Name)
+			case err != nil:
+				return fmt.Errorf("put class %s: %w", c.Name, err)
+			}
+			if err := upsertClass(ctx, tx, org, c); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return created, nil
+}
+
+func upsertClass(ctx context.Context, tx *sql.Tx, org string, c sandbox.Class) error {
+	purposes, err := jsonArg(c.Purposes, c.Purposes == nil)
+	if err != nil {
+		return fmt.Errorf("put class %s: purposes: %w", c.Name, err)
+	}
+	_, err = tx.ExecContext(ctx, `
+		INSERT INTO classes (org_id, name, description, image, isolation, cpu, memory, disk, default_ttl, max_ttl, warm, purposes)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+		ON CONFLICT (org_id, name) DO UPDATE SET
+			description = excluded.description,
+			image = excluded.image,
+			isolation = excluded.isolation,
+			cpu = excluded.cpu,
+			memory = excluded.memory,
+			disk = excluded.disk,
+			default_ttl = excluded.default_ttl,
+			max_ttl = excluded.max_ttl,
+			warm = excluded.warm,
+			purposes = excluded.purposes`,
+		org, c.Name, c.Description, c.Image, string(c.Isolation), int64(c.CPU), int64(c.Memory), int64(c.Disk),
+		int64(c.DefaultTTL), int64(c.MaxTTL), c.Warm, purposes)
+	switch {
+	case constraintOf(err) == foreignKeyConstraint:
+		return fmt.Errorf("class %s: organisation %s: %w", c.Name, org, sandbox.ErrNotFound)
+	case err != nil:
+		return fmt.Errorf("put class %s: %w", c.Name, err)
+	}
+	return nil
+}
+
+// DeleteClass removes one of an organisation's classes; one it does not
+// have is sandbox.ErrNotFound. Sandboxes made from it keep their copy.
+func (s *Store) DeleteClass(ctx context.Context, org, name string) error {
+	res, err := s.db.ExecContext(ctx, `DELETE FROM classes WHERE org_id = $1 AND name = $2`, org, name)
+	if err != nil {
+		return fmt.Errorf("delete class %s: %w", name, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("delete class %s: %w", name, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("class %s: %w", name, sandbox.ErrNotFound)
+	}
+	return nil
+}

@@ -1,0 +1,318 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+
+	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/quantity"
+	"berth.dev/berth/internal/sandbox"
+)
+
+// sandboxArgs returns sb's values for insertSandboxSQL and updateSandboxSQL:
+// the columns of sandboxes in table order, from id to live.
+func sandboxArgs(sb sandbox.Sandbox) ([]any, error) {
+	sshKeys, err := jsonArg(sb.SSHKeys, sb.SSHKeys == nil)
+	if err != nil {
+		return nil, fmt.Errorf("ssh_keys: %w", err)
+	}
+	env, err := jsonArg(sb.Env, sb.Env == nil)
+	if err != nil {
+		return nil, fmt.Errorf("env: %w", err)
+	}
+	live := 0
+	if sb.Live() {
+		live = 1
+	}
+	return []any{
+		string(sb.ID), sb.Name, sb.Org, sb.Project, sb.Owner, string(sb.Purpose), sb.Class, sb.Image,
+		string(sb.Isolation), sb.Runtime, int64(sb.CPU), int64(sb.Memory), int64(sb.Disk), string(sb.State),
+		sb.Reason, sb.Repo, sb.Branch, sb.Task, sb.Runner, sshKeys, env, sb.KeyID,
+		timeArg(sb.CreatedAt), timeArg(sb.ExpiresAt), timeArg(sb.EndedAt), live,
+	}, nil
+}
+
+// insertSandboxSQL writes a new row from sandboxArgs.
+const insertSandboxSQL = `
+	INSERT INTO sandboxes (
+		id, name, org_id, project_id, owner_id, purpose, class, image, isolation, runtime, cpu,
+		memory, disk, state, reason, repo, branch, task, runner, ssh_keys, env, key_id, created_at,
+		expires_at, ended_at, live)
+	VALUES (
+		$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
+		$21, $22, $23, $24, $25, $26)`
+
+// updateSandboxSQL rewrites a row from sandboxArgs if it is still in the
+// state given as the last argument.
+const updateSandboxSQL = `
+	UPDATE sandboxes SET
+		name = $2, org_id = $3, project_id = $4, owner_id = $5, purpose = $6, class = $7,
+		image = $8, isolation = $9, runtime = $10, cpu = $11, memory = $12, disk = $13,
+		state = $14, reason = $15, repo = $16, branch = $17, task = $18, runner = $19,
+		ssh_keys = $20, env = $21, key_id = $22, created_at = $23, expires_at = $24,
+		ended_at = $25, live = $26
+	WHERE id = $1 AND state = $27`
+
+// selectSandbox reads a sandbox with its running time from the segments:
+// the total of the closed ones and the start of the open one.
+const selectSandbox = `
+	SELECT s.id, s.name, s.org_id, s.project_id, s.owner_id, s.purpose, s.class, s.image, s.isolation,
+		s.runtime, s.cpu, s.memory, s.disk, s.state, s.reason, s.repo, s.branch, s.task, s.runner,
+		s.ssh_keys, s.env, s.key_id, s.created_at, s.expires_at, s.ended_at,
+		(SELECT CAST(COALESCE(SUM(g.ended_at - g.started_at), 0) AS BIGINT) FROM segments g
+			WHERE g.sandbox_id = s.id AND g.ended_at IS NOT NULL),
+		(SELECT g.started_at FROM segments g WHERE g.sandbox_id = s.id AND g.ended_at IS NULL)
+	FROM sandboxes s`
+
+func scanSandbox(row interface{ Scan(...any) error }) (sandbox.Sandbox, error) {
+	var (
+		sb                             sandbox.Sandbox
+		id, purpose, isolation, state  string
+		cpu, memory, disk, ran         int64
+		sshKeys, env                   sql.NullString
+		created, expires, ended, since sql.NullInt64
+	)
+	err := row.Scan(&id, &sb.Name, &sb.Org, &sb.Project, &sb.Owner, &purpose, &sb.Class, &sb.Image, &isolation,
+		&sb.Runtime, &cpu, &memory, &disk, &state, &sb.Reason, &sb.Repo, &sb.Branch, &sb.Task, &sb.Runner,
+		&sshKeys, &env, &sb.KeyID, &created, &expires, &ended, &ran, &since)
+	if err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	sb.ID, sb.Purpose, sb.Isolation, sb.State = sandbox.ID(id), sandbox.Purpose(purpose), sandbox.Tier(isolation), sandbox.State(state)
+	sb.CPU, sb.Memory, sb.Disk = quantity.Millicores(cpu), quantity.Bytes(memory), quantity.Bytes(disk)
+	sb.CreatedAt, sb.ExpiresAt, sb.EndedAt = timeOf(created), timeOf(expires), timeOf(ended)
+	sb.Ran, sb.RunningSince = time.Duration(ran), timeOf(since)
+	if err := jsonOf(sshKeys, &sb.SSHKeys); err != nil {
+		return sandbox.Sandbox{}, fmt.Errorf("sandbox %s: ssh_keys: %w", id, err)
+	}
+	if err := jsonOf(env, &sb.Env); err != nil {
+		return sandbox.Sandbox{}, fmt.Errorf("sandbox %s: env: %w", id, err)
+	}
+	return sb, nil
+}
+
+// CreateSandbox inserts sb and its key in one transaction. It first refuses
+// a name one of the owner's live sandboxes has (sandbox.ErrConflict), then
+// counts the live sandboxes of sb's organisation and project and hands the
+// counts to admit; admit's error is returned as it is and nothing is
+// written. A sandbox created running opens its running segment at its
+// CreatedAt.
+func (s *Store) CreateSandbox(ctx context.Context, sb sandbox.Sandbox, key account.Key, admit func(sandbox.Live) error) error {
+	args, err := sandboxArgs(sb)
+	if err != nil {
+		return fmt.Errorf("create sandbox %s: %w", sb.ID, err)
+	}
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		// On SQLite this transaction already holds the database's write lock
+		// (_txlock=immediate), so the counts below cannot change before
+		// commit. DIALECT: PostgreSQL must first lock the organisation's row
+		// (SELECT … FOR UPDATE) to serialise creates the same way.
+		if sb.Live() {
+			var one int
+			err := tx.QueryRowContext(ctx, `SELECT 1 FROM sandboxes WHERE owner_id = $1 AND name = $2 AND live = 1`,
+				sb.Owner, sb.Name).Scan(&one)
+			switch {
+			case err == nil:
+				return nameTaken(sb.Name)
+			case !notFound(err):
+				return fmt.Errorf("create sandbox %s: %w", sb.ID, err)
+			}
+		}
+		var live sandbox.Live
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM sandboxes WHERE org_id = $1 AND live = 1`, sb.Org).Scan(&live.Org); err != nil {
+			return fmt.Errorf("create sandbox %s: count live sandboxes: %w", sb.ID, err)
+		}
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM sandboxes WHERE project_id = $1 AND live = 1`, sb.Project).Scan(&live.Project); err != nil {
+			return fmt.Errorf("create sandbox %s: count live sandboxes: %w", sb.ID, err)
+		}
+		if admit != nil {
+			if err := admit(live); err != nil {
+				return err
+			}
+		}
+		if err := insertSandboxKey(ctx, tx, key); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, insertSandboxSQL, args...)
+		switch constraintOf(err) {
+		case uniqueConstraint:
+			// The name was checked above, so this is most likely the id.
+			return fmt.Errorf("sandbox %s or its name %q: %w", sb.ID, sb.Name, sandbox.ErrConflict)
+		case foreignKeyConstraint:
+			return fmt.Errorf("sandbox %s: its organisation %s, project %s or owner %s: %w", sb.ID, sb.Org, sb.Project, sb.Owner, sandbox.ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("insert sandbox %s: %w", sb.ID, err)
+		}
+		if sb.State == sandbox.StateRunning {
+			if err := openSegment(ctx, tx, sb.ID, sb.CreatedAt); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func nameTaken(name string) error {
+	return fmt.Errorf("the name %q is taken by a live sandbox of the same owner: %w", name, sandbox.ErrConflict)
+}
+
+// GetSandbox returns a sandbox by id, with its running time.
+func (s *Store) GetSandbox(ctx context.Context, id sandbox.ID) (sandbox.Sandbox, error) {
+	sb, err := scanSandbox(s.db.QueryRowContext(ctx, selectSandbox+` WHERE s.id = $1`, string(id)))
+	switch {
+	case notFound(err):
+		return sandbox.Sandbox{}, fmt.Errorf("sandbox %s: %w", id, sandbox.ErrNotFound)
+	case err != nil:
+		return sandbox.Sandbox{}, fmt.Errorf("get sandbox %s: %w", id, err)
+	}
+	return sb, nil
+}
+
+// ListSandboxes returns the sandboxes f selects, newest first. Without
+// f.Ended only live ones are returned.
+func (s *Store) ListSandboxes(ctx context.Context, f sandbox.Filter) ([]sandbox.Sandbox, error) {
+	var (
+		where []string
+		args  []any
+	)
+	eq := func(column, value string) {
+		if value != "" {
+			args = append(args, value)
+			where = append(where, fmt.Sprintf("s.%s = $%d", column, len(args)))
+		}
+	}
+	eq("org_id", f.Org)
+	eq("owner_id", f.Owner)
+	eq("name", f.Name)
+	eq("class", f.Class)
+	eq("purpose", string(f.Purpose))
+	if !f.Ended {
+		where = append(where, "s.live = 1")
+	}
+	q := selectSandbox
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY s.created_at DESC, s.seq DESC"
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list sandboxes: %w", err)
+	}
+	defer rows.Close()
+	var out []sandbox.Sandbox
+	for rows.Next() {
+		sb, err := scanSandbox(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list sandboxes: %w", err)
+		}
+		out = append(out, sb)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list sandboxes: %w", err)
+	}
+	return out, nil
+}
+
+// UpdateSandbox writes u.Sandbox if its row is still in state u.From: a
+// row that moved on is sandbox.ErrConflict, one that does not exist
+// sandbox.ErrNotFound. In the same transaction it opens a running segment
+// at u.At when the sandbox becomes running, closes it at u.At when it stops
+// running, and revokes the key the row named before the update (u.RevokeKey,
+// or u.NewKey, which it then stores).
+func (s *Store) UpdateSandbox(ctx context.Context, u sandbox.Update) error {
+	sb := u.Sandbox
+	args, err := sandboxArgs(sb)
+	if err != nil {
+		return fmt.Errorf("update sandbox %s: %w", sb.ID, err)
+	}
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		var oldKey string
+		err := tx.QueryRowContext(ctx, `SELECT key_id FROM sandboxes WHERE id = $1`, string(sb.ID)).Scan(&oldKey)
+		switch {
+		case notFound(err):
+			return fmt.Errorf("sandbox %s: %w", sb.ID, sandbox.ErrNotFound)
+		case err != nil:
+			return fmt.Errorf("update sandbox %s: %w", sb.ID, err)
+		}
+		res, err := tx.ExecContext(ctx, updateSandboxSQL, append(args, string(u.From))...)
+		switch {
+		case constraintOf(err) == uniqueConstraint:
+			return nameTaken(sb.Name)
+		case err != nil:
+			return fmt.Errorf("update sandbox %s: %w", sb.ID, err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("update sandbox %s: %w", sb.ID, err)
+		}
+		if n == 0 {
+			// The row exists (read above in this transaction), so its
+			// state moved on.
+			return fmt.Errorf("sandbox %s is no longer %s: %w", sb.ID, u.From, sandbox.ErrConflict)
+		}
+
+		wasRunning, isRunning := u.From == sandbox.StateRunning, sb.State == sandbox.StateRunning
+		if isRunning && !wasRunning {
+			if err := openSegment(ctx, tx, sb.ID, u.At); err != nil {
+				return err
+			}
+		}
+		if wasRunning && !isRunning {
+			if err := closeSegment(ctx, tx, sb.ID, u.At); err != nil {
+				return err
+			}
+		}
+
+		if (u.RevokeKey || u.NewKey != nil) && oldKey != "" {
+			if err := revokeKey(ctx, tx, oldKey, u.At); err != nil {
+				return fmt.Errorf("update sandbox %s: revoke key %s: %w", sb.ID, oldKey, err)
+			}
+		}
+		if u.NewKey != nil {
+			if err := insertSandboxKey(ctx, tx, *u.NewKey); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// insertSandboxKey writes a sandbox's key, with sandbox's errors.
+func insertSandboxKey(ctx context.Context, q queryer, k account.Key) error {
+	err := execInsertKey(ctx, q, k)
+	switch constraintOf(err) {
+	case uniqueConstraint:
+		return fmt.Errorf("key %s: %w", k.ID, sandbox.ErrConflict)
+	case foreignKeyConstraint:
+		return fmt.Errorf("key %s: user %s: %w", k.ID, k.User, sandbox.ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("insert key %s: %w", k.ID, err)
+	}
+	return nil
+}
+
+// openSegment starts a running segment at at.
+func openSegment(ctx context.Context, q queryer, id sandbox.ID, at time.Time) error {
+	if _, err := q.ExecContext(ctx, `INSERT INTO segments (sandbox_id, started_at) VALUES ($1, $2)`, string(id), timeArg(at)); err != nil {
+		return fmt.Errorf("open running segment of %s: %w", id, err)
+	}
+	return nil
+}
+
+// closeSegment ends the open running segment at at, but never before it
+// began: a start that finishes after the sandbox's expiry opens a segment
+// later than the expiry the service clamps the close to.
+func closeSegment(ctx context.Context, q queryer, id sandbox.ID, at time.Time) error {
+	_, err := q.ExecContext(ctx, `
+		UPDATE segments SET ended_at = CASE WHEN started_at > $1 THEN started_at ELSE $1 END
+		WHERE sandbox_id = $2 AND ended_at IS NULL`, timeArg(at), string(id))
+	if err != nil {
+		return fmt.Errorf("close running segment of %s: %w", id, err)
+	}
+	return nil
+}

@@ -1,0 +1,137 @@
+// Package store keeps berth's state in a database through database/sql: the
+// organisations, projects, users, keys and guardrails of package account, and
+// the classes, sandboxes and running segments of package sandbox (SPEC S1–S8).
+// It implements account.Store, account.GuardrailStore and sandbox.Store.
+//
+// Today the database is an SQLite file (modernc.org/sqlite, pure Go). The
+// queries use $1, $2… placeholders and portable SQL so a PostgreSQL dialect
+// can be added with a second migration set; what is dialect-specific lives in
+// the migrations and in dialect.go.
+//
+// The store never reads a clock: every time it writes comes from its caller.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+)
+
+// Store is berth's database. It is safe for concurrent use.
+type Store struct {
+	db *sql.DB
+}
+
+// DefaultPath is where the SQLite database lives in a data directory.
+func DefaultPath(dataDir string) string {
+	return filepath.Join(dataDir, "berth.db")
+}
+
+// Open opens the database named by url and migrates it to the current
+// schema. url is a file path, sqlite://<path> or file:<path>; PostgreSQL
+// URLs are recognised but not supported yet. The parent directory of an
+// SQLite file is created if needed.
+func Open(ctx context.Context, url string) (*Store, error) {
+	db, err := openSQLite(ctx, url)
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	if err := migrate(ctx, db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	return &Store{db: db}, nil
+}
+
+// Close closes the database.
+func (s *Store) Close() error {
+	return s.db.Close()
+}
+
+// inTx runs fn in a transaction, committing if it returns nil. On SQLite
+// every transaction takes the write lock at BEGIN (see dialect.go), so the
+// reads fn makes cannot be invalidated before it commits.
+func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin transaction: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit transaction: %w", err)
+	}
+	return nil
+}
+
+// queryer is what *sql.DB and *sql.Tx share, so one read serves both.
+type queryer interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// timeArg encodes a time as unix nanoseconds; the zero time is NULL.
+func timeArg(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UnixNano()
+}
+
+// timeOf decodes what timeArg wrote, in UTC.
+func timeOf(n sql.NullInt64) time.Time {
+	if !n.Valid {
+		return time.Time{}
+	}
+	return time.Unix(0, n.Int64).UTC()
+}
+
+// jsonArg encodes a slice or map as JSON text; nil is NULL, so nil and
+// empty stay apart.
+func jsonArg(v any, isNil bool) (any, error) {
+	if isNil {
+		return nil, nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return string(b), nil
+}
+
+// jsonOf decodes what jsonArg wrote into v; NULL leaves v as it is (nil).
+func jsonOf(s sql.NullString, v any) error {
+	if !s.Valid {
+		return nil
+	}
+	return json.Unmarshal([]byte(s.String), v)
+}
+
+// ptrArg encodes an optional number; nil is NULL.
+func ptrArg[T ~int | ~int64](p *T) any {
+	if p == nil {
+		return nil
+	}
+	return int64(*p)
+}
+
+// ptrOf decodes what ptrArg wrote.
+func ptrOf[T ~int | ~int64](n sql.NullInt64) *T {
+	if !n.Valid {
+		return nil
+	}
+	v := T(n.Int64)
+	return &v
+}
+
+// notFound reports whether err is a query that found no row.
+func notFound(err error) bool {
+	return errors.Is(err, sql.ErrNoRows)
+}

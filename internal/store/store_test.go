@@ -1,0 +1,148 @@
+package store_test
+
+import (
+	"database/sql"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/store"
+)
+
+// The store is the database behind every domain Store interface.
+var (
+	_ account.Store          = (*store.Store)(nil)
+	_ account.GuardrailStore = (*store.Store)(nil)
+	_ sandbox.Store          = (*store.Store)(nil)
+)
+
+func TestSQLite(t *testing.T) {
+	runConformance(t, func(t *testing.T) *store.Store {
+		t.Helper()
+		st, err := store.Open(t.Context(), store.DefaultPath(t.TempDir()))
+		if err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+		t.Cleanup(func() {
+			if err := st.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		})
+		return st
+	})
+}
+
+func TestDefaultPath(t *testing.T) {
+	if got, want := store.DefaultPath("/var/lib/berth"), "/var/lib/berth/berth.db"; got != want {
+		t.Errorf("DefaultPath = %q, want %q", got, want)
+	}
+}
+
+func TestOpenURLs(t *testing.T) {
+	dir := t.TempDir()
+	for _, url := range []string{
+		filepath.Join(dir, "plain", "berth.db"),
+		"sqlite://" + filepath.Join(dir, "sqlite", "deeper", "berth.db"),
+		"file:" + filepath.Join(dir, "file", "berth.db"),
+	} {
+		t.Run(url, func(t *testing.T) {
+			st, err := store.Open(t.Context(), url)
+			if err != nil {
+				t.Fatalf("Open(%q): %v", url, err)
+			}
+			if err := st.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		})
+	}
+	for _, sub := range []string{"plain", "sqlite/deeper", "file"} {
+		if _, err := os.Stat(filepath.Join(dir, sub, "berth.db")); err != nil {
+			t.Errorf("database file in %s: %v", sub, err)
+		}
+	}
+}
+
+func TestOpenRefuses(t *testing.T) {
+	for _, tc := range []struct {
+		url, want string
+	}{
+		{"postgres://berth:secret@db.example/berth", "PostgreSQL is not built yet"},
+		{"postgresql://db.example/berth?sslmode=disable", "PostgreSQL is not built yet"},
+		{"sqlite://", "names no file"},
+		{"sqlite://" + filepath.Join(t.TempDir(), "x.db") + "?mode=ro", "may not contain"},
+	} {
+		t.Run(tc.url, func(t *testing.T) {
+			st, err := store.Open(t.Context(), tc.url)
+			if err == nil {
+				st.Close()
+				t.Fatalf("Open(%q) succeeded, want an error saying %q", tc.url, tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Open(%q) = %v, want it to say %q", tc.url, err, tc.want)
+			}
+			if strings.Contains(err.Error(), "secret") {
+				t.Errorf("Open(%q) = %v: the error repeats the password", tc.url, err)
+			}
+		})
+	}
+}
+
+// TestReopen checks the data survives a restart and that migrating an
+// up-to-date database changes nothing.
+func TestReopen(t *testing.T) {
+	ctx := t.Context()
+	path := store.DefaultPath(t.TempDir())
+	t0 := time.Date(2026, 11, 3, 9, 0, 0, 0, time.UTC)
+	org := account.Organisation{ID: "org_1", Name: "acme", CreatedAt: t0}
+	prj := account.Project{ID: "prj_1", Org: org.ID, Name: "default", CreatedAt: t0}
+
+	st, err := store.Open(ctx, path)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	if err := st.CreateOrganisation(ctx, org, prj); err != nil {
+		t.Fatalf("CreateOrganisation: %v", err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	before := migrationRows(t, path)
+
+	st, err = store.Open(ctx, path)
+	if err != nil {
+		t.Fatalf("Open again: %v", err)
+	}
+	defer st.Close()
+	got, err := st.GetOrganisation(ctx, "acme")
+	if err != nil {
+		t.Fatalf("GetOrganisation after reopening: %v", err)
+	}
+	if diff := cmp.Diff(org, got); diff != "" {
+		t.Errorf("organisation after reopening (-want +got):\n%s", diff)
+	}
+	if after := migrationRows(t, path); after != before || before == 0 {
+		t.Errorf("goose_db_version has %d rows after reopening, %d before; want the same, not 0", after, before)
+	}
+}
+
+// migrationRows counts goose's version rows, reading the file directly (the
+// store registers the "sqlite" driver).
+func migrationRows(t *testing.T, path string) int {
+	t.Helper()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatalf("open %s: %v", path, err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRowContext(t.Context(), `SELECT COUNT(*) FROM goose_db_version`).Scan(&n); err != nil {
+		t.Fatalf("count migrations: %v", err)
+	}
+	return n
+}
