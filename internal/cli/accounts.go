@@ -68,7 +68,7 @@ func newWhoamiCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "whoami",
 		Short: "Show who the key belongs to",
-		Args: noArgs,
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := g.client()
 			if err != nil {
@@ -115,7 +115,7 @@ func newOrgCmd(g *globals) *cobra.Command {
 		Use:     "list",
 		Aliases: []string{"ls"},
 		Short:   "List the organisations you may see",
-		Args: noArgs,
+		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := g.client()
 			if err != nil {
@@ -166,7 +166,7 @@ func newProjectCmd(g *globals) *cobra.Command {
 		Use:     "list",
 		Aliases: []string{"ls"},
 		Short:   "List an organisation's projects, the default first",
-		Args: noArgs,
+		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := g.client()
 			if err != nil {
@@ -244,7 +244,7 @@ With --key, a key for the new user is minted too and printed once.`,
 		Use:     "list",
 		Aliases: []string{"ls"},
 		Short:   "List an organisation's users",
-		Args: noArgs,
+		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := g.client()
 			if err != nil {
@@ -280,7 +280,7 @@ func newKeyCmd(g *globals) *cobra.Command {
 	create := &cobra.Command{
 		Use:   "create",
 		Short: "Mint a key for yourself, or (administrators) for a user of your organisation",
-		Args: noArgs,
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := g.client()
 			if err != nil {
@@ -302,7 +302,7 @@ func newKeyCmd(g *globals) *cobra.Command {
 		Use:     "list",
 		Aliases: []string{"ls"},
 		Short:   "List keys, without their secrets",
-		Args: noArgs,
+		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := g.client()
 			if err != nil {

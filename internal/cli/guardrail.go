@@ -41,7 +41,7 @@ an organisation's allowed repositories.`,
 	show := &cobra.Command{
 		Use:   "show",
 		Short: "Show a guardrail as written",
-		Args: noArgs,
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := g.client()
 			if err != nil {

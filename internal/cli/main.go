@@ -135,6 +135,7 @@ func refuseUnknownSubcommands(c *cobra.Command) {
 			return cmd.Help()
 		}
 		msg := fmt.Sprintf("unknown command %q for %s", args[0], cmd.CommandPath())
+		cmd.SuggestionsMinimumDistance = 2
 		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
 			msg += fmt.Sprintf(" (did you mean %s?)", s[0])
 		}
@@ -146,7 +147,7 @@ func newVersionCmd(env Env) *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print berth's version",
-		Args: noArgs,
+		Args:  noArgs,
 		RunE: func(*cobra.Command, []string) error {
 			fmt.Fprintln(env.Stdout, "berth", Version)
 			return nil

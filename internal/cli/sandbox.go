@@ -215,7 +215,7 @@ func newSandboxListCmd(g *globals) *cobra.Command {
 		Use:     "list",
 		Aliases: []string{"ls"},
 		Short:   "List the sandboxes you may see (live ones; --all for ended too)",
-		Args: noArgs,
+		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := g.client()
 			if err != nil {
@@ -346,7 +346,7 @@ func newClassesCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "classes",
 		Short: "List the classes of your organisation and whether you could start each now",
-		Args: noArgs,
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := g.client()
 			if err != nil {
@@ -388,7 +388,7 @@ top-level sandboxes: list, the format of BERTH_SANDBOXES_FILE). The whole
 file is checked first; if any entry is wrong nothing is applied. Classes
 the file does not name are left alone.`,
 		Example: `  berth sandbox apply -f classes.yaml`,
-		Args: noArgs,
+		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if file == "" {
 				return usageError{errors.New("apply: -f FILE is required")}

@@ -54,9 +54,9 @@ func New(o Options) *Server {
 type access int
 
 const (
-	public    access = iota // anybody
-	anyKey                  // any live key, a sandbox's own included
-	userKey                 // a person's key; a sandbox's key is refused
+	public  access = iota // anybody
+	anyKey                // any live key, a sandbox's own included
+	userKey               // a person's key; a sandbox's key is refused
 )
 
 // route is one entry of the API. The OpenAPI description is checked against

@@ -344,4 +344,3 @@ func TestGuardrailsCutAndRefuse(t *testing.T) {
 		t.Errorf("16 cores under an 8-core ceiling: err = %v, want ErrExceeded naming max_sandbox_cpu", err)
 	}
 }
-
