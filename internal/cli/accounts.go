@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"log/slog"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -59,7 +60,7 @@ and refuses when any organisation exists.`,
 	boot.Flags().StringVar(&project, "project", "default", "its first (default) project's name")
 	boot.Flags().StringVar(&user, "user", "operator", "the operator's name")
 	outputFlag(boot, &output)
-	admin.AddCommand(boot)
+	admin.AddCommand(boot, newPodmanEnvCmd(env))
 	return admin
 }
 
@@ -349,3 +350,36 @@ func newKeyCmd(g *globals) *cobra.Command {
 	cmd.AddCommand(create, list, revoke)
 	return cmd
 }
+
+func newPodmanEnvCmd(env Env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "podman-env",
+		Short: "Print the environment that points podman at the gateway's own store",
+		Long: `Print shell exports that point podman at the podman driver's own
+containers.conf and store (under BERTH_DATA_DIR), writing them first. Build
+sandbox images into that store, or look at the gateway's containers, with:
+
+  eval "$(berth admin podman-env)"
+  podman ps --all`,
+		Args: cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			cfg, err := LoadConfig(env.Getenv)
+			if err != nil {
+				return fmt.Errorf("podman-env: the gateway's settings are wrong:\n%w", err)
+			}
+			pc := podmanConfig(cfg)
+			if err := pc.WriteConfig(); err != nil {
+				return err
+			}
+			for _, kv := range pc.Env() {
+				if k, v, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "CONTAINERS_") {
+					fmt.Fprintf(env.Stdout, "export %s=%s\n", k, shellQuote(v))
+				}
+			}
+			return nil
+		},
+	}
+}
+
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

@@ -36,6 +36,7 @@ type Config struct {
 	Warm             bool                    // BERTH_SANDBOX_WARM
 	PodmanBinary     string                  // BERTH_SANDBOX_PODMAN_BINARY, default podman
 	PodmanNetwork    string                  // BERTH_SANDBOX_PODMAN_NETWORK
+	PodmanRoot       string                  // BERTH_SANDBOX_PODMAN_ROOT, default DataDir/podman
 
 	Forge      string // BERTH_SANDBOX_GIT_FORGE: "", local, github, gitlab
 	GitURL     string // BERTH_SANDBOX_GIT_URL
@@ -59,8 +60,8 @@ var settingsHelp = `Settings (environment variables, read once at start-up):
                                     postgres:// is refused until the PostgreSQL store lands)
   BERTH_PUBLIC_URL                  the gateway's address as users reach it
   BERTH_LOG_LEVEL                   debug, info (default), warn or error
-  BERTH_SANDBOX_DRIVER              podman, kubernetes, fake (development only: isolates
-                                    nothing), or unset for no sandboxes
+  BERTH_SANDBOX_DRIVER              podman, kubernetes (not built yet), fake (development
+                                    only: isolates nothing), or unset for no sandboxes
   BERTH_SANDBOXES_FILE              the classes each new organisation starts with (YAML)
   BERTH_SANDBOX_IMAGES              comma-separated images administrators may give a class
                                     (an entry ending in / allows everything under it)
@@ -72,7 +73,9 @@ var settingsHelp = `Settings (environment variables, read once at start-up):
   BERTH_SANDBOX_NAMESPACE, _STORAGE_CLASS, _SERVICE_ACCOUNT, _IMAGE_PULL_SECRETS, _WARM
                                     Kubernetes driver settings
   BERTH_SANDBOX_PODMAN_BINARY       podman driver's command (default podman)
-  BERTH_SANDBOX_PODMAN_NETWORK      podman driver's network
+  BERTH_SANDBOX_PODMAN_NETWORK      podman driver's network (default podman's bridge)
+  BERTH_SANDBOX_PODMAN_ROOT         podman driver's own containers.conf and image store
+                                    (default BERTH_DATA_DIR/podman; build images into it)
   BERTH_SANDBOX_GIT_FORGE           local, github, gitlab, or unset for no repositories
   BERTH_SANDBOX_GIT_URL             the forge's API (GitHub Enterprise: https://host/api/v3)
   BERTH_SANDBOX_GIT_APP_ID          GitHub App id
@@ -120,6 +123,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		ServiceAccount: get("BERTH_SANDBOX_SERVICE_ACCOUNT", ""),
 		PodmanBinary:   get("BERTH_SANDBOX_PODMAN_BINARY", "podman"),
 		PodmanNetwork:  get("BERTH_SANDBOX_PODMAN_NETWORK", ""),
+		PodmanRoot:     get("BERTH_SANDBOX_PODMAN_ROOT", ""),
 		Forge:          get("BERTH_SANDBOX_GIT_FORGE", ""),
 		GitURL:         get("BERTH_SANDBOX_GIT_URL", ""),
 		GitAppID:       get("BERTH_SANDBOX_GIT_APP_ID", ""),
@@ -141,6 +145,9 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	if c.DataDir == "" {
 		c.DataDir = defaultDataDir(getenv)
 	}
+	if c.PodmanRoot == "" {
+		c.PodmanRoot = filepath.Join(c.DataDir, "podman")
+	}
 	if c.DatabaseURL == "" {
 		c.DatabaseURL = filepath.Join(c.DataDir, "berth.db")
 	}
@@ -157,9 +164,9 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	}
 
 	switch c.Driver {
-	case "", "fake":
-	case "podman", "kubernetes":
-		bad("BERTH_SANDBOX_DRIVER", "the %s driver is not built into this version yet; use fake for local work, or leave it unset", c.Driver)
+	case "", "fake", "podman":
+	case "kubernetes":
+		bad("BERTH_SANDBOX_DRIVER", "the kubernetes driver is not built into this version yet; use podman on one host, or leave it unset")
 	default:
 		bad("BERTH_SANDBOX_DRIVER", "unknown driver %q (podman, kubernetes, fake, or unset for no sandboxes)", c.Driver)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/client"
 )
 
@@ -100,7 +101,7 @@ standard input, never from the command line, so it stays out of shell
 history and process listings. It is checked against the gateway, then
 written with the address to $BERTH_CONFIG (default ~/.config/berth/config.json)
 with mode 0600.`,
-		Example: `  berth admin bootstrap | jq -r .key.secret | berth login --url http://localhost:8080
+		Example: `  berth admin bootstrap -o json | jq -r .key.secret | berth login --url http://localhost:8080
   BERTH_API_KEY=berth_… berth login --url https://berth.example.com`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -114,10 +115,17 @@ with mode 0600.`,
 			}
 			lf, err := g.readLogin()
 			if err != nil {
-				return err
+				// A broken login file is what login replaces; only its
+				// address was wanted, and --url or BERTH_URL can give it.
+				fmt.Fprintf(g.env.Stderr, "warning: %v; login replaces it\n", err)
+				lf = loginFile{}
 			}
 			url := g.gatewayURL(lf)
 			who, err := client.New(url, key, g.env.HTTP).Whoami(cmd.Context())
+			if ae, ok := errors.AsType[*api.Error](err); ok && ae.Code == api.CodeUnauthenticated {
+				// Not describe's hint: "run berth login" is what failed.
+				return fmt.Errorf("login to %s: the gateway refused this key (%s); nothing was saved", url, ae.Message)
+			}
 			if err != nil {
 				return fmt.Errorf("login to %s: %w", url, err)
 			}

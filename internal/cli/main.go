@@ -76,7 +76,7 @@ func describe(err error) string {
 	if !errors.As(err, &ae) {
 		return err.Error()
 	}
-	msg := ae.Error()
+	msg := err.Error() // ae's, with whatever the CLI wrapped around it
 	switch ae.Code {
 	case api.CodeUnauthenticated:
 		msg += "\n(set BERTH_API_KEY, or run berth login)"

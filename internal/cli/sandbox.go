@@ -229,8 +229,12 @@ func newSandboxListCmd(g *globals) *cobra.Command {
 			return render(g.env.Stdout, output, sbs, func(tw *tabwriter.Writer) {
 				fmt.Fprintln(tw, "NAME\tID\tSTATE\tPURPOSE\tCLASS\tOWNER\tEXPIRES\tRUNNING")
 				for _, sb := range sbs {
+					expires := until(now, sb.ExpiresAt)
+					if sb.EndedAt != nil {
+						expires = "-" // an ended sandbox expires no more
+					}
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", sb.Name, sb.ID, sb.State, sb.Purpose, sb.Class,
-						sb.OwnerName, until(now, sb.ExpiresAt), short(time.Duration(sb.RunningSeconds)*time.Second))
+						sb.OwnerName, expires, short(time.Duration(sb.RunningSeconds)*time.Second))
 				}
 			})
 		},

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -16,6 +17,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/driver/fake"
+	"berth.dev/berth/internal/driver/podman"
 	"berth.dev/berth/internal/gateway"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
@@ -42,6 +44,18 @@ func build(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 	switch cfg.Driver {
 	case "fake":
 		drv = fake.New()
+	case "podman":
+		pc := podmanConfig(cfg)
+		if pc.Deployment, err = st.DeploymentID(ctx); err != nil {
+			st.Close()
+			return nil, err
+		}
+		pd, err := podman.New(pc, log)
+		if err != nil {
+			st.Close()
+			return nil, fmt.Errorf("BERTH_SANDBOX_DRIVER=podman: %w", err)
+		}
+		drv = pd
 	case "":
 	default:
 		st.Close()
@@ -142,4 +156,22 @@ func newLogger(w io.Writer, level string) *slog.Logger {
 		}
 	}
 	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+// podmanConfig is the podman driver's share of the settings. Its state
+// (containers.conf, storage.conf and podman's store, where the sandbox
+// images are built) lives in the data directory.
+func podmanConfig(cfg Config) podman.Config {
+	rts := map[string]string{}
+	for _, rt := range cfg.Runtimes {
+		if strings.Contains(rt, "/") {
+			rts[podman.RuntimeName(rt)] = rt
+		}
+	}
+	return podman.Config{
+		Binary:   cfg.PodmanBinary,
+		StateDir: cfg.PodmanRoot,
+		Network:  cfg.PodmanNetwork,
+		Runtimes: rts,
+	}
 }
