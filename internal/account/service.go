@@ -121,7 +121,7 @@ func (s *Service) CreateOrganisation(ctx context.Context, p Principal, name, pro
 	org := Organisation{ID: NewID("org"), Name: name, CreatedAt: now}
 	prj := Project{ID: NewID("prj"), Org: org.ID, Name: project, CreatedAt: now}
 	if err := s.store.CreateOrganisation(ctx, org, prj); err != nil {
-		return Organisation{}, Project{}, fmt.Errorf("create organisation %s: %w", name, err)
+		return Organisation{}, Project{}, fmt.Errorf("create organisation: %w", err)
 	}
 	if err := s.seedOrg(ctx, org.ID); err != nil {
 		return Organisation{}, Project{}, err
@@ -160,7 +160,7 @@ func (s *Service) Organisation(ctx context.Context, p Principal, ref string) (Or
 	}
 	org, err := s.store.GetOrganisation(ctx, ref)
 	if err != nil {
-		return Organisation{}, fmt.Errorf("organisation %s: %w", ref, err)
+		return Organisation{}, err // the store names the organisation
 	}
 	if !p.InOrg(org.ID) {
 		return Organisation{}, fmt.Errorf("organisation %s: %w", ref, ErrNotFound)
@@ -182,7 +182,7 @@ func (s *Service) CreateProject(ctx context.Context, p Principal, orgRef, name s
 	}
 	prj := Project{ID: NewID("prj"), Org: org.ID, Name: name, CreatedAt: s.now()}
 	if err := s.store.CreateProject(ctx, prj); err != nil {
-		return Project{}, fmt.Errorf("create project %s: %w", name, err)
+		return Project{}, fmt.Errorf("create project: %w", err)
 	}
 	return prj, nil
 }
@@ -201,7 +201,7 @@ func (s *Service) Projects(ctx context.Context, p Principal, orgRef string) ([]P
 func (s *Service) Project(ctx context.Context, org, ref string) (Project, error) {
 	prj, err := s.store.GetProject(ctx, org, ref)
 	if err != nil {
-		return Project{}, fmt.Errorf("project %s: %w", ref, err)
+		return Project{}, err // the store names the project
 	}
 	if prj.Org != org {
 		return Project{}, fmt.Errorf("project %s: %w", ref, ErrNotFound)
@@ -239,7 +239,7 @@ func (s *Service) CreateUser(ctx context.Context, p Principal, orgRef, name, ema
 	}
 	u := User{ID: NewID("usr"), Org: org.ID, Name: name, Email: email, Role: role, CreatedAt: s.now()}
 	if err := s.store.CreateUser(ctx, u); err != nil {
-		return User{}, fmt.Errorf("create user %s: %w", name, err)
+		return User{}, fmt.Errorf("create user: %w", err)
 	}
 	return u, nil
 }
@@ -269,7 +269,7 @@ func (s *Service) keyOwner(ctx context.Context, p Principal, ref string) (User, 
 		u, err = s.store.GetUser(ctx, ref)
 	}
 	if err != nil {
-		return User{}, fmt.Errorf("user %s: %w", ref, err)
+		return User{}, err // the store names the user
 	}
 	if !p.IsAdminOf(u.Org) {
 		return User{}, fmt.Errorf("user %s: %w", ref, ErrNotFound)
@@ -304,17 +304,17 @@ func (s *Service) Keys(ctx context.Context, p Principal, userRef string) ([]Key,
 func (s *Service) RevokeKey(ctx context.Context, p Principal, id string) error {
 	k, err := s.store.GetKey(ctx, id)
 	if err != nil {
-		return fmt.Errorf("revoke key %s: %w", id, err)
+		return fmt.Errorf("revoke: %w", err)
 	}
 	u, err := s.store.GetUser(ctx, k.User)
 	if err != nil {
-		return fmt.Errorf("revoke key %s: %w", id, err)
+		return fmt.Errorf("revoke: %w", err)
 	}
 	if !p.CanSee(u.Org, u.ID) {
-		return fmt.Errorf("revoke key %s: %w", id, ErrNotFound)
+		return fmt.Errorf("revoke: key %s: %w", id, ErrNotFound)
 	}
 	if err := s.store.RevokeKey(ctx, id, s.now()); err != nil {
-		return fmt.Errorf("revoke key %s: %w", id, err)
+		return fmt.Errorf("revoke: %w", err)
 	}
 	return nil
 }

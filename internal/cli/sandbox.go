@@ -297,9 +297,12 @@ func showTable(tw *tabwriter.Writer, now time.Time, sb api.Sandbox) {
 }
 
 // newSandboxActionCmd builds suspend, resume and terminate, which differ
-// only in the call they make.
+// only in the call they make. A command that leaves the sandbox starting
+// (resume) waits for it as create does, unless --no-wait.
 func newSandboxActionCmd(g *globals, verb, short string, call func(*client.Client, context.Context, string) (api.Sandbox, error)) *cobra.Command {
-	return &cobra.Command{
+	var noWait bool
+	var timeout time.Duration
+	cmd := &cobra.Command{
 		Use:   verb + " NAME",
 		Short: short,
 		Args:  exactArgs(1, "a sandbox name or id"),
@@ -312,10 +315,24 @@ func newSandboxActionCmd(g *globals, verb, short string, call func(*client.Clien
 			if err != nil {
 				return err
 			}
+			if sb.State == "starting" && !noWait {
+				if sb, err = waitReady(cmd.Context(), g.env, c, sb, timeout); err != nil {
+					return err
+				}
+			}
 			fmt.Fprintf(g.env.Stdout, "%s %s: %s\n", sb.Name, sb.ID, sb.State)
+			if sb.State == "failed" {
+				fmt.Fprintf(g.env.Stderr, "%s failed: %s\n", sb.Name, sb.Reason)
+				return exitError{code: 1}
+			}
 			return nil
 		},
 	}
+	if verb == "resume" {
+		cmd.Flags().BoolVar(&noWait, "no-wait", false, "return while the sandbox is still starting")
+		cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "how long to wait for it to run")
+	}
+	return cmd
 }
 
 func newSandboxExtendCmd(g *globals) *cobra.Command {

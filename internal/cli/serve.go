@@ -72,6 +72,7 @@ func build(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 		Template:      cfg.Classes,
 		AllowedImages: cfg.Images,
 		MinTTL:        cfg.MinTTL,
+		IdleSuspend:   cfg.IdleSuspend,
 	}, log, time.Now)
 	return &app{store: st, accounts: accounts, sandboxes: sandboxes, log: log}, nil
 }

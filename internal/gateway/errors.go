@@ -3,6 +3,7 @@ package gateway
 import (
 	"errors"
 	"net/http"
+	"strings"
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/api"
@@ -49,5 +50,29 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	default:
 		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
+	body.Message = tidy(body.Message)
 	writeJSON(w, status, body)
+}
+
+// sentinels are the words errors.Is matches on; the code already says
+// them, so a message does not end with them as well.
+var sentinels = []error{
+	sandbox.ErrNotFound, sandbox.ErrConflict, sandbox.ErrInvalid, sandbox.ErrForbidden, sandbox.ErrUnavailable,
+	account.ErrNotFound, account.ErrConflict, account.ErrInvalid, account.ErrForbidden, account.ErrUnauthenticated,
+	guardrail.ErrExceeded,
+}
+
+// tidy drops a trailing sentinel from a message: "only an administrator
+// may: forbidden" becomes "only an administrator may". A message that is
+// nothing but the sentinel keeps it.
+func tidy(msg string) string {
+	for changed := true; changed; {
+		changed = false
+		for _, s := range sentinels {
+			if t, ok := strings.CutSuffix(msg, ": "+s.Error()); ok && t != "" {
+				msg, changed = t, true
+			}
+		}
+	}
+	return msg
 }

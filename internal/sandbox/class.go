@@ -212,24 +212,24 @@ func ParseClassFile(r io.Reader) ([]Class, error) {
 	)
 	for i, n := range doc.Sandboxes.Content {
 		where := fmt.Sprintf("sandboxes[%d] (line %d)", i, n.Line)
-		var spec ClassSpec
-		if err := decodeStrict(n, &spec); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", where, invalid("class", "%v", err)))
-			continue
+		if name := fieldOf(n, "name"); name != "" {
+			where = fmt.Sprintf("sandboxes[%d] %s (line %d)", i, name, n.Line)
+			if j, dup := seen[name]; dup {
+				errs = append(errs, fmt.Errorf("%s: %w", where, invalid("name", "%q is also sandboxes[%d]", name, j)))
+				continue
+			}
+			seen[name] = i
 		}
-		if spec.Name != "" {
-			where = fmt.Sprintf("sandboxes[%d] %s (line %d)", i, spec.Name, n.Line)
+		spec, err := decodeSpec(n)
+		if err != nil {
+			errs = append(errs, prefixEach(where, err)...)
+			continue
 		}
 		c, err := ParseClass(spec)
 		if err != nil {
 			errs = append(errs, prefixEach(where, err)...)
 			continue
 		}
-		if j, dup := seen[c.Name]; dup {
-			errs = append(errs, fmt.Errorf("%s: %w", where, invalid("name", "%q is also sandboxes[%d]", c.Name, j)))
-			continue
-		}
-		seen[c.Name] = i
 		classes = append(classes, c)
 	}
 	if len(errs) > 0 {
@@ -263,16 +263,44 @@ func prefixEach(where string, err error) []error {
 	return []error{fmt.Errorf("%s: %w", where, err)}
 }
 
-// decodeStrict decodes one node, refusing fields ClassSpec does not have.
-// yaml.Node.Decode has no KnownFields switch, so re-encode and decode.
-func decodeStrict(n *yaml.Node, v any) error {
-	b, err := yaml.Marshal(n)
-	if err != nil {
-		return err
+// fieldOf returns the scalar value of a mapping node's field, or "".
+func fieldOf(n *yaml.Node, field string) string {
+	if n.Kind != yaml.MappingNode {
+		return ""
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	return dec.Decode(v)
+	for k := 0; k+1 < len(n.Content); k += 2 {
+		if n.Content[k].Value == field && n.Content[k+1].Kind == yaml.ScalarNode {
+			return n.Content[k+1].Value
+		}
+	}
+	return ""
+}
+
+// specFields are the fields a class may have, as people write them.
+var specFields = []string{"name", "description", "image", "isolation", "cpu", "memory", "disk", "default_ttl", "max_ttl", "warm", "purposes"}
+
+// decodeSpec decodes one entry of the sandboxes list, refusing fields a
+// class does not have with the line they are on.
+func decodeSpec(n *yaml.Node) (ClassSpec, error) {
+	var spec ClassSpec
+	if n.Kind != yaml.MappingNode {
+		return spec, invalid("class", "each entry is a set of fields such as name: and image:")
+	}
+	var errs []error
+	for k := 0; k+1 < len(n.Content); k += 2 {
+		key := n.Content[k]
+		if !slices.Contains(specFields, key.Value) {
+			errs = append(errs, invalid(key.Value, "line %d: unknown field (a class has %s)", key.Line, strings.Join(specFields, ", ")))
+		}
+	}
+	if len(errs) > 0 {
+		return spec, errors.Join(errs...)
+	}
+	if err := n.Decode(&spec); err != nil {
+		msg := strings.TrimPrefix(err.Error(), "yaml: unmarshal errors:\n")
+		return spec, invalid("class", "%s", strings.TrimSpace(msg))
+	}
+	return spec, nil
 }
 
 // ImagePolicy is the image rule of SPEC S4: an administrator may give a class

@@ -90,6 +90,8 @@ func TestClassFileReportsEveryProblemWithItsLine(t *testing.T) {
     memory: lots
   - name: good
     image: localhost/x:1
+  - name: bad
+    cpu: "0"
   - name: typo
     image: localhost/x:1
     mem: 4Gi
@@ -98,7 +100,7 @@ func TestClassFileReportsEveryProblemWithItsLine(t *testing.T) {
 	if !errors.Is(err, sandbox.ErrInvalid) {
 		t.Fatalf("ParseClassFile = %v, want ErrInvalid", err)
 	}
-	for _, want := range []string{"sandboxes[1] bad (line 4): cpu", "sandboxes[1] bad (line 4): memory", `sandboxes[2] good (line 8): name: "good" is also sandboxes[0]`, "sandboxes[3] (line 10)", "mem"} {
+	for _, want := range []string{"sandboxes[1] bad (line 4): cpu", "sandboxes[1] bad (line 4): memory", `sandboxes[2] good (line 8): name: "good" is also sandboxes[0]`, "sandboxes[4] typo (line 12): mem: line 14: unknown field", `sandboxes[3] bad (line 10): name: "bad" is also sandboxes[1]`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not say %q:\n%s", want, err)
 		}

@@ -153,7 +153,8 @@ func (s *Service) Terminate(ctx context.Context, p account.Principal, ref string
 
 // end moves sb to a final or expired state, revoking its key first.
 // terminated and a failed agent remove the machine and volume; expired and
-// a failed engineer sandbox keep the volume.
+// a failed engineer sandbox keep the volume, unless it failed before it
+// ever ran.
 func (s *Service) end(ctx context.Context, sb Sandbox, to State, reason string) (Sandbox, error) {
 	next, err := sb.Transition(to)
 	if err != nil {
@@ -170,7 +171,9 @@ func (s *Service) end(ctx context.Context, sb Sandbox, to State, reason string) 
 	if s.driver == nil {
 		return out, nil
 	}
-	if !next.Live() {
+	if !next.Live() || (to == StateFailed && sb.neverRan()) {
+		// Gone for good, or failed before it ever ran: its volume holds
+		// nothing worth keeping.
 		err = s.driver.Remove(ctx, sb.ID)
 	} else if err = s.driver.Stop(ctx, sb.ID); errors.Is(err, ErrNotFound) {
 		err = nil

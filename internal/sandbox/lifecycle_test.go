@@ -335,3 +335,45 @@ func TestNamesResolve(t *testing.T) {
 		t.Errorf("another organisation's member by id: %v, want ErrNotFound", err)
 	}
 }
+
+func TestIdleSuspend(t *testing.T) {
+	e := newEnv(t, func(c *sandbox.Config) { c.IdleSuspend = 30 * time.Minute })
+	e.run(t)
+	ctx := t.Context()
+	quiet := e.engineer(t, e.alice, "quiet")
+	busy := e.engineer(t, e.alice, "busy")
+	e.waitState(t, quiet.ID, sandbox.StateRunning)
+	e.waitState(t, busy.ID, sandbox.StateRunning)
+	e.svc.ConnectionOpened(busy.ID) // an ssh session nobody types in
+
+	e.clock.advance(29 * time.Minute)
+	if res, _ := e.svc.Sweep(ctx); len(res.Suspended) != 0 {
+		t.Fatalf("suspended %v before the idle limit", res.Suspended)
+	}
+	e.clock.advance(2 * time.Minute)
+	res, err := e.svc.Sweep(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Suspended) != 1 || res.Suspended[0] != quiet.ID {
+		t.Fatalf("idle sweep suspended %v, want only %s (the other has a connection open)", res.Suspended, quiet.ID)
+	}
+	got := e.waitState(t, quiet.ID, sandbox.StateSuspended)
+	if !strings.Contains(got.Reason, "idle for 30m") {
+		t.Errorf("reason %q", got.Reason)
+	}
+	// The clock restarts on resume, and a closed connection starts it too.
+	if _, err := e.svc.Resume(ctx, e.alice, "quiet"); err != nil {
+		t.Fatal(err)
+	}
+	e.waitState(t, quiet.ID, sandbox.StateRunning)
+	e.svc.ConnectionClosed(busy.ID)
+	e.clock.advance(10 * time.Minute)
+	if res, _ := e.svc.Sweep(ctx); len(res.Suspended) != 0 {
+		t.Fatalf("suspended %v 10 minutes after a resume and a closed connection", res.Suspended)
+	}
+	e.clock.advance(25 * time.Minute)
+	if res, _ := e.svc.Sweep(ctx); len(res.Suspended) != 2 {
+		t.Fatalf("after 35 quiet minutes suspended %v, want both", res.Suspended)
+	}
+}

@@ -125,9 +125,12 @@ type Sandbox struct {
 
 	// Ran is the total of the sandbox's closed running segments and
 	// RunningSince the start of the open one (zero when none is open). The
-	// store computes both from the segments table (SPEC S8).
+	// store computes them from the segments table (SPEC S8).
 	Ran          time.Duration
 	RunningSince time.Time
+	// FirstRan is when the sandbox first became running; zero if it never
+	// has, so its volume holds nothing yet.
+	FirstRan time.Time
 }
 
 // RunningTime is the sum of the running segments at now: the clock stops at
@@ -145,6 +148,9 @@ func (sb Sandbox) RunningTime(now time.Time) time.Duration {
 	}
 	return d
 }
+
+// neverRan reports whether the sandbox has not been running yet.
+func (sb Sandbox) neverRan() bool { return sb.FirstRan.IsZero() }
 
 // CheckName reports whether s is a valid sandbox or class name (package
 // name has the rule), naming field when it is not.

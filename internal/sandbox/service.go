@@ -11,6 +11,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/guardrail"
+	"berth.dev/berth/internal/quantity"
 )
 
 // Accounts is what the sandbox service needs to know about organisations,
@@ -44,6 +45,10 @@ type Config struct {
 	// MinTTL is the shortest lifetime a sandbox may ask for; 5m unless a
 	// test lowers it.
 	MinTTL time.Duration
+	// IdleSuspend suspends an engineer sandbox with no connection open
+	// through the gateway for this long (BERTH_SANDBOX_IDLE_SUSPEND); 0 is
+	// never.
+	IdleSuspend time.Duration
 }
 
 // Runners are the agent CLIs an agent sandbox may run (SPEC S13).
@@ -63,6 +68,7 @@ type Service struct {
 	starts   chan startJob
 	mu       sync.Mutex
 	inflight map[ID]bool // sandboxes whose start is queued or running
+	active   map[ID]*activity
 }
 
 type startJob struct {
@@ -83,6 +89,7 @@ func NewService(store Store, driver Driver, accounts Accounts, cfg Config, log *
 		store: store, driver: driver, accounts: accounts, cfg: cfg, images: images, log: log, now: now,
 		starts:   make(chan startJob, 1024),
 		inflight: map[ID]bool{},
+		active:   map[ID]*activity{},
 	}
 }
 
@@ -171,10 +178,12 @@ func (s *Service) create(ctx context.Context, p account.Principal, req CreateReq
 		return Sandbox{}, err
 	}
 	admit := func(live Live) error {
-		if err := guardrail.CheckCount(g.MaxSandboxes, live.Project, "project "+prj.Name); err != nil {
+		// The organisation first: when its limit is the one that binds, the
+		// message names it.
+		if err := guardrail.CheckCount(og.MaxSandboxes, live.Org, "the organisation"); err != nil {
 			return err
 		}
-		return guardrail.CheckCount(og.MaxSandboxes, live.Org, "the organisation")
+		return guardrail.CheckCount(g.MaxSandboxes, live.Project, "project "+prj.Name)
 	}
 	if err := s.store.CreateSandbox(ctx, sb, key, admit); err != nil {
 		return Sandbox{}, err
@@ -310,7 +319,7 @@ func (s *Service) lifetime(req string, def, max time.Duration, g guardrail.Guard
 			return 0, invalid("ttl", "%s must be more than 0", req)
 		}
 		if d < s.cfg.MinTTL {
-			return 0, invalid("ttl", "%s is under the %s minimum", req, s.cfg.MinTTL)
+			return 0, invalid("ttl", "%s is under the %s minimum", req, quantity.FormatDuration(s.cfg.MinTTL))
 		}
 		ttl = d
 	}

@@ -229,8 +229,9 @@ func (s *Service) sweepOne(ctx context.Context, sb Sandbox, m Machine, has bool,
 	}
 	switch sb.State {
 	case StateStarting:
-		if has && m.Status == MachineRunning {
-			// A restart interrupted the wait for readiness; wait again.
+		if has {
+			// A restart interrupted the start (a create the killed gateway
+			// left half done, or the wait for readiness): start it again.
 			s.enqueue(ctx, Spec{Sandbox: sb})
 			res.Resumed = append(res.Resumed, sb.ID)
 			return nil
@@ -242,6 +243,12 @@ func (s *Service) sweepOne(ctx context.Context, sb Sandbox, m Machine, has bool,
 		return err
 	case StateRunning:
 		switch {
+		case has && m.Status == MachineRunning && s.idle(sb, now):
+			err := s.suspendIdle(ctx, sb)
+			if err == nil {
+				res.Suspended = append(res.Suspended, sb.ID)
+			}
+			return err
 		case !has:
 			_, err := s.end(ctx, sb, StateFailed, "its machine is gone")
 			if err == nil {
@@ -272,6 +279,21 @@ func (s *Service) sweepOne(ctx context.Context, sb Sandbox, m Machine, has bool,
 				res.Failed = append(res.Failed, sb.ID)
 			}
 			return err
+		}
+	case StateSuspended, StateExpired, StateFailed:
+		// Such a machine must not run. A create that a crash left behind
+		// can finish after its row failed: remove what never ran, stop
+		// what holds work.
+		switch {
+		case has && sb.State == StateFailed && sb.neverRan():
+			if err := s.driver.Remove(ctx, sb.ID); err != nil {
+				return err
+			}
+			res.Removed = append(res.Removed, sb.ID)
+		case has && m.Status == MachineRunning:
+			if err := s.driver.Stop(ctx, sb.ID); err != nil && !errors.Is(err, ErrNotFound) {
+				return err
+			}
 		}
 	}
 	return nil

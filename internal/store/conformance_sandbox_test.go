@@ -151,7 +151,7 @@ func testSandboxRoundTrip(t *testing.T, st *store.Store) {
 	full.Task, full.Runner = "fix the build", "claude-code"
 	full.Env = map[string]string{"FOO": "bar", "EMPTY": ""}
 	full.EndedAt = t0.Add(time.Hour)
-	checkAllSet(t, full, "Ran", "RunningSince")
+	checkAllSet(t, full, "Ran", "RunningSince", "FirstRan")
 	mustCreate(t, st, full, key)
 	if diff := cmp.Diff(full, mustGet(t, st, full.ID)); diff != "" {
 		t.Errorf("GetSandbox (-want +got):\n%s", diff)
@@ -326,6 +326,12 @@ func testSandboxSegments(t *testing.T, st *store.Store) {
 	check(sb, 90*time.Second, t0.Add(200*time.Second))
 	sb = move(t, st, sb, sandbox.StateTerminated, t0.Add(300*time.Second))
 	check(sb, 190*time.Second, time.Time{})
+	if !sb.FirstRan.Equal(t0) {
+		t.Errorf("FirstRan = %v, want the first segment's start %v", sb.FirstRan, t0)
+	}
+	if never := mustGet(t, st, mustCreateFresh(t, st, fx)); !never.FirstRan.IsZero() {
+		t.Errorf("FirstRan of a sandbox that never ran = %v, want zero", never.FirstRan)
+	}
 
 	// A segment is never closed before it opened: a start that finished
 	// after expiry is closed at the expiry, which is earlier.
@@ -409,4 +415,12 @@ func testSandboxKeys(t *testing.T, st *store.Store) {
 	if !keyOf(k4.ID).Live(t3) {
 		t.Errorf("the new key is not live")
 	}
+}
+
+// mustCreateFresh creates a sandbox that never runs and returns its id.
+func mustCreateFresh(t *testing.T, st *store.Store, fx fixture) sandbox.ID {
+	t.Helper()
+	sb, key := newSandbox(fx, fx.ann, "fresh", t0)
+	mustCreate(t, st, sb, key)
+	return sb.ID
 }

@@ -57,14 +57,16 @@ const updateSandboxSQL = `
 	WHERE id = $1 AND state = $27`
 
 // selectSandbox reads a sandbox with its running time from the segments:
-// the total of the closed ones and the start of the open one.
+// the total of the closed ones, the start of the open one, and the start
+// of the first one.
 const selectSandbox = `
 	SELECT s.id, s.name, s.org_id, s.project_id, s.owner_id, s.purpose, s.class, s.image, s.isolation,
 		s.runtime, s.cpu, s.memory, s.disk, s.state, s.reason, s.repo, s.branch, s.task, s.runner,
 		s.ssh_keys, s.env, s.key_id, s.created_at, s.expires_at, s.ended_at,
 		(SELECT CAST(COALESCE(SUM(g.ended_at - g.started_at), 0) AS BIGINT) FROM segments g
 			WHERE g.sandbox_id = s.id AND g.ended_at IS NOT NULL),
-		(SELECT g.started_at FROM segments g WHERE g.sandbox_id = s.id AND g.ended_at IS NULL)
+		(SELECT g.started_at FROM segments g WHERE g.sandbox_id = s.id AND g.ended_at IS NULL),
+		(SELECT MIN(g.started_at) FROM segments g WHERE g.sandbox_id = s.id)
 	FROM sandboxes s`
 
 func scanSandbox(row interface{ Scan(...any) error }) (sandbox.Sandbox, error) {
@@ -74,17 +76,18 @@ func scanSandbox(row interface{ Scan(...any) error }) (sandbox.Sandbox, error) {
 		cpu, memory, disk, ran         int64
 		sshKeys, env                   sql.NullString
 		created, expires, ended, since sql.NullInt64
+		first                          sql.NullInt64
 	)
 	err := row.Scan(&id, &sb.Name, &sb.Org, &sb.Project, &sb.Owner, &purpose, &sb.Class, &sb.Image, &isolation,
 		&sb.Runtime, &cpu, &memory, &disk, &state, &sb.Reason, &sb.Repo, &sb.Branch, &sb.Task, &sb.Runner,
-		&sshKeys, &env, &sb.KeyID, &created, &expires, &ended, &ran, &since)
+		&sshKeys, &env, &sb.KeyID, &created, &expires, &ended, &ran, &since, &first)
 	if err != nil {
 		return sandbox.Sandbox{}, err
 	}
 	sb.ID, sb.Purpose, sb.Isolation, sb.State = sandbox.ID(id), sandbox.Purpose(purpose), sandbox.Tier(isolation), sandbox.State(state)
 	sb.CPU, sb.Memory, sb.Disk = quantity.Millicores(cpu), quantity.Bytes(memory), quantity.Bytes(disk)
 	sb.CreatedAt, sb.ExpiresAt, sb.EndedAt = timeOf(created), timeOf(expires), timeOf(ended)
-	sb.Ran, sb.RunningSince = time.Duration(ran), timeOf(since)
+	sb.Ran, sb.RunningSince, sb.FirstRan = time.Duration(ran), timeOf(since), timeOf(first)
 	if err := jsonOf(sshKeys, &sb.SSHKeys); err != nil {
 		return sandbox.Sandbox{}, fmt.Errorf("sandbox %s: ssh_keys: %w", id, err)
 	}

@@ -146,3 +146,30 @@ func migrationRows(t *testing.T, path string) int {
 	}
 	return n
 }
+
+func TestDeploymentIDIsStable(t *testing.T) {
+	path := t.TempDir() + "/berth.db"
+	st, err := store.Open(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := st.DeploymentID(t.Context())
+	if err != nil || !strings.HasPrefix(first, "berth") || len(first) != 13 {
+		t.Fatalf("DeploymentID = %q, %v", first, err)
+	}
+	st.Close()
+	st, err = store.Open(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	again, err := st.DeploymentID(t.Context())
+	if err != nil || again != first {
+		t.Fatalf("DeploymentID after reopening = %q, %v; want %q", again, err, first)
+	}
+	other, _ := store.Open(t.Context(), t.TempDir()+"/berth.db")
+	defer other.Close()
+	if id, _ := other.DeploymentID(t.Context()); id == first {
+		t.Fatal("two databases share a deployment id")
+	}
+}

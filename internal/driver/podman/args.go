@@ -1,0 +1,85 @@
+package podman
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"berth.dev/berth/internal/sandbox"
+)
+
+// name is the container's and the volume's name for a sandbox. Sandbox ids
+// are random, so names never collide across deployments; the deployment
+// label tells whose an object is.
+func (c Config) name(id sandbox.ID) string { return "berth-" + string(id) }
+
+// labels are every object's labels (SPEC S11: owner, organisation, project).
+func (c Config) labels(sb sandbox.Sandbox) []string {
+	var args []string
+	for _, kv := range [][2]string{
+		{labelDeployment, c.Deployment}, {labelSandbox, string(sb.ID)}, {labelOwner, sb.Owner},
+		{labelOrg, sb.Org}, {labelProject, sb.Project}, {labelPurpose, string(sb.Purpose)},
+	} {
+		args = append(args, "--label", kv[0]+"="+kv[1])
+	}
+	return args
+}
+
+// VolumeArgs creates the sandbox's named volume.
+func VolumeArgs(c Config, sb sandbox.Sandbox) []string {
+	c = c.withDefaults()
+	return append(append([]string{"volume", "create"}, c.labels(sb)...), c.name(sb.ID))
+}
+
+// RunArgs is `podman run` for a sandbox: detached, labelled, non-root, all
+// capabilities dropped, no new privileges, the class's limits, the tier's
+// runtime, the home volume, and the environment by name only: values come
+// from envFile (single-line values) and from podman's own environment
+// (values with line breaks, which an env file cannot hold), never from argv.
+func RunArgs(c Config, sb sandbox.Sandbox, envNames []string, envFile string) []string {
+	c = c.withDefaults()
+	name := c.name(sb.ID)
+	args := []string{"run", "--detach", "--name", name, "--hostname", sb.Name}
+	args = append(args, c.labels(sb)...)
+	args = append(args,
+		"--user", fmt.Sprintf("%d:%d", sandboxUID, sandboxUID),
+		"--cap-drop", "ALL",
+		"--security-opt", "no-new-privileges",
+		"--pids-limit", itoa(c.PidsLimit),
+		"--memory", fmt.Sprintf("%db", int64(sb.Memory)),
+		"--cpus", fmt.Sprintf("%.3f", sb.CPU.Cores()),
+		"--init",
+		"--stop-timeout", itoa(int(c.StopTimeout.Seconds())),
+		"--volume", name+":"+sandboxHome,
+	)
+	if sb.Runtime != "" {
+		args = append(args, "--runtime", RuntimeName(sb.Runtime))
+	}
+	if c.Network != "" {
+		args = append(args, "--network", c.Network)
+	}
+	if envFile != "" {
+		args = append(args, "--env-file", envFile)
+	}
+	for _, n := range envNames {
+		args = append(args, "--env", n)
+	}
+	return append(args, sb.Image)
+}
+
+// splitEnv sorts a sandbox's environment into what an env file can carry
+// (one line each) and the names whose values have line breaks, which go
+// through podman's own environment.
+func splitEnv(env map[string]string) (file string, multiline []string) {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		v := env[k]
+		if strings.ContainsAny(v, "\r\n") {
+			multiline = append(multiline, k)
+			continue
+		}
+		b.WriteString(k + "=" + v + "\n")
+	}
+	return b.String(), multiline
+}

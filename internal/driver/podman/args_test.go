@@ -1,0 +1,54 @@
+package podman_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"berth.dev/berth/internal/driver/podman"
+	"berth.dev/berth/internal/golden"
+	"berth.dev/berth/internal/quantity"
+	"berth.dev/berth/internal/sandbox"
+)
+
+func testSandbox() sandbox.Sandbox {
+	return sandbox.Sandbox{
+		ID: "sbx_aaaaaaaaaaaaaaaaaaaa", Name: "dev", Org: "org_1", Project: "prj_1", Owner: "usr_1",
+		Purpose: sandbox.PurposeEngineer, Class: "standard", Image: "localhost/berth-sandbox:latest",
+		Isolation: sandbox.TierStandard, CPU: quantity.Millicores(1500), Memory: quantity.Bytes(4 << 30),
+		CreatedAt: time.Unix(0, 0), ExpiresAt: time.Unix(3600, 0),
+	}
+}
+
+// TestRunArgs guards the hardening flags of SPEC S5 and S11: review every
+// change of the golden files like code.
+func TestRunArgs(t *testing.T) {
+	cfg := podman.Config{StateDir: "/var/lib/berth/podman", Deployment: "berth"}
+	golden.Check(t, "run-standard", []byte(strings.Join(podman.RunArgs(cfg, testSandbox(), []string{"BERTH_AUTHORIZED_KEYS"}, "/state/env/x.env"), "\n")+"\n"))
+
+	iso := testSandbox()
+	iso.Isolation, iso.Runtime = sandbox.TierIsolated, "/opt/gvisor/runsc"
+	cfg.Network = "berth-sandboxes"
+	golden.Check(t, "run-isolated", []byte(strings.Join(podman.RunArgs(cfg, iso, nil, "/state/env/x.env"), "\n")+"\n"))
+	golden.Check(t, "volume", []byte(strings.Join(podman.VolumeArgs(cfg, testSandbox()), "\n")+"\n"))
+}
+
+// TestArgvHoldsNoValues: environment values (the sandbox's key among
+// them) travel by name; argv is visible to every user of the host.
+func TestArgvHoldsNoValues(t *testing.T) {
+	args := podman.RunArgs(podman.Config{StateDir: "/s"}, testSandbox(), []string{"BERTH_AUTHORIZED_KEYS"}, "/s/env/x.env")
+	for i, a := range args {
+		if a == "--env" && strings.Contains(args[i+1], "=") {
+			t.Errorf("--env %s carries a value", args[i+1])
+		}
+		if strings.HasPrefix(a, "--env=") || strings.HasPrefix(a, "-e") {
+			t.Errorf("argv passes environment as %q", a)
+		}
+	}
+}
+
+func TestConfigFiles(t *testing.T) {
+	cfg := podman.Config{StateDir: "/var/lib/berth/podman", Runtimes: map[string]string{"runsc": "/opt/gvisor/runsc"}}
+	golden.Check(t, "containers.conf", []byte(cfg.ContainersConf()))
+	golden.Check(t, "storage.conf", []byte(cfg.StorageConf()))
+}

@@ -1,0 +1,164 @@
+// Package podman is the single-host sandbox driver (SPEC S11): every
+// sandbox is one labelled podman container and one named volume on this
+// host. It calls the podman binary with its own containers.conf and
+// storage.conf (notes/podman.md: runc, no default ulimits, an own store), so
+// nothing under /etc is needed or touched. The argv is built by pure
+// functions and checked by golden tests; values of environment variables
+// never appear in it.
+package podman
+
+import (
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is the driver's settings.
+type Config struct {
+	// Binary is the podman command (BERTH_SANDBOX_PODMAN_BINARY).
+	Binary string
+	// StateDir holds the generated containers.conf and storage.conf and
+	// podman's own store; images the sandboxes run must be built into it
+	// (`berth admin podman-env` prints the environment for that).
+	StateDir string
+	// Network is the network sandboxes join (BERTH_SANDBOX_PODMAN_NETWORK);
+	// "" is podman's default bridge.
+	Network string
+	// Runtimes maps OCI runtime names to binaries for [engine.runtimes],
+	// such as "runsc" → "/opt/gvisor/runsc". runc is the default runtime.
+	Runtimes map[string]string
+	// Deployment tells this gateway's containers from any other podman
+	// user's, and from another gateway's sharing the store: it is the value
+	// of every object's berth.deployment label, and List sees only its own.
+	Deployment string
+	// PidsLimit caps processes in a sandbox; 0 means 4096.
+	PidsLimit int
+	// ReadyTimeout bounds the wait for sshd's greeting; 0 means 2 minutes.
+	ReadyTimeout time.Duration
+	// StopTimeout is podman stop's grace period; 0 means 10 seconds.
+	StopTimeout time.Duration
+}
+
+// The image contract (images/build): the sandbox user and its home.
+const (
+	sandboxUID  = 1001
+	sandboxHome = "/home/berth"
+	sshPort     = 2222
+)
+
+// Labels on every container and volume.
+const (
+	labelDeployment = "berth.deployment"
+	labelSandbox    = "berth.sandbox"
+	labelOwner      = "berth.owner"
+	labelOrg        = "berth.org"
+	labelProject    = "berth.project"
+	labelPurpose    = "berth.purpose"
+)
+
+func (c Config) withDefaults() Config {
+	if c.Binary == "" {
+		c.Binary = "podman"
+	}
+	if c.Deployment == "" {
+		c.Deployment = "berth"
+	}
+	if c.PidsLimit == 0 {
+		c.PidsLimit = 4096
+	}
+	if c.ReadyTimeout == 0 {
+		c.ReadyTimeout = 2 * time.Minute
+	}
+	if c.StopTimeout == 0 {
+		c.StopTimeout = 10 * time.Second
+	}
+	return c
+}
+
+// ContainersConf is the containers.conf the driver runs podman with. Every
+// line is there for a measured reason (notes/podman.md §1).
+func (c Config) ContainersConf() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `# Written by berth; regenerated at every start. CONTAINERS_CONF replaces,
+# not merges with, /etc/containers/containers.conf.
+[containers]
+# root lacks CAP_SYS_RESOURCE here: podman's built-in ulimits make runc fail.
+default_ulimits = []
+log_size_max = 1048576
+
+[engine]
+# crun fails on hybrid cgroups.
+runtime = "runc"
+tmp_dir = %q
+events_logger = "none"
+exit_command_delay = 5
+
+[network]
+network_backend = "netavark"
+network_config_dir = %q
+`, filepath.Join(c.StateDir, "libpod-tmp"), filepath.Join(c.StateDir, "networks"))
+	if len(c.Runtimes) > 0 {
+		b.WriteString("\n[engine.runtimes]\n")
+		for _, name := range slices.Sorted(maps.Keys(c.Runtimes)) {
+			fmt.Fprintf(&b, "%s = [%q]\n", name, c.Runtimes[name])
+		}
+	}
+	return b.String()
+}
+
+// StorageConf is the storage.conf: overlay, in the driver's own state
+// directory (never vfs: +633 MiB per container).
+func (c Config) StorageConf() string {
+	return fmt.Sprintf(`# Written by berth.
+[storage]
+driver = "overlay"
+runroot = %q
+graphroot = %q
+`, filepath.Join(c.StateDir, "run"), filepath.Join(c.StateDir, "storage"))
+}
+
+// Env is the environment podman runs with: only what it needs, so nothing
+// of the gateway's own environment reaches a container by accident.
+func (c Config) Env() []string {
+	path := os.Getenv("PATH")
+	if path == "" {
+		path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	}
+	return []string{
+		"PATH=" + path,
+		"HOME=" + c.StateDir,
+		"CONTAINERS_CONF=" + filepath.Join(c.StateDir, "containers.conf"),
+		"CONTAINERS_STORAGE_CONF=" + filepath.Join(c.StateDir, "storage.conf"),
+	}
+}
+
+// WriteConfig writes containers.conf and storage.conf into StateDir.
+func (c Config) WriteConfig() error {
+	for _, dir := range []string{c.StateDir, filepath.Join(c.StateDir, "networks"), filepath.Join(c.StateDir, "libpod-tmp"), filepath.Join(c.StateDir, "env")} {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("podman state: %w", err)
+		}
+	}
+	for name, body := range map[string]string{"containers.conf": c.ContainersConf(), "storage.conf": c.StorageConf()} {
+		if err := os.WriteFile(filepath.Join(c.StateDir, name), []byte(body), 0o600); err != nil {
+			return fmt.Errorf("podman state: %w", err)
+		}
+	}
+	return nil
+}
+
+// RuntimeName returns the name podman knows a configured runtime by: a
+// path is registered under its base name.
+func RuntimeName(rt string) string {
+	if strings.Contains(rt, "/") {
+		return filepath.Base(rt)
+	}
+	return rt
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

@@ -1,0 +1,435 @@
+package podman
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"berth.dev/berth/internal/sandbox"
+)
+
+// Runner runs the podman binary with extra environment and returns its
+// standard output; stderr is part of the error. Tests swap in a recorder.
+type Runner func(ctx context.Context, env []string, args ...string) ([]byte, error)
+
+// Driver runs sandboxes as podman containers.
+type Driver struct {
+	cfg  Config
+	run  Runner
+	log  *slog.Logger
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+var _ sandbox.Driver = (*Driver)(nil)
+
+// New writes the driver's podman configuration into cfg.StateDir and
+// returns a Driver that runs cfg.Binary.
+func New(cfg Config, log *slog.Logger) (*Driver, error) {
+	cfg = cfg.withDefaults()
+	if cfg.StateDir == "" {
+		return nil, errors.New("podman: no state directory")
+	}
+	if err := cfg.WriteConfig(); err != nil {
+		return nil, err
+	}
+	d := &Driver{cfg: cfg, log: log, dial: (&net.Dialer{Timeout: time.Second}).DialContext}
+	d.run = d.exec
+	return d, nil
+}
+
+// NewWithRunner returns a Driver that runs podman through run (tests).
+func NewWithRunner(cfg Config, log *slog.Logger, run Runner) *Driver {
+	return &Driver{cfg: cfg.withDefaults(), run: run, log: log, dial: (&net.Dialer{Timeout: time.Second}).DialContext}
+}
+
+// exec runs the real binary.
+func (d *Driver) exec(ctx context.Context, env []string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, d.cfg.Binary, args...)
+	cmd.Env = append(d.cfg.Env(), env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Run(); err != nil {
+		return stdout.Bytes(), &podmanError{args: args, err: err, stderr: strings.TrimSpace(stderr.String())}
+	}
+	return stdout.Bytes(), nil
+}
+
+// podmanError is a failed podman command: its verb, how it ended and what
+// it said. Argv holds no secret values, so the verb is safe to show.
+type podmanError struct {
+	args   []string
+	err    error
+	stderr string
+}
+
+func (e *podmanError) Error() string {
+	verb := "podman"
+	if len(e.args) > 0 {
+		verb += " " + e.args[0]
+		if len(e.args) > 1 && (e.args[0] == "volume" || e.args[0] == "container") {
+			verb += " " + e.args[1]
+		}
+	}
+	msg := lastLines(e.stderr, 3)
+	if msg == "" {
+		return fmt.Sprintf("%s: %v", verb, e.err)
+	}
+	return fmt.Sprintf("%s: %v: %s", verb, e.err, msg)
+}
+
+func (e *podmanError) Unwrap() error { return e.err }
+
+// noSuch reports whether podman said the object does not exist.
+func noSuch(err error) bool {
+	var pe *podmanError
+	if !errors.As(err, &pe) {
+		return false
+	}
+	s := strings.ToLower(pe.stderr)
+	return strings.Contains(s, "no such") || strings.Contains(s, "no container with name or id")
+}
+
+func lastLines(s string, n int) string {
+	var keep []string
+	for line := range strings.Lines(s) {
+		line = strings.TrimSpace(line)
+		// aardvark-dns complains on every run without /dev/log; it means nothing.
+		if line == "" || strings.Contains(line, "failed to connect to syslog") {
+			continue
+		}
+		keep = append(keep, line)
+	}
+	if len(keep) > n {
+		keep = keep[len(keep)-n:]
+	}
+	return strings.Join(keep, "; ")
+}
+
+// inspected is the part of `podman inspect` the driver reads.
+type inspected struct {
+	State struct {
+		Status    string
+		Running   bool
+		ExitCode  int
+		OOMKilled bool
+		Error     string
+	}
+	NetworkSettings struct {
+		IPAddress string
+		Networks  map[string]struct{ IPAddress string }
+	}
+}
+
+func (i inspected) ip() string {
+	if i.NetworkSettings.IPAddress != "" {
+		return i.NetworkSettings.IPAddress
+	}
+	for _, n := range i.NetworkSettings.Networks {
+		if n.IPAddress != "" {
+			return n.IPAddress
+		}
+	}
+	return ""
+}
+
+func (d *Driver) inspect(ctx context.Context, id sandbox.ID) (inspected, error) {
+	out, err := d.run(ctx, nil, "container", "inspect", "--format", "json", d.cfg.name(id))
+	if noSuch(err) {
+		return inspected{}, fmt.Errorf("podman: container of %s: %w", id, sandbox.ErrNotFound)
+	}
+	if err != nil {
+		return inspected{}, err
+	}
+	var got []inspected
+	if err := json.Unmarshal(out, &got); err != nil || len(got) != 1 {
+		return inspected{}, fmt.Errorf("podman inspect %s: unexpected answer: %v", id, err)
+	}
+	return got[0], nil
+}
+
+// Start creates and starts the sandbox's container, starts it again after a
+// stop, or with spec.Replace recreates it on the same volume; then it waits
+// until the sandbox is ready.
+func (d *Driver) Start(ctx context.Context, spec sandbox.Spec) error {
+	sb := spec.Sandbox
+	cur, err := d.inspect(ctx, sb.ID)
+	exists := err == nil
+	if err != nil && !errors.Is(err, sandbox.ErrNotFound) {
+		return err
+	}
+	switch {
+	case exists && spec.Replace:
+		if _, err := d.run(ctx, nil, "rm", "--force", "--time", "0", d.cfg.name(sb.ID)); err != nil && !noSuch(err) {
+			return err
+		}
+		exists = false
+		fallthrough
+	case !exists:
+		if spec.Env == nil {
+			return fmt.Errorf("podman: %s has no container and no environment to create one: %w", sb.ID, sandbox.ErrNotFound)
+		}
+		if err := d.create(ctx, spec); err != nil {
+			return err
+		}
+	case !cur.State.Running:
+		if _, err := d.run(ctx, nil, "start", d.cfg.name(sb.ID)); err != nil {
+			return err
+		}
+	}
+	return d.waitReady(ctx, sb)
+}
+
+// create makes the volume (kept if it exists: a replaced container keeps
+// its home) and runs the container. A run that fails leaves no container
+// behind: a half-created one would block the name (notes/podman.md §9).
+func (d *Driver) create(ctx context.Context, spec sandbox.Spec) error {
+	sb := spec.Sandbox
+	name := d.cfg.name(sb.ID)
+	if _, err := d.run(ctx, nil, VolumeArgs(d.cfg, sb)...); err != nil && !alreadyExists(err) {
+		return err
+	}
+	file, multiline := splitEnv(spec.Env)
+	envFile := filepath.Join(d.cfg.StateDir, "env", string(sb.ID)+".env")
+	if err := os.WriteFile(envFile, []byte(file), 0o600); err != nil {
+		return fmt.Errorf("podman: env file: %w", err)
+	}
+	defer os.Remove(envFile)
+	var procEnv []string
+	for _, k := range multiline {
+		if reserved(k) {
+			return fmt.Errorf("podman: the value of %s has a line break, which podman cannot pass to a container", k)
+		}
+		procEnv = append(procEnv, k+"="+spec.Env[k])
+	}
+	if _, err := d.run(ctx, procEnv, RunArgs(d.cfg, sb, multiline, envFile)...); err != nil {
+		// Don't let ctx's cancellation stop the clean-up.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if _, rmErr := d.run(cctx, nil, "rm", "--force", "--time", "0", name); rmErr != nil && !noSuch(rmErr) {
+			d.log.WarnContext(ctx, "could not remove a container that failed to start", "sandbox", sb.ID, "err", rmErr)
+		}
+		return err
+	}
+	return nil
+}
+
+// reserved names are podman's own environment: a multi-line value under
+// one of them cannot be passed.
+func reserved(k string) bool {
+	switch k {
+	case "PATH", "HOME", "CONTAINERS_CONF", "CONTAINERS_STORAGE_CONF":
+		return true
+	}
+	return false
+}
+
+func alreadyExists(err error) bool {
+	var pe *podmanError
+	return errors.As(err, &pe) && strings.Contains(pe.stderr, "already exists")
+}
+
+// waitReady returns once the sandbox is ready (SPEC S10): an engineer's
+// when sshd answers with its greeting on the container's address, an
+// agent's once its container runs. A container that stops meanwhile is an
+// error carrying its exit code and last words.
+func (d *Driver) waitReady(ctx context.Context, sb sandbox.Sandbox) error {
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.ReadyTimeout)
+	defer cancel()
+	delay := 20 * time.Millisecond
+	for {
+		cur, err := d.inspect(ctx, sb.ID)
+		if err != nil {
+			return err
+		}
+		if !cur.State.Running {
+			return fmt.Errorf("its process exited %d before it was ready%s", cur.State.ExitCode, d.lastWords(ctx, sb.ID, cur))
+		}
+		if sb.Purpose == sandbox.PurposeAgent {
+			return nil
+		}
+		if ip := cur.ip(); ip != "" && d.greets(ctx, net.JoinHostPort(ip, strconv.Itoa(sshPort))) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("sshd did not answer on port %d within %s", sshPort, d.cfg.ReadyTimeout)
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 250*time.Millisecond)
+	}
+}
+
+// greets reports whether an ssh server answers at addr.
+func (d *Driver) greets(ctx context.Context, addr string) bool {
+	conn, err := d.dial(ctx, "tcp", addr)
+	if err != nil {
+		return false
+	}
+	defer conn.Close()
+	_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	return err == nil && strings.HasPrefix(line, "SSH-")
+}
+
+// lastWords is what a stopped container said last, for failure reasons.
+func (d *Driver) lastWords(ctx context.Context, id sandbox.ID, cur inspected) string {
+	var parts []string
+	if cur.State.OOMKilled {
+		parts = append(parts, "out of memory")
+	}
+	if cur.State.Error != "" {
+		parts = append(parts, cur.State.Error)
+	}
+	// podman logs interleaves both streams; the image's programs never
+	// print secrets (berth-init redacts them).
+	if out, err := d.run(ctx, nil, "logs", "--tail", "5", d.cfg.name(id)); err == nil {
+		if s := lastLines(string(out), 3); s != "" {
+			parts = append(parts, s)
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return ": " + strings.Join(parts, "; ")
+}
+
+// Stop stops the container and keeps it and its volume.
+func (d *Driver) Stop(ctx context.Context, id sandbox.ID) error {
+	_, err := d.run(ctx, nil, "stop", "--time", strconv.Itoa(int(d.cfg.StopTimeout.Seconds())), d.cfg.name(id))
+	if noSuch(err) {
+		if d.hasVolume(ctx, id) {
+			return nil // only the home is left: stopped enough
+		}
+		return fmt.Errorf("podman: %s: %w", id, sandbox.ErrNotFound)
+	}
+	return err
+}
+
+// Remove deletes the container and the volume.
+func (d *Driver) Remove(ctx context.Context, id sandbox.ID) error {
+	name := d.cfg.name(id)
+	if _, err := d.run(ctx, nil, "rm", "--force", "--time", "0", name); err != nil && !noSuch(err) {
+		return err
+	}
+	if _, err := d.run(ctx, nil, "volume", "rm", "--force", name); err != nil && !noSuch(err) {
+		return err
+	}
+	return nil
+}
+
+func (d *Driver) hasVolume(ctx context.Context, id sandbox.ID) bool {
+	_, err := d.run(ctx, nil, "volume", "inspect", d.cfg.name(id))
+	return err == nil
+}
+
+// Inspect reports the container's state; a sandbox with only its volume
+// left is stopped.
+func (d *Driver) Inspect(ctx context.Context, id sandbox.ID) (sandbox.Machine, error) {
+	cur, err := d.inspect(ctx, id)
+	if errors.Is(err, sandbox.ErrNotFound) {
+		if d.hasVolume(ctx, id) {
+			return sandbox.Machine{ID: id, Status: sandbox.MachineStopped, Detail: "only its volume is left"}, nil
+		}
+		return sandbox.Machine{}, err
+	}
+	if err != nil {
+		return sandbox.Machine{}, err
+	}
+	return machine(id, cur), nil
+}
+
+func machine(id sandbox.ID, cur inspected) sandbox.Machine {
+	m := sandbox.Machine{ID: id, Status: sandbox.MachineStopped, ExitCode: cur.State.ExitCode, Detail: cur.State.Status}
+	if cur.State.Running {
+		m.Status, m.ExitCode = sandbox.MachineRunning, 0
+	}
+	if cur.State.OOMKilled {
+		m.Detail = "out of memory"
+	}
+	return m
+}
+
+// listed is the part of `podman ps --format json` and `podman volume ls
+// --format json` the driver reads.
+type listed struct {
+	Labels   map[string]string
+	State    string
+	ExitCode int
+}
+
+// List returns every sandbox this deployment has a container or a volume
+// for, including half-created and exited containers.
+func (d *Driver) List(ctx context.Context) ([]sandbox.Machine, error) {
+	filter := "label=" + labelDeployment + "=" + d.cfg.Deployment
+	out, err := d.run(ctx, nil, "ps", "--all", "--filter", filter, "--format", "json")
+	if err != nil {
+		return nil, err
+	}
+	var cs []listed
+	if err := json.Unmarshal(orEmpty(out), &cs); err != nil {
+		return nil, fmt.Errorf("podman ps: unexpected answer: %w", err)
+	}
+	seen := map[sandbox.ID]bool{}
+	var ms []sandbox.Machine
+	for _, c := range cs {
+		id := sandbox.ID(c.Labels[labelSandbox])
+		if id == "" || seen[id] {
+			continue
+		}
+		seen[id] = true
+		m := sandbox.Machine{ID: id, Status: sandbox.MachineStopped, ExitCode: c.ExitCode, Detail: c.State}
+		if c.State == "running" {
+			m.Status, m.ExitCode = sandbox.MachineRunning, 0
+		}
+		ms = append(ms, m)
+	}
+	out, err = d.run(ctx, nil, "volume", "ls", "--filter", filter, "--format", "json")
+	if err != nil {
+		return nil, err
+	}
+	var vs []listed
+	if err := json.Unmarshal(orEmpty(out), &vs); err != nil {
+		return nil, fmt.Errorf("podman volume ls: unexpected answer: %w", err)
+	}
+	for _, v := range vs {
+		id := sandbox.ID(v.Labels[labelSandbox])
+		if id == "" || seen[id] {
+			continue
+		}
+		seen[id] = true
+		ms = append(ms, sandbox.Machine{ID: id, Status: sandbox.MachineStopped, Detail: "only its volume is left"})
+	}
+	return ms, nil
+}
+
+func orEmpty(b []byte) []byte {
+	if len(bytes.TrimSpace(b)) == 0 {
+		return []byte("[]")
+	}
+	return b
+}
+
+// Addr returns the address a port of the sandbox listens on, for the
+// gateway's tunnel: the container's address on its network.
+func (d *Driver) Addr(ctx context.Context, id sandbox.ID, port int) (string, error) {
+	cur, err := d.inspect(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	if !cur.State.Running || cur.ip() == "" {
+		return "", fmt.Errorf("podman: %s is not running: %w", id, sandbox.ErrConflict)
+	}
+	return net.JoinHostPort(cur.ip(), strconv.Itoa(port)), nil
+}

@@ -1,0 +1,282 @@
+package e2e_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/client"
+)
+
+// berthBin is the berth binary TestMain builds once.
+var berthBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "berth-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	berthBin = filepath.Join(dir, "berth")
+	build := exec.Command("go", "build", "-o", berthBin, "berth.dev/berth/cmd/berth")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build berth:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// podmanRoot is the podman root holding the sandbox image, or a skip.
+func podmanRoot(t *testing.T) string {
+	root := os.Getenv("BERTH_TEST_PODMAN")
+	if root == "" {
+		t.Skip("set BERTH_TEST_PODMAN to a podman root holding localhost/berth-sandbox:latest (make images) to run end-to-end tests")
+	}
+	return root
+}
+
+const classesYAML = `sandboxes:
+  - name: standard
+    image: localhost/berth-sandbox:latest
+    isolation: standard
+    cpu: "1"
+    memory: 1Gi
+    default_ttl: 1h
+    max_ttl: 4h
+`
+
+// gateway is a `berth serve` process on the podman driver, with its own
+// data directory and the shared podman root.
+type gateway struct {
+	t        *testing.T
+	env      []string
+	url      string
+	dataDir  string
+	root     string
+	cmd      *exec.Cmd
+	log      *bytes.Buffer
+	operator *client.Client
+	key      string
+}
+
+// startGateway starts a gateway on a new data directory. extra settings
+// override the defaults.
+func startGateway(t *testing.T, extra ...string) *gateway {
+	t.Helper()
+	root := podmanRoot(t)
+	dir := t.TempDir()
+	classes := filepath.Join(dir, "classes.yaml")
+	if err := os.WriteFile(classes, []byte(classesYAML), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g := &gateway{t: t, dataDir: filepath.Join(dir, "data"), root: root}
+	port := freePort(t)
+	g.url = "http://127.0.0.1:" + port
+	g.env = append(os.Environ(),
+		"HOME="+dir,
+		"BERTH_DATA_DIR="+g.dataDir,
+		"BERTH_ADDR=127.0.0.1:"+port,
+		"BERTH_URL="+g.url,
+		"BERTH_SANDBOX_DRIVER=podman",
+		"BERTH_SANDBOX_PODMAN_ROOT="+root,
+		"BERTH_SANDBOXES_FILE="+classes,
+		"BERTH_SWEEP_INTERVAL=1s",
+		"BERTH_TEST_MIN_TTL=5s",
+		"BERTH_SANDBOX_GIT_FORGE=local",
+		"BERTH_LOG_LEVEL=debug",
+	)
+	g.env = append(g.env, extra...)
+	g.start()
+	t.Cleanup(g.stop)
+	out := g.berth("admin", "bootstrap", "-o", "json")
+	var boot api.Bootstrap
+	if err := json.Unmarshal(out, &boot); err != nil {
+		t.Fatalf("bootstrap: %v: %s", err, out)
+	}
+	g.key = boot.Key.Secret
+	g.operator = client.New(g.url, g.key, nil)
+	return g
+}
+
+func (g *gateway) start() {
+	g.t.Helper()
+	g.log = &bytes.Buffer{}
+	g.cmd = exec.Command(berthBin, "serve")
+	g.cmd.Env = g.env
+	g.cmd.Stdout, g.cmd.Stderr = g.log, g.log
+	if err := g.cmd.Start(); err != nil {
+		g.t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(g.url + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	g.t.Fatalf("the gateway did not come up:\n%s", g.log)
+}
+
+// stop interrupts the gateway and waits for it.
+func (g *gateway) stop() {
+	if g.cmd == nil || g.cmd.Process == nil {
+		return
+	}
+	_ = g.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = g.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		_ = g.cmd.Process.Kill()
+		<-done
+		g.t.Errorf("the gateway did not stop within 30s")
+	}
+	if g.t.Failed() {
+		g.t.Logf("gateway log:\n%s", g.log)
+	}
+	g.cmd = nil
+}
+
+// kill ends the gateway with SIGKILL, as a crash would.
+func (g *gateway) kill() {
+	_ = g.cmd.Process.Kill()
+	_ = g.cmd.Wait()
+	g.cmd = nil
+}
+
+// berth runs the CLI against the gateway as the operator and returns stdout.
+func (g *gateway) berth(args ...string) []byte {
+	g.t.Helper()
+	out, err := g.berthErr(args...)
+	if err != nil {
+		g.t.Fatalf("berth %s: %v", strings.Join(args, " "), err)
+	}
+	return out
+}
+
+func (g *gateway) berthErr(args ...string) ([]byte, error) {
+	cmd := exec.Command(berthBin, args...)
+	cmd.Env = g.env
+	if g.key != "" {
+		cmd.Env = append(cmd.Env, "BERTH_API_KEY="+g.key)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return out, fmt.Errorf("%v: %s", err, stderr.String())
+	}
+	return out, nil
+}
+
+// podman runs podman on the shared root.
+func (g *gateway) podman(args ...string) string {
+	g.t.Helper()
+	cmd := exec.Command("podman", args...)
+	cmd.Env = append(os.Environ(), "CONTAINERS_CONF="+g.root+"/containers.conf", "CONTAINERS_STORAGE_CONF="+g.root+"/storage.conf")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		g.t.Fatalf("podman %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// objects lists the containers and volumes labelled with a sandbox id.
+func (g *gateway) objects(id string) (containers, volumes string) {
+	filter := "label=berth.sandbox=" + id
+	return g.podman("ps", "--all", "--filter", filter, "--format", "{{.Names}} {{.State}}"),
+		g.podman("volume", "ls", "--filter", filter, "--format", "{{.Name}}")
+}
+
+// ip is a running sandbox container's address.
+func (g *gateway) ip(id string) string {
+	return g.podman("inspect", "--format", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", "berth-"+id)
+}
+
+// waitState polls the API until the sandbox is in state want.
+func (g *gateway) waitState(c *client.Client, id, want string, within time.Duration) api.Sandbox {
+	g.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		sb, err := c.Sandbox(context.Background(), id)
+		if err != nil {
+			g.t.Fatal(err)
+		}
+		if sb.State == want {
+			return sb
+		}
+		if time.Now().After(deadline) {
+			g.t.Fatalf("sandbox %s is %s (%s) after %s, want %s", id, sb.State, sb.Reason, within, want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func freePort(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	return port
+}
+
+// sshKey makes a key pair in dir and returns the private key's path and
+// the public key.
+func sshKey(t *testing.T) (string, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "id_ed25519")
+	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "e2e", "-f", path).CombinedOutput(); err != nil {
+		t.Fatalf("ssh-keygen: %v: %s", err, out)
+	}
+	pub, err := os.ReadFile(path + ".pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, strings.TrimSpace(string(pub))
+}
+
+// ssh runs a command in the sandbox at ip with the real OpenSSH client.
+func ssh(t *testing.T, key, ip string, command string) string {
+	t.Helper()
+	cmd := exec.Command("ssh", "-i", key, "-p", "2222", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+		"-o", "LogLevel=ERROR", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "berth@"+ip, command)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("ssh %s: %v: %s", command, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// lines splits output into non-empty lines.
+func lines(s string) []string {
+	var out []string
+	sc := bufio.NewScanner(strings.NewReader(s))
+	for sc.Scan() {
+		if l := strings.TrimSpace(sc.Text()); l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}

@@ -1,0 +1,88 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"berth.dev/berth/internal/quantity"
+)
+
+// activity is what the gateway's tunnel tells the service about a sandbox:
+// how many connections are open through it and when bytes last moved.
+type activity struct {
+	open int
+	last time.Time
+}
+
+// ConnectionOpened records a connection opened to a sandbox through the
+// gateway (SPEC S3: an open connection is activity, even with nobody typing).
+func (s *Service) ConnectionOpened(id ID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.activityOf(id)
+	a.open++
+	a.last = s.now()
+}
+
+// ConnectionClosed records the end of such a connection.
+func (s *Service) ConnectionClosed(id ID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := s.activityOf(id)
+	if a.open > 0 {
+		a.open--
+	}
+	a.last = s.now()
+}
+
+// Activity returns the open connections of a sandbox and when it was last
+// active; zero when nothing was seen since the gateway started.
+func (s *Service) Activity(id ID) (open int, last time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if a, ok := s.active[id]; ok {
+		return a.open, a.last
+	}
+	return 0, time.Time{}
+}
+
+func (s *Service) activityOf(id ID) *activity {
+	a, ok := s.active[id]
+	if !ok {
+		a = &activity{}
+		s.active[id] = a
+	}
+	return a
+}
+
+// idle reports whether an engineer sandbox has had no connection for the
+// deployment's idle limit. The clock counts from the last connection, or
+// from when it last started running (it restarts on resume).
+func (s *Service) idle(sb Sandbox, now time.Time) bool {
+	if s.cfg.IdleSuspend <= 0 || sb.Purpose != PurposeEngineer || sb.State != StateRunning || sb.RunningSince.IsZero() {
+		return false
+	}
+	open, last := s.Activity(sb.ID)
+	if open > 0 {
+		return false
+	}
+	if last.Before(sb.RunningSince) {
+		last = sb.RunningSince
+	}
+	return now.Sub(last) >= s.cfg.IdleSuspend
+}
+
+// suspendIdle suspends a sandbox the sweep found idle.
+func (s *Service) suspendIdle(ctx context.Context, sb Sandbox) error {
+	next, err := sb.Transition(StateSuspended)
+	if err != nil {
+		return err
+	}
+	next.Reason = "idle for " + quantity.FormatDuration(s.cfg.IdleSuspend)
+	if err := s.driver.Stop(ctx, sb.ID); err != nil && !errors.Is(err, ErrNotFound) {
+		return err
+	}
+	_, err = s.write(ctx, Update{Sandbox: next, From: StateRunning, At: s.clamp(sb)})
+	return err
+}
