@@ -1,10 +1,19 @@
 # berth: the two set-up commands are `make up` and `make test` (README.md).
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: build up down test vet
+.PHONY: build images up down test vet
+
+# Where `make up` keeps its state; images are built into its podman root.
+BERTH_DEMO_DIR ?= $(CURDIR)/.berth
+export BERTH_DATA_DIR ?= $(BERTH_DEMO_DIR)/data
 
 build:
 	go build -o bin/berth ./cmd/berth
+
+# The sandbox image, built into the podman driver's own store (the root
+# `berth admin podman-env` names), from Debian packages: no registry.
+images: build
+	eval "$$(bin/berth admin podman-env)" && images/build
 
 up:
 	./scripts/up

@@ -58,6 +58,15 @@ const classesYAML = `sandboxes:
     memory: 1Gi
     default_ttl: 1h
     max_ttl: 4h
+    purposes: [engineer]
+  - name: agent
+    image: localhost/berth-sandbox:latest
+    isolation: standard
+    cpu: "1"
+    memory: 1Gi
+    default_ttl: 1h
+    max_ttl: 2h
+    purposes: [agent]
 `
 
 // gateway is a `berth serve` process on the podman driver, with its own
@@ -102,7 +111,7 @@ func startGateway(t *testing.T, extra ...string) *gateway {
 	)
 	g.env = append(g.env, extra...)
 	g.start()
-	t.Cleanup(g.stop)
+	t.Cleanup(g.cleanup)
 	out := g.berth("admin", "bootstrap", "-o", "json")
 	var boot api.Bootstrap
 	if err := json.Unmarshal(out, &boot); err != nil {
@@ -134,6 +143,26 @@ func (g *gateway) start() {
 		time.Sleep(20 * time.Millisecond)
 	}
 	g.t.Fatalf("the gateway did not come up:\n%s", g.log)
+}
+
+// cleanup ends every sandbox the test left, so no container or volume
+// outlives it, then stops the gateway.
+func (g *gateway) cleanup() {
+	if g.cmd == nil {
+		g.start()
+	}
+	if g.operator != nil {
+		sbs, err := g.operator.Sandboxes(context.Background(), client.ListOptions{})
+		if err != nil {
+			g.t.Errorf("cleanup: %v", err)
+		}
+		for _, sb := range sbs {
+			if _, err := g.operator.Terminate(context.Background(), sb.ID); err != nil {
+				g.t.Errorf("cleanup: terminate %s: %v", sb.ID, err)
+			}
+		}
+	}
+	g.stop()
 }
 
 // stop interrupts the gateway and waits for it.
@@ -201,11 +230,35 @@ func (g *gateway) podman(args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
-// objects lists the containers and volumes labelled with a sandbox id.
+// objects lists the containers ("name state") and volumes labelled with a
+// sandbox id.
 func (g *gateway) objects(id string) (containers, volumes string) {
 	filter := "label=berth.sandbox=" + id
-	return g.podman("ps", "--all", "--filter", filter, "--format", "{{.Names}} {{.State}}"),
-		g.podman("volume", "ls", "--filter", filter, "--format", "{{.Name}}")
+	var cs []struct {
+		Names []string
+		State string
+	}
+	if err := json.Unmarshal([]byte(g.podman("ps", "--all", "--filter", filter, "--format", "json")), &cs); err != nil {
+		g.t.Fatalf("podman ps: %v", err)
+	}
+	var out []string
+	for _, c := range cs {
+		out = append(out, strings.Join(c.Names, ",")+" "+c.State)
+	}
+	return strings.Join(out, "\n"), g.podman("volume", "ls", "--filter", filter, "--format", "{{.Name}}")
+}
+
+// waitGone polls until a sandbox has no container and no volume left, and
+// returns what is left when within runs out.
+func (g *gateway) waitGone(id string, within time.Duration) (containers, volumes string) {
+	deadline := time.Now().Add(within)
+	for {
+		c, v := g.objects(id)
+		if (c == "" && v == "") || time.Now().After(deadline) {
+			return c, v
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // ip is a running sandbox container's address.
@@ -225,7 +278,7 @@ func (g *gateway) waitState(c *client.Client, id, want string, within time.Durat
 		if sb.State == want {
 			return sb
 		}
-		if time.Now().After(deadline) {
+		if final := sb.State == "failed" || sb.State == "terminated"; final || time.Now().After(deadline) {
 			g.t.Fatalf("sandbox %s is %s (%s) after %s, want %s", id, sb.State, sb.Reason, within, want)
 		}
 		time.Sleep(100 * time.Millisecond)

@@ -37,7 +37,7 @@ func TestEngineerSandbox(t *testing.T) {
 	if _, err := g.operator.Suspend(ctx, sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	if c, _ := g.objects(sb.ID); !strings.Contains(c, "exited") {
+	if c, _ := g.objects(sb.ID); !stopped(c) {
 		t.Errorf("after suspend the container is %q, want exited", c)
 	}
 	if _, err := g.operator.Resume(ctx, sb.ID); err != nil {
@@ -76,11 +76,24 @@ func TestExpiry(t *testing.T) {
 	}
 	g.waitState(g.operator, sb.ID, "running", 2*time.Minute)
 	got := g.waitState(g.operator, sb.ID, "expired", 30*time.Second)
-	if c, v := g.objects(sb.ID); !strings.Contains(c, "exited") || v == "" {
+	if c, v := g.objects(sb.ID); !stopped(c) || v == "" {
 		t.Errorf("expired engineer sandbox: container %q volume %q, want it stopped with its volume", c, v)
 	}
 	if got.RunningSeconds > 9 {
 		t.Errorf("charged %ds for an 8s lifetime", got.RunningSeconds)
+	}
+
+	// An agent sandbox is removed at expiry: nothing in it is worth keeping.
+	agent, err := g.operator.CreateSandbox(ctx, api.CreateSandbox{Name: "task", Purpose: "agent", Repo: "acme/app", Task: "wait", TTL: "6s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.waitState(g.operator, agent.ID, "running", 2*time.Minute)
+	g.waitState(g.operator, agent.ID, "terminated", 30*time.Second)
+	// The row says terminated first (its key is revoked at once); the
+	// machine goes right after.
+	if c, v := g.waitGone(agent.ID, 10*time.Second); c != "" || v != "" {
+		t.Errorf("expired agent sandbox left container %q volume %q", c, v)
 	}
 
 	// Across a stopped gateway: the start-up sweep ends what should have ended.
@@ -96,7 +109,7 @@ func TestExpiry(t *testing.T) {
 	}
 	g.start()
 	g.waitState(g.operator, sb2.ID, "expired", 10*time.Second)
-	if c, _ := g.objects(sb2.ID); !strings.Contains(c, "exited") {
+	if c, _ := g.objects(sb2.ID); !stopped(c) {
 		t.Errorf("after the start-up sweep the container is %q, want exited", c)
 	}
 }
@@ -177,4 +190,10 @@ func TestKilledDuringCreate(t *testing.T) {
 			t.Errorf("terminate %s left %q %q", id, c, v)
 		}
 	}
+}
+
+// stopped reports whether objects' container listing shows one container,
+// not running (podman says exited or stopped).
+func stopped(containers string) bool {
+	return containers != "" && !strings.Contains(containers, "\n") && !strings.HasSuffix(containers, " running")
 }

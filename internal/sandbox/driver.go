@@ -50,4 +50,7 @@ type Machine struct {
 	Status   MachineStatus
 	ExitCode int
 	Detail   string // a driver's own words on the state, for failure reasons
+	// VolumeOnly says the machine itself is gone and only its volume is
+	// left (the home of a failed engineer sandbox, or what a crash left).
+	VolumeOnly bool
 }

@@ -189,7 +189,7 @@ func (s *Service) Sweep(ctx context.Context) (SweepResult, error) {
 			continue
 		}
 		m, has := byID[sb.ID]
-		if err := s.sweepOne(ctx, sb, m, has, &res); err != nil && !errors.Is(err, ErrConflict) {
+		if err := s.sweepOne(ctx, sb, m, has, has && !m.VolumeOnly, &res); err != nil && !errors.Is(err, ErrConflict) {
 			res.Errors[sb.ID] = err
 		}
 	}
@@ -211,7 +211,9 @@ func (s *Service) Sweep(ctx context.Context) (SweepResult, error) {
 	return res, nil
 }
 
-func (s *Service) sweepOne(ctx context.Context, sb Sandbox, m Machine, has bool, res *SweepResult) error {
+// sweepOne handles one live sandbox. has says the driver holds anything
+// for it (a machine or just its volume), running that a machine exists.
+func (s *Service) sweepOne(ctx context.Context, sb Sandbox, m Machine, has, machine bool, res *SweepResult) error {
 	now := s.now()
 	if !now.Before(sb.ExpiresAt) && CanMove(sb.State, StateExpired) {
 		if sb.Purpose == PurposeAgent {
@@ -229,7 +231,7 @@ func (s *Service) sweepOne(ctx context.Context, sb Sandbox, m Machine, has bool,
 	}
 	switch sb.State {
 	case StateStarting:
-		if has {
+		if machine {
 			// A restart interrupted the start (a create the killed gateway
 			// left half done, or the wait for readiness): start it again.
 			s.enqueue(ctx, Spec{Sandbox: sb})
@@ -243,13 +245,13 @@ func (s *Service) sweepOne(ctx context.Context, sb Sandbox, m Machine, has bool,
 		return err
 	case StateRunning:
 		switch {
-		case has && m.Status == MachineRunning && s.idle(sb, now):
+		case machine && m.Status == MachineRunning && s.idle(sb, now):
 			err := s.suspendIdle(ctx, sb)
 			if err == nil {
 				res.Suspended = append(res.Suspended, sb.ID)
 			}
 			return err
-		case !has:
+		case !machine:
 			_, err := s.end(ctx, sb, StateFailed, "its machine is gone")
 			if err == nil {
 				res.Failed = append(res.Failed, sb.ID)

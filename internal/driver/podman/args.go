@@ -49,7 +49,6 @@ func RunArgs(c Config, sb sandbox.Sandbox, envNames []string, envFile string) []
 		"--pids-limit", itoa(c.PidsLimit),
 		"--memory", fmt.Sprintf("%db", int64(sb.Memory)),
 		"--cpus", fmt.Sprintf("%.3f", sb.CPU.Cores()),
-		"--init",
 		"--stop-timeout", itoa(int(c.StopTimeout.Seconds())),
 		"--volume", name+":"+sandboxHome,
 	)

@@ -59,6 +59,10 @@ func (d *Driver) exec(ctx context.Context, env []string, args ...string) ([]byte
 	cmd.Env = append(d.cfg.Env(), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if len(args) > 0 && args[0] == "logs" {
+		// A container's stderr comes out on podman's stderr: keep both.
+		cmd.Stderr = &stdout
+	}
 	cmd.WaitDelay = 5 * time.Second
 	if err := cmd.Run(); err != nil {
 		return stdout.Bytes(), &podmanError{args: args, err: err, stderr: strings.TrimSpace(stderr.String())}
@@ -340,7 +344,7 @@ func (d *Driver) Inspect(ctx context.Context, id sandbox.ID) (sandbox.Machine, e
 	cur, err := d.inspect(ctx, id)
 	if errors.Is(err, sandbox.ErrNotFound) {
 		if d.hasVolume(ctx, id) {
-			return sandbox.Machine{ID: id, Status: sandbox.MachineStopped, Detail: "only its volume is left"}, nil
+			return sandbox.Machine{ID: id, Status: sandbox.MachineStopped, Detail: "only its volume is left", VolumeOnly: true}, nil
 		}
 		return sandbox.Machine{}, err
 	}
@@ -409,7 +413,7 @@ func (d *Driver) List(ctx context.Context) ([]sandbox.Machine, error) {
 			continue
 		}
 		seen[id] = true
-		ms = append(ms, sandbox.Machine{ID: id, Status: sandbox.MachineStopped, Detail: "only its volume is left"})
+		ms = append(ms, sandbox.Machine{ID: id, Status: sandbox.MachineStopped, Detail: "only its volume is left", VolumeOnly: true})
 	}
 	return ms, nil
 }

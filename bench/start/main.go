@@ -1,0 +1,185 @@
+// Command start measures how long a sandbox takes from create to ready on
+// a podman gateway, against a bare `podman run` of the same image in the
+// same run, and prints medians and their ratio.
+//
+// It needs a running gateway on the podman driver (BERTH_URL, and
+// BERTH_API_KEY of a user with a class named by -class), and the gateway's
+// podman root (-podman-root) for the baseline. bench/start.sh sets all of
+// that up on a scratch data directory.
+//
+// What is timed:
+//   - engineer, berth: POST create → the API reports running, which the
+//     gateway says once sshd in the sandbox answers with its greeting;
+//     baseline: `podman run -d` with the same hardening flags → sshd's
+//     greeting on the container's address.
+//   - agent, berth: POST create → running (the container started);
+//     baseline: `podman run -d` returning.
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"time"
+
+	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/client"
+)
+
+func main() {
+	n := flag.Int("n", 10, "runs of each kind")
+	class := flag.String("class", "standard", "the engineer class")
+	agentClass := flag.String("agent-class", "agent", "the agent class")
+	image := flag.String("image", "localhost/berth-sandbox:latest", "the classes' image, for the baseline")
+	root := flag.String("podman-root", "", "the gateway's podman root (BERTH_SANDBOX_PODMAN_ROOT)")
+	key := flag.String("ssh-key", "", "an ssh public key file for engineer sandboxes")
+	flag.Parse()
+	if err := run(*n, *class, *agentClass, *image, *root, *key); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(n int, class, agentClass, image, root, keyFile string) error {
+	pub, err := os.ReadFile(keyFile)
+	if err != nil {
+		return fmt.Errorf("-ssh-key: %w", err)
+	}
+	c := client.New(os.Getenv("BERTH_URL"), os.Getenv("BERTH_API_KEY"), nil)
+	pm := podman{root: root}
+	ctx := context.Background()
+	var engB, engP, agB, agP []time.Duration
+	for i := range n {
+		// Alternate so drift in the machine's load touches both alike.
+		d, err := pm.engineer(ctx, image, strings.TrimSpace(string(pub)), i)
+		if err != nil {
+			return err
+		}
+		engP = append(engP, d)
+		if d, err = berth(ctx, c, api.CreateSandbox{Name: fmt.Sprintf("bench-eng-%d", i), Class: class, SSHKeys: []string{strings.TrimSpace(string(pub))}}); err != nil {
+			return err
+		}
+		engB = append(engB, d)
+		if d, err = pm.agent(ctx, image, i); err != nil {
+			return err
+		}
+		agP = append(agP, d)
+		if d, err = berth(ctx, c, api.CreateSandbox{Name: fmt.Sprintf("bench-agent-%d", i), Class: agentClass, Purpose: "agent", Repo: "bench/repo", Task: "benchmark"}); err != nil {
+			return err
+		}
+		agB = append(agB, d)
+		fmt.Fprintf(os.Stderr, "run %d/%d: engineer %v vs %v, agent %v vs %v\n", i+1, n, engB[i], engP[i], agB[i], agP[i])
+	}
+	fmt.Printf("create→ready, median of %d (podman, runc, one host)\n", n)
+	fmt.Printf("%-10s %12s %16s %7s\n", "sandbox", "berth", "bare podman run", "ratio")
+	for _, r := range []struct {
+		kind        string
+		berth, bare []time.Duration
+	}{{"engineer", engB, engP}, {"agent", agB, agP}} {
+		b, p := median(r.berth), median(r.bare)
+		fmt.Printf("%-10s %12s %16s %7.2f\n", r.kind, b.Round(time.Millisecond), p.Round(time.Millisecond), float64(b)/float64(p))
+	}
+	return nil
+}
+
+// berth creates a sandbox, waits until the API says running, and
+// terminates it; it returns the create→running time.
+func berth(ctx context.Context, c *client.Client, req api.CreateSandbox) (time.Duration, error) {
+	start := time.Now()
+	sb, err := c.CreateSandbox(ctx, req)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Terminate(context.WithoutCancel(ctx), sb.ID)
+	for sb.State == "starting" {
+		time.Sleep(10 * time.Millisecond)
+		if sb, err = c.Sandbox(ctx, sb.ID); err != nil {
+			return 0, err
+		}
+	}
+	d := time.Since(start)
+	if sb.State != "running" {
+		return 0, fmt.Errorf("sandbox %s is %s: %s", sb.Name, sb.State, sb.Reason)
+	}
+	return d, nil
+}
+
+type podman struct{ root string }
+
+func (p podman) cmd(ctx context.Context, env []string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, "podman", args...)
+	cmd.Env = append(os.Environ(), "CONTAINERS_CONF="+p.root+"/containers.conf", "CONTAINERS_STORAGE_CONF="+p.root+"/storage.conf")
+	cmd.Env = append(cmd.Env, env...)
+	return cmd
+}
+
+// hardened are the flags the driver uses too, minus labels and volume.
+var hardened = []string{"--user", "1001:1001", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
+	"--pids-limit", "4096", "--memory", "1g", "--cpus", "1", "--init"}
+
+func (p podman) engineer(ctx context.Context, image, pub string, i int) (time.Duration, error) {
+	name := fmt.Sprintf("bench-bare-eng-%d-%d", os.Getpid(), i)
+	env := []string{"BERTH_SANDBOX_ID=sbx_bench", "BERTH_SANDBOX_NAME=bench", "BERTH_SANDBOX_PURPOSE=engineer", "BERTH_AUTHORIZED_KEYS=" + pub}
+	args := append([]string{"run", "-d", "--name", name}, hardened...)
+	for _, e := range env {
+		args = append(args, "--env", strings.SplitN(e, "=", 2)[0])
+	}
+	start := time.Now()
+	if out, err := p.cmd(ctx, env, append(args, image)...).CombinedOutput(); err != nil {
+		return 0, fmt.Errorf("podman run: %v: %s", err, out)
+	}
+	defer p.cmd(context.WithoutCancel(ctx), nil, "rm", "-f", "-t", "0", name).Run()
+	out, err := p.cmd(ctx, nil, "inspect", "--format", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", name).Output()
+	if err != nil {
+		return 0, fmt.Errorf("podman inspect: %v", err)
+	}
+	addr := net.JoinHostPort(strings.TrimSpace(string(out)), "2222")
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if greets(addr) {
+			return time.Since(start), nil
+		}
+	}
+	return 0, fmt.Errorf("bare engineer container never answered on %s", addr)
+}
+
+func (p podman) agent(ctx context.Context, image string, i int) (time.Duration, error) {
+	name := fmt.Sprintf("bench-bare-agent-%d-%d", os.Getpid(), i)
+	env := []string{"BERTH_SANDBOX_ID=sbx_bench", "BERTH_SANDBOX_NAME=bench", "BERTH_SANDBOX_PURPOSE=agent", "BERTH_TASK=benchmark"}
+	args := append([]string{"run", "-d", "--name", name}, hardened...)
+	for _, e := range env {
+		args = append(args, "--env", strings.SplitN(e, "=", 2)[0])
+	}
+	start := time.Now()
+	if out, err := p.cmd(ctx, env, append(args, image)...).CombinedOutput(); err != nil {
+		return 0, fmt.Errorf("podman run: %v: %s", err, out)
+	}
+	d := time.Since(start)
+	_ = p.cmd(context.WithoutCancel(ctx), nil, "rm", "-f", "-t", "0", name).Run()
+	return d, nil
+}
+
+func greets(addr string) bool {
+	conn, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return false
+	}
+	defer conn.Close()
+	_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	return err == nil && strings.HasPrefix(line, "SSH-")
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestDepsStayLean keeps berth-init, which ships in every sandbox image, free
+// of the gateway's weight (STYLE.md §3 rule 3): no database, no Kubernetes
+// client, no CLI framework, none of the gateway's own packages. Today it
+// needs only the standard library and internal/entrypoint; anything else must
+// be allowed here deliberately.
+func TestDepsStayLean(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}} {{.Standard}}", ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	banned := []string{
+		"database/sql", "modernc.org/", "k8s.io/", "sigs.k8s.io/", "github.com/jackc/",
+		"github.com/spf13/cobra", "github.com/pressly/goose",
+		"berth.dev/berth/internal/store", "berth.dev/berth/internal/gateway",
+		"berth.dev/berth/internal/cli", "berth.dev/berth/internal/sandbox",
+		"berth.dev/berth/internal/driver",
+	}
+	allowed := map[string]bool{
+		"berth.dev/berth/cmd/berth-init":      true,
+		"berth.dev/berth/internal/entrypoint": true,
+	}
+	for line := range strings.Lines(string(out)) {
+		dep, std, _ := strings.Cut(strings.TrimSpace(line), " ")
+		for _, b := range banned {
+			if strings.HasPrefix(dep, b) {
+				t.Errorf("berth-init depends on %s (banned prefix %q)", dep, b)
+			}
+		}
+		if std != "true" && !allowed[dep] {
+			t.Errorf("berth-init depends on %s, outside the standard library", dep)
+		}
+	}
+}

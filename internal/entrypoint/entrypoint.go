@@ -1,0 +1,265 @@
+// Package entrypoint is berth-init, the first program of every sandbox
+// (SPEC S15). At each start of the container (a resumed sandbox starts it
+// again on the same HOME volume) it:
+//
+//  1. prepares HOME: ~/.ssh/authorized_keys from BERTH_AUTHORIZED_KEYS, and
+//     the container's environment in ~/.ssh/environment (ssh sessions) and
+//     ~/.berth/env.sh, which ~/.profile and ~/.bashrc source;
+//  2. sets git's global author, when given;
+//  3. checks out BERTH_REPO (shallow, at BERTH_BRANCH) into ~/<name> unless
+//     that directory exists;
+//  4. engineer: makes a host key in ~/.sshd once and execs sshd on port 2222
+//     as the sandbox user; agent: execs its arguments (the runner).
+//
+// It logs plain lines on stderr and never a secret's value; stdout is left to
+// the agent (S13). Called as git-credential-berth (a symlink to berth-init),
+// it is git's credential helper (S9).
+//
+// Environment, as the gateway hands it over (S15):
+//
+//	BERTH_SANDBOX_ID          required: the sandbox's id (sbx_…)
+//	BERTH_SANDBOX_PURPOSE     required: engineer or agent
+//	BERTH_AUTHORIZED_KEYS     required for engineer: ssh public keys, one a line;
+//	                          rewritten into ~/.ssh/authorized_keys at every start
+//	HOME                      required (podman sets it from the image's passwd)
+//	BERTH_SANDBOX_NAME, BERTH_SANDBOX_CLASS, BERTH_SANDBOX_EXPIRES (RFC 3339)
+//	BERTH_API_KEY, BERTH_BASE_URL, BERTH_MODEL, OPENAI_BASE_URL,
+//	ANTHROPIC_BASE_URL, ANTHROPIC_MODEL
+//	BERTH_SESSION, ANTHROPIC_CUSTOM_HEADERS   agent sandboxes (S14)
+//	BERTH_REPO                repository to clone (any address git accepts)
+//	BERTH_BRANCH              branch to check out (default: the remote's HEAD)
+//	BERTH_GIT_AUTHOR_NAME, BERTH_GIT_AUTHOR_EMAIL   git's global user.name/email
+//	BERTH_GIT_USERNAME, BERTH_GIT_TOKEN_EXPIRES, BERTH_GIT_CREDENTIAL_URL (S9)
+//	BERTH_RUNNER              the agent's runner (S13)
+//
+// Start-only, never written to HOME: BERTH_TASK, BERTH_AUTHORIZED_KEYS,
+// BERTH_GIT_TOKEN, BERTH_PI_CONFIG, BERTH_PI_SETTINGS. Every other variable,
+// including PATH and those the caller added, reaches ssh sessions and shells,
+// except TERM, HOSTNAME, HOME, the shell's own (PWD, OLDPWD, SHLVL, _),
+// names that are not shell identifiers and values with a line break. In
+// env.sh, PATH is merged rather than set: a shell keeps its own entries (such
+// as ~/.local/bin) and gains the sandbox's missing ones.
+package entrypoint
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// Exit codes.
+const (
+	exitOK       = 0
+	exitFailure  = 1
+	exitUsage    = 64 // missing or invalid configuration (sysexits EX_USAGE)
+	exitNotFound = 127
+	exitStopped  = 143 // ended by SIGTERM, as a shell reports it
+)
+
+// Purposes of a sandbox (S3).
+const (
+	purposeEngineer = "engineer"
+	purposeAgent    = "agent"
+)
+
+// Env is everything berth-init takes from the process: its environment, its
+// output streams, and how it runs and execs other programs. Tests replace the
+// functions to record argv without running sshd or an agent.
+type Env struct {
+	Getenv  func(string) string
+	Environ func() []string
+	Stdout  io.Writer
+	Stderr  io.Writer
+	// Run runs a prepared setup command (git, ssh-keygen) to completion.
+	Run func(*exec.Cmd) error
+	// Exec replaces the process with path (sshd, the agent). It returns
+	// only when that fails.
+	Exec func(path string, argv, envv []string) error
+	// WaitForStop blocks until the container is asked to stop (SIGTERM or
+	// SIGINT).
+	WaitForStop func()
+}
+
+// OSEnv is the Env of the running process.
+func OSEnv() Env {
+	return Env{
+		Getenv:  os.Getenv,
+		Environ: os.Environ,
+		Stdout:  os.Stdout,
+		Stderr:  os.Stderr,
+		Run:     (*exec.Cmd).Run,
+		Exec:    syscall.Exec,
+		WaitForStop: func() {
+			// As PID 1 a signal without a handler is ignored: ask for them.
+			ch := make(chan os.Signal, 1)
+			signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT)
+			<-ch
+		},
+	}
+}
+
+// Main runs berth-init with args (the whole argv: args[0] is the name it was
+// called by; the rest is an agent's command) and returns the exit code. It
+// returns only when it does not exec sshd or the agent.
+func Main(args []string, env Env) int {
+	if len(args) > 0 && filepath.Base(args[0]) == credentialHelperName {
+		return credentialMain(args[1:], env)
+	}
+	cfg, err := loadConfig(env.Getenv)
+	if err != nil {
+		for line := range strings.Lines(err.Error()) {
+			fmt.Fprintf(env.Stderr, "berth-init: %s", line)
+		}
+		fmt.Fprintln(env.Stderr)
+		return exitUsage
+	}
+	r := &starter{cfg: cfg, env: env}
+	r.logf("starting sandbox %s %q (%s)", cfg.id, cfg.name, cfg.purpose)
+	if err := r.prepareHome(); err != nil {
+		r.logf("prepare HOME: %v", err)
+		return exitFailure
+	}
+	if err := r.configureGit(); err != nil {
+		r.logf("configure git: %v", err)
+		return exitFailure
+	}
+	if err := r.checkout(); err != nil {
+		r.logf("check out %s: %v", redactURL(cfg.repo), err)
+		return exitFailure
+	}
+	var cmd []string
+	if len(args) > 1 {
+		cmd = args[1:]
+	}
+	if cfg.purpose == purposeAgent {
+		return r.runAgent(cmd)
+	}
+	if len(cmd) > 0 {
+		r.logf("ignoring %d arguments: an engineer sandbox runs sshd", len(cmd))
+	}
+	return r.startSSHD()
+}
+
+// config is what berth-init needs from its environment; loadConfig checks it.
+type config struct {
+	id, name, purpose string
+	home              string
+	authorizedKeys    string
+	repo, branch      string
+	authorName        string
+	authorEmail       string
+}
+
+// loadConfig reads and validates the environment: the one place that knows
+// which variables are required. Its error names every problem, one a line.
+func loadConfig(getenv func(string) string) (config, error) {
+	c := config{
+		id:             getenv("BERTH_SANDBOX_ID"),
+		name:           getenv("BERTH_SANDBOX_NAME"),
+		purpose:        getenv("BERTH_SANDBOX_PURPOSE"),
+		home:           getenv("HOME"),
+		authorizedKeys: getenv("BERTH_AUTHORIZED_KEYS"),
+		repo:           getenv("BERTH_REPO"),
+		branch:         getenv("BERTH_BRANCH"),
+		authorName:     getenv("BERTH_GIT_AUTHOR_NAME"),
+		authorEmail:    getenv("BERTH_GIT_AUTHOR_EMAIL"),
+	}
+	var errs []error
+	if c.id == "" {
+		errs = append(errs, errors.New("BERTH_SANDBOX_ID is not set"))
+	}
+	switch c.purpose {
+	case purposeEngineer:
+		if strings.TrimSpace(c.authorizedKeys) == "" {
+			errs = append(errs, errors.New("BERTH_AUTHORIZED_KEYS is not set (required for an engineer sandbox)"))
+		}
+	case purposeAgent:
+	case "":
+		errs = append(errs, errors.New("BERTH_SANDBOX_PURPOSE is not set (engineer or agent)"))
+	default:
+		errs = append(errs, fmt.Errorf("BERTH_SANDBOX_PURPOSE is %q, want engineer or agent", c.purpose))
+	}
+	if !filepath.IsAbs(c.home) {
+		errs = append(errs, fmt.Errorf("HOME is %q, want an absolute path", c.home))
+	}
+	if c.repo != "" {
+		if _, err := repoDir(c.repo); err != nil {
+			errs = append(errs, fmt.Errorf("BERTH_REPO: %v", err))
+		}
+	}
+	return c, errors.Join(errs...)
+}
+
+// starter carries one start of the sandbox.
+type starter struct {
+	cfg config
+	env Env
+}
+
+func (r *starter) logf(format string, args ...any) {
+	fmt.Fprintf(r.env.Stderr, "berth-init: "+format+"\n", args...)
+}
+
+// command prepares a setup command. Its output goes to stderr: setup output
+// is diagnostics, and stdout belongs to the agent (S13).
+func (r *starter) command(name string, args ...string) *exec.Cmd {
+	c := exec.Command(name, args...)
+	c.Env = r.env.Environ()
+	c.Dir = r.cfg.home
+	c.Stdout = r.env.Stderr
+	c.Stderr = r.env.Stderr
+	return c
+}
+
+// runAgent execs the agent's command line. Until the runners land (SPEC
+// S13, the agent-runs issue), an agent sandbox started without one has
+// nothing to run: it says so and waits for its end (terminate or expiry),
+// so its lifecycle still works end to end.
+func (r *starter) runAgent(cmd []string) int {
+	if len(cmd) == 0 {
+		r.logf("no runner is configured for agent sandboxes yet: waiting for the sandbox to end")
+		r.env.WaitForStop()
+		r.logf("asked to stop")
+		return exitStopped
+	}
+	path, err := lookPath(cmd[0], r.env.Getenv("PATH"))
+	if err != nil {
+		r.logf("run %s: %v", cmd[0], err)
+		return exitNotFound
+	}
+	r.logf("running %s", cmd[0])
+	err = r.env.Exec(path, cmd, r.env.Environ())
+	r.logf("exec %s: %v", path, err)
+	return exitFailure
+}
+
+// lookPath finds an executable as the shell would, in the given PATH (the
+// environment handed over, not necessarily this process's).
+func lookPath(file, path string) (string, error) {
+	if strings.Contains(file, "/") {
+		if isExecutable(file) {
+			return file, nil
+		}
+		return "", fmt.Errorf("%s is not an executable file", file)
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			dir = "."
+		}
+		if p := filepath.Join(dir, file); isExecutable(p) {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s not found in PATH", file)
+}
+
+func isExecutable(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
+}
