@@ -121,7 +121,7 @@ func (p podman) cmd(ctx context.Context, env []string, args ...string) *exec.Cmd
 
 // hardened are the flags the driver uses too, minus labels and volume.
 var hardened = []string{"--user", "1001:1001", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
-	"--pids-limit", "4096", "--memory", "1g", "--cpus", "1", "--init"}
+	"--pids-limit", "4096", "--memory", "1g", "--cpus", "1"}
 
 func (p podman) engineer(ctx context.Context, image, pub string, i int) (time.Duration, error) {
 	name := fmt.Sprintf("bench-bare-eng-%d-%d", os.Getpid(), i)

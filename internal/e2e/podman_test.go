@@ -6,6 +6,7 @@ package e2e_test
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -196,4 +197,41 @@ func TestKilledDuringCreate(t *testing.T) {
 // not running (podman says exited or stopped).
 func stopped(containers string) bool {
 	return containers != "" && !strings.Contains(containers, "\n") && !strings.HasSuffix(containers, " running")
+}
+
+// TestIsolatedTier runs an engineer sandbox of a class on the isolated tier
+// under gVisor: BERTH_SANDBOX_RUNTIME_ISOLATED names the runsc binary, and
+// the sandbox's kernel is gVisor's. It runs when BERTH_TEST_RUNSC names a
+// runsc binary (CI builds one from the Go module proxy and caches it).
+func TestIsolatedTier(t *testing.T) {
+	runsc := os.Getenv("BERTH_TEST_RUNSC")
+	if runsc == "" {
+		t.Skip("set BERTH_TEST_RUNSC to a runsc binary to test the isolated tier")
+	}
+	g := startGateway(t, "BERTH_SANDBOX_RUNTIME_ISOLATED="+runsc)
+	ctx := context.Background()
+	file := `sandboxes:
+  - name: isolated
+    image: localhost/berth-sandbox:latest
+    isolation: isolated
+    cpu: "1"
+    memory: 1Gi
+    purposes: [engineer]
+`
+	if _, err := g.operator.ApplyClasses(ctx, "", strings.NewReader(file)); err != nil {
+		t.Fatal(err)
+	}
+	key, pub := sshKey(t)
+	sb, err := g.operator.CreateSandbox(ctx, api.CreateSandbox{Name: "iso", Class: "isolated", SSHKeys: []string{pub}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb = g.waitState(g.operator, sb.ID, "running", 2*time.Minute)
+	if rt := g.podman("inspect", "--format", "{{.OCIRuntime}}", "berth-"+sb.ID); rt != "runsc" {
+		t.Errorf("the container runs on %q, want runsc", rt)
+	}
+	got := lines(ssh(t, key, g.ip(sb.ID), "uname -r; id -u; grep CapEff /proc/self/status"))
+	if len(got) != 3 || !strings.Contains(got[0], "gvisor") || got[1] != "1001" || got[2] != "CapEff:\t0000000000000000" {
+		t.Errorf("in the isolated sandbox: %q, want a gVisor kernel, uid 1001, no capabilities", got)
+	}
 }

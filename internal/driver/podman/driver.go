@@ -168,6 +168,20 @@ func (d *Driver) inspect(ctx context.Context, id sandbox.ID) (inspected, error) 
 // until the sandbox is ready.
 func (d *Driver) Start(ctx context.Context, spec sandbox.Spec) error {
 	sb := spec.Sandbox
+	if spec.Env != nil && !spec.Replace {
+		// Most likely a new sandbox: create it without asking first, which
+		// saves a podman call on the path every create takes.
+		err := d.create(ctx, spec)
+		if err == nil {
+			if sb.Purpose == sandbox.PurposeAgent {
+				return nil // podman run -d returned: it started
+			}
+			return d.waitReady(ctx, sb)
+		}
+		if !alreadyExists(err) {
+			return err
+		}
+	}
 	cur, err := d.inspect(ctx, sb.ID)
 	exists := err == nil
 	if err != nil && !errors.Is(err, sandbox.ErrNotFound) {
@@ -218,6 +232,9 @@ func (d *Driver) create(ctx context.Context, spec sandbox.Spec) error {
 		procEnv = append(procEnv, k+"="+spec.Env[k])
 	}
 	if _, err := d.run(ctx, procEnv, RunArgs(d.cfg, sb, multiline, envFile)...); err != nil {
+		if alreadyExists(err) {
+			return err // another container by that name: not ours to remove
+		}
 		// Don't let ctx's cancellation stop the clean-up.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
@@ -239,9 +256,11 @@ func reserved(k string) bool {
 	return false
 }
 
+// alreadyExists reports whether podman refused to make an object because
+// one of that name exists.
 func alreadyExists(err error) bool {
 	var pe *podmanError
-	return errors.As(err, &pe) && strings.Contains(pe.stderr, "already exists")
+	return errors.As(err, &pe) && (strings.Contains(pe.stderr, "already exists") || strings.Contains(pe.stderr, "already in use"))
 }
 
 // waitReady returns once the sandbox is ready (SPEC S10): an engineer's
