@@ -22,7 +22,7 @@ down:
 	./scripts/down
 
 vet:
-	gofmt -l . | tee /dev/stderr | (! read -r _)
+	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	go vet ./...
 
 test: vet
