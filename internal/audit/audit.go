@@ -1,0 +1,70 @@
+// Package audit is berth's append-only record of who did what (SPEC S17):
+// every sandbox state change, credential issued or revoked, shell opened,
+// push accepted or refused, class and guardrail change. It is a table, not a
+// log level: entries are written in the store and read by administrators
+// (their organisation's) and operators (all). An entry never holds a
+// secret: keys and tokens are named by id, never by value.
+package audit
+
+import (
+	"context"
+	"time"
+)
+
+// Actions, named "<thing>.<verb>".
+const (
+	SandboxCreate    = "sandbox.create"
+	SandboxState     = "sandbox.state" // a state change; Detail says from → to and why
+	SandboxExtend    = "sandbox.extend"
+	KeyCreate        = "key.create"
+	KeyRevoke        = "key.revoke"
+	CredentialIssue  = "credential.issue"  // a repository token or similar handed to a sandbox
+	CredentialRevoke = "credential.revoke" // one taken back
+	ShellOpen        = "shell.open"        // a tunnel connection; Detail says how long and how many bytes
+	GitPush          = "git.push"          // Outcome ok or refused; Target the repository, Detail the refs
+	GitFetch         = "git.fetch"
+	ClassApply       = "class.apply"
+	ClassDelete      = "class.delete"
+	GuardrailSet     = "guardrail.set"
+	OrgCreate        = "org.create"
+	ProjectCreate    = "project.create"
+	UserCreate       = "user.create"
+)
+
+// Outcomes.
+const (
+	OK      = "ok"
+	Refused = "refused"
+)
+
+// Event is one entry.
+type Event struct {
+	ID      int64     // assigned by the store, increasing
+	At      time.Time // when it happened
+	Org     string    // the organisation it concerns; "" for the deployment
+	Actor   string    // the user id who did it; "" for berth itself (the sweep)
+	Sandbox string    // the sandbox it concerns, if any
+	Action  string
+	Target  string // what was acted on: a key id, a class name, a repository…
+	Outcome string // OK or Refused
+	Detail  string // in words; never a secret value
+}
+
+// Recorder appends events. Services take one; the store implements it.
+type Recorder interface {
+	Record(ctx context.Context, e Event) error
+}
+
+// Filter narrows a read. Zero fields do not narrow.
+type Filter struct {
+	Org     string
+	Sandbox string
+	Since   time.Time
+	Limit   int // 0: the store's default
+}
+
+// Discard is a Recorder that keeps nothing, for tests that do not look.
+type Discard struct{}
+
+// Record does nothing.
+func (Discard) Record(context.Context, Event) error { return nil }
