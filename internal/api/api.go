@@ -247,3 +247,11 @@ type Extend struct {
 type SandboxList struct {
 	Sandboxes []Sandbox `json:"sandboxes"`
 }
+
+// GitCredential is a repository token for a sandbox in token mode (SPEC S9),
+// the answer of POST /sandbox/v1/git-credential.
+type GitCredential struct {
+	Username  string    `json:"username"`
+	Token     string    `json:"token"`
+	ExpiresAt time.Time `json:"expires_at"`
+}

@@ -43,6 +43,10 @@ type Config struct {
 	GitAppID   string // BERTH_SANDBOX_GIT_APP_ID
 	GitAppKey  string // BERTH_SANDBOX_GIT_APP_KEY_FILE
 	GitTokenFn string // BERTH_SANDBOX_GIT_TOKEN_FILE
+	// LocalRepos is the local forge's directory of bare repositories:
+	// BERTH_SANDBOX_GIT_URL when the forge is local (an absolute path),
+	// default DataDir/repos.
+	LocalRepos string
 
 	UsageRetention time.Duration // BERTH_USAGE_RETENTION, default 90d
 	SweepInterval  time.Duration // BERTH_SWEEP_INTERVAL, default 30s
@@ -77,7 +81,8 @@ var settingsHelp = `Settings (environment variables, read once at start-up):
   BERTH_SANDBOX_PODMAN_ROOT         podman driver's own containers.conf and image store
                                     (default BERTH_DATA_DIR/podman; build images into it)
   BERTH_SANDBOX_GIT_FORGE           local, github, gitlab, or unset for no repositories
-  BERTH_SANDBOX_GIT_URL             the forge's API (GitHub Enterprise: https://host/api/v3)
+  BERTH_SANDBOX_GIT_URL             the forge's API (GitHub Enterprise: https://host/api/v3);
+                                    with local, its directory (default BERTH_DATA_DIR/repos)
   BERTH_SANDBOX_GIT_APP_ID          GitHub App id
   BERTH_SANDBOX_GIT_APP_KEY_FILE    GitHub App private key file
   BERTH_SANDBOX_GIT_TOKEN_FILE      GitLab token file
@@ -187,7 +192,14 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	}
 
 	switch c.Forge {
-	case "", "local":
+	case "":
+	case "local":
+		c.LocalRepos = c.GitURL
+		if c.LocalRepos == "" {
+			c.LocalRepos = filepath.Join(c.DataDir, "repos")
+		} else if !filepath.IsAbs(c.LocalRepos) {
+			bad("BERTH_SANDBOX_GIT_URL", "with the local forge it is the directory of bare repositories, an absolute path; %q is not", c.LocalRepos)
+		}
 	case "github":
 		if c.GitAppID == "" || c.GitAppKey == "" {
 			bad("BERTH_SANDBOX_GIT_FORGE", "github needs both BERTH_SANDBOX_GIT_APP_ID and BERTH_SANDBOX_GIT_APP_KEY_FILE")

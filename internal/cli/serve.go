@@ -18,6 +18,7 @@ import (
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/driver/fake"
 	"berth.dev/berth/internal/driver/podman"
+	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/gateway"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
@@ -30,6 +31,7 @@ type app struct {
 	store     *store.Store
 	accounts  *account.Service
 	sandboxes *sandbox.Service
+	forge     forge.Forge // nil without one
 	log       *slog.Logger
 }
 
@@ -61,20 +63,38 @@ func build(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 		st.Close()
 		return nil, fmt.Errorf("BERTH_SANDBOX_DRIVER: %s is not built into this version", cfg.Driver)
 	}
+	fg, err := buildForge(cfg, st)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
 	var sandboxes *sandbox.Service
 	seed := func(ctx context.Context, org string) error { return sandboxes.SeedClasses(ctx, org) }
 	accounts := account.NewService(st, st, time.Now, seed)
 	sandboxes = sandbox.NewService(st, drv, accounts, sandbox.Config{
 		Driver:        cfg.Driver,
 		Runtimes:      cfg.Runtimes,
-		Forge:         cfg.Forge,
+		Forge:         fg,
+		Audit:         st,
 		PublicURL:     cfg.SandboxPublicURL,
 		Template:      cfg.Classes,
 		AllowedImages: cfg.Images,
 		MinTTL:        cfg.MinTTL,
 		IdleSuspend:   cfg.IdleSuspend,
 	}, log, time.Now)
-	return &app{store: st, accounts: accounts, sandboxes: sandboxes, log: log}, nil
+	return &app{store: st, accounts: accounts, sandboxes: sandboxes, forge: fg, log: log}, nil
+}
+
+// buildForge makes the deployment's forge (BERTH_SANDBOX_GIT_FORGE); nil
+// when none is configured.
+func buildForge(cfg Config, st *store.Store) (forge.Forge, error) {
+	switch cfg.Forge {
+	case "":
+		return nil, nil
+	case "local":
+		return forge.NewLocal(cfg.LocalRepos, cfg.SandboxPublicURL, st, time.Now), nil
+	}
+	return nil, fmt.Errorf("BERTH_SANDBOX_GIT_FORGE: the %s forge is not built into this version yet", cfg.Forge)
 }
 
 func newServeCmd(env Env) *cobra.Command {
@@ -114,7 +134,8 @@ func serve(ctx context.Context, cfg Config, env Env) error {
 	if err != nil {
 		return fmt.Errorf("BERTH_ADDR: %w", err)
 	}
-	gw := gateway.New(gateway.Options{Accounts: a.accounts, Sandboxes: a.sandboxes, Log: log, Version: Version, Driver: cfg.Driver})
+	gw := gateway.New(gateway.Options{Accounts: a.accounts, Sandboxes: a.sandboxes, Log: log, Version: Version, Driver: cfg.Driver,
+		Forge: a.forge})
 	srv := &http.Server{
 		Handler:           gw.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,

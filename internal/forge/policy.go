@@ -30,6 +30,9 @@ type PushRules struct {
 	// Created lists the refs the pusher created earlier: the only ones it
 	// may delete.
 	Created map[string]bool
+	// DeleteAny lets the pusher delete and move any ref but the default
+	// branch, as a forge token can (the local forge in token mode).
+	DeleteAny bool
 }
 
 // AgentBranch is the branch an agent sandbox pushes its work to.
@@ -59,6 +62,9 @@ func (p PushRules) check(u RefUpdate) string {
 	}
 	if p.Only == "" && !strings.HasPrefix(u.Ref, "refs/heads/") && !strings.HasPrefix(u.Ref, "refs/tags/") {
 		return "only branches and tags may be pushed"
+	}
+	if p.DeleteAny {
+		return ""
 	}
 	if u.IsDelete() && !p.Created[u.Ref] {
 		return "a sandbox may delete only refs it created"

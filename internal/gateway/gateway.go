@@ -5,6 +5,7 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,8 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/forge"
+	"berth.dev/berth/internal/githttp"
 	"berth.dev/berth/internal/sandbox"
 )
 
@@ -29,6 +32,19 @@ type Options struct {
 	Driver string
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Forge is the deployment's forge; nil without one.
+	Forge forge.Forge
+	// Mirrors keeps the gateway's mirrors of a remote forge's repositories;
+	// nil for the local forge or none.
+	Mirrors Mirrors
+}
+
+// Mirrors keeps a mirror of each repository the gateway serves from a
+// remote forge (SPEC S17).
+type Mirrors interface {
+	// Sync makes the mirror of repo current enough to serve and returns its
+	// directory.
+	Sync(ctx context.Context, repo forge.Repo) (string, error)
 }
 
 // Server serves the API.
@@ -39,6 +55,10 @@ type Server struct {
 	version   string
 	driver    string
 	now       func() time.Time
+	forge     forge.Forge
+	mirrors   Mirrors
+	git       *githttp.Handler
+	credLimit *rateLimit
 }
 
 // New returns a Server.
@@ -47,7 +67,8 @@ func New(o Options) *Server {
 	if now == nil {
 		now = time.Now
 	}
-	return &Server{accounts: o.Accounts, sandboxes: o.Sandboxes, log: o.Log, version: o.Version, driver: o.Driver, now: now}
+	return &Server{accounts: o.Accounts, sandboxes: o.Sandboxes, log: o.Log, version: o.Version, driver: o.Driver, now: now,
+		forge: o.Forge, mirrors: o.Mirrors, git: githttp.New("", o.Log), credLimit: newRateLimit(10, time.Minute)}
 }
 
 // access says who may call a route.
@@ -57,6 +78,7 @@ const (
 	public  access = iota // anybody
 	anyKey                // any live key, a sandbox's own included
 	userKey               // a person's key; a sandbox's key is refused
+	own                   // the handler authenticates (git's Basic auth) and reads bodies of any size
 )
 
 // route is one entry of the API. The OpenAPI description is checked against
@@ -98,6 +120,12 @@ func (s *Server) routes() []route {
 		{"POST", "/sandbox/v1/sandboxes/{ref}/resume", userKey, s.resumeSandbox},
 		{"POST", "/sandbox/v1/sandboxes/{ref}/extend", userKey, s.extendSandbox},
 		{"POST", "/sandbox/v1/sandboxes/{ref}/terminate", userKey, s.terminateSandbox},
+		{"POST", "/sandbox/v1/git-credential", anyKey, s.gitCredential},
+
+		{"GET", "/git/{path...}", own, s.serveGit},
+		{"POST", "/git/{path...}", own, s.serveGit},
+		{"GET", "/forge/{path...}", own, s.serveForge},
+		{"POST", "/forge/{path...}", own, s.serveForge},
 	}
 }
 
@@ -118,6 +146,10 @@ func (s *Server) Handler() http.Handler {
 // not allow. The key comes as "Authorization: Bearer <key>".
 func (s *Server) authenticate(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if rt.access == own {
+			rt.handle(w, r, account.Principal{})
+			return
+		}
 		r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
 		if rt.access == public {
 			rt.handle(w, r, account.Principal{})

@@ -14,6 +14,7 @@ import (
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/client"
 	"berth.dev/berth/internal/driver/fake"
+	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/gateway"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
@@ -35,6 +36,8 @@ type world struct {
 	drv                                     *fake.Driver
 	operator, admin, owner, member, foreign *client.Client
 	accounts                                *account.Service
+	forge                                   *forge.Local
+	store                                   *store.Store
 }
 
 func newWorld(t *testing.T) *world {
@@ -50,20 +53,30 @@ func newWorld(t *testing.T) *world {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	w := &world{drv: fake.New()}
+	w := &world{drv: fake.New(), store: st}
+	// The gateway's address is known before it serves: sandboxes are told it.
+	srv := httptest.NewUnstartedServer(nil)
+	w.url = "http://" + srv.Listener.Addr().String()
+	w.forge = forge.NewLocal(t.TempDir(), w.url, st, time.Now)
+	for _, name := range []string{"acme/app", "acme/other", "elsewhere/app"} {
+		if _, err := w.forge.Import(ctx, name, seedRepo(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var svc *sandbox.Service
 	w.accounts = account.NewService(st, st, time.Now, func(ctx context.Context, org string) error { return svc.SeedClasses(ctx, org) })
 	svc = sandbox.NewService(st, w.drv, w.accounts, sandbox.Config{
 		Driver: "fake", Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""}, Template: tmpl,
+		Forge: w.forge, PublicURL: w.url, Audit: st,
 	}, log, time.Now)
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); svc.Run(runCtx, time.Hour) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	srv := httptest.NewServer(gateway.New(gateway.Options{Accounts: w.accounts, Sandboxes: svc, Log: log, Version: "test", Driver: "fake"}).Handler())
+	srv.Config.Handler = gateway.New(gateway.Options{Accounts: w.accounts, Sandboxes: svc, Log: log, Version: "test", Driver: "fake", Forge: w.forge}).Handler()
+	srv.Start()
 	t.Cleanup(srv.Close)
-	w.url = srv.URL
 
 	_, _, _, opKey, err := w.accounts.Bootstrap(ctx, "acme", "default", "ops")
 	if err != nil {
@@ -235,7 +248,7 @@ func TestErrorsRoundTrip(t *testing.T) {
 func TestSandboxKeyCannotUseTheControlAPI(t *testing.T) {
 	w := newWorld(t)
 	sb := w.create(t, w.owner, "dev")
-	key := w.drv.Env(sandbox.ID(sb.ID))["BERTH_API_KEY"]
+	key := w.envOf(t, sb.ID)["BERTH_API_KEY"]
 	c := client.New(w.url, key, nil)
 	who, err := c.Whoami(t.Context())
 	if err != nil || who.Sandbox != sb.ID {

@@ -29,7 +29,8 @@ func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 	}
 	var served []string
 	for _, rt := range (&Server{}).routes() {
-		served = append(served, rt.method+" "+rt.path)
+		// A trailing wildcard {x...} is {x} in OpenAPI.
+		served = append(served, rt.method+" "+strings.ReplaceAll(rt.path, "...}", "}"))
 	}
 	slices.Sort(described)
 	slices.Sort(served)

@@ -41,6 +41,7 @@ type ClassSpec struct {
 	MaxTTL      string   `yaml:"max_ttl" json:"max_ttl,omitempty"`
 	Warm        int      `yaml:"warm" json:"warm,omitempty"`
 	Purposes    []string `yaml:"purposes" json:"purposes,omitempty"`
+	Git         string   `yaml:"git" json:"git,omitempty"`
 }
 
 // Class is a named machine shape belonging to one organisation, with every
@@ -57,6 +58,7 @@ type Class struct {
 	MaxTTL      time.Duration
 	Warm        int
 	Purposes    []Purpose // empty: both
+	Git         GitMode   // how its sandboxes reach their repository
 }
 
 // Allows reports whether the class may be used for purpose.
@@ -70,7 +72,7 @@ func (c Class) Spec() ClassSpec {
 		Name: c.Name, Description: c.Description, Image: c.Image, Isolation: string(c.Isolation),
 		CPU: c.CPU.String(), Memory: c.Memory.String(), Disk: "none",
 		DefaultTTL: quantity.FormatDuration(c.DefaultTTL), MaxTTL: quantity.FormatDuration(c.MaxTTL),
-		Warm: c.Warm,
+		Warm: c.Warm, Git: string(c.Git),
 	}
 	if c.Disk > 0 {
 		s.Disk = c.Disk.String()
@@ -160,6 +162,18 @@ func ParseClass(s ClassSpec) (Class, error) {
 	}
 	if len(c.Purposes) == 2 {
 		c.Purposes = nil // both, written the short way
+	}
+	switch g := GitMode(s.Git); g {
+	case "", GitGateway:
+		c.Git = GitGateway
+	case GitToken:
+		c.Git = GitToken
+		// SPEC S17: forge tokens never enter agent sandboxes.
+		if len(c.Purposes) != 1 || c.Purposes[0] != PurposeEngineer {
+			errs = append(errs, invalid("git", "token mode puts a forge token in the sandbox: a class with git: token must be for engineers only (purposes: [engineer])"))
+		}
+	default:
+		errs = append(errs, invalid("git", "%q is not a git mode (gateway or token)", s.Git))
 	}
 	// SPEC S12: only engineer sandboxes come from a pool.
 	if c.Warm > 0 && len(c.Purposes) == 1 && c.Purposes[0] == PurposeAgent {
@@ -277,7 +291,7 @@ func fieldOf(n *yaml.Node, field string) string {
 }
 
 // specFields are the fields a class may have, as people write them.
-var specFields = []string{"name", "description", "image", "isolation", "cpu", "memory", "disk", "default_ttl", "max_ttl", "warm", "purposes"}
+var specFields = []string{"name", "description", "image", "isolation", "cpu", "memory", "disk", "default_ttl", "max_ttl", "warm", "purposes", "git"}
 
 // decodeSpec decodes one entry of the sandboxes list, refusing fields a
 // class does not have with the line they are on.

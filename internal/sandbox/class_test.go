@@ -19,7 +19,7 @@ func TestClassDefaults(t *testing.T) {
 	}
 	want := sandbox.Class{
 		Name: "plain", Image: "localhost/x:1", Isolation: sandbox.TierIsolated,
-		CPU: 2000, Memory: 4 << 30, DefaultTTL: 4 * time.Hour, MaxTTL: 24 * time.Hour,
+		CPU: 2000, Memory: 4 << 30, DefaultTTL: 4 * time.Hour, MaxTTL: 24 * time.Hour, Git: sandbox.GitGateway,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)
@@ -62,6 +62,9 @@ func TestClassRanges(t *testing.T) {
 		{"unknown purpose", with(func(s *sandbox.ClassSpec) { s.Purposes = []string{"robot"} }), "purposes"},
 		{"agent-only class with a pool", with(func(s *sandbox.ClassSpec) { s.Purposes = []string{"agent"}; s.Warm = 1 }), "warm"},
 		{"engineer class with a pool", with(func(s *sandbox.ClassSpec) { s.Purposes = []string{"engineer"}; s.Warm = 2 }), ""},
+		{"token mode for engineers", with(func(s *sandbox.ClassSpec) { s.Purposes = []string{"engineer"}; s.Git = "token" }), ""},
+		{"token mode open to agents", with(func(s *sandbox.ClassSpec) { s.Git = "token" }), "git"},
+		{"unknown git mode", with(func(s *sandbox.ClassSpec) { s.Git = "ssh" }), "git"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -10,12 +10,13 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/quantity"
 )
 
 // environment is what the gateway hands a sandbox (SPEC S15), with the
 // caller's additions. It holds the sandbox's key; drivers pass it by name.
-func (s *Service) environment(ctx context.Context, sb Sandbox, secret account.Secret) (map[string]string, error) {
+func (s *Service) environment(ctx context.Context, sb Sandbox, secret account.Secret, token forge.Token) (map[string]string, error) {
 	owner, err := s.accounts.User(ctx, sb.Owner)
 	if err != nil {
 		return nil, fmt.Errorf("owner of %s: %w", sb.ID, err)
@@ -47,8 +48,9 @@ func (s *Service) environment(ctx context.Context, sb Sandbox, secret account.Se
 		set("ANTHROPIC_CUSTOM_HEADERS", "X-Berth-Session: "+string(sb.ID))
 	}
 	set("BERTH_TASK", sb.Task)
-	set("BERTH_REPO", sb.Repo)
-	set("BERTH_BRANCH", sb.Branch)
+	for k, v := range s.gitEnv(sb, token) {
+		set(k, v)
+	}
 	set("BERTH_RUNNER", sb.Runner)
 	set("BERTH_GIT_AUTHOR_NAME", owner.Name)
 	email := owner.Email

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/forge"
 )
 
 // Suspend stops an engineer sandbox's machine and keeps its volume.
@@ -84,14 +85,28 @@ func (s *Service) resume(ctx context.Context, p account.Principal, ref string) (
 		key, secret := account.NewSandboxKey(sb.Owner, string(sb.ID), sb.Project, next.ExpiresAt, now)
 		next.KeyID = key.ID
 		u.Sandbox, u.NewKey = next, &key
-		env, err := s.environment(ctx, next, secret)
+		// A new repository credential too, under allowed_repos as it is now.
+		var token forge.Token
+		if next.Repo != "" {
+			if _, err := s.resolveRepo(ctx, next.Org, next.Project, next.Repo); err != nil {
+				return Sandbox{}, err
+			}
+			if next.GitMode == GitToken {
+				if token, err = s.mintCredential(ctx, next, p.User.ID); err != nil {
+					return Sandbox{}, fmt.Errorf("repository %s: %w", next.Repo, err)
+				}
+			}
+		}
+		env, err := s.environment(ctx, next, secret, token)
 		if err != nil {
 			return Sandbox{}, err
 		}
 		spec = Spec{Sandbox: next, Env: env, Replace: true}
 	}
+	s.claim(sb.ID)
 	out, err := s.write(ctx, u)
 	if err != nil {
+		s.done(sb.ID)
 		return Sandbox{}, err
 	}
 	s.enqueue(ctx, spec)
@@ -168,6 +183,7 @@ func (s *Service) end(ctx context.Context, sb Sandbox, to State, reason string) 
 	if err != nil {
 		return Sandbox{}, err
 	}
+	s.revokeCredentials(ctx, sb, "")
 	if s.driver == nil {
 		return out, nil
 	}

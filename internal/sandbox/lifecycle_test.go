@@ -264,7 +264,7 @@ func TestRestartDuringStart(t *testing.T) {
 func TestConcurrentCreatesRespectMaxSandboxes(t *testing.T) {
 	e := newEnv(t)
 	ctx := t.Context()
-	if err := e.accounts.SetGuardrail(ctx, e.admin, "acme", "", guardrail.Guardrail{MaxSandboxes: ptr(10)}); err != nil {
+	if err := e.accounts.SetGuardrail(ctx, e.admin, "acme", "", guardrail.Guardrail{MaxSandboxes: ptr(10), AllowedRepos: []string{"acme"}}); err != nil {
 		t.Fatal(err)
 	}
 	users := []account.Principal{e.alice, e.bob, e.admin, e.operator}

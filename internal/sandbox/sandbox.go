@@ -112,7 +112,8 @@ type Sandbox struct {
 	Disk      quantity.Bytes // 0: none
 	State     State
 	Reason    string // why it failed, or how it ended
-	Repo      string
+	Repo      string  // the repository on the forge, as forge.Repo.String() names it
+	GitMode   GitMode // how it reaches the repository; "" without one
 	Branch    string
 	Task      string
 	Runner    string

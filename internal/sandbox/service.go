@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/guardrail"
 	"berth.dev/berth/internal/quantity"
 )
@@ -33,8 +35,10 @@ type Config struct {
 	// Runtimes maps each tier the deployment offers to a runtime name ("" is
 	// the driver's default). A tier missing from the map is unavailable.
 	Runtimes map[Tier]string
-	// Forge names the git forge; "" means sandboxes cannot have a repository.
-	Forge string
+	// Forge is where repositories live; nil means sandboxes cannot have one.
+	Forge forge.Forge
+	// Audit records state changes and credentials; nil keeps nothing.
+	Audit audit.Recorder
 	// PublicURL is the gateway as a sandbox reaches it (BERTH_BASE_URL).
 	PublicURL string
 	// Template is the sandboxes file: the classes each new organisation
@@ -60,6 +64,7 @@ type Service struct {
 	store    Store
 	driver   Driver // nil when the deployment runs no sandboxes
 	accounts Accounts
+	audit    audit.Recorder
 	cfg      Config
 	images   ImagePolicy
 	log      *slog.Logger
@@ -81,12 +86,16 @@ func NewService(store Store, driver Driver, accounts Accounts, cfg Config, log *
 	if cfg.MinTTL == 0 {
 		cfg.MinTTL = MinClassTTL
 	}
+	rec := cfg.Audit
+	if rec == nil {
+		rec = audit.Discard{}
+	}
 	images := ImagePolicy{Allowed: cfg.AllowedImages}
 	for _, c := range cfg.Template {
 		images.Template = append(images.Template, c.Image)
 	}
 	return &Service{
-		store: store, driver: driver, accounts: accounts, cfg: cfg, images: images, log: log, now: now,
+		store: store, driver: driver, accounts: accounts, audit: rec, cfg: cfg, images: images, log: log, now: now,
 		starts:   make(chan startJob, 1024),
 		inflight: map[ID]bool{},
 		active:   map[ID]*activity{},
@@ -160,13 +169,22 @@ func (s *Service) create(ctx context.Context, p account.Principal, req CreateReq
 	if err != nil {
 		return Sandbox{}, err
 	}
+	var repo forge.Repo
+	if req.Repo != "" {
+		if repo, err = s.resolveRepo(ctx, org, prj.ID, req.Repo); err != nil {
+			return Sandbox{}, err
+		}
+	}
 	now := s.now()
 	sb := Sandbox{
 		ID: NewID(), Name: req.Name, Org: org, Project: prj.ID, Owner: p.User.ID,
 		Purpose: purpose, Class: class.Name, Image: class.Image, Isolation: class.Isolation, Runtime: runtime,
 		CPU: class.CPU, Memory: class.Memory, Disk: class.Disk,
-		State: StateStarting, Repo: req.Repo, Branch: req.Branch, Task: req.Task, Runner: req.Runner,
+		State: StateStarting, Branch: req.Branch, Task: req.Task, Runner: req.Runner,
 		SSHKeys: req.SSHKeys, Env: req.Env, CreatedAt: now, ExpiresAt: now.Add(ttl),
+	}
+	if req.Repo != "" {
+		sb.Repo, sb.GitMode = repo.String(), class.Git
 	}
 	key, secret := account.NewSandboxKey(p.User.ID, string(sb.ID), prj.ID, sb.ExpiresAt, now)
 	sb.KeyID = key.ID
@@ -185,13 +203,25 @@ func (s *Service) create(ctx context.Context, p account.Principal, req CreateReq
 		}
 		return guardrail.CheckCount(g.MaxSandboxes, live.Project, "project "+prj.Name)
 	}
+	s.claim(sb.ID)
 	if err := s.store.CreateSandbox(ctx, sb, key, admit); err != nil {
+		s.done(sb.ID)
 		return Sandbox{}, err
 	}
 	s.log.InfoContext(ctx, "sandbox created", "sandbox", sb.ID, "name", sb.Name, "user", p.User.ID,
 		"purpose", sb.Purpose, "class", sb.Class, "expires", sb.ExpiresAt)
-	env, err := s.environment(ctx, sb, secret)
+	var token forge.Token
+	if sb.GitMode == GitToken {
+		if token, err = s.mintCredential(ctx, sb, p.User.ID); err != nil {
+			s.done(sb.ID)
+			s.fail(ctx, sb.ID, "no repository credential: "+err.Error())
+			return Sandbox{}, fmt.Errorf("repository %s: %w", sb.Repo, err)
+		}
+	}
+	env, err := s.environment(ctx, sb, secret, token)
 	if err != nil {
+		s.done(sb.ID)
+		s.fail(ctx, sb.ID, err.Error())
 		return Sandbox{}, err
 	}
 	s.enqueue(ctx, Spec{Sandbox: sb, Env: env})
@@ -228,7 +258,7 @@ func (s *Service) checkRequestShape(purpose Purpose, req CreateRequest) error {
 	if req.Branch != "" && req.Repo == "" {
 		return invalid("branch", "a branch needs a repository (--repo)")
 	}
-	if req.Repo != "" && s.cfg.Forge == "" {
+	if req.Repo != "" && s.cfg.Forge == nil {
 		return fmt.Errorf("repository %s asked for, but this deployment has no git forge (BERTH_SANDBOX_GIT_FORGE is unset): %w", req.Repo, ErrUnavailable)
 	}
 	return checkEnv(req.Env)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +13,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/driver/fake"
+	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/guardrail"
 	"berth.dev/berth/internal/quantity"
 	"berth.dev/berth/internal/sandbox"
@@ -70,6 +73,7 @@ func (c *clock) advance(d time.Duration) {
 type env struct {
 	st       *store.Store
 	drv      *fake.Driver
+	local    *forge.Local
 	accounts *account.Service
 	svc      *sandbox.Service
 	clock    *clock
@@ -80,7 +84,7 @@ type env struct {
 
 type option func(*sandbox.Config)
 
-func noForge(c *sandbox.Config) { c.Forge = "" }
+func noForge(c *sandbox.Config) { c.Forge = nil }
 
 func newEnv(t *testing.T, opts ...option) *env {
 	t.Helper()
@@ -95,12 +99,17 @@ func newEnv(t *testing.T, opts ...option) *env {
 		t.Fatal(err)
 	}
 	e := &env{st: st, drv: fake.New(), clock: &clock{t: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)}}
+	e.local = forge.NewLocal(t.TempDir(), "http://gateway.test:8080", st, e.clock.now)
+	if _, err := e.local.Import(ctx, "acme/app", seedRepo(t)); err != nil {
+		t.Fatal(err)
+	}
 	cfg := sandbox.Config{
 		Driver:    "fake",
 		Runtimes:  map[sandbox.Tier]string{sandbox.TierStandard: ""},
-		Forge:     "local",
+		Forge:     e.local,
 		PublicURL: "http://gateway.test:8080",
 		Template:  classes,
+		Audit:     st,
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -129,7 +138,26 @@ func newEnv(t *testing.T, opts ...option) *env {
 		t.Fatal(err)
 	}
 	e.stranger = mk("other", "sam", account.RoleMember)
+	// Sandboxes of acme may work on acme's repositories (operators set this).
+	if err := e.accounts.SetGuardrail(ctx, e.operator, "acme", "", guardrail.Guardrail{AllowedRepos: []string{"acme"}}); err != nil {
+		t.Fatal(err)
+	}
 	return e
+}
+
+// seedRepo makes a git repository with one commit on main and returns its path.
+func seedRepo(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"commit", "-q", "--allow-empty", "-m", "init"}} {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com", "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v: %s", args, err, out)
+		}
+	}
+	return dir
 }
 
 // run starts the service's background work for the test's life.
@@ -196,7 +224,8 @@ func TestCreateRunsAndHandsOverTheEnvironment(t *testing.T) {
 	for k, want := range map[string]string{
 		"BERTH_SANDBOX_ID": string(sb.ID), "BERTH_SANDBOX_NAME": "dev", "BERTH_SANDBOX_CLASS": "standard",
 		"BERTH_SANDBOX_PURPOSE": "engineer", "BERTH_AUTHORIZED_KEYS": testKey, "BERTH_BASE_URL": "http://gateway.test:8080",
-		"OPENAI_BASE_URL": "http://gateway.test:8080/v1", "BERTH_REPO": "acme/app", "BERTH_BRANCH": "main",
+		"OPENAI_BASE_URL": "http://gateway.test:8080/v1", "BERTH_REPO": "http://gateway.test:8080/git/acme/app.git", "BERTH_BRANCH": "main",
+		"BERTH_GIT_MODE": "gateway", "BERTH_GIT_CREDENTIAL_URL": "http://gateway.test:8080/sandbox/v1/git-credential",
 		"BERTH_GIT_AUTHOR_NAME": "alice@acme.example", "BERTH_GIT_AUTHOR_EMAIL": "alice@acme.example", "EDITOR": "vim",
 		"BERTH_SANDBOX_EXPIRES": sb.ExpiresAt.UTC().Format(time.RFC3339),
 	} {
@@ -329,6 +358,7 @@ func TestGuardrailsCutAndRefuse(t *testing.T) {
 	}
 	if err := e.accounts.SetGuardrail(ctx, e.admin, "acme", "", guardrail.Guardrail{
 		MaxSandboxTTL: ptr(2 * time.Hour), MaxSandboxCPU: ptr(quantity.Millicores(8000)), MaxSandboxMemory: ptr(int64(32768)),
+		AllowedRepos: []string{"acme"}, // written whole: keep what the operator set
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -29,6 +29,14 @@ type Store interface {
 	// else ErrConflict; in the same transaction it opens or closes the
 	// running segment and revokes or replaces the sandbox's key.
 	UpdateSandbox(ctx context.Context, u Update) error
+
+	// Repository credentials handed to sandboxes, and the refs they created.
+	AddCredential(ctx context.Context, c Credential) error
+	LiveCredentials(ctx context.Context, id ID) ([]Credential, error)
+	RevokeCredential(ctx context.Context, id ID, tokenID string, at time.Time) error
+	AddCreatedRef(ctx context.Context, id ID, ref string) error
+	DeleteCreatedRef(ctx context.Context, id ID, ref string) error
+	CreatedRefs(ctx context.Context, id ID) (map[string]bool, error)
 }
 
 // Live counts live sandboxes (SPEC S7: starting, running, suspended,

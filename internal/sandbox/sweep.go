@@ -8,12 +8,19 @@ import (
 	"time"
 )
 
+// claim marks a sandbox's start as in flight, before its row says
+// starting, so a sweep running meanwhile leaves it alone. enqueue (or done,
+// if the start is abandoned) follows.
+func (s *Service) claim(id ID) {
+	s.mu.Lock()
+	s.inflight[id] = true
+	s.mu.Unlock()
+}
+
 // enqueue hands a start to Run. Should the queue be full, the sandbox is
 // marked failed at once rather than left starting for ever.
 func (s *Service) enqueue(ctx context.Context, spec Spec) {
-	s.mu.Lock()
-	s.inflight[spec.Sandbox.ID] = true
-	s.mu.Unlock()
+	s.claim(spec.Sandbox.ID)
 	select {
 	case s.starts <- startJob{spec: spec}:
 	default:

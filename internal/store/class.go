@@ -10,21 +10,21 @@ import (
 	"berth.dev/berth/internal/sandbox"
 )
 
-const classColumns = `name, description, image, isolation, cpu, memory, disk, default_ttl, max_ttl, warm, purposes`
+const classColumns = `name, description, image, isolation, cpu, memory, disk, default_ttl, max_ttl, warm, purposes, git`
 
 func scanClass(row interface{ Scan(...any) error }) (sandbox.Class, error) {
 	var (
 		c                  sandbox.Class
-		isolation          string
+		isolation, git     string
 		cpu, memory, disk  int64
 		defaultTTL, maxTTL int64
 		purposes           sql.NullString
 	)
 	if err := row.Scan(&c.Name, &c.Description, &c.Image, &isolation, &cpu, &memory, &disk,
-		&defaultTTL, &maxTTL, &c.Warm, &purposes); err != nil {
+		&defaultTTL, &maxTTL, &c.Warm, &purposes, &git); err != nil {
 		return sandbox.Class{}, err
 	}
-	c.Isolation = sandbox.Tier(isolation)
+	c.Isolation, c.Git = sandbox.Tier(isolation), sandbox.GitMode(git)
 	c.CPU, c.Memory, c.Disk = quantity.Millicores(cpu), quantity.Bytes(memory), quantity.Bytes(disk)
 	c.DefaultTTL, c.MaxTTL = time.Duration(defaultTTL), time.Duration(maxTTL)
 	if err := jsonOf(purposes, &c.Purposes); err != nil {
@@ -101,8 +101,8 @@ func upsertClass(ctx context.Context, tx *sql.Tx, org string, c sandbox.Class) e
 		return fmt.Errorf("put class %s: purposes: %w", c.Name, err)
 	}
 	_, err = tx.ExecContext(ctx, `
-		INSERT INTO classes (org_id, name, description, image, isolation, cpu, memory, disk, default_ttl, max_ttl, warm, purposes)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+		INSERT INTO classes (org_id, name, description, image, isolation, cpu, memory, disk, default_ttl, max_ttl, warm, purposes, git)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
 		ON CONFLICT (org_id, name) DO UPDATE SET
 			description = excluded.description,
 			image = excluded.image,
@@ -113,9 +113,10 @@ func upsertClass(ctx context.Context, tx *sql.Tx, org string, c sandbox.Class) e
 			default_ttl = excluded.default_ttl,
 			max_ttl = excluded.max_ttl,
 			warm = excluded.warm,
-			purposes = excluded.purposes`,
+			purposes = excluded.purposes,
+			git = excluded.git`,
 		org, c.Name, c.Description, c.Image, string(c.Isolation), int64(c.CPU), int64(c.Memory), int64(c.Disk),
-		int64(c.DefaultTTL), int64(c.MaxTTL), c.Warm, purposes)
+		int64(c.DefaultTTL), int64(c.MaxTTL), c.Warm, purposes, string(c.Git))
 	switch {
 	case constraintOf(err) == foreignKeyConstraint:
 		return fmt.Errorf("class %s: organisation %s: %w", c.Name, org, sandbox.ErrNotFound)

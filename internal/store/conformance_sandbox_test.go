@@ -81,7 +81,7 @@ func testClasses(t *testing.T, st *store.Store) {
 	full := sandbox.Class{
 		Name: "big", Description: "a large machine", Image: "ghcr.io/acme/dev:2", Isolation: sandbox.TierVM,
 		CPU: 8500, Memory: 32 << 30, Disk: 100 << 30, DefaultTTL: 8 * time.Hour, MaxTTL: 7 * 24 * time.Hour,
-		Warm: 3, Purposes: []sandbox.Purpose{sandbox.PurposeEngineer},
+		Warm: 3, Purposes: []sandbox.Purpose{sandbox.PurposeEngineer}, Git: sandbox.GitToken,
 	}
 	checkAllSet(t, full)
 	small := sandbox.Class{
@@ -147,7 +147,7 @@ func testSandboxRoundTrip(t *testing.T, st *store.Store) {
 	fx := newFixture(t, st, "acme")
 	full, key := newSandbox(fx, fx.ann, "full", t0)
 	full.Purpose, full.Isolation, full.Disk = sandbox.PurposeAgent, sandbox.TierVM, 20<<30
-	full.Reason, full.Repo, full.Branch = "a reason", "acme/app", "main"
+	full.Reason, full.Repo, full.Branch, full.GitMode = "a reason", "acme/app", "main", sandbox.GitToken
 	full.Task, full.Runner = "fix the build", "claude-code"
 	full.Env = map[string]string{"FOO": "bar", "EMPTY": ""}
 	full.EndedAt = t0.Add(time.Hour)

@@ -1,0 +1,328 @@
+package gateway_test
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/client"
+	"berth.dev/berth/internal/forge"
+	"berth.dev/berth/internal/sandbox"
+)
+
+// seedRepo makes a git repository with one commit on main.
+func seedRepo(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	run(t, dir, "git", "init", "-q", "-b", "main")
+	if err := os.WriteFile(filepath.Join(dir, "README"), []byte("hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run(t, dir, "git", "add", ".")
+	run(t, dir, "git", "commit", "-q", "-m", "init")
+	return dir
+}
+
+func gitEnv(home string) []string {
+	return append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+home, "GIT_TERMINAL_PROMPT=0",
+		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
+}
+
+func run(t *testing.T, dir string, name string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Dir, cmd.Env = dir, gitEnv(dir)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// refuse runs git expecting it to fail, and returns what it printed.
+func refuse(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir, cmd.Env = dir, gitEnv(dir)
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("git %s succeeded; want it refused\n%s", strings.Join(args, " "), out)
+	}
+	return string(out)
+}
+
+// withAuth puts a credential into a clone URL, as a test's stand-in for
+// git-credential-berth.
+func withAuth(t *testing.T, raw, user, password string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(user, password)
+	return u.String()
+}
+
+// allowRepos sets acme's allowed_repos, as its operator would.
+func (w *world) allowRepos(t *testing.T, repos ...string) {
+	t.Helper()
+	g, err := w.operator.Guardrail(t.Context(), "acme", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.AllowedRepos = repos
+	if _, err := w.operator.SetGuardrail(t.Context(), "acme", "", g); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// agent creates an agent sandbox on repo and returns it with its environment.
+func (w *world) agent(t *testing.T, c *client.Client, name, repo string) (api.Sandbox, map[string]string) {
+	t.Helper()
+	sb, err := c.CreateSandbox(t.Context(), api.CreateSandbox{Name: name, Purpose: "agent", Repo: repo, Task: "fix it"})
+	if err != nil {
+		t.Fatalf("create %s: %v", name, err)
+	}
+	return sb, w.envOf(t, sb.ID)
+}
+
+// envOf waits for the sandbox's machine and returns its environment.
+func (w *world) envOf(t *testing.T, id string) map[string]string {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if env := w.drv.Env(sandbox.ID(id)); env != nil {
+			return env
+		}
+	}
+	t.Fatalf("sandbox %s never started", id)
+	return nil
+}
+
+// TestGitThroughTheGateway is SPEC S17's git endpoint with real git: an agent
+// sandbox clones its repository with its own key, may push only its branch,
+// never the default one, deletes only what it created, sees nothing else,
+// and loses access the moment its key is revoked.
+func TestGitThroughTheGateway(t *testing.T) {
+	w := newWorld(t)
+	w.allowRepos(t, "acme")
+	sb, env := w.agent(t, w.owner, "fix-1", "acme/app.git")
+	if sb.Repo != "acme/app" {
+		t.Fatalf("the repository is recorded as %q, want acme/app", sb.Repo)
+	}
+	if env["BERTH_REPO"] != w.url+"/git/acme/app.git" || env["BERTH_GIT_MODE"] != "gateway" {
+		t.Fatalf("BERTH_REPO %q mode %q; want the gateway's endpoint", env["BERTH_REPO"], env["BERTH_GIT_MODE"])
+	}
+	if _, ok := env["BERTH_GIT_TOKEN"]; ok {
+		t.Fatal("a forge token entered an agent sandbox")
+	}
+	key := env["BERTH_API_KEY"]
+	dir := t.TempDir()
+
+	if out := refuse(t, dir, "clone", "-q", env["BERTH_REPO"], "nokey"); !strings.Contains(out, "401") && !strings.Contains(out, "Authentication failed") && !strings.Contains(out, "could not read Username") {
+		t.Errorf("clone without a key: %s", out)
+	}
+	run(t, dir, "git", "clone", "-q", withAuth(t, env["BERTH_REPO"], "berth", key), "app")
+	work := filepath.Join(dir, "app")
+	os.WriteFile(filepath.Join(work, "fix.txt"), []byte("fixed\n"), 0o644)
+	run(t, work, "git", "add", ".")
+	run(t, work, "git", "commit", "-q", "-m", "fix")
+
+	for ref, why := range map[string]string{
+		"HEAD:main":                   "never writes the default branch main",
+		"HEAD:refs/heads/berth/other": "may push only berth/fix-1",
+		"HEAD:refs/heads/feature":     "may push only berth/fix-1",
+	} {
+		if out := refuse(t, work, "push", "origin", ref); !strings.Contains(out, "[remote rejected]") || !strings.Contains(out, why) {
+			t.Errorf("push %s: git said\n%s\nwant a remote rejection saying %q", ref, out, why)
+		}
+	}
+	run(t, work, "git", "push", "-q", "origin", "HEAD:refs/heads/berth/fix-1")
+	bare, _ := w.forge.Path(forge.Repo{Path: "acme/app"})
+	if got, want := run(t, bare, "git", "rev-parse", "berth/fix-1"), run(t, work, "git", "rev-parse", "HEAD"); got != want {
+		t.Errorf("berth/fix-1 in the repository is %s, want %s", got, want)
+	}
+	if out := refuse(t, work, "push", "origin", "--delete", "main"); !strings.Contains(out, "[remote rejected]") {
+		t.Errorf("delete main: %s", out)
+	}
+
+	// Another repository is not there for this key, even one it may reach.
+	if out := refuse(t, dir, "clone", "-q", withAuth(t, w.url+"/git/acme/other.git", "berth", key), "other"); !strings.Contains(out, "not found") {
+		t.Errorf("clone another repository with this sandbox's key: %s", out)
+	}
+	// A person's key is not a sandbox's.
+	pk, _ := w.owner.CreateKey(t.Context(), api.CreateKey{Name: "laptop"})
+	if out := refuse(t, dir, "clone", "-q", withAuth(t, env["BERTH_REPO"], "berth", pk.Secret), "mine"); !strings.Contains(out, "not found") {
+		t.Errorf("clone with a person's key: %s", out)
+	}
+
+	// Taking the repository off allowed_repos stops the next request.
+	w.allowRepos(t, "elsewhere")
+	if out := refuse(t, work, "fetch", "-q", "origin"); !strings.Contains(out, "403") {
+		t.Errorf("fetch after allowed_repos changed: %s", out)
+	}
+	w.allowRepos(t, "acme")
+
+	// Terminating the sandbox revokes its key: git is refused at once.
+	if _, err := w.owner.Terminate(t.Context(), sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if out := refuse(t, work, "fetch", "-q", "origin"); !strings.Contains(out, "401") && !strings.Contains(out, "Authentication failed") {
+		t.Errorf("fetch with a revoked key: %s", out)
+	}
+
+	events, err := w.store.ListAudit(t.Context(), audit.Filter{Sandbox: sb.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pushes, refusals int
+	for _, e := range events {
+		if e.Action == audit.GitPush && e.Outcome == audit.OK {
+			pushes++
+		}
+		if e.Action == audit.GitPush && e.Outcome == audit.Refused {
+			refusals++
+		}
+		if strings.Contains(e.Detail, key) {
+			t.Errorf("the audit log holds the sandbox's key: %+v", e)
+		}
+	}
+	if pushes != 1 || refusals != 4 {
+		t.Errorf("audit: %d pushes accepted and %d refused, want 1 and 4", pushes, refusals)
+	}
+}
+
+func TestRepositoryChecksAtCreation(t *testing.T) {
+	w := newWorld(t)
+	ctx := t.Context()
+	var e *api.Error
+	_, err := w.owner.CreateSandbox(ctx, api.CreateSandbox{Name: "a", Purpose: "agent", Repo: "acme/app", Task: "t"})
+	if !errors.As(err, &e) || e.Status != http.StatusForbidden || !strings.Contains(e.Message, "allowed_repos") {
+		t.Errorf("a repository with no allowed_repos set: %v, want 403 naming allowed_repos", err)
+	}
+	w.allowRepos(t, "acme")
+	for addr, want := range map[string]string{
+		"https://github.com/acme/app": "local one",
+		"acme/missing":                "no such repository",
+		"elsewhere/app":               "allowed_repos",
+		"../etc/passwd":               "not a repository address",
+	} {
+		_, err := w.owner.CreateSandbox(ctx, api.CreateSandbox{Name: "a", Purpose: "agent", Repo: addr, Task: "t"})
+		if !errors.As(err, &e) || !strings.Contains(e.Message, want) {
+			t.Errorf("repo %q: %v, want an error saying %q", addr, err, want)
+		}
+	}
+}
+
+// TestTokenMode is SPEC S9's token mode on the local forge: the sandbox gets a
+// short-lived token for its one repository, pushes a feature branch straight
+// to the forge, never the default branch, and refreshes the token through
+// the credential route, which revokes the one it replaces and is rate limited.
+func TestTokenMode(t *testing.T) {
+	w := newWorld(t)
+	ctx := t.Context()
+	w.allowRepos(t, "acme")
+	file := `sandboxes:
+  - name: tokens
+    image: localhost/berth-sandbox:1
+    isolation: standard
+    purposes: [engineer]
+    git: token
+`
+	if _, err := w.admin.ApplyClasses(ctx, "", strings.NewReader(file)); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := w.owner.CreateSandbox(ctx, api.CreateSandbox{Name: "dev", Class: "tokens", Repo: "acme/app", SSHKeys: []string{sshKey}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := w.envOf(t, sb.ID)
+	if env["BERTH_REPO"] != w.url+"/forge/acme/app.git" || env["BERTH_GIT_TOKEN"] == "" || env["BERTH_GIT_USERNAME"] == "" {
+		t.Fatalf("token mode env: repo %q, user %q, token set %v", env["BERTH_REPO"], env["BERTH_GIT_USERNAME"], env["BERTH_GIT_TOKEN"] != "")
+	}
+	first := env["BERTH_GIT_TOKEN"]
+	dir := t.TempDir()
+	run(t, dir, "git", "clone", "-q", withAuth(t, env["BERTH_REPO"], env["BERTH_GIT_USERNAME"], first), "app")
+	work := filepath.Join(dir, "app")
+	run(t, work, "git", "checkout", "-q", "-b", "feature")
+	os.WriteFile(filepath.Join(work, "f.txt"), []byte("x\n"), 0o644)
+	run(t, work, "git", "add", ".")
+	run(t, work, "git", "commit", "-q", "-m", "feature")
+	run(t, work, "git", "push", "-q", "origin", "feature")
+	if out := refuse(t, work, "push", "origin", "feature:main"); !strings.Contains(out, "never writes the default branch") {
+		t.Errorf("push to main with a token: %s", out)
+	}
+	if out := refuse(t, dir, "clone", "-q", withAuth(t, w.url+"/forge/acme/other.git", "berth", first), "other"); !strings.Contains(out, "401") && !strings.Contains(out, "Authentication failed") {
+		t.Errorf("the token opened another repository: %s", out)
+	}
+
+	// Refresh with the sandbox's own key: a new token; the old one is revoked.
+	sbKey := env["BERTH_API_KEY"]
+	cred := credential(t, w.url, sbKey)
+	if cred.status != http.StatusOK || cred.Token == "" || cred.Token == first || time.Until(cred.ExpiresAt) < 50*time.Minute {
+		t.Fatalf("refresh: %d %+v", cred.status, cred.GitCredential)
+	}
+	if out := refuse(t, work, "fetch", "-q", withAuth(t, env["BERTH_REPO"], "berth", first)); !strings.Contains(out, "401") && !strings.Contains(out, "Authentication failed") {
+		t.Errorf("the replaced token still works: %s", out)
+	}
+	run(t, work, "git", "fetch", "-q", withAuth(t, env["BERTH_REPO"], "berth", cred.Token))
+
+	// A person's key, and a gateway-mode sandbox's, get no token.
+	pk, err := w.owner.CreateKey(ctx, api.CreateKey{Name: "laptop"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := credential(t, w.url, pk.Secret); c.status != http.StatusForbidden {
+		t.Errorf("credential with a person's key: %d", c.status)
+	}
+	_, agentEnv := w.agent(t, w.owner, "fix", "acme/app")
+	if c := credential(t, w.url, agentEnv["BERTH_API_KEY"]); c.status != http.StatusConflict || c.err.Code != api.CodeNoGitCredential {
+		t.Errorf("credential for a gateway-mode sandbox: %d %q, want 409 no_git_credential", c.status, c.err.Code)
+	}
+	// 10 a minute per client address: three used above.
+	var last int
+	for range 8 {
+		last = credential(t, w.url, sbKey).status
+	}
+	if last != http.StatusTooManyRequests {
+		t.Errorf("the 11th credential request in a minute: %d, want 429", last)
+	}
+	// Terminate revokes the token at once.
+	if _, err := w.owner.Terminate(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if out := refuse(t, work, "fetch", "-q", withAuth(t, env["BERTH_REPO"], "berth", cred.Token)); !strings.Contains(out, "401") && !strings.Contains(out, "Authentication failed") {
+		t.Errorf("a terminated sandbox's token still works: %s", out)
+	}
+}
+
+type credAnswer struct {
+	api.GitCredential
+	status int
+	err    api.Error
+}
+
+func credential(t *testing.T, base, key string) credAnswer {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), "POST", base+"/sandbox/v1/git-credential", nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	a := credAnswer{status: resp.StatusCode}
+	if resp.StatusCode == http.StatusOK {
+		json.NewDecoder(resp.Body).Decode(&a.GitCredential)
+	} else {
+		json.NewDecoder(resp.Body).Decode(&a.err)
+	}
+	return a
+}

@@ -1,0 +1,130 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"berth.dev/berth/internal/forge"
+	"berth.dev/berth/internal/sandbox"
+)
+
+var _ forge.LocalTokens = (*Store)(nil)
+
+// PutForgeToken stores a local forge token (its hash only).
+func (s *Store) PutForgeToken(ctx context.Context, t forge.LocalToken) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO forge_tokens (id, repo, hash, expires_at, revoked_at) VALUES ($1, $2, $3, $4, $5)`,
+		t.ID, t.Repo, t.Hash, timeArg(t.ExpiresAt), timeArg(t.RevokedAt))
+	if err != nil {
+		return fmt.Errorf("put forge token: %w", err)
+	}
+	return nil
+}
+
+// GetForgeToken reads a local forge token; forge.ErrNotFound if unknown.
+func (s *Store) GetForgeToken(ctx context.Context, id string) (forge.LocalToken, error) {
+	t := forge.LocalToken{ID: id}
+	var expires, revoked sql.NullInt64
+	err := s.db.QueryRowContext(ctx, `SELECT repo, hash, expires_at, revoked_at FROM forge_tokens WHERE id = $1`, id).
+		Scan(&t.Repo, &t.Hash, &expires, &revoked)
+	if errors.Is(err, sql.ErrNoRows) {
+		return forge.LocalToken{}, fmt.Errorf("forge token %s: %w", id, forge.ErrNotFound)
+	}
+	if err != nil {
+		return forge.LocalToken{}, fmt.Errorf("get forge token: %w", err)
+	}
+	t.ExpiresAt, t.RevokedAt = timeOf(expires), timeOf(revoked)
+	return t, nil
+}
+
+// RevokeForgeToken ends a local forge token; forge.ErrNotFound if unknown.
+func (s *Store) RevokeForgeToken(ctx context.Context, id string, at time.Time) error {
+	res, err := s.db.ExecContext(ctx, `UPDATE forge_tokens SET revoked_at = COALESCE(revoked_at, $2) WHERE id = $1`, id, timeArg(at))
+	if err != nil {
+		return fmt.Errorf("revoke forge token: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("forge token %s: %w", id, forge.ErrNotFound)
+	}
+	return nil
+}
+
+// AddCredential records a credential handed to a sandbox.
+func (s *Store) AddCredential(ctx context.Context, c sandbox.Credential) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO credentials (sandbox_id, token_id, created_at, expires_at) VALUES ($1, $2, $3, $4)`,
+		string(c.Sandbox), c.TokenID, timeArg(c.CreatedAt), timeArg(c.ExpiresAt))
+	if err != nil {
+		return fmt.Errorf("add credential of %s: %w", c.Sandbox, err)
+	}
+	return nil
+}
+
+// LiveCredentials returns a sandbox's credentials not yet revoked, oldest
+// first.
+func (s *Store) LiveCredentials(ctx context.Context, id sandbox.ID) ([]sandbox.Credential, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT token_id, created_at, expires_at FROM credentials
+		WHERE sandbox_id = $1 AND revoked_at IS NULL ORDER BY seq`, string(id))
+	if err != nil {
+		return nil, fmt.Errorf("credentials of %s: %w", id, err)
+	}
+	defer rows.Close()
+	var out []sandbox.Credential
+	for rows.Next() {
+		c := sandbox.Credential{Sandbox: id}
+		var created, expires sql.NullInt64
+		if err := rows.Scan(&c.TokenID, &created, &expires); err != nil {
+			return nil, fmt.Errorf("credentials of %s: %w", id, err)
+		}
+		c.CreatedAt, c.ExpiresAt = timeOf(created), timeOf(expires)
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// RevokeCredential marks a sandbox's credential revoked.
+func (s *Store) RevokeCredential(ctx context.Context, id sandbox.ID, tokenID string, at time.Time) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE credentials SET revoked_at = $3 WHERE sandbox_id = $1 AND token_id = $2 AND revoked_at IS NULL`,
+		string(id), tokenID, timeArg(at))
+	if err != nil {
+		return fmt.Errorf("revoke credential of %s: %w", id, err)
+	}
+	return nil
+}
+
+// AddCreatedRef records a ref a sandbox created by a push.
+func (s *Store) AddCreatedRef(ctx context.Context, id sandbox.ID, ref string) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO sandbox_refs (sandbox_id, ref) VALUES ($1, $2) ON CONFLICT DO NOTHING`, string(id), ref)
+	if err != nil {
+		return fmt.Errorf("record ref of %s: %w", id, err)
+	}
+	return nil
+}
+
+// DeleteCreatedRef forgets a ref a sandbox deleted.
+func (s *Store) DeleteCreatedRef(ctx context.Context, id sandbox.ID, ref string) error {
+	_, err := s.db.ExecContext(ctx, `DELETE FROM sandbox_refs WHERE sandbox_id = $1 AND ref = $2`, string(id), ref)
+	if err != nil {
+		return fmt.Errorf("forget ref of %s: %w", id, err)
+	}
+	return nil
+}
+
+// CreatedRefs returns the refs a sandbox created.
+func (s *Store) CreatedRefs(ctx context.Context, id sandbox.ID) (map[string]bool, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT ref FROM sandbox_refs WHERE sandbox_id = $1`, string(id))
+	if err != nil {
+		return nil, fmt.Errorf("refs of %s: %w", id, err)
+	}
+	defer rows.Close()
+	out := map[string]bool{}
+	for rows.Next() {
+		var ref string
+		if err := rows.Scan(&ref); err != nil {
+			return nil, err
+		}
+		out[ref] = true
+	}
+	return out, rows.Err()
+}
