@@ -47,9 +47,9 @@ func TestReadCommandsRefuses(t *testing.T) {
 		"short":        "0003",
 		"truncated":    "0040" + zero,
 		"bad command":  string(pkt("hello\n")) + "0000",
-		"bad id":       string(pkt("xyz " + a + " refs/heads/x\n")) + "0000",
+		"bad id":       string(pkt("xyz "+a+" refs/heads/x\n")) + "0000",
 		"push cert":    string(pkt("push-cert\x00\n")) + "0000",
-		"mixed hashes": string(pkt(zero + " " + a + "ab" + strings.Repeat("0", 22) + " refs/heads/x\n")) + "0000",
+		"mixed hashes": string(pkt(zero+" "+a+"ab"+strings.Repeat("0", 22)+" refs/heads/x\n")) + "0000",
 	} {
 		if _, err := readCommands(strings.NewReader(in)); err == nil {
 			t.Errorf("%s: readCommands accepted %q", name, in)

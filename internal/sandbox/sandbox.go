@@ -111,7 +111,7 @@ type Sandbox struct {
 	Memory    quantity.Bytes
 	Disk      quantity.Bytes // 0: none
 	State     State
-	Reason    string // why it failed, or how it ended
+	Reason    string  // why it failed, or how it ended
 	Repo      string  // the repository on the forge, as forge.Repo.String() names it
 	GitMode   GitMode // how it reaches the repository; "" without one
 	Branch    string
