@@ -42,6 +42,7 @@
 package entrypoint
 
 import (
+	"net/http"
 	"errors"
 	"fmt"
 	"io"
@@ -74,8 +75,12 @@ const (
 type Env struct {
 	Getenv  func(string) string
 	Environ func() []string
+	Stdin   io.Reader
 	Stdout  io.Writer
 	Stderr  io.Writer
+	// HTTP reaches the gateway (git-credential-berth); nil means a default
+	// client.
+	HTTP *http.Client
 	// Run runs a prepared setup command (git, ssh-keygen) to completion.
 	Run func(*exec.Cmd) error
 	// Exec replaces the process with path (sshd, the agent). It returns
@@ -91,6 +96,7 @@ func OSEnv() Env {
 	return Env{
 		Getenv:  os.Getenv,
 		Environ: os.Environ,
+		Stdin:   os.Stdin,
 		Stdout:  os.Stdout,
 		Stderr:  os.Stderr,
 		Run:     (*exec.Cmd).Run,
@@ -217,10 +223,12 @@ func (r *starter) command(name string, args ...string) *exec.Cmd {
 	return c
 }
 
-// runAgent execs the agent's command line. Until the runners land (SPEC
-// S13, the agent-runs issue), an agent sandbox started without one has
-// nothing to run: it says so and waits for its end (terminate or expiry),
-// so its lifecycle still works end to end.
+// runAgent runs the agent's command line. Until the runners land (SPEC S13,
+// the agent-runs issue), an agent sandbox started without one has nothing
+// to run: it says so and waits for its end (terminate or expiry), so its
+// lifecycle still works end to end. With a command, the agent runs as a
+// child with the sandbox's environment; a clean exit pushes the checkout's
+// HEAD to berth/<name> (SPEC S9: an agent's work leaves as a branch).
 func (r *starter) runAgent(cmd []string) int {
 	if len(cmd) == 0 {
 		r.logf("no runner is configured for agent sandboxes yet: waiting for the sandbox to end")
@@ -234,9 +242,59 @@ func (r *starter) runAgent(cmd []string) int {
 		return exitNotFound
 	}
 	r.logf("running %s", cmd[0])
-	err = r.env.Exec(path, cmd, r.env.Environ())
-	r.logf("exec %s: %v", path, err)
-	return exitFailure
+	c := exec.Command(path, cmd[1:]...)
+	c.Env = r.env.Environ()
+	c.Dir = r.workDir()
+	c.Stdin, c.Stdout, c.Stderr = r.env.Stdin, r.env.Stdout, r.env.Stderr
+	if err := r.env.Run(c); err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && ee.ExitCode() > 0 {
+			r.logf("%s exited %d", cmd[0], ee.ExitCode())
+			return ee.ExitCode()
+		}
+		r.logf("run %s: %v", cmd[0], err)
+		return exitFailure
+	}
+	if err := r.pushWork(); err != nil {
+		r.logf("push: %v", err)
+		return exitFailure
+	}
+	return 0
+}
+
+// workDir is where the agent works: the checkout when there is one.
+func (r *starter) workDir() string {
+	if name, err := repoDir(r.cfg.repo); err == nil && cloneable(r.cfg.repo) {
+		if fi, err := os.Stat(filepath.Join(r.cfg.home, name)); err == nil && fi.IsDir() {
+			return filepath.Join(r.cfg.home, name)
+		}
+	}
+	return r.cfg.home
+}
+
+// pushWork pushes the checkout's HEAD to refs/heads/berth/<name>, the one
+// branch an agent sandbox may write, and says which commit it pushed.
+func (r *starter) pushWork() error {
+	dir := r.workDir()
+	if dir == r.cfg.home || r.cfg.name == "" {
+		return nil // no checkout: nothing to push
+	}
+	branch := "berth/" + r.cfg.name
+	push := r.command("git", "push", "--quiet", "origin", "HEAD:refs/heads/"+branch)
+	push.Dir = dir
+	push.Env = append(push.Env, "GIT_TERMINAL_PROMPT=0")
+	if err := r.env.Run(push); err != nil {
+		return fmt.Errorf("git push to %s: %w", branch, err)
+	}
+	head := r.command("git", "rev-parse", "HEAD")
+	head.Dir = dir
+	var out strings.Builder
+	head.Stdout = &out
+	if err := r.env.Run(head); err != nil {
+		return err
+	}
+	r.logf("pushed %s at %s", branch, strings.TrimSpace(out.String()))
+	return nil
 }
 
 // lookPath finds an executable as the shell would, in the given PATH (the

@@ -13,7 +13,13 @@ import (
 // configureGit sets the global author (~/.gitconfig) when the gateway gives
 // one; it leaves the user's own setting alone otherwise.
 func (r *starter) configureGit() error {
-	for _, kv := range [][2]string{{"user.name", r.cfg.authorName}, {"user.email", r.cfg.authorEmail}} {
+	settings := [][2]string{{"user.name", r.cfg.authorName}, {"user.email", r.cfg.authorEmail}}
+	// git-credential-berth answers for the repository's own address only
+	// (SPEC S9): configured for that URL, so git asks it for nothing else.
+	if prefix, ok := credentialURL(r.cfg.repo); ok {
+		settings = append(settings, [2]string{"credential." + prefix + ".helper", "berth"})
+	}
+	for _, kv := range settings {
 		if kv[1] == "" {
 			continue
 		}
@@ -21,7 +27,7 @@ func (r *starter) configureGit() error {
 			return fmt.Errorf("git config --global %s: %w", kv[0], err)
 		}
 	}
-	return nil
+	return r.seedTokenCache()
 }
 
 // checkout clones BERTH_REPO into ~/<name>, shallow, at BERTH_BRANCH, unless
