@@ -42,10 +42,10 @@
 package entrypoint
 
 import (
-	"net/http"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"

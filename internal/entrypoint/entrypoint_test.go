@@ -463,4 +463,3 @@ func TestAgent(t *testing.T) {
 		}
 	})
 }
-
