@@ -99,7 +99,9 @@ func startGateway(t *testing.T, extra ...string) *gateway {
 	g.env = append(os.Environ(),
 		"HOME="+dir,
 		"BERTH_DATA_DIR="+g.dataDir,
-		"BERTH_ADDR=127.0.0.1:"+port,
+		// Sandboxes reach the gateway on the host's bridge address.
+		"BERTH_ADDR=:"+port,
+		"BERTH_SANDBOX_PUBLIC_URL=http://host.containers.internal:"+port,
 		"BERTH_URL="+g.url,
 		"BERTH_SANDBOX_DRIVER=podman",
 		"BERTH_SANDBOX_PODMAN_ROOT="+root,

@@ -85,6 +85,7 @@ func TestExpiry(t *testing.T) {
 	}
 
 	// An agent sandbox is removed at expiry: nothing in it is worth keeping.
+	g.seedRepo("acme/app")
 	agent, err := g.operator.CreateSandbox(ctx, api.CreateSandbox{Name: "task", Purpose: "agent", Repo: "acme/app", Task: "wait", TTL: "6s"})
 	if err != nil {
 		t.Fatal(err)

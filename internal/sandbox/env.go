@@ -54,8 +54,14 @@ func (s *Service) environment(ctx context.Context, sb Sandbox, secret account.Se
 	set("BERTH_RUNNER", sb.Runner)
 	set("BERTH_GIT_AUTHOR_NAME", owner.Name)
 	email := owner.Email
-	if email == "" && strings.Contains(owner.Name, "@") {
+	switch {
+	case email != "":
+	case strings.Contains(owner.Name, "@"):
 		email = owner.Name
+	default:
+		// git refuses to commit without an email; this one says whose
+		// the commit is and cannot be mistaken for a real address.
+		email = owner.Name + "@users.berth.invalid"
 	}
 	set("BERTH_GIT_AUTHOR_EMAIL", email)
 	return env, nil
