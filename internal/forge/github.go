@@ -1,0 +1,189 @@
+package forge
+
+import (
+	"context"
+	"crypto/rsa"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// GitHubConfig is how the deployment reaches its GitHub App (SPEC S9, S16).
+type GitHubConfig struct {
+	// URL is GitHub's API (BERTH_SANDBOX_GIT_URL): "" for
+	// https://api.github.com, https://HOST/api/v3 for GitHub Enterprise
+	// Server.
+	URL string
+	// AppID is the App's id (BERTH_SANDBOX_GIT_APP_ID).
+	AppID string
+	// Key is the App's RSA private key, PEM-encoded as GitHub hands it out
+	// (the file BERTH_SANDBOX_GIT_APP_KEY_FILE names).
+	Key Secret
+}
+
+// GitHub mints installation tokens of a GitHub App: one repository,
+// contents read and write and nothing else, for the hour GitHub gives.
+//
+// Repository addresses and clone URLs name GitHub's web host, derived from
+// the API URL: github.com for api.github.com; for any other URL (GitHub
+// Enterprise Server's https://HOST/api/v3, or a stand-in in a test) the
+// URL's own scheme and host[:port], the path dropped.
+type GitHub struct {
+	api   *api
+	web   url.URL // scheme://host[:port] of clone URLs
+	appID string
+	key   *rsa.PrivateKey
+	now   func() time.Time
+}
+
+// Lifetime of the App's JWT: issued a minute in the past against clock
+// drift, expiring nine minutes ahead, under GitHub's ten-minute cap.
+const (
+	jwtBackdate = 60 * time.Second
+	jwtLifetime = 9 * time.Minute
+)
+
+// NewGitHub returns the GitHub forge of cfg. It refuses a missing App id,
+// a key that is not an RSA private key in PEM, and a URL that is not
+// http(s)://host[/path]. hc carries the API calls (it is copied: redirects
+// are not followed); now is the clock the App's JWT is dated by.
+func NewGitHub(cfg GitHubConfig, hc *http.Client, now func() time.Time) (*GitHub, error) {
+	if hc == nil || now == nil {
+		return nil, fmt.Errorf("github forge: an HTTP client and a clock are required")
+	}
+	if cfg.AppID == "" || strings.ContainsFunc(cfg.AppID, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+		return nil, fmt.Errorf("github forge: the App id must be set, one word (as GitHub shows it on the App's page)")
+	}
+	key, err := jwt.ParseRSAPrivateKeyFromPEM([]byte(cfg.Key.Reveal()))
+	if err != nil {
+		// jwt's errors name what is wrong, never the key's bytes.
+		return nil, fmt.Errorf("github forge: the App's key is not a PEM-encoded RSA private key (the .pem file GitHub generates): %v", err)
+	}
+	base, err := baseURL(cfg.URL, "https://api.github.com")
+	if err != nil {
+		return nil, fmt.Errorf("github forge: %w", err)
+	}
+	web := url.URL{Scheme: base.Scheme, Host: base.Host}
+	if base.Host == "api.github.com" {
+		web = url.URL{Scheme: "https", Host: "github.com"}
+	}
+	return &GitHub{
+		api: newAPI(base, hc, http.Header{
+			"Accept":               {"application/vnd.github+json"},
+			"X-Github-Api-Version": {"2022-11-28"},
+			"User-Agent":           {"berth"},
+		}),
+		web:   web,
+		appID: cfg.AppID,
+		key:   key,
+		now:   now,
+	}, nil
+}
+
+// Kind is github.
+func (*GitHub) Kind() string { return "github" }
+
+// Host is GitHub's web host: github.com, or the Enterprise Server's (with
+// its port, if the URL has one).
+func (g *GitHub) Host() string { return g.web.Host }
+
+// CloneURL is scheme://host/owner/name.git.
+func (g *GitHub) CloneURL(r Repo) string { return g.web.String() + "/" + r.Path + ".git" }
+
+// Token mints an installation token for r: the App's JWT finds the
+// installation that covers r (ErrNotFound when the App is not installed
+// there), which gives a token for r alone with contents:write. It lasts the
+// hour GitHub gives; until cannot lengthen it. ID is "": GitHub revokes a
+// token only when presented with the token itself.
+func (g *GitHub) Token(ctx context.Context, r Repo, _ time.Time) (Token, error) {
+	t, err := g.token(ctx, r)
+	if err != nil {
+		return Token{}, fmt.Errorf("github token for %s: %w", r, err)
+	}
+	return t, nil
+}
+
+func (g *GitHub) token(ctx context.Context, r Repo) (Token, error) {
+	path, err := checkRepo(r, g.Host())
+	if err != nil {
+		return Token{}, err
+	}
+	owner, name, _ := strings.Cut(path, "/")
+	if strings.Contains(name, "/") {
+		return Token{}, fmt.Errorf("%q: a repository on GitHub is owner/name: %w", path, ErrBadAddress)
+	}
+	signed, err := g.jwt()
+	if err != nil {
+		return Token{}, err
+	}
+	auth := http.Header{"Authorization": {"Bearer " + signed}}
+
+	var inst struct {
+		ID int64 `json:"id"`
+	}
+	err = g.api.do(ctx, http.MethodGet, "/repos/"+url.PathEscape(owner)+"/"+url.PathEscape(name)+"/installation", auth, nil, &inst)
+	if err := g.mapError(err, "the App is not installed on it, or it does not exist"); err != nil {
+		return Token{}, err
+	}
+	if inst.ID <= 0 {
+		return Token{}, fmt.Errorf("GitHub's answer names no installation")
+	}
+
+	req := struct {
+		Repositories []string          `json:"repositories"`
+		Permissions  map[string]string `json:"permissions"`
+	}{[]string{name}, map[string]string{"contents": "write"}}
+	var tok struct {
+		Token     string    `json:"token"`
+		ExpiresAt time.Time `json:"expires_at"`
+	}
+	err = g.api.do(ctx, http.MethodPost, "/app/installations/"+strconv.FormatInt(inst.ID, 10)+"/access_tokens", auth, req, &tok)
+	if err := g.mapError(err, "the App's installation is gone"); err != nil {
+		return Token{}, err
+	}
+	if tok.Token == "" || tok.ExpiresAt.IsZero() {
+		return Token{}, fmt.Errorf("GitHub's answer has no token or no expiry")
+	}
+	return Token{Username: "x-access-token", Secret: Secret(tok.Token), ExpiresAt: tok.ExpiresAt}, nil
+}
+
+// jwt is the App's proof of identity for the next ten minutes (RS256,
+// issuer the App id).
+func (g *GitHub) jwt() (string, error) {
+	now := g.now()
+	signed, err := jwt.NewWithClaims(jwt.SigningMethodRS256, jwt.RegisteredClaims{
+		Issuer:    g.appID,
+		IssuedAt:  jwt.NewNumericDate(now.Add(-jwtBackdate)),
+		ExpiresAt: jwt.NewNumericDate(now.Add(jwtLifetime)),
+	}).SignedString(g.key)
+	if err != nil {
+		return "", fmt.Errorf("sign the App's JWT: %v", err)
+	}
+	return signed, nil
+}
+
+// mapError says what a GitHub API error means for berth; notFound is what
+// a 404 means for the call.
+func (g *GitHub) mapError(err error, notFound string) error {
+	switch status(err) {
+	case 0:
+		return err
+	case http.StatusNotFound:
+		return fmt.Errorf("%s (%w): %w", notFound, err, ErrNotFound)
+	case http.StatusUnauthorized:
+		return fmt.Errorf("GitHub refused the App's JWT (check the App id and its key): %w", err)
+	case http.StatusForbidden, http.StatusUnprocessableEntity:
+		return fmt.Errorf("GitHub gives the App no contents:write token for it (does the App have Contents: Read and write, and does its installation include the repository?) (%w): %w", err, ErrNoCredential)
+	default:
+		return err
+	}
+}
+
+// Revoke returns nil: berth keeps no GitHub token, and GitHub revokes one
+// only when presented with it (SPEC S9: it lasts its hour).
+func (*GitHub) Revoke(context.Context, Token) error { return nil }
