@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"berth.dev/berth/internal/driver/podman"
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/gateway"
+	"berth.dev/berth/internal/githttp"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
 )
@@ -93,8 +95,37 @@ func buildForge(cfg Config, st *store.Store) (forge.Forge, error) {
 		return nil, nil
 	case "local":
 		return forge.NewLocal(cfg.LocalRepos, cfg.SandboxPublicURL, st, time.Now), nil
+	case "github":
+		key, err := os.ReadFile(cfg.GitAppKey)
+		if err != nil {
+			return nil, fmt.Errorf("BERTH_SANDBOX_GIT_APP_KEY_FILE: %w", err)
+		}
+		gh, err := forge.NewGitHub(forge.GitHubConfig{URL: cfg.GitURL, AppID: cfg.GitAppID, Key: forge.Secret(key)}, &http.Client{Timeout: 30 * time.Second}, time.Now)
+		if err != nil {
+			return nil, fmt.Errorf("BERTH_SANDBOX_GIT_FORGE=github: %w", err)
+		}
+		return gh, nil
+	case "gitlab":
+		token, err := os.ReadFile(cfg.GitTokenFn)
+		if err != nil {
+			return nil, fmt.Errorf("BERTH_SANDBOX_GIT_TOKEN_FILE: %w", err)
+		}
+		gl, err := forge.NewGitLab(forge.GitLabConfig{URL: cfg.GitURL, Token: forge.Secret(token)}, &http.Client{Timeout: 30 * time.Second}, time.Now)
+		if err != nil {
+			return nil, fmt.Errorf("BERTH_SANDBOX_GIT_FORGE=gitlab: %w", err)
+		}
+		return gl, nil
 	}
-	return nil, fmt.Errorf("BERTH_SANDBOX_GIT_FORGE: the %s forge is not built into this version yet", cfg.Forge)
+	return nil, fmt.Errorf("BERTH_SANDBOX_GIT_FORGE: unknown forge %q", cfg.Forge)
+}
+
+// mirrorsFor keeps the gateway's mirrors of a remote forge's repositories
+// in the data directory; the local forge needs none.
+func mirrorsFor(cfg Config, fg forge.Forge) gateway.Mirrors {
+	if fg == nil || fg.Kind() == "local" {
+		return nil
+	}
+	return githttp.NewMirrors(filepath.Join(cfg.DataDir, "mirrors"), fg, 0, time.Now)
 }
 
 func newServeCmd(env Env) *cobra.Command {
@@ -135,7 +166,7 @@ func serve(ctx context.Context, cfg Config, env Env) error {
 		return fmt.Errorf("BERTH_ADDR: %w", err)
 	}
 	gw := gateway.New(gateway.Options{Accounts: a.accounts, Sandboxes: a.sandboxes, Log: log, Version: Version, Driver: cfg.Driver,
-		Forge: a.forge})
+		Forge: a.forge, Mirrors: mirrorsFor(cfg, a.forge)})
 	srv := &http.Server{
 		Handler:           gw.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,

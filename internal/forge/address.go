@@ -23,11 +23,11 @@ func Parse(addr, host string) (Repo, error) {
 	if addr == "" || len(addr) > 500 || strings.ContainsAny(addr, " \t\r\n\x00\\?#") {
 		return Repo{}, fmt.Errorf("%q: %w", addr, ErrBadAddress)
 	}
-	gotHost, path, err := split(addr)
+	gotHost, gotPort, path, err := split(addr)
 	if err != nil {
 		return Repo{}, err
 	}
-	if gotHost != "" && !sameHost(gotHost, host) {
+	if gotHost != "" && !sameHost(gotHost, gotPort, host) {
 		if host == "" {
 			return Repo{}, fmt.Errorf("%s is on %s, but this deployment's forge is the local one (name the repository as berth repo list shows it): %w", addr, gotHost, ErrOtherHost)
 		}
@@ -43,9 +43,11 @@ func Parse(addr, host string) (Repo, error) {
 	return Repo{Host: strings.ToLower(host), Path: path}, nil
 }
 
-// split takes an address apart into its host ("" for a bare path) and path.
-func split(addr string) (host, path string, err error) {
-	bad := func() (string, string, error) { return "", "", fmt.Errorf("%q: %w", addr, ErrBadAddress) }
+// split takes an address apart into its host ("" for a bare path), the
+// port an http(s) address names ("" for ssh, which never names the forge's
+// web port), and its path.
+func split(addr string) (host, port, path string, err error) {
+	bad := func() (string, string, string, error) { return "", "", "", fmt.Errorf("%q: %w", addr, ErrBadAddress) }
 	if scheme, rest, ok := strings.Cut(addr, "://"); ok {
 		switch strings.ToLower(scheme) {
 		case "https", "http", "ssh", "git+ssh":
@@ -67,7 +69,14 @@ func split(addr string) (host, path string, err error) {
 		if h == "" || !hostOK(h) {
 			return bad()
 		}
-		return h, u.Path, nil
+		port := ""
+		if u.Scheme == "http" || u.Scheme == "https" {
+			port = u.Port()
+			if (u.Scheme == "https" && port == "443") || (u.Scheme == "http" && port == "80") {
+				port = ""
+			}
+		}
+		return h, port, u.Path, nil
 	}
 	// scp-like: [user@]host:path, where host has no slash before the colon.
 	if i := strings.IndexByte(addr, ':'); i > 0 && !strings.Contains(addr[:i], "/") {
@@ -76,15 +85,15 @@ func split(addr string) (host, path string, err error) {
 		if at := strings.LastIndexByte(userHost, '@'); at >= 0 {
 			h = userHost[at+1:]
 		}
-		if h == "" || !hostOK(h) || strings.HasPrefix(path, "/") && strings.HasPrefix(path, "//") {
+		if h == "" || !hostOK(h) || strings.HasPrefix(path, "//") {
 			return bad()
 		}
-		return h, path, nil
+		return h, "", path, nil
 	}
 	if strings.HasPrefix(addr, "/") || strings.Contains(addr, "@") || strings.Contains(addr, ":") {
 		return bad()
 	}
-	return "", addr, nil
+	return "", "", addr, nil
 }
 
 // hostOK accepts a DNS name or an IP address.
@@ -108,6 +117,20 @@ func hostOK(h string) bool {
 	return true
 }
 
-func sameHost(a, b string) bool {
-	return b != "" && strings.EqualFold(strings.TrimSuffix(a, "."), strings.TrimSuffix(b, "."))
+// sameHost reports whether an address's host (and, for http(s), port)
+// names the forge at forgeHost, which may carry a port (a GitHub Enterprise
+// Server on :8443, a test's stand-in). An http(s) address must then name
+// that port; an ssh address names the host only.
+func sameHost(host, port, forgeHost string) bool {
+	if forgeHost == "" {
+		return false
+	}
+	fh, fp := forgeHost, ""
+	if h, p, err := net.SplitHostPort(forgeHost); err == nil {
+		fh, fp = h, p
+	}
+	if !strings.EqualFold(strings.TrimSuffix(host, "."), strings.TrimSuffix(fh, ".")) {
+		return false
+	}
+	return port == "" || port == fp
 }

@@ -22,6 +22,12 @@ func TestParse(t *testing.T) {
 		{"acme/app", "github.com", forge.Repo{Host: "github.com", Path: "acme/app"}, nil},
 		{"git@gitlab.example.com:group/sub/app.git", "gitlab.example.com", forge.Repo{Host: "gitlab.example.com", Path: "group/sub/app"}, nil},
 		{"acme/app", "", forge.Repo{Path: "acme/app"}, nil},
+		{"http://127.0.0.1:8080/acme/app", "127.0.0.1:8080", forge.Repo{Host: "127.0.0.1:8080", Path: "acme/app"}, nil},
+		{"git@ghe.example:acme/app", "ghe.example:8443", forge.Repo{Host: "ghe.example:8443", Path: "acme/app"}, nil},
+		{"https://ghe.example/acme/app", "ghe.example:8443", forge.Repo{Host: "ghe.example:8443", Path: "acme/app"}, nil},
+		{"https://ghe.example:9999/acme/app", "ghe.example:8443", forge.Repo{}, forge.ErrOtherHost},
+		{"https://github.com:443/acme/app", "github.com", forge.Repo{Host: "github.com", Path: "acme/app"}, nil},
+		{"https://github.com:8443/acme/app", "github.com", forge.Repo{}, forge.ErrOtherHost},
 		{"app", "", forge.Repo{Path: "app"}, nil},
 
 		{"git@gitlab.com:acme/app.git", "github.com", forge.Repo{}, forge.ErrOtherHost},

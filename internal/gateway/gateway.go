@@ -45,6 +45,9 @@ type Mirrors interface {
 	// Sync makes the mirror of repo current enough to serve and returns its
 	// directory.
 	Sync(ctx context.Context, repo forge.Repo) (string, error)
+	// Push sends what a push did to the mirror on to the forge, undoing it
+	// in the mirror if the forge refuses.
+	Push(ctx context.Context, repo forge.Repo, done []forge.RefUpdate) error
 }
 
 // Server serves the API.

@@ -40,7 +40,11 @@ type world struct {
 	store                                   *store.Store
 }
 
-func newWorld(t *testing.T) *world {
+// worldForge, when given to newWorld, makes the deployment's forge instead
+// of the local one.
+type worldForge func(t *testing.T) (forge.Forge, gateway.Mirrors)
+
+func newWorld(t *testing.T, remote ...worldForge) *world {
 	t.Helper()
 	ctx := t.Context()
 	st, err := store.Open(ctx, t.TempDir()+"/berth.db")
@@ -63,18 +67,26 @@ func newWorld(t *testing.T) *world {
 			t.Fatal(err)
 		}
 	}
+	var (
+		fg      forge.Forge = w.forge
+		mirrors gateway.Mirrors
+	)
+	if len(remote) > 0 {
+		fg, mirrors = remote[0](t)
+	}
 	var svc *sandbox.Service
 	w.accounts = account.NewService(st, st, time.Now, func(ctx context.Context, org string) error { return svc.SeedClasses(ctx, org) })
 	svc = sandbox.NewService(st, w.drv, w.accounts, sandbox.Config{
 		Driver: "fake", Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""}, Template: tmpl,
-		Forge: w.forge, PublicURL: w.url, Audit: st,
+		Forge: fg, PublicURL: w.url, Audit: st,
 	}, log, time.Now)
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); svc.Run(runCtx, time.Hour) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	srv.Config.Handler = gateway.New(gateway.Options{Accounts: w.accounts, Sandboxes: svc, Log: log, Version: "test", Driver: "fake", Forge: w.forge}).Handler()
+	srv.Config.Handler = gateway.New(gateway.Options{Accounts: w.accounts, Sandboxes: svc, Log: log, Version: "test", Driver: "fake",
+		Forge: fg, Mirrors: mirrors}).Handler()
 	srv.Start()
 	t.Cleanup(srv.Close)
 

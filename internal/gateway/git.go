@@ -79,6 +79,12 @@ func (s *Server) serveGit(w http.ResponseWriter, r *http.Request, _ account.Prin
 			s.sandboxes.GitRefused(ctx, sb, why)
 		},
 		Pushed: func(ctx context.Context, done []forge.RefUpdate) error {
+			if s.mirrors != nil {
+				if err := s.mirrors.Push(ctx, repo, done); err != nil {
+					s.sandboxes.GitRefused(ctx, sb, map[string]string{done[0].Ref: err.Error()})
+					return err
+				}
+			}
 			s.sandboxes.GitPushed(ctx, sb, done)
 			return nil
 		},

@@ -16,6 +16,9 @@ import (
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/client"
 	"berth.dev/berth/internal/forge"
+	"berth.dev/berth/internal/forge/forgetest"
+	"berth.dev/berth/internal/gateway"
+	"berth.dev/berth/internal/githttp"
 	"berth.dev/berth/internal/sandbox"
 )
 
@@ -325,4 +328,43 @@ func credential(t *testing.T, base, key string) credAnswer {
 		json.NewDecoder(resp.Body).Decode(&a.err)
 	}
 	return a
+}
+
+// TestGitThroughTheGatewayToGitHub: with GitHub as the forge, the gateway
+// serves a mirror it fetches with an App installation token, and sends an
+// agent's accepted push on to GitHub; the sandbox never holds a token.
+func TestGitThroughTheGatewayToGitHub(t *testing.T) {
+	var gh *forgetest.GitHub
+	w := newWorld(t, func(t *testing.T) (forge.Forge, gateway.Mirrors) {
+		key, pem := forgetest.NewAppKey(t)
+		gh = forgetest.NewGitHub(t, "4242", &key.PublicKey, "acme/app")
+		f, err := forge.NewGitHub(forge.GitHubConfig{URL: gh.URL(), AppID: "4242", Key: forge.Secret(pem)}, gh.Client(), time.Now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f, githttp.NewMirrors(t.TempDir(), f, time.Nanosecond, time.Now)
+	})
+	w.allowRepos(t, "acme")
+	sb, env := w.agent(t, w.owner, "fix-1", gh.CloneURL("acme/app"))
+	if !strings.HasSuffix(sb.Repo, "/acme/app") || env["BERTH_REPO"] != w.url+"/git/acme/app.git" {
+		t.Fatalf("repo %q, BERTH_REPO %q", sb.Repo, env["BERTH_REPO"])
+	}
+	dir := t.TempDir()
+	run(t, dir, "git", "clone", "-q", withAuth(t, env["BERTH_REPO"], "berth", env["BERTH_API_KEY"]), "app")
+	work := filepath.Join(dir, "app")
+	os.WriteFile(filepath.Join(work, "fix.txt"), []byte("fixed\n"), 0o644)
+	run(t, work, "git", "add", ".")
+	run(t, work, "git", "commit", "-q", "-m", "fix")
+	run(t, work, "git", "push", "-q", "origin", "HEAD:refs/heads/berth/fix-1")
+	if got := run(t, dir, "git", "--git-dir", gh.BarePath("acme/app"), "log", "-1", "--format=%s", "berth/fix-1"); got != "fix" {
+		t.Errorf("berth/fix-1 on GitHub: %q, want the sandbox's commit", got)
+	}
+	if out := refuse(t, work, "push", "origin", "HEAD:main"); !strings.Contains(out, "never writes the default branch") {
+		t.Errorf("push main: %s", out)
+	}
+	for _, m := range gh.Minted() {
+		if m.Repo != "acme/app" || len(m.Permissions) != 1 || m.Permissions["contents"] != "write" {
+			t.Errorf("minted %+v; want contents:write on app only", m)
+		}
+	}
 }

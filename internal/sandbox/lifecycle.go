@@ -88,7 +88,7 @@ func (s *Service) resume(ctx context.Context, p account.Principal, ref string) (
 		// A new repository credential too, under allowed_repos as it is now.
 		var token forge.Token
 		if next.Repo != "" {
-			if _, err := s.resolveRepo(ctx, next.Org, next.Project, next.Repo); err != nil {
+			if err := s.checkAllowed(ctx, next.Org, next.Project, s.repoOf(next)); err != nil {
 				return Sandbox{}, err
 			}
 			if next.GitMode == GitToken {

@@ -48,12 +48,8 @@ func (s *Service) resolveRepo(ctx context.Context, org, project, addr string) (f
 	if err != nil {
 		return forge.Repo{}, invalid("repo", "%v", err)
 	}
-	g, err := s.accounts.EffectiveGuardrail(ctx, org, project)
-	if err != nil {
+	if err := s.checkAllowed(ctx, org, project, r); err != nil {
 		return forge.Repo{}, err
-	}
-	if !g.AllowsRepo(r.Path) {
-		return forge.Repo{}, fmt.Errorf("repository %s is not in the allowed_repos of this project and organisation (an operator sets the organisation's list): %w", r, ErrForbidden)
 	}
 	// A forge that can tell at once whether it has the repository (the
 	// local one) refuses a missing one here rather than in the sandbox.
@@ -65,6 +61,19 @@ func (s *Service) resolveRepo(ctx context.Context, org, project, addr string) (f
 		}
 	}
 	return r, nil
+}
+
+// checkAllowed refuses a repository the guardrails do not allow (SPEC S9:
+// checked at creation, at every token refresh and every git request).
+func (s *Service) checkAllowed(ctx context.Context, org, project string, r forge.Repo) error {
+	g, err := s.accounts.EffectiveGuardrail(ctx, org, project)
+	if err != nil {
+		return err
+	}
+	if !g.AllowsRepo(r.Path) {
+		return fmt.Errorf("repository %s is not in the allowed_repos of this project and organisation (an operator sets the organisation's list): %w", r, ErrForbidden)
+	}
+	return nil
 }
 
 // repoOf names a sandbox's repository on the forge.
@@ -176,7 +185,7 @@ func (s *Service) GitCredential(ctx context.Context, p account.Principal) (forge
 	if sb.Repo == "" || sb.GitMode != GitToken || s.cfg.Forge == nil {
 		return forge.Token{}, fmt.Errorf("git credential: sandbox %s reaches its repository through the gateway, with its own key: %w", sb.Name, forge.ErrNoCredential)
 	}
-	if _, err := s.resolveRepo(ctx, sb.Org, sb.Project, sb.Repo); err != nil {
+	if err := s.checkAllowed(ctx, sb.Org, sb.Project, s.repoOf(sb)); err != nil {
 		s.record(ctx, audit.Event{Org: sb.Org, Sandbox: string(sb.ID), Action: audit.CredentialIssue, Target: sb.Repo, Outcome: audit.Refused, Detail: err.Error()})
 		return forge.Token{}, err
 	}
@@ -206,7 +215,7 @@ func (s *Service) GitAccess(ctx context.Context, p account.Principal, path strin
 	if sb.Repo == "" || !strings.EqualFold(r.Path, path) || (sb.State != StateRunning && sb.State != StateStarting) {
 		return Sandbox{}, forge.Repo{}, forge.PushRules{}, notFound
 	}
-	if _, err := s.resolveRepo(ctx, sb.Org, sb.Project, sb.Repo); err != nil {
+	if err := s.checkAllowed(ctx, sb.Org, sb.Project, r); err != nil {
 		if errors.Is(err, ErrForbidden) {
 			s.record(ctx, audit.Event{Org: sb.Org, Sandbox: string(sb.ID), Action: audit.GitFetch, Target: sb.Repo, Outcome: audit.Refused, Detail: err.Error()})
 		}
