@@ -85,6 +85,8 @@ type User struct {
 	Email     string
 	Role      Role
 	CreatedAt time.Time
+	// Disabled users' keys, their sandboxes' included, stop working.
+	Disabled bool
 }
 
 // CheckName reports whether s is a valid organisation or project name

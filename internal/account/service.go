@@ -25,6 +25,7 @@ type Store interface {
 	GetUser(ctx context.Context, id string) (User, error)
 	FindUser(ctx context.Context, org, ref string) (User, error)
 	ListUsers(ctx context.Context, org string) ([]User, error)
+	SetUserDisabled(ctx context.Context, id string, disabled bool) error
 	CreateKey(ctx context.Context, k Key) error
 	GetKey(ctx context.Context, id string) (Key, error)
 	ListKeys(ctx context.Context, user string) ([]Key, error)
@@ -98,6 +99,9 @@ func (s *Service) Authenticate(ctx context.Context, token string) (Principal, er
 	u, err := s.store.GetUser(ctx, k.User)
 	if err != nil {
 		return Principal{}, fmt.Errorf("authenticate: key %s: %w", k.ID, err)
+	}
+	if u.Disabled {
+		return Principal{}, fmt.Errorf("the key's user is disabled: %w", ErrUnauthenticated)
 	}
 	return Principal{User: u, KeyID: k.ID, Sandbox: k.Sandbox, Project: k.Project}, nil
 }
@@ -317,4 +321,33 @@ func (s *Service) RevokeKey(ctx context.Context, p Principal, id string) error {
 		return fmt.Errorf("revoke: %w", err)
 	}
 	return nil
+}
+
+// SetDisabled disables (or enables again) a user of an organisation p
+// administers. A disabled user's keys, their sandboxes' own included, stop
+// working at once; the caller also ends the user's sandboxes. Nobody may
+// disable themselves, and only an operator may disable an operator.
+func (s *Service) SetDisabled(ctx context.Context, p Principal, orgRef, userRef string, disabled bool) (User, error) {
+	org, err := s.Organisation(ctx, p, orgRef)
+	if err != nil {
+		return User{}, err
+	}
+	if !p.IsAdminOf(org.ID) {
+		return User{}, fmt.Errorf("disable user: only an administrator of %s may: %w", org.Name, ErrForbidden)
+	}
+	u, err := s.store.FindUser(ctx, org.ID, userRef)
+	if err != nil {
+		return User{}, err
+	}
+	switch {
+	case u.ID == p.User.ID:
+		return User{}, fmt.Errorf("disable user: you cannot disable yourself: %w", ErrForbidden)
+	case u.Role == RoleOperator && !p.IsOperator():
+		return User{}, fmt.Errorf("disable user: only an operator may disable an operator: %w", ErrForbidden)
+	}
+	if err := s.store.SetUserDisabled(ctx, u.ID, disabled); err != nil {
+		return User{}, fmt.Errorf("disable user: %w", err)
+	}
+	u.Disabled = disabled
+	return u, nil
 }

@@ -107,7 +107,15 @@ type User struct {
 	Name         string    `json:"name"`
 	Email        string    `json:"email,omitempty"`
 	Role         string    `json:"role"`
+	Disabled     bool      `json:"disabled,omitempty"`
 	CreatedAt    time.Time `json:"created_at"`
+}
+
+// DisabledUser answers a disable: the user, and how many of their
+// sandboxes were ended or stopped.
+type DisabledUser struct {
+	User      User `json:"user"`
+	Sandboxes int  `json:"sandboxes"`
 }
 
 // CreateUser is the body of POST /api/v1/orgs/{org}/users.

@@ -267,11 +267,44 @@ With --key, a key for the new user is minted too and printed once.`,
 			})
 		},
 	}
-	for _, c := range []*cobra.Command{create, list} {
+	toggle := func(verb, short string, disabled bool) *cobra.Command {
+		return &cobra.Command{
+			Use:   verb + " NAME",
+			Short: short,
+			Args:  exactArgs(1, "a user's name or id"),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				c, err := g.client()
+				if err != nil {
+					return err
+				}
+				org, err := g.orgOrMine(cmd, c, org)
+				if err != nil {
+					return err
+				}
+				if !disabled {
+					u, err := c.EnableUser(cmd.Context(), org, args[0])
+					if err != nil {
+						return err
+					}
+					fmt.Fprintf(g.env.Stdout, "enabled %s (%s)\n", u.Name, u.ID)
+					return nil
+				}
+				res, err := c.DisableUser(cmd.Context(), org, args[0])
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(g.env.Stdout, "disabled %s (%s); %d of their sandboxes ended or expired\n", res.User.Name, res.User.ID, res.Sandboxes)
+				return nil
+			},
+		}
+	}
+	disable := toggle("disable", "Disable a user: their keys stop working, their sandboxes end or expire, repository credentials are revoked", true)
+	enable := toggle("enable", "Let a disabled user back in (their sandboxes stay as they are)", false)
+	for _, c := range []*cobra.Command{create, list, disable, enable} {
 		c.Flags().StringVar(&org, "org", "", "organisation name or id (default yours)")
 	}
 	outputFlag(list, &output)
-	cmd.AddCommand(create, list)
+	cmd.AddCommand(create, list, disable, enable)
 	return cmd
 }
 

@@ -301,3 +301,16 @@ func (c *Client) Extend(ctx context.Context, ref, ttl string) (api.Sandbox, erro
 func (c *Client) Terminate(ctx context.Context, ref string) (api.Sandbox, error) {
 	return c.act(ctx, ref, "terminate", nil)
 }
+
+// DisableUser disables a user: their keys stop working and their sandboxes
+// end or expire.
+func (c *Client) DisableUser(ctx context.Context, org, user string) (api.DisabledUser, error) {
+	var out api.DisabledUser
+	return out, c.do(ctx, "POST", "/api/v1/orgs/"+esc(org)+"/users/"+esc(user)+"/disable", nil, &out)
+}
+
+// EnableUser lets a disabled user back in.
+func (c *Client) EnableUser(ctx context.Context, org, user string) (api.User, error) {
+	var out api.User
+	return out, c.do(ctx, "POST", "/api/v1/orgs/"+esc(org)+"/users/"+esc(user)+"/enable", nil, &out)
+}

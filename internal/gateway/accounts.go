@@ -174,3 +174,30 @@ func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request, p account.Pri
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
+
+// disableUser disables a user (SPEC S9): their keys stop working, their
+// agent sandboxes are terminated and their engineer sandboxes expire, with
+// every repository credential revoked.
+func (s *Server) disableUser(w http.ResponseWriter, r *http.Request, p account.Principal) {
+	u, err := s.accounts.SetDisabled(r.Context(), p, r.PathValue("org"), r.PathValue("user"), true)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	n, err := s.sandboxes.EndOwner(r.Context(), p, u.ID)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.DisabledUser{User: apiUser(u), Sandboxes: n})
+}
+
+// enableUser lets a disabled user back in; their sandboxes stay as they are.
+func (s *Server) enableUser(w http.ResponseWriter, r *http.Request, p account.Principal) {
+	u, err := s.accounts.SetDisabled(r.Context(), p, r.PathValue("org"), r.PathValue("user"), false)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, apiUser(u))
+}

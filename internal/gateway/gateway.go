@@ -105,6 +105,8 @@ func (s *Server) routes() []route {
 		{"POST", "/api/v1/orgs/{org}/projects", userKey, s.createProject},
 		{"GET", "/api/v1/orgs/{org}/users", userKey, s.listUsers},
 		{"POST", "/api/v1/orgs/{org}/users", userKey, s.createUser},
+		{"POST", "/api/v1/orgs/{org}/users/{user}/disable", userKey, s.disableUser},
+		{"POST", "/api/v1/orgs/{org}/users/{user}/enable", userKey, s.enableUser},
 		{"GET", "/api/v1/orgs/{org}/guardrail", userKey, s.getGuardrail},
 		{"PUT", "/api/v1/orgs/{org}/guardrail", userKey, s.putGuardrail},
 		{"GET", "/api/v1/orgs/{org}/projects/{project}/guardrail", userKey, s.getGuardrail},

@@ -368,3 +368,58 @@ func TestGitThroughTheGatewayToGitHub(t *testing.T) {
 		}
 	}
 }
+
+// TestDisabledOwner: disabling a user stops their keys and their sandboxes'
+// keys at once; their agent sandbox ends, their engineer sandbox expires
+// with its volume, and its repository token is revoked (SPEC S9).
+func TestDisabledOwner(t *testing.T) {
+	w := newWorld(t)
+	ctx := t.Context()
+	w.allowRepos(t, "acme")
+	file := "sandboxes:\n  - name: tokens\n    image: localhost/berth-sandbox:1\n    isolation: standard\n    purposes: [engineer]\n    git: token\n"
+	if _, err := w.admin.ApplyClasses(ctx, "", strings.NewReader(file)); err != nil {
+		t.Fatal(err)
+	}
+	eng, err := w.owner.CreateSandbox(ctx, api.CreateSandbox{Name: "dev", Class: "tokens", Repo: "acme/app", SSHKeys: []string{sshKey}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	engEnv := w.envOf(t, eng.ID)
+	agent, agentEnv := w.agent(t, w.owner, "fix", "acme/app")
+	var e *api.Error
+	if _, err := w.member.DisableUser(ctx, "acme", "alice"); !errors.As(err, &e) || e.Status != http.StatusForbidden {
+		t.Errorf("a member disabling a user: %v, want 403", err)
+	}
+	res, err := w.admin.DisableUser(ctx, "acme", "alice")
+	if err != nil || !res.User.Disabled || res.Sandboxes != 2 {
+		t.Fatalf("disable alice: %+v, %v", res, err)
+	}
+	if _, err := w.owner.Whoami(ctx); !errors.As(err, &e) || e.Status != http.StatusUnauthorized {
+		t.Errorf("a disabled user's key: %v, want 401", err)
+	}
+	if c := credential(t, w.url, engEnv["BERTH_API_KEY"]); c.status != http.StatusUnauthorized {
+		t.Errorf("a disabled user's sandbox asking for a token: %d, want 401", c.status)
+	}
+	dir := t.TempDir()
+	if out := refuse(t, dir, "clone", "-q", withAuth(t, engEnv["BERTH_REPO"], "berth", engEnv["BERTH_GIT_TOKEN"]), "a"); !strings.Contains(out, "401") && !strings.Contains(out, "Authentication failed") {
+		t.Errorf("the engineer sandbox's forge token still works: %s", out)
+	}
+	if out := refuse(t, dir, "clone", "-q", withAuth(t, agentEnv["BERTH_REPO"], "berth", agentEnv["BERTH_API_KEY"]), "b"); !strings.Contains(out, "401") && !strings.Contains(out, "Authentication failed") {
+		t.Errorf("the agent sandbox's key still opens git: %s", out)
+	}
+	for id, want := range map[string]string{eng.ID: "expired", agent.ID: "terminated"} {
+		sb, err := w.admin.Sandbox(ctx, id)
+		if err != nil || sb.State != want || !strings.Contains(sb.Reason, "owner was disabled") {
+			t.Errorf("sandbox %s: %s (%s), %v; want %s", id, sb.State, sb.Reason, err, want)
+		}
+	}
+	if !w.drv.Has(sandbox.ID(eng.ID)) || w.drv.Has(sandbox.ID(agent.ID)) {
+		t.Error("want the engineer sandbox's volume kept and the agent's machine removed")
+	}
+	if _, err := w.admin.EnableUser(ctx, "acme", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.owner.Whoami(ctx); err != nil {
+		t.Errorf("an enabled user's key: %v", err)
+	}
+}

@@ -265,3 +265,37 @@ func (s *Service) write(ctx context.Context, u Update) (Sandbox, error) {
 	s.log.InfoContext(ctx, "sandbox state changed", "sandbox", u.Sandbox.ID, "from", u.From, "to", u.Sandbox.State, "reason", u.Sandbox.Reason)
 	return s.store.GetSandbox(ctx, u.Sandbox.ID)
 }
+
+// EndOwner ends what a disabled user's sandboxes may do (SPEC S9): agent
+// sandboxes are terminated; engineer sandboxes expire (stopped, key and
+// repository credentials revoked, volume kept), so their work survives
+// until somebody terminates them. The caller has authorised p to disable
+// the user.
+func (s *Service) EndOwner(ctx context.Context, p account.Principal, owner string) (int, error) {
+	sbs, err := s.store.ListSandboxes(ctx, Filter{Owner: owner})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, sb := range sbs {
+		to := StateExpired
+		if sb.Purpose == PurposeAgent {
+			to = StateTerminated
+		}
+		if !CanMove(sb.State, to) {
+			s.revokeCredentials(ctx, sb, "") // an expired or failed one: make sure
+			continue
+		}
+		if _, err := retryMoved(func() (Sandbox, error) {
+			cur, err := s.store.GetSandbox(ctx, sb.ID)
+			if err != nil {
+				return Sandbox{}, err
+			}
+			return s.end(ctx, cur, to, "its owner was disabled by "+p.User.Name)
+		}); err != nil {
+			return n, fmt.Errorf("end sandbox %s of a disabled owner: %w", sb.ID, err)
+		}
+		n++
+	}
+	return n, nil
+}

@@ -195,15 +195,17 @@ func insertUser(ctx context.Context, q queryer, u account.User) error {
 	return nil
 }
 
-const userColumns = `id, org_id, name, email, role, created_at`
+const userColumns = `id, org_id, name, email, role, created_at, disabled`
 
 func scanUser(row interface{ Scan(...any) error }) (account.User, error) {
 	var u account.User
 	var role string
 	var created sql.NullInt64
-	if err := row.Scan(&u.ID, &u.Org, &u.Name, &u.Email, &role, &created); err != nil {
+	var disabled int
+	if err := row.Scan(&u.ID, &u.Org, &u.Name, &u.Email, &role, &created, &disabled); err != nil {
 		return account.User{}, err
 	}
+	u.Disabled = disabled != 0
 	u.Role = account.Role(role)
 	u.CreatedAt = timeOf(created)
 	return u, nil
@@ -359,4 +361,20 @@ func (s *Store) RevokeKey(ctx context.Context, id string, at time.Time) error {
 func revokeKey(ctx context.Context, q queryer, id string, at time.Time) error {
 	_, err := q.ExecContext(ctx, `UPDATE keys SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL`, timeArg(at), id)
 	return err
+}
+
+// SetUserDisabled disables or enables a user; account.ErrNotFound if unknown.
+func (s *Store) SetUserDisabled(ctx context.Context, id string, disabled bool) error {
+	v := 0
+	if disabled {
+		v = 1
+	}
+	res, err := s.db.ExecContext(ctx, `UPDATE users SET disabled = $2 WHERE id = $1`, id, v)
+	if err != nil {
+		return fmt.Errorf("disable user %s: %w", id, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("user %s: %w", id, account.ErrNotFound)
+	}
+	return nil
 }
