@@ -42,9 +42,9 @@ type world struct {
 
 // worldForge, when given to newWorld, makes the deployment's forge instead
 // of the local one.
-type worldForge func(t *testing.T) (forge.Forge, gateway.Mirrors)
+type worldForge func(t testing.TB) (forge.Forge, gateway.Mirrors)
 
-func newWorld(t *testing.T, remote ...worldForge) *world {
+func newWorld(t testing.TB, remote ...worldForge) *world {
 	t.Helper()
 	ctx := t.Context()
 	st, err := store.Open(ctx, t.TempDir()+"/berth.db")

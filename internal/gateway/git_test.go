@@ -23,7 +23,7 @@ import (
 )
 
 // seedRepo makes a git repository with one commit on main.
-func seedRepo(t *testing.T) string {
+func seedRepo(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
 	run(t, dir, "git", "init", "-q", "-b", "main")
@@ -40,7 +40,7 @@ func gitEnv(home string) []string {
 		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
 }
 
-func run(t *testing.T, dir string, name string, args ...string) string {
+func run(t testing.TB, dir string, name string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(name, args...)
 	cmd.Dir, cmd.Env = dir, gitEnv(dir)
@@ -52,7 +52,7 @@ func run(t *testing.T, dir string, name string, args ...string) string {
 }
 
 // refuse runs git expecting it to fail, and returns what it printed.
-func refuse(t *testing.T, dir string, args ...string) string {
+func refuse(t testing.TB, dir string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("git", args...)
 	cmd.Dir, cmd.Env = dir, gitEnv(dir)
@@ -65,7 +65,7 @@ func refuse(t *testing.T, dir string, args ...string) string {
 
 // withAuth puts a credential into a clone URL, as a test's stand-in for
 // git-credential-berth.
-func withAuth(t *testing.T, raw, user, password string) string {
+func withAuth(t testing.TB, raw, user, password string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +75,7 @@ func withAuth(t *testing.T, raw, user, password string) string {
 }
 
 // allowRepos sets acme's allowed_repos, as its operator would.
-func (w *world) allowRepos(t *testing.T, repos ...string) {
+func (w *world) allowRepos(t testing.TB, repos ...string) {
 	t.Helper()
 	g, err := w.operator.Guardrail(t.Context(), "acme", "")
 	if err != nil {
@@ -88,7 +88,7 @@ func (w *world) allowRepos(t *testing.T, repos ...string) {
 }
 
 // agent creates an agent sandbox on repo and returns it with its environment.
-func (w *world) agent(t *testing.T, c *client.Client, name, repo string) (api.Sandbox, map[string]string) {
+func (w *world) agent(t testing.TB, c *client.Client, name, repo string) (api.Sandbox, map[string]string) {
 	t.Helper()
 	sb, err := c.CreateSandbox(t.Context(), api.CreateSandbox{Name: name, Purpose: "agent", Repo: repo, Task: "fix it"})
 	if err != nil {
@@ -98,7 +98,7 @@ func (w *world) agent(t *testing.T, c *client.Client, name, repo string) (api.Sa
 }
 
 // envOf waits for the sandbox's machine and returns its environment.
-func (w *world) envOf(t *testing.T, id string) map[string]string {
+func (w *world) envOf(t testing.TB, id string) map[string]string {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		if env := w.drv.Env(sandbox.ID(id)); env != nil {
@@ -335,7 +335,7 @@ func credential(t *testing.T, base, key string) credAnswer {
 // agent's accepted push on to GitHub; the sandbox never holds a token.
 func TestGitThroughTheGatewayToGitHub(t *testing.T) {
 	var gh *forgetest.GitHub
-	w := newWorld(t, func(t *testing.T) (forge.Forge, gateway.Mirrors) {
+	w := newWorld(t, func(t testing.TB) (forge.Forge, gateway.Mirrors) {
 		key, pem := forgetest.NewAppKey(t)
 		gh = forgetest.NewGitHub(t, "4242", &key.PublicKey, "acme/app")
 		f, err := forge.NewGitHub(forge.GitHubConfig{URL: gh.URL(), AppID: "4242", Key: forge.Secret(pem)}, gh.Client(), time.Now)
