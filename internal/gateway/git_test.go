@@ -423,3 +423,59 @@ func TestDisabledOwner(t *testing.T) {
 		t.Errorf("an enabled user's key: %v", err)
 	}
 }
+
+// TestGitLabTokenMode: an engineer sandbox of a token-mode class on GitLab
+// gets a project access token (Developer, until midnight UTC after it
+// ends), pushes with it, and the token is revoked when a refresh replaces
+// it and when the sandbox ends (SPEC S9).
+func TestGitLabTokenMode(t *testing.T) {
+	var gl *forgetest.GitLab
+	w := newWorld(t, func(t testing.TB) (forge.Forge, gateway.Mirrors) {
+		gl = forgetest.NewGitLab(t, "deploy-token", "group/app")
+		f, err := forge.NewGitLab(forge.GitLabConfig{URL: gl.URL(), Token: "deploy-token"}, gl.Client(), time.Now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f, githttp.NewMirrors(t.TempDir(), f, 0, time.Now)
+	})
+	ctx := t.Context()
+	w.allowRepos(t, "group")
+	file := "sandboxes:\n  - name: tokens\n    image: localhost/berth-sandbox:1\n    isolation: standard\n    purposes: [engineer]\n    git: token\n"
+	if _, err := w.admin.ApplyClasses(ctx, "", strings.NewReader(file)); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := w.owner.CreateSandbox(ctx, api.CreateSandbox{Name: "dev", Class: "tokens", Repo: gl.CloneURL("group/app"), SSHKeys: []string{sshKey}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := w.envOf(t, sb.ID)
+	if env["BERTH_REPO"] != gl.CloneURL("group/app") || env["BERTH_GIT_USERNAME"] != "oauth2" {
+		t.Fatalf("token mode on GitLab: repo %q user %q", env["BERTH_REPO"], env["BERTH_GIT_USERNAME"])
+	}
+	minted := gl.Minted()
+	if len(minted) != 1 || minted[0].AccessLevel != 30 {
+		t.Fatalf("minted %+v, want one Developer token", minted)
+	}
+	if want := sb.ExpiresAt.UTC().AddDate(0, 0, 1).Format("2006-01-02"); minted[0].ExpiresAt != want {
+		t.Errorf("token expires %s, want %s (midnight UTC after the sandbox ends)", minted[0].ExpiresAt, want)
+	}
+	dir := t.TempDir()
+	run(t, dir, "git", "clone", "-q", withAuth(t, env["BERTH_REPO"], "oauth2", env["BERTH_GIT_TOKEN"]), "app")
+	work := filepath.Join(dir, "app")
+	run(t, work, "git", "checkout", "-q", "-b", "feature")
+	run(t, work, "git", "commit", "-q", "--allow-empty", "-m", "feature")
+	run(t, work, "git", "push", "-q", "origin", "feature")
+
+	if c := credential(t, w.url, env["BERTH_API_KEY"]); c.status != http.StatusOK {
+		t.Fatalf("refresh: %d %+v", c.status, c.err)
+	}
+	if revoked := gl.Revoked(); len(revoked) != 1 || revoked[0].ID != minted[0].ID {
+		t.Errorf("after a refresh GitLab revoked %+v, want the first token", revoked)
+	}
+	if _, err := w.owner.Terminate(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if revoked := gl.Revoked(); len(revoked) != 2 {
+		t.Errorf("after terminate GitLab revoked %d tokens, want both", len(revoked))
+	}
+}
