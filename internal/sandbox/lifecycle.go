@@ -68,7 +68,10 @@ func (s *Service) resume(ctx context.Context, p account.Principal, ref string) (
 	next.Reason = ""
 	u := Update{Sandbox: next, From: sb.State, At: s.now()}
 	spec := Spec{Sandbox: next}
-	if sb.State == StateExpired {
+	// A suspended sandbox whose lifetime ran out before the sweep noticed
+	// has expired all the same: its key has, and a start on the old
+	// lifetime would run (and be charged) past its expiry (SPEC S8).
+	if sb.State == StateExpired || s.pastExpiry(sb) {
 		def, max := s.classLifetimes(ctx, sb)
 		g, err := s.accounts.EffectiveGuardrail(ctx, sb.Org, sb.Project)
 		if err != nil {
@@ -115,8 +118,14 @@ func (s *Service) extend(ctx context.Context, p account.Principal, ref, ttl stri
 	}
 	switch sb.State {
 	case StateStarting, StateRunning, StateSuspended:
+		// Past its expiry a sandbox has expired even before the sweep
+		// says so: extending it then would charge the time in between,
+		// which S8 never charges.
+		if s.pastExpiry(sb) {
+			return Sandbox{}, expiredError(sb)
+		}
 	case StateExpired:
-		return Sandbox{}, fmt.Errorf("sandbox %s has expired; resume it first, then extend it: %w", sb.Name, ErrConflict)
+		return Sandbox{}, expiredError(sb)
 	default:
 		return Sandbox{}, fmt.Errorf("sandbox %s is %s: %w", sb.Name, sb.State, ErrConflict)
 	}
@@ -220,6 +229,16 @@ func (s *Service) clamp(sb Sandbox) time.Time {
 		return sb.ExpiresAt
 	}
 	return now
+}
+
+func expiredError(sb Sandbox) error {
+	return fmt.Errorf("sandbox %s has expired; resume it first, then extend it: %w", sb.Name, ErrConflict)
+}
+
+// pastExpiry reports whether sb's lifetime has run out, whether or not the
+// sweep has noticed yet.
+func (s *Service) pastExpiry(sb Sandbox) bool {
+	return !sb.ExpiresAt.IsZero() && !s.now().Before(sb.ExpiresAt)
 }
 
 // errMoved says the row changed state between reading and writing it, as

@@ -72,6 +72,7 @@ type env struct {
 	drv      *fake.Driver
 	accounts *account.Service
 	svc      *sandbox.Service
+	cfg      sandbox.Config
 	clock    *clock
 
 	operator, admin, alice, bob, stranger account.Principal
@@ -105,6 +106,7 @@ func newEnv(t *testing.T, opts ...option) *env {
 	for _, o := range opts {
 		o(&cfg)
 	}
+	e.cfg = cfg
 	e.accounts = account.NewService(st, st, e.clock.now, func(ctx context.Context, org string) error { return e.svc.SeedClasses(ctx, org) })
 	e.svc = sandbox.NewService(st, e.drv, e.accounts, cfg, slog.New(slog.NewTextHandler(t.Output(), nil)), e.clock.now)
 
@@ -132,18 +134,21 @@ func newEnv(t *testing.T, opts ...option) *env {
 	return e
 }
 
-// run starts the service's background work for the test's life.
-func (e *env) run(t *testing.T) {
+// run starts the service's background work for the test's life. The
+// returned func stops it early, as a gateway that goes down.
+func (e *env) run(t *testing.T) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		e.svc.Run(ctx, time.Hour)
 	}()
-	t.Cleanup(func() {
+	stop = func() {
 		cancel()
 		<-done
-	})
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
 func (e *env) engineer(t *testing.T, p account.Principal, name string) sandbox.Sandbox {
