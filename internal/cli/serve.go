@@ -63,7 +63,7 @@ func build(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 	}
 	var sandboxes *sandbox.Service
 	seed := func(ctx context.Context, org string) error { return sandboxes.SeedClasses(ctx, org) }
-	accounts := account.NewService(st, st, time.Now, seed)
+	accounts := account.NewService(st, st, time.Now, seed, st, log)
 	sandboxes = sandbox.NewService(st, drv, accounts, sandbox.Config{
 		Driver:        cfg.Driver,
 		Runtimes:      cfg.Runtimes,
@@ -73,6 +73,7 @@ func build(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 		AllowedImages: cfg.Images,
 		MinTTL:        cfg.MinTTL,
 		IdleSuspend:   cfg.IdleSuspend,
+		Audit:         st,
 	}, log, time.Now)
 	return &app{store: st, accounts: accounts, sandboxes: sandboxes, log: log}, nil
 }

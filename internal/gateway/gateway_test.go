@@ -52,7 +52,7 @@ func newWorld(t *testing.T) *world {
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	w := &world{drv: fake.New()}
 	var svc *sandbox.Service
-	w.accounts = account.NewService(st, st, time.Now, func(ctx context.Context, org string) error { return svc.SeedClasses(ctx, org) })
+	w.accounts = account.NewService(st, st, time.Now, func(ctx context.Context, org string) error { return svc.SeedClasses(ctx, org) }, st, log)
 	svc = sandbox.NewService(st, w.drv, w.accounts, sandbox.Config{
 		Driver: "fake", Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""}, Template: tmpl,
 	}, log, time.Now)

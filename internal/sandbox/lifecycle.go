@@ -36,7 +36,7 @@ func (s *Service) suspend(ctx context.Context, p account.Principal, ref string) 
 	if err := s.driver.Stop(ctx, sb.ID); err != nil && !errors.Is(err, ErrNotFound) {
 		return Sandbox{}, fmt.Errorf("driver: %w", err)
 	}
-	return s.write(ctx, Update{Sandbox: next, From: sb.State, At: s.clamp(sb)})
+	return s.write(ctx, p.User.ID, sb, Update{Sandbox: next, From: sb.State, At: s.clamp(sb)})
 }
 
 // Resume starts a suspended or expired engineer sandbox again. After expiry
@@ -93,8 +93,10 @@ func (s *Service) resume(ctx context.Context, p account.Principal, ref string) (
 		}
 		spec = Spec{Sandbox: next, Env: env, Replace: true}
 	}
-	out, err := s.write(ctx, u)
+	s.claim(sb.ID) // as at create: no sweep may start it a second time
+	out, err := s.write(ctx, p.User.ID, sb, u)
 	if err != nil {
+		s.done(sb.ID)
 		return Sandbox{}, err
 	}
 	s.enqueue(ctx, spec)
@@ -140,7 +142,7 @@ func (s *Service) extend(ctx context.Context, p account.Principal, ref, ttl stri
 	}
 	next := sb
 	next.ExpiresAt = s.now().Add(d)
-	return s.write(ctx, Update{Sandbox: next, From: sb.State, At: s.now()})
+	return s.write(ctx, p.User.ID, sb, Update{Sandbox: next, From: sb.State, At: s.now()})
 }
 
 // Terminate ends a sandbox for good: its key is revoked at once, then its
@@ -152,7 +154,7 @@ func (s *Service) Terminate(ctx context.Context, p account.Principal, ref string
 		if err != nil {
 			return Sandbox{}, err
 		}
-		return s.end(ctx, sb, StateTerminated, "terminated by "+p.User.Name)
+		return s.end(ctx, p.User.ID, sb, StateTerminated, "terminated by "+p.User.Name)
 	})
 	if err != nil {
 		return Sandbox{}, fmt.Errorf("terminate sandbox %s: %w", ref, err)
@@ -160,11 +162,12 @@ func (s *Service) Terminate(ctx context.Context, p account.Principal, ref string
 	return out, nil
 }
 
-// end moves sb to a final or expired state, revoking its key first.
+// end moves sb to a final or expired state, revoking its key first. actor
+// is the user who asked, "" when berth itself ends it (the sweep).
 // terminated and a failed agent remove the machine and volume; expired and
 // a failed engineer sandbox keep the volume, unless it failed before it
 // ever ran.
-func (s *Service) end(ctx context.Context, sb Sandbox, to State, reason string) (Sandbox, error) {
+func (s *Service) end(ctx context.Context, actor string, sb Sandbox, to State, reason string) (Sandbox, error) {
 	next, err := sb.Transition(to)
 	if err != nil {
 		return Sandbox{}, err
@@ -173,7 +176,7 @@ func (s *Service) end(ctx context.Context, sb Sandbox, to State, reason string) 
 	if !next.Live() {
 		next.EndedAt = s.now()
 	}
-	out, err := s.write(ctx, Update{Sandbox: next, From: sb.State, At: s.clamp(sb), RevokeKey: true})
+	out, err := s.write(ctx, actor, sb, Update{Sandbox: next, From: sb.State, At: s.clamp(sb), RevokeKey: true})
 	if err != nil {
 		return Sandbox{}, err
 	}
@@ -257,14 +260,18 @@ func retryMoved(op func() (Sandbox, error)) (Sandbox, error) {
 	return op()
 }
 
-// write stores an update and returns the row as read back.
-func (s *Service) write(ctx context.Context, u Update) (Sandbox, error) {
+// write stores an update of prev and returns the row as read back. It is
+// the one path every state change takes, so it is where each is logged and
+// recorded in the audit log, as done by actor ("" for berth itself).
+func (s *Service) write(ctx context.Context, actor string, prev Sandbox, u Update) (Sandbox, error) {
 	if err := s.store.UpdateSandbox(ctx, u); err != nil {
 		if errors.Is(err, ErrConflict) {
 			return Sandbox{}, fmt.Errorf("%w: %w", errMoved, err)
 		}
 		return Sandbox{}, err
 	}
-	s.log.InfoContext(ctx, "sandbox state changed", "sandbox", u.Sandbox.ID, "from", u.From, "to", u.Sandbox.State, "reason", u.Sandbox.Reason)
+	s.log.InfoContext(ctx, "sandbox state changed", "sandbox", u.Sandbox.ID, "from", u.From, "to", u.Sandbox.State,
+		"reason", u.Sandbox.Reason, "user", actor)
+	s.recordWrite(ctx, actor, prev, u)
 	return s.store.GetSandbox(ctx, u.Sandbox.ID)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/guardrail"
 	"berth.dev/berth/internal/quantity"
 )
@@ -49,6 +50,9 @@ type Config struct {
 	// through the gateway for this long (BERTH_SANDBOX_IDLE_SUSPEND); 0 is
 	// never.
 	IdleSuspend time.Duration
+	// Audit records every state change, key minted or revoked and class
+	// change (SPEC S17); nil records nothing.
+	Audit audit.Recorder
 }
 
 // Runners are the agent CLIs an agent sandbox may run (SPEC S13).
@@ -64,6 +68,7 @@ type Service struct {
 	images   ImagePolicy
 	log      *slog.Logger
 	now      func() time.Time
+	audit    audit.Recorder
 
 	starts   chan startJob
 	mu       sync.Mutex
@@ -85,8 +90,12 @@ func NewService(store Store, driver Driver, accounts Accounts, cfg Config, log *
 	for _, c := range cfg.Template {
 		images.Template = append(images.Template, c.Image)
 	}
+	rec := cfg.Audit
+	if rec == nil {
+		rec = audit.Discard{}
+	}
 	return &Service{
-		store: store, driver: driver, accounts: accounts, cfg: cfg, images: images, log: log, now: now,
+		store: store, driver: driver, accounts: accounts, cfg: cfg, images: images, log: log, now: now, audit: rec,
 		starts:   make(chan startJob, 1024),
 		inflight: map[ID]bool{},
 		active:   map[ID]*activity{},
@@ -185,15 +194,20 @@ func (s *Service) create(ctx context.Context, p account.Principal, req CreateReq
 		}
 		return guardrail.CheckCount(g.MaxSandboxes, live.Project, "project "+prj.Name)
 	}
-	if err := s.store.CreateSandbox(ctx, sb, key, admit); err != nil {
-		return Sandbox{}, err
-	}
-	s.log.InfoContext(ctx, "sandbox created", "sandbox", sb.ID, "name", sb.Name, "user", p.User.ID,
-		"purpose", sb.Purpose, "class", sb.Class, "expires", sb.ExpiresAt)
 	env, err := s.environment(ctx, sb, secret)
 	if err != nil {
 		return Sandbox{}, err
 	}
+	// Claimed before the row exists: a sweep that reads the row before its
+	// start is queued must not take it for a start a restart interrupted.
+	s.claim(sb.ID)
+	if err := s.store.CreateSandbox(ctx, sb, key, admit); err != nil {
+		s.done(sb.ID)
+		return Sandbox{}, err
+	}
+	s.log.InfoContext(ctx, "sandbox created", "sandbox", sb.ID, "name", sb.Name, "user", p.User.ID,
+		"purpose", sb.Purpose, "class", sb.Class, "expires", sb.ExpiresAt)
+	s.recordCreate(ctx, p.User.ID, sb, prj.Name)
 	s.enqueue(ctx, Spec{Sandbox: sb, Env: env})
 	return sb, nil
 }

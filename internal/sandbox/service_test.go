@@ -102,13 +102,15 @@ func newEnv(t *testing.T, opts ...option) *env {
 		Forge:     "local",
 		PublicURL: "http://gateway.test:8080",
 		Template:  classes,
+		Audit:     st,
 	}
 	for _, o := range opts {
 		o(&cfg)
 	}
 	e.cfg = cfg
-	e.accounts = account.NewService(st, st, e.clock.now, func(ctx context.Context, org string) error { return e.svc.SeedClasses(ctx, org) })
-	e.svc = sandbox.NewService(st, e.drv, e.accounts, cfg, slog.New(slog.NewTextHandler(t.Output(), nil)), e.clock.now)
+	log := slog.New(slog.NewTextHandler(t.Output(), nil))
+	e.accounts = account.NewService(st, st, e.clock.now, func(ctx context.Context, org string) error { return e.svc.SeedClasses(ctx, org) }, st, log)
+	e.svc = sandbox.NewService(st, e.drv, e.accounts, cfg, log, e.clock.now)
 
 	org, _, op, _, err := e.accounts.Bootstrap(ctx, "acme", "default", "ops")
 	if err != nil {

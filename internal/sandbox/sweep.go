@@ -11,15 +11,21 @@ import (
 // enqueue hands a start to Run. Should the queue be full, the sandbox is
 // marked failed at once rather than left starting for ever.
 func (s *Service) enqueue(ctx context.Context, spec Spec) {
-	s.mu.Lock()
-	s.inflight[spec.Sandbox.ID] = true
-	s.mu.Unlock()
+	s.claim(spec.Sandbox.ID)
 	select {
 	case s.starts <- startJob{spec: spec}:
 	default:
 		s.done(spec.Sandbox.ID)
 		s.fail(ctx, spec.Sandbox.ID, "too many sandboxes starting at once; try again")
 	}
+}
+
+// claim marks a sandbox's start as in flight: the sweep leaves it alone
+// until done.
+func (s *Service) claim(id ID) {
+	s.mu.Lock()
+	s.inflight[id] = true
+	s.mu.Unlock()
 }
 
 func (s *Service) done(id ID) {
@@ -103,7 +109,7 @@ func (s *Service) start(ctx context.Context, spec Spec) {
 	next, _ := sb.Transition(StateRunning)
 	// Clamped: a start that ends past the expiry opens no charged time; the
 	// next sweep expires it.
-	if _, err := s.write(ctx, Update{Sandbox: next, From: StateStarting, At: s.clamp(sb)}); err != nil {
+	if _, err := s.write(ctx, "", sb, Update{Sandbox: next, From: StateStarting, At: s.clamp(sb)}); err != nil {
 		if errors.Is(err, ErrConflict) {
 			if sb, err := s.store.GetSandbox(ctx, id); err == nil {
 				s.release(ctx, sb)
@@ -142,7 +148,7 @@ func (s *Service) fail(ctx context.Context, id ID, reason string) {
 		if err != nil || !CanMove(sb.State, StateFailed) {
 			return
 		}
-		if _, err = s.end(ctx, sb, StateFailed, reason); !errors.Is(err, errMoved) {
+		if _, err = s.end(ctx, "", sb, StateFailed, reason); !errors.Is(err, errMoved) {
 			if err != nil {
 				s.log.ErrorContext(ctx, "could not mark a sandbox failed", "sandbox", id, "err", err)
 			}
@@ -185,7 +191,10 @@ func (s *Service) Sweep(ctx context.Context) (SweepResult, error) {
 	keep := map[ID]bool{}
 	for _, sb := range live {
 		keep[sb.ID] = true
-		if s.busy(sb.ID) {
+		if sb.State != StateRunning && s.busy(sb.ID) {
+			// Its start is queued or under way. Once the row says running
+			// the start has written all it will, and the sandbox is the
+			// sweep's again, even if the start has not quite returned.
 			continue
 		}
 		m, has := byID[sb.ID]
@@ -217,13 +226,13 @@ func (s *Service) sweepOne(ctx context.Context, sb Sandbox, m Machine, has, mach
 	now := s.now()
 	if !now.Before(sb.ExpiresAt) && CanMove(sb.State, StateExpired) {
 		if sb.Purpose == PurposeAgent {
-			_, err := s.end(ctx, sb, StateTerminated, "expired")
+			_, err := s.end(ctx, "", sb, StateTerminated, "expired")
 			if err == nil {
 				res.Ended = append(res.Ended, sb.ID)
 			}
 			return err
 		}
-		_, err := s.end(ctx, sb, StateExpired, "expired")
+		_, err := s.end(ctx, "", sb, StateExpired, "expired")
 		if err == nil {
 			res.Expired = append(res.Expired, sb.ID)
 		}
@@ -238,7 +247,7 @@ func (s *Service) sweepOne(ctx context.Context, sb Sandbox, m Machine, has, mach
 			res.Resumed = append(res.Resumed, sb.ID)
 			return nil
 		}
-		_, err := s.end(ctx, sb, StateFailed, "its start was interrupted (the gateway stopped)")
+		_, err := s.end(ctx, "", sb, StateFailed, "its start was interrupted (the gateway stopped)")
 		if err == nil {
 			res.Failed = append(res.Failed, sb.ID)
 		}
@@ -252,7 +261,7 @@ func (s *Service) sweepOne(ctx context.Context, sb Sandbox, m Machine, has, mach
 			}
 			return err
 		case !machine:
-			_, err := s.end(ctx, sb, StateFailed, "its machine is gone")
+			_, err := s.end(ctx, "", sb, StateFailed, "its machine is gone")
 			if err == nil {
 				res.Failed = append(res.Failed, sb.ID)
 			}
@@ -260,13 +269,13 @@ func (s *Service) sweepOne(ctx context.Context, sb Sandbox, m Machine, has, mach
 		case m.Status == MachineStopped && m.ExitCode == 0 && sb.Purpose == PurposeEngineer:
 			next, _ := sb.Transition(StateSuspended)
 			next.Reason = "its process exited 0"
-			_, err := s.write(ctx, Update{Sandbox: next, From: StateRunning, At: s.clamp(sb)})
+			_, err := s.write(ctx, "", sb, Update{Sandbox: next, From: StateRunning, At: s.clamp(sb)})
 			if err == nil {
 				res.Suspended = append(res.Suspended, sb.ID)
 			}
 			return err
 		case m.Status == MachineStopped && m.ExitCode == 0:
-			_, err := s.end(ctx, sb, StateTerminated, "its task finished")
+			_, err := s.end(ctx, "", sb, StateTerminated, "its task finished")
 			if err == nil {
 				res.Ended = append(res.Ended, sb.ID)
 			}
@@ -276,7 +285,7 @@ func (s *Service) sweepOne(ctx context.Context, sb Sandbox, m Machine, has, mach
 			if m.Detail != "" {
 				reason += ": " + m.Detail
 			}
-			_, err := s.end(ctx, sb, StateFailed, reason)
+			_, err := s.end(ctx, "", sb, StateFailed, reason)
 			if err == nil {
 				res.Failed = append(res.Failed, sb.ID)
 			}
