@@ -74,6 +74,7 @@ func build(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 		MinTTL:        cfg.MinTTL,
 		IdleSuspend:   cfg.IdleSuspend,
 		Audit:         st,
+		Retention:     cfg.UsageRetention,
 	}, log, time.Now)
 	return &app{store: st, accounts: accounts, sandboxes: sandboxes, log: log}, nil
 }

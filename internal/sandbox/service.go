@@ -53,6 +53,10 @@ type Config struct {
 	// Audit records every state change, key minted or revoked and class
 	// change (SPEC S17); nil records nothing.
 	Audit audit.Recorder
+	// Retention is how long an ended sandbox is kept, with its running
+	// segments and keys, before the sweep deletes it
+	// (BERTH_USAGE_RETENTION, SPEC S8); 0 keeps them for ever.
+	Retention time.Duration
 }
 
 // Runners are the agent CLIs an agent sandbox may run (SPEC S13).

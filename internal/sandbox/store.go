@@ -29,6 +29,10 @@ type Store interface {
 	// else ErrConflict; in the same transaction it opens or closes the
 	// running segment and revokes or replaces the sandbox's key.
 	UpdateSandbox(ctx context.Context, u Update) error
+	// DeleteEnded deletes, in one transaction, the sandboxes that ended
+	// (are no longer live) before before, with their running segments and
+	// keys, and returns how many sandboxes it deleted.
+	DeleteEnded(ctx context.Context, before time.Time) (int, error)
 }
 
 // Live counts live sandboxes (SPEC S7: starting, running, suspended,

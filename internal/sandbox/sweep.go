@@ -76,6 +76,9 @@ func (s *Service) sweepAndLog(ctx context.Context) {
 	for id, err := range res.Errors {
 		s.log.WarnContext(ctx, "sweep could not handle a sandbox", "sandbox", id, "err", err)
 	}
+	if res.Deleted > 0 {
+		s.log.InfoContext(ctx, "ended sandboxes deleted after the retention", "count", res.Deleted, "retention", s.cfg.Retention)
+	}
 }
 
 // start runs one queued start to its end: running when the driver reports
@@ -165,12 +168,14 @@ type SweepResult struct {
 	Suspended []ID // engineer machines whose process exited 0 (SPEC S11)
 	Resumed   []ID // starts interrupted by a restart, now finishing
 	Removed   []ID // machines with no live row, removed by the reconciler
+	Deleted   int  // ended sandboxes deleted after the retention
 	Errors    map[ID]error
 }
 
 // Sweep is one pass over every live sandbox: it ends what has expired,
 // notices machines that stopped or vanished, finishes or fails starts that
 // a restart interrupted, and removes machines the database does not know.
+// Last, it deletes the sandboxes that ended longer ago than the retention.
 func (s *Service) Sweep(ctx context.Context) (SweepResult, error) {
 	res := SweepResult{Errors: map[ID]error{}}
 	if s.driver == nil {
@@ -216,6 +221,13 @@ func (s *Service) Sweep(ctx context.Context) (SweepResult, error) {
 			continue
 		}
 		res.Removed = append(res.Removed, m.ID)
+	}
+	if s.cfg.Retention > 0 {
+		n, err := s.store.DeleteEnded(ctx, s.now().Add(-s.cfg.Retention))
+		if err != nil {
+			return res, fmt.Errorf("sweep: retention: %w", err)
+		}
+		res.Deleted = n
 	}
 	return res, nil
 }

@@ -319,3 +319,34 @@ func closeSegment(ctx context.Context, q queryer, id sandbox.ID, at time.Time) e
 	}
 	return nil
 }
+
+// endedBefore selects the sandboxes that ended before $1.
+const endedBefore = `SELECT id FROM sandboxes WHERE live = 0 AND ended_at < $1`
+
+// DeleteEnded deletes, in one transaction, the sandboxes that ended before
+// before, with their running segments and their keys (SPEC S8: ended
+// sandboxes are deleted after BERTH_USAGE_RETENTION). A live sandbox is
+// never deleted, however old. The audit log keeps its entries.
+func (s *Store) DeleteEnded(ctx context.Context, before time.Time) (int, error) {
+	var n int64
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		for _, q := range []string{
+			`DELETE FROM segments WHERE sandbox_id IN (` + endedBefore + `)`,
+			`DELETE FROM keys WHERE sandbox_id <> '' AND sandbox_id IN (` + endedBefore + `)`,
+		} {
+			if _, err := tx.ExecContext(ctx, q, timeArg(before)); err != nil {
+				return err
+			}
+		}
+		res, err := tx.ExecContext(ctx, `DELETE FROM sandboxes WHERE live = 0 AND ended_at < $1`, timeArg(before))
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("delete sandboxes ended before %s: %w", before.Format(time.RFC3339), err)
+	}
+	return int(n), nil
+}
