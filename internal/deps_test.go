@@ -17,9 +17,11 @@ func TestImportDirection(t *testing.T) {
 		pkg    string
 		banned []string
 	}{
-		{"account", append([]string{"database/sql", "k8s.io/", "net/http", "sandbox"}, adapters...)},
+		{"account", append([]string{"database/sql", "k8s.io/", "net/http", "sandbox", "usage"}, adapters...)},
 		{"guardrail", append([]string{"database/sql", "k8s.io/", "net/http", "account", "sandbox"}, adapters...)},
-		{"sandbox", append([]string{"database/sql", "k8s.io/", "net/http"}, adapters...)},
+		{"sandbox", append([]string{"database/sql", "k8s.io/", "net/http", "github.com/prometheus/"}, adapters...)},
+		{"usage", append([]string{"database/sql", "k8s.io/", "net/http", "github.com/prometheus/"}, adapters...)},
+		{"audit", []string{module}},
 		{"quantity", append([]string{"database/sql", "account", "sandbox", "guardrail"}, adapters...)},
 		{"name", append([]string{"database/sql", "account", "sandbox", "guardrail"}, adapters...)},
 		{"api", []string{module}},

@@ -113,6 +113,7 @@ and authenticates with BERTH_API_KEY or that file.`,
 		newKeyCmd(g),
 		newGuardrailCmd(g),
 		newSandboxCmd(g),
+		newAuditCmd(g),
 		newVersionCmd(env),
 	)
 	refuseUnknownSubcommands(root)

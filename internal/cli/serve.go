@@ -21,6 +21,7 @@ import (
 	"berth.dev/berth/internal/gateway"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
+	"berth.dev/berth/internal/usage"
 )
 
 // app is the gateway wired together: the composition root's product,
@@ -30,6 +31,7 @@ type app struct {
 	store     *store.Store
 	accounts  *account.Service
 	sandboxes *sandbox.Service
+	usage     *usage.Service
 	log       *slog.Logger
 }
 
@@ -76,7 +78,8 @@ func build(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 		Audit:         st,
 		Retention:     cfg.UsageRetention,
 	}, log, time.Now)
-	return &app{store: st, accounts: accounts, sandboxes: sandboxes, log: log}, nil
+	reports := usage.NewService(st, accounts, sandboxes, cfg.UsageRetention, time.Now)
+	return &app{store: st, accounts: accounts, sandboxes: sandboxes, usage: reports, log: log}, nil
 }
 
 func newServeCmd(env Env) *cobra.Command {
@@ -116,7 +119,7 @@ func serve(ctx context.Context, cfg Config, env Env) error {
 	if err != nil {
 		return fmt.Errorf("BERTH_ADDR: %w", err)
 	}
-	gw := gateway.New(gateway.Options{Accounts: a.accounts, Sandboxes: a.sandboxes, Log: log, Version: Version, Driver: cfg.Driver})
+	gw := gateway.New(gateway.Options{Accounts: a.accounts, Sandboxes: a.sandboxes, Usage: a.usage, Log: log, Version: Version, Driver: cfg.Driver})
 	srv := &http.Server{
 		Handler:           gw.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,

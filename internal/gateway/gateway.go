@@ -16,12 +16,14 @@ import (
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/usage"
 )
 
 // Options configure a Server. Every field is required unless it says not.
 type Options struct {
 	Accounts  *account.Service
 	Sandboxes *sandbox.Service
+	Usage     *usage.Service
 	Log       *slog.Logger
 	// Version is reported by /healthz.
 	Version string
@@ -35,6 +37,7 @@ type Options struct {
 type Server struct {
 	accounts  *account.Service
 	sandboxes *sandbox.Service
+	usage     *usage.Service
 	log       *slog.Logger
 	version   string
 	driver    string
@@ -47,7 +50,7 @@ func New(o Options) *Server {
 	if now == nil {
 		now = time.Now
 	}
-	return &Server{accounts: o.Accounts, sandboxes: o.Sandboxes, log: o.Log, version: o.Version, driver: o.Driver, now: now}
+	return &Server{accounts: o.Accounts, sandboxes: o.Sandboxes, usage: o.Usage, log: o.Log, version: o.Version, driver: o.Driver, now: now}
 }
 
 // access says who may call a route.
@@ -87,10 +90,12 @@ func (s *Server) routes() []route {
 		{"GET", "/api/v1/keys", userKey, s.listKeys},
 		{"POST", "/api/v1/keys", userKey, s.createKey},
 		{"DELETE", "/api/v1/keys/{id}", userKey, s.revokeKey},
+		{"GET", "/api/v1/audit", userKey, s.auditLog},
 
 		{"GET", "/sandbox/v1/classes", userKey, s.listClasses},
 		{"PUT", "/sandbox/v1/classes", userKey, s.applyClasses},
 		{"DELETE", "/sandbox/v1/classes/{name}", userKey, s.deleteClass},
+		{"GET", "/sandbox/v1/usage", userKey, s.usageReport},
 		{"GET", "/sandbox/v1/sandboxes", userKey, s.listSandboxes},
 		{"POST", "/sandbox/v1/sandboxes", userKey, s.createSandbox},
 		{"GET", "/sandbox/v1/sandboxes/{ref}", userKey, s.getSandbox},

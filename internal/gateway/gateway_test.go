@@ -17,6 +17,7 @@ import (
 	"berth.dev/berth/internal/gateway"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
+	"berth.dev/berth/internal/usage"
 )
 
 const sshKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGQ0n8q0dvGXmfhT3x7Jt0yq4xNn6JkJ3sJ8QmV4c2Xk test@example"
@@ -33,35 +34,63 @@ const classes = `sandboxes:
 type world struct {
 	url                                     string
 	drv                                     *fake.Driver
+	st                                      *store.Store
 	operator, admin, owner, member, foreign *client.Client
+	opKey                                   string
 	accounts                                *account.Service
+	sandboxes                               *sandbox.Service
 }
 
-func newWorld(t *testing.T) *world {
+// worldConfig is what a test may change of a world.
+type worldConfig struct {
+	now      func() time.Time
+	log      *slog.Logger
+	template string
+	options  func(*gateway.Options)
+}
+
+// newWorld makes a world; opts change its clock, its logger, its classes
+// or the gateway's options.
+func newWorld(t *testing.T, opts ...func(*worldConfig)) *world {
 	t.Helper()
 	ctx := t.Context()
+	cfg := worldConfig{
+		now:      time.Now,
+		log:      slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
+		template: classes,
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
 	st, err := store.Open(ctx, t.TempDir()+"/berth.db")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	tmpl, err := sandbox.ParseClassFile(strings.NewReader(classes))
+	tmpl, err := sandbox.ParseClassFile(strings.NewReader(cfg.template))
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	w := &world{drv: fake.New()}
+	log := cfg.log
+	w := &world{drv: fake.New(), st: st}
 	var svc *sandbox.Service
-	w.accounts = account.NewService(st, st, time.Now, func(ctx context.Context, org string) error { return svc.SeedClasses(ctx, org) }, st, log)
+	w.accounts = account.NewService(st, st, cfg.now, func(ctx context.Context, org string) error { return svc.SeedClasses(ctx, org) }, st, log)
 	svc = sandbox.NewService(st, w.drv, w.accounts, sandbox.Config{
-		Driver: "fake", Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""}, Template: tmpl,
-	}, log, time.Now)
+		Driver: "fake", Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""}, Template: tmpl, Audit: st,
+		Retention: 90 * 24 * time.Hour,
+	}, log, cfg.now)
+	w.sandboxes = svc
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); svc.Run(runCtx, time.Hour) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	srv := httptest.NewServer(gateway.New(gateway.Options{Accounts: w.accounts, Sandboxes: svc, Log: log, Version: "test", Driver: "fake"}).Handler())
+	gwo := gateway.Options{Accounts: w.accounts, Sandboxes: svc, Log: log, Version: "test", Driver: "fake", Now: cfg.now,
+		Usage: usage.NewService(st, w.accounts, svc, 90*24*time.Hour, cfg.now)}
+	if cfg.options != nil {
+		cfg.options(&gwo)
+	}
+	srv := httptest.NewServer(gateway.New(gwo).Handler())
 	t.Cleanup(srv.Close)
 	w.url = srv.URL
 
@@ -69,27 +98,37 @@ func newWorld(t *testing.T) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.operator = client.New(srv.URL, opKey.Secret.Reveal(), srv.Client())
+	w.opKey = opKey.Secret.Reveal()
+	w.operator = client.New(srv.URL, w.opKey, srv.Client())
 	if _, err := w.operator.CreateOrg(ctx, api.CreateOrganisation{Name: "other"}); err != nil {
 		t.Fatal(err)
 	}
-	user := func(org, name, role string) *client.Client {
-		t.Helper()
-		u, err := w.operator.CreateUser(ctx, org, api.CreateUser{Name: name, Role: role})
-		if err != nil {
-			t.Fatal(err)
-		}
-		k, err := w.operator.CreateKey(ctx, api.CreateKey{User: u.ID})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return client.New(srv.URL, k.Secret, srv.Client())
-	}
-	w.admin = user("acme", "ada", "admin")
-	w.owner = user("acme", "alice", "member")
-	w.member = user("acme", "bob", "member")
-	w.foreign = user("other", "sam", "member")
+	w.admin = w.user(t, "acme", "ada", "admin")
+	w.owner = w.user(t, "acme", "alice", "member")
+	w.member = w.user(t, "acme", "bob", "member")
+	w.foreign = w.user(t, "other", "sam", "member")
 	return w
+}
+
+// user makes a user of org with a key, and returns a client with the key.
+func (w *world) user(t *testing.T, org, name, role string) *client.Client {
+	t.Helper()
+	c, _ := w.userKey(t, org, name, role)
+	return c
+}
+
+// userKey is user, also returning the key's secret.
+func (w *world) userKey(t *testing.T, org, name, role string) (*client.Client, string) {
+	t.Helper()
+	u, err := w.operator.CreateUser(t.Context(), org, api.CreateUser{Name: name, Role: role})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := w.operator.CreateKey(t.Context(), api.CreateKey{User: u.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client.New(w.url, k.Secret, nil), k.Secret
 }
 
 func (w *world) create(t *testing.T, c *client.Client, name string) api.Sandbox {

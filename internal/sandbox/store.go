@@ -52,6 +52,8 @@ type Filter struct {
 	// Ended includes sandboxes that no longer count (terminated, and
 	// failed agents' ones).
 	Ended bool
+	// CreatedSince keeps the sandboxes created at or after it.
+	CreatedSince time.Time
 }
 
 // Update is one state change of a sandbox.

@@ -193,6 +193,10 @@ func (s *Store) ListSandboxes(ctx context.Context, f sandbox.Filter) ([]sandbox.
 	eq("name", f.Name)
 	eq("class", f.Class)
 	eq("purpose", string(f.Purpose))
+	if !f.CreatedSince.IsZero() {
+		args = append(args, timeArg(f.CreatedSince))
+		where = append(where, fmt.Sprintf("s.created_at >= $%d", len(args)))
+	}
 	if !f.Ended {
 		where = append(where, "s.live = 1")
 	}
