@@ -27,7 +27,8 @@ func TestImportDirection(t *testing.T) {
 		{"api", []string{module}},
 		{"store", []string{module + "gateway", module + "client", module + "cli", module + "driver/"}},
 		{"driver/fake", []string{module + "store", module + "gateway", module + "client", module + "cli", "database/sql"}},
-		{"gateway", []string{module + "store", module + "client", module + "cli", module + "driver/", "database/sql"}},
+		{"gateway", []string{module + "store", module + "client", module + "cli", module + "driver/", "database/sql", "github.com/prometheus/"}},
+		{"metrics", []string{module + "store", module + "gateway", module + "client", module + "cli", module + "driver/", "database/sql"}},
 		{"client", []string{module + "store", module + "gateway", module + "cli", module + "driver/", module + "sandbox", module + "account", "database/sql"}},
 	}
 	for _, r := range rules {

@@ -12,6 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
@@ -19,6 +22,7 @@ import (
 	"berth.dev/berth/internal/driver/fake"
 	"berth.dev/berth/internal/driver/podman"
 	"berth.dev/berth/internal/gateway"
+	"berth.dev/berth/internal/metrics"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
 	"berth.dev/berth/internal/usage"
@@ -32,6 +36,8 @@ type app struct {
 	accounts  *account.Service
 	sandboxes *sandbox.Service
 	usage     *usage.Service
+	metrics   *metrics.Metrics
+	registry  *prometheus.Registry
 	log       *slog.Logger
 }
 
@@ -63,6 +69,14 @@ func build(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 		st.Close()
 		return nil, fmt.Errorf("BERTH_SANDBOX_DRIVER: %s is not built into this version", cfg.Driver)
 	}
+	// The registry is this gateway's own, never Prometheus's global one.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m, err := metrics.New(reg, st)
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
 	var sandboxes *sandbox.Service
 	seed := func(ctx context.Context, org string) error { return sandboxes.SeedClasses(ctx, org) }
 	accounts := account.NewService(st, st, time.Now, seed, st, log)
@@ -77,9 +91,10 @@ func build(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 		IdleSuspend:   cfg.IdleSuspend,
 		Audit:         st,
 		Retention:     cfg.UsageRetention,
+		Metrics:       m,
 	}, log, time.Now)
 	reports := usage.NewService(st, accounts, sandboxes, cfg.UsageRetention, time.Now)
-	return &app{store: st, accounts: accounts, sandboxes: sandboxes, usage: reports, log: log}, nil
+	return &app{store: st, accounts: accounts, sandboxes: sandboxes, usage: reports, metrics: m, registry: reg, log: log}, nil
 }
 
 func newServeCmd(env Env) *cobra.Command {
@@ -119,7 +134,11 @@ func serve(ctx context.Context, cfg Config, env Env) error {
 	if err != nil {
 		return fmt.Errorf("BERTH_ADDR: %w", err)
 	}
-	gw := gateway.New(gateway.Options{Accounts: a.accounts, Sandboxes: a.sandboxes, Usage: a.usage, Log: log, Version: Version, Driver: cfg.Driver})
+	gw := gateway.New(gateway.Options{Accounts: a.accounts, Sandboxes: a.sandboxes, Usage: a.usage, Log: log, Version: Version, Driver: cfg.Driver,
+		Metrics: promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{
+			ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+			ErrorHandling: promhttp.ContinueOnError, // a failed count still serves the rest
+		})})
 	srv := &http.Server{
 		Handler:           gw.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,

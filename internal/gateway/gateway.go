@@ -31,6 +31,9 @@ type Options struct {
 	Driver string
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Metrics serves the Prometheus exposition at /metrics to operators;
+	// nil answers not found.
+	Metrics http.Handler
 }
 
 // Server serves the API.
@@ -42,6 +45,7 @@ type Server struct {
 	version   string
 	driver    string
 	now       func() time.Time
+	metrics   http.Handler
 }
 
 // New returns a Server.
@@ -50,16 +54,18 @@ func New(o Options) *Server {
 	if now == nil {
 		now = time.Now
 	}
-	return &Server{accounts: o.Accounts, sandboxes: o.Sandboxes, usage: o.Usage, log: o.Log, version: o.Version, driver: o.Driver, now: now}
+	return &Server{accounts: o.Accounts, sandboxes: o.Sandboxes, usage: o.Usage, log: o.Log, version: o.Version, driver: o.Driver,
+		now: now, metrics: o.Metrics}
 }
 
 // access says who may call a route.
 type access int
 
 const (
-	public  access = iota // anybody
-	anyKey                // any live key, a sandbox's own included
-	userKey               // a person's key; a sandbox's key is refused
+	public      access = iota // anybody
+	anyKey                    // any live key, a sandbox's own included
+	userKey                   // a person's key; a sandbox's key is refused
+	operatorKey               // an operator's key
 )
 
 // route is one entry of the API. The OpenAPI description is checked against
@@ -74,6 +80,7 @@ func (s *Server) routes() []route {
 	return []route{
 		{"GET", "/healthz", public, s.health},
 		{"GET", "/openapi.yaml", public, serveOpenAPI},
+		{"GET", "/metrics", operatorKey, s.serveMetrics},
 
 		{"GET", "/api/v1/whoami", anyKey, s.whoami},
 		{"GET", "/api/v1/orgs", userKey, s.listOrgs},
@@ -138,8 +145,12 @@ func (s *Server) authenticate(rt route) http.Handler {
 			s.writeError(w, r, err)
 			return
 		}
-		if rt.access == userKey && p.Sandbox != "" {
+		if rt.access != anyKey && p.Sandbox != "" {
 			s.writeError(w, r, fmt.Errorf("a sandbox's own key cannot use the control API: %w", account.ErrForbidden))
+			return
+		}
+		if rt.access == operatorKey && !p.IsOperator() {
+			s.writeError(w, r, fmt.Errorf("%s is for operators: %w", rt.path, account.ErrForbidden))
 			return
 		}
 		rt.handle(w, r, p)
@@ -153,6 +164,17 @@ func bearer(r *http.Request) (string, bool) {
 		return "", false
 	}
 	return strings.TrimSpace(token), true
+}
+
+// serveMetrics answers a scrape. The series name the classes of every
+// organisation, so only operators may read them (Prometheus sends the key
+// as its bearer credentials).
+func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request, _ account.Principal) {
+	if s.metrics == nil {
+		writeJSON(w, http.StatusNotFound, api.Error{Code: api.CodeNotFound, Message: "this gateway serves no metrics"})
+		return
+	}
+	s.metrics.ServeHTTP(w, r)
 }
 
 func (s *Server) health(w http.ResponseWriter, _ *http.Request, _ account.Principal) {

@@ -10,11 +10,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/client"
 	"berth.dev/berth/internal/driver/fake"
 	"berth.dev/berth/internal/gateway"
+	"berth.dev/berth/internal/metrics"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
 	"berth.dev/berth/internal/usage"
@@ -39,6 +43,7 @@ type world struct {
 	opKey                                   string
 	accounts                                *account.Service
 	sandboxes                               *sandbox.Service
+	metrics                                 *metrics.Metrics
 }
 
 // worldConfig is what a test may change of a world.
@@ -73,11 +78,15 @@ func newWorld(t *testing.T, opts ...func(*worldConfig)) *world {
 	}
 	log := cfg.log
 	w := &world{drv: fake.New(), st: st}
+	reg := prometheus.NewRegistry()
+	if w.metrics, err = metrics.New(reg, st); err != nil {
+		t.Fatal(err)
+	}
 	var svc *sandbox.Service
 	w.accounts = account.NewService(st, st, cfg.now, func(ctx context.Context, org string) error { return svc.SeedClasses(ctx, org) }, st, log)
 	svc = sandbox.NewService(st, w.drv, w.accounts, sandbox.Config{
 		Driver: "fake", Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""}, Template: tmpl, Audit: st,
-		Retention: 90 * 24 * time.Hour,
+		Retention: 90 * 24 * time.Hour, Metrics: w.metrics,
 	}, log, cfg.now)
 	w.sandboxes = svc
 	runCtx, cancel := context.WithCancel(context.Background())
@@ -86,7 +95,8 @@ func newWorld(t *testing.T, opts ...func(*worldConfig)) *world {
 	t.Cleanup(func() { cancel(); <-done })
 
 	gwo := gateway.Options{Accounts: w.accounts, Sandboxes: svc, Log: log, Version: "test", Driver: "fake", Now: cfg.now,
-		Usage: usage.NewService(st, w.accounts, svc, 90*24*time.Hour, cfg.now)}
+		Usage:   usage.NewService(st, w.accounts, svc, 90*24*time.Hour, cfg.now),
+		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{})}
 	if cfg.options != nil {
 		cfg.options(&gwo)
 	}

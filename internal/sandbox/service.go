@@ -57,6 +57,9 @@ type Config struct {
 	// segments and keys, before the sweep deletes it
 	// (BERTH_USAGE_RETENTION, SPEC S8); 0 keeps them for ever.
 	Retention time.Duration
+	// Metrics receives creates, failures, readiness and sweep times; nil
+	// reports nothing.
+	Metrics Metrics
 }
 
 // Runners are the agent CLIs an agent sandbox may run (SPEC S13).
@@ -73,6 +76,7 @@ type Service struct {
 	log      *slog.Logger
 	now      func() time.Time
 	audit    audit.Recorder
+	metrics  Metrics
 
 	starts   chan startJob
 	mu       sync.Mutex
@@ -98,8 +102,12 @@ func NewService(store Store, driver Driver, accounts Accounts, cfg Config, log *
 	if rec == nil {
 		rec = audit.Discard{}
 	}
+	var m Metrics = noMetrics{}
+	if cfg.Metrics != nil {
+		m = cfg.Metrics
+	}
 	return &Service{
-		store: store, driver: driver, accounts: accounts, cfg: cfg, images: images, log: log, now: now, audit: rec,
+		store: store, driver: driver, accounts: accounts, cfg: cfg, images: images, log: log, now: now, audit: rec, metrics: m,
 		starts:   make(chan startJob, 1024),
 		inflight: map[ID]bool{},
 		active:   map[ID]*activity{},
@@ -127,8 +135,10 @@ type CreateRequest struct {
 func (s *Service) Create(ctx context.Context, p account.Principal, req CreateRequest) (Sandbox, error) {
 	sb, err := s.create(ctx, p, req)
 	if err != nil {
+		s.metrics.CreateFailed(StageAdmission)
 		return Sandbox{}, fmt.Errorf("create sandbox %s: %w", req.Name, err)
 	}
+	s.metrics.Created(sb.Purpose)
 	return sb, nil
 }
 

@@ -16,7 +16,7 @@ func (s *Service) enqueue(ctx context.Context, spec Spec) {
 	case s.starts <- startJob{spec: spec}:
 	default:
 		s.done(spec.Sandbox.ID)
-		s.fail(ctx, spec.Sandbox.ID, "too many sandboxes starting at once; try again")
+		s.startFailed(ctx, spec, "too many sandboxes starting at once; try again")
 	}
 }
 
@@ -66,7 +66,9 @@ func (s *Service) Run(ctx context.Context, interval time.Duration) {
 }
 
 func (s *Service) sweepAndLog(ctx context.Context) {
+	began := s.now()
 	res, err := s.Sweep(ctx)
+	s.metrics.Swept(s.now().Sub(began))
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.ErrorContext(ctx, "sweep failed", "err", err)
@@ -94,7 +96,7 @@ func (s *Service) start(ctx context.Context, spec Spec) {
 	}
 	if err != nil {
 		s.log.WarnContext(ctx, "sandbox did not start", "sandbox", id, "err", err)
-		s.fail(ctx, id, "start: "+err.Error())
+		s.startFailed(ctx, spec, "start: "+err.Error())
 		return
 	}
 	sb, err := s.store.GetSandbox(ctx, id)
@@ -125,6 +127,18 @@ func (s *Service) start(ctx context.Context, spec Spec) {
 		return
 	}
 	s.log.InfoContext(ctx, "sandbox ready", "sandbox", id, "took", s.now().Sub(began))
+	if sb.neverRan() {
+		s.metrics.Ready(sb.Purpose, s.now().Sub(sb.CreatedAt))
+	}
+}
+
+// startFailed fails a sandbox whose start did not happen, counting it as a
+// failed create when it was its first start.
+func (s *Service) startFailed(ctx context.Context, spec Spec, reason string) {
+	if spec.Sandbox.neverRan() {
+		s.metrics.CreateFailed(StageStart)
+	}
+	s.fail(ctx, spec.Sandbox.ID, reason)
 }
 
 // release puts a machine in line with a row that moved on while it started.

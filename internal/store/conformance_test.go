@@ -36,6 +36,7 @@ func runConformance(t *testing.T, open func(t *testing.T) *store.Store) {
 	t.Run("SandboxSegments", func(t *testing.T) { testSandboxSegments(t, open(t)) })
 	t.Run("SandboxKeys", func(t *testing.T) { testSandboxKeys(t, open(t)) })
 	t.Run("DeleteEnded", func(t *testing.T) { testDeleteEnded(t, open(t)) })
+	t.Run("CountSandboxes", func(t *testing.T) { testCountSandboxes(t, open(t)) })
 	t.Run("ConcurrentAdmission", func(t *testing.T) { testConcurrentAdmission(t, open(t)) })
 }
 

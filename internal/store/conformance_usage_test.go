@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
@@ -57,5 +59,37 @@ func testDeleteEnded(t *testing.T, st *store.Store) {
 	}
 	if n, err := st.DeleteEnded(ctx, t0.Add(2*time.Hour)); err != nil || n != 0 {
 		t.Errorf("DeleteEnded again = %d, %v; want 0", n, err)
+	}
+}
+
+// testCountSandboxes: live sandboxes by state and class, across
+// organisations; ended ones are not counted.
+func testCountSandboxes(t *testing.T, st *store.Store) {
+	acme, globex := newFixture(t, st, "acme"), newFixture(t, st, "globex")
+	put := func(fx fixture, name, class string, to ...sandbox.State) {
+		sb, key := newSandbox(fx, fx.ann, name, t0)
+		sb.Class = class
+		mustCreate(t, st, sb, key)
+		for _, s := range to {
+			sb = move(t, st, sb, s, t0)
+		}
+	}
+	put(acme, "a", "small", sandbox.StateRunning)
+	put(acme, "b", "small", sandbox.StateRunning)
+	put(globex, "c", "small", sandbox.StateRunning)
+	put(acme, "d", "big", sandbox.StateRunning, sandbox.StateSuspended)
+	put(acme, "e", "big")
+	put(acme, "f", "big", sandbox.StateRunning, sandbox.StateTerminated)
+	got, err := st.CountSandboxes(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []sandbox.Count{
+		{State: sandbox.StateRunning, Class: "small", N: 3},
+		{State: sandbox.StateStarting, Class: "big", N: 1},
+		{State: sandbox.StateSuspended, Class: "big", N: 1},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("CountSandboxes (-want +got):\n%s", diff)
 	}
 }

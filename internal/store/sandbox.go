@@ -354,3 +354,29 @@ func (s *Store) DeleteEnded(ctx context.Context, before time.Time) (int, error) 
 	}
 	return int(n), nil
 }
+
+// CountSandboxes counts the live sandboxes by state and class, for the
+// metrics read at each scrape.
+func (s *Store) CountSandboxes(ctx context.Context) ([]sandbox.Count, error) {
+	rows, err := s.db.QueryContext(ctx, `
+		SELECT state, class, COUNT(*) FROM sandboxes WHERE live = 1
+		GROUP BY state, class ORDER BY state, class`)
+	if err != nil {
+		return nil, fmt.Errorf("count sandboxes: %w", err)
+	}
+	defer rows.Close()
+	var out []sandbox.Count
+	for rows.Next() {
+		var c sandbox.Count
+		var state string
+		if err := rows.Scan(&state, &c.Class, &c.N); err != nil {
+			return nil, fmt.Errorf("count sandboxes: %w", err)
+		}
+		c.State = sandbox.State(state)
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count sandboxes: %w", err)
+	}
+	return out, nil
+}
