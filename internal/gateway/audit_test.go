@@ -15,6 +15,7 @@ import (
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/client"
+	"berth.dev/berth/internal/fakeclock"
 	"berth.dev/berth/internal/sandbox"
 )
 
@@ -43,9 +44,9 @@ func (b *lockedBuffer) String() string {
 // nor the audit log may hold any secret issued, whole or its random part.
 func TestNoSecretInLogsOrAuditLog(t *testing.T) {
 	logs := &lockedBuffer{}
-	clk := &clock{t: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)}
+	clk := fakeclock.New(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))
 	w := newWorld(t, func(c *worldConfig) {
-		c.now = clk.now
+		c.now = clk.Now
 		c.log = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})
 	ctx := t.Context()
@@ -92,7 +93,7 @@ func TestNoSecretInLogsOrAuditLog(t *testing.T) {
 	if _, err := carol.Extend(ctx, "dev", "1h"); err != nil {
 		t.Fatal(err)
 	}
-	clk.advance(2 * time.Hour)
+	clk.Advance(2 * time.Hour)
 	if _, err := w.sandboxes.Sweep(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -142,12 +143,12 @@ func must[T any](v T, err error) T {
 // operators every one's or one's; members are refused; --sandbox takes a
 // name or an id, and another organisation's sandbox is not found.
 func TestAuditLogAccess(t *testing.T) {
-	clk := &clock{t: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)}
-	w := newWorld(t, func(c *worldConfig) { c.now = clk.now })
+	clk := fakeclock.New(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))
+	w := newWorld(t, func(c *worldConfig) { c.now = clk.Now })
 	ctx := t.Context()
 	mine := w.running(t, w.owner, "dev", "standard", "")
 	theirs := w.running(t, w.foreign, "dev", "standard", "")
-	clk.advance(time.Hour)
+	clk.Advance(time.Hour)
 	if _, err := w.owner.Terminate(ctx, "dev"); err != nil {
 		t.Fatal(err)
 	}

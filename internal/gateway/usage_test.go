@@ -3,7 +3,6 @@ package gateway_test
 import (
 	"errors"
 	"net/http"
-	"sync"
 	"testing"
 	"time"
 
@@ -11,25 +10,8 @@ import (
 
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/client"
+	"berth.dev/berth/internal/fakeclock"
 )
-
-// clock is a controllable now, shared by the services and the gateway.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 const usageClasses = `sandboxes:
   - name: small
@@ -88,38 +70,38 @@ func (w *world) waitState(t *testing.T, c *client.Client, id, want string) api.S
 //	o1       sam    small (1)      other's  t0…t0+2h                      7200     7200   yes
 func TestUsageReportMatchesAHandComputedFixture(t *testing.T) {
 	t0 := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
-	clk := &clock{t: t0.Add(-40 * 24 * time.Hour)}
-	w := newWorld(t, func(c *worldConfig) { c.now, c.template = clk.now, usageClasses })
+	clk := fakeclock.New(t0.Add(-40 * 24 * time.Hour))
+	w := newWorld(t, func(c *worldConfig) { c.now, c.template = clk.Now, usageClasses })
 	ctx := t.Context()
 	if _, err := w.admin.CreateProject(ctx, "acme", "ml"); err != nil {
 		t.Fatal(err)
 	}
 	old := w.running(t, w.owner, "old", "small", "")
-	clk.advance(time.Hour)
+	clk.Advance(time.Hour)
 	if _, err := w.owner.Terminate(ctx, old.ID); err != nil {
 		t.Fatal(err)
 	}
-	clk.advance(40*24*time.Hour - time.Hour) // t0
+	clk.Advance(40*24*time.Hour - time.Hour) // t0
 
 	a1 := w.running(t, w.owner, "a1", "small", "")
 	w.running(t, w.member, "b1", "small", "")
 	m1 := w.running(t, w.admin, "m1", "big", "ml")
 	w.running(t, w.foreign, "o1", "small", "")
-	clk.advance(30 * time.Minute)
+	clk.Advance(30 * time.Minute)
 	if _, err := w.owner.Suspend(ctx, a1.ID); err != nil {
 		t.Fatal(err)
 	}
-	clk.advance(30 * time.Minute) // t0+1h
+	clk.Advance(30 * time.Minute) // t0+1h
 	if _, err := w.admin.Terminate(ctx, m1.ID); err != nil {
 		t.Fatal(err)
 	}
 	w.running(t, w.member, "t1", "tiny", "")
-	clk.advance(30 * time.Minute) // t0+90m
+	clk.Advance(30 * time.Minute) // t0+90m
 	if _, err := w.owner.Resume(ctx, a1.ID); err != nil {
 		t.Fatal(err)
 	}
 	w.waitState(t, w.owner, a1.ID, "running")
-	clk.advance(30 * time.Minute) // t0+2h
+	clk.Advance(30 * time.Minute) // t0+2h
 
 	ids := w.names(t)
 	acme, other := ids["org acme"], ids["org other"]
@@ -174,7 +156,7 @@ func TestUsageReportMatchesAHandComputedFixture(t *testing.T) {
 			if tt.o.Since == "41d" {
 				window = 41 * 24 * time.Hour
 			}
-			if !got.Until.Equal(clk.now()) || !got.Since.Equal(clk.now().Add(-window)) {
+			if !got.Until.Equal(clk.Now()) || !got.Since.Equal(clk.Now().Add(-window)) {
 				t.Errorf("window %v … %v, want the %v up to now", got.Since, got.Until, window)
 			}
 			got.Since, got.Until = time.Time{}, time.Time{}

@@ -44,7 +44,7 @@ func TestAuditOneEntryPerAction(t *testing.T) {
 	sb := e.engineer(t, e.alice, "dev")
 	e.waitState(t, sb.ID, sandbox.StateRunning)
 	key1 := sb.KeyID
-	e.clock.advance(time.Minute)
+	e.clock.Advance(time.Minute)
 	if _, err := e.svc.Suspend(ctx, e.alice, "dev"); err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestAuditOneEntryPerAction(t *testing.T) {
 	if _, err := e.svc.Extend(ctx, e.alice, "dev", "1h"); err != nil {
 		t.Fatal(err)
 	}
-	e.clock.advance(2 * time.Hour)
+	e.clock.Advance(2 * time.Hour)
 	if _, err := e.svc.Sweep(ctx); err != nil { // expires it
 		t.Fatal(err)
 	}

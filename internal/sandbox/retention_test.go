@@ -25,14 +25,14 @@ func TestRetentionDeletesEndedSandboxes(t *testing.T) {
 	if _, err := e.svc.Terminate(ctx, e.alice, "gone"); err != nil {
 		t.Fatal(err)
 	}
-	e.clock.advance(retention - time.Hour)
+	e.clock.Advance(retention - time.Hour)
 	if _, err := e.svc.Terminate(ctx, e.bob, "late"); err != nil {
 		t.Fatal(err)
 	}
 	if res, err := e.svc.Sweep(ctx); err != nil || res.Deleted != 0 {
 		t.Fatalf("sweep within the retention deleted %d (%v), want 0", res.Deleted, err)
 	}
-	e.clock.advance(2 * time.Hour)
+	e.clock.Advance(2 * time.Hour)
 	res, err := e.svc.Sweep(ctx)
 	if err != nil || res.Deleted != 1 {
 		t.Fatalf("sweep past the retention deleted %d (%v), want 1", res.Deleted, err)

@@ -32,25 +32,25 @@ func TestSegmentsFollowTheLifecycle(t *testing.T) {
 	e := newEnv(t)
 	e.run(t)
 	ctx := t.Context()
-	t0 := e.clock.now() // 09:00; the class gives 4h, so it expires at 13:00
+	t0 := e.clock.Now() // 09:00; the class gives 4h, so it expires at 13:00
 	sb := e.engineer(t, e.alice, "dev")
 	e.waitState(t, sb.ID, sandbox.StateRunning)
 	e.checkRan(t, sb.ID, 0, t0)
 
-	e.clock.advance(10 * time.Minute)
+	e.clock.Advance(10 * time.Minute)
 	if _, err := e.svc.Suspend(ctx, e.alice, "dev"); err != nil {
 		t.Fatal(err)
 	}
 	e.checkRan(t, sb.ID, 10*time.Minute, time.Time{})
 
-	e.clock.advance(20 * time.Minute) // suspended: not charged
+	e.clock.Advance(20 * time.Minute) // suspended: not charged
 	if _, err := e.svc.Resume(ctx, e.alice, "dev"); err != nil {
 		t.Fatal(err)
 	}
 	e.waitState(t, sb.ID, sandbox.StateRunning)
 	e.checkRan(t, sb.ID, 10*time.Minute, t0.Add(30*time.Minute))
 
-	e.clock.advance(time.Hour)
+	e.clock.Advance(time.Hour)
 	got, _ := e.svc.Get(ctx, e.alice, "dev")
 	if rt := e.svc.RunningTime(got); rt != 70*time.Minute {
 		t.Errorf("running time with a segment open: %v, want 1h10m", rt)
@@ -59,7 +59,7 @@ func TestSegmentsFollowTheLifecycle(t *testing.T) {
 	// The sweep comes an hour after the expiry: the segment closes at
 	// 13:00 all the same, and reading it before the sweep never counts
 	// past the expiry either.
-	e.clock.advance(4 * time.Hour) // 14:30
+	e.clock.Advance(4 * time.Hour) // 14:30
 	got, _ = e.svc.Get(ctx, e.alice, "dev")
 	if rt := e.svc.RunningTime(got); rt != 10*time.Minute+3*time.Hour+30*time.Minute {
 		t.Errorf("running time past the expiry, before the sweep: %v, want 3h40m", rt)
@@ -71,7 +71,7 @@ func TestSegmentsFollowTheLifecycle(t *testing.T) {
 	if got.State != sandbox.StateExpired {
 		t.Fatalf("after the sweep: %s, want expired", got.State)
 	}
-	if cs := got.RunningTime(e.clock.now()).Seconds() * got.CPU.Cores(); cs != 2*13200 {
+	if cs := got.RunningTime(e.clock.Now()).Seconds() * got.CPU.Cores(); cs != 2*13200 {
 		t.Errorf("core-seconds %v, want 2 cores × 13200s = 26400", cs)
 	}
 }
@@ -84,7 +84,7 @@ func TestGatewayDownChargesUpToExpiry(t *testing.T) {
 	e := newEnv(t)
 	stop := e.run(t)
 	ctx := t.Context()
-	t0 := e.clock.now()
+	t0 := e.clock.Now()
 	expiring := e.engineer(t, e.alice, "expiring") // 4h: expires at 13:00
 	long, err := e.svc.Create(ctx, e.alice, sandbox.CreateRequest{Name: "long", Class: "standard", TTL: "24h", SSHKeys: []string{testKey}})
 	if err != nil {
@@ -94,17 +94,17 @@ func TestGatewayDownChargesUpToExpiry(t *testing.T) {
 	for _, id := range []sandbox.ID{expiring.ID, long.ID, parked.ID} {
 		e.waitState(t, id, sandbox.StateRunning)
 	}
-	e.clock.advance(time.Minute)
+	e.clock.Advance(time.Minute)
 	if _, err := e.svc.Suspend(ctx, e.bob, "parked"); err != nil {
 		t.Fatal(err)
 	}
 
 	stop() // the gateway goes down for ten hours
-	e.clock.advance(2 * time.Hour)
+	e.clock.Advance(2 * time.Hour)
 	e.drv.Exit(long.ID, 0) // its process ends at 11:01, nobody notices
-	e.clock.advance(8 * time.Hour)
+	e.clock.Advance(8 * time.Hour)
 
-	restarted := sandbox.NewService(e.st, e.drv, e.accounts, e.cfg, slog.New(slog.NewTextHandler(t.Output(), nil)), e.clock.now)
+	restarted := sandbox.NewService(e.st, e.drv, e.accounts, e.cfg, slog.New(slog.NewTextHandler(t.Output(), nil)), e.clock.Now)
 	if _, err := restarted.Sweep(ctx); err != nil { // what Run does first
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestGatewayDownChargesUpToExpiry(t *testing.T) {
 		t.Errorf("long: %s, want suspended (its process exited 0)", got.State)
 	}
 	e.checkRan(t, parked.ID, time.Minute, time.Time{})
-	if got := e.clock.now().Sub(t0); got != 10*time.Hour+time.Minute {
+	if got := e.clock.Now().Sub(t0); got != 10*time.Hour+time.Minute {
 		t.Fatalf("clock moved %v", got)
 	}
 }
@@ -128,10 +128,10 @@ func TestNothingIsChargedPastExpiryBeforeTheSweep(t *testing.T) {
 	e := newEnv(t)
 	e.run(t)
 	ctx := t.Context()
-	t0 := e.clock.now()
+	t0 := e.clock.Now()
 	sb := e.engineer(t, e.alice, "dev")
 	e.waitState(t, sb.ID, sandbox.StateRunning)
-	e.clock.advance(4*time.Hour + 20*time.Second) // 20s past expiry, no sweep yet
+	e.clock.Advance(4*time.Hour + 20*time.Second) // 20s past expiry, no sweep yet
 	if _, err := e.svc.Extend(ctx, e.alice, "dev", "2h"); !errors.Is(err, sandbox.ErrConflict) {
 		t.Fatalf("extend 20s past expiry: err = %v, want ErrConflict (resume it first)", err)
 	}
@@ -145,7 +145,7 @@ func TestNothingIsChargedPastExpiryBeforeTheSweep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := e.clock.now().Add(4 * time.Hour); !got.ExpiresAt.Equal(want) {
+	if want := e.clock.Now().Add(4 * time.Hour); !got.ExpiresAt.Equal(want) {
 		t.Errorf("resumed past expiry: expires %v, want a new lifetime to %v", got.ExpiresAt, want)
 	}
 	e.waitState(t, sb.ID, sandbox.StateRunning)

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/driver/fake"
+	"berth.dev/berth/internal/fakeclock"
 	"berth.dev/berth/internal/guardrail"
 	"berth.dev/berth/internal/quantity"
 	"berth.dev/berth/internal/sandbox"
@@ -46,24 +46,6 @@ const classFile = `sandboxes:
     purposes: [engineer]
 `
 
-// clock is a controllable now.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // env is a real store in a temporary directory, the real services, and the
 // fake driver, with an operator, an administrator and two members of
 // organisation "acme", and a member of organisation "other".
@@ -73,7 +55,7 @@ type env struct {
 	accounts *account.Service
 	svc      *sandbox.Service
 	cfg      sandbox.Config
-	clock    *clock
+	clock    *fakeclock.Clock
 
 	operator, admin, alice, bob, stranger account.Principal
 	acme, other                           account.Organisation
@@ -95,7 +77,7 @@ func newEnv(t *testing.T, opts ...option) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{st: st, drv: fake.New(), clock: &clock{t: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)}}
+	e := &env{st: st, drv: fake.New(), clock: fakeclock.New(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))}
 	cfg := sandbox.Config{
 		Driver:    "fake",
 		Runtimes:  map[sandbox.Tier]string{sandbox.TierStandard: ""},
@@ -109,8 +91,8 @@ func newEnv(t *testing.T, opts ...option) *env {
 	}
 	e.cfg = cfg
 	log := slog.New(slog.NewTextHandler(t.Output(), nil))
-	e.accounts = account.NewService(st, st, e.clock.now, func(ctx context.Context, org string) error { return e.svc.SeedClasses(ctx, org) }, st, log)
-	e.svc = sandbox.NewService(st, e.drv, e.accounts, cfg, log, e.clock.now)
+	e.accounts = account.NewService(st, st, e.clock.Now, func(ctx context.Context, org string) error { return e.svc.SeedClasses(ctx, org) }, st, log)
+	e.svc = sandbox.NewService(st, e.drv, e.accounts, cfg, log, e.clock.Now)
 
 	org, _, op, _, err := e.accounts.Bootstrap(ctx, "acme", "default", "ops")
 	if err != nil {
@@ -194,7 +176,7 @@ func TestCreateRunsAndHandsOverTheEnvironment(t *testing.T) {
 	if sb.State != sandbox.StateStarting || !strings.HasPrefix(string(sb.ID), "sbx_") {
 		t.Fatalf("created %s in state %s, want an sbx_ id in state starting", sb.ID, sb.State)
 	}
-	if want := e.clock.now().Add(4 * time.Hour); !sb.ExpiresAt.Equal(want) {
+	if want := e.clock.Now().Add(4 * time.Hour); !sb.ExpiresAt.Equal(want) {
 		t.Errorf("expires %v, want the class's default 4h: %v", sb.ExpiresAt, want)
 	}
 	e.waitState(t, sb.ID, sandbox.StateRunning)
@@ -314,7 +296,7 @@ func TestCreateWithoutForgeOrDriver(t *testing.T) {
 	if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "BERTH_SANDBOX_GIT_FORGE") {
 		t.Errorf("repository without a forge: err = %v, want ErrUnavailable naming BERTH_SANDBOX_GIT_FORGE", err)
 	}
-	nodrv := sandbox.NewService(e.st, nil, e.accounts, sandbox.Config{}, slog.New(slog.DiscardHandler), e.clock.now)
+	nodrv := sandbox.NewService(e.st, nil, e.accounts, sandbox.Config{}, slog.New(slog.DiscardHandler), e.clock.Now)
 	_, err = nodrv.Create(t.Context(), e.alice, sandbox.CreateRequest{Name: "dev", Class: "standard", SSHKeys: []string{testKey}})
 	if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "BERTH_SANDBOX_DRIVER") {
 		t.Errorf("no driver: err = %v, want ErrUnavailable naming BERTH_SANDBOX_DRIVER", err)
@@ -331,7 +313,7 @@ func TestGuardrailsCutAndRefuse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := sb.ExpiresAt.Sub(e.clock.now()); got != 24*time.Hour {
+	if got := sb.ExpiresAt.Sub(e.clock.Now()); got != 24*time.Hour {
 		t.Errorf("ttl 48h on a 24h class: lifetime %v, want 24h", got)
 	}
 	if err := e.accounts.SetGuardrail(ctx, e.admin, "acme", "", guardrail.Guardrail{
@@ -343,7 +325,7 @@ func TestGuardrailsCutAndRefuse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := sb.ExpiresAt.Sub(e.clock.now()); got != 2*time.Hour {
+	if got := sb.ExpiresAt.Sub(e.clock.Now()); got != 2*time.Hour {
 		t.Errorf("class default 4h under a 2h guardrail: lifetime %v, want 2h", got)
 	}
 	_, err = e.svc.Create(ctx, e.alice, sandbox.CreateRequest{Name: "huge", Class: "big", SSHKeys: []string{testKey}})

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/driver/fake"
+	"berth.dev/berth/internal/fakeclock"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
 	"berth.dev/berth/internal/usage"
@@ -22,8 +22,7 @@ const sshKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGQ0n8q0dvGXmfhT3x7Jt0yq4xNn
 // the test moves, with organisation acme's operator, administrator and a
 // member.
 type fixture struct {
-	mu        sync.Mutex
-	t         time.Time
+	*fakeclock.Clock
 	st        *store.Store
 	sandboxes *sandbox.Service
 	usage     *usage.Service
@@ -31,18 +30,6 @@ type fixture struct {
 	operator  account.Principal
 	admin     account.Principal
 	alice     account.Principal
-}
-
-func (f *fixture) now() time.Time {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.t
-}
-
-func (f *fixture) advance(d time.Duration) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.t = f.t.Add(d)
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -57,14 +44,14 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{t: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC), st: st}
+	f := &fixture{Clock: fakeclock.New(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)), st: st}
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	accounts := account.NewService(st, st, f.now, func(ctx context.Context, org string) error { return f.sandboxes.SeedClasses(ctx, org) }, st, log)
+	accounts := account.NewService(st, st, f.Now, func(ctx context.Context, org string) error { return f.sandboxes.SeedClasses(ctx, org) }, st, log)
 	f.accounts = accounts
 	f.sandboxes = sandbox.NewService(st, fake.New(), accounts, sandbox.Config{
 		Driver: "fake", Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""}, Template: tmpl,
-	}, log, f.now)
-	f.usage = usage.NewService(st, accounts, f.sandboxes, 90*24*time.Hour, f.now)
+	}, log, f.Now)
+	f.usage = usage.NewService(st, accounts, f.sandboxes, 90*24*time.Hour, f.Now)
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); f.sandboxes.Run(runCtx, time.Hour) }()
@@ -143,24 +130,24 @@ func TestCoreSecondsFollowTheLifecycle(t *testing.T) {
 		}
 	}
 	check("started", 0, 1)
-	f.advance(25*time.Minute + 7*time.Second)
+	f.Advance(25*time.Minute + 7*time.Second)
 	check("running", 1507, 1)
 	if _, err := f.sandboxes.Suspend(ctx, f.alice, "dev"); err != nil {
 		t.Fatal(err)
 	}
-	f.advance(time.Hour)
+	f.Advance(time.Hour)
 	check("suspended an hour", 1507, 1)
 	if _, err := f.sandboxes.Resume(ctx, f.alice, "dev"); err != nil {
 		t.Fatal(err)
 	}
 	f.waitRunning(t, id)
 	// Resumed at 10:25:07, expires at 13:00:00: 2h34m53s more at most.
-	f.advance(3 * time.Hour)
+	f.Advance(3 * time.Hour)
 	check("past the expiry, before the sweep", 1507+9293, 1)
 	if _, err := f.sandboxes.Sweep(ctx); err != nil {
 		t.Fatal(err)
 	}
-	f.advance(24 * time.Hour)
+	f.Advance(24 * time.Hour)
 	check("expired, a day later", 1507+9293, 1) // an expired engineer sandbox is live: it keeps its volume
 }
 
@@ -170,9 +157,9 @@ func TestCoreSecondsFollowTheLifecycle(t *testing.T) {
 func TestASandboxCountsWholeInTheWindowItWasCreatedIn(t *testing.T) {
 	f := newFixture(t)
 	f.running(t, "early") // 09:00
-	f.advance(2 * time.Hour)
+	f.Advance(2 * time.Hour)
 	f.running(t, "late") // 11:00
-	f.advance(time.Hour) // 12:00
+	f.Advance(time.Hour) // 12:00
 	if got := f.total(t, "90m"); got.Sandboxes != 1 || got.Running != 3600 {
 		t.Errorf("last 90m: %d sandboxes, %v s; want late alone, 3600 s", got.Sandboxes, got.Running)
 	}
@@ -205,7 +192,7 @@ func TestWhoMayReadUsage(t *testing.T) {
 	if err != nil || rep.Until.Sub(rep.Since) != usage.DefaultWindow || rep.By != usage.ByProject {
 		t.Errorf("defaults: by %s, window %v (%v); want by project over 30d", rep.By, rep.Until.Sub(rep.Since), err)
 	}
-	short := usage.NewService(f.st, f.accounts, f.sandboxes, 7*24*time.Hour, f.now)
+	short := usage.NewService(f.st, f.accounts, f.sandboxes, 7*24*time.Hour, f.Now)
 	if rep, err := short.Report(ctx, f.operator, usage.Query{}); err != nil || rep.Until.Sub(rep.Since) != 7*24*time.Hour {
 		t.Errorf("a 7d retention: window %v (%v); want the default cut to 7d", rep.Until.Sub(rep.Since), err)
 	}
