@@ -30,7 +30,6 @@ type Store interface {
 // projects and users: who may read what, and the names to show.
 type Accounts interface {
 	Organisation(ctx context.Context, p account.Principal, ref string) (account.Organisation, error)
-	Organisations(ctx context.Context, p account.Principal) ([]account.Organisation, error)
 	Projects(ctx context.Context, p account.Principal, orgRef string) ([]account.Project, error)
 	Users(ctx context.Context, p account.Principal, orgRef string) ([]account.User, error)
 	User(ctx context.Context, id string) (account.User, error)
