@@ -17,11 +17,12 @@ func TestImportDirection(t *testing.T) {
 		pkg    string
 		banned []string
 	}{
-		{"account", append([]string{"database/sql", "k8s.io/", "net/http", "sandbox"}, adapters...)},
+		{"account", append([]string{"database/sql", "k8s.io/", "net/http", "sandbox", "usage"}, adapters...)},
 		{"guardrail", append([]string{"database/sql", "k8s.io/", "net/http", "account", "sandbox"}, adapters...)},
 		// sandbox reaches net/http only through forge, whose GitHub and
 		// GitLab clients are HTTP by nature.
-		{"sandbox", append([]string{"database/sql", "k8s.io/"}, adapters...)},
+		{"sandbox", append([]string{"database/sql", "k8s.io/", "github.com/prometheus/"}, adapters...)},
+		{"usage", append([]string{"database/sql", "k8s.io/", "github.com/prometheus/"}, adapters...)},
 		{"quantity", append([]string{"database/sql", "account", "sandbox", "guardrail"}, adapters...)},
 		{"name", append([]string{"database/sql", "account", "sandbox", "guardrail"}, adapters...)},
 		{"forge", append([]string{"database/sql", "k8s.io/", "account", "sandbox", "guardrail"}, adapters...)},
@@ -30,7 +31,8 @@ func TestImportDirection(t *testing.T) {
 		{"githttp", []string{module + "store", module + "gateway", module + "client", module + "cli", module + "driver/", module + "sandbox", module + "account", "database/sql"}},
 		{"store", []string{module + "gateway", module + "client", module + "cli", module + "driver/"}},
 		{"driver/fake", []string{module + "store", module + "gateway", module + "client", module + "cli", "database/sql"}},
-		{"gateway", []string{module + "store", module + "client", module + "cli", module + "driver/", "database/sql"}},
+		{"gateway", []string{module + "store", module + "client", module + "cli", module + "driver/", "database/sql", "github.com/prometheus/"}},
+		{"metrics", []string{module + "store", module + "gateway", module + "client", module + "cli", module + "driver/", "database/sql"}},
 		{"client", []string{module + "store", module + "gateway", module + "cli", module + "driver/", module + "sandbox", module + "account", "database/sql"}},
 	}
 	for _, r := range rules {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/guardrail"
 )
 
@@ -53,6 +54,11 @@ func (s *Service) SetGuardrail(ctx context.Context, p Principal, orgRef, project
 	if err := s.guardrails.PutGuardrail(ctx, org, prj, g); err != nil {
 		return fmt.Errorf("set guardrail: %w", err)
 	}
+	target := "organisation"
+	if prj != "" {
+		target = "project " + projectRef
+	}
+	s.record(ctx, audit.Event{Org: org, Actor: p.User.ID, Action: audit.GuardrailSet, Target: target, Detail: g.String()})
 	return nil
 }
 

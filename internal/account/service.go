@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
+
+	"berth.dev/berth/internal/audit"
 )
 
 // Store is what the account service needs from the database. Lookups by
@@ -33,18 +36,41 @@ type Store interface {
 }
 
 // Service manages organisations, projects, users and keys, and
-// authenticates callers.
+// authenticates callers. Every change it makes is recorded in the audit
+// log (SPEC S17).
 type Service struct {
 	store      Store
 	guardrails GuardrailStore
 	now        func() time.Time
 	seed       func(ctx context.Context, org string) error
+	audit      audit.Recorder
+	log        *slog.Logger
 }
 
 // NewService returns a Service. seed, when not nil, is called for every new
-// organisation, so it starts with the template's classes (SPEC S4).
-func NewService(store Store, guardrails GuardrailStore, now func() time.Time, seed func(ctx context.Context, org string) error) *Service {
-	return &Service{store: store, guardrails: guardrails, now: now, seed: seed}
+// organisation, so it starts with the template's classes (SPEC S4). rec
+// records what the service changes; nil records nothing. log is where a
+// failure to record is reported; nil discards it.
+func NewService(store Store, guardrails GuardrailStore, now func() time.Time, seed func(ctx context.Context, org string) error,
+	rec audit.Recorder, log *slog.Logger) *Service {
+	if rec == nil {
+		rec = audit.Discard{}
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Service{store: store, guardrails: guardrails, now: now, seed: seed, audit: rec, log: log}
+}
+
+// record appends an audit event stamped now. The change it records has
+// already been made, so a failure to record is logged, not returned.
+func (s *Service) record(ctx context.Context, e audit.Event) {
+	if e.At.IsZero() {
+		e.At = s.now()
+	}
+	if err := s.audit.Record(ctx, e); err != nil {
+		s.log.ErrorContext(ctx, "audit event not recorded", "action", e.Action, "org", e.Org, "err", err)
+	}
 }
 
 // Bootstrap creates the first organisation, its project and an operator, and
@@ -69,6 +95,17 @@ func (s *Service) Bootstrap(ctx context.Context, orgName, projectName, userName 
 			return Organisation{}, Project{}, User{}, NewKeyResult{}, fmt.Errorf("bootstrap: the deployment already has an organisation: %w", ErrConflict)
 		}
 		return Organisation{}, Project{}, User{}, NewKeyResult{}, fmt.Errorf("bootstrap: %w", err)
+	}
+	// Nobody is signed in yet: berth itself (actor "") made these, at the
+	// request of whoever runs `berth admin bootstrap` on the gateway's host.
+	for _, e := range []audit.Event{
+		{Action: audit.OrgCreate, Target: org.Name, Detail: "bootstrap: " + org.ID},
+		{Action: audit.ProjectCreate, Target: prj.Name, Detail: "bootstrap: " + prj.ID},
+		{Action: audit.UserCreate, Target: usr.Name, Detail: "bootstrap: " + usr.ID + ", operator"},
+		{Action: audit.KeyCreate, Target: key.ID, Detail: "bootstrap: the key of " + usr.Name},
+	} {
+		e.Org = org.ID
+		s.record(ctx, e)
 	}
 	if err := s.seedOrg(ctx, org.ID); err != nil {
 		return Organisation{}, Project{}, User{}, NewKeyResult{}, err
@@ -127,6 +164,8 @@ func (s *Service) CreateOrganisation(ctx context.Context, p Principal, name, pro
 	if err := s.store.CreateOrganisation(ctx, org, prj); err != nil {
 		return Organisation{}, Project{}, fmt.Errorf("create organisation: %w", err)
 	}
+	s.record(ctx, audit.Event{Org: org.ID, Actor: p.User.ID, Action: audit.OrgCreate, Target: org.Name, Detail: org.ID})
+	s.record(ctx, audit.Event{Org: org.ID, Actor: p.User.ID, Action: audit.ProjectCreate, Target: prj.Name, Detail: prj.ID + ", the default"})
 	if err := s.seedOrg(ctx, org.ID); err != nil {
 		return Organisation{}, Project{}, err
 	}
@@ -188,6 +227,7 @@ func (s *Service) CreateProject(ctx context.Context, p Principal, orgRef, name s
 	if err := s.store.CreateProject(ctx, prj); err != nil {
 		return Project{}, fmt.Errorf("create project: %w", err)
 	}
+	s.record(ctx, audit.Event{Org: org.ID, Actor: p.User.ID, Action: audit.ProjectCreate, Target: prj.Name, Detail: prj.ID})
 	return prj, nil
 }
 
@@ -245,6 +285,7 @@ func (s *Service) CreateUser(ctx context.Context, p Principal, orgRef, name, ema
 	if err := s.store.CreateUser(ctx, u); err != nil {
 		return User{}, fmt.Errorf("create user: %w", err)
 	}
+	s.record(ctx, audit.Event{Org: org.ID, Actor: p.User.ID, Action: audit.UserCreate, Target: u.Name, Detail: u.ID + ", " + string(u.Role)})
 	return u, nil
 }
 
@@ -291,6 +332,7 @@ func (s *Service) CreateKey(ctx context.Context, p Principal, userRef, name stri
 	if err := s.store.CreateKey(ctx, k); err != nil {
 		return NewKeyResult{}, fmt.Errorf("create key: %w", err)
 	}
+	s.record(ctx, audit.Event{Org: u.Org, Actor: p.User.ID, Action: audit.KeyCreate, Target: k.ID, Detail: keyDetail(u, k)})
 	return NewKeyResult{Key: k, Secret: secret}, nil
 }
 
@@ -319,6 +361,9 @@ func (s *Service) RevokeKey(ctx context.Context, p Principal, id string) error {
 	}
 	if err := s.store.RevokeKey(ctx, id, s.now()); err != nil {
 		return fmt.Errorf("revoke: %w", err)
+	}
+	if k.RevokedAt.IsZero() { // revoking a revoked key changes nothing
+		s.record(ctx, audit.Event{Org: u.Org, Actor: p.User.ID, Sandbox: k.Sandbox, Action: audit.KeyRevoke, Target: k.ID, Detail: keyDetail(u, k)})
 	}
 	return nil
 }
@@ -350,4 +395,16 @@ func (s *Service) SetDisabled(ctx context.Context, p Principal, orgRef, userRef 
 	}
 	u.Disabled = disabled
 	return u, nil
+}
+
+// keyDetail words whose key k is, for the audit log.
+func keyDetail(owner User, k Key) string {
+	if k.Sandbox != "" {
+		return "the key of sandbox " + k.Sandbox
+	}
+	d := "a key of " + owner.Name
+	if k.Name != "" {
+		d += " named " + k.Name
+	}
+	return d
 }

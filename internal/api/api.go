@@ -263,3 +263,49 @@ type GitCredential struct {
 	Token     string    `json:"token"`
 	ExpiresAt time.Time `json:"expires_at"`
 }
+
+// UsageReport is the answer of GET /sandbox/v1/usage (SPEC S8): the
+// sandboxes created since Since, grouped by project, user or class. Tokens
+// and cost join the rows when agent runs exist.
+type UsageReport struct {
+	By           string     `json:"by"`                     // project, user or class
+	Organisation string     `json:"organisation,omitempty"` // the organisation's id; empty: every organisation
+	Since        time.Time  `json:"since"`
+	Until        time.Time  `json:"until"`
+	Rows         []UsageRow `json:"rows"`
+	Total        UsageRow   `json:"total"`
+}
+
+// UsageRow is one group's usage: the sandboxes created in the window
+// (each counts whole there), how many of them are live now, the sum of
+// their running segments and that time by their cores.
+type UsageRow struct {
+	Organisation     string  `json:"organisation,omitempty"`
+	OrganisationName string  `json:"organisation_name,omitempty"`
+	ID               string  `json:"id,omitempty"` // the project's or user's id, or the class's name
+	Name             string  `json:"name,omitempty"`
+	Sandboxes        int     `json:"sandboxes"`
+	Live             int     `json:"live"`
+	RunningSeconds   int64   `json:"running_seconds"`
+	CoreSeconds      float64 `json:"core_seconds"`
+}
+
+// AuditEvent is one entry of the audit log (SPEC S17). It never holds a
+// secret: keys and tokens are named by id.
+type AuditEvent struct {
+	ID           int64     `json:"id"`
+	At           time.Time `json:"at"`
+	Organisation string    `json:"organisation,omitempty"`
+	Actor        string    `json:"actor,omitempty"`      // a user id; empty: berth itself (the sweep)
+	ActorName    string    `json:"actor_name,omitempty"` // that user's name
+	Sandbox      string    `json:"sandbox,omitempty"`
+	Action       string    `json:"action"` // such as sandbox.state or key.create
+	Target       string    `json:"target,omitempty"`
+	Outcome      string    `json:"outcome"` // ok or refused
+	Detail       string    `json:"detail,omitempty"`
+}
+
+// AuditLog is the answer of GET /api/v1/audit, oldest first.
+type AuditLog struct {
+	Events []AuditEvent `json:"events"`
+}

@@ -86,7 +86,8 @@ var settingsHelp = `Settings (environment variables, read once at start-up):
   BERTH_SANDBOX_GIT_APP_ID          GitHub App id
   BERTH_SANDBOX_GIT_APP_KEY_FILE    GitHub App private key file
   BERTH_SANDBOX_GIT_TOKEN_FILE      GitLab token file
-  BERTH_USAGE_RETENTION             how long ended sandboxes are kept (default 90d)
+  BERTH_USAGE_RETENTION             how long ended sandboxes and their usage are kept, and so
+                                    how far back usage reports reach (default 90d)
   BERTH_SWEEP_INTERVAL              how often the sweep runs (default 30s)`
 
 // LoadConfig reads the settings through getenv, applies defaults and
@@ -183,6 +184,9 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	}
 	if c.IdleSuspend != 0 && c.IdleSuspend < 5*time.Minute {
 		bad("BERTH_SANDBOX_IDLE_SUSPEND", "%s is under the 5m minimum", quantity.FormatDuration(c.IdleSuspend))
+	}
+	if c.UsageRetention <= 0 {
+		bad("BERTH_USAGE_RETENTION", "must be more than 0")
 	}
 	if c.SweepInterval <= 0 {
 		bad("BERTH_SWEEP_INTERVAL", "must be more than 0")

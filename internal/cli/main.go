@@ -114,6 +114,7 @@ and authenticates with BERTH_API_KEY or that file.`,
 		newGuardrailCmd(g),
 		newSandboxCmd(g),
 		newRepoCmd(env),
+		newAuditCmd(g),
 		newVersionCmd(env),
 	)
 	refuseUnknownSubcommands(root)

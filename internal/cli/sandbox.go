@@ -38,6 +38,7 @@ NAME also take the sandbox's id (sbx_…).`,
 		newClassesCmd(g),
 		newApplyCmd(g),
 		newDeleteClassCmd(g),
+		newSandboxUsageCmd(g),
 	)
 	return cmd
 }

@@ -13,6 +13,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
@@ -22,8 +25,10 @@ import (
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/gateway"
 	"berth.dev/berth/internal/githttp"
+	"berth.dev/berth/internal/metrics"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
+	"berth.dev/berth/internal/usage"
 )
 
 // app is the gateway wired together: the composition root's product,
@@ -34,6 +39,9 @@ type app struct {
 	accounts  *account.Service
 	sandboxes *sandbox.Service
 	forge     forge.Forge // nil without one
+	usage     *usage.Service
+	metrics   *metrics.Metrics
+	registry  *prometheus.Registry
 	log       *slog.Logger
 }
 
@@ -70,21 +78,32 @@ func build(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 		st.Close()
 		return nil, err
 	}
+	// The registry is this gateway's own, never Prometheus's global one.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m, err := metrics.New(reg, st)
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
 	var sandboxes *sandbox.Service
 	seed := func(ctx context.Context, org string) error { return sandboxes.SeedClasses(ctx, org) }
-	accounts := account.NewService(st, st, time.Now, seed)
+	accounts := account.NewService(st, st, time.Now, seed, st, log)
 	sandboxes = sandbox.NewService(st, drv, accounts, sandbox.Config{
 		Driver:        cfg.Driver,
 		Runtimes:      cfg.Runtimes,
 		Forge:         fg,
-		Audit:         st,
 		PublicURL:     cfg.SandboxPublicURL,
 		Template:      cfg.Classes,
 		AllowedImages: cfg.Images,
 		MinTTL:        cfg.MinTTL,
 		IdleSuspend:   cfg.IdleSuspend,
+		Audit:         st,
+		Retention:     cfg.UsageRetention,
+		Metrics:       m,
 	}, log, time.Now)
-	return &app{store: st, accounts: accounts, sandboxes: sandboxes, forge: fg, log: log}, nil
+	reports := usage.NewService(st, accounts, sandboxes, cfg.UsageRetention, time.Now)
+	return &app{store: st, accounts: accounts, sandboxes: sandboxes, usage: reports, metrics: m, registry: reg, forge: fg, log: log}, nil
 }
 
 // buildForge makes the deployment's forge (BERTH_SANDBOX_GIT_FORGE); nil
@@ -165,8 +184,12 @@ func serve(ctx context.Context, cfg Config, env Env) error {
 	if err != nil {
 		return fmt.Errorf("BERTH_ADDR: %w", err)
 	}
-	gw := gateway.New(gateway.Options{Accounts: a.accounts, Sandboxes: a.sandboxes, Log: log, Version: Version, Driver: cfg.Driver,
-		Forge: a.forge, Mirrors: mirrorsFor(cfg, a.forge)})
+	gw := gateway.New(gateway.Options{Accounts: a.accounts, Sandboxes: a.sandboxes, Usage: a.usage, Log: log, Version: Version, Driver: cfg.Driver,
+		Forge: a.forge, Mirrors: mirrorsFor(cfg, a.forge),
+		Metrics: promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{
+			ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+			ErrorHandling: promhttp.ContinueOnError, // a failed count still serves the rest
+		})})
 	srv := &http.Server{
 		Handler:           gw.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,

@@ -314,3 +314,45 @@ func (c *Client) EnableUser(ctx context.Context, org, user string) (api.User, er
 	var out api.User
 	return out, c.do(ctx, "POST", "/api/v1/orgs/"+esc(org)+"/users/"+esc(user)+"/enable", nil, &out)
 }
+
+// UsageOptions narrow a usage report. Empty fields take the gateway's
+// defaults (by project, 30d, the caller's organisation).
+type UsageOptions struct {
+	By    string
+	Since string
+	Org   string
+}
+
+// Usage reads a usage report (administrators and operators).
+func (c *Client) Usage(ctx context.Context, o UsageOptions) (api.UsageReport, error) {
+	var out api.UsageReport
+	return out, c.do(ctx, "GET", "/sandbox/v1/usage"+query(map[string]string{"by": o.By, "since": o.Since, "org": o.Org}), nil, &out)
+}
+
+// AuditOptions narrow a read of the audit log. Empty fields take the
+// gateway's defaults (every sandbox, 24h, the caller's organisation).
+type AuditOptions struct {
+	Sandbox string
+	Since   string
+	Org     string
+}
+
+// Audit reads the audit log, oldest first (administrators and operators).
+func (c *Client) Audit(ctx context.Context, o AuditOptions) ([]api.AuditEvent, error) {
+	var out api.AuditLog
+	return out.Events, c.do(ctx, "GET", "/api/v1/audit"+query(map[string]string{"sandbox": o.Sandbox, "since": o.Since, "org": o.Org}), nil, &out)
+}
+
+// query encodes the non-empty values as a query string, "" when none is.
+func query(kv map[string]string) string {
+	q := url.Values{}
+	for k, v := range kv {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if len(q) == 0 {
+		return ""
+	}
+	return "?" + q.Encode()
+}

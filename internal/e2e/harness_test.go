@@ -263,6 +263,19 @@ func (g *gateway) waitGone(id string, within time.Duration) (containers, volumes
 	}
 }
 
+// waitStopped polls until a sandbox's container has stopped, and returns
+// what there is when within runs out.
+func (g *gateway) waitStopped(id string, within time.Duration) (containers, volumes string) {
+	deadline := time.Now().Add(within)
+	for {
+		c, v := g.objects(id)
+		if stopped(c) || time.Now().After(deadline) {
+			return c, v
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // ip is a running sandbox container's address.
 func (g *gateway) ip(id string) string {
 	return g.podman("inspect", "--format", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", "berth-"+id)

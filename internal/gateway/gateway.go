@@ -19,12 +19,14 @@ import (
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/githttp"
 	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/usage"
 )
 
 // Options configure a Server. Every field is required unless it says not.
 type Options struct {
 	Accounts  *account.Service
 	Sandboxes *sandbox.Service
+	Usage     *usage.Service
 	Log       *slog.Logger
 	// Version is reported by /healthz.
 	Version string
@@ -37,6 +39,9 @@ type Options struct {
 	// Mirrors keeps the gateway's mirrors of a remote forge's repositories;
 	// nil for the local forge or none.
 	Mirrors Mirrors
+	// Metrics serves the Prometheus exposition at /metrics to operators;
+	// nil answers not found.
+	Metrics http.Handler
 }
 
 // Mirrors keeps a mirror of each repository the gateway serves from a
@@ -54,6 +59,7 @@ type Mirrors interface {
 type Server struct {
 	accounts  *account.Service
 	sandboxes *sandbox.Service
+	usage     *usage.Service
 	log       *slog.Logger
 	version   string
 	driver    string
@@ -62,6 +68,7 @@ type Server struct {
 	mirrors   Mirrors
 	git       *githttp.Handler
 	credLimit *rateLimit
+	metrics   http.Handler
 }
 
 // New returns a Server.
@@ -70,18 +77,19 @@ func New(o Options) *Server {
 	if now == nil {
 		now = time.Now
 	}
-	return &Server{accounts: o.Accounts, sandboxes: o.Sandboxes, log: o.Log, version: o.Version, driver: o.Driver, now: now,
-		forge: o.Forge, mirrors: o.Mirrors, git: githttp.New("", o.Log), credLimit: newRateLimit(10, time.Minute)}
+	return &Server{accounts: o.Accounts, sandboxes: o.Sandboxes, usage: o.Usage, log: o.Log, version: o.Version, driver: o.Driver,
+		now: now, metrics: o.Metrics, forge: o.Forge, mirrors: o.Mirrors, git: githttp.New("", o.Log), credLimit: newRateLimit(10, time.Minute)}
 }
 
 // access says who may call a route.
 type access int
 
 const (
-	public  access = iota // anybody
-	anyKey                // any live key, a sandbox's own included
-	userKey               // a person's key; a sandbox's key is refused
-	own                   // the handler authenticates (git's Basic auth) and reads bodies of any size
+	public      access = iota // anybody
+	anyKey                    // any live key, a sandbox's own included
+	userKey                   // a person's key; a sandbox's key is refused
+	operatorKey               // an operator's key
+	own                       // the handler authenticates (git's Basic auth) and reads bodies of any size
 )
 
 // route is one entry of the API. The OpenAPI description is checked against
@@ -96,6 +104,7 @@ func (s *Server) routes() []route {
 	return []route{
 		{"GET", "/healthz", public, s.health},
 		{"GET", "/openapi.yaml", public, serveOpenAPI},
+		{"GET", "/metrics", operatorKey, s.serveMetrics},
 
 		{"GET", "/api/v1/whoami", anyKey, s.whoami},
 		{"GET", "/api/v1/orgs", userKey, s.listOrgs},
@@ -114,10 +123,12 @@ func (s *Server) routes() []route {
 		{"GET", "/api/v1/keys", userKey, s.listKeys},
 		{"POST", "/api/v1/keys", userKey, s.createKey},
 		{"DELETE", "/api/v1/keys/{id}", userKey, s.revokeKey},
+		{"GET", "/api/v1/audit", userKey, s.auditLog},
 
 		{"GET", "/sandbox/v1/classes", userKey, s.listClasses},
 		{"PUT", "/sandbox/v1/classes", userKey, s.applyClasses},
 		{"DELETE", "/sandbox/v1/classes/{name}", userKey, s.deleteClass},
+		{"GET", "/sandbox/v1/usage", userKey, s.usageReport},
 		{"GET", "/sandbox/v1/sandboxes", userKey, s.listSandboxes},
 		{"POST", "/sandbox/v1/sandboxes", userKey, s.createSandbox},
 		{"GET", "/sandbox/v1/sandboxes/{ref}", userKey, s.getSandbox},
@@ -170,8 +181,12 @@ func (s *Server) authenticate(rt route) http.Handler {
 			s.writeError(w, r, err)
 			return
 		}
-		if rt.access == userKey && p.Sandbox != "" {
+		if rt.access != anyKey && p.Sandbox != "" {
 			s.writeError(w, r, fmt.Errorf("a sandbox's own key cannot use the control API: %w", account.ErrForbidden))
+			return
+		}
+		if rt.access == operatorKey && !p.IsOperator() {
+			s.writeError(w, r, fmt.Errorf("%s is for operators: %w", rt.path, account.ErrForbidden))
 			return
 		}
 		rt.handle(w, r, p)
@@ -185,6 +200,17 @@ func bearer(r *http.Request) (string, bool) {
 		return "", false
 	}
 	return strings.TrimSpace(token), true
+}
+
+// serveMetrics answers a scrape. The series name the classes of every
+// organisation, so only operators may read them (Prometheus sends the key
+// as its bearer credentials).
+func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request, _ account.Principal) {
+	if s.metrics == nil {
+		writeJSON(w, http.StatusNotFound, api.Error{Code: api.CodeNotFound, Message: "this gateway serves no metrics"})
+		return
+	}
+	s.metrics.ServeHTTP(w, r)
 }
 
 func (s *Server) health(w http.ResponseWriter, _ *http.Request, _ account.Principal) {

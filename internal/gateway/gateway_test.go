@@ -10,14 +10,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/client"
 	"berth.dev/berth/internal/driver/fake"
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/gateway"
+	"berth.dev/berth/internal/metrics"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
+	"berth.dev/berth/internal/usage"
 )
 
 const sshKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGQ0n8q0dvGXmfhT3x7Jt0yq4xNn6JkJ3sJ8QmV4c2Xk test@example"
@@ -34,34 +39,64 @@ const classes = `sandboxes:
 type world struct {
 	url                                     string
 	drv                                     *fake.Driver
+	st                                      *store.Store
 	operator, admin, owner, member, foreign *client.Client
+	opKey                                   string
 	accounts                                *account.Service
 	forge                                   *forge.Local
-	store                                   *store.Store
+	sandboxes                               *sandbox.Service
+	metrics                                 *metrics.Metrics
 }
 
-// worldForge, when given to newWorld, makes the deployment's forge instead
-// of the local one.
+// worldForge makes the deployment's forge instead of the local one.
 type worldForge func(t testing.TB) (forge.Forge, gateway.Mirrors)
 
-func newWorld(t testing.TB, remote ...worldForge) *world {
+// worldConfig is what a test may change of a world.
+type worldConfig struct {
+	now      func() time.Time
+	log      *slog.Logger
+	template string
+	options  func(*gateway.Options)
+	remote   worldForge
+}
+
+// withForge makes a world on a remote forge.
+func withForge(f worldForge) func(*worldConfig) {
+	return func(c *worldConfig) { c.remote = f }
+}
+
+// newWorld makes a world; opts change its clock, its logger, its classes,
+// its forge or the gateway's options.
+func newWorld(t testing.TB, opts ...func(*worldConfig)) *world {
 	t.Helper()
 	ctx := t.Context()
+	cfg := worldConfig{
+		now:      time.Now,
+		log:      slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
+		template: classes,
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
 	st, err := store.Open(ctx, t.TempDir()+"/berth.db")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	tmpl, err := sandbox.ParseClassFile(strings.NewReader(classes))
+	tmpl, err := sandbox.ParseClassFile(strings.NewReader(cfg.template))
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	w := &world{drv: fake.New(), store: st}
+	log := cfg.log
+	w := &world{drv: fake.New(), st: st}
+	reg := prometheus.NewRegistry()
+	if w.metrics, err = metrics.New(reg, st); err != nil {
+		t.Fatal(err)
+	}
 	// The gateway's address is known before it serves: sandboxes are told it.
 	srv := httptest.NewUnstartedServer(nil)
 	w.url = "http://" + srv.Listener.Addr().String()
-	w.forge = forge.NewLocal(t.TempDir(), w.url, st, time.Now)
+	w.forge = forge.NewLocal(t.TempDir(), w.url, st, cfg.now)
 	for _, name := range []string{"acme/app", "acme/other", "elsewhere/app"} {
 		if _, err := w.forge.Import(ctx, name, seedRepo(t)); err != nil {
 			t.Fatal(err)
@@ -71,22 +106,29 @@ func newWorld(t testing.TB, remote ...worldForge) *world {
 		fg      forge.Forge = w.forge
 		mirrors gateway.Mirrors
 	)
-	if len(remote) > 0 {
-		fg, mirrors = remote[0](t)
+	if cfg.remote != nil {
+		fg, mirrors = cfg.remote(t)
 	}
 	var svc *sandbox.Service
-	w.accounts = account.NewService(st, st, time.Now, func(ctx context.Context, org string) error { return svc.SeedClasses(ctx, org) })
+	w.accounts = account.NewService(st, st, cfg.now, func(ctx context.Context, org string) error { return svc.SeedClasses(ctx, org) }, st, log)
 	svc = sandbox.NewService(st, w.drv, w.accounts, sandbox.Config{
-		Driver: "fake", Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""}, Template: tmpl,
-		Forge: fg, PublicURL: w.url, Audit: st,
-	}, log, time.Now)
+		Driver: "fake", Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""}, Template: tmpl, Audit: st,
+		Retention: 90 * 24 * time.Hour, Metrics: w.metrics, Forge: fg, PublicURL: w.url,
+	}, log, cfg.now)
+	w.sandboxes = svc
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); svc.Run(runCtx, time.Hour) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	srv.Config.Handler = gateway.New(gateway.Options{Accounts: w.accounts, Sandboxes: svc, Log: log, Version: "test", Driver: "fake",
-		Forge: fg, Mirrors: mirrors}).Handler()
+	gwo := gateway.Options{Accounts: w.accounts, Sandboxes: svc, Log: log, Version: "test", Driver: "fake", Now: cfg.now,
+		Usage:   usage.NewService(st, w.accounts, svc, 90*24*time.Hour, cfg.now),
+		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+		Forge:   fg, Mirrors: mirrors}
+	if cfg.options != nil {
+		cfg.options(&gwo)
+	}
+	srv.Config.Handler = gateway.New(gwo).Handler()
 	srv.Start()
 	t.Cleanup(srv.Close)
 
@@ -94,27 +136,37 @@ func newWorld(t testing.TB, remote ...worldForge) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.operator = client.New(srv.URL, opKey.Secret.Reveal(), srv.Client())
+	w.opKey = opKey.Secret.Reveal()
+	w.operator = client.New(srv.URL, w.opKey, srv.Client())
 	if _, err := w.operator.CreateOrg(ctx, api.CreateOrganisation{Name: "other"}); err != nil {
 		t.Fatal(err)
 	}
-	user := func(org, name, role string) *client.Client {
-		t.Helper()
-		u, err := w.operator.CreateUser(ctx, org, api.CreateUser{Name: name, Role: role})
-		if err != nil {
-			t.Fatal(err)
-		}
-		k, err := w.operator.CreateKey(ctx, api.CreateKey{User: u.ID})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return client.New(srv.URL, k.Secret, srv.Client())
-	}
-	w.admin = user("acme", "ada", "admin")
-	w.owner = user("acme", "alice", "member")
-	w.member = user("acme", "bob", "member")
-	w.foreign = user("other", "sam", "member")
+	w.admin = w.user(t, "acme", "ada", "admin")
+	w.owner = w.user(t, "acme", "alice", "member")
+	w.member = w.user(t, "acme", "bob", "member")
+	w.foreign = w.user(t, "other", "sam", "member")
 	return w
+}
+
+// user makes a user of org with a key, and returns a client with the key.
+func (w *world) user(t testing.TB, org, name, role string) *client.Client {
+	t.Helper()
+	c, _ := w.userKey(t, org, name, role)
+	return c
+}
+
+// userKey is user, also returning the key's secret.
+func (w *world) userKey(t testing.TB, org, name, role string) (*client.Client, string) {
+	t.Helper()
+	u, err := w.operator.CreateUser(t.Context(), org, api.CreateUser{Name: name, Role: role})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := w.operator.CreateKey(t.Context(), api.CreateKey{User: u.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client.New(w.url, k.Secret, nil), k.Secret
 }
 
 func (w *world) create(t *testing.T, c *client.Client, name string) api.Sandbox {

@@ -181,7 +181,7 @@ func TestGitThroughTheGateway(t *testing.T) {
 		t.Errorf("fetch with a revoked key: %s", out)
 	}
 
-	events, err := w.store.ListAudit(t.Context(), audit.Filter{Sandbox: sb.ID})
+	events, err := w.st.ListAudit(t.Context(), audit.Filter{Sandbox: sb.ID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,7 +335,7 @@ func credential(t *testing.T, base, key string) credAnswer {
 // agent's accepted push on to GitHub; the sandbox never holds a token.
 func TestGitThroughTheGatewayToGitHub(t *testing.T) {
 	var gh *forgetest.GitHub
-	w := newWorld(t, func(t testing.TB) (forge.Forge, gateway.Mirrors) {
+	w := newWorld(t, withForge(func(t testing.TB) (forge.Forge, gateway.Mirrors) {
 		key, pem := forgetest.NewAppKey(t)
 		gh = forgetest.NewGitHub(t, "4242", &key.PublicKey, "acme/app")
 		f, err := forge.NewGitHub(forge.GitHubConfig{URL: gh.URL(), AppID: "4242", Key: forge.Secret(pem)}, gh.Client(), time.Now)
@@ -343,7 +343,7 @@ func TestGitThroughTheGatewayToGitHub(t *testing.T) {
 			t.Fatal(err)
 		}
 		return f, githttp.NewMirrors(t.TempDir(), f, time.Nanosecond, time.Now)
-	})
+	}))
 	w.allowRepos(t, "acme")
 	sb, env := w.agent(t, w.owner, "fix-1", gh.CloneURL("acme/app"))
 	if !strings.HasSuffix(sb.Repo, "/acme/app") || env["BERTH_REPO"] != w.url+"/git/acme/app.git" {
@@ -430,14 +430,14 @@ func TestDisabledOwner(t *testing.T) {
 // it and when the sandbox ends (SPEC S9).
 func TestGitLabTokenMode(t *testing.T) {
 	var gl *forgetest.GitLab
-	w := newWorld(t, func(t testing.TB) (forge.Forge, gateway.Mirrors) {
+	w := newWorld(t, withForge(func(t testing.TB) (forge.Forge, gateway.Mirrors) {
 		gl = forgetest.NewGitLab(t, "deploy-token", "group/app")
 		f, err := forge.NewGitLab(forge.GitLabConfig{URL: gl.URL(), Token: "deploy-token"}, gl.Client(), time.Now)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return f, githttp.NewMirrors(t.TempDir(), f, 0, time.Now)
-	})
+	}))
 	ctx := t.Context()
 	w.allowRepos(t, "group")
 	file := "sandboxes:\n  - name: tokens\n    image: localhost/berth-sandbox:1\n    isolation: standard\n    purposes: [engineer]\n    git: token\n"

@@ -169,3 +169,27 @@ func CheckCount(limit *int, live int, scope string) error {
 	}
 	return nil
 }
+
+// String words the guardrail as the CLI's flags name its fields, unset
+// ones included, for the audit log: "max-sandboxes=10
+// max-sandbox-memory=none max-sandbox-cpu=4 max-sandbox-ttl=8h
+// allowed-repos=[acme/app,acme/web]".
+func (g Guardrail) String() string {
+	field := func(name string, set bool, v func() string) string {
+		if !set {
+			return name + "=none"
+		}
+		return name + "=" + v()
+	}
+	repos := "unset"
+	if g.AllowedRepos != nil {
+		repos = "[" + strings.Join(g.AllowedRepos, ",") + "]"
+	}
+	return strings.Join([]string{
+		field("max-sandboxes", g.MaxSandboxes != nil, func() string { return fmt.Sprint(*g.MaxSandboxes) }),
+		field("max-sandbox-memory", g.MaxSandboxMemory != nil, func() string { return fmt.Sprint(*g.MaxSandboxMemory) }),
+		field("max-sandbox-cpu", g.MaxSandboxCPU != nil, func() string { return g.MaxSandboxCPU.String() }),
+		field("max-sandbox-ttl", g.MaxSandboxTTL != nil, func() string { return quantity.FormatDuration(*g.MaxSandboxTTL) }),
+		"allowed-repos=" + repos,
+	}, " ")
+}

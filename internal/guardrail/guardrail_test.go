@@ -110,3 +110,21 @@ func TestValidate(t *testing.T) {
 		}
 	}
 }
+
+func TestStringNamesEveryField(t *testing.T) {
+	ttl, cpu, n, mem := 8*time.Hour, quantity.Millicores(4000), 10, int64(32768)
+	tests := []struct {
+		g    guardrail.Guardrail
+		want string
+	}{
+		{guardrail.Guardrail{}, "max-sandboxes=none max-sandbox-memory=none max-sandbox-cpu=none max-sandbox-ttl=none allowed-repos=unset"},
+		{guardrail.Guardrail{MaxSandboxes: &n, MaxSandboxMemory: &mem, MaxSandboxCPU: &cpu, MaxSandboxTTL: &ttl, AllowedRepos: []string{"acme/app", "acme/web"}},
+			"max-sandboxes=10 max-sandbox-memory=32768 max-sandbox-cpu=4 max-sandbox-ttl=8h allowed-repos=[acme/app,acme/web]"},
+		{guardrail.Guardrail{AllowedRepos: []string{}}, "max-sandboxes=none max-sandbox-memory=none max-sandbox-cpu=none max-sandbox-ttl=none allowed-repos=[]"},
+	}
+	for _, tt := range tests {
+		if got := tt.g.String(); got != tt.want {
+			t.Errorf("String() = %q, want %q", got, tt.want)
+		}
+	}
+}

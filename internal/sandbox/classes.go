@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/guardrail"
 )
 
@@ -119,6 +120,14 @@ func (s *Service) ApplyClasses(ctx context.Context, p account.Principal, orgRef 
 		}
 	}
 	s.log.InfoContext(ctx, "classes applied", "org", org.ID, "user", p.User.ID, "created", res.Created, "updated", res.Updated)
+	for _, c := range classes {
+		how := "updated"
+		if isNew[c.Name] {
+			how = "created"
+		}
+		s.record(ctx, audit.Event{Org: org.ID, Actor: p.User.ID, Action: audit.ClassApply, Target: c.Name,
+			Detail: fmt.Sprintf("%s: image %s, tier %s, cpu %s, memory %s", how, c.Image, c.Isolation, c.CPU, c.Memory)})
+	}
 	return res, nil
 }
 
@@ -136,6 +145,7 @@ func (s *Service) DeleteClass(ctx context.Context, p account.Principal, orgRef, 
 		return fmt.Errorf("delete class %s: %w", name, err)
 	}
 	s.log.InfoContext(ctx, "class deleted", "org", org.ID, "user", p.User.ID, "class", name)
+	s.record(ctx, audit.Event{Org: org.ID, Actor: p.User.ID, Action: audit.ClassDelete, Target: name})
 	return nil
 }
 

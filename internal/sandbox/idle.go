@@ -83,6 +83,6 @@ func (s *Service) suspendIdle(ctx context.Context, sb Sandbox) error {
 	if err := s.driver.Stop(ctx, sb.ID); err != nil && !errors.Is(err, ErrNotFound) {
 		return err
 	}
-	_, err = s.write(ctx, Update{Sandbox: next, From: StateRunning, At: s.clamp(sb)})
+	_, err = s.write(ctx, "", sb, Update{Sandbox: next, From: StateRunning, At: s.clamp(sb)})
 	return err
 }

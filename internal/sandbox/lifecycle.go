@@ -37,7 +37,7 @@ func (s *Service) suspend(ctx context.Context, p account.Principal, ref string) 
 	if err := s.driver.Stop(ctx, sb.ID); err != nil && !errors.Is(err, ErrNotFound) {
 		return Sandbox{}, fmt.Errorf("driver: %w", err)
 	}
-	return s.write(ctx, Update{Sandbox: next, From: sb.State, At: s.clamp(sb)})
+	return s.write(ctx, p.User.ID, sb, Update{Sandbox: next, From: sb.State, At: s.clamp(sb)})
 }
 
 // Resume starts a suspended or expired engineer sandbox again. After expiry
@@ -69,7 +69,10 @@ func (s *Service) resume(ctx context.Context, p account.Principal, ref string) (
 	next.Reason = ""
 	u := Update{Sandbox: next, From: sb.State, At: s.now()}
 	spec := Spec{Sandbox: next}
-	if sb.State == StateExpired {
+	// A suspended sandbox whose lifetime ran out before the sweep noticed
+	// has expired all the same: its key has, and a start on the old
+	// lifetime would run (and be charged) past its expiry (SPEC S8).
+	if sb.State == StateExpired || s.pastExpiry(sb) {
 		def, max := s.classLifetimes(ctx, sb)
 		g, err := s.accounts.EffectiveGuardrail(ctx, sb.Org, sb.Project)
 		if err != nil {
@@ -103,8 +106,8 @@ func (s *Service) resume(ctx context.Context, p account.Principal, ref string) (
 		}
 		spec = Spec{Sandbox: next, Env: env, Replace: true}
 	}
-	s.claim(sb.ID)
-	out, err := s.write(ctx, u)
+	s.claim(sb.ID) // as at create: no sweep may start it a second time
+	out, err := s.write(ctx, p.User.ID, sb, u)
 	if err != nil {
 		s.done(sb.ID)
 		return Sandbox{}, err
@@ -130,8 +133,14 @@ func (s *Service) extend(ctx context.Context, p account.Principal, ref, ttl stri
 	}
 	switch sb.State {
 	case StateStarting, StateRunning, StateSuspended:
+		// Past its expiry a sandbox has expired even before the sweep
+		// says so: extending it then would charge the time in between,
+		// which S8 never charges.
+		if s.pastExpiry(sb) {
+			return Sandbox{}, expiredError(sb)
+		}
 	case StateExpired:
-		return Sandbox{}, fmt.Errorf("sandbox %s has expired; resume it first, then extend it: %w", sb.Name, ErrConflict)
+		return Sandbox{}, expiredError(sb)
 	default:
 		return Sandbox{}, fmt.Errorf("sandbox %s is %s: %w", sb.Name, sb.State, ErrConflict)
 	}
@@ -146,7 +155,7 @@ func (s *Service) extend(ctx context.Context, p account.Principal, ref, ttl stri
 	}
 	next := sb
 	next.ExpiresAt = s.now().Add(d)
-	return s.write(ctx, Update{Sandbox: next, From: sb.State, At: s.now()})
+	return s.write(ctx, p.User.ID, sb, Update{Sandbox: next, From: sb.State, At: s.now()})
 }
 
 // Terminate ends a sandbox for good: its key is revoked at once, then its
@@ -158,7 +167,7 @@ func (s *Service) Terminate(ctx context.Context, p account.Principal, ref string
 		if err != nil {
 			return Sandbox{}, err
 		}
-		return s.end(ctx, sb, StateTerminated, "terminated by "+p.User.Name)
+		return s.end(ctx, p.User.ID, sb, StateTerminated, "terminated by "+p.User.Name)
 	})
 	if err != nil {
 		return Sandbox{}, fmt.Errorf("terminate sandbox %s: %w", ref, err)
@@ -166,11 +175,12 @@ func (s *Service) Terminate(ctx context.Context, p account.Principal, ref string
 	return out, nil
 }
 
-// end moves sb to a final or expired state, revoking its key first.
+// end moves sb to a final or expired state, revoking its key first. actor
+// is the user who asked, "" when berth itself ends it (the sweep).
 // terminated and a failed agent remove the machine and volume; expired and
 // a failed engineer sandbox keep the volume, unless it failed before it
 // ever ran.
-func (s *Service) end(ctx context.Context, sb Sandbox, to State, reason string) (Sandbox, error) {
+func (s *Service) end(ctx context.Context, actor string, sb Sandbox, to State, reason string) (Sandbox, error) {
 	next, err := sb.Transition(to)
 	if err != nil {
 		return Sandbox{}, err
@@ -179,7 +189,7 @@ func (s *Service) end(ctx context.Context, sb Sandbox, to State, reason string) 
 	if !next.Live() {
 		next.EndedAt = s.now()
 	}
-	out, err := s.write(ctx, Update{Sandbox: next, From: sb.State, At: s.clamp(sb), RevokeKey: true})
+	out, err := s.write(ctx, actor, sb, Update{Sandbox: next, From: sb.State, At: s.clamp(sb), RevokeKey: true})
 	if err != nil {
 		return Sandbox{}, err
 	}
@@ -238,6 +248,16 @@ func (s *Service) clamp(sb Sandbox) time.Time {
 	return now
 }
 
+func expiredError(sb Sandbox) error {
+	return fmt.Errorf("sandbox %s has expired; resume it first, then extend it: %w", sb.Name, ErrConflict)
+}
+
+// pastExpiry reports whether sb's lifetime has run out, whether or not the
+// sweep has noticed yet.
+func (s *Service) pastExpiry(sb Sandbox) bool {
+	return !sb.ExpiresAt.IsZero() && !s.now().Before(sb.ExpiresAt)
+}
+
 // errMoved says the row changed state between reading and writing it, as
 // when a start finishes while its owner suspends it. The operation is
 // worth trying again on the row as it is now.
@@ -254,15 +274,19 @@ func retryMoved(op func() (Sandbox, error)) (Sandbox, error) {
 	return op()
 }
 
-// write stores an update and returns the row as read back.
-func (s *Service) write(ctx context.Context, u Update) (Sandbox, error) {
+// write stores an update of prev and returns the row as read back. It is
+// the one path every state change takes, so it is where each is logged and
+// recorded in the audit log, as done by actor ("" for berth itself).
+func (s *Service) write(ctx context.Context, actor string, prev Sandbox, u Update) (Sandbox, error) {
 	if err := s.store.UpdateSandbox(ctx, u); err != nil {
 		if errors.Is(err, ErrConflict) {
 			return Sandbox{}, fmt.Errorf("%w: %w", errMoved, err)
 		}
 		return Sandbox{}, err
 	}
-	s.log.InfoContext(ctx, "sandbox state changed", "sandbox", u.Sandbox.ID, "from", u.From, "to", u.Sandbox.State, "reason", u.Sandbox.Reason)
+	s.log.InfoContext(ctx, "sandbox state changed", "sandbox", u.Sandbox.ID, "from", u.From, "to", u.Sandbox.State,
+		"reason", u.Sandbox.Reason, "user", actor)
+	s.recordWrite(ctx, actor, prev, u)
 	return s.store.GetSandbox(ctx, u.Sandbox.ID)
 }
 
@@ -291,7 +315,7 @@ func (s *Service) EndOwner(ctx context.Context, p account.Principal, owner strin
 			if err != nil {
 				return Sandbox{}, err
 			}
-			return s.end(ctx, cur, to, "its owner was disabled by "+p.User.Name)
+			return s.end(ctx, p.User.ID, cur, to, "its owner was disabled by "+p.User.Name)
 		}); err != nil {
 			return n, fmt.Errorf("end sandbox %s of a disabled owner: %w", sb.ID, err)
 		}

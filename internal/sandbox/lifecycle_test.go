@@ -21,7 +21,7 @@ func TestSuspendResumeExtendTerminate(t *testing.T) {
 	sb := e.engineer(t, e.alice, "dev")
 	e.waitState(t, sb.ID, sandbox.StateRunning)
 
-	e.clock.advance(90 * time.Second)
+	e.clock.Advance(90 * time.Second)
 	got, err := e.svc.Suspend(ctx, e.alice, "dev")
 	if err != nil {
 		t.Fatal(err)
@@ -35,7 +35,7 @@ func TestSuspendResumeExtendTerminate(t *testing.T) {
 	if rt := e.svc.RunningTime(got); rt != 90*time.Second {
 		t.Errorf("running time after 90s running then suspended: %v", rt)
 	}
-	e.clock.advance(time.Hour) // suspended time is not charged
+	e.clock.Advance(time.Hour) // suspended time is not charged
 	if _, err := e.svc.Suspend(ctx, e.alice, "dev"); !errors.Is(err, sandbox.ErrConflict) {
 		t.Errorf("suspend a suspended sandbox: err = %v, want ErrConflict", err)
 	}
@@ -43,7 +43,7 @@ func TestSuspendResumeExtendTerminate(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitState(t, sb.ID, sandbox.StateRunning)
-	e.clock.advance(30 * time.Second)
+	e.clock.Advance(30 * time.Second)
 	got, _ = e.svc.Get(ctx, e.alice, "dev")
 	if rt := e.svc.RunningTime(got); rt != 120*time.Second {
 		t.Errorf("running time 90s + 30s across a suspend: %v", rt)
@@ -53,11 +53,11 @@ func TestSuspendResumeExtendTerminate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := e.clock.now().Add(2 * time.Hour); !got.ExpiresAt.Equal(want) {
+	if want := e.clock.Now().Add(2 * time.Hour); !got.ExpiresAt.Equal(want) {
 		t.Errorf("extend 2h: expires %v, want %v (counted from now)", got.ExpiresAt, want)
 	}
 	got, _ = e.svc.Extend(ctx, e.alice, "dev", "72h")
-	if want := e.clock.now().Add(24 * time.Hour); !got.ExpiresAt.Equal(want) {
+	if want := e.clock.Now().Add(24 * time.Hour); !got.ExpiresAt.Equal(want) {
 		t.Errorf("extend 72h on a 24h class: expires %v, want %v (cut)", got.ExpiresAt, want)
 	}
 
@@ -103,7 +103,7 @@ func TestExpiry(t *testing.T) {
 	e.waitState(t, agent.ID, sandbox.StateRunning)
 	oldKey := e.drv.Env(eng.ID)["BERTH_API_KEY"]
 
-	e.clock.advance(5 * time.Hour) // past both lifetimes (4h, 1h)
+	e.clock.Advance(5 * time.Hour) // past both lifetimes (4h, 1h)
 	res, err := e.svc.Sweep(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +112,7 @@ func TestExpiry(t *testing.T) {
 		t.Fatalf("sweep: expired %v ended %v; want [%s] and [%s]", res.Expired, res.Ended, eng.ID, agent.ID)
 	}
 	got := e.waitState(t, eng.ID, sandbox.StateExpired)
-	if rt := got.RunningTime(e.clock.now()); rt != 4*time.Hour {
+	if rt := got.RunningTime(e.clock.Now()); rt != 4*time.Hour {
 		t.Errorf("an engineer sandbox expired after 4h is charged %v (never past expiry)", rt)
 	}
 	if m, err := e.drv.Inspect(ctx, eng.ID); err != nil || m.Status != sandbox.MachineStopped {
@@ -133,7 +133,7 @@ func TestExpiry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := e.clock.now().Add(4 * time.Hour); !res2.ExpiresAt.Equal(want) {
+	if want := e.clock.Now().Add(4 * time.Hour); !res2.ExpiresAt.Equal(want) {
 		t.Errorf("resumed after expiry: expires %v, want %v", res2.ExpiresAt, want)
 	}
 	e.waitState(t, eng.ID, sandbox.StateRunning)
@@ -247,7 +247,7 @@ func TestRestartDuringStart(t *testing.T) {
 	// A new service on the same database, as after a restart: the machine
 	// never started, so the sandbox failed.
 	restarted := sandbox.NewService(e.st, e.drv, e.accounts, sandbox.Config{Driver: "fake", Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""}},
-		slog.New(slog.DiscardHandler), e.clock.now)
+		slog.New(slog.DiscardHandler), e.clock.Now)
 	res, err := restarted.Sweep(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -346,11 +346,11 @@ func TestIdleSuspend(t *testing.T) {
 	e.waitState(t, busy.ID, sandbox.StateRunning)
 	e.svc.ConnectionOpened(busy.ID) // an ssh session nobody types in
 
-	e.clock.advance(29 * time.Minute)
+	e.clock.Advance(29 * time.Minute)
 	if res, _ := e.svc.Sweep(ctx); len(res.Suspended) != 0 {
 		t.Fatalf("suspended %v before the idle limit", res.Suspended)
 	}
-	e.clock.advance(2 * time.Minute)
+	e.clock.Advance(2 * time.Minute)
 	res, err := e.svc.Sweep(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -368,11 +368,11 @@ func TestIdleSuspend(t *testing.T) {
 	}
 	e.waitState(t, quiet.ID, sandbox.StateRunning)
 	e.svc.ConnectionClosed(busy.ID)
-	e.clock.advance(10 * time.Minute)
+	e.clock.Advance(10 * time.Minute)
 	if res, _ := e.svc.Sweep(ctx); len(res.Suspended) != 0 {
 		t.Fatalf("suspended %v 10 minutes after a resume and a closed connection", res.Suspended)
 	}
-	e.clock.advance(25 * time.Minute)
+	e.clock.Advance(25 * time.Minute)
 	if res, _ := e.svc.Sweep(ctx); len(res.Suspended) != 2 {
 		t.Fatalf("after 35 quiet minutes suspended %v, want both", res.Suspended)
 	}

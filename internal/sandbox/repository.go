@@ -262,13 +262,3 @@ func (s *Service) GitRefused(ctx context.Context, sb Sandbox, why map[string]str
 	s.record(ctx, audit.Event{Org: sb.Org, Actor: sb.Owner, Sandbox: string(sb.ID), Action: audit.GitPush, Target: sb.Repo,
 		Outcome: audit.Refused, Detail: strings.Join(parts, "; ")})
 }
-
-// record writes an audit event, logging (not failing) when it cannot.
-func (s *Service) record(ctx context.Context, e audit.Event) {
-	if e.At.IsZero() {
-		e.At = s.now()
-	}
-	if err := s.audit.Record(ctx, e); err != nil {
-		s.log.ErrorContext(ctx, "could not write the audit log", "action", e.Action, "err", err)
-	}
-}

@@ -37,8 +37,6 @@ type Config struct {
 	Runtimes map[Tier]string
 	// Forge is where repositories live; nil means sandboxes cannot have one.
 	Forge forge.Forge
-	// Audit records state changes and credentials; nil keeps nothing.
-	Audit audit.Recorder
 	// PublicURL is the gateway as a sandbox reaches it (BERTH_BASE_URL).
 	PublicURL string
 	// Template is the sandboxes file: the classes each new organisation
@@ -53,6 +51,17 @@ type Config struct {
 	// through the gateway for this long (BERTH_SANDBOX_IDLE_SUSPEND); 0 is
 	// never.
 	IdleSuspend time.Duration
+	// Audit records every state change, key minted or revoked, class
+	// change, repository credential and push (SPEC S17); nil records
+	// nothing.
+	Audit audit.Recorder
+	// Retention is how long an ended sandbox is kept, with its running
+	// segments and keys, before the sweep deletes it
+	// (BERTH_USAGE_RETENTION, SPEC S8); 0 keeps them for ever.
+	Retention time.Duration
+	// Metrics receives creates, failures, readiness and sweep times; nil
+	// reports nothing.
+	Metrics Metrics
 }
 
 // Runners are the agent CLIs an agent sandbox may run (SPEC S13).
@@ -64,11 +73,12 @@ type Service struct {
 	store    Store
 	driver   Driver // nil when the deployment runs no sandboxes
 	accounts Accounts
-	audit    audit.Recorder
 	cfg      Config
 	images   ImagePolicy
 	log      *slog.Logger
 	now      func() time.Time
+	audit    audit.Recorder
+	metrics  Metrics
 
 	starts   chan startJob
 	mu       sync.Mutex
@@ -86,16 +96,20 @@ func NewService(store Store, driver Driver, accounts Accounts, cfg Config, log *
 	if cfg.MinTTL == 0 {
 		cfg.MinTTL = MinClassTTL
 	}
-	rec := cfg.Audit
-	if rec == nil {
-		rec = audit.Discard{}
-	}
 	images := ImagePolicy{Allowed: cfg.AllowedImages}
 	for _, c := range cfg.Template {
 		images.Template = append(images.Template, c.Image)
 	}
+	rec := cfg.Audit
+	if rec == nil {
+		rec = audit.Discard{}
+	}
+	var m Metrics = noMetrics{}
+	if cfg.Metrics != nil {
+		m = cfg.Metrics
+	}
 	return &Service{
-		store: store, driver: driver, accounts: accounts, audit: rec, cfg: cfg, images: images, log: log, now: now,
+		store: store, driver: driver, accounts: accounts, cfg: cfg, images: images, log: log, now: now, audit: rec, metrics: m,
 		starts:   make(chan startJob, 1024),
 		inflight: map[ID]bool{},
 		active:   map[ID]*activity{},
@@ -123,8 +137,10 @@ type CreateRequest struct {
 func (s *Service) Create(ctx context.Context, p account.Principal, req CreateRequest) (Sandbox, error) {
 	sb, err := s.create(ctx, p, req)
 	if err != nil {
+		s.metrics.CreateFailed(StageAdmission)
 		return Sandbox{}, fmt.Errorf("create sandbox %s: %w", req.Name, err)
 	}
+	s.metrics.Created(sb.Purpose)
 	return sb, nil
 }
 
@@ -203,6 +219,8 @@ func (s *Service) create(ctx context.Context, p account.Principal, req CreateReq
 		}
 		return guardrail.CheckCount(g.MaxSandboxes, live.Project, "project "+prj.Name)
 	}
+	// Claimed before the row exists: a sweep that reads the row before its
+	// start is queued must not take it for a start a restart interrupted.
 	s.claim(sb.ID)
 	if err := s.store.CreateSandbox(ctx, sb, key, admit); err != nil {
 		s.done(sb.ID)
@@ -210,6 +228,7 @@ func (s *Service) create(ctx context.Context, p account.Principal, req CreateReq
 	}
 	s.log.InfoContext(ctx, "sandbox created", "sandbox", sb.ID, "name", sb.Name, "user", p.User.ID,
 		"purpose", sb.Purpose, "class", sb.Class, "expires", sb.ExpiresAt)
+	s.recordCreate(ctx, p.User.ID, sb, prj.Name)
 	var token forge.Token
 	if sb.GitMode == GitToken {
 		if token, err = s.mintCredential(ctx, sb, p.User.ID); err != nil {

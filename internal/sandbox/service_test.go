@@ -7,12 +7,12 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/driver/fake"
+	"berth.dev/berth/internal/fakeclock"
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/guardrail"
 	"berth.dev/berth/internal/quantity"
@@ -49,24 +49,6 @@ const classFile = `sandboxes:
     purposes: [engineer]
 `
 
-// clock is a controllable now.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // env is a real store in a temporary directory, the real services, and the
 // fake driver, with an operator, an administrator and two members of
 // organisation "acme", and a member of organisation "other".
@@ -76,7 +58,8 @@ type env struct {
 	local    *forge.Local
 	accounts *account.Service
 	svc      *sandbox.Service
-	clock    *clock
+	cfg      sandbox.Config
+	clock    *fakeclock.Clock
 
 	operator, admin, alice, bob, stranger account.Principal
 	acme, other                           account.Organisation
@@ -98,8 +81,8 @@ func newEnv(t *testing.T, opts ...option) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{st: st, drv: fake.New(), clock: &clock{t: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)}}
-	e.local = forge.NewLocal(t.TempDir(), "http://gateway.test:8080", st, e.clock.now)
+	e := &env{st: st, drv: fake.New(), clock: fakeclock.New(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))}
+	e.local = forge.NewLocal(t.TempDir(), "http://gateway.test:8080", st, e.clock.Now)
 	if _, err := e.local.Import(ctx, "acme/app", seedRepo(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -114,8 +97,10 @@ func newEnv(t *testing.T, opts ...option) *env {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	e.accounts = account.NewService(st, st, e.clock.now, func(ctx context.Context, org string) error { return e.svc.SeedClasses(ctx, org) })
-	e.svc = sandbox.NewService(st, e.drv, e.accounts, cfg, slog.New(slog.NewTextHandler(t.Output(), nil)), e.clock.now)
+	e.cfg = cfg
+	log := slog.New(slog.NewTextHandler(t.Output(), nil))
+	e.accounts = account.NewService(st, st, e.clock.Now, func(ctx context.Context, org string) error { return e.svc.SeedClasses(ctx, org) }, st, log)
+	e.svc = sandbox.NewService(st, e.drv, e.accounts, cfg, log, e.clock.Now)
 
 	org, _, op, _, err := e.accounts.Bootstrap(ctx, "acme", "default", "ops")
 	if err != nil {
@@ -160,18 +145,21 @@ func seedRepo(t *testing.T) string {
 	return dir
 }
 
-// run starts the service's background work for the test's life.
-func (e *env) run(t *testing.T) {
+// run starts the service's background work for the test's life. The
+// returned func stops it early, as a gateway that goes down.
+func (e *env) run(t *testing.T) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		e.svc.Run(ctx, time.Hour)
 	}()
-	t.Cleanup(func() {
+	stop = func() {
 		cancel()
 		<-done
-	})
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
 func (e *env) engineer(t *testing.T, p account.Principal, name string) sandbox.Sandbox {
@@ -215,7 +203,7 @@ func TestCreateRunsAndHandsOverTheEnvironment(t *testing.T) {
 	if sb.State != sandbox.StateStarting || !strings.HasPrefix(string(sb.ID), "sbx_") {
 		t.Fatalf("created %s in state %s, want an sbx_ id in state starting", sb.ID, sb.State)
 	}
-	if want := e.clock.now().Add(4 * time.Hour); !sb.ExpiresAt.Equal(want) {
+	if want := e.clock.Now().Add(4 * time.Hour); !sb.ExpiresAt.Equal(want) {
 		t.Errorf("expires %v, want the class's default 4h: %v", sb.ExpiresAt, want)
 	}
 	e.waitState(t, sb.ID, sandbox.StateRunning)
@@ -336,7 +324,7 @@ func TestCreateWithoutForgeOrDriver(t *testing.T) {
 	if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "BERTH_SANDBOX_GIT_FORGE") {
 		t.Errorf("repository without a forge: err = %v, want ErrUnavailable naming BERTH_SANDBOX_GIT_FORGE", err)
 	}
-	nodrv := sandbox.NewService(e.st, nil, e.accounts, sandbox.Config{}, slog.New(slog.DiscardHandler), e.clock.now)
+	nodrv := sandbox.NewService(e.st, nil, e.accounts, sandbox.Config{}, slog.New(slog.DiscardHandler), e.clock.Now)
 	_, err = nodrv.Create(t.Context(), e.alice, sandbox.CreateRequest{Name: "dev", Class: "standard", SSHKeys: []string{testKey}})
 	if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "BERTH_SANDBOX_DRIVER") {
 		t.Errorf("no driver: err = %v, want ErrUnavailable naming BERTH_SANDBOX_DRIVER", err)
@@ -353,7 +341,7 @@ func TestGuardrailsCutAndRefuse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := sb.ExpiresAt.Sub(e.clock.now()); got != 24*time.Hour {
+	if got := sb.ExpiresAt.Sub(e.clock.Now()); got != 24*time.Hour {
 		t.Errorf("ttl 48h on a 24h class: lifetime %v, want 24h", got)
 	}
 	if err := e.accounts.SetGuardrail(ctx, e.admin, "acme", "", guardrail.Guardrail{
@@ -366,7 +354,7 @@ func TestGuardrailsCutAndRefuse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := sb.ExpiresAt.Sub(e.clock.now()); got != 2*time.Hour {
+	if got := sb.ExpiresAt.Sub(e.clock.Now()); got != 2*time.Hour {
 		t.Errorf("class default 4h under a 2h guardrail: lifetime %v, want 2h", got)
 	}
 	_, err = e.svc.Create(ctx, e.alice, sandbox.CreateRequest{Name: "huge", Class: "big", SSHKeys: []string{testKey}})

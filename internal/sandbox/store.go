@@ -37,6 +37,10 @@ type Store interface {
 	AddCreatedRef(ctx context.Context, id ID, ref string) error
 	DeleteCreatedRef(ctx context.Context, id ID, ref string) error
 	CreatedRefs(ctx context.Context, id ID) (map[string]bool, error)
+	// DeleteEnded deletes, in one transaction, the sandboxes that ended
+	// (are no longer live) before before, with their running segments and
+	// keys, and returns how many sandboxes it deleted.
+	DeleteEnded(ctx context.Context, before time.Time) (int, error)
 }
 
 // Live counts live sandboxes (SPEC S7: starting, running, suspended,
@@ -56,6 +60,8 @@ type Filter struct {
 	// Ended includes sandboxes that no longer count (terminated, and
 	// failed agents' ones).
 	Ended bool
+	// CreatedSince keeps the sandboxes created at or after it.
+	CreatedSince time.Time
 }
 
 // Update is one state change of a sandbox.

@@ -25,7 +25,7 @@ func (s *Service) enqueue(ctx context.Context, spec Spec) {
 	case s.starts <- startJob{spec: spec}:
 	default:
 		s.done(spec.Sandbox.ID)
-		s.fail(ctx, spec.Sandbox.ID, "too many sandboxes starting at once; try again")
+		s.startFailed(ctx, spec, "too many sandboxes starting at once; try again")
 	}
 }
 
@@ -67,7 +67,9 @@ func (s *Service) Run(ctx context.Context, interval time.Duration) {
 }
 
 func (s *Service) sweepAndLog(ctx context.Context) {
+	began := s.now()
 	res, err := s.Sweep(ctx)
+	s.metrics.Swept(s.now().Sub(began))
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.ErrorContext(ctx, "sweep failed", "err", err)
@@ -76,6 +78,9 @@ func (s *Service) sweepAndLog(ctx context.Context) {
 	}
 	for id, err := range res.Errors {
 		s.log.WarnContext(ctx, "sweep could not handle a sandbox", "sandbox", id, "err", err)
+	}
+	if res.Deleted > 0 {
+		s.log.InfoContext(ctx, "ended sandboxes deleted after the retention", "count", res.Deleted, "retention", s.cfg.Retention)
 	}
 }
 
@@ -92,7 +97,7 @@ func (s *Service) start(ctx context.Context, spec Spec) {
 	}
 	if err != nil {
 		s.log.WarnContext(ctx, "sandbox did not start", "sandbox", id, "err", err)
-		s.fail(ctx, id, "start: "+err.Error())
+		s.startFailed(ctx, spec, "start: "+err.Error())
 		return
 	}
 	sb, err := s.store.GetSandbox(ctx, id)
@@ -110,7 +115,7 @@ func (s *Service) start(ctx context.Context, spec Spec) {
 	next, _ := sb.Transition(StateRunning)
 	// Clamped: a start that ends past the expiry opens no charged time; the
 	// next sweep expires it.
-	if _, err := s.write(ctx, Update{Sandbox: next, From: StateStarting, At: s.clamp(sb)}); err != nil {
+	if _, err := s.write(ctx, "", sb, Update{Sandbox: next, From: StateStarting, At: s.clamp(sb)}); err != nil {
 		if errors.Is(err, ErrConflict) {
 			if sb, err := s.store.GetSandbox(ctx, id); err == nil {
 				s.release(ctx, sb)
@@ -123,6 +128,18 @@ func (s *Service) start(ctx context.Context, spec Spec) {
 		return
 	}
 	s.log.InfoContext(ctx, "sandbox ready", "sandbox", id, "took", s.now().Sub(began))
+	if sb.neverRan() {
+		s.metrics.Ready(sb.Purpose, s.now().Sub(sb.CreatedAt))
+	}
+}
+
+// startFailed fails a sandbox whose start did not happen, counting it as a
+// failed create when it was its first start.
+func (s *Service) startFailed(ctx context.Context, spec Spec, reason string) {
+	if spec.Sandbox.neverRan() {
+		s.metrics.CreateFailed(StageStart)
+	}
+	s.fail(ctx, spec.Sandbox.ID, reason)
 }
 
 // release puts a machine in line with a row that moved on while it started.
@@ -149,7 +166,7 @@ func (s *Service) fail(ctx context.Context, id ID, reason string) {
 		if err != nil || !CanMove(sb.State, StateFailed) {
 			return
 		}
-		if _, err = s.end(ctx, sb, StateFailed, reason); !errors.Is(err, errMoved) {
+		if _, err = s.end(ctx, "", sb, StateFailed, reason); !errors.Is(err, errMoved) {
 			if err != nil {
 				s.log.ErrorContext(ctx, "could not mark a sandbox failed", "sandbox", id, "err", err)
 			}
@@ -166,12 +183,14 @@ type SweepResult struct {
 	Suspended []ID // engineer machines whose process exited 0 (SPEC S11)
 	Resumed   []ID // starts interrupted by a restart, now finishing
 	Removed   []ID // machines with no live row, removed by the reconciler
+	Deleted   int  // ended sandboxes deleted after the retention
 	Errors    map[ID]error
 }
 
 // Sweep is one pass over every live sandbox: it ends what has expired,
 // notices machines that stopped or vanished, finishes or fails starts that
 // a restart interrupted, and removes machines the database does not know.
+// Last, it deletes the sandboxes that ended longer ago than the retention.
 func (s *Service) Sweep(ctx context.Context) (SweepResult, error) {
 	res := SweepResult{Errors: map[ID]error{}}
 	if s.driver == nil {
@@ -192,7 +211,10 @@ func (s *Service) Sweep(ctx context.Context) (SweepResult, error) {
 	keep := map[ID]bool{}
 	for _, sb := range live {
 		keep[sb.ID] = true
-		if s.busy(sb.ID) {
+		if sb.State != StateRunning && s.busy(sb.ID) {
+			// Its start is queued or under way. Once the row says running
+			// the start has written all it will, and the sandbox is the
+			// sweep's again, even if the start has not quite returned.
 			continue
 		}
 		m, has := byID[sb.ID]
@@ -215,6 +237,13 @@ func (s *Service) Sweep(ctx context.Context) (SweepResult, error) {
 		}
 		res.Removed = append(res.Removed, m.ID)
 	}
+	if s.cfg.Retention > 0 {
+		n, err := s.store.DeleteEnded(ctx, s.now().Add(-s.cfg.Retention))
+		if err != nil {
+			return res, fmt.Errorf("sweep: retention: %w", err)
+		}
+		res.Deleted = n
+	}
 	return res, nil
 }
 
@@ -224,13 +253,13 @@ func (s *Service) sweepOne(ctx context.Context, sb Sandbox, m Machine, has, mach
 	now := s.now()
 	if !now.Before(sb.ExpiresAt) && CanMove(sb.State, StateExpired) {
 		if sb.Purpose == PurposeAgent {
-			_, err := s.end(ctx, sb, StateTerminated, "expired")
+			_, err := s.end(ctx, "", sb, StateTerminated, "expired")
 			if err == nil {
 				res.Ended = append(res.Ended, sb.ID)
 			}
 			return err
 		}
-		_, err := s.end(ctx, sb, StateExpired, "expired")
+		_, err := s.end(ctx, "", sb, StateExpired, "expired")
 		if err == nil {
 			res.Expired = append(res.Expired, sb.ID)
 		}
@@ -245,7 +274,7 @@ func (s *Service) sweepOne(ctx context.Context, sb Sandbox, m Machine, has, mach
 			res.Resumed = append(res.Resumed, sb.ID)
 			return nil
 		}
-		_, err := s.end(ctx, sb, StateFailed, "its start was interrupted (the gateway stopped)")
+		_, err := s.end(ctx, "", sb, StateFailed, "its start was interrupted (the gateway stopped)")
 		if err == nil {
 			res.Failed = append(res.Failed, sb.ID)
 		}
@@ -259,21 +288,21 @@ func (s *Service) sweepOne(ctx context.Context, sb Sandbox, m Machine, has, mach
 			}
 			return err
 		case !machine:
-			_, err := s.end(ctx, sb, StateFailed, "its machine is gone")
+			_, err := s.end(ctx, "", sb, StateFailed, "its machine is gone")
 			if err == nil {
 				res.Failed = append(res.Failed, sb.ID)
 			}
 			return err
 		case m.Status == MachineStopped && m.ExitCode == 0 && sb.Purpose == PurposeEngineer:
 			next, _ := sb.Transition(StateSuspended)
-			next.Reason = "its process exited 0"
-			_, err := s.write(ctx, Update{Sandbox: next, From: StateRunning, At: s.clamp(sb)})
+			next.Reason = "its process exited 0 (" + m.Detail + ")"
+			_, err := s.write(ctx, "", sb, Update{Sandbox: next, From: StateRunning, At: s.clamp(sb)})
 			if err == nil {
 				res.Suspended = append(res.Suspended, sb.ID)
 			}
 			return err
 		case m.Status == MachineStopped && m.ExitCode == 0:
-			_, err := s.end(ctx, sb, StateTerminated, "its task finished")
+			_, err := s.end(ctx, "", sb, StateTerminated, "its task finished")
 			if err == nil {
 				res.Ended = append(res.Ended, sb.ID)
 			}
@@ -283,7 +312,7 @@ func (s *Service) sweepOne(ctx context.Context, sb Sandbox, m Machine, has, mach
 			if m.Detail != "" {
 				reason += ": " + m.Detail
 			}
-			_, err := s.end(ctx, sb, StateFailed, reason)
+			_, err := s.end(ctx, "", sb, StateFailed, reason)
 			if err == nil {
 				res.Failed = append(res.Failed, sb.ID)
 			}

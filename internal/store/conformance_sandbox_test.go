@@ -218,6 +218,7 @@ func testSandboxList(t *testing.T, st *store.Store) {
 		{"org and name", sandbox.Filter{Org: globex.org.ID, Name: "web"}, []sandbox.Sandbox{globexWeb}},
 		{"class", sandbox.Filter{Class: "big"}, []sandbox.Sandbox{annJob}},
 		{"purpose", sandbox.Filter{Purpose: sandbox.PurposeEngineer, Org: acme.org.ID}, []sandbox.Sandbox{bobWeb, annWeb}},
+		{"created since", sandbox.Filter{Org: acme.org.ID, Ended: true, CreatedSince: t0.Add(2 * time.Minute)}, []sandbox.Sandbox{annOld, bobWeb}},
 		{"nothing", sandbox.Filter{Name: "nope"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

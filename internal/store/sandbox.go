@@ -195,6 +195,10 @@ func (s *Store) ListSandboxes(ctx context.Context, f sandbox.Filter) ([]sandbox.
 	eq("name", f.Name)
 	eq("class", f.Class)
 	eq("purpose", string(f.Purpose))
+	if !f.CreatedSince.IsZero() {
+		args = append(args, timeArg(f.CreatedSince))
+		where = append(where, fmt.Sprintf("s.created_at >= $%d", len(args)))
+	}
 	if !f.Ended {
 		where = append(where, "s.live = 1")
 	}
@@ -320,4 +324,61 @@ func closeSegment(ctx context.Context, q queryer, id sandbox.ID, at time.Time) e
 		return fmt.Errorf("close running segment of %s: %w", id, err)
 	}
 	return nil
+}
+
+// endedBefore selects the sandboxes that ended before $1.
+const endedBefore = `SELECT id FROM sandboxes WHERE live = 0 AND ended_at < $1`
+
+// DeleteEnded deletes, in one transaction, the sandboxes that ended before
+// before, with their running segments and their keys (SPEC S8: ended
+// sandboxes are deleted after BERTH_USAGE_RETENTION). A live sandbox is
+// never deleted, however old. The audit log keeps its entries.
+func (s *Store) DeleteEnded(ctx context.Context, before time.Time) (int, error) {
+	var n int64
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		for _, q := range []string{
+			`DELETE FROM segments WHERE sandbox_id IN (` + endedBefore + `)`,
+			`DELETE FROM keys WHERE sandbox_id <> '' AND sandbox_id IN (` + endedBefore + `)`,
+		} {
+			if _, err := tx.ExecContext(ctx, q, timeArg(before)); err != nil {
+				return err
+			}
+		}
+		res, err := tx.ExecContext(ctx, `DELETE FROM sandboxes WHERE live = 0 AND ended_at < $1`, timeArg(before))
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("delete sandboxes ended before %s: %w", before.Format(time.RFC3339), err)
+	}
+	return int(n), nil
+}
+
+// CountSandboxes counts the live sandboxes by state and class, for the
+// metrics read at each scrape.
+func (s *Store) CountSandboxes(ctx context.Context) ([]sandbox.Count, error) {
+	rows, err := s.db.QueryContext(ctx, `
+		SELECT state, class, COUNT(*) FROM sandboxes WHERE live = 1
+		GROUP BY state, class ORDER BY state, class`)
+	if err != nil {
+		return nil, fmt.Errorf("count sandboxes: %w", err)
+	}
+	defer rows.Close()
+	var out []sandbox.Count
+	for rows.Next() {
+		var c sandbox.Count
+		var state string
+		if err := rows.Scan(&state, &c.Class, &c.N); err != nil {
+			return nil, fmt.Errorf("count sandboxes: %w", err)
+		}
+		c.State = sandbox.State(state)
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count sandboxes: %w", err)
+	}
+	return out, nil
 }

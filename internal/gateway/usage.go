@@ -1,0 +1,48 @@
+package gateway
+
+import (
+	"math"
+	"net/http"
+
+	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/usage"
+)
+
+func (s *Server) usageReport(w http.ResponseWriter, r *http.Request, p account.Principal) {
+	q := r.URL.Query()
+	rep, err := s.usage.Report(r.Context(), p, usage.Query{By: q.Get("by"), Since: q.Get("since"), Org: q.Get("org")})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := api.UsageReport{By: string(rep.By), Organisation: rep.Org, Since: rep.Since, Until: rep.Until,
+		Rows: make([]api.UsageRow, len(rep.Rows)), Total: apiUsageRow(rep.Total)}
+	for i, row := range rep.Rows {
+		out.Rows[i] = apiUsageRow(row)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// apiUsageRow converts a row: whole seconds of running time, and
+// core-seconds to the millisecond.
+func apiUsageRow(r usage.Row) api.UsageRow {
+	return api.UsageRow{Organisation: r.Org, OrganisationName: r.OrgName, ID: r.ID, Name: r.Name,
+		Sandboxes: r.Sandboxes, Live: r.Live, RunningSeconds: int64(r.Running),
+		CoreSeconds: math.Round(r.CoreSeconds*1000) / 1000}
+}
+
+func (s *Server) auditLog(w http.ResponseWriter, r *http.Request, p account.Principal) {
+	q := r.URL.Query()
+	entries, err := s.usage.Audit(r.Context(), p, usage.AuditQuery{Sandbox: q.Get("sandbox"), Since: q.Get("since"), Org: q.Get("org")})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := api.AuditLog{Events: make([]api.AuditEvent, len(entries))}
+	for i, e := range entries {
+		out.Events[i] = api.AuditEvent{ID: e.ID, At: e.At, Organisation: e.Org, Actor: e.Actor, ActorName: e.ActorName,
+			Sandbox: e.Sandbox, Action: e.Action, Target: e.Target, Outcome: e.Outcome, Detail: e.Detail}
+	}
+	writeJSON(w, http.StatusOK, out)
+}

@@ -1,0 +1,95 @@
+package store_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/store"
+)
+
+// testDeleteEnded: retention deletes the sandboxes that ended before the
+// cut-off with their segments and keys, and nothing live, however old.
+// Segments reference their sandbox, so the delete succeeding at all shows
+// they went first.
+func testDeleteEnded(t *testing.T, st *store.Store) {
+	ctx := t.Context()
+	fx := newFixture(t, st, "acme")
+	userKey, _ := account.NewKey(fx.ann.ID, "laptop", t0)
+	if err := st.CreateKey(ctx, userKey); err != nil {
+		t.Fatal(err)
+	}
+	ran := func(name string, end sandbox.State, at time.Time) (sandbox.Sandbox, account.Key) {
+		sb, key := newSandbox(fx, fx.ann, name, t0)
+		mustCreate(t, st, sb, key)
+		sb = move(t, st, sb, sandbox.StateRunning, t0)
+		return move(t, st, sb, end, at), key
+	}
+	old, oldKey := ran("old", sandbox.StateTerminated, t0.Add(time.Hour))
+	recent, recentKey := ran("recent", sandbox.StateTerminated, t0.Add(5*time.Hour))
+	parked, parkedKey := ran("parked", sandbox.StateExpired, t0.Add(time.Hour)) // live: keeps its volume
+	broken, brokenKey := ran("broken", sandbox.StateFailed, t0.Add(time.Hour))  // an engineer's: live
+
+	n, err := st.DeleteEnded(ctx, t0.Add(2*time.Hour))
+	if err != nil || n != 1 {
+		t.Fatalf("DeleteEnded = %d, %v; want 1 (old)", n, err)
+	}
+	if _, err := st.GetSandbox(ctx, old.ID); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Errorf("GetSandbox(old) = %v, want ErrNotFound", err)
+	}
+	if _, err := st.GetKey(ctx, oldKey.ID); !errors.Is(err, account.ErrNotFound) {
+		t.Errorf("GetKey(old's key) = %v, want ErrNotFound", err)
+	}
+	for _, kept := range []struct {
+		sb  sandbox.Sandbox
+		key account.Key
+	}{{recent, recentKey}, {parked, parkedKey}, {broken, brokenKey}, {sandbox.Sandbox{}, userKey}} {
+		if kept.sb.ID != "" {
+			if got := mustGet(t, st, kept.sb.ID); got.Ran != time.Hour && got.Ran != 5*time.Hour {
+				t.Errorf("%s kept with running time %v", got.Name, got.Ran)
+			}
+		}
+		if _, err := st.GetKey(ctx, kept.key.ID); err != nil {
+			t.Errorf("GetKey(%s) = %v; retention deleted a key it should keep", kept.key.Name, err)
+		}
+	}
+	if n, err := st.DeleteEnded(ctx, t0.Add(2*time.Hour)); err != nil || n != 0 {
+		t.Errorf("DeleteEnded again = %d, %v; want 0", n, err)
+	}
+}
+
+// testCountSandboxes: live sandboxes by state and class, across
+// organisations; ended ones are not counted.
+func testCountSandboxes(t *testing.T, st *store.Store) {
+	acme, globex := newFixture(t, st, "acme"), newFixture(t, st, "globex")
+	put := func(fx fixture, name, class string, to ...sandbox.State) {
+		sb, key := newSandbox(fx, fx.ann, name, t0)
+		sb.Class = class
+		mustCreate(t, st, sb, key)
+		for _, s := range to {
+			sb = move(t, st, sb, s, t0)
+		}
+	}
+	put(acme, "a", "small", sandbox.StateRunning)
+	put(acme, "b", "small", sandbox.StateRunning)
+	put(globex, "c", "small", sandbox.StateRunning)
+	put(acme, "d", "big", sandbox.StateRunning, sandbox.StateSuspended)
+	put(acme, "e", "big")
+	put(acme, "f", "big", sandbox.StateRunning, sandbox.StateTerminated)
+	got, err := st.CountSandboxes(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []sandbox.Count{
+		{State: sandbox.StateRunning, Class: "small", N: 3},
+		{State: sandbox.StateStarting, Class: "big", N: 1},
+		{State: sandbox.StateSuspended, Class: "big", N: 1},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("CountSandboxes (-want +got):\n%s", diff)
+	}
+}

@@ -1,0 +1,77 @@
+package usage
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/audit"
+)
+
+// AuditQuery is what a read of the audit log asks for, as typed.
+type AuditQuery struct {
+	Sandbox string // a sandbox's id, or a name resolved as for the sandbox commands
+	Since   string // a duration back from now such as "24h"; "" is DefaultAuditWindow
+	Org     string // an organisation id or name; "" is the caller's, or every one for an operator
+}
+
+// DefaultAuditWindow is how far back the audit log is read unless asked
+// otherwise.
+const DefaultAuditWindow = 24 * time.Hour
+
+// Entry is an audit event with its actor's name.
+type Entry struct {
+	audit.Event
+	ActorName string // "" when the actor is berth itself
+}
+
+// Audit reads the audit log, oldest first: the newest events of the
+// window, at most the store's default number. Administrators read their
+// organisation's, operators every one's.
+func (s *Service) Audit(ctx context.Context, p account.Principal, q AuditQuery) ([]Entry, error) {
+	out, err := s.auditLog(ctx, p, q)
+	if err != nil {
+		return nil, fmt.Errorf("audit log: %w", err)
+	}
+	return out, nil
+}
+
+func (s *Service) auditLog(ctx context.Context, p account.Principal, q AuditQuery) ([]Entry, error) {
+	sc, err := s.scopeOf(ctx, p, q.Org, "the audit log")
+	if err != nil {
+		return nil, err
+	}
+	d, err := window("since", q.Since, DefaultAuditWindow, 0)
+	if err != nil {
+		return nil, err
+	}
+	f := audit.Filter{Org: sc.org, Since: s.now().Add(-d)}
+	switch ref := q.Sandbox; {
+	case strings.HasPrefix(ref, "sbx_"):
+		// An id is taken as it is: the organisation filter keeps what the
+		// caller may not see out, and a sandbox the retention deleted is
+		// still in the log.
+		f.Sandbox = ref
+	case ref != "":
+		sb, err := s.sandboxes.Get(ctx, p, ref)
+		if err != nil {
+			return nil, err
+		}
+		f.Sandbox = string(sb.ID)
+	}
+	events, err := s.store.ListAudit(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	n := s.names(ctx, p)
+	out := make([]Entry, len(events))
+	for i, e := range events {
+		out[i] = Entry{Event: e}
+		if e.Actor != "" {
+			out[i].ActorName = n.user(e.Actor)
+		}
+	}
+	return out, nil
+}
