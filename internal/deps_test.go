@@ -23,6 +23,7 @@ func TestImportDirection(t *testing.T) {
 		{"quantity", append([]string{"database/sql", "account", "sandbox", "guardrail"}, adapters...)},
 		{"name", append([]string{"database/sql", "account", "sandbox", "guardrail"}, adapters...)},
 		{"api", []string{module}},
+		{"tunnel", []string{module}},
 		{"store", []string{module + "gateway", module + "client", module + "cli", module + "driver/"}},
 		{"driver/fake", []string{module + "store", module + "gateway", module + "client", module + "cli", "database/sql"}},
 		{"gateway", []string{module + "store", module + "client", module + "cli", module + "driver/", "database/sql"}},

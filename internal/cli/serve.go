@@ -73,7 +73,7 @@ func build(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 		AllowedImages: cfg.Images,
 		MinTTL:        cfg.MinTTL,
 		IdleSuspend:   cfg.IdleSuspend,
-	}, log, time.Now)
+	}, log, time.Now, sandbox.WithAudit(st))
 	return &app{store: st, accounts: accounts, sandboxes: sandboxes, log: log}, nil
 }
 
@@ -139,7 +139,9 @@ func serve(ctx context.Context, cfg Config, env Env) error {
 		<-gctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
-		return srv.Shutdown(sctx)
+		err := srv.Shutdown(sctx)
+		gw.CloseTunnels() // the connections Shutdown does not know of
+		return err
 	})
 	err = g.Wait()
 	log.Info("berth stopped")

@@ -29,6 +29,9 @@ type Options struct {
 	Driver string
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// TunnelIdleTimeout closes a tunnel with no byte either way for this
+	// long; 0 means two hours (SPEC S10). Tests shorten it.
+	TunnelIdleTimeout time.Duration
 }
 
 // Server serves the API.
@@ -39,6 +42,9 @@ type Server struct {
 	version   string
 	driver    string
 	now       func() time.Time
+
+	tunnelIdle time.Duration
+	tunnels    *tunnels
 }
 
 // New returns a Server.
@@ -47,7 +53,8 @@ func New(o Options) *Server {
 	if now == nil {
 		now = time.Now
 	}
-	return &Server{accounts: o.Accounts, sandboxes: o.Sandboxes, log: o.Log, version: o.Version, driver: o.Driver, now: now}
+	return &Server{accounts: o.Accounts, sandboxes: o.Sandboxes, log: o.Log, version: o.Version, driver: o.Driver, now: now,
+		tunnelIdle: o.TunnelIdleTimeout, tunnels: newTunnels()}
 }
 
 // access says who may call a route.
@@ -98,6 +105,7 @@ func (s *Server) routes() []route {
 		{"POST", "/sandbox/v1/sandboxes/{ref}/resume", userKey, s.resumeSandbox},
 		{"POST", "/sandbox/v1/sandboxes/{ref}/extend", userKey, s.extendSandbox},
 		{"POST", "/sandbox/v1/sandboxes/{ref}/terminate", userKey, s.terminateSandbox},
+		{"GET", "/sandbox/v1/{ref}/tcp/{port}", userKey, s.openTunnel},
 	}
 }
 

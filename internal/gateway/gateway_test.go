@@ -35,9 +35,19 @@ type world struct {
 	drv                                     *fake.Driver
 	operator, admin, owner, member, foreign *client.Client
 	accounts                                *account.Service
+	st                                      *store.Store
+	gw                                      *gateway.Server
 }
 
-func newWorld(t *testing.T) *world {
+// worldOptions change how newWorld builds the gateway.
+type worldOptions struct {
+	// driver wraps the fake driver, to take abilities away.
+	driver func(*fake.Driver) sandbox.Driver
+	// tunnelIdle is the gateway's tunnel idle timeout; 0 is its default.
+	tunnelIdle time.Duration
+}
+
+func newWorld(t *testing.T, opts ...func(*worldOptions)) *world {
 	t.Helper()
 	ctx := t.Context()
 	st, err := store.Open(ctx, t.TempDir()+"/berth.db")
@@ -50,19 +60,29 @@ func newWorld(t *testing.T) *world {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	w := &world{drv: fake.New()}
+	var o worldOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	w := &world{drv: fake.New(), st: st}
+	var drv sandbox.Driver = w.drv
+	if o.driver != nil {
+		drv = o.driver(w.drv)
+	}
 	var svc *sandbox.Service
 	w.accounts = account.NewService(st, st, time.Now, func(ctx context.Context, org string) error { return svc.SeedClasses(ctx, org) })
-	svc = sandbox.NewService(st, w.drv, w.accounts, sandbox.Config{
+	svc = sandbox.NewService(st, drv, w.accounts, sandbox.Config{
 		Driver: "fake", Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""}, Template: tmpl,
-	}, log, time.Now)
+	}, log, time.Now, sandbox.WithAudit(st))
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); svc.Run(runCtx, time.Hour) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	srv := httptest.NewServer(gateway.New(gateway.Options{Accounts: w.accounts, Sandboxes: svc, Log: log, Version: "test", Driver: "fake"}).Handler())
+	w.gw = gateway.New(gateway.Options{Accounts: w.accounts, Sandboxes: svc, Log: log, Version: "test", Driver: "fake", TunnelIdleTimeout: o.tunnelIdle})
+	srv := httptest.NewServer(w.gw.Handler())
 	t.Cleanup(srv.Close)
+	t.Cleanup(w.gw.CloseTunnels) // runs first: the tunnels' handlers end before the server closes
 	w.url = srv.URL
 
 	_, _, _, opKey, err := w.accounts.Bootstrap(ctx, "acme", "default", "ops")

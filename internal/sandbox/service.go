@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"slices"
 	"sync"
 	"time"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/guardrail"
 	"berth.dev/berth/internal/quantity"
 )
@@ -64,6 +66,8 @@ type Service struct {
 	images   ImagePolicy
 	log      *slog.Logger
 	now      func() time.Time
+	audit    audit.Recorder
+	dial     func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	starts   chan startJob
 	mu       sync.Mutex
@@ -75,9 +79,16 @@ type startJob struct {
 	spec Spec
 }
 
+// Option sets an optional dependency of a Service.
+type Option func(*Service)
+
+// WithAudit records what the service does (shells opened, so far) in r.
+// Without it nothing is recorded.
+func WithAudit(r audit.Recorder) Option { return func(s *Service) { s.audit = r } }
+
 // NewService returns a Service. driver may be nil: then every create is
 // refused as unavailable.
-func NewService(store Store, driver Driver, accounts Accounts, cfg Config, log *slog.Logger, now func() time.Time) *Service {
+func NewService(store Store, driver Driver, accounts Accounts, cfg Config, log *slog.Logger, now func() time.Time, opts ...Option) *Service {
 	if cfg.MinTTL == 0 {
 		cfg.MinTTL = MinClassTTL
 	}
@@ -85,12 +96,18 @@ func NewService(store Store, driver Driver, accounts Accounts, cfg Config, log *
 	for _, c := range cfg.Template {
 		images.Template = append(images.Template, c.Image)
 	}
-	return &Service{
+	s := &Service{
 		store: store, driver: driver, accounts: accounts, cfg: cfg, images: images, log: log, now: now,
+		audit:    audit.Discard{},
+		dial:     (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
 		starts:   make(chan startJob, 1024),
 		inflight: map[ID]bool{},
 		active:   map[ID]*activity{},
 	}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 // CreateRequest is what a caller asks for. Strings are as typed; Create

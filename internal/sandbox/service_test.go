@@ -106,7 +106,7 @@ func newEnv(t *testing.T, opts ...option) *env {
 		o(&cfg)
 	}
 	e.accounts = account.NewService(st, st, e.clock.now, func(ctx context.Context, org string) error { return e.svc.SeedClasses(ctx, org) })
-	e.svc = sandbox.NewService(st, e.drv, e.accounts, cfg, slog.New(slog.NewTextHandler(t.Output(), nil)), e.clock.now)
+	e.svc = sandbox.NewService(st, e.drv, e.accounts, cfg, slog.New(slog.NewTextHandler(t.Output(), nil)), e.clock.now, sandbox.WithAudit(st))
 
 	org, _, op, _, err := e.accounts.Bootstrap(ctx, "acme", "default", "ops")
 	if err != nil {

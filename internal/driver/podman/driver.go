@@ -31,7 +31,10 @@ type Driver struct {
 	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
-var _ sandbox.Driver = (*Driver)(nil)
+var (
+	_ sandbox.Driver  = (*Driver)(nil)
+	_ sandbox.Reacher = (*Driver)(nil)
+)
 
 // New writes the driver's podman configuration into cfg.StateDir and
 // returns a Driver that runs cfg.Binary.
@@ -443,6 +446,10 @@ func orEmpty(b []byte) []byte {
 	}
 	return b
 }
+
+// Ports is sshd's port only (SPEC S11): a sandbox's other ports stay
+// closed to the gateway's tunnel on one host.
+func (d *Driver) Ports() sandbox.PortRange { return sandbox.PortRange{Lo: sshPort, Hi: sshPort} }
 
 // Addr returns the address a port of the sandbox listens on, for the
 // gateway's tunnel: the container's address on its network.
