@@ -25,6 +25,7 @@ func hostAlias(name string) string { return "berth-" + name }
 
 func newSandboxProxyCmd(g *globals) *cobra.Command {
 	var port int
+	var fdPass bool
 	cmd := &cobra.Command{
 		Use:   "proxy NAME",
 		Short: "Connect standard input and output to a sandbox's port (an ssh ProxyCommand)",
@@ -33,6 +34,11 @@ it to standard input and output, until either end closes. It is the
 ProxyCommand of the ssh entries berth sandbox config writes, so ssh, scp,
 sftp and editors' remote-ssh reach a sandbox through the gateway, which
 checks you may open a shell in it (its owner or an operator).
+
+With --fd-pass and ssh's ProxyUseFdpass (berth's entries for an http://
+gateway set both) it hands the connection itself to ssh and exits, so no
+process copies the bytes in between; given ordinary pipes, as by a client
+that ignores ProxyUseFdpass, it copies as usual.
 
 The key comes from $BERTH_API_KEY or the login file, as for every command,
 never from the command line, so it stays out of process listings.`,
@@ -49,6 +55,11 @@ never from the command line, so it stays out of process listings.`,
 				return err
 			}
 			defer conn.Close()
+			if fdPass {
+				if passed, err := passConn(conn.Conn, g.env.Stdin, g.env.Stdout); passed || err != nil {
+					return err
+				}
+			}
 			// Standard input ending is a half-close: the sandbox's answer
 			// still comes back. The copier is left blocked on standard input
 			// when the sandbox ends first; the process is about to exit.
@@ -61,6 +72,7 @@ never from the command line, so it stays out of process listings.`,
 		},
 	}
 	cmd.Flags().IntVar(&port, "port", sshPort, "the sandbox's port (podman: 2222 only; Kubernetes: 1024–65535)")
+	cmd.Flags().BoolVar(&fdPass, "fd-pass", false, "hand the connection itself to ssh when it asks (ProxyUseFdpass; http:// gateways), else copy as usual")
 	return cmd
 }
 
@@ -108,10 +120,12 @@ once with berth sandbox config.`,
 			if err != nil {
 				return errors.New("ssh: the OpenSSH client is not installed (apt-get install openssh-client)")
 			}
-			argv := []string{"ssh",
-				"-o", "ProxyCommand=" + proxyCommand(exe, url, args[0]),
-				"-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
-				"-p", strconv.Itoa(sshPort), "-l", sshUser}
+			argv := []string{"ssh", "-o", "ProxyCommand=" + proxyCommand(exe, url, args[0])}
+			if fdPassable(url) {
+				argv = append(argv, "-o", "ProxyUseFdpass=yes")
+			}
+			argv = append(argv, "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
+				"-p", strconv.Itoa(sshPort), "-l", sshUser)
 			if identity != "" {
 				argv = append(argv, "-i", identity)
 			}
@@ -162,9 +176,17 @@ func (g *globals) runSSH(bin string, argv []string) error {
 // absolute path, with the gateway it was made for. ssh hands it to a
 // shell, so each word is quoted for one, and % (ssh's token sign) doubled.
 func proxyCommand(exe, url, ref string) string {
-	words := []string{shellQuote(exe), "sandbox", "proxy", "--url", shellQuote(url), shellQuote(ref)}
+	words := []string{shellQuote(exe), "sandbox", "proxy", "--url", shellQuote(url)}
+	if fdPassable(url) {
+		words = append(words, "--fd-pass")
+	}
+	words = append(words, shellQuote(ref))
 	return strings.ReplaceAll(strings.Join(words, " "), "%", "%%")
 }
+
+// fdPassable reports whether a tunnel to the gateway at url can be handed
+// to ssh: over TLS, the bytes ssh needs exist only in this process.
+func fdPassable(url string) bool { return strings.HasPrefix(url, "http://") }
 
 // shellQuote quotes s for a POSIX shell when it needs it.
 func shellQuote(s string) string {

@@ -130,15 +130,19 @@ const includeHeader = `# Written by berth sandbox config: one entry per sandbox,
 // entry renders h. The first line is a comment berth reads back: it says
 // which gateway the entry is for.
 func (h sshHost) entry() string {
+	fdpass := ""
+	if fdPassable(h.url) {
+		fdpass = "  ProxyUseFdpass yes\n"
+	}
 	return fmt.Sprintf(`# sandbox %s at %s
 Host %s
   User %s
   Port %d
   ProxyCommand %s
-  StrictHostKeyChecking no
+%s  StrictHostKeyChecking no
   UserKnownHostsFile /dev/null
   LogLevel ERROR
-`, h.id, h.url, h.alias, sshUser, sshPort, h.proxy)
+`, h.id, h.url, h.alias, sshUser, sshPort, h.proxy, fdpass)
 }
 
 // writeSSHHosts writes hosts into berth's include file, keeping the entries

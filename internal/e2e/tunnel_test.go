@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -139,7 +140,8 @@ func TestSSHThroughTheGateway(t *testing.T) {
 	}
 
 	// An open session is a connection the sandbox shows; it goes when the
-	// session ends.
+	// session ends. ssh took the connection itself (ProxyUseFdpass): no
+	// berth sandbox proxy is left copying bytes.
 	bg := exec.Command("ssh", append(alice.sshArgs(), "berth-dev", "sleep 4")...)
 	bg.Env = alice.env
 	if err := bg.Start(); err != nil {
@@ -160,10 +162,47 @@ func TestSSHThroughTheGateway(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^connections: +1$`).MatchString(show) || !strings.Contains(show, "last activity:") {
 		t.Errorf("berth sandbox show during a session:\n%s", show)
 	}
+	if n := proxies(g.url); n != 0 {
+		t.Errorf("%d berth sandbox proxy processes during a session with ProxyUseFdpass, want 0", n)
+	}
 	if err := bg.Wait(); err != nil {
 		t.Fatalf("ssh sleep: %v", err)
 	}
 	g.waitConnections(alice.api, sb.ID, 0, 5*time.Second)
+
+	// A client that ignores ProxyUseFdpass (JetBrains' own ssh, say) gives
+	// the proxy pipes: it copies instead.
+	bg = exec.Command("ssh", append(alice.sshArgs(), "-o", "ProxyUseFdpass=no", "berth-dev", "sleep 3; id -un")...)
+	bg.Env = alice.env
+	var bgOut bytes.Buffer
+	bg.Stdout = &bgOut
+	if err := bg.Start(); err != nil {
+		t.Fatal(err)
+	}
+	g.waitConnections(alice.api, sb.ID, 1, 5*time.Second)
+	if n := proxies(g.url); n != 1 {
+		t.Errorf("%d berth sandbox proxy processes during a session over pipes, want 1", n)
+	}
+	if err := bg.Wait(); err != nil || strings.TrimSpace(bgOut.String()) != "berth" {
+		t.Fatalf("ssh over pipes: %q, %v", bgOut.String(), err)
+	}
+}
+
+// proxies counts the berth sandbox proxy processes for the gateway at url.
+func proxies(url string) int {
+	n := 0
+	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, f := range cmdlines {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(b), "\x00")
+		if len(args) > 3 && args[0] == berthBin && args[1] == "sandbox" && args[2] == "proxy" && slices.Contains(args, url) {
+			n++
+		}
+	}
+	return n
 }
 
 // sameFile checks path holds want.

@@ -15,7 +15,10 @@ import (
 
 // Conn is one end of a tunnel: the connection to the gateway (or, in the
 // gateway, to the client) after the upgrade. Reads first return the bytes
-// that arrived behind the HTTP head, then read the connection itself.
+// that arrived behind the HTTP head, then read the connection itself. On
+// the client's side Dial reads nothing past the head, so the embedded
+// connection is the stream itself and can be handed on whole (as berth
+// sandbox proxy hands it to ssh).
 type Conn struct {
 	net.Conn
 	r *bufio.Reader // holds bytes read past the head; nil once drained
@@ -120,7 +123,9 @@ func handshake(ctx context.Context, conn net.Conn, u *url.URL, header http.Heade
 	}
 	SetUpgradeHeaders(req.Header)
 	req.Header.Set("User-Agent", "berth")
-	br := bufio.NewReader(conn)
+	// A byte at a time, so that nothing behind the head (sshd's greeting,
+	// say) is taken from the connection.
+	br := bufio.NewReaderSize(byteReader{conn}, 16)
 	err := req.Write(conn)
 	var resp *http.Response
 	if err == nil {
@@ -138,5 +143,15 @@ func handshake(ctx context.Context, conn net.Conn, u *url.URL, header http.Heade
 		resp.Body = io.NopCloser(bytes.NewReader(body))
 		return nil, &RefusedError{Response: resp}
 	}
-	return &Conn{Conn: conn, r: br}, nil
+	return &Conn{Conn: conn}, nil
+}
+
+// byteReader reads at most one byte per call.
+type byteReader struct{ r io.Reader }
+
+func (b byteReader) Read(p []byte) (int, error) {
+	if len(p) > 1 {
+		p = p[:1]
+	}
+	return b.r.Read(p)
 }

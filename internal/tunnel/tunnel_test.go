@@ -357,3 +357,18 @@ func TestDialGivesUpWithContext(t *testing.T) {
 		t.Errorf("Dial took %v", d)
 	}
 }
+
+// TestDialReadsNothingPastTheHead: what the sandbox says first is still in
+// the connection Dial returns, so the connection can be handed on whole.
+func TestDialReadsNothingPastTheHead(t *testing.T) {
+	g := newGateway(t, listen(t, func(c net.Conn) {
+		io.WriteString(c, "SSH-2.0-test\r\n")
+		echo(c)
+	}), tunnel.Options{}, false)
+	c := g.dial(t)
+	_ = c.Conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	line, err := bufio.NewReader(c.Conn).ReadString('\n')
+	if err != nil || line != "SSH-2.0-test\r\n" {
+		t.Fatalf("the raw connection after Dial says %q, %v; want the greeting", line, err)
+	}
+}
