@@ -147,17 +147,7 @@ func TestSSHThroughTheGateway(t *testing.T) {
 	if err := bg.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(3 * time.Second)
-	var seen api.Sandbox
-	for time.Now().Before(deadline) {
-		if seen, err = alice.api.Sandbox(ctx, sb.ID); err == nil && seen.Connections > 0 {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if seen.Connections != 1 || seen.LastActivity == nil {
-		t.Errorf("during a session: connections %d, last activity %v; want 1 and a time", seen.Connections, seen.LastActivity)
-	}
+	g.waitConnections(alice.api, sb.ID, 1, 5*time.Second)
 	show := alice.run(berthBin, "sandbox", "show", "dev")
 	if !regexp.MustCompile(`(?m)^connections: +1$`).MatchString(show) || !strings.Contains(show, "last activity:") {
 		t.Errorf("berth sandbox show during a session:\n%s", show)
@@ -220,18 +210,10 @@ func sameFile(t *testing.T, what, path string, want []byte) {
 // waitConnections polls until the sandbox reports n open connections.
 func (g *gateway) waitConnections(c *client.Client, id string, n int, within time.Duration) {
 	g.t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		sb, err := c.Sandbox(context.Background(), id)
-		if err != nil {
-			g.t.Fatal(err)
-		}
-		if sb.Connections == n {
-			return
-		}
-		if time.Now().After(deadline) {
+	g.waitSandbox(c, id, within, func(sb api.Sandbox, late bool) bool {
+		if late && sb.Connections != n {
 			g.t.Fatalf("sandbox %s has %d connections after %s, want %d", id, sb.Connections, within, n)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return sb.Connections == n
+	})
 }

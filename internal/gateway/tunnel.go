@@ -63,7 +63,10 @@ func (s *Server) openTunnel(w http.ResponseWriter, r *http.Request, p account.Pr
 		s.tunnels.up.Add(st.Up)
 		s.tunnels.down.Add(st.Down)
 	}
-	conn.Close(ctx, sandbox.Traffic{Up: st.Up, Down: st.Down, End: st.End})
+	// Recorded even when the gateway is stopping: CloseTunnels waits for it.
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
+	defer rcancel()
+	conn.Close(rctx, sandbox.Traffic{Up: st.Up, Down: st.Down, End: st.End})
 	if err != nil {
 		s.writeError(w, r, err)
 		return

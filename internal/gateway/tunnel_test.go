@@ -2,10 +2,12 @@ package gateway_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -15,39 +17,29 @@ import (
 	"berth.dev/berth/internal/client"
 	"berth.dev/berth/internal/driver/fake"
 	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/tunnel/tunneltest"
 )
-
-// echoServer listens on loopback and echoes each connection until EOF:
-// the sandbox's port in these tests.
-func echoServer(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				_, _ = io.Copy(c, c)
-			}()
-		}
-	}()
-	return ln.Addr().String()
-}
 
 // reachable creates a running sandbox of owner's whose port 2222 is an
 // echo server.
 func (w *world) reachable(t *testing.T, name string) api.Sandbox {
 	t.Helper()
 	sb := w.create(t, w.owner, name)
-	w.drv.Point(sandbox.ID(sb.ID), 2222, echoServer(t))
+	w.drv.Point(sandbox.ID(sb.ID), 2222, tunneltest.Listen(t, tunneltest.Echo))
 	return sb
+}
+
+// ownersTunnel opens a tunnel to port 2222 of sb as its owner, checks it
+// carries bytes, and closes it when the test ends.
+func (w *world) ownersTunnel(t *testing.T, sb api.Sandbox) net.Conn {
+	t.Helper()
+	c, err := w.owner.Tunnel(t.Context(), sb.ID, 2222)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	roundTrip(t, c)
+	return c
 }
 
 // roundTrip checks a tunnel carries bytes both ways.
@@ -250,11 +242,7 @@ func TestTunnelActivityAndAudit(t *testing.T) {
 	ctx := t.Context()
 	sb := w.reachable(t, "dev")
 	before := time.Now()
-	c, err := w.owner.Tunnel(ctx, sb.ID, 2222)
-	if err != nil {
-		t.Fatal(err)
-	}
-	roundTrip(t, c)
+	c := w.ownersTunnel(t, sb)
 	got, err := w.owner.Sandbox(ctx, sb.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -290,33 +278,20 @@ func TestTunnelActivityAndAudit(t *testing.T) {
 func TestTunnelIdleClose(t *testing.T) {
 	w := newWorld(t, func(o *worldOptions) { o.tunnelIdle = 200 * time.Millisecond })
 	sb := w.reachable(t, "dev")
-	c, err := w.owner.Tunnel(t.Context(), sb.ID, 2222)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	roundTrip(t, c)
-	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if _, err := c.Read(make([]byte, 1)); err == nil || strings.Contains(err.Error(), "timeout") {
-		t.Fatalf("read from a quiet tunnel: %v, want the gateway to close it", err)
-	}
+	c := w.ownersTunnel(t, sb)
+	closedByGateway(t, "a quiet tunnel", c)
 	waitFor(t, "the idle close to be recorded", func() bool {
 		events, err := w.st.ListAudit(t.Context(), audit.Filter{Sandbox: sb.ID})
 		return err == nil && len(events) == 1 && strings.Contains(events[0].Detail, "ended idle")
 	})
 }
 
-// TestCloseTunnels: a stopping gateway closes open tunnels and opens no
-// new one.
+// TestCloseTunnels: a stopping gateway closes open tunnels, records them,
+// and opens no new one.
 func TestCloseTunnels(t *testing.T) {
 	w := newWorld(t)
 	sb := w.reachable(t, "dev")
-	c, err := w.owner.Tunnel(t.Context(), sb.ID, 2222)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	roundTrip(t, c)
+	c := w.ownersTunnel(t, sb)
 	done := make(chan struct{})
 	go func() { w.gw.CloseTunnels(); close(done) }()
 	select {
@@ -324,13 +299,24 @@ func TestCloseTunnels(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("CloseTunnels did not return")
 	}
-	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if _, err := c.Read(make([]byte, 1)); err == nil || strings.Contains(err.Error(), "timeout") {
-		t.Errorf("read after CloseTunnels: %v, want the tunnel closed", err)
+	closedByGateway(t, "a tunnel after CloseTunnels", c)
+	// CloseTunnels returned after the tunnel was recorded.
+	events, err := w.st.ListAudit(t.Context(), audit.Filter{Sandbox: sb.ID})
+	if err != nil || len(events) != 1 || !strings.Contains(events[0].Detail, "ended stopped") {
+		t.Errorf("audit after CloseTunnels: %+v, %v; want the shell, ended stopped", events, err)
 	}
 	_, err = w.owner.Tunnel(t.Context(), sb.ID, 2222)
 	if status, cd := code(err); status != http.StatusConflict || cd != api.CodeUnavailable {
 		t.Errorf("a tunnel while stopping: %v, want 409 unavailable", err)
+	}
+}
+
+// closedByGateway checks the gateway closes c within ten seconds.
+func closedByGateway(t *testing.T, what string, c net.Conn) {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read from %s: %v, want the gateway to close it", what, err)
 	}
 }
 

@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -150,7 +149,7 @@ func (c *Connection) Close(ctx context.Context, t Traffic) {
 
 // record appends an audit event; a failure is logged, never the caller's.
 func (s *Service) record(ctx context.Context, e audit.Event) {
-	if err := s.audit.Record(ctx, e); err != nil && !errors.Is(err, context.Canceled) {
+	if err := s.audit.Record(ctx, e); err != nil {
 		s.log.ErrorContext(ctx, "could not record an audit event", "action", e.Action, "sandbox", e.Sandbox, "err", err)
 	}
 }

@@ -3,7 +3,6 @@ package sandbox_test
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -11,28 +10,8 @@ import (
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/tunnel/tunneltest"
 )
-
-// listener is a port that accepts connections and holds them open, for
-// Connect to dial.
-func listener(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			t.Cleanup(func() { c.Close() })
-		}
-	}()
-	return ln.Addr().String()
-}
 
 // TestConnectionKeepsTheSandboxAwake is idle suspend (SPEC S3) with the
 // tunnel's connections on a controlled clock: a sandbox with a connection
@@ -45,7 +24,7 @@ func TestConnectionKeepsTheSandboxAwake(t *testing.T) {
 	ctx := t.Context()
 	sb := e.engineer(t, e.alice, "dev")
 	e.waitState(t, sb.ID, sandbox.StateRunning)
-	e.drv.Point(sb.ID, 2222, listener(t))
+	e.drv.Point(sb.ID, 2222, tunneltest.Listen(t, tunneltest.Drain))
 
 	conn, err := e.svc.Connect(ctx, e.alice, "dev", 2222)
 	if err != nil {
@@ -98,7 +77,7 @@ func TestConnectRefuses(t *testing.T) {
 	ctx := t.Context()
 	sb := e.engineer(t, e.alice, "dev")
 	e.waitState(t, sb.ID, sandbox.StateRunning)
-	e.drv.Point(sb.ID, 2222, listener(t))
+	e.drv.Point(sb.ID, 2222, tunneltest.Listen(t, tunneltest.Drain))
 	agent, err := e.svc.Create(ctx, e.alice, sandbox.CreateRequest{Name: "task", Purpose: "agent", Repo: "acme/app", Task: "fix it"})
 	if err != nil {
 		t.Fatal(err)

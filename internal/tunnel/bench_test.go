@@ -1,11 +1,11 @@
 package tunnel_test
 
 import (
-	"io"
 	"net"
 	"testing"
 
 	"berth.dev/berth/internal/tunnel"
+	"berth.dev/berth/internal/tunnel/tunneltest"
 )
 
 // BenchmarkCopy compares a bulk copy to a TCP sink through the tunnel with
@@ -13,7 +13,7 @@ import (
 // in user space. The ssh-level benchmark of the whole path (bench/tunnel.sh)
 // is the one the README reports.
 func BenchmarkCopy(b *testing.B) {
-	sink := listen(b, func(c net.Conn) { _, _ = io.Copy(io.Discard, c) })
+	sink := tunneltest.Listen(b, tunneltest.Drain)
 	send := func(b *testing.B, c net.Conn) {
 		buf := make([]byte, 1<<20)
 		b.SetBytes(int64(len(buf)))

@@ -17,37 +17,8 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/tunnel"
+	"berth.dev/berth/internal/tunnel/tunneltest"
 )
-
-// listen starts a TCP server on loopback that hands each connection to
-// serve, and returns its address.
-func listen(t testing.TB, serve func(net.Conn)) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				serve(c)
-			}()
-		}
-	}()
-	return ln.Addr().String()
-}
-
-// echo copies what it reads back until EOF, then half-closes.
-func echo(c net.Conn) {
-	_, _ = io.Copy(c, c)
-	_ = c.(*net.TCPConn).CloseWrite()
-}
 
 // gateway is a minimal gateway: the tunnel's server half in front of the
 // backend at addr. Each tunnel's Stats arrive on stats.
@@ -119,7 +90,7 @@ func (g *gateway) wait(t *testing.T) tunnel.Stats {
 func TestEchoCountsBytes(t *testing.T) {
 	for _, useTLS := range []bool{false, true} {
 		t.Run(map[bool]string{false: "http", true: "https"}[useTLS], func(t *testing.T) {
-			g := newGateway(t, listen(t, echo), tunnel.Options{}, useTLS)
+			g := newGateway(t, tunneltest.Listen(t, tunneltest.Echo), tunnel.Options{}, useTLS)
 			c := g.dial(t)
 			if _, err := io.WriteString(c, "hello, sandbox"); err != nil {
 				t.Fatal(err)
@@ -142,7 +113,7 @@ func TestEchoCountsBytes(t *testing.T) {
 // TestHalfClose: the client says it is done sending; the sandbox reads to
 // EOF, then answers, and the answer still arrives.
 func TestHalfClose(t *testing.T) {
-	g := newGateway(t, listen(t, func(c net.Conn) {
+	g := newGateway(t, tunneltest.Listen(t, func(c net.Conn) {
 		n, _ := io.Copy(io.Discard, c)
 		fmt.Fprintf(c, "got %d bytes", n)
 	}), tunnel.Options{}, false)
@@ -167,9 +138,9 @@ func TestHalfClose(t *testing.T) {
 // heads is not lost on either side: the sandbox's greeting sent at once
 // (as sshd does) and the client's first bytes sent with its request.
 func TestBytesBehindTheHead(t *testing.T) {
-	addr := listen(t, func(c net.Conn) {
+	addr := tunneltest.Listen(t, func(c net.Conn) {
 		io.WriteString(c, "SSH-2.0-test\r\n")
-		echo(c)
+		tunneltest.Echo(c)
 	})
 	g := newGateway(t, addr, tunnel.Options{}, false)
 	u := strings.TrimPrefix(g.url, "http://")
@@ -199,7 +170,7 @@ func TestBytesBehindTheHead(t *testing.T) {
 // timeout; one that keeps carrying bytes stays open past it.
 func TestIdleTimeout(t *testing.T) {
 	const idle = 300 * time.Millisecond
-	g := newGateway(t, listen(t, echo), tunnel.Options{IdleTimeout: idle}, false)
+	g := newGateway(t, tunneltest.Listen(t, tunneltest.Echo), tunnel.Options{IdleTimeout: idle}, false)
 
 	busy := g.dial(t)
 	buf := make([]byte, 1)
@@ -234,7 +205,7 @@ func TestIdleTimeout(t *testing.T) {
 func TestActivityIsThrottled(t *testing.T) {
 	var calls atomic.Int32
 	o := tunnel.Options{OnActivity: func() { calls.Add(1) }, ActivityInterval: time.Hour}
-	g := newGateway(t, listen(t, echo), o, false)
+	g := newGateway(t, tunneltest.Listen(t, tunneltest.Echo), o, false)
 	c := g.dial(t)
 	buf := make([]byte, 1)
 	for range 50 {
@@ -253,7 +224,7 @@ func TestActivityIsThrottled(t *testing.T) {
 func TestStopped(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan tunnel.Stats, 1)
-	addr := listen(t, echo)
+	addr := tunneltest.Listen(t, tunneltest.Echo)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		backend, err := net.Dial("tcp", addr)
 		if err != nil {
@@ -345,7 +316,7 @@ func TestRefused(t *testing.T) {
 // TestDialGivesUpWithContext: a gateway that never answers does not hold
 // the client past its context.
 func TestDialGivesUpWithContext(t *testing.T) {
-	addr := listen(t, func(c net.Conn) { io.Copy(io.Discard, c) })
+	addr := tunneltest.Listen(t, tunneltest.Drain)
 	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -361,9 +332,9 @@ func TestDialGivesUpWithContext(t *testing.T) {
 // TestDialReadsNothingPastTheHead: what the sandbox says first is still in
 // the connection Dial returns, so the connection can be handed on whole.
 func TestDialReadsNothingPastTheHead(t *testing.T) {
-	g := newGateway(t, listen(t, func(c net.Conn) {
+	g := newGateway(t, tunneltest.Listen(t, func(c net.Conn) {
 		io.WriteString(c, "SSH-2.0-test\r\n")
-		echo(c)
+		tunneltest.Echo(c)
 	}), tunnel.Options{}, false)
 	c := g.dial(t)
 	_ = c.Conn.SetReadDeadline(time.Now().Add(10 * time.Second))
