@@ -205,6 +205,9 @@ func splitEntries(s string) []parsedEntry {
 // top, because ssh takes the first value it finds for each setting and an
 // Include under a Host line would only apply to that host.
 func ensureInclude(config, path string) (bool, error) {
+	if real, err := filepath.EvalSymlinks(config); err == nil {
+		config = real // a dotfiles link stays a link: write where it points
+	}
 	old, err := os.ReadFile(config)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return false, fmt.Errorf("read %s: %w", config, err)

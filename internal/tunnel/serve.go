@@ -73,11 +73,11 @@ func Serve(ctx context.Context, w http.ResponseWriter, r *http.Request, backend 
 	if _, err := io.WriteString(raw, head); err != nil {
 		return Stats{End: EndClosed}, nil // the client went away
 	}
-	return splice(ctx, client, backend, o), nil
+	return relay(ctx, client, backend, o), nil
 }
 
-// splice copies both ways between client and backend; see Serve.
-func splice(ctx context.Context, client, backend net.Conn, o Options) Stats {
+// relay copies both ways between client and backend; see Serve.
+func relay(ctx context.Context, client, backend net.Conn, o Options) Stats {
 	p := &pump{idle: o.IdleTimeout, onActivity: o.OnActivity, every: o.ActivityInterval}
 	if p.idle <= 0 {
 		p.idle = DefaultIdleTimeout
