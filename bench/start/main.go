@@ -24,10 +24,10 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"slices"
 	"strings"
 	"time"
 
+	"berth.dev/berth/bench/internal/stats"
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/client"
 )
@@ -82,7 +82,7 @@ func run(n int, class, agentClass, image, root, keyFile string) error {
 		kind        string
 		berth, bare []time.Duration
 	}{{"engineer", engB, engP}, {"agent", agB, agP}} {
-		b, p := median(r.berth), median(r.bare)
+		b, p := stats.Median(r.berth), stats.Median(r.bare)
 		fmt.Printf("%-10s %12s %16s %7.2f\n", r.kind, b.Round(time.Millisecond), p.Round(time.Millisecond), float64(b)/float64(p))
 	}
 	return nil
@@ -173,13 +173,4 @@ func greets(addr string) bool {
 	_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
 	line, err := bufio.NewReader(conn).ReadString('\n')
 	return err == nil && strings.HasPrefix(line, "SSH-")
-}
-
-func median(ds []time.Duration) time.Duration {
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }

@@ -229,6 +229,12 @@ type Sandbox struct {
 	EndedAt      *time.Time        `json:"ended_at,omitempty"`
 	// RunningSeconds is the sum of the sandbox's running segments (SPEC S8).
 	RunningSeconds int64 `json:"running_seconds"`
+	// Connections is how many connections through the gateway's tunnel
+	// are open to the sandbox now, and LastActivity when one last opened,
+	// closed or carried bytes; nil when the gateway has seen none since it
+	// started. Idle suspend counts from it (SPEC S3).
+	Connections  int        `json:"connections"`
+	LastActivity *time.Time `json:"last_activity,omitempty"`
 }
 
 // CreateSandbox is the body of POST /sandbox/v1/sandboxes.

@@ -413,6 +413,3 @@ sandbox images into that store, or look at the gateway's containers, with:
 		},
 	}
 }
-
-// shellQuote quotes s for a POSIX shell.
-func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

@@ -79,15 +79,22 @@ func (g *globals) gatewayURL(lf loginFile) string {
 // client returns a client for the gateway, authenticated with $BERTH_API_KEY
 // or the login file's key.
 func (g *globals) client() (*client.Client, error) {
+	c, _, err := g.clientAndURL()
+	return c, err
+}
+
+// clientAndURL is client, with the gateway's address it uses.
+func (g *globals) clientAndURL() (*client.Client, string, error) {
 	lf, err := g.readLogin()
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	key := g.env.Getenv("BERTH_API_KEY")
 	if key == "" {
 		key = lf.Key
 	}
-	return client.New(g.gatewayURL(lf), key, g.env.HTTP), nil
+	url := g.gatewayURL(lf)
+	return client.New(url, key, g.env.HTTP), url, nil
 }
 
 func newLoginCmd(g *globals) *cobra.Command {
@@ -153,24 +160,5 @@ func writeLogin(path string, lf loginFile) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".config-*.json")
-	if err != nil {
-		return fmt.Errorf("write login file: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write login file: %w", err)
-	}
-	if _, err := tmp.Write(append(b, '\n')); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write login file: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write login file: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("write login file: %w", err)
-	}
-	return nil
+	return writeAtomic(path, append(b, '\n'), 0o600)
 }

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -30,12 +31,16 @@ type Env struct {
 	Getenv func(string) string
 	HTTP   *http.Client
 	Now    func() time.Time
+	// Exec replaces the process with another program, as
+	// syscall.Exec does (berth sandbox ssh becomes ssh). When nil, the
+	// program runs as a child instead, on Stdin, Stdout and Stderr.
+	Exec func(argv0 string, argv, envv []string) error
 }
 
 // OSEnv is the process's real environment.
 func OSEnv() Env {
 	return Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv,
-		HTTP: &http.Client{Timeout: 5 * time.Minute}, Now: time.Now}
+		HTTP: &http.Client{Timeout: 5 * time.Minute}, Now: time.Now, Exec: syscall.Exec}
 }
 
 // usageError marks a mistake in how the command was called: exit 2.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -35,6 +36,9 @@ NAME also take the sandbox's id (sbx_…).`,
 		newSandboxActionCmd(g, "resume", "Start a suspended or expired engineer sandbox again", (*client.Client).Resume),
 		newSandboxExtendCmd(g),
 		newSandboxActionCmd(g, "terminate", "End a sandbox: its key is revoked and its machine and volume removed", (*client.Client).Terminate),
+		newSandboxSSHCmd(g),
+		newSandboxConfigCmd(g),
+		newSandboxProxyCmd(g),
 		newClassesCmd(g),
 		newApplyCmd(g),
 		newDeleteClassCmd(g),
@@ -295,6 +299,12 @@ func showTable(tw *tabwriter.Writer, now time.Time, sb api.Sandbox) {
 		row("ended", sb.EndedAt.Local().Format(time.RFC3339))
 	}
 	row("running time", short(time.Duration(sb.RunningSeconds)*time.Second))
+	if sb.Purpose == "engineer" && sb.EndedAt == nil {
+		row("connections", strconv.Itoa(sb.Connections))
+	}
+	if sb.LastActivity != nil {
+		row("last activity", sb.LastActivity.Local().Format(time.RFC3339)+" ("+until(now, *sb.LastActivity)+")")
+	}
 }
 
 // newSandboxActionCmd builds suspend, resume and terminate, which differ

@@ -185,7 +185,7 @@ func serve(ctx context.Context, cfg Config, env Env) error {
 		return fmt.Errorf("BERTH_ADDR: %w", err)
 	}
 	gw := gateway.New(gateway.Options{Accounts: a.accounts, Sandboxes: a.sandboxes, Usage: a.usage, Log: log, Version: Version, Driver: cfg.Driver,
-		Forge: a.forge, Mirrors: mirrorsFor(cfg, a.forge),
+		Forge: a.forge, Mirrors: mirrorsFor(cfg, a.forge), Meter: a.metrics,
 		Metrics: promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{
 			ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 			ErrorHandling: promhttp.ContinueOnError, // a failed count still serves the rest
@@ -214,7 +214,9 @@ func serve(ctx context.Context, cfg Config, env Env) error {
 		<-gctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
-		return srv.Shutdown(sctx)
+		err := srv.Shutdown(sctx)
+		gw.CloseTunnels() // the connections Shutdown does not know of
+		return err
 	})
 	err = g.Wait()
 	log.Info("berth stopped")

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"strings"
 
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/tunnel"
 )
 
 // Client talks to one gateway with one key.
@@ -355,4 +357,33 @@ func query(kv map[string]string) string {
 		return ""
 	}
 	return "?" + q.Encode()
+}
+
+// TunnelPath is the route of the tunnel to port of sandbox ref.
+func TunnelPath(ref string, port int) string {
+	return "/sandbox/v1/" + esc(ref) + "/tcp/" + strconv.Itoa(port)
+}
+
+// Tunnel opens a connection to port of a sandbox through the gateway
+// (SPEC S10): the stream carries that TCP connection's bytes until either
+// end closes. A refusal is an *api.Error as for every other call (426
+// upgrade_required when a proxy stripped the upgrade). An https gateway is
+// trusted as this client's HTTP transport trusts it.
+func (c *Client) Tunnel(ctx context.Context, ref string, port int) (*tunnel.Conn, error) {
+	d := &tunnel.Dialer{}
+	if t, ok := c.http.Transport.(*http.Transport); ok && t.TLSClientConfig != nil {
+		d.TLSConfig = t.TLSClientConfig
+	}
+	h := http.Header{}
+	if c.key != "" {
+		h.Set("Authorization", "Bearer "+c.key)
+	}
+	conn, err := d.Dial(ctx, c.base+TunnelPath(ref, port), h)
+	if re, ok := errors.AsType[*tunnel.RefusedError](err); ok {
+		return nil, decodeError(re.Response)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tunnel to %s: %w", ref, err)
+	}
+	return conn, nil
 }

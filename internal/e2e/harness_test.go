@@ -284,19 +284,31 @@ func (g *gateway) ip(id string) string {
 // waitState polls the API until the sandbox is in state want.
 func (g *gateway) waitState(c *client.Client, id, want string, within time.Duration) api.Sandbox {
 	g.t.Helper()
+	return g.waitSandbox(c, id, within, func(sb api.Sandbox, late bool) bool {
+		if sb.State == want {
+			return true
+		}
+		if final := sb.State == "failed" || sb.State == "terminated"; final || late {
+			g.t.Fatalf("sandbox %s is %s (%s) after %s, want %s", id, sb.State, sb.Reason, within, want)
+		}
+		return false
+	})
+}
+
+// waitSandbox polls the API until done says the sandbox is as wanted; done
+// is told when within has passed (late), and then fails the test.
+func (g *gateway) waitSandbox(c *client.Client, id string, within time.Duration, done func(sb api.Sandbox, late bool) bool) api.Sandbox {
+	g.t.Helper()
 	deadline := time.Now().Add(within)
 	for {
 		sb, err := c.Sandbox(context.Background(), id)
 		if err != nil {
 			g.t.Fatal(err)
 		}
-		if sb.State == want {
+		if done(sb, time.Now().After(deadline)) {
 			return sb
 		}
-		if final := sb.State == "failed" || sb.State == "terminated"; final || time.Now().After(deadline) {
-			g.t.Fatalf("sandbox %s is %s (%s) after %s, want %s", id, sb.State, sb.Reason, within, want)
-		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/guardrail"
 	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/tunnel"
 )
 
 // writeError is the one place that maps domain errors to HTTP. A sandbox
@@ -34,6 +35,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		status, body = http.StatusBadRequest, api.Error{Code: api.CodeInvalid, Message: err.Error(), Field: acInvalid.Field}
 	case errors.Is(err, sandbox.ErrInvalid), errors.Is(err, account.ErrInvalid):
 		status, body = http.StatusBadRequest, api.Error{Code: api.CodeInvalid, Message: err.Error()}
+	case errors.Is(err, tunnel.ErrUpgradeRequired):
+		status, body = http.StatusUpgradeRequired, api.Error{Code: api.CodeUpgradeRequired, Message: err.Error()}
+		tunnel.SetUpgradeHeaders(w.Header())
 	case errors.Is(err, account.ErrUnauthenticated):
 		status, body = http.StatusUnauthorized, api.Error{Code: api.CodeUnauthenticated, Message: err.Error()}
 		w.Header().Set("WWW-Authenticate", `Bearer realm="berth"`)
@@ -59,7 +63,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 var sentinels = []error{
 	sandbox.ErrNotFound, sandbox.ErrConflict, sandbox.ErrInvalid, sandbox.ErrForbidden, sandbox.ErrUnavailable,
 	account.ErrNotFound, account.ErrConflict, account.ErrInvalid, account.ErrForbidden, account.ErrUnauthenticated,
-	guardrail.ErrExceeded,
+	guardrail.ErrExceeded, tunnel.ErrUpgradeRequired,
 }
 
 // tidy drops a trailing sentinel from a message: "only an administrator

@@ -42,7 +42,29 @@ type Options struct {
 	// Metrics serves the Prometheus exposition at /metrics to operators;
 	// nil answers not found.
 	Metrics http.Handler
+	// Meter is told of tunnels and repository credential requests (package
+	// metrics implements it); nil tells nobody.
+	Meter Meter
+	// TunnelIdleTimeout closes a tunnel with no byte either way for this
+	// long; 0 means two hours (SPEC S10). Tests shorten it.
+	TunnelIdleTimeout time.Duration
 }
+
+// Meter counts what the gateway's own routes do, for /metrics.
+type Meter interface {
+	TunnelOpened()
+	TunnelClosed()
+	TunnelBytes(toSandbox, fromSandbox int64)
+	CredentialRequested(kind, outcome string)
+}
+
+// noMeter counts nothing.
+type noMeter struct{}
+
+func (noMeter) TunnelOpened()                   {}
+func (noMeter) TunnelClosed()                   {}
+func (noMeter) TunnelBytes(int64, int64)        {}
+func (noMeter) CredentialRequested(_, _ string) {}
 
 // Mirrors keeps a mirror of each repository the gateway serves from a
 // remote forge (SPEC S17).
@@ -69,6 +91,10 @@ type Server struct {
 	git       *githttp.Handler
 	credLimit *rateLimit
 	metrics   http.Handler
+
+	tunnelIdle time.Duration
+	tunnels    *tunnels
+	meter      Meter
 }
 
 // New returns a Server.
@@ -78,7 +104,8 @@ func New(o Options) *Server {
 		now = time.Now
 	}
 	return &Server{accounts: o.Accounts, sandboxes: o.Sandboxes, usage: o.Usage, log: o.Log, version: o.Version, driver: o.Driver,
-		now: now, metrics: o.Metrics, forge: o.Forge, mirrors: o.Mirrors, git: githttp.New("", o.Log), credLimit: newRateLimit(10, time.Minute)}
+		now: now, metrics: o.Metrics, forge: o.Forge, mirrors: o.Mirrors, git: githttp.New("", o.Log), credLimit: newRateLimit(10, time.Minute),
+		tunnelIdle: o.TunnelIdleTimeout, tunnels: newTunnels(), meter: meterOr(o.Meter)}
 }
 
 // access says who may call a route.
@@ -142,6 +169,7 @@ func (s *Server) routes() []route {
 		{"POST", "/git/{path...}", own, s.serveGit},
 		{"GET", "/forge/{path...}", own, s.serveForge},
 		{"POST", "/forge/{path...}", own, s.serveForge},
+		{"GET", "/sandbox/v1/{ref}/tcp/{port}", userKey, s.openTunnel},
 	}
 }
 
@@ -275,4 +303,11 @@ func (s *Server) recoverPanics(next http.Handler) http.Handler {
 		}()
 		next.ServeHTTP(w, r)
 	})
+}
+
+func meterOr(m Meter) Meter {
+	if m == nil {
+		return noMeter{}
+	}
+	return m
 }

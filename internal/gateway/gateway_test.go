@@ -46,6 +46,7 @@ type world struct {
 	forge                                   *forge.Local
 	sandboxes                               *sandbox.Service
 	metrics                                 *metrics.Metrics
+	gw                                      *gateway.Server
 }
 
 // worldForge makes the deployment's forge instead of the local one.
@@ -58,6 +59,10 @@ type worldConfig struct {
 	template string
 	options  func(*gateway.Options)
 	remote   worldForge
+	// driver wraps the fake driver, to take abilities away.
+	driver func(*fake.Driver) sandbox.Driver
+	// tunnelIdle is the gateway's tunnel idle timeout; 0 is its default.
+	tunnelIdle time.Duration
 }
 
 // withForge makes a world on a remote forge.
@@ -109,9 +114,13 @@ func newWorld(t testing.TB, opts ...func(*worldConfig)) *world {
 	if cfg.remote != nil {
 		fg, mirrors = cfg.remote(t)
 	}
+	var drv sandbox.Driver = w.drv
+	if cfg.driver != nil {
+		drv = cfg.driver(w.drv)
+	}
 	var svc *sandbox.Service
 	w.accounts = account.NewService(st, st, cfg.now, func(ctx context.Context, org string) error { return svc.SeedClasses(ctx, org) }, st, log)
-	svc = sandbox.NewService(st, w.drv, w.accounts, sandbox.Config{
+	svc = sandbox.NewService(st, drv, w.accounts, sandbox.Config{
 		Driver: "fake", Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""}, Template: tmpl, Audit: st,
 		Retention: 90 * 24 * time.Hour, Metrics: w.metrics, Forge: fg, PublicURL: w.url,
 	}, log, cfg.now)
@@ -124,13 +133,15 @@ func newWorld(t testing.TB, opts ...func(*worldConfig)) *world {
 	gwo := gateway.Options{Accounts: w.accounts, Sandboxes: svc, Log: log, Version: "test", Driver: "fake", Now: cfg.now,
 		Usage:   usage.NewService(st, w.accounts, svc, 90*24*time.Hour, cfg.now),
 		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
-		Forge:   fg, Mirrors: mirrors}
+		Forge:   fg, Mirrors: mirrors, TunnelIdleTimeout: cfg.tunnelIdle}
 	if cfg.options != nil {
 		cfg.options(&gwo)
 	}
-	srv.Config.Handler = gateway.New(gwo).Handler()
+	w.gw = gateway.New(gwo)
+	srv.Config.Handler = w.gw.Handler()
 	srv.Start()
 	t.Cleanup(srv.Close)
+	t.Cleanup(w.gw.CloseTunnels) // runs first: the tunnels' handlers end before the server closes
 
 	_, _, _, opKey, err := w.accounts.Bootstrap(ctx, "acme", "default", "ops")
 	if err != nil {

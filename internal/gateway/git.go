@@ -152,13 +152,26 @@ func (s *Server) gitError(w http.ResponseWriter, r *http.Request, err error) {
 // S9): POST /sandbox/v1/git-credential with the sandbox's own key, 10
 // requests a minute per client address on this replica.
 func (s *Server) gitCredential(w http.ResponseWriter, r *http.Request, p account.Principal) {
+	kind := "none"
+	if s.forge != nil {
+		kind = s.forge.Kind()
+	}
 	if !s.credLimit.allow(clientAddr(r), s.now()) {
+		s.meter.CredentialRequested(kind, "rate_limited")
 		w.Header().Set("Retry-After", "60")
 		writeJSON(w, http.StatusTooManyRequests, api.Error{Code: api.CodeRateLimited,
 			Message: "at most 10 credential requests a minute per client address; try again shortly"})
 		return
 	}
 	t, err := s.sandboxes.GitCredential(r.Context(), p)
+	outcome := "issued"
+	switch {
+	case errors.Is(err, forge.ErrNoCredential):
+		outcome = "none"
+	case err != nil:
+		outcome = "refused"
+	}
+	s.meter.CredentialRequested(kind, outcome)
 	if errors.Is(err, forge.ErrNoCredential) {
 		writeJSON(w, http.StatusConflict, api.Error{Code: api.CodeNoGitCredential, Message: tidy(err.Error())})
 		return

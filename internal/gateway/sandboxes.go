@@ -75,7 +75,10 @@ func (s *Server) apiSandbox(ctx context.Context, sb sandbox.Sandbox, names map[s
 		}
 		names[sb.Owner] = name
 	}
-	return apiSandbox(sb, name, s.sandboxes.RunningTime(sb))
+	out := apiSandbox(sb, name, s.sandboxes.RunningTime(sb))
+	open, last := s.sandboxes.Activity(sb.ID)
+	out.Connections, out.LastActivity = open, timePtr(last)
+	return out
 }
 
 func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request, p account.Principal) {

@@ -9,7 +9,8 @@ import (
 )
 
 // activity is what the gateway's tunnel tells the service about a sandbox:
-// how many connections are open through it and when bytes last moved.
+// how many connections are open through it and when one last opened,
+// closed or carried bytes.
 type activity struct {
 	open int
 	last time.Time
@@ -34,6 +35,13 @@ func (s *Service) ConnectionClosed(id ID) {
 		a.open--
 	}
 	a.last = s.now()
+}
+
+// touch records bytes moving through a connection to a sandbox.
+func (s *Service) touch(id ID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.activityOf(id).last = s.now()
 }
 
 // Activity returns the open connections of a sandbox and when it was last

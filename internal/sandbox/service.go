@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"slices"
 	"sync"
 	"time"
@@ -79,6 +80,7 @@ type Service struct {
 	now      func() time.Time
 	audit    audit.Recorder
 	metrics  Metrics
+	dial     func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	starts   chan startJob
 	mu       sync.Mutex
@@ -90,9 +92,12 @@ type startJob struct {
 	spec Spec
 }
 
+// Option sets an optional dependency of a Service.
+type Option func(*Service)
+
 // NewService returns a Service. driver may be nil: then every create is
 // refused as unavailable.
-func NewService(store Store, driver Driver, accounts Accounts, cfg Config, log *slog.Logger, now func() time.Time) *Service {
+func NewService(store Store, driver Driver, accounts Accounts, cfg Config, log *slog.Logger, now func() time.Time, opts ...Option) *Service {
 	if cfg.MinTTL == 0 {
 		cfg.MinTTL = MinClassTTL
 	}
@@ -108,12 +113,17 @@ func NewService(store Store, driver Driver, accounts Accounts, cfg Config, log *
 	if cfg.Metrics != nil {
 		m = cfg.Metrics
 	}
-	return &Service{
+	s := &Service{
 		store: store, driver: driver, accounts: accounts, cfg: cfg, images: images, log: log, now: now, audit: rec, metrics: m,
+		dial:     (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
 		starts:   make(chan startJob, 1024),
 		inflight: map[ID]bool{},
 		active:   map[ID]*activity{},
 	}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 // CreateRequest is what a caller asks for. Strings are as typed; Create

@@ -4,9 +4,12 @@
 package drivertest
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -164,4 +167,59 @@ func Run(t *testing.T, o Options) {
 			}
 		}
 	})
+
+	t.Run("Reach", func(t *testing.T) {
+		d := o.NewDriver(t)
+		r, ok := d.(sandbox.Reacher)
+		if !ok {
+			t.Skip("the driver cannot reach sandboxes' ports (no sandbox.Reacher)")
+		}
+		ports := r.Ports()
+		if ports.Lo < 1024 || ports.Hi > 65535 || ports.Lo > ports.Hi {
+			t.Fatalf("Ports = %v: want unprivileged ports, low to high", ports)
+		}
+		if _, err := r.Addr(t.Context(), sandbox.NewID(), ports.Lo); !errors.Is(err, sandbox.ErrNotFound) {
+			t.Errorf("Addr(unknown) = %v, want ErrNotFound", err)
+		}
+		spec := Spec(o)
+		id := spec.Sandbox.ID
+		t.Cleanup(func() { _ = d.Remove(context.Background(), id) })
+		start(t, d, spec)
+		addr, err := r.Addr(t.Context(), id, ports.Lo)
+		switch {
+		case errors.Is(err, sandbox.ErrUnavailable):
+			// Nothing listens there, as on a machine that runs nothing.
+		case err != nil:
+			t.Fatalf("Addr(running) = %v", err)
+		default:
+			_, port, err := net.SplitHostPort(addr)
+			if err != nil || port != strconv.Itoa(ports.Lo) {
+				t.Fatalf("Addr(running, %d) = %q, want host:%d", ports.Lo, addr, ports.Lo)
+			}
+			if ports.Lo == 2222 { // sshd: the driver started it and waited for it
+				if line := greeting(t, addr); !strings.HasPrefix(line, "SSH-") {
+					t.Errorf("port 2222 of a ready engineer sandbox says %q, want sshd's greeting", line)
+				}
+			}
+		}
+		if err := d.Stop(t.Context(), id); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Addr(t.Context(), id, ports.Lo); !errors.Is(err, sandbox.ErrConflict) {
+			t.Errorf("Addr(stopped) = %v, want ErrConflict", err)
+		}
+	})
+}
+
+// greeting reads the first line a server at addr says.
+func greeting(t *testing.T, addr string) string {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatalf("dial %s: %v", addr, err)
+	}
+	defer c.Close()
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	line, _ := bufio.NewReader(c).ReadString('\n')
+	return line
 }

@@ -28,14 +28,18 @@ type Driver struct {
 	failStart map[sandbox.ID]error
 	hold      chan struct{} // when not nil, Start waits for it to close
 	starts    int
+	pointed   map[sandbox.ID]map[int]string // ports tests made reachable
 }
 
 // New returns an empty Driver.
 func New() *Driver {
-	return &Driver{machines: map[sandbox.ID]*machine{}, failStart: map[sandbox.ID]error{}}
+	return &Driver{machines: map[sandbox.ID]*machine{}, failStart: map[sandbox.ID]error{}, pointed: map[sandbox.ID]map[int]string{}}
 }
 
-var _ sandbox.Driver = (*Driver)(nil)
+var (
+	_ sandbox.Driver  = (*Driver)(nil)
+	_ sandbox.Reacher = (*Driver)(nil)
+)
 
 // Start makes the machine for spec run.
 func (d *Driver) Start(ctx context.Context, spec sandbox.Spec) error {
@@ -173,4 +177,38 @@ func (d *Driver) Has(id sandbox.ID) bool {
 	defer d.mu.Unlock()
 	_, ok := d.machines[id]
 	return ok
+}
+
+// Ports are those the Kubernetes driver allows: the fake stands in for
+// either real driver.
+func (d *Driver) Ports() sandbox.PortRange { return sandbox.PortRange{Lo: 1024, Hi: 65535} }
+
+// Addr returns the address a test pointed port of a running machine at.
+// A fake machine runs nothing, so any other port is unavailable.
+func (d *Driver) Addr(_ context.Context, id sandbox.ID, port int) (string, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	m, ok := d.machines[id]
+	if !ok {
+		return "", fmt.Errorf("fake: %w: %s", sandbox.ErrNotFound, id)
+	}
+	if m.status != sandbox.MachineRunning {
+		return "", fmt.Errorf("fake: %s is not running: %w", id, sandbox.ErrConflict)
+	}
+	addr, ok := d.pointed[id][port]
+	if !ok {
+		return "", fmt.Errorf("fake: nothing listens on port %d of %s (the fake driver runs nothing): %w", port, id, sandbox.ErrUnavailable)
+	}
+	return addr, nil
+}
+
+// Point makes port of a sandbox reachable at addr, such as a test's
+// listener, so the gateway's tunnel has something to dial.
+func (d *Driver) Point(id sandbox.ID, port int, addr string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.pointed[id] == nil {
+		d.pointed[id] = map[int]string{}
+	}
+	d.pointed[id][port] = addr
 }

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"berth.dev/berth/internal/sandbox"
@@ -29,9 +30,18 @@ type Driver struct {
 	run  Runner
 	log  *slog.Logger
 	dial func(ctx context.Context, network, addr string) (net.Conn, error)
+
+	// ips caches running containers' addresses for Addr: asking podman
+	// costs tens of milliseconds on every ssh connection. Addresses are
+	// reused, so any start, stop or removal empties it.
+	mu  sync.Mutex
+	ips map[sandbox.ID]string
 }
 
-var _ sandbox.Driver = (*Driver)(nil)
+var (
+	_ sandbox.Driver  = (*Driver)(nil)
+	_ sandbox.Reacher = (*Driver)(nil)
+)
 
 // New writes the driver's podman configuration into cfg.StateDir and
 // returns a Driver that runs cfg.Binary.
@@ -167,6 +177,8 @@ func (d *Driver) inspect(ctx context.Context, id sandbox.ID) (inspected, error) 
 // stop, or with spec.Replace recreates it on the same volume; then it waits
 // until the sandbox is ready.
 func (d *Driver) Start(ctx context.Context, spec sandbox.Spec) error {
+	d.forgetAddrs()
+	defer d.forgetAddrs()
 	sb := spec.Sandbox
 	if spec.Env != nil && !spec.Replace {
 		// Most likely a new sandbox: create it without asking first, which
@@ -330,6 +342,8 @@ func (d *Driver) lastWords(ctx context.Context, id sandbox.ID, cur inspected) st
 
 // Stop stops the container and keeps it and its volume.
 func (d *Driver) Stop(ctx context.Context, id sandbox.ID) error {
+	d.forgetAddrs()
+	defer d.forgetAddrs()
 	_, err := d.run(ctx, nil, "stop", "--time", strconv.Itoa(int(d.cfg.StopTimeout.Seconds())), d.cfg.name(id))
 	if noSuch(err) {
 		if d.hasVolume(ctx, id) {
@@ -342,6 +356,8 @@ func (d *Driver) Stop(ctx context.Context, id sandbox.ID) error {
 
 // Remove deletes the container and the volume.
 func (d *Driver) Remove(ctx context.Context, id sandbox.ID) error {
+	d.forgetAddrs()
+	defer d.forgetAddrs()
 	name := d.cfg.name(id)
 	if _, err := d.run(ctx, nil, "rm", "--force", "--time", "0", name); err != nil && !noSuch(err) {
 		return err
@@ -444,15 +460,37 @@ func orEmpty(b []byte) []byte {
 	return b
 }
 
+// Ports is sshd's port only (SPEC S11): a sandbox's other ports stay
+// closed to the gateway's tunnel on one host.
+func (d *Driver) Ports() sandbox.PortRange { return sandbox.PortRange{Lo: sshPort, Hi: sshPort} }
+
 // Addr returns the address a port of the sandbox listens on, for the
 // gateway's tunnel: the container's address on its network.
 func (d *Driver) Addr(ctx context.Context, id sandbox.ID, port int) (string, error) {
-	cur, err := d.inspect(ctx, id)
-	if err != nil {
-		return "", err
+	d.mu.Lock()
+	ip, ok := d.ips[id]
+	d.mu.Unlock()
+	if !ok {
+		cur, err := d.inspect(ctx, id)
+		if err != nil {
+			return "", err
+		}
+		if ip = cur.ip(); !cur.State.Running || ip == "" {
+			return "", fmt.Errorf("podman: %s is not running: %w", id, sandbox.ErrConflict)
+		}
+		d.mu.Lock()
+		if d.ips == nil {
+			d.ips = map[sandbox.ID]string{}
+		}
+		d.ips[id] = ip
+		d.mu.Unlock()
 	}
-	if !cur.State.Running || cur.ip() == "" {
-		return "", fmt.Errorf("podman: %s is not running: %w", id, sandbox.ErrConflict)
-	}
-	return net.JoinHostPort(cur.ip(), strconv.Itoa(port)), nil
+	return net.JoinHostPort(ip, strconv.Itoa(port)), nil
+}
+
+// forgetAddrs empties the address cache.
+func (d *Driver) forgetAddrs() {
+	d.mu.Lock()
+	clear(d.ips)
+	d.mu.Unlock()
 }

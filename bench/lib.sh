@@ -1,0 +1,34 @@
+# Sourced by the benchmarks: builds berth and the benchmark program $1
+# (a directory under bench/) into a scratch directory, and starts a
+# gateway on the podman driver over the images `make images` built, with
+# the operator's key in BERTH_API_KEY. It sets work (the scratch
+# directory), root (the podman root), BERTH_URL and BERTH_API_KEY. On exit
+# it runs bench_cleanup when the script defines one, stops the gateway and
+# removes the scratch directory.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="/usr/local/go/bin:$PATH"
+root=${BERTH_SANDBOX_PODMAN_ROOT:-$PWD/.berth/data/podman}
+[ -f "$root/storage.conf" ] || { echo "no podman root at $root: run make images first" >&2; exit 1; }
+
+work=$(mktemp -d)
+pid=
+bench_exit() {
+  if declare -F bench_cleanup >/dev/null; then bench_cleanup || true; fi
+  if [ -n "$pid" ]; then kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap bench_exit EXIT
+go build -o "$work/berth" ./cmd/berth
+go build -o "$work/bench" "./bench/$1"
+ssh-keygen -q -t ed25519 -N '' -f "$work/key"
+
+port=${BERTH_BENCH_PORT:-18181}
+export BERTH_DATA_DIR=$work/data BERTH_SANDBOX_DRIVER=podman BERTH_SANDBOX_PODMAN_ROOT=$root \
+  BERTH_SANDBOXES_FILE=$PWD/examples/sandboxes.yaml BERTH_SANDBOX_GIT_FORGE=local \
+  BERTH_ADDR=127.0.0.1:$port BERTH_URL=http://127.0.0.1:$port BERTH_LOG_LEVEL=warn
+"$work/berth" serve 2>"$work/serve.log" &
+pid=$!
+for _ in $(seq 1 100); do curl -fsS "$BERTH_URL/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
+BERTH_API_KEY=$("$work/berth" admin bootstrap -o json | sed -n 's/.*"secret": "\(.*\)".*/\1/p')
+export BERTH_API_KEY
