@@ -1,0 +1,54 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+
+	"berth.dev/berth/internal/modelserver"
+)
+
+// run serves until ctx is done and returns the exit code: 0 after a
+// signal, 1 when it cannot start, 2 for a bad command line.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("berth-model", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", "127.0.0.1:8765", "address to listen on")
+	file := fs.String("script", "", "JSON script file (overrides -scenario)")
+	scenario := fs.String("scenario", modelserver.ScenarioTool, "ready script: text, tool or error")
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return 0
+	} else if err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "berth-model: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	what := "scenario " + *scenario
+	script, err := modelserver.Scenario(*scenario)
+	if *file != "" {
+		what = "script " + *file
+		script, err = modelserver.LoadScript(*file)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "berth-model:", err)
+		return 2
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		fmt.Fprintln(stderr, "berth-model:", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "berth-model: listening on http://%s (%s)\n", ln.Addr(), what)
+	srv := modelserver.New(script, modelserver.WithLogger(slog.New(slog.NewTextHandler(stderr, nil))))
+	if err := srv.Serve(ctx, ln); err != nil {
+		fmt.Fprintln(stderr, "berth-model:", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,204 @@
+package modelserver
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+)
+
+// conversation is what a dialect reads from a request to decide the answer.
+type conversation struct {
+	model       string
+	stream      bool
+	toolResults int    // tool results the conversation holds
+	tools       []tool // function tools the request offers
+	// jsonSchema is the schema of the JSON the request asks for (Gemini's
+	// router and other utility calls), nil when it asks for none.
+	jsonSchema json.RawMessage
+}
+
+// tool is one function tool a request offers.
+type tool struct {
+	name   string
+	schema json.RawMessage // JSON schema of its arguments
+}
+
+// reply is one model call's answer, before a dialect renders it.
+type reply struct {
+	text string
+	call *toolCall // nil for no tool call
+	fail *Failure  // set: answer with this error, nothing else
+}
+
+// toolCall is a call to the CLI's shell tool.
+type toolCall struct {
+	id   string // unique per server; each dialect prefixes it
+	name string
+	args map[string]any
+}
+
+// argsJSON is the call's arguments as one JSON object.
+func (c *toolCall) argsJSON() string {
+	b, _ := json.Marshal(c.args) // strings, bools and string slices only
+	return string(b)
+}
+
+// noShellText answers a tool turn on a request that offers no shell tool
+// (OpenCode's title call, say) when the turn has no text of its own.
+const noShellText = "mock: no shell tool offered"
+
+// answer picks the turn for c and records the decision in rec.
+func (s *Server) answer(c conversation, rec *Request) reply {
+	rec.Model, rec.Stream, rec.ToolResults = c.model, c.stream, c.toolResults
+	if len(s.script.Turns) == 0 {
+		return reply{fail: &Failure{Status: http.StatusInternalServerError, Message: "modelserver: script has no turns"}}
+	}
+	i := min(c.toolResults, len(s.script.Turns)-1)
+	rec.Turn = i
+	t := s.script.Turns[i]
+	switch {
+	case t.Error != nil:
+		return reply{fail: t.Error}
+	case c.jsonSchema != nil:
+		// A utility call that parses the answer as JSON retries anything
+		// else for minutes (Gemini's router): give it JSON of its shape.
+		b, _ := json.Marshal(exampleOf(c.jsonSchema))
+		return reply{text: string(b)}
+	}
+	if t.Command != "" {
+		if sh, ok := shellTool(c.tools); ok {
+			return reply{text: t.Text, call: &toolCall{
+				id:   fmt.Sprintf("mock%04d", s.seq.Add(1)),
+				name: sh.name,
+				args: shellArgs(sh.schema, t),
+			}}
+		}
+		if t.Text == "" {
+			return reply{text: noShellText}
+		}
+	}
+	return reply{text: t.Text}
+}
+
+// isShellTool reports whether name is an agent CLI's shell tool: Claude
+// Code's Bash, Pi's and OpenCode's bash, Codex's exec_command (and its
+// older shell), Gemini CLI's run_shell_command.
+func isShellTool(name string) bool {
+	switch name {
+	case "Bash", "bash", "exec_command", "shell", "run_shell_command":
+		return true
+	}
+	return false
+}
+
+// shellTool returns the first shell tool among tools.
+func shellTool(tools []tool) (tool, bool) {
+	i := slices.IndexFunc(tools, func(t tool) bool { return isShellTool(t.name) })
+	if i < 0 {
+		return tool{}, false
+	}
+	return tools[i], true
+}
+
+// schema is the part of a JSON schema (or Gemini's upper-case variant)
+// the server reads.
+type schema struct {
+	Type       any                `json:"type"` // a name, or a list of names
+	Properties map[string]*schema `json:"properties"`
+	Required   []string           `json:"required"`
+	Enum       []any              `json:"enum"`
+	Minimum    *float64           `json:"minimum"`
+}
+
+// is reports whether the schema's type is name (case-insensitive, also
+// within a list of types such as ["string", "null"]).
+func (s *schema) is(name string) bool {
+	switch t := s.Type.(type) {
+	case string:
+		return strings.EqualFold(t, name)
+	case []any:
+		for _, v := range t {
+			if n, ok := v.(string); ok && strings.EqualFold(n, name) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// shellArgs builds the shell tool's arguments from its schema: the command
+// under "command" or "cmd" (as argv when the schema wants an array), a
+// description when the schema has one, and false for any other required
+// boolean.
+func shellArgs(raw json.RawMessage, t Turn) map[string]any {
+	var sc schema
+	_ = json.Unmarshal(raw, &sc) // an unreadable schema still gets "command"
+	key := "command"
+	if _, ok := sc.Properties["command"]; !ok {
+		if _, ok := sc.Properties["cmd"]; ok {
+			key = "cmd"
+		}
+	}
+	args := map[string]any{key: t.Command}
+	if p := sc.Properties[key]; p != nil && p.is("array") {
+		args[key] = []string{"bash", "-lc", t.Command}
+	}
+	if _, ok := sc.Properties["description"]; ok {
+		desc := t.Description
+		if desc == "" {
+			desc = t.Command
+		}
+		args["description"] = desc
+	}
+	for _, name := range sc.Required {
+		if p := sc.Properties[name]; p != nil && p.is("boolean") && args[name] == nil {
+			args[name] = false
+		}
+	}
+	return args
+}
+
+// exampleOf returns a value of the shape raw describes: objects with every
+// property, the first enum value, "mock" for strings, the minimum (or 1)
+// for numbers.
+func exampleOf(raw json.RawMessage) any {
+	var sc schema
+	if json.Unmarshal(raw, &sc) != nil {
+		return map[string]any{}
+	}
+	if v := example(&sc, 0); v != nil {
+		return v
+	}
+	return map[string]any{}
+}
+
+func example(sc *schema, depth int) any {
+	switch {
+	case sc == nil || depth > 8:
+		return nil
+	case len(sc.Enum) > 0:
+		return sc.Enum[0]
+	case sc.is("object") || sc.Type == nil && sc.Properties != nil:
+		obj := map[string]any{}
+		for name, p := range sc.Properties {
+			obj[name] = example(p, depth+1)
+		}
+		return obj
+	case sc.is("array"):
+		return []any{}
+	case sc.is("string"):
+		return "mock"
+	case sc.is("integer"), sc.is("number"):
+		// 1, not 0: Gemini CLI's numerical router wants a score of 1 to
+		// 100 without saying so in the schema.
+		if sc.Minimum != nil {
+			return *sc.Minimum
+		}
+		return 1
+	case sc.is("boolean"):
+		return false
+	}
+	return nil
+}

@@ -1,0 +1,202 @@
+// Package modelserver is a scripted stand-in for the model vendors: an HTTP
+// server that speaks Anthropic Messages, OpenAI Chat Completions and
+// Responses, and Gemini generateContent well enough that the real agent
+// CLIs (Claude Code, Pi, Codex, OpenCode, Gemini CLI) run against it
+// offline. It is a fake at a boundary berth does not own (STYLE.md §4.9),
+// used by tests and by the README's offline demo (cmd/berth-model).
+//
+// Every request is answered from a Script, decided from the request alone
+// (shared/notes/agent-clis.md, "What a scripted model server must
+// implement"), and every model call reports the same known Usage, so a
+// run's telemetry can be checked to the token.
+package modelserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Usage is what every model call reports, in normalised form; each
+// dialect renders it in its own fields (see DefaultUsage).
+type Usage struct {
+	Input      int // prompt tokens not read from the cache
+	CacheRead  int // prompt tokens read from the cache
+	CacheWrite int // prompt tokens written to the cache (Anthropic only)
+	Output     int // generated tokens
+	Reasoning  int // of Output, spent reasoning (OpenAI Responses only)
+}
+
+// DefaultUsage is the usage the captured agent streams were recorded with
+// (shared/testdata/agent-streams/README.md): Anthropic input_tokens 120,
+// cache_read 30, cache_creation 5, output 17; OpenAI and Gemini prompt 150
+// of which 30 cached, output 17 (Responses: 3 of them reasoning).
+func DefaultUsage() Usage {
+	return Usage{Input: 120, CacheRead: 30, CacheWrite: 5, Output: 17, Reasoning: 3}
+}
+
+// prompt is the whole prompt as OpenAI and Gemini count it: cached
+// tokens included.
+func (u Usage) prompt() int { return u.Input + u.CacheRead }
+
+// Dialect names the vendor API a request spoke.
+type Dialect string
+
+// The dialects the server speaks.
+const (
+	Anthropic       Dialect = "anthropic-messages"
+	OpenAIChat      Dialect = "openai-chat"
+	OpenAIResponses Dialect = "openai-responses"
+	Gemini          Dialect = "gemini"
+)
+
+// Request is what the server saw of one HTTP request. Credentials are
+// never kept: only the name of the header that carried one.
+type Request struct {
+	Method  string
+	Path    string
+	Dialect Dialect // empty for HEAD and unknown paths
+	Model   string
+	Stream  bool
+	// ToolResults counts the tool results the conversation held; it is
+	// also the index of the turn that answered (before clamping).
+	ToolResults int
+	// Turn is the index of the script turn that answered, -1 if none did.
+	Turn int
+	// Session is the X-Berth-Session header.
+	Session string
+	// Credential is the canonical name of the header that carried a key
+	// ("Authorization", "X-Api-Key", "X-Goog-Api-Key"), "key" for a key
+	// query parameter, or empty when none was presented.
+	Credential string
+	Status     int
+}
+
+// Option configures a Server.
+type Option func(*Server)
+
+// WithUsage makes every model call report u instead of DefaultUsage().
+func WithUsage(u Usage) Option { return func(s *Server) { s.usage = u } }
+
+// WithLogger logs one line per request to log (never a credential or a
+// prompt). Without it the server logs nothing.
+func WithLogger(log *slog.Logger) Option { return func(s *Server) { s.log = log } }
+
+// Server answers model calls from a script.
+type Server struct {
+	script Script
+	usage  Usage
+	log    *slog.Logger
+	seq    atomic.Int64 // numbers response and call ids
+
+	mu       sync.Mutex
+	requests []Request
+}
+
+// New returns a server that answers from script (see Script.Validate; an
+// empty script answers every model call with a 500).
+func New(script Script, opts ...Option) *Server {
+	s := &Server{script: script, usage: DefaultUsage(), log: slog.New(slog.DiscardHandler)}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// Requests returns a copy of every request seen so far, in order.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.requests)
+}
+
+// Handler serves every dialect. Dispatch is on the path's suffix, so any
+// base URL prefix works (/v1, /v1beta, none, or a proxy's own).
+func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serve) }
+
+// maxBody caps a request body; Claude Code's are around 100 KB.
+const maxBody = 16 << 20
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	rec := Request{
+		Method:     r.Method,
+		Path:       r.URL.Path,
+		Turn:       -1,
+		Session:    r.Header.Get("X-Berth-Session"),
+		Credential: credential(r),
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+	path := r.URL.Path
+	switch {
+	case r.Method == http.MethodHead:
+		// Claude Code 2.1.197 probes HEAD / before its first call.
+		rec.Status = http.StatusOK
+		w.WriteHeader(http.StatusOK)
+	case r.Method != http.MethodPost:
+		rec.Status = http.StatusMethodNotAllowed
+		writeJSON(w, rec.Status, openAIError("modelserver: method "+r.Method+" not allowed", rec.Status))
+	case strings.HasSuffix(path, "/messages/count_tokens"):
+		s.anthropicCountTokens(w, r, &rec)
+	case strings.HasSuffix(path, "/messages"):
+		s.anthropic(w, r, &rec)
+	case strings.HasSuffix(path, "/chat/completions"):
+		s.openAIChat(w, r, &rec)
+	case strings.HasSuffix(path, "/responses"):
+		s.openAIResponses(w, r, &rec)
+	case strings.Contains(path, "/models/") && strings.Contains(path[strings.LastIndex(path, "/"):], ":"):
+		s.gemini(w, r, &rec)
+	default:
+		rec.Status = http.StatusNotFound
+		writeJSON(w, rec.Status, openAIError("modelserver: no endpoint at "+path, rec.Status))
+	}
+	s.log.InfoContext(r.Context(), "model call", "method", rec.Method, "path", rec.Path,
+		"dialect", rec.Dialect, "model", rec.Model, "stream", rec.Stream, "turn", rec.Turn, "status", rec.Status)
+	s.mu.Lock()
+	s.requests = append(s.requests, rec)
+	s.mu.Unlock()
+}
+
+// credential names where the request carried a key, without keeping it.
+func credential(r *http.Request) string {
+	for _, h := range []string{"Authorization", "X-Api-Key", "X-Goog-Api-Key"} {
+		if r.Header.Get(h) != "" {
+			return h
+		}
+	}
+	if r.URL.Query().Get("key") != "" {
+		return "key"
+	}
+	return ""
+}
+
+// Serve answers on ln until ctx is done, then shuts down, giving open
+// streams a few seconds to finish. It returns nil after a shutdown.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute}
+	done := make(chan error, 1)
+	stop := make(chan struct{}) // closed when Serve fails on its own
+	defer close(stop)
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-stop:
+			done <- nil
+			return
+		}
+		shut, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		done <- srv.Shutdown(shut)
+	}()
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("modelserver: serve: %w", err)
+	}
+	return <-done
+}
