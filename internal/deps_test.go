@@ -28,6 +28,8 @@ func TestImportDirection(t *testing.T) {
 		{"forge", append([]string{"database/sql", "k8s.io/", "account", "sandbox", "guardrail"}, adapters...)},
 		{"audit", []string{module, "database/sql"}},
 		{"api", []string{module}},
+		{"runner", []string{module, "database/sql", "net/http"}},
+		{"modelserver", []string{module}},
 		{"githttp", []string{module + "store", module + "gateway", module + "client", module + "cli", module + "driver/", module + "sandbox", module + "account", "database/sql"}},
 		{"tunnel", []string{module}},
 		{"store", []string{module + "gateway", module + "client", module + "cli", module + "driver/"}},

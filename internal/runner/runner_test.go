@@ -4,14 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 	"testing"
 
 	"berth.dev/berth/internal/golden"
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/runner/runnertest"
-	"berth.dev/berth/internal/sandbox"
 )
 
 // TestContract runs every runner in the table through runnertest.
@@ -38,14 +36,6 @@ func TestGet(t *testing.T) {
 		if r, err := runner.Get(name); !errors.Is(err, runner.ErrUnknown) {
 			t.Errorf("Get(%q) = %v, %v; want ErrUnknown", name, r, err)
 		}
-	}
-}
-
-// TestNamesMatchSandbox: the names a sandbox may be created with are the
-// runners that exist, in the same order.
-func TestNamesMatchSandbox(t *testing.T) {
-	if got := runner.Names(); !slices.Equal(got, sandbox.Runners) {
-		t.Errorf("runner.Names() = %q, sandbox.Runners = %q; want the same list", got, sandbox.Runners)
 	}
 }
 

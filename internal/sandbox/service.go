@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"slices"
 	"sync"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/guardrail"
 	"berth.dev/berth/internal/quantity"
+	"berth.dev/berth/internal/runner"
 )
 
 // Accounts is what the sandbox service needs to know about organisations,
@@ -64,9 +64,6 @@ type Config struct {
 	// reports nothing.
 	Metrics Metrics
 }
-
-// Runners are the agent CLIs an agent sandbox may run (SPEC S13).
-var Runners = []string{"claude-code", "codex", "opencode", "gemini", "cursor", "pi"}
 
 // Service drives sandboxes through their lifecycle. Its Run method owns the
 // background work: starting machines and sweeping.
@@ -275,8 +272,8 @@ func (s *Service) checkRequestShape(purpose Purpose, req CreateRequest) error {
 		if len(req.SSHKeys) > 0 {
 			return invalid("ssh_keys", "nothing attaches to an agent sandbox, so it takes no ssh key")
 		}
-		if req.Runner != "" && !slices.Contains(Runners, req.Runner) {
-			return invalid("runner", "%q is not a runner (one of %v)", req.Runner, Runners)
+		if _, err := runner.Get(req.Runner); req.Runner != "" && err != nil {
+			return invalid("runner", "%q is not a runner (one of %v)", req.Runner, runner.Names())
 		}
 	}
 	for i, k := range req.SSHKeys {
