@@ -84,6 +84,17 @@ func (c CostSource) String() string {
 // MarshalText writes the source's name, for JSON.
 func (c CostSource) MarshalText() ([]byte, error) { return []byte(c.String()), nil }
 
+// UnmarshalText reads a source's name, so a stored Telemetry reads back.
+func (c *CostSource) UnmarshalText(b []byte) error {
+	for _, s := range []CostSource{CostUnknown, CostNative, CostComputed} {
+		if string(b) == s.String() {
+			*c = s
+			return nil
+		}
+	}
+	return fmt.Errorf("%q is not a cost source", b)
+}
+
 // Settle fixes the run's cost once its stream has ended. The CLI's own
 // figure wins, except a native cost of exactly zero beside billed tokens:
 // that is a CLI without prices (Pi and OpenCode default them to 0), not a

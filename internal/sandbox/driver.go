@@ -33,6 +33,10 @@ type Spec struct {
 	// and never log them. Empty when the machine exists and keeps its own.
 	Env     map[string]string
 	Replace bool
+	// Run, when set, makes the machine an agent run (SPEC S13): the
+	// runner's image with its arguments, the checkout the only mount,
+	// hardened, removed after it exits.
+	Run *RunSpec
 }
 
 // MachineStatus is what a driver can tell of a machine.

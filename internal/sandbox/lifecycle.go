@@ -208,6 +208,12 @@ func (s *Service) end(ctx context.Context, actor string, sb Sandbox, to State, r
 		// The row is right; the reconciler will finish the job.
 		s.log.WarnContext(ctx, "driver could not release a sandbox's machine", "sandbox", sb.ID, "state", to, "err", err)
 	}
+	if s.agentRun(sb) && !next.Live() {
+		// The task never outlives its sandbox, nor does its checkout.
+		removePrompt(s.work.Dir(sb))
+		s.removeCheckout(ctx, sb)
+		s.runEnded(ctx, sb, to, reason)
+	}
 	return out, nil
 }
 

@@ -63,6 +63,11 @@ type Config struct {
 	// Metrics receives creates, failures, readiness and sweep times; nil
 	// reports nothing.
 	Metrics Metrics
+	// Agents is how agent sandboxes run their runner (SPEC S13).
+	Agents AgentConfig
+	// Workspaces makes agent runs' checkouts; nil: agent sandboxes run no
+	// runner.
+	Workspaces Workspaces
 }
 
 // Service drives sandboxes through their lifecycle. Its Run method owns the
@@ -83,6 +88,10 @@ type Service struct {
 	mu       sync.Mutex
 	inflight map[ID]bool // sandboxes whose start is queued or running
 	active   map[ID]*activity
+
+	work      Workspaces
+	follows   chan ID     // agent runs to follow again (after a restart)
+	following map[ID]bool // agent runs whose output is being read
 }
 
 type startJob struct {
@@ -112,10 +121,13 @@ func NewService(store Store, driver Driver, accounts Accounts, cfg Config, log *
 	}
 	s := &Service{
 		store: store, driver: driver, accounts: accounts, cfg: cfg, images: images, log: log, now: now, audit: rec, metrics: m,
-		dial:     (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
-		starts:   make(chan startJob, 1024),
-		inflight: map[ID]bool{},
-		active:   map[ID]*activity{},
+		dial:      (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
+		starts:    make(chan startJob, 1024),
+		inflight:  map[ID]bool{},
+		active:    map[ID]*activity{},
+		work:      cfg.Workspaces,
+		follows:   make(chan ID, 1024),
+		following: map[ID]bool{},
 	}
 	for _, o := range opts {
 		o(s)
@@ -208,6 +220,16 @@ func (s *Service) create(ctx context.Context, p account.Principal, req CreateReq
 	}
 	if req.Repo != "" {
 		sb.Repo, sb.GitMode = repo.String(), class.Git
+	}
+	if purpose == PurposeAgent && s.work != nil {
+		name, image, err := s.chooseRunner(req.Runner)
+		if err != nil {
+			return Sandbox{}, err
+		}
+		if name != "" {
+			// SPEC S13: the runner's image, chosen per runner.
+			sb.Runner, sb.Image = name, image
+		}
 	}
 	key, secret := account.NewSandboxKey(p.User.ID, string(sb.ID), prj.ID, sb.ExpiresAt, now)
 	sb.KeyID = key.ID

@@ -37,6 +37,11 @@ type Store interface {
 	AddCreatedRef(ctx context.Context, id ID, ref string) error
 	DeleteCreatedRef(ctx context.Context, id ID, ref string) error
 	CreatedRefs(ctx context.Context, id ID) (map[string]bool, error)
+
+	// PutRun writes an agent sandbox's run whole; GetRun is ErrNotFound
+	// for a sandbox without one.
+	PutRun(ctx context.Context, r Run) error
+	GetRun(ctx context.Context, id ID) (Run, error)
 	// DeleteEnded deletes, in one transaction, the sandboxes that ended
 	// (are no longer live) before before, with their running segments and
 	// keys, and returns how many sandboxes it deleted.

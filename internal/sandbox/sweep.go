@@ -60,6 +60,12 @@ func (s *Service) Run(ctx context.Context, interval time.Duration) {
 			return
 		case job := <-s.starts:
 			wg.Go(func() { s.start(ctx, job.spec) })
+		case id := <-s.follows:
+			wg.Go(func() {
+				if sb, err := s.store.GetSandbox(ctx, id); err == nil && sb.State == StateRunning {
+					s.follow(ctx, sb, "")
+				}
+			})
 		case <-t.C:
 			s.sweepAndLog(ctx)
 		}
@@ -90,6 +96,13 @@ func (s *Service) start(ctx context.Context, spec Spec) {
 	defer s.done(spec.Sandbox.ID)
 	id := spec.Sandbox.ID
 	began := s.now()
+	if s.agentRun(spec.Sandbox) && spec.Env != nil {
+		if err := s.prepareRun(ctx, &spec); err != nil {
+			s.log.WarnContext(ctx, "agent run not prepared", "sandbox", id, "err", err)
+			s.startFailed(ctx, spec, err.Error())
+			return
+		}
+	}
 	err := s.driver.Start(ctx, spec)
 	if ctx.Err() != nil {
 		// The gateway is stopping; the start-up sweep finishes this one.
@@ -97,6 +110,10 @@ func (s *Service) start(ctx context.Context, spec Spec) {
 	}
 	if err != nil {
 		s.log.WarnContext(ctx, "sandbox did not start", "sandbox", id, "err", err)
+		if spec.Run != nil {
+			removePrompt(spec.Run.Work)
+			s.finishUnstarted(ctx, spec.Sandbox, "start: "+err.Error())
+		}
 		s.startFailed(ctx, spec, "start: "+err.Error())
 		return
 	}
@@ -130,6 +147,12 @@ func (s *Service) start(ctx context.Context, spec Spec) {
 	s.log.InfoContext(ctx, "sandbox ready", "sandbox", id, "took", s.now().Sub(began))
 	if sb.neverRan() {
 		s.metrics.Ready(sb.Purpose, s.now().Sub(sb.CreatedAt))
+	}
+	if spec.Run != nil {
+		// The start is over; the run goes on. The sweep may look at the
+		// sandbox again (its expiry still applies) while the run is read.
+		s.done(id)
+		s.follow(ctx, next, spec.Run.Work)
 	}
 }
 
@@ -265,6 +288,17 @@ func (s *Service) sweepOne(ctx context.Context, sb Sandbox, m Machine, has, mach
 		}
 		return err
 	}
+	if sb.State == StateRunning && s.agentRun(sb) {
+		// The run's follower decides how it ended; after a restart there is
+		// none yet: follow it again.
+		if !s.isFollowing(sb.ID) {
+			select {
+			case s.follows <- sb.ID:
+			default:
+			}
+		}
+		return nil
+	}
 	switch sb.State {
 	case StateStarting:
 		if machine {
@@ -335,4 +369,10 @@ func (s *Service) sweepOne(ctx context.Context, sb Sandbox, m Machine, has, mach
 		}
 	}
 	return nil
+}
+
+func (s *Service) isFollowing(id ID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.following[id]
 }

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"database/sql"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,8 +10,10 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
 )
@@ -171,5 +174,38 @@ func TestDeploymentIDIsStable(t *testing.T) {
 	defer other.Close()
 	if id, _ := other.DeploymentID(t.Context()); id == first {
 		t.Fatal("two databases share a deployment id")
+	}
+}
+
+func TestRunRoundTrip(t *testing.T) {
+	st, err := store.Open(t.Context(), t.TempDir()+"/berth.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	fx := newFixture(t, st, "acme")
+	sb, key := newSandbox(fx, fx.ann, "task", t0)
+	mustCreate(t, st, sb, key)
+	if _, err := st.GetRun(t.Context(), sb.ID); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Fatalf("GetRun before any = %v, want ErrNotFound", err)
+	}
+	run := sandbox.Run{Sandbox: sb.ID, Runner: "pi", Model: "m", State: sandbox.RunSucceeded, ExitCode: 0,
+		Branch: "berth/task", Commit: "abc", Lines: 12, Ignored: 1, StartedAt: t0, EndedAt: t0.Add(time.Minute)}
+	run.Telemetry.Usage.Input, run.Telemetry.Usage.Output, run.Telemetry.CostUSD = 240, 34, 0.0012
+	run.Telemetry.Cost = runner.CostNative
+	run.Telemetry.SessionID = "s1"
+	if err := st.PutRun(t.Context(), run); err != nil {
+		t.Fatal(err)
+	}
+	run.State, run.Error = sandbox.RunFailed, "again"
+	if err := st.PutRun(t.Context(), run); err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.GetRun(t.Context(), sb.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(run, got, cmpopts.IgnoreUnexported(runner.Telemetry{})); diff != "" {
+		t.Errorf("run round trip (-want +got):\n%s", diff)
 	}
 }

@@ -19,7 +19,23 @@ type machine struct {
 	exitCode int
 	env      map[string]string
 	spec     sandbox.Sandbox
+	run      *sandbox.RunSpec
+	ended    chan struct{} // closed when the machine stops or goes
 }
+
+// end marks a machine no longer running (once).
+func (m *machine) end() {
+	select {
+	case <-m.ended:
+	default:
+		close(m.ended)
+	}
+}
+
+// Agent is what the fake "runs" for an agent run: it may work in the
+// checkout (spec.Run.Work) and returns the lines the agent prints on
+// stdout and its exit code.
+type Agent func(spec sandbox.Spec) (stdout []string, exit int)
 
 // Driver keeps machines in a map.
 type Driver struct {
@@ -29,6 +45,44 @@ type Driver struct {
 	hold      chan struct{} // when not nil, Start waits for it to close
 	starts    int
 	pointed   map[sandbox.ID]map[int]string // ports tests made reachable
+	agent     Agent
+}
+
+// SetAgent makes agent runs run a, once each, when followed.
+func (d *Driver) SetAgent(a Agent) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.agent = a
+}
+
+// Follow "runs" an agent run's agent and reports its output; for any other
+// machine it waits until the machine stops or goes.
+func (d *Driver) Follow(ctx context.Context, id sandbox.ID, line func(stdout bool, b []byte)) error {
+	d.mu.Lock()
+	m, ok := d.machines[id]
+	agent := d.agent
+	d.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("fake: %w: %s", sandbox.ErrNotFound, id)
+	}
+	if m.run != nil && agent != nil {
+		out, exit := agent(sandbox.Spec{Sandbox: m.spec, Env: maps.Clone(m.env), Run: m.run})
+		for _, l := range out {
+			line(true, []byte(l))
+		}
+		d.mu.Lock()
+		if m.status == sandbox.MachineRunning {
+			m.status, m.exitCode = sandbox.MachineStopped, exit
+		}
+		m.end()
+		d.mu.Unlock()
+		return nil
+	}
+	select {
+	case <-m.ended:
+	case <-ctx.Done():
+	}
+	return nil
 }
 
 // New returns an empty Driver.
@@ -66,8 +120,11 @@ func (d *Driver) Start(ctx context.Context, spec sandbox.Spec) error {
 		if !ok && spec.Env == nil {
 			return fmt.Errorf("fake: no machine for %s and no environment to create one: %w", id, sandbox.ErrNotFound)
 		}
-		m = &machine{env: maps.Clone(spec.Env), spec: spec.Sandbox}
+		m = &machine{env: maps.Clone(spec.Env), spec: spec.Sandbox, run: spec.Run, ended: make(chan struct{})}
 		d.machines[id] = m
+	}
+	if m.status != sandbox.MachineRunning {
+		m.ended = make(chan struct{})
 	}
 	m.status, m.exitCode = sandbox.MachineRunning, 0
 	return nil
@@ -84,6 +141,7 @@ func (d *Driver) Stop(_ context.Context, id sandbox.ID) error {
 	if m.status == sandbox.MachineRunning {
 		m.status, m.exitCode = sandbox.MachineStopped, 143
 	}
+	m.end()
 	return nil
 }
 
@@ -91,6 +149,9 @@ func (d *Driver) Stop(_ context.Context, id sandbox.ID) error {
 func (d *Driver) Remove(_ context.Context, id sandbox.ID) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if m, ok := d.machines[id]; ok {
+		m.end()
+	}
 	delete(d.machines, id)
 	return nil
 }
@@ -124,6 +185,7 @@ func (d *Driver) Exit(id sandbox.ID, code int) {
 	defer d.mu.Unlock()
 	if m, ok := d.machines[id]; ok {
 		m.status, m.exitCode = sandbox.MachineStopped, code
+		m.end()
 	}
 }
 
@@ -134,7 +196,7 @@ func (d *Driver) Vanish(id sandbox.ID) { _ = d.Remove(context.Background(), id) 
 func (d *Driver) Plant(id sandbox.ID) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.machines[id] = &machine{status: sandbox.MachineRunning}
+	d.machines[id] = &machine{status: sandbox.MachineRunning, ended: make(chan struct{})}
 }
 
 // FailStart makes the next Start of id fail with err.
@@ -211,4 +273,11 @@ func (d *Driver) Point(id sandbox.ID, port int, addr string) {
 		d.pointed[id] = map[int]string{}
 	}
 	d.pointed[id][port] = addr
+}
+
+// Starts counts the machines started (or restarted) so far.
+func (d *Driver) Starts() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.starts
 }

@@ -67,6 +67,55 @@ func RunArgs(c Config, sb sandbox.Sandbox, envNames []string, envFile string) []
 	return append(args, sb.Image)
 }
 
+// AgentArgs is `podman run` for an agent run (SPEC S13): the runner's
+// image with its arguments in the "$@" slot, the checkout the only mount
+// at /work (also the working directory), a read-only root, /tmp a noexec
+// tmpfs, HOME an exec tmpfs owned by the sandbox user, every capability
+// dropped, no new privileges, the class's limits, and the network the run
+// asked for. Environment by name only, as for RunArgs.
+func AgentArgs(c Config, sb sandbox.Sandbox, run sandbox.RunSpec, envNames []string, envFile string) []string {
+	c = c.withDefaults()
+	args := []string{"run", "--detach", "--name", c.name(sb.ID), "--hostname", sb.Name}
+	args = append(args, c.labels(sb)...)
+	args = append(args,
+		"--user", fmt.Sprintf("%d:%d", sandboxUID, sandboxUID),
+		"--read-only",
+		"--tmpfs", "/tmp:rw,noexec,nosuid,size=512m",
+		"--tmpfs", sandboxHome+":rw,exec,mode=0700,U,size=1g",
+		"--cap-drop", "ALL",
+		"--security-opt", "no-new-privileges",
+		"--pids-limit", itoa(c.PidsLimit),
+		"--memory", fmt.Sprintf("%db", int64(sb.Memory)),
+		"--cpus", fmt.Sprintf("%.3f", sb.CPU.Cores()),
+		"--stop-timeout", itoa(int(c.StopTimeout.Seconds())),
+		"--volume", run.Work+":/work",
+		"--workdir", "/work",
+	)
+	if sb.Runtime != "" {
+		args = append(args, "--runtime", RuntimeName(sb.Runtime))
+	}
+	if network := c.agentNetwork(run.Network); network != "" {
+		args = append(args, "--network", network)
+	}
+	if envFile != "" {
+		args = append(args, "--env-file", envFile)
+	}
+	for _, n := range envNames {
+		args = append(args, "--env", n)
+	}
+	args = append(args, sb.Image)
+	return append(args, run.Args...)
+}
+
+// agentNetwork is the podman network an agent run joins: the allowlist
+// network, or for an "open" run the sandboxes' network.
+func (c Config) agentNetwork(mode string) string {
+	if mode == "open" {
+		return c.Network
+	}
+	return c.AgentNetwork
+}
+
 // splitEnv sorts a sandbox's environment into what an env file can carry
 // (one line each) and the names whose values have line breaks, which go
 // through podman's own environment.

@@ -29,6 +29,10 @@ type Config struct {
 	// Network is the network sandboxes join (BERTH_SANDBOX_PODMAN_NETWORK);
 	// "" is podman's default bridge.
 	Network string
+	// AgentNetwork is the allowlist network agent runs join: it reaches the
+	// gateway and nothing else (`berth admin network` makes it). A run
+	// fails closed when it does not exist.
+	AgentNetwork string
 	// Runtimes maps OCI runtime names to binaries for [engine.runtimes],
 	// such as "runsc" → "/opt/gvisor/runsc". runc is the default runtime.
 	Runtimes map[string]string
@@ -43,6 +47,9 @@ type Config struct {
 	// StopTimeout is podman stop's grace period; 0 means 10 seconds.
 	StopTimeout time.Duration
 }
+
+// DefaultAgentNetwork is the allowlist network's name.
+const DefaultAgentNetwork = "berth-agents"
 
 // The image contract (images/build): the sandbox user and its home.
 const (
@@ -67,6 +74,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Deployment == "" {
 		c.Deployment = "berth"
+	}
+	if c.AgentNetwork == "" {
+		c.AgentNetwork = DefaultAgentNetwork
 	}
 	if c.PidsLimit == 0 {
 		c.PidsLimit = 4096

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -227,7 +228,12 @@ func (d *Driver) Start(ctx context.Context, spec sandbox.Spec) error {
 func (d *Driver) create(ctx context.Context, spec sandbox.Spec) error {
 	sb := spec.Sandbox
 	name := d.cfg.name(sb.ID)
-	if _, err := d.run(ctx, nil, VolumeArgs(d.cfg, sb)...); err != nil && !alreadyExists(err) {
+	if spec.Run != nil {
+		// An agent run has no home volume: the checkout is its only mount.
+		if err := d.checkNetwork(ctx, *spec.Run); err != nil {
+			return err
+		}
+	} else if _, err := d.run(ctx, nil, VolumeArgs(d.cfg, sb)...); err != nil && !alreadyExists(err) {
 		return err
 	}
 	file, multiline := splitEnv(spec.Env)
@@ -243,7 +249,11 @@ func (d *Driver) create(ctx context.Context, spec sandbox.Spec) error {
 		}
 		procEnv = append(procEnv, k+"="+spec.Env[k])
 	}
-	if _, err := d.run(ctx, procEnv, RunArgs(d.cfg, sb, multiline, envFile)...); err != nil {
+	args := RunArgs(d.cfg, sb, multiline, envFile)
+	if spec.Run != nil {
+		args = AgentArgs(d.cfg, sb, *spec.Run, multiline, envFile)
+	}
+	if _, err := d.run(ctx, procEnv, args...); err != nil {
 		if alreadyExists(err) {
 			return err // another container by that name: not ours to remove
 		}
@@ -493,4 +503,57 @@ func (d *Driver) forgetAddrs() {
 	d.mu.Lock()
 	clear(d.ips)
 	d.mu.Unlock()
+}
+
+// checkNetwork fails closed (SPEC S13): an allowlist run whose network
+// does not exist does not start on another one. An open run starts, with
+// a warning: it holds a credential and can reach anything.
+func (d *Driver) checkNetwork(ctx context.Context, run sandbox.RunSpec) error {
+	if run.Network == "open" {
+		d.log.WarnContext(ctx, "an agent run on an open network holds the sandbox's key and can reach anything")
+		return nil
+	}
+	if _, err := d.run(ctx, nil, "network", "exists", d.cfg.AgentNetwork); err != nil {
+		return fmt.Errorf("the allowlist network %s does not exist, so the run does not start (berth admin network creates it; a class may ask for an open network instead): %w",
+			d.cfg.AgentNetwork, sandbox.ErrUnavailable)
+	}
+	return nil
+}
+
+// Follow streams an agent run's output: podman logs --follow keeps stdout
+// and stderr apart, and ends when the container exits.
+func (d *Driver) Follow(ctx context.Context, id sandbox.ID, line func(stdout bool, b []byte)) error {
+	cmd := exec.CommandContext(ctx, d.cfg.Binary, "logs", "--follow", d.cfg.name(id))
+	cmd.Env = d.cfg.Env()
+	outPipe, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	errPipe, err := cmd.StderrPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("podman logs: %w", err)
+	}
+	var mu sync.Mutex // line is called from one goroutine at a time
+	var wg sync.WaitGroup
+	scan := func(r io.Reader, stdout bool) {
+		defer wg.Done()
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 64<<10), 16<<20) // agents print long lines
+		for sc.Scan() {
+			mu.Lock()
+			line(stdout, sc.Bytes())
+			mu.Unlock()
+		}
+	}
+	wg.Add(2)
+	go scan(outPipe, true)
+	go scan(errPipe, false)
+	wg.Wait()
+	if err := cmd.Wait(); err != nil && ctx.Err() == nil {
+		return fmt.Errorf("podman logs: %w", err)
+	}
+	return nil
 }

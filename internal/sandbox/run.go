@@ -1,0 +1,455 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/forge"
+	"berth.dev/berth/internal/runner"
+)
+
+// RunState is where an agent run is.
+type RunState string
+
+// The states of a run.
+const (
+	RunRunning   RunState = "running"
+	RunSucceeded RunState = "succeeded"
+	RunFailed    RunState = "failed"
+)
+
+// Run is one agent execution in an agent sandbox (SPEC S2, S13): the runner,
+// its telemetry as the agent reported it, and what came out.
+type Run struct {
+	Sandbox   ID
+	Runner    string
+	Model     string // the model the run was started on
+	State     RunState
+	ExitCode  int
+	Error     string // why it failed, when it did
+	Branch    string // the branch its work was pushed to
+	Commit    string // and the commit
+	Telemetry runner.Telemetry
+	Lines     int // stdout lines read
+	Ignored   int // of them, not in the runner's vocabulary
+	StartedAt time.Time
+	EndedAt   time.Time
+}
+
+// Workspaces makes the host-side checkout an agent run works on (SPEC
+// S13.1: the only mount, at /work) and takes its work back.
+type Workspaces interface {
+	// Prepare clones sb's repository (shallow, at its branch) into a
+	// directory of its own that the sandbox's user owns, and returns it.
+	Prepare(ctx context.Context, sb Sandbox) (string, error)
+	// Push pushes the checkout's HEAD to the sandbox's branch,
+	// refs/heads/berth/<name>, and returns the branch and the commit.
+	// Nothing to push (no commit since the clone) is not an error: the
+	// commit is then "".
+	Push(ctx context.Context, sb Sandbox, dir string) (branch, commit string, err error)
+	// Dir is where sb's checkout is (or would be).
+	Dir(sb Sandbox) string
+	// Remove deletes the checkout.
+	Remove(sb Sandbox) error
+}
+
+// Follower is an optional driver capability: stream a machine's output
+// until it exits.
+type Follower interface {
+	// Follow calls line for every line the machine writes, stdout true for
+	// its standard output, until the machine exits or ctx is done.
+	Follow(ctx context.Context, id ID, line func(stdout bool, b []byte)) error
+}
+
+// RunSpec is what a driver needs to run an agent (SPEC S13).
+type RunSpec struct {
+	// Work is the host directory mounted at /work, also the working
+	// directory: the only mount.
+	Work string
+	// Args are the runner's ContainerArgs, the "$@" slot.
+	Args []string
+	// Network is "allowlist" (the default: a network that reaches only the
+	// gateway) or "open".
+	Network string
+}
+
+// promptFile is where the host puts a run's task (SPEC S13.2).
+const promptFile = ".berth-prompt.txt"
+
+// AgentConfig is how the deployment runs agents (SPEC S13).
+type AgentConfig struct {
+	// Images maps each runner to its image; a runner without one is
+	// refused before any container starts.
+	Images map[string]string
+	// Runner is the runner an agent sandbox gets when it names none.
+	Runner string
+	// Model is the model a run starts on when nothing routes another.
+	Model string
+	// Network is "allowlist" (default) or "open".
+	Network string
+	// LogDir keeps each run's log.
+	LogDir string
+	// Prices prices a run whose CLI reports no cost; nil: runner.ListPrices.
+	Prices runner.Prices
+}
+
+// agentRun reports whether sb is an agent run: an agent sandbox with a
+// runner, on a deployment that can run it.
+func (s *Service) agentRun(sb Sandbox) bool {
+	return sb.Purpose == PurposeAgent && sb.Runner != "" && s.work != nil
+}
+
+// chooseRunner fills in an agent sandbox's runner and image (SPEC S13:
+// images per runner, fail-closed on an unmapped one).
+func (s *Service) chooseRunner(req string) (string, string, error) {
+	name := req
+	if name == "" {
+		name = s.cfg.Agents.Runner
+	}
+	if name == "" {
+		return "", "", nil // an agent sandbox without a runner: it waits for its end
+	}
+	r, err := runner.Get(name)
+	if err != nil {
+		return "", "", invalid("runner", "%q is not a runner (one of %v)", name, runner.Names())
+	}
+	if _, direct := r.(runner.VendorDirect); direct {
+		return "", "", invalid("runner", "%s talks to its vendor itself, not through the gateway, so berth does not run it", name)
+	}
+	image := s.cfg.Agents.Images[name]
+	if image == "" {
+		return "", "", fmt.Errorf("runner %s has no image on this deployment (BERTH_RUNNER_IMAGES): %w", name, ErrUnavailable)
+	}
+	return name, image, nil
+}
+
+// runEnv is what an agent run's container gets on top of the sandbox's
+// environment: the runner, its config files, its credentials (by name, the
+// sandbox's key as their value: every model call goes through the gateway)
+// and its non-secret settings.
+func (s *Service) runEnv(sb Sandbox, env map[string]string) ([]string, error) {
+	r, err := runner.Get(sb.Runner)
+	if err != nil {
+		return nil, err
+	}
+	g := runner.Gateway{BaseURL: strings.TrimSuffix(s.cfg.PublicURL, "/"), Models: []runner.Model{{ID: s.runModel(), Name: s.runModel()}}}
+	opts := runner.Options{Model: s.runModel()}
+	args, err := r.ContainerArgs(opts)
+	if err != nil {
+		return nil, err
+	}
+	files, err := r.Files(g, opts)
+	if err != nil {
+		return nil, err
+	}
+	type file struct {
+		Path    string `json:"path"`
+		Content string `json:"content"`
+	}
+	fs := make([]file, len(files))
+	for i, f := range files {
+		fs[i] = file{Path: f.Path, Content: string(f.Content)}
+	}
+	b, err := json.Marshal(fs)
+	if err != nil {
+		return nil, err
+	}
+	env["BERTH_RUNNER"] = sb.Runner
+	env["BERTH_RUNNER_FILES"] = string(b)
+	env["BERTH_PROMPT_FILE"] = "/work/" + promptFile
+	env["BERTH_MODEL"] = s.runModel()
+	for _, name := range r.Credentials() {
+		env[name] = env["BERTH_API_KEY"]
+	}
+	vars, err := r.Env(g)
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range vars {
+		env[v.Name] = v.Value
+	}
+	return args, nil
+}
+
+func (s *Service) runModel() string {
+	if s.cfg.Agents.Model != "" {
+		return s.cfg.Agents.Model
+	}
+	return "claude-sonnet-4-5"
+}
+
+// prepareRun makes the checkout, puts the task in it, and turns spec into
+// an agent run's. On error nothing is left behind.
+func (s *Service) prepareRun(ctx context.Context, spec *Spec) error {
+	sb := spec.Sandbox
+	args, err := s.runEnv(sb, spec.Env)
+	if err != nil {
+		return fmt.Errorf("runner %s: %w", sb.Runner, err)
+	}
+	dir, err := s.work.Prepare(ctx, sb)
+	if err != nil {
+		return fmt.Errorf("check out %s: %w", sb.Repo, err)
+	}
+	if err := writePrompt(dir, sb.Task); err != nil {
+		_ = s.work.Remove(sb)
+		return err
+	}
+	network := s.cfg.Agents.Network
+	if network == "" {
+		network = "allowlist"
+	}
+	spec.Run = &RunSpec{Work: dir, Args: args, Network: network}
+	now := s.now()
+	run := Run{Sandbox: sb.ID, Runner: sb.Runner, Model: s.runModel(), State: RunRunning, StartedAt: now}
+	run.Telemetry.Model = run.Model
+	return s.store.PutRun(ctx, run)
+}
+
+// writePrompt puts the task where the image reads it, readable by the
+// sandbox's user only through the mount, and keeps it out of every commit.
+func writePrompt(dir, task string) error {
+	if err := os.WriteFile(filepath.Join(dir, promptFile), []byte(task), 0o644); err != nil {
+		return fmt.Errorf("write the prompt file: %w", err)
+	}
+	exclude := filepath.Join(dir, ".git", "info", "exclude")
+	if err := os.MkdirAll(filepath.Dir(exclude), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(exclude, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = f.WriteString("\n/" + promptFile + "\n")
+	return err
+}
+
+// removePrompt deletes the task from the checkout: on every exit path
+// (SPEC S13.2).
+func removePrompt(dir string) {
+	if dir != "" {
+		_ = os.Remove(filepath.Join(dir, promptFile))
+	}
+}
+
+// logPath is where a run's log lives.
+func (s *Service) logPath(id ID) string { return filepath.Join(s.cfg.Agents.LogDir, string(id)+".log") }
+
+// follow reads an agent run's output until its machine exits, then
+// finishes the run. It belongs to Run's goroutines.
+func (s *Service) follow(ctx context.Context, sb Sandbox, work string) {
+	f, ok := s.driver.(Follower)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	if s.following[sb.ID] {
+		s.mu.Unlock()
+		return
+	}
+	s.following[sb.ID] = true
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.following, sb.ID)
+		s.mu.Unlock()
+	}()
+	run, err := s.store.GetRun(ctx, sb.ID)
+	if err != nil {
+		s.log.ErrorContext(ctx, "agent run without its record", "sandbox", sb.ID, "err", err)
+		return
+	}
+	r, err := runner.Get(run.Runner)
+	if err != nil {
+		return
+	}
+	if err := os.MkdirAll(s.cfg.Agents.LogDir, 0o700); err != nil {
+		s.log.ErrorContext(ctx, "run log directory", "err", err)
+	}
+	logf, err := os.OpenFile(s.logPath(sb.ID), os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		s.log.ErrorContext(ctx, "run log", "sandbox", sb.ID, "err", err)
+	}
+	// A log replayed after a restart is read from its start again.
+	tel := runner.Telemetry{Model: run.Model}
+	lines, ignored := 0, 0
+	saved := s.now()
+	err = f.Follow(ctx, sb.ID, func(stdout bool, b []byte) {
+		if logf != nil {
+			prefix := ""
+			if !stdout {
+				prefix = "stderr: "
+			}
+			_, _ = fmt.Fprintf(logf, "%s%s\n", prefix, b)
+		}
+		if !stdout {
+			return
+		}
+		lines++
+		if r.ParseLine(&tel, b).Ignored() {
+			ignored++
+			s.log.DebugContext(ctx, "run output line not understood", "sandbox", sb.ID, "runner", run.Runner)
+		}
+		if now := s.now(); now.Sub(saved) > 2*time.Second {
+			saved = now
+			run.Telemetry, run.Lines, run.Ignored = tel, lines, ignored
+			if err := s.store.PutRun(ctx, run); err != nil {
+				s.log.WarnContext(ctx, "could not save a run's telemetry", "sandbox", sb.ID, "err", err)
+			}
+		}
+	})
+	if logf != nil {
+		logf.Close()
+	}
+	if ctx.Err() != nil {
+		return // the gateway is stopping; the start-up sweep follows again
+	}
+	if err != nil {
+		s.log.WarnContext(ctx, "following a run ended with an error", "sandbox", sb.ID, "err", err)
+	}
+	run.Telemetry, run.Lines, run.Ignored = tel, lines, ignored
+	s.finishRun(ctx, run, work)
+}
+
+// finishRun records how a run ended, pushes its work after a clean exit,
+// and ends the sandbox: terminated after a clean run, failed otherwise.
+func (s *Service) finishRun(ctx context.Context, run Run, work string) {
+	sb, err := s.store.GetSandbox(ctx, run.Sandbox)
+	if err != nil {
+		return
+	}
+	if work == "" {
+		work = s.work.Dir(sb) // followed again after a restart
+	}
+	removePrompt(work)
+	prices := s.cfg.Agents.Prices
+	if prices == nil {
+		prices = runner.ListPrices()
+	}
+	run.Telemetry.Settle(prices)
+	run.EndedAt = s.now()
+	if sb.State != StateRunning && sb.State != StateStarting {
+		// Terminated or expired meanwhile: nothing to push.
+		run.State, run.Error = RunFailed, "the sandbox ended ("+string(sb.State)+") before the run did"
+		if saved, err := s.store.GetRun(ctx, sb.ID); err == nil && saved.State != RunRunning {
+			run.Error, run.EndedAt = saved.Error, saved.EndedAt // what end said, with the telemetry read since
+		}
+		s.removeCheckout(ctx, sb)
+		s.saveRun(ctx, run)
+		return
+	}
+	m, err := s.driver.Inspect(ctx, sb.ID)
+	switch {
+	case err != nil:
+		run.State, run.Error, run.ExitCode = RunFailed, "its machine is gone", -1
+	case m.Status == MachineRunning:
+		return // not over yet: the next sweep follows again
+	default:
+		run.ExitCode = m.ExitCode
+	}
+	if run.State != RunFailed {
+		switch {
+		case run.ExitCode != 0:
+			run.State, run.Error = RunFailed, fmt.Sprintf("the agent exited %d", run.ExitCode)
+			if run.Telemetry.Error != "" {
+				run.Error += ": " + run.Telemetry.Error
+			}
+		case run.Telemetry.Error != "":
+			// Recognised even when the CLI exits 0 (pi does).
+			run.State, run.Error = RunFailed, "the agent reported an error: "+run.Telemetry.Error
+		default:
+			branch, commit, err := s.work.Push(ctx, sb, work)
+			switch {
+			case err != nil:
+				run.State, run.Error = RunFailed, "push: "+err.Error()
+				s.GitRefused(ctx, sb, map[string]string{forge.AgentBranch(sb.Name): err.Error()})
+			default:
+				run.State, run.Branch, run.Commit = RunSucceeded, branch, commit
+				if commit != "" {
+					s.GitPushed(ctx, sb, []forge.RefUpdate{{Old: strings.Repeat("0", len(commit)), New: commit, Ref: "refs/heads/" + branch}})
+				}
+			}
+		}
+	}
+	// Gone before the sandbox says it ended: nothing of the run outlives it.
+	s.removeCheckout(ctx, sb)
+	s.saveRun(ctx, run)
+	to, reason := StateTerminated, "its task finished"
+	if run.State == RunFailed {
+		to, reason = StateFailed, run.Error
+	}
+	if _, err := retryMoved(func() (Sandbox, error) {
+		cur, err := s.store.GetSandbox(ctx, sb.ID)
+		if err != nil {
+			return Sandbox{}, err
+		}
+		if !CanMove(cur.State, to) {
+			return cur, nil
+		}
+		return s.end(ctx, "", cur, to, reason)
+	}); err != nil && !errors.Is(err, ErrConflict) {
+		s.log.ErrorContext(ctx, "could not end a finished run's sandbox", "sandbox", sb.ID, "err", err)
+	}
+}
+
+func (s *Service) saveRun(ctx context.Context, run Run) {
+	if err := s.store.PutRun(ctx, run); err != nil {
+		s.log.ErrorContext(ctx, "could not save a run", "sandbox", run.Sandbox, "err", err)
+	}
+}
+
+// RunOf returns an agent sandbox's run; ErrNotFound when it has none.
+func (s *Service) RunOf(ctx context.Context, sb Sandbox) (Run, error) {
+	return s.store.GetRun(ctx, sb.ID)
+}
+
+// RunLog opens the run log of a sandbox the caller may see.
+func (s *Service) RunLog(ctx context.Context, p account.Principal, ref string) (*os.File, Sandbox, error) {
+	sb, err := s.Get(ctx, p, ref)
+	if err != nil {
+		return nil, Sandbox{}, err
+	}
+	f, err := os.Open(s.logPath(sb.ID))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, Sandbox{}, fmt.Errorf("sandbox %s has no run log: %w", sb.Name, ErrNotFound)
+	}
+	return f, sb, err
+}
+
+// finishUnstarted records a run whose machine never started and removes
+// its checkout.
+func (s *Service) finishUnstarted(ctx context.Context, sb Sandbox, reason string) {
+	if run, err := s.store.GetRun(ctx, sb.ID); err == nil {
+		run.State, run.Error, run.EndedAt = RunFailed, reason, s.now()
+		s.saveRun(ctx, run)
+	}
+	s.removeCheckout(ctx, sb)
+}
+
+// runEnded closes the record of a run whose sandbox ended under it
+// (terminated, expired, failed): no push, and the reason says why.
+func (s *Service) runEnded(ctx context.Context, sb Sandbox, to State, reason string) {
+	run, err := s.store.GetRun(ctx, sb.ID)
+	if err != nil || run.State != RunRunning {
+		return
+	}
+	run.State, run.EndedAt = RunFailed, s.now()
+	run.Error = "the sandbox ended (" + string(to) + ") before the run did"
+	if reason != "" {
+		run.Error += ": " + reason
+	}
+	s.saveRun(ctx, run)
+}
+
+func (s *Service) removeCheckout(ctx context.Context, sb Sandbox) {
+	if err := s.work.Remove(sb); err != nil {
+		s.log.WarnContext(ctx, "could not remove a run's checkout", "sandbox", sb.ID, "err", err)
+	}
+}

@@ -1,0 +1,55 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"berth.dev/berth/internal/sandbox"
+)
+
+// PutRun writes an agent sandbox's run whole. Its telemetry is kept as
+// JSON: the runner package owns its shape.
+func (s *Store) PutRun(ctx context.Context, r sandbox.Run) error {
+	tel, err := json.Marshal(r.Telemetry)
+	if err != nil {
+		return fmt.Errorf("put run of %s: %w", r.Sandbox, err)
+	}
+	_, err = s.db.ExecContext(ctx, `
+		INSERT INTO runs (sandbox_id, runner, model, state, exit_code, error, branch, commit_id, telemetry, lines, ignored, started_at, ended_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+		ON CONFLICT (sandbox_id) DO UPDATE SET
+			runner = excluded.runner, model = excluded.model, state = excluded.state, exit_code = excluded.exit_code,
+			error = excluded.error, branch = excluded.branch, commit_id = excluded.commit_id, telemetry = excluded.telemetry,
+			lines = excluded.lines, ignored = excluded.ignored, started_at = excluded.started_at, ended_at = excluded.ended_at`,
+		string(r.Sandbox), r.Runner, r.Model, string(r.State), r.ExitCode, r.Error, r.Branch, r.Commit, string(tel),
+		r.Lines, r.Ignored, timeArg(r.StartedAt), timeArg(r.EndedAt))
+	if err != nil {
+		return fmt.Errorf("put run of %s: %w", r.Sandbox, err)
+	}
+	return nil
+}
+
+// GetRun reads an agent sandbox's run; sandbox.ErrNotFound without one.
+func (s *Store) GetRun(ctx context.Context, id sandbox.ID) (sandbox.Run, error) {
+	r := sandbox.Run{Sandbox: id}
+	var state, tel string
+	var started, ended sql.NullInt64
+	err := s.db.QueryRowContext(ctx, `SELECT runner, model, state, exit_code, error, branch, commit_id, telemetry, lines, ignored, started_at, ended_at
+		FROM runs WHERE sandbox_id = $1`, string(id)).
+		Scan(&r.Runner, &r.Model, &state, &r.ExitCode, &r.Error, &r.Branch, &r.Commit, &tel, &r.Lines, &r.Ignored, &started, &ended)
+	if errors.Is(err, sql.ErrNoRows) {
+		return sandbox.Run{}, fmt.Errorf("run of %s: %w", id, sandbox.ErrNotFound)
+	}
+	if err != nil {
+		return sandbox.Run{}, fmt.Errorf("get run of %s: %w", id, err)
+	}
+	r.State = sandbox.RunState(state)
+	r.StartedAt, r.EndedAt = timeOf(started), timeOf(ended)
+	if err := json.Unmarshal([]byte(tel), &r.Telemetry); err != nil {
+		return sandbox.Run{}, fmt.Errorf("run of %s: telemetry: %w", id, err)
+	}
+	return r, nil
+}

@@ -1,0 +1,171 @@
+// Package workspace makes the host-side checkouts agent runs work on (SPEC
+// S13.1: the checkout is the only mount, at /work) and pushes their work
+// back as the sandbox's branch after a clean run. The container never
+// holds a forge credential and never pushes: the host does, here.
+package workspace
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"berth.dev/berth/internal/forge"
+	"berth.dev/berth/internal/sandbox"
+)
+
+// Source is where the gateway keeps a repository it serves: the local
+// forge's bare repository, or the mirror of a remote one.
+type Source interface {
+	Dir(ctx context.Context, repo forge.Repo) (string, error)
+	// Pushed sends what a push did to the source on to the forge (a
+	// mirror's upstream); nil for the local forge.
+	Pushed(ctx context.Context, repo forge.Repo, done []forge.RefUpdate) error
+}
+
+// Workspaces keeps checkouts under a directory.
+type Workspaces struct {
+	dir    string
+	uid    int
+	host   string // the forge's host, to name repositories
+	source Source
+	git    string
+}
+
+var _ sandbox.Workspaces = (*Workspaces)(nil)
+
+// New keeps checkouts under dir, owned by uid (the sandbox user: the
+// container runs as it with no capability to override permissions).
+func New(dir string, uid int, f forge.Forge, source Source) *Workspaces {
+	git := "git"
+	if p, err := exec.LookPath(git); err == nil {
+		git = p
+	}
+	host := ""
+	if f != nil {
+		host = f.Host()
+	}
+	return &Workspaces{dir: dir, uid: uid, host: host, source: source, git: git}
+}
+
+// Dir is where sb's checkout is.
+func (w *Workspaces) Dir(sb sandbox.Sandbox) string { return filepath.Join(w.dir, string(sb.ID)) }
+
+func (w *Workspaces) repo(sb sandbox.Sandbox) forge.Repo {
+	return forge.Repo{Host: w.host, Path: strings.TrimPrefix(sb.Repo, w.host+"/")}
+}
+
+// Prepare clones sb's repository, shallow, at its branch, into a fresh
+// directory the sandbox's user owns.
+func (w *Workspaces) Prepare(ctx context.Context, sb sandbox.Sandbox) (string, error) {
+	if sb.Repo == "" {
+		return "", errors.New("an agent run needs a repository")
+	}
+	src, err := w.source.Dir(ctx, w.repo(sb))
+	if err != nil {
+		return "", err
+	}
+	dir := w.Dir(sb)
+	if err := os.RemoveAll(dir); err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(w.dir, 0o711); err != nil {
+		return "", err
+	}
+	args := []string{"clone", "--quiet", "--depth", "1", "--no-tags"}
+	if sb.Branch != "" {
+		args = append(args, "--branch", sb.Branch)
+	}
+	// file:// so --depth applies; a plain path would hard-link everything.
+	args = append(args, "file://"+src, dir)
+	if _, err := w.run(ctx, "", args...); err != nil {
+		os.RemoveAll(dir)
+		return "", err
+	}
+	// The checkout's origin is a path on this host: useless inside, and
+	// nothing the agent should reach. The host pushes after the run.
+	if _, err := w.run(ctx, dir, "remote", "remove", "origin"); err != nil {
+		os.RemoveAll(dir)
+		return "", err
+	}
+	if err := chownAll(dir, w.uid); err != nil {
+		os.RemoveAll(dir)
+		return "", fmt.Errorf("give the checkout to uid %d: %w", w.uid, err)
+	}
+	return dir, nil
+}
+
+// Push pushes the checkout's HEAD to refs/heads/berth/<name> in the source
+// (and on to the forge, for a mirror). A checkout with no commit of the
+// agent's pushes nothing and says so with an empty commit.
+func (w *Workspaces) Push(ctx context.Context, sb sandbox.Sandbox, dir string) (string, string, error) {
+	head, err := w.run(ctx, dir, "rev-parse", "HEAD")
+	if err != nil {
+		return "", "", err
+	}
+	// The clone is shallow: its only commit is where the run started.
+	count, err := w.run(ctx, dir, "rev-list", "--count", "HEAD")
+	if err != nil {
+		return "", "", err
+	}
+	if count == "1" {
+		return "", "", nil
+	}
+	repo := w.repo(sb)
+	src, err := w.source.Dir(ctx, repo)
+	if err != nil {
+		return "", "", err
+	}
+	ref := forge.AgentBranch(sb.Name)
+	old, _ := w.run(ctx, "", "--git-dir", src, "rev-parse", "--verify", "--quiet", ref)
+	if _, err := w.run(ctx, dir, "push", "--quiet", "file://"+src, "HEAD:"+ref); err != nil {
+		return "", "", err
+	}
+	if old == "" {
+		old = strings.Repeat("0", len(head))
+	}
+	if err := w.source.Pushed(ctx, repo, []forge.RefUpdate{{Old: old, New: head, Ref: ref}}); err != nil {
+		return "", "", err
+	}
+	return strings.TrimPrefix(ref, "refs/heads/"), head, nil
+}
+
+// Remove deletes sb's checkout.
+func (w *Workspaces) Remove(sb sandbox.Sandbox) error { return os.RemoveAll(w.Dir(sb)) }
+
+// run runs git as root on a checkout the sandbox's user owns: safe.directory
+// through the environment, nothing of this host's configuration.
+func (w *Workspaces) run(ctx context.Context, dir string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, w.git, args...)
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + w.dir, "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0",
+		"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=safe.directory", "GIT_CONFIG_VALUE_0=*"}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("git %s: %v: %s", args[0], err, strings.TrimSpace(stderr.String()))
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+func chownAll(dir string, uid int) error {
+	return filepath.WalkDir(dir, func(p string, _ os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, uid, uid)
+	})
+}
+
+// Local is the Source of the local forge: its own bare repositories.
+type Local struct{ Forge *forge.Local }
+
+// Dir is the bare repository.
+func (l Local) Dir(_ context.Context, r forge.Repo) (string, error) { return l.Forge.Path(r) }
+
+// Pushed has nothing further to do: the bare repository is the forge.
+func (Local) Pushed(context.Context, forge.Repo, []forge.RefUpdate) error { return nil }
