@@ -60,7 +60,7 @@ and refuses when any organisation exists.`,
 	boot.Flags().StringVar(&project, "project", "default", "its first (default) project's name")
 	boot.Flags().StringVar(&user, "user", "operator", "the operator's name")
 	outputFlag(boot, &output)
-	admin.AddCommand(boot, newPodmanEnvCmd(env))
+	admin.AddCommand(boot, newPodmanEnvCmd(env), newAgentNetworkCmd(env))
 	return admin
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/quantity"
+	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
 )
 
@@ -47,6 +48,13 @@ type Config struct {
 	// BERTH_SANDBOX_GIT_URL when the forge is local (an absolute path),
 	// default DataDir/repos.
 	LocalRepos string
+
+	// RunnerImages maps each agent runner to its image (BERTH_RUNNER_IMAGES,
+	// runner=image pairs); a runner without one is refused (SPEC S13).
+	RunnerImages map[string]string
+	AgentRunner  string // BERTH_AGENT_RUNNER: the runner of a run that names none
+	AgentModel   string // BERTH_AGENT_MODEL: the model runs start on
+	AgentNetwork string // BERTH_AGENT_NETWORK: allowlist (default) or open
 
 	UsageRetention time.Duration // BERTH_USAGE_RETENTION, default 90d
 	SweepInterval  time.Duration // BERTH_SWEEP_INTERVAL, default 30s
@@ -86,6 +94,13 @@ var settingsHelp = `Settings (environment variables, read once at start-up):
   BERTH_SANDBOX_GIT_APP_ID          GitHub App id
   BERTH_SANDBOX_GIT_APP_KEY_FILE    GitHub App private key file
   BERTH_SANDBOX_GIT_TOKEN_FILE      GitLab token file
+  BERTH_RUNNER_IMAGES               the image of each agent runner, as runner=image pairs
+                                    separated by commas; a run of any other runner is refused
+  BERTH_AGENT_RUNNER                the runner of an agent sandbox that names none (default:
+                                    claude-code when it has an image, else the only one)
+  BERTH_AGENT_MODEL                 the model agent runs start on (default claude-sonnet-4-5)
+  BERTH_AGENT_NETWORK               allowlist (default: runs reach the gateway and nothing
+                                    else; berth admin agent-network makes it) or open
   BERTH_USAGE_RETENTION             how long ended sandboxes and their usage are kept, and so
                                     how far back usage reports reach (default 90d)
   BERTH_SWEEP_INTERVAL              how often the sweep runs (default 30s)`
@@ -216,6 +231,40 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		bad("BERTH_SANDBOX_GIT_FORGE", "unknown forge %q (local, github, gitlab, or unset)", c.Forge)
 	}
 
+	c.RunnerImages = map[string]string{}
+	for _, pair := range list(getenv("BERTH_RUNNER_IMAGES")) {
+		name, image, ok := strings.Cut(pair, "=")
+		if !ok || image == "" {
+			bad("BERTH_RUNNER_IMAGES", "%q is not runner=image", pair)
+			continue
+		}
+		if err := runnable(name); err != nil {
+			bad("BERTH_RUNNER_IMAGES", "%v", err)
+			continue
+		}
+		c.RunnerImages[name] = image
+	}
+	c.AgentRunner = get("BERTH_AGENT_RUNNER", "")
+	switch {
+	case c.AgentRunner != "":
+		if err := runnable(c.AgentRunner); err != nil {
+			bad("BERTH_AGENT_RUNNER", "%v", err)
+		} else if c.RunnerImages[c.AgentRunner] == "" {
+			bad("BERTH_AGENT_RUNNER", "%s has no image in BERTH_RUNNER_IMAGES", c.AgentRunner)
+		}
+	case c.RunnerImages["claude-code"] != "":
+		c.AgentRunner = "claude-code"
+	case len(c.RunnerImages) == 1:
+		for name := range c.RunnerImages {
+			c.AgentRunner = name
+		}
+	}
+	c.AgentModel = get("BERTH_AGENT_MODEL", "claude-sonnet-4-5")
+	c.AgentNetwork = get("BERTH_AGENT_NETWORK", "allowlist")
+	if c.AgentNetwork != "allowlist" && c.AgentNetwork != "open" {
+		bad("BERTH_AGENT_NETWORK", "%q is neither allowlist nor open", c.AgentNetwork)
+	}
+
 	if c.SandboxesFile != "" {
 		classes, err := readClassFile(c.SandboxesFile)
 		if err != nil {
@@ -224,6 +273,18 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		c.Classes = classes
 	}
 	return c, errors.Join(errs...)
+}
+
+// runnable says why berth cannot run the named runner, if it cannot.
+func runnable(name string) error {
+	r, err := runner.Get(name)
+	if err != nil {
+		return fmt.Errorf("%q is not a runner (one of %s)", name, strings.Join(runner.Names(), ", "))
+	}
+	if _, direct := r.(runner.VendorDirect); direct {
+		return fmt.Errorf("%s talks to its vendor itself, not through the gateway, so berth does not run it", name)
+	}
+	return nil
 }
 
 func readClassFile(path string) ([]sandbox.Class, error) {

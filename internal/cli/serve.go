@@ -29,6 +29,7 @@ import (
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
 	"berth.dev/berth/internal/usage"
+	"berth.dev/berth/internal/workspace"
 )
 
 // app is the gateway wired together: the composition root's product,
@@ -38,7 +39,8 @@ type app struct {
 	store     *store.Store
 	accounts  *account.Service
 	sandboxes *sandbox.Service
-	forge     forge.Forge // nil without one
+	forge     forge.Forge      // nil without one
+	mirrors   *githttp.Mirrors // of a remote forge; nil for the local one
 	usage     *usage.Service
 	metrics   *metrics.Metrics
 	registry  *prometheus.Registry
@@ -86,6 +88,11 @@ func build(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 		st.Close()
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
+	mirrors := mirrorsFor(cfg, fg)
+	var work sandbox.Workspaces
+	if fg != nil && cfg.Driver != "" {
+		work = workspacesFor(cfg, fg, mirrors)
+	}
 	var sandboxes *sandbox.Service
 	seed := func(ctx context.Context, org string) error { return sandboxes.SeedClasses(ctx, org) }
 	accounts := account.NewService(st, st, time.Now, seed, st, log)
@@ -101,9 +108,17 @@ func build(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 		Audit:         st,
 		Retention:     cfg.UsageRetention,
 		Metrics:       m,
+		Workspaces:    work,
+		Agents: sandbox.AgentConfig{
+			Images:  cfg.RunnerImages,
+			Runner:  cfg.AgentRunner,
+			Model:   cfg.AgentModel,
+			Network: cfg.AgentNetwork,
+			LogDir:  filepath.Join(cfg.DataDir, "runs"),
+		},
 	}, log, time.Now)
 	reports := usage.NewService(st, accounts, sandboxes, cfg.UsageRetention, time.Now)
-	return &app{store: st, accounts: accounts, sandboxes: sandboxes, usage: reports, metrics: m, registry: reg, forge: fg, log: log}, nil
+	return &app{store: st, accounts: accounts, sandboxes: sandboxes, usage: reports, metrics: m, registry: reg, forge: fg, mirrors: mirrors, log: log}, nil
 }
 
 // buildForge makes the deployment's forge (BERTH_SANDBOX_GIT_FORGE); nil
@@ -140,11 +155,27 @@ func buildForge(cfg Config, st *store.Store) (forge.Forge, error) {
 
 // mirrorsFor keeps the gateway's mirrors of a remote forge's repositories
 // in the data directory; the local forge needs none.
-func mirrorsFor(cfg Config, fg forge.Forge) gateway.Mirrors {
+func mirrorsFor(cfg Config, fg forge.Forge) *githttp.Mirrors {
 	if fg == nil || fg.Kind() == "local" {
 		return nil
 	}
 	return githttp.NewMirrors(filepath.Join(cfg.DataDir, "mirrors"), fg, 0, time.Now)
+}
+
+// workspacesFor keeps agent runs' checkouts in the data directory, cloned
+// from the local forge's repositories or the remote forge's mirrors.
+func workspacesFor(cfg Config, fg forge.Forge, mirrors *githttp.Mirrors) *workspace.Workspaces {
+	uid := -1 // the fake driver runs nothing
+	if cfg.Driver == "podman" {
+		uid = podman.SandboxUID
+	}
+	var src workspace.Source
+	if local, ok := fg.(*forge.Local); ok {
+		src = workspace.Local{Forge: local}
+	} else {
+		src = workspace.Mirrored{Mirrors: mirrors}
+	}
+	return workspace.New(filepath.Join(cfg.DataDir, "work"), uid, fg, src)
 }
 
 func newServeCmd(env Env) *cobra.Command {
@@ -185,7 +216,7 @@ func serve(ctx context.Context, cfg Config, env Env) error {
 		return fmt.Errorf("BERTH_ADDR: %w", err)
 	}
 	gw := gateway.New(gateway.Options{Accounts: a.accounts, Sandboxes: a.sandboxes, Usage: a.usage, Log: log, Version: Version, Driver: cfg.Driver,
-		Forge: a.forge, Mirrors: mirrorsFor(cfg, a.forge), Meter: a.metrics,
+		Forge: a.forge, Mirrors: gatewayMirrors(a.mirrors), Meter: a.metrics,
 		Metrics: promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{
 			ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 			ErrorHandling: promhttp.ContinueOnError, // a failed count still serves the rest
@@ -221,6 +252,14 @@ func serve(ctx context.Context, cfg Config, env Env) error {
 	err = g.Wait()
 	log.Info("berth stopped")
 	return err
+}
+
+// gatewayMirrors keeps a nil pointer a nil interface.
+func gatewayMirrors(m *githttp.Mirrors) gateway.Mirrors {
+	if m == nil {
+		return nil
+	}
+	return m
 }
 
 // newLogger logs JSON, or text when w is a terminal.

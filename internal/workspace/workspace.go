@@ -38,7 +38,8 @@ type Workspaces struct {
 var _ sandbox.Workspaces = (*Workspaces)(nil)
 
 // New keeps checkouts under dir, owned by uid (the sandbox user: the
-// container runs as it with no capability to override permissions).
+// container runs as it with no capability to override permissions); a
+// negative uid leaves them as made.
 func New(dir string, uid int, f forge.Forge, source Source) *Workspaces {
 	git := "git"
 	if p, err := exec.LookPath(git); err == nil {
@@ -90,6 +91,9 @@ func (w *Workspaces) Prepare(ctx context.Context, sb sandbox.Sandbox) (string, e
 	if _, err := w.run(ctx, dir, "remote", "remove", "origin"); err != nil {
 		os.RemoveAll(dir)
 		return "", err
+	}
+	if w.uid < 0 {
+		return dir, nil
 	}
 	if err := chownAll(dir, w.uid); err != nil {
 		os.RemoveAll(dir)
@@ -169,3 +173,23 @@ func (l Local) Dir(_ context.Context, r forge.Repo) (string, error) { return l.F
 
 // Pushed has nothing further to do: the bare repository is the forge.
 func (Local) Pushed(context.Context, forge.Repo, []forge.RefUpdate) error { return nil }
+
+// Mirrors is what Mirrored needs of the gateway's mirrors of a remote
+// forge (githttp.Mirrors).
+type Mirrors interface {
+	Sync(ctx context.Context, repo forge.Repo) (string, error)
+	Push(ctx context.Context, repo forge.Repo, done []forge.RefUpdate) error
+}
+
+// Mirrored is the Source of a remote forge: the gateway's mirror, brought
+// up to date before a clone, and a push sent on to the forge (undone in
+// the mirror when the forge refuses it).
+type Mirrored struct{ Mirrors Mirrors }
+
+// Dir syncs the mirror and returns it.
+func (m Mirrored) Dir(ctx context.Context, r forge.Repo) (string, error) { return m.Mirrors.Sync(ctx, r) }
+
+// Pushed sends the push on to the forge.
+func (m Mirrored) Pushed(ctx context.Context, r forge.Repo, done []forge.RefUpdate) error {
+	return m.Mirrors.Push(ctx, r, done)
+}

@@ -51,6 +51,10 @@ type Config struct {
 // DefaultAgentNetwork is the allowlist network's name.
 const DefaultAgentNetwork = "berth-agents"
 
+// SandboxUID is the sandbox user of the image contract (images/build):
+// an agent run's checkout must be its.
+const SandboxUID = sandboxUID
+
 // The image contract (images/build): the sandbox user and its home.
 const (
 	sandboxUID  = 1001
