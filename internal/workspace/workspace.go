@@ -187,7 +187,9 @@ type Mirrors interface {
 type Mirrored struct{ Mirrors Mirrors }
 
 // Dir syncs the mirror and returns it.
-func (m Mirrored) Dir(ctx context.Context, r forge.Repo) (string, error) { return m.Mirrors.Sync(ctx, r) }
+func (m Mirrored) Dir(ctx context.Context, r forge.Repo) (string, error) {
+	return m.Mirrors.Sync(ctx, r)
+}
 
 // Pushed sends the push on to the forge.
 func (m Mirrored) Pushed(ctx context.Context, r forge.Repo, done []forge.RefUpdate) error {
