@@ -8,6 +8,7 @@ import (
 	"berth.dev/berth/internal/driver/podman"
 	"berth.dev/berth/internal/golden"
 	"berth.dev/berth/internal/quantity"
+	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
 )
 
@@ -51,4 +52,37 @@ func TestConfigFiles(t *testing.T) {
 	cfg := podman.Config{StateDir: "/var/lib/berth/podman", Runtimes: map[string]string{"runsc": "/opt/gvisor/runsc"}}
 	golden.Check(t, "containers.conf", []byte(cfg.ContainersConf()))
 	golden.Check(t, "storage.conf", []byte(cfg.StorageConf()))
+}
+
+// TestAgentArgs pins the argv of an agent run per runner (SPEC S13): the
+// hardening, the checkout as the only mount, and the runner's own flags
+// in the "$@" slot after the image.
+func TestAgentArgs(t *testing.T) {
+	cfg := podman.Config{StateDir: "/var/lib/berth/podman", Deployment: "berth"}
+	for _, name := range runner.Names() {
+		r, err := runner.Get(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, direct := r.(runner.VendorDirect); direct {
+			continue // refused before a container is thought of
+		}
+		args, err := r.ContainerArgs(runner.Options{Model: "claude-sonnet-4-5"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sb := testSandbox()
+		sb.Name, sb.Purpose, sb.Runner, sb.Image = "fix", sandbox.PurposeAgent, name, "localhost/berth-agent-"+name+":latest"
+		run := sandbox.RunSpec{Work: "/var/lib/berth/work/" + string(sb.ID), Args: args, Network: "allowlist"}
+		names := append([]string{"BERTH_API_KEY"}, r.Credentials()...)
+		golden.Check(t, "agent-"+name, []byte(strings.Join(podman.AgentArgs(cfg, sb, run, names, "/state/env/x.env"), "\n")+"\n"))
+	}
+	// An open run joins the sandboxes' network instead.
+	sb := testSandbox()
+	sb.Purpose = sandbox.PurposeAgent
+	cfg.Network = "podman"
+	args := podman.AgentArgs(cfg, sb, sandbox.RunSpec{Work: "/w", Network: "open"}, nil, "")
+	if !strings.Contains(strings.Join(args, " "), "--network podman ") {
+		t.Errorf("an open run's argv: %q", args)
+	}
 }
