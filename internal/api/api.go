@@ -235,6 +235,54 @@ type Sandbox struct {
 	// started. Idle suspend counts from it (SPEC S3).
 	Connections  int        `json:"connections"`
 	LastActivity *time.Time `json:"last_activity,omitempty"`
+	// Run is an agent sandbox's run; absent for an engineer sandbox and
+	// for an agent sandbox whose run has not been recorded.
+	Run *Run `json:"run,omitempty"`
+}
+
+// Run is one agent execution in an agent sandbox (SPEC S2, S13): the
+// runner, how it went, what it pushed, and its telemetry as the agent's
+// CLI reported it. While the run goes, the telemetry is what has been read
+// so far.
+type Run struct {
+	Runner string `json:"runner"`
+	// Model is the model that ran: the one the CLI's stream names, else the
+	// one the run was started on.
+	Model string `json:"model"`
+	State string `json:"state"` // running, succeeded or failed
+	// ExitCode is the agent's exit code; nil while the run goes. -1 when
+	// its machine vanished.
+	ExitCode *int   `json:"exit_code"`
+	Error    string `json:"error,omitempty"`  // why it failed, when it did
+	Branch   string `json:"branch,omitempty"` // the branch its work was pushed to
+	Commit   string `json:"commit,omitempty"` // and the commit; empty when it committed nothing
+	Usage    Tokens `json:"usage"`
+	// CostUSD is the run's cost in US dollars; nil when it is unknown (not
+	// zero: unknown). CostSource says where it comes from: native (the
+	// CLI's own figure), computed (tokens by the price table) or unknown.
+	CostUSD    *float64 `json:"cost_usd"`
+	CostSource string   `json:"cost_source"`
+	SessionID  string   `json:"session_id,omitempty"` // the CLI's own session id
+	// Turns counts model calls as the CLI reports them; 0 when it does not
+	// say.
+	Turns int `json:"turns"`
+	// Lines is how many lines the agent wrote on stdout, and IgnoredLines
+	// how many of them were not in its runner's vocabulary.
+	Lines        int        `json:"lines"`
+	IgnoredLines int        `json:"ignored_lines"`
+	StartedAt    time.Time  `json:"started_at"`
+	EndedAt      *time.Time `json:"ended_at,omitempty"`
+}
+
+// Tokens is a run's token usage, counted the same way for every runner:
+// Input excludes the cached tokens, which CacheRead and CacheWrite count,
+// and Output includes Reasoning.
+type Tokens struct {
+	Input      int64 `json:"input"`
+	Output     int64 `json:"output"`
+	CacheRead  int64 `json:"cache_read"`
+	CacheWrite int64 `json:"cache_write"`
+	Reasoning  int64 `json:"reasoning"`
 }
 
 // CreateSandbox is the body of POST /sandbox/v1/sandboxes.

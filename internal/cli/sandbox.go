@@ -32,6 +32,7 @@ NAME also take the sandbox's id (sbx_…).`,
 		newSandboxCreateCmd(g),
 		newSandboxListCmd(g),
 		newSandboxShowCmd(g),
+		newSandboxLogsCmd(g),
 		newSandboxActionCmd(g, "suspend", "Stop a running engineer sandbox, keeping its volume", (*client.Client).Suspend),
 		newSandboxActionCmd(g, "resume", "Start a suspended or expired engineer sandbox again", (*client.Client).Resume),
 		newSandboxExtendCmd(g),
@@ -305,6 +306,53 @@ func showTable(tw *tabwriter.Writer, now time.Time, sb api.Sandbox) {
 	if sb.LastActivity != nil {
 		row("last activity", sb.LastActivity.Local().Format(time.RFC3339)+" ("+until(now, *sb.LastActivity)+")")
 	}
+	if sb.Run != nil {
+		showRun(row, now, *sb.Run)
+	}
+}
+
+// showRun adds an agent run's rows to showTable's.
+func showRun(row func(k, v string), now time.Time, r api.Run) {
+	row("run", r.State)
+	end := now
+	if r.EndedAt != nil {
+		end = *r.EndedAt
+	}
+	row("wall time", short(end.Sub(r.StartedAt)))
+	if r.ExitCode != nil {
+		row("exit code", strconv.Itoa(*r.ExitCode))
+	}
+	row("run error", r.Error)
+	switch {
+	case r.Commit != "":
+		row("pushed", r.Branch+"@"+r.Commit[:min(len(r.Commit), 7)])
+	case r.State == "succeeded":
+		row("pushed", "nothing (no commit)")
+	}
+	u := r.Usage
+	out := strconv.FormatInt(u.Output, 10) + " out"
+	if u.Reasoning > 0 {
+		out += fmt.Sprintf(" (%d reasoning)", u.Reasoning)
+	}
+	row("tokens", fmt.Sprintf("%d in, %s, %d cache read, %d cache write", u.Input, out, u.CacheRead, u.CacheWrite))
+	row("cost", cost(r.CostUSD, r.CostSource))
+	row("model", r.Model)
+	row("session", r.SessionID)
+	if r.Turns > 0 {
+		row("turns", strconv.Itoa(r.Turns))
+	}
+}
+
+// cost words a run's cost: "$0.0013 (native)", or "unknown", never a
+// made-up zero.
+func cost(usd *float64, source string) string {
+	switch {
+	case usd == nil:
+		return "unknown"
+	case *usd > 0 && *usd < 0.0001:
+		return fmt.Sprintf("under $0.0001 (%s)", source)
+	}
+	return fmt.Sprintf("$%.4f (%s)", *usd, source)
 }
 
 // newSandboxActionCmd builds suspend, resume and terminate, which differ

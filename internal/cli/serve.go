@@ -227,6 +227,7 @@ func serve(ctx context.Context, cfg Config, env Env) error {
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	srv.RegisterOnShutdown(gw.StopStreams)
 	log.Info("berth is serving", "addr", ln.Addr().String(), "public_url", cfg.PublicURL,
 		"driver", cfg.Driver, "data_dir", cfg.DataDir, "version", Version)
 

@@ -50,25 +50,11 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 }
 
 func (c *Client) send(ctx context.Context, method, path, contentType string, body io.Reader, out any) error {
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	resp, err := c.open(ctx, c.http, method, path, contentType, body, "application/json")
 	if err != nil {
 		return err
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", contentType)
-	}
-	req.Header.Set("Accept", "application/json")
-	if c.key != "" {
-		req.Header.Set("Authorization", "Bearer "+c.key)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
-	}
 	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		return decodeError(resp)
-	}
 	if out == nil || resp.StatusCode == http.StatusNoContent {
 		return nil
 	}
@@ -76,6 +62,31 @@ func (c *Client) send(ctx context.Context, method, path, contentType string, bod
 		return fmt.Errorf("%s %s: decode answer: %w", method, path, err)
 	}
 	return nil
+}
+
+// open sends a request through hc and returns a 2xx answer for the caller
+// to read and close; any other answer is an *api.Error.
+func (c *Client) open(ctx context.Context, hc *http.Client, method, path, contentType string, body io.Reader, accept string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", contentType)
+	}
+	req.Header.Set("Accept", accept)
+	if c.key != "" {
+		req.Header.Set("Authorization", "Bearer "+c.key)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		defer resp.Body.Close()
+		return nil, decodeError(resp)
+	}
+	return resp, nil
 }
 
 // decodeError turns an error answer into an *api.Error. An answer that is
@@ -277,6 +288,29 @@ func (c *Client) CreateSandbox(ctx context.Context, req api.CreateSandbox) (api.
 func (c *Client) Sandbox(ctx context.Context, ref string) (api.Sandbox, error) {
 	var out api.Sandbox
 	return out, c.do(ctx, "GET", "/sandbox/v1/sandboxes/"+esc(ref), nil, &out)
+}
+
+// RunLog opens the log of an agent sandbox's run: text, one line per line
+// the agent wrote, its standard error's prefixed "stderr: ". With follow
+// the stream goes on as the run writes until the run is over; reading it
+// ends in an error rather than io.EOF when it was cut off before that. The
+// caller closes it.
+func (c *Client) RunLog(ctx context.Context, ref string, follow bool) (io.ReadCloser, error) {
+	path := "/sandbox/v1/sandboxes/" + esc(ref) + "/run/log"
+	hc := c.http
+	if follow {
+		path += "?follow=true"
+		// A followed log lasts as long as the run: an overall timeout
+		// meant for one call would cut it off.
+		untimed := *c.http
+		untimed.Timeout = 0
+		hc = &untimed
+	}
+	resp, err := c.open(ctx, hc, "GET", path, "", nil, "text/plain")
+	if err != nil {
+		return nil, err
+	}
+	return resp.Body, nil
 }
 
 func (c *Client) act(ctx context.Context, ref, verb string, in any) (api.Sandbox, error) {

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"berth.dev/berth/internal/account"
@@ -95,6 +96,8 @@ type Server struct {
 	tunnelIdle time.Duration
 	tunnels    *tunnels
 	meter      Meter
+	stopping   chan struct{} // closed when the gateway stops: followed logs end
+	stopOnce   sync.Once
 }
 
 // New returns a Server.
@@ -105,7 +108,7 @@ func New(o Options) *Server {
 	}
 	return &Server{accounts: o.Accounts, sandboxes: o.Sandboxes, usage: o.Usage, log: o.Log, version: o.Version, driver: o.Driver,
 		now: now, metrics: o.Metrics, forge: o.Forge, mirrors: o.Mirrors, git: githttp.New("", o.Log), credLimit: newRateLimit(10, time.Minute),
-		tunnelIdle: o.TunnelIdleTimeout, tunnels: newTunnels(), meter: meterOr(o.Meter)}
+		tunnelIdle: o.TunnelIdleTimeout, tunnels: newTunnels(), meter: meterOr(o.Meter), stopping: make(chan struct{})}
 }
 
 // access says who may call a route.
@@ -163,6 +166,9 @@ func (s *Server) routes() []route {
 		{"POST", "/sandbox/v1/sandboxes/{ref}/resume", userKey, s.resumeSandbox},
 		{"POST", "/sandbox/v1/sandboxes/{ref}/extend", userKey, s.extendSandbox},
 		{"POST", "/sandbox/v1/sandboxes/{ref}/terminate", userKey, s.terminateSandbox},
+		// Not .../{ref}/log: ServeMux refuses it beside the tunnel's GET
+		// /sandbox/v1/{ref}/tcp/{port} (both match /sandbox/v1/sandboxes/tcp/log).
+		{"GET", "/sandbox/v1/sandboxes/{ref}/run/log", userKey, s.runLog},
 		{"POST", "/sandbox/v1/git-credential", anyKey, s.gitCredential},
 
 		{"GET", "/git/{path...}", own, s.serveGit},

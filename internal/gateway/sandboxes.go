@@ -66,7 +66,7 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request, p account
 }
 
 // apiSandbox converts a sandbox, looking its owner's name up once per
-// request through names.
+// request through names, with its run when it is an agent sandbox.
 func (s *Server) apiSandbox(ctx context.Context, sb sandbox.Sandbox, names map[string]string) api.Sandbox {
 	name, ok := names[sb.Owner]
 	if !ok {
@@ -78,6 +78,7 @@ func (s *Server) apiSandbox(ctx context.Context, sb sandbox.Sandbox, names map[s
 	out := apiSandbox(sb, name, s.sandboxes.RunningTime(sb))
 	open, last := s.sandboxes.Activity(sb.ID)
 	out.Connections, out.LastActivity = open, timePtr(last)
+	out.Run = s.runOf(ctx, sb)
 	return out
 }
 

@@ -1,0 +1,248 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/cli"
+	"berth.dev/berth/internal/client"
+	"berth.dev/berth/internal/driver/fake"
+	"berth.dev/berth/internal/forge"
+	"berth.dev/berth/internal/gateway"
+	"berth.dev/berth/internal/guardrail"
+	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/store"
+	"berth.dev/berth/internal/workspace"
+)
+
+// agentGateway is an in-process gateway whose agent sandboxes run
+// claude-code on the fake driver: the agent prints the captured stream
+// testdata/claude-tool.jsonl of package runner once release is called. A
+// script's `berth serve` cannot do this: its fake driver runs no agent.
+type agentGateway struct {
+	url, key string // alice's key
+	started  chan struct{}
+	release  func()
+	lines    []string
+}
+
+func newAgentGateway(t *testing.T) *agentGateway {
+	t.Helper()
+	ctx := t.Context()
+	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	st, err := store.Open(ctx, t.TempDir()+"/berth.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	tmpl, err := sandbox.ParseClassFile(strings.NewReader("sandboxes:\n  - name: agent\n    image: localhost/berth-agent:1\n    isolation: standard\n    purposes: [agent]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join("..", "runner", "testdata", "streams", "claude-tool.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := make(chan struct{})
+	g := &agentGateway{started: make(chan struct{}), release: sync.OnceFunc(func() { close(held) }),
+		lines: strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")}
+	drv := fake.New()
+	drv.SetAgent(func(spec sandbox.Spec) ([]string, int) {
+		close(g.started)
+		<-held
+		if err := os.WriteFile(filepath.Join(spec.Run.Work, "hello.txt"), []byte("hello\n"), 0o644); err != nil {
+			t.Error(err)
+		}
+		for _, args := range [][]string{{"add", "-A"}, {"commit", "-q", "-m", "add a greeting"}} {
+			if out, err := git(spec.Run.Work, args...); err != nil {
+				t.Errorf("agent: git %v: %v\n%s", args, err, out)
+			}
+		}
+		return g.lines, 0
+	})
+
+	srv := httptest.NewUnstartedServer(nil)
+	g.url = "http://" + srv.Listener.Addr().String()
+	seed := t.TempDir()
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"commit", "-q", "--allow-empty", "-m", "init"}} {
+		if out, err := git(seed, args...); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	local := forge.NewLocal(t.TempDir(), g.url, st, time.Now)
+	if _, err := local.Import(ctx, "acme/app", seed); err != nil {
+		t.Fatal(err)
+	}
+	var svc *sandbox.Service
+	accounts := account.NewService(st, st, time.Now, func(ctx context.Context, org string) error { return svc.SeedClasses(ctx, org) }, st, log)
+	svc = sandbox.NewService(st, drv, accounts, sandbox.Config{
+		Driver: "fake", Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""}, Template: tmpl, Audit: st,
+		Forge: local, PublicURL: g.url,
+		Agents: sandbox.AgentConfig{
+			Images: map[string]string{"claude-code": "localhost/berth-agent-claude-code:latest"},
+			Model:  "claude-sonnet-4-5", LogDir: t.TempDir(),
+		},
+		Workspaces: workspace.New(t.TempDir(), os.Getuid(), local, workspace.Local{Forge: local}),
+	}, log, time.Now)
+	runCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); svc.Run(runCtx, time.Hour) }()
+	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(g.release) // runs first: a failed test leaves no agent waiting
+	srv.Config.Handler = gateway.New(gateway.Options{Accounts: accounts, Sandboxes: svc, Log: log, Version: "test", Driver: "fake", Forge: local}).Handler()
+	srv.Start()
+	t.Cleanup(srv.Close)
+
+	_, _, op, _, err := accounts.Bootstrap(ctx, "acme", "default", "ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	operator := account.Principal{User: op}
+	if err := accounts.SetGuardrail(ctx, operator, "acme", "", guardrail.Guardrail{AllowedRepos: []string{"acme"}}); err != nil {
+		t.Fatal(err)
+	}
+	u, err := accounts.CreateUser(ctx, operator, "acme", "alice", "", account.RoleMember)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := accounts.CreateKey(ctx, operator, u.ID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.key = k.Secret.Reveal()
+	return g
+}
+
+func git(dir string, args ...string) ([]byte, error) {
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir, "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com",
+		"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
+	return cmd.CombinedOutput()
+}
+
+// berth runs the command line in-process against the gateway as alice.
+func (g *agentGateway) berth(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	return g.berthWith(t, &http.Client{}, args...)
+}
+
+// berthWith is berth through hc.
+func (g *agentGateway) berthWith(t *testing.T, hc *http.Client, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errs bytes.Buffer
+	env := map[string]string{"BERTH_URL": g.url, "BERTH_API_KEY": g.key}
+	code = cli.Main(t.Context(), args, cli.Env{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errs,
+		Getenv: func(k string) string { return env[k] }, HTTP: hc, Now: time.Now})
+	return code, out.String(), errs.String()
+}
+
+// answered is a transport that closes its channel once an answer has come.
+type answered struct {
+	once sync.Once
+	c    chan struct{}
+}
+
+func (a *answered) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err == nil {
+		a.once.Do(func() { close(a.c) })
+	}
+	return resp, err
+}
+
+// wantLines checks that each pattern matches a line of out.
+func wantLines(t *testing.T, what, out string, patterns ...string) {
+	t.Helper()
+	for _, p := range patterns {
+		if !regexp.MustCompile("(?m)" + p).MatchString(out) {
+			t.Errorf("%s: no line matches %s in\n%s", what, p, out)
+		}
+	}
+}
+
+// TestSandboxLogsAndRun: `berth sandbox logs -f` prints the run's log as
+// it comes and returns when the run ends; `berth sandbox logs` prints it
+// whole; `berth sandbox show` shows the run, its cost unknown while
+// nothing says otherwise, then its tokens, native cost and pushed commit.
+func TestSandboxLogsAndRun(t *testing.T) {
+	g := newAgentGateway(t)
+	c := client.New(g.url, g.key, nil)
+	if _, err := c.CreateSandbox(t.Context(), api.CreateSandbox{Name: "fix", Purpose: "agent", Repo: "acme/app", Task: "add a greeting", Runner: "claude-code"}); err != nil {
+		t.Fatal(err)
+	}
+	<-g.started
+
+	code, out, errs := g.berth(t, "sandbox", "show", "fix")
+	if code != 0 {
+		t.Fatalf("show exited %d: %s", code, errs)
+	}
+	wantLines(t, "show while the run goes", out, `^run: +running$`, `^cost: +unknown$`, `^model: +claude-sonnet-4-5$`)
+	if strings.Contains(out, "exit code:") {
+		t.Errorf("show gives a running run an exit code:\n%s", out)
+	}
+
+	type result struct {
+		code        int
+		out, stderr string
+	}
+	followed := make(chan result, 1)
+	following := &answered{c: make(chan struct{})}
+	go func() {
+		code, out, errs := g.berthWith(t, &http.Client{Transport: following}, "sandbox", "logs", "-f", "fix")
+		followed <- result{code, out, errs}
+	}()
+	select {
+	case <-following.c: // the gateway answered: the follower waits for output
+	case r := <-followed:
+		t.Fatalf("logs -f ended before the run had output: exit %d, %s", r.code, r.stderr)
+	}
+	g.release()
+	want := strings.Join(g.lines, "\n") + "\n"
+	select {
+	case r := <-followed:
+		if r.code != 0 || r.out != want || r.stderr != "" {
+			t.Errorf("logs -f: exit %d, stderr %q, stdout\n%s\nwant exit 0 and the agent's lines\n%s", r.code, r.stderr, r.out, want)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("logs -f did not return after the run ended")
+	}
+
+	code, out, errs = g.berth(t, "sandbox", "logs", "fix")
+	if code != 0 || out != want {
+		t.Errorf("logs: exit %d (%s), stdout\n%s\nwant the agent's lines", code, errs, out)
+	}
+
+	code, out, errs = g.berth(t, "sandbox", "show", "fix")
+	if code != 0 {
+		t.Fatalf("show exited %d: %s", code, errs)
+	}
+	wantLines(t, "show after the run", out,
+		`^run: +succeeded$`,
+		`^exit code: +0$`,
+		`^pushed: +berth/fix@[0-9a-f]{7}$`,
+		`^tokens: +240 in, 34 out, 60 cache read, 10 cache write$`,
+		`^cost: +\$0\.0013 \(native\)$`,
+		`^model: +claude-sonnet-4-5$`,
+		`^session: +29fd7acb-45d8-43af-a542-c97cbc76e9fa$`,
+		`^turns: +2$`,
+	)
+
+	code, _, errs = g.berth(t, "sandbox", "logs", "nope")
+	if code != 1 || !strings.Contains(errs, "not_found") {
+		t.Errorf("logs of an unknown sandbox: exit %d, stderr %q; want 1 and not_found", code, errs)
+	}
+}

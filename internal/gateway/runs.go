@@ -1,0 +1,151 @@
+package gateway
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/runner"
+	"berth.dev/berth/internal/sandbox"
+)
+
+// followPoll is how often a followed run log is checked for new bytes.
+const followPoll = 250 * time.Millisecond
+
+// runOf adds an agent sandbox's run to its answer. A sandbox without a
+// run (an engineer sandbox, or an agent sandbox the deployment runs no
+// runner for) answers without one.
+func (s *Server) runOf(ctx context.Context, sb sandbox.Sandbox) *api.Run {
+	if sb.Purpose != sandbox.PurposeAgent {
+		return nil
+	}
+	run, err := s.sandboxes.RunOf(ctx, sb)
+	if err != nil {
+		if !errors.Is(err, sandbox.ErrNotFound) && ctx.Err() == nil {
+			// The sandbox is still worth showing; its run is left out.
+			s.log.WarnContext(ctx, "could not read a sandbox's run", "sandbox", sb.ID, "err", err)
+		}
+		return nil
+	}
+	return apiRun(run)
+}
+
+func apiRun(r sandbox.Run) *api.Run {
+	t := r.Telemetry
+	out := &api.Run{
+		Runner: r.Runner, Model: cmp.Or(t.Model, r.Model), State: string(r.State), Error: r.Error,
+		Branch: r.Branch, Commit: r.Commit,
+		Usage: api.Tokens{Input: t.Usage.Input, Output: t.Usage.Output, CacheRead: t.Usage.CacheRead,
+			CacheWrite: t.Usage.CacheWrite, Reasoning: t.Usage.Reasoning},
+		CostSource: t.Cost.String(), SessionID: t.SessionID, Turns: t.Turns,
+		Lines: r.Lines, IgnoredLines: r.Ignored, StartedAt: r.StartedAt, EndedAt: timePtr(r.EndedAt),
+	}
+	if t.Cost != runner.CostUnknown {
+		usd := t.CostUSD
+		out.CostUSD = &usd
+	}
+	if r.State != sandbox.RunRunning {
+		code := r.ExitCode
+		out.ExitCode = &code
+	}
+	return out
+}
+
+// runLog answers an agent run's log as text. With follow=true the answer
+// stays open and carries what the run writes as it writes it, until the
+// run is over and everything it wrote has been sent, or the client goes
+// away.
+func (s *Server) runLog(w http.ResponseWriter, r *http.Request, p account.Principal) {
+	follow := false
+	if v := r.URL.Query().Get("follow"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			s.writeError(w, r, &sandbox.InvalidError{Field: "follow", Reason: fmt.Sprintf("%q is not true or false", v)})
+			return
+		}
+		follow = b
+	}
+	f, sb, err := s.sandboxes.RunLog(r.Context(), p, r.PathValue("ref"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	defer f.Close()
+	// The agent's output is not ours: a browser must not take it for
+	// anything but text.
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	if !follow {
+		_, _ = io.Copy(w, f)
+		return
+	}
+	s.followLog(w, r, f, sb)
+}
+
+// followLog sends f as it grows until sb's run is over. A run's log is
+// complete before its record says it ended, so one more read after "over"
+// leaves nothing behind. A log rewritten from its start (the run followed
+// again after its follower stopped) carries the same lines again: reading
+// on from the offset already sent skips those sent.
+func (s *Server) followLog(w http.ResponseWriter, r *http.Request, f *os.File, sb sandbox.Sandbox) {
+	ctx := r.Context()
+	rc := http.NewResponseController(w)
+	w.WriteHeader(http.StatusOK)
+	if err := rc.Flush(); err != nil {
+		return
+	}
+	tick := time.NewTicker(followPoll)
+	defer tick.Stop()
+	for {
+		over := s.runOver(ctx, sb)
+		n, err := io.Copy(w, f)
+		if err != nil {
+			return // the client went away, or the file cannot be read
+		}
+		if n > 0 {
+			if err := rc.Flush(); err != nil {
+				return
+			}
+		}
+		if over {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.stopping:
+			return // the gateway is going down: the client follows again
+		case <-tick.C:
+		}
+	}
+}
+
+// runOver reports whether sb's run has ended. When the run cannot be read
+// the answer is cut off, not ended cleanly: a clean end would tell the
+// client the run is over when nobody knows.
+func (s *Server) runOver(ctx context.Context, sb sandbox.Sandbox) bool {
+	run, err := s.sandboxes.RunOf(ctx, sb)
+	switch {
+	case errors.Is(err, sandbox.ErrNotFound):
+		return true // no record (the sandbox was deleted): nothing will add to the log
+	case err != nil:
+		if ctx.Err() == nil {
+			s.log.ErrorContext(ctx, "following a run log: cannot read the run", "sandbox", sb.ID, "err", err)
+		}
+		panic(http.ErrAbortHandler)
+	}
+	return run.State != sandbox.RunRunning
+}
+
+// StopStreams ends every followed log: http.Server.Shutdown waits for
+// handlers, and a follow would keep it waiting until its run ends. Hand it
+// to the server's RegisterOnShutdown.
+func (s *Server) StopStreams() { s.stopOnce.Do(func() { close(s.stopping) }) }
