@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"berth.dev/berth/internal/inference"
 	"berth.dev/berth/internal/quantity"
 	"berth.dev/berth/internal/sandbox"
 )
@@ -48,6 +49,13 @@ type Config struct {
 	// default DataDir/repos.
 	LocalRepos string
 
+	// InferenceFile is BERTH_INFERENCE_FILE: the model providers and
+	// models the gateway serves (SPEC S14); unset serves none. Models is
+	// the file, validated, with each provider's credential read from the
+	// variable the file names.
+	InferenceFile string
+	Models        *inference.Catalog
+
 	UsageRetention time.Duration // BERTH_USAGE_RETENTION, default 90d
 	SweepInterval  time.Duration // BERTH_SWEEP_INTERVAL, default 30s
 	// MinTTL is BERTH_TEST_MIN_TTL: a test-only setting that lowers the 5m
@@ -86,6 +94,9 @@ var settingsHelp = `Settings (environment variables, read once at start-up):
   BERTH_SANDBOX_GIT_APP_ID          GitHub App id
   BERTH_SANDBOX_GIT_APP_KEY_FILE    GitHub App private key file
   BERTH_SANDBOX_GIT_TOKEN_FILE      GitLab token file
+  BERTH_INFERENCE_FILE              the model providers and models the gateway serves (YAML;
+                                    each provider's key is read from the variable it names,
+                                    and stays on the gateway); unset: no models
   BERTH_USAGE_RETENTION             how long ended sandboxes and their usage are kept, and so
                                     how far back usage reports reach (default 90d)
   BERTH_SWEEP_INTERVAL              how often the sweep runs (default 30s)`
@@ -216,6 +227,13 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		bad("BERTH_SANDBOX_GIT_FORGE", "unknown forge %q (local, github, gitlab, or unset)", c.Forge)
 	}
 
+	if c.InferenceFile = get("BERTH_INFERENCE_FILE", ""); c.InferenceFile != "" {
+		cat, err := readInferenceFile(c.InferenceFile, getenv)
+		if err != nil {
+			bad("BERTH_INFERENCE_FILE", "%v", err)
+		}
+		c.Models = cat
+	}
 	if c.SandboxesFile != "" {
 		classes, err := readClassFile(c.SandboxesFile)
 		if err != nil {
@@ -237,6 +255,25 @@ func readClassFile(path string) ([]sandbox.Class, error) {
 		return nil, fmt.Errorf("%s:\n%w", path, err)
 	}
 	return classes, nil
+}
+
+// readInferenceFile reads the inference file and validates it, reading
+// each provider's credential through getenv.
+func readInferenceFile(path string, getenv func(string) string) (*inference.Catalog, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	cfg, err := inference.ParseConfig(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	cat, err := inference.NewCatalog(cfg, getenv)
+	if err != nil {
+		return nil, fmt.Errorf("%s:\n%w", path, err)
+	}
+	return cat, nil
 }
 
 func defaultDataDir(getenv func(string) string) string {
