@@ -239,12 +239,14 @@ func dropRequestHeader(k string) bool {
 	return strings.HasPrefix(k, "x-berth-") || strings.HasPrefix(k, "x-forwarded-")
 }
 
-// copyHeader copies an upstream's answer headers but its cookies and
-// hop-by-hop ones.
+// copyHeader copies an upstream's answer headers but its cookies, its
+// length and hop-by-hop ones. Without a length the answer ends only when
+// the handler returns, after the request is settled: a client that read
+// the whole answer finds it recorded.
 func copyHeader(dst, src http.Header) {
 	for k, vs := range src {
 		switch k {
-		case "Set-Cookie", "Connection", "Keep-Alive", "Proxy-Authenticate", "Trailer", "Transfer-Encoding", "Upgrade":
+		case "Set-Cookie", "Content-Length", "Connection", "Keep-Alive", "Proxy-Authenticate", "Trailer", "Transfer-Encoding", "Upgrade":
 			continue
 		}
 		dst[k] = vs

@@ -86,7 +86,7 @@ func (c Call) Size() int { return c.size }
 func (c Call) rewrite(original []byte, upstream, system string) ([]byte, error) {
 	changed := false
 	set := func(key string, v any) error {
-		b, err := json.Marshal(v)
+		b, err := marshalJSON(v)
 		if err != nil {
 			return err
 		}
@@ -126,7 +126,7 @@ func (c Call) rewrite(original []byte, upstream, system string) ([]byte, error) 
 	if !changed {
 		return original, nil
 	}
-	return marshalBody(c.body)
+	return marshalJSON(c.body)
 }
 
 // withSystem returns the field that carries the system prompt in the
@@ -157,7 +157,7 @@ func (c Call) withSystem(system string) (string, any, error) {
 		if err := json.Unmarshal(old, &blocks); err != nil {
 			return "", nil, invalid("system is neither a string nor a list of blocks")
 		}
-		head, _ := json.Marshal(map[string]string{"type": "text", "text": system})
+		head, _ := marshalJSON(map[string]string{"type": "text", "text": system})
 		return "system", append([]json.RawMessage{head}, blocks...), nil
 	case OpenAIChat:
 		var msgs []json.RawMessage
@@ -174,7 +174,7 @@ func (c Call) withSystem(system string) (string, any, error) {
 				break
 			}
 		}
-		head, _ := json.Marshal(map[string]string{"role": role, "content": system})
+		head, _ := marshalJSON(map[string]string{"role": role, "content": system})
 		return "messages", append([]json.RawMessage{head}, msgs...), nil
 	case OpenAIResponses:
 		var s string
@@ -202,39 +202,31 @@ func (c Call) withSystem(system string) (string, any, error) {
 				return "", nil, invalid("%s.parts is not a list", key)
 			}
 		}
-		head, _ := json.Marshal(map[string]string{"text": system})
-		b, _ := json.Marshal(append([]json.RawMessage{head}, parts...))
+		head, _ := marshalJSON(map[string]string{"text": system})
+		b, _ := marshalJSON(append([]json.RawMessage{head}, parts...))
 		si["parts"] = b
 		return key, si, nil
 	}
 	return "", nil, nil
 }
 
-// marshalBody writes a request body without escaping HTML characters, so
-// prompts reach the upstream as the client wrote them.
-func marshalBody(body map[string]json.RawMessage) ([]byte, error) {
+// marshalJSON encodes v without escaping HTML characters, so prompts
+// reach the upstream as they were written.
+func marshalJSON(v any) ([]byte, error) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(body); err != nil {
+	if err := enc.Encode(v); err != nil {
 		return nil, err
 	}
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
-// geminiCall splits the last path segment of a Gemini request,
-// "MODEL:method", into the model and whether it streams. countTokens is a
-// count.
-func geminiCall(segment string) (model, method string, ok bool) {
-	model, method, ok = strings.Cut(segment, ":")
-	return model, method, ok && model != ""
-}
-
 // ParseGeminiPath reads "MODEL:generateContent",
 // "MODEL:streamGenerateContent" or "MODEL:countTokens".
 func ParseGeminiPath(segment string) (model string, stream, count bool, err error) {
-	model, method, ok := geminiCall(segment)
-	if !ok {
+	model, method, ok := strings.Cut(segment, ":")
+	if !ok || model == "" {
 		return "", false, false, invalid("want /v1beta/models/MODEL:generateContent, not %q", segment)
 	}
 	switch method {

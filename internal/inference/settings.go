@@ -108,7 +108,10 @@ func (r Rate) String() string {
 	case 24 * time.Hour:
 		per = "d"
 	default:
-		per = r.Per.String()
+		per = strings.TrimSuffix(r.Per.String(), "0s") // 10m0s → 10m
+		if strings.HasSuffix(per, "h0m") {
+			per = strings.TrimSuffix(per, "0m")
+		}
 	}
 	return fmt.Sprintf("%d/%s", r.Requests, per)
 }
