@@ -180,7 +180,7 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func newModelWorld(t *testing.T) *modelWorld {
+func newModelWorld(t testing.TB) *modelWorld {
 	t.Helper()
 	m := &modelWorld{vendors: map[inference.Kind]*vendor{}, creds: map[string]string{
 		"TEST_ANTHROPIC_KEY": "sk-ant-" + account.NewID("cred"),

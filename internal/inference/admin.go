@@ -51,6 +51,7 @@ func (s *Service) SetSettings(ctx context.Context, p account.Principal, orgRef, 
 	if err := s.store.PutInferenceSettings(ctx, org, prj.ID, set); err != nil {
 		return Status{}, fmt.Errorf("set inference settings: %w", err)
 	}
+	s.forget()
 	target := "organisation"
 	if prj.ID != "" {
 		target = "project " + prj.Name

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"berth.dev/berth/internal/account"
@@ -101,7 +102,24 @@ type Service struct {
 	now       func() time.Time
 	ledger    *ledger
 	limiter   *limiter
+
+	mu       sync.Mutex
+	policies map[policyKey]cachedPolicy
 }
+
+// policyKey names a key's scope: its organisation and the project its key
+// names ("" for a user's key: the organisation's default project).
+type policyKey struct{ org, project string }
+
+type cachedPolicy struct {
+	policy Policy
+	at     time.Time
+}
+
+// policyTTL is how long a key's policy is reused. Every change of settings
+// through this service drops the cache at once; the TTL bounds what it
+// cannot see (a new default project).
+const policyTTL = time.Second
 
 // NewService returns a Service.
 func NewService(o Options) *Service {
@@ -115,7 +133,34 @@ func NewService(o Options) *Service {
 		o.Now = time.Now
 	}
 	return &Service{catalog: o.Catalog, store: o.Store, accounts: o.Accounts, audit: o.Audit, publicURL: o.PublicURL,
-		log: o.Log, now: o.Now, ledger: newLedger(o.Store.InferenceSpend), limiter: newLimiter()}
+		log: o.Log, now: o.Now, ledger: newLedger(o.Store.InferenceSpend), limiter: newLimiter(), policies: map[policyKey]cachedPolicy{}}
+}
+
+// keyPolicy is Policy through a short cache: the model routes read it on
+// every request.
+func (s *Service) keyPolicy(ctx context.Context, p account.Principal) (Policy, error) {
+	k, now := policyKey{p.User.Org, p.Project}, s.now()
+	s.mu.Lock()
+	c, ok := s.policies[k]
+	s.mu.Unlock()
+	if ok && now.Sub(c.at) < policyTTL && now.Sub(c.at) >= 0 {
+		return c.policy, nil
+	}
+	pol, err := s.Policy(ctx, p)
+	if err != nil {
+		return Policy{}, err
+	}
+	s.mu.Lock()
+	s.policies[k] = cachedPolicy{policy: pol, at: now}
+	s.mu.Unlock()
+	return pol, nil
+}
+
+// forget drops every cached policy, after a change of settings.
+func (s *Service) forget() {
+	s.mu.Lock()
+	clear(s.policies)
+	s.mu.Unlock()
 }
 
 // Catalog is the deployment's models and providers.
@@ -190,14 +235,11 @@ func (s *Service) Admit(ctx context.Context, p account.Principal, call Call, bod
 	if err := checkSession(p, session); err != nil {
 		return nil, err
 	}
-	prj, err := s.scope(ctx, p)
+	pol, err := s.keyPolicy(ctx, p)
 	if err != nil {
 		return nil, err
 	}
-	pol, err := s.policy(ctx, p.User.Org, prj)
-	if err != nil {
-		return nil, err
-	}
+	prj := account.Project{ID: pol.Project, Name: pol.ProjectName}
 	m, ok := s.catalog.Model(call.Model)
 	if !ok {
 		return nil, fmt.Errorf("model %q is not served by this gateway; this key may reach: %s: %w", call.Model, names(pol.reachableIDs()), ErrUnknownModel)

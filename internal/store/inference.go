@@ -3,7 +3,9 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"berth.dev/berth/internal/account"
@@ -78,23 +80,92 @@ func (s *Store) PutInferenceSettings(ctx context.Context, org, project string, s
 	return nil
 }
 
-// RecordInference appends one metered request.
+// RecordInference appends one metered request. It returns once the
+// record is committed; records of concurrent requests are committed
+// together (see recordBatch).
 func (s *Store) RecordInference(ctx context.Context, r inference.Record) error {
-	metered := 0
-	if r.Metered {
-		metered = 1
-	}
-	u := r.Usage
-	_, err := s.db.ExecContext(ctx, `
-		INSERT INTO inference_usage (at, org_id, project_id, user_id, key_id, sandbox_id, session, provider, model, dialect,
-			status, input, cache_read, cache_write, output, reasoning, cost_usd, metered)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`,
-		timeArg(r.At), r.Org, r.Project, r.User, r.Key, r.Sandbox, r.Session, r.Provider, r.Model, string(r.Dialect),
-		r.Status, u.Input, u.CacheRead, u.CacheWrite, u.Output, u.Reasoning, r.CostUSD, metered)
-	if err != nil {
+	if err := s.inference.record(r, func(rs []inference.Record) error { return s.insertInference(ctx, rs) }); err != nil {
 		return fmt.Errorf("record inference: %w", err)
 	}
 	return nil
+}
+
+// insertInference writes records in one transaction.
+func (s *Store) insertInference(ctx context.Context, rs []inference.Record) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		for _, r := range rs {
+			metered := 0
+			if r.Metered {
+				metered = 1
+			}
+			u := r.Usage
+			_, err := tx.ExecContext(ctx, `
+				INSERT INTO inference_usage (at, org_id, project_id, user_id, key_id, sandbox_id, session, provider, model, dialect,
+					status, input, cache_read, cache_write, output, reasoning, cost_usd, metered)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`,
+				timeArg(r.At), r.Org, r.Project, r.User, r.Key, r.Sandbox, r.Session, r.Provider, r.Model, string(r.Dialect),
+				r.Status, u.Input, u.CacheRead, u.CacheWrite, u.Output, u.Reasoning, r.CostUSD, metered)
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// recordBatch is a group commit for the records of model requests: the
+// caller that finds no commit under way writes every record waiting in
+// one transaction while the others wait for it, and hands the next batch
+// to the first that arrived meanwhile. One commit (one fsync) serves many
+// requests, and concurrent writers never meet SQLite's busy wait, which
+// sleeps. It needs no goroutine of its own.
+type recordBatch struct {
+	mu      sync.Mutex
+	queue   []*pendingRecord
+	writing bool
+}
+
+type pendingRecord struct {
+	r    inference.Record
+	done chan error // the batch's outcome, or errLead
+}
+
+// errLead tells a waiting caller to write the next batch.
+var errLead = errors.New("lead the next batch")
+
+func (b *recordBatch) record(r inference.Record, write func([]inference.Record) error) error {
+	me := &pendingRecord{r: r, done: make(chan error, 1)}
+	b.mu.Lock()
+	b.queue = append(b.queue, me)
+	if b.writing {
+		b.mu.Unlock()
+		if err := <-me.done; err != errLead {
+			return err
+		}
+		b.mu.Lock()
+	}
+	b.writing = true
+	batch := b.queue
+	b.queue = nil
+	b.mu.Unlock()
+	rs := make([]inference.Record, len(batch))
+	for i, p := range batch {
+		rs[i] = p.r
+	}
+	err := write(rs)
+	for _, p := range batch {
+		if p != me {
+			p.done <- err
+		}
+	}
+	b.mu.Lock()
+	if len(b.queue) > 0 {
+		b.queue[0].done <- errLead
+	} else {
+		b.writing = false
+	}
+	b.mu.Unlock()
+	return err
 }
 
 // InferenceSpend sums the cost charged to org (project "": all its
