@@ -53,7 +53,7 @@ func TestModelSecretsStayOnGateway(t *testing.T) {
 	for _, x := range berth.Models {
 		ids = append(ids, x.ID)
 	}
-	if berth.APIKey != "${BERTH_API_KEY}" || berth.BaseURL != m.url+"/v1" || strings.Contains(env["BERTH_PI_CONFIG"], key) ||
+	if berth.APIKey != "BERTH_API_KEY" || berth.BaseURL != m.url+"/v1" || strings.Contains(env["BERTH_PI_CONFIG"], key) ||
 		strings.Join(ids, ",") != "scripted-model,claude-test,gpt-test,gemini-test,auto" {
 		t.Errorf("Pi's models.json: %s", env["BERTH_PI_CONFIG"])
 	}

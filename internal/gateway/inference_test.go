@@ -392,13 +392,17 @@ func TestModelSessions(t *testing.T) {
 	if msg, _ := errorBody(t, inference.OpenAIChat, answer(t, resp)); resp.StatusCode != 403 || !strings.Contains(msg, "own session") {
 		t.Errorf("a sandbox naming another's session: %d %q", resp.StatusCode, msg)
 	}
+	// What an engineer sandbox's Pi sends: the name of its unset BERTH_SESSION.
+	if resp := m.call(t, inference.OpenAIChat, scriptedModel, true, keyB, "BERTH_SESSION", nil); answer(t, resp) == "" || resp.StatusCode != 200 {
+		t.Errorf("a sandbox's key with a value that is no session: %d, want it served and recorded under none", resp.StatusCode)
+	}
 	if resp := m.call(t, inference.OpenAIChat, scriptedModel, true, userKey, a, nil); resp.StatusCode != 403 {
 		t.Errorf("a user's key naming a sandbox's session: %d", resp.StatusCode)
 	}
 	if resp := m.call(t, inference.Gemini, scriptedModel, false, userKey, "laptop-1", nil); answer(t, resp) == "" || resp.StatusCode != 200 {
 		t.Errorf("a user's key with its own session: %d", resp.StatusCode)
 	}
-	for session, want := range map[string]int{a: 2, b: 1, "laptop-1": 1, "nobody": 0} {
+	for session, want := range map[string]int{a: 2, b: 1, "laptop-1": 1, "nobody": 0, "BERTH_SESSION": 0} {
 		if u, err := m.inference.Usage(t.Context(), session); err != nil || u.Requests != want || u.Usage.Output != int64(17*want) {
 			t.Errorf("session %s: %+v, %v; want %d requests", session, u, err, want)
 		}

@@ -131,9 +131,9 @@ func describe(s Settings) string {
 // S15): BERTH_MODEL and ANTHROPIC_MODEL, the first chat model its key may
 // reach (else its first router), and Pi's models.json and settings.json
 // (BERTH_PI_CONFIG, BERTH_PI_SETTINGS) listing every model it may reach,
-// routers last, the key named as ${BERTH_API_KEY} and never written, and
-// the default provider pinned to berth. A sandbox whose key reaches no
-// model gets none of them.
+// routers last, the key named by its variable (BERTH_API_KEY, which Pi
+// reads) and never written, and the default provider pinned to berth. A
+// sandbox whose key reaches no model gets none of them.
 func (s *Service) SandboxEnv(ctx context.Context, org, project string) (map[string]string, error) {
 	if s.catalog.Empty() {
 		return nil, nil

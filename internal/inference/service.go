@@ -226,8 +226,9 @@ type Ticket struct {
 // allow-lists, and the request must fit the rate limits and budgets. It
 // returns the body to send upstream, with the system prompts and the
 // upstream's model name in. session is the X-Berth-Session header: a
-// sandbox's key may name only its own sandbox's session, and a user's key
-// none of a sandbox's (sbx_…).
+// sandbox's key may name only its own sandbox's session (another value
+// that is no sandbox's is ignored), and a user's key none of a sandbox's
+// (sbx_…).
 func (s *Service) Admit(ctx context.Context, p account.Principal, call Call, body []byte, session string) (*Ticket, error) {
 	if s.catalog.Empty() {
 		return nil, fmt.Errorf("this gateway serves no models (BERTH_INFERENCE_FILE is unset or lists none): %w", ErrUnavailable)
@@ -262,7 +263,7 @@ func (s *Service) Admit(ctx context.Context, p account.Principal, call Call, bod
 	}
 	now := s.now()
 	t := &Ticket{Call: call, Model: target, Provider: prov, rec: Record{
-		At: now, Org: p.User.Org, Project: prj.ID, User: p.User.ID, Key: p.KeyID, Sandbox: p.Sandbox, Session: session,
+		At: now, Org: p.User.Org, Project: prj.ID, User: p.User.ID, Key: p.KeyID, Sandbox: p.Sandbox, Session: sessionOf(p, session),
 		Provider: prov.Name, Model: target.ID, Dialect: call.Dialect,
 	}}
 	system := pol.SystemPrompt()
@@ -346,6 +347,17 @@ func (s *Service) Usage(ctx context.Context, session string) (SessionUsage, erro
 	return u, nil
 }
 
+// sessionOf is the session a request is recorded under. A sandbox's
+// sessions are its own id: another value that is no sandbox's (an
+// engineer sandbox's Pi sends the name of its unset BERTH_SESSION) is
+// ignored; checkSession has refused another sandbox's.
+func sessionOf(p account.Principal, session string) string {
+	if p.Sandbox != "" && session != p.Sandbox {
+		return ""
+	}
+	return session
+}
+
 // checkSession refuses a session a key may not name.
 func checkSession(p account.Principal, session string) error {
 	switch {
@@ -353,7 +365,7 @@ func checkSession(p account.Principal, session string) error {
 		return nil
 	case len(session) > 128 || strings.ContainsFunc(session, func(r rune) bool { return r < 0x21 || r > 0x7e }):
 		return invalid("X-Berth-Session: at most 128 printable characters")
-	case p.Sandbox != "" && session != p.Sandbox:
+	case p.Sandbox != "" && session != p.Sandbox && strings.HasPrefix(session, "sbx_"):
 		return fmt.Errorf("X-Berth-Session: a sandbox's key names only its own session (%s): %w", p.Sandbox, ErrForbidden)
 	case p.Sandbox == "" && strings.HasPrefix(session, "sbx_"):
 		return fmt.Errorf("X-Berth-Session: sbx_ sessions are sandboxes' own; a user's key names another: %w", ErrForbidden)
