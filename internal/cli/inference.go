@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/client"
 )
 
 // newInferenceCmd is `berth project inference` (project true: it takes a
@@ -32,32 +33,26 @@ organisation's across all its projects), and both system prompts are
 prepended to every request, the organisation's first. Administrators only.`,
 	}
 	var org, output string
-	scope := func(cmd *cobra.Command, args []string) (string, string, error) {
-		c, err := g.client()
-		if err != nil {
-			return "", "", err
+	// current reads the settings of the scope the command names.
+	current := func(cmd *cobra.Command, args []string) (c *client.Client, o, prj string, st api.InferenceStatus, err error) {
+		if c, err = g.client(); err != nil {
+			return nil, "", "", st, err
 		}
-		o, err := g.orgOrMine(cmd, c, org)
-		if err != nil {
-			return "", "", err
+		if o, err = g.orgOrMine(cmd, c, org); err != nil {
+			return nil, "", "", st, err
 		}
-		prj := ""
 		if project {
 			prj = args[0]
 		}
-		return o, prj, nil
+		st, err = c.Inference(cmd.Context(), o, prj)
+		return c, o, prj, st, err
 	}
 	show := &cobra.Command{
 		Use:   "show" + use,
 		Short: "Show " + what + " inference settings and this month's spend",
 		Args:  args,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			o, prj, err := scope(cmd, args)
-			if err != nil {
-				return err
-			}
-			c, _ := g.client()
-			st, err := c.Inference(cmd.Context(), o, prj)
+			_, _, _, st, err := current(cmd, args)
 			if err != nil {
 				return err
 			}
@@ -80,12 +75,7 @@ requests per period (60/m, 10/s, 1000/h, 5000/d).`,
   berth org inference set --models claude-sonnet-4-5,gpt-5,gpt-5-mini`,
 		Args: args,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			o, prj, err := scope(cmd, args)
-			if err != nil {
-				return err
-			}
-			c, _ := g.client()
-			st, err := c.Inference(cmd.Context(), o, prj)
+			c, o, prj, st, err := current(cmd, args)
 			if err != nil {
 				return err
 			}

@@ -257,54 +257,5 @@ func copyHeader(dst, src http.Header) {
 // status the one error mapper chose, so each CLI shows its message.
 func (s *Server) modelError(w http.ResponseWriter, r *http.Request, d inference.Dialect, err error) {
 	status, e := s.errorStatus(w, r, err)
-	var body any
-	switch d {
-	case inference.Anthropic:
-		body = map[string]any{"type": "error", "error": map[string]any{"type": anthropicErrorType(status), "message": e.Message}}
-	case inference.Gemini:
-		body = map[string]any{"error": map[string]any{"code": status, "message": e.Message, "status": geminiStatus(status)}}
-	default:
-		body = map[string]any{"error": map[string]any{"message": e.Message, "type": e.Code, "param": nil, "code": e.Code}}
-	}
-	writeJSON(w, status, body)
-}
-
-// anthropicErrorType is the error type Anthropic sends with status.
-func anthropicErrorType(status int) string {
-	switch status {
-	case http.StatusBadRequest:
-		return "invalid_request_error"
-	case http.StatusUnauthorized:
-		return "authentication_error"
-	case http.StatusPaymentRequired:
-		return "billing_error"
-	case http.StatusForbidden:
-		return "permission_error"
-	case http.StatusNotFound:
-		return "not_found_error"
-	case http.StatusRequestEntityTooLarge:
-		return "request_too_large"
-	case http.StatusTooManyRequests:
-		return "rate_limit_error"
-	}
-	return "api_error"
-}
-
-// geminiStatus is the status name Google's APIs send with an HTTP status.
-func geminiStatus(status int) string {
-	switch status {
-	case http.StatusBadRequest:
-		return "INVALID_ARGUMENT"
-	case http.StatusUnauthorized:
-		return "UNAUTHENTICATED"
-	case http.StatusPaymentRequired, http.StatusTooManyRequests:
-		return "RESOURCE_EXHAUSTED"
-	case http.StatusForbidden:
-		return "PERMISSION_DENIED"
-	case http.StatusNotFound:
-		return "NOT_FOUND"
-	case http.StatusBadGateway:
-		return "UNAVAILABLE"
-	}
-	return "INTERNAL"
+	writeJSON(w, status, inference.ErrorBody(d, status, e.Code, e.Message))
 }
