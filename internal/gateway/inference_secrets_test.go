@@ -54,7 +54,7 @@ func TestModelSecretsStayOnGateway(t *testing.T) {
 		ids = append(ids, x.ID)
 	}
 	if berth.APIKey != "BERTH_API_KEY" || berth.BaseURL != m.url+"/v1" || strings.Contains(env["BERTH_PI_CONFIG"], key) ||
-		strings.Join(ids, ",") != "scripted-model,claude-test,gpt-test,gemini-test,auto" {
+		strings.Join(ids, ",") != "scripted-model,claude-test,gpt-test,gemini-test,down-model,auto" {
 		t.Errorf("Pi's models.json: %s", env["BERTH_PI_CONFIG"])
 	}
 	var settings map[string]string

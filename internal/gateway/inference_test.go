@@ -518,3 +518,17 @@ func isCode(err error, code string) bool {
 	var e *api.Error
 	return errors.As(err, &e) && e.Code == code
 }
+
+// TestModelUpstreamDown: a vendor that cannot be reached is 502 in the
+// dialect's shape, and the request costs nothing.
+func TestModelUpstreamDown(t *testing.T) {
+	m := newModelWorld(t)
+	sb, key := m.agentKey(t, "down", "")
+	resp := m.call(t, inference.OpenAIChat, "down-model", true, key, sb, nil)
+	if msg, kind := errorBody(t, inference.OpenAIChat, answer(t, resp)); resp.StatusCode != 502 || kind != "upstream" || !strings.Contains(msg, "down could not be reached") {
+		t.Errorf("%d %s %q; want 502 upstream", resp.StatusCode, kind, msg)
+	}
+	if u, err := m.inference.Usage(t.Context(), sb); err != nil || u.Requests != 1 || u.CostUSD != 0 {
+		t.Errorf("session %+v, %v; want one request at no cost", u, err)
+	}
+}

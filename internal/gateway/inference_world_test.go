@@ -154,11 +154,13 @@ providers:
   - {name: anthropic, kind: anthropic, url: %s, credential_env: TEST_ANTHROPIC_KEY}
   - {name: openai, kind: openai, url: %s/v1, credential_env: TEST_OPENAI_KEY}
   - {name: google, kind: gemini, url: %s, credential_env: TEST_GEMINI_KEY}
+  - {name: down, kind: openai, url: "http://127.0.0.1:1/v1"}
 models:
   - {id: scripted-model, provider: scripted, price: {input: 1, output: 2, cache_read: 0.1, cache_write: 1.25}}
   - {id: claude-test, provider: anthropic, upstream: claude-upstream-1, price: {input: 3, output: 15, cache_read: 0.3, cache_write: 3.75}}
   - {id: gpt-test, provider: openai, price: {input: 1.25, output: 10, cache_read: 0.125}}
   - {id: gemini-test, provider: google, upstream: gemini-upstream-1, price: {input: 1.25, output: 10, cache_read: 0.31}}
+  - {id: down-model, provider: down, price: {input: 1, output: 1}}
   - {id: auto, router: [claude-test, gpt-test]}
 `
 
