@@ -24,6 +24,8 @@ const (
 	CodeNoGitCredential = "no_git_credential" // 409: the forge gave no token (SPEC S9)
 	CodeUpgradeRequired = "upgrade_required"  // 426: the tunnel's Upgrade header was stripped (SPEC S10)
 	CodeRateLimited     = "rate_limited"      // 429
+	CodeBudgetExceeded  = "budget_exceeded"   // 402: a request does not fit what is left of an inference budget (SPEC S14)
+	CodeUpstream        = "upstream"          // 502: the model vendor could not be reached
 	CodeInternal        = "internal"          // 500: details are in the gateway's log, not here
 )
 
@@ -362,4 +364,56 @@ type AuditEvent struct {
 // AuditLog is the answer of GET /api/v1/audit, oldest first.
 type AuditLog struct {
 	Events []AuditEvent `json:"events"`
+}
+
+// InferenceSettings are an organisation's or a project's inference rules
+// (SPEC S14), the body of PUT …/inference: written whole.
+type InferenceSettings struct {
+	// Models is the allow-list; null is not set (no narrowing), [] allows none.
+	Models []string `json:"models"`
+	// BudgetUSD is a calendar month's budget in US dollars; null is none.
+	BudgetUSD *float64 `json:"budget_usd"`
+	// Rate is requests per period, such as "60/m"; null is no limit.
+	Rate *string `json:"rate"`
+	// SystemPrompt is prepended to every request's own; "" adds none.
+	SystemPrompt string `json:"system_prompt"`
+}
+
+// InferenceStatus answers GET and PUT …/inference: the settings as
+// written, this month's spend, and the models a key of the scope reaches.
+type InferenceStatus struct {
+	Organisation string            `json:"organisation"`
+	Project      string            `json:"project,omitempty"` // a project's id; empty for the organisation
+	ProjectName  string            `json:"project_name,omitempty"`
+	Settings     InferenceSettings `json:"settings"`
+	Month        time.Time         `json:"month"` // the month spent_usd counts, from its first instant (UTC)
+	SpentUSD     float64           `json:"spent_usd"`
+	ReservedUSD  float64           `json:"reserved_usd"` // held by requests in flight
+	Reachable    []string          `json:"reachable"`
+}
+
+// Model is one model the caller's key may reach.
+type Model struct {
+	ID       string `json:"id"`
+	Name     string `json:"name"`
+	Provider string `json:"provider,omitempty"` // empty for a router
+	// Router lists a routing alias's models; requests go to the first the
+	// key may reach.
+	Router        []string    `json:"router,omitempty"`
+	Price         *ModelPrice `json:"price,omitempty"`
+	ContextWindow int         `json:"context_window,omitempty"`
+	MaxTokens     int         `json:"max_tokens,omitempty"`
+}
+
+// ModelPrice is what the gateway charges, in US dollars per million tokens.
+type ModelPrice struct {
+	Input      float64 `json:"input"`
+	Output     float64 `json:"output"`
+	CacheRead  float64 `json:"cache_read"`
+	CacheWrite float64 `json:"cache_write"`
+}
+
+// ModelList answers GET /api/v1/models: chat models first, routers after.
+type ModelList struct {
+	Models []Model `json:"models"`
 }

@@ -135,7 +135,7 @@ func newOrgCmd(g *globals) *cobra.Command {
 		},
 	}
 	outputFlag(list, &output)
-	cmd.AddCommand(create, list)
+	cmd.AddCommand(create, list, newInferenceCmd(g, false))
 	return cmd
 }
 
@@ -197,7 +197,7 @@ func newProjectCmd(g *globals) *cobra.Command {
 		c.Flags().StringVar(&org, "org", "", "organisation name or id (default yours)")
 	}
 	outputFlag(list, &output)
-	cmd.AddCommand(create, list)
+	cmd.AddCommand(create, list, newInferenceCmd(g, true))
 	return cmd
 }
 

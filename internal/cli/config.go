@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"berth.dev/berth/internal/inference"
 	"berth.dev/berth/internal/quantity"
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
@@ -53,8 +54,14 @@ type Config struct {
 	// runner=image pairs); a runner without one is refused (SPEC S13).
 	RunnerImages map[string]string
 	AgentRunner  string // BERTH_AGENT_RUNNER: the runner of a run that names none
-	AgentModel   string // BERTH_AGENT_MODEL: the model runs start on
+	AgentModel   string // BERTH_AGENT_MODEL: the model runs start on; "" the project's first
 	AgentNetwork string // BERTH_AGENT_NETWORK: allowlist (default) or open
+	// InferenceFile is BERTH_INFERENCE_FILE: the model providers and
+	// models the gateway serves (SPEC S14); unset serves none. Models is
+	// the file, validated, with each provider's credential read from the
+	// variable the file names.
+	InferenceFile string
+	Models        *inference.Catalog
 
 	UsageRetention time.Duration // BERTH_USAGE_RETENTION, default 90d
 	SweepInterval  time.Duration // BERTH_SWEEP_INTERVAL, default 30s
@@ -98,9 +105,13 @@ var settingsHelp = `Settings (environment variables, read once at start-up):
                                     separated by commas; a run of any other runner is refused
   BERTH_AGENT_RUNNER                the runner of an agent sandbox that names none (default:
                                     claude-code when it has an image, else the only one)
-  BERTH_AGENT_MODEL                 the model agent runs start on (default claude-sonnet-4-5)
+  BERTH_AGENT_MODEL                 the model agent runs start on (default: the first model
+                                    the sandbox's project may reach)
   BERTH_AGENT_NETWORK               allowlist (default: runs reach the gateway and nothing
                                     else; berth admin agent-network makes it) or open
+  BERTH_INFERENCE_FILE              the model providers and models the gateway serves (YAML;
+                                    each provider's key is read from the variable it names,
+                                    and stays on the gateway); unset: no models
   BERTH_USAGE_RETENTION             how long ended sandboxes and their usage are kept, and so
                                     how far back usage reports reach (default 90d)
   BERTH_SWEEP_INTERVAL              how often the sweep runs (default 30s)`
@@ -259,12 +270,19 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 			c.AgentRunner = name
 		}
 	}
-	c.AgentModel = get("BERTH_AGENT_MODEL", "claude-sonnet-4-5")
+	c.AgentModel = get("BERTH_AGENT_MODEL", "")
 	c.AgentNetwork = get("BERTH_AGENT_NETWORK", "allowlist")
 	if c.AgentNetwork != "allowlist" && c.AgentNetwork != "open" {
 		bad("BERTH_AGENT_NETWORK", "%q is neither allowlist nor open", c.AgentNetwork)
 	}
 
+	if c.InferenceFile = get("BERTH_INFERENCE_FILE", ""); c.InferenceFile != "" {
+		cat, err := readInferenceFile(c.InferenceFile, getenv)
+		if err != nil {
+			bad("BERTH_INFERENCE_FILE", "%v", err)
+		}
+		c.Models = cat
+	}
 	if c.SandboxesFile != "" {
 		classes, err := readClassFile(c.SandboxesFile)
 		if err != nil {
@@ -298,6 +316,25 @@ func readClassFile(path string) ([]sandbox.Class, error) {
 		return nil, fmt.Errorf("%s:\n%w", path, err)
 	}
 	return classes, nil
+}
+
+// readInferenceFile reads the inference file and validates it, reading
+// each provider's credential through getenv.
+func readInferenceFile(path string, getenv func(string) string) (*inference.Catalog, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	cfg, err := inference.ParseConfig(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	cat, err := inference.NewCatalog(cfg, getenv)
+	if err != nil {
+		return nil, fmt.Errorf("%s:\n%w", path, err)
+	}
+	return cat, nil
 }
 
 func defaultDataDir(getenv func(string) string) string {

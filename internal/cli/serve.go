@@ -25,6 +25,7 @@ import (
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/gateway"
 	"berth.dev/berth/internal/githttp"
+	"berth.dev/berth/internal/inference"
 	"berth.dev/berth/internal/metrics"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
@@ -45,6 +46,8 @@ type app struct {
 	metrics   *metrics.Metrics
 	registry  *prometheus.Registry
 	log       *slog.Logger
+	inference *inference.Service // nil when the gateway serves no models
+	scripted  http.Handler       // the scripted provider's server; nil without one
 }
 
 // build opens the store, picks the driver and makes the services, in that
@@ -96,6 +99,11 @@ func build(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 	var sandboxes *sandbox.Service
 	seed := func(ctx context.Context, org string) error { return sandboxes.SeedClasses(ctx, org) }
 	accounts := account.NewService(st, st, time.Now, seed, st, log)
+	models, scripted, sbOpts, err := buildInference(cfg, st, accounts, log)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
 	sandboxes = sandbox.NewService(st, drv, accounts, sandbox.Config{
 		Driver:        cfg.Driver,
 		Runtimes:      cfg.Runtimes,
@@ -116,9 +124,10 @@ func build(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 			Network: cfg.AgentNetwork,
 			LogDir:  filepath.Join(cfg.DataDir, "runs"),
 		},
-	}, log, time.Now)
+	}, log, time.Now, sbOpts...)
 	reports := usage.NewService(st, accounts, sandboxes, cfg.UsageRetention, time.Now)
-	return &app{store: st, accounts: accounts, sandboxes: sandboxes, usage: reports, metrics: m, registry: reg, forge: fg, mirrors: mirrors, log: log}, nil
+	return &app{store: st, accounts: accounts, sandboxes: sandboxes, usage: reports, metrics: m, registry: reg, forge: fg, mirrors: mirrors, log: log,
+		inference: models, scripted: scripted}, nil
 }
 
 // buildForge makes the deployment's forge (BERTH_SANDBOX_GIT_FORGE); nil
@@ -216,7 +225,7 @@ func serve(ctx context.Context, cfg Config, env Env) error {
 		return fmt.Errorf("BERTH_ADDR: %w", err)
 	}
 	gw := gateway.New(gateway.Options{Accounts: a.accounts, Sandboxes: a.sandboxes, Usage: a.usage, Log: log, Version: Version, Driver: cfg.Driver,
-		Forge: a.forge, Mirrors: gatewayMirrors(a.mirrors), Meter: a.metrics,
+		Forge: a.forge, Mirrors: gatewayMirrors(a.mirrors), Meter: a.metrics, Inference: a.inference, Scripted: a.scripted,
 		Metrics: promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{
 			ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 			ErrorHandling: promhttp.ContinueOnError, // a failed count still serves the rest

@@ -117,6 +117,10 @@ func codeFor(status int) string {
 		return api.CodeUpgradeRequired
 	case http.StatusTooManyRequests:
 		return api.CodeRateLimited
+	case http.StatusPaymentRequired:
+		return api.CodeBudgetExceeded
+	case http.StatusBadGateway:
+		return api.CodeUpstream
 	}
 	return api.CodeInternal
 }
@@ -420,4 +424,31 @@ func (c *Client) Tunnel(ctx context.Context, ref string, port int) (*tunnel.Conn
 		return nil, fmt.Errorf("tunnel to %s: %w", ref, err)
 	}
 	return conn, nil
+}
+
+func inferencePath(org, project string) string {
+	if project == "" {
+		return "/api/v1/orgs/" + esc(org) + "/inference"
+	}
+	return "/api/v1/orgs/" + esc(org) + "/projects/" + esc(project) + "/inference"
+}
+
+// Inference returns an organisation's (project "") or a project's
+// inference settings, with this month's spend (administrators).
+func (c *Client) Inference(ctx context.Context, org, project string) (api.InferenceStatus, error) {
+	var out api.InferenceStatus
+	return out, c.do(ctx, "GET", inferencePath(org, project), nil, &out)
+}
+
+// SetInference writes an organisation's (project "") or a project's
+// inference settings whole (administrators).
+func (c *Client) SetInference(ctx context.Context, org, project string, s api.InferenceSettings) (api.InferenceStatus, error) {
+	var out api.InferenceStatus
+	return out, c.do(ctx, "PUT", inferencePath(org, project), s, &out)
+}
+
+// Models lists the models the caller's key may reach.
+func (c *Client) Models(ctx context.Context) ([]api.Model, error) {
+	var out api.ModelList
+	return out.Models, c.do(ctx, "GET", "/api/v1/models", nil, &out)
 }

@@ -2,12 +2,15 @@ package gateway
 
 import (
 	"errors"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/guardrail"
+	"berth.dev/berth/internal/inference"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/tunnel"
 )
@@ -17,13 +20,39 @@ import (
 // answer ErrNotFound for those, and nothing here turns a not-found into
 // anything else. Internal details are logged, not sent.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	status, body := s.errorStatus(w, r, err)
+	writeJSON(w, status, body)
+}
+
+// errorStatus is the mapping itself, with the headers a status needs set
+// on w; the model routes render its answer in their vendor's error shape.
+func (s *Server) errorStatus(w http.ResponseWriter, r *http.Request, err error) (int, api.Error) {
 	status, body := http.StatusInternalServerError, api.Error{Code: api.CodeInternal, Message: "internal error"}
 	var (
 		ambiguous *sandbox.AmbiguousError
 		sbInvalid *sandbox.InvalidError
 		acInvalid *account.InvalidError
+		rateLimit *inference.RateLimitError
 	)
 	switch {
+	// The model routes' refusals (SPEC S14). None is a status vendor
+	// clients retry (408, 409, 429 aside, 5xx) except the rate limit,
+	// which says when.
+	case errors.As(err, &rateLimit):
+		status, body = http.StatusTooManyRequests, api.Error{Code: api.CodeRateLimited, Message: err.Error()}
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(rateLimit.RetryAfter.Seconds()))))
+	case errors.Is(err, inference.ErrBudget):
+		status, body = http.StatusPaymentRequired, api.Error{Code: api.CodeBudgetExceeded, Message: err.Error()}
+	case errors.Is(err, inference.ErrNotAllowed), errors.Is(err, inference.ErrForbidden):
+		status, body = http.StatusForbidden, api.Error{Code: api.CodeForbidden, Message: err.Error()}
+	case errors.Is(err, inference.ErrUnknownModel):
+		status, body = http.StatusNotFound, api.Error{Code: api.CodeNotFound, Message: err.Error()}
+	case errors.Is(err, inference.ErrUnavailable):
+		status, body = http.StatusNotFound, api.Error{Code: api.CodeUnavailable, Message: err.Error()}
+	case errors.Is(err, inference.ErrInvalid):
+		status, body = http.StatusBadRequest, api.Error{Code: api.CodeInvalid, Message: err.Error()}
+	case errors.Is(err, errUpstream):
+		status, body = http.StatusBadGateway, api.Error{Code: api.CodeUpstream, Message: err.Error()}
 	case errors.As(err, &ambiguous):
 		status, body = http.StatusConflict, api.Error{Code: api.CodeAmbiguous, Message: err.Error()}
 		for _, id := range ambiguous.IDs {
@@ -55,7 +84,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 	body.Message = tidy(body.Message)
-	writeJSON(w, status, body)
+	return status, body
 }
 
 // sentinels are the words errors.Is matches on; the code already says
@@ -64,6 +93,8 @@ var sentinels = []error{
 	sandbox.ErrNotFound, sandbox.ErrConflict, sandbox.ErrInvalid, sandbox.ErrForbidden, sandbox.ErrUnavailable,
 	account.ErrNotFound, account.ErrConflict, account.ErrInvalid, account.ErrForbidden, account.ErrUnauthenticated,
 	guardrail.ErrExceeded, tunnel.ErrUpgradeRequired,
+	inference.ErrBudget, inference.ErrNotAllowed, inference.ErrForbidden, inference.ErrUnknownModel,
+	inference.ErrUnavailable, inference.ErrInvalid, errUpstream,
 }
 
 // tidy drops a trailing sentinel from a message: "only an administrator

@@ -19,6 +19,7 @@ import (
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/githttp"
+	"berth.dev/berth/internal/inference"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/usage"
 )
@@ -49,6 +50,15 @@ type Options struct {
 	// TunnelIdleTimeout closes a tunnel with no byte either way for this
 	// long; 0 means two hours (SPEC S10). Tests shorten it.
 	TunnelIdleTimeout time.Duration
+	// Inference decides and meters the model routes (SPEC S14); nil
+	// serves no models.
+	Inference *inference.Service
+	// Scripted serves the scripted provider inside the gateway (package
+	// modelserver's handler); nil when the deployment has none.
+	Scripted http.Handler
+	// ModelTransport reaches the model vendors; nil is a transport of the
+	// gateway's own (no compression, so answers can be metered).
+	ModelTransport http.RoundTripper
 }
 
 // Meter counts what the gateway's own routes do, for /metrics.
@@ -98,6 +108,10 @@ type Server struct {
 	meter      Meter
 	stopping   chan struct{} // closed when the gateway stops: followed logs end
 	stopOnce   sync.Once
+
+	inference      *inference.Service
+	scripted       http.RoundTripper // nil without a scripted provider
+	modelTransport http.RoundTripper
 }
 
 // New returns a Server.
@@ -108,7 +122,8 @@ func New(o Options) *Server {
 	}
 	return &Server{accounts: o.Accounts, sandboxes: o.Sandboxes, usage: o.Usage, log: o.Log, version: o.Version, driver: o.Driver,
 		now: now, metrics: o.Metrics, forge: o.Forge, mirrors: o.Mirrors, git: githttp.New("", o.Log), credLimit: newRateLimit(10, time.Minute),
-		tunnelIdle: o.TunnelIdleTimeout, tunnels: newTunnels(), meter: meterOr(o.Meter), stopping: make(chan struct{})}
+		tunnelIdle: o.TunnelIdleTimeout, tunnels: newTunnels(), meter: meterOr(o.Meter), stopping: make(chan struct{}),
+		inference: o.Inference, scripted: scriptedTransport(o.Scripted), modelTransport: modelTransportOr(o.ModelTransport)}
 }
 
 // access says who may call a route.
@@ -176,6 +191,20 @@ func (s *Server) routes() []route {
 		{"GET", "/forge/{path...}", own, s.serveForge},
 		{"POST", "/forge/{path...}", own, s.serveForge},
 		{"GET", "/sandbox/v1/{ref}/tcp/{port}", userKey, s.openTunnel},
+
+		// Inference (SPEC S14): the vendors' own APIs, authenticated with
+		// the key where each vendor's clients send theirs.
+		{"POST", "/v1/messages", own, s.anthropicMessages},
+		{"POST", "/v1/messages/count_tokens", own, s.anthropicCountTokens},
+		{"POST", "/v1/chat/completions", own, s.openAIChat},
+		{"POST", "/v1/responses", own, s.openAIResponses},
+		{"POST", "/v1beta/models/{call}", own, s.gemini},
+		{"GET", "/v1/models", own, s.vendorModels},
+		{"GET", "/api/v1/models", anyKey, s.listModels},
+		{"GET", "/api/v1/orgs/{org}/inference", userKey, s.getInference},
+		{"PUT", "/api/v1/orgs/{org}/inference", userKey, s.putInference},
+		{"GET", "/api/v1/orgs/{org}/projects/{project}/inference", userKey, s.getInference},
+		{"PUT", "/api/v1/orgs/{org}/projects/{project}/inference", userKey, s.putInference},
 	}
 }
 

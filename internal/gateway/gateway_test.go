@@ -19,6 +19,7 @@ import (
 	"berth.dev/berth/internal/driver/fake"
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/gateway"
+	"berth.dev/berth/internal/inference"
 	"berth.dev/berth/internal/metrics"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
@@ -47,6 +48,7 @@ type world struct {
 	sandboxes                               *sandbox.Service
 	metrics                                 *metrics.Metrics
 	gw                                      *gateway.Server
+	inference                               *inference.Service // nil unless the world serves models
 }
 
 // worldForge makes the deployment's forge instead of the local one.
@@ -63,6 +65,10 @@ type worldConfig struct {
 	driver func(*fake.Driver) sandbox.Driver
 	// tunnelIdle is the gateway's tunnel idle timeout; 0 is its default.
 	tunnelIdle time.Duration
+	// inference makes the world's inference service and its scripted
+	// provider's handler; nil serves no models.
+	// url is where the gateway answers, as sandboxes reach it.
+	inference func(st *store.Store, accounts *account.Service, url string) (*inference.Service, http.Handler)
 }
 
 // withForge makes a world on a remote forge.
@@ -120,10 +126,18 @@ func newWorld(t testing.TB, opts ...func(*worldConfig)) *world {
 	}
 	var svc *sandbox.Service
 	w.accounts = account.NewService(st, st, cfg.now, func(ctx context.Context, org string) error { return svc.SeedClasses(ctx, org) }, st, log)
+	var (
+		sbOpts   []sandbox.Option
+		scripted http.Handler
+	)
+	if cfg.inference != nil {
+		w.inference, scripted = cfg.inference(st, w.accounts, w.url)
+		sbOpts = append(sbOpts, sandbox.WithModelEnv(w.inference))
+	}
 	svc = sandbox.NewService(st, drv, w.accounts, sandbox.Config{
 		Driver: "fake", Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""}, Template: tmpl, Audit: st,
 		Retention: 90 * 24 * time.Hour, Metrics: w.metrics, Forge: fg, PublicURL: w.url,
-	}, log, cfg.now)
+	}, log, cfg.now, sbOpts...)
 	w.sandboxes = svc
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -133,7 +147,8 @@ func newWorld(t testing.TB, opts ...func(*worldConfig)) *world {
 	gwo := gateway.Options{Accounts: w.accounts, Sandboxes: svc, Log: log, Version: "test", Driver: "fake", Now: cfg.now,
 		Usage:   usage.NewService(st, w.accounts, svc, 90*24*time.Hour, cfg.now),
 		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
-		Forge:   fg, Mirrors: mirrors, TunnelIdleTimeout: cfg.tunnelIdle}
+		Forge:   fg, Mirrors: mirrors, TunnelIdleTimeout: cfg.tunnelIdle,
+		Inference: w.inference, Scripted: scripted}
 	if cfg.options != nil {
 		cfg.options(&gwo)
 	}

@@ -21,7 +21,7 @@ func (pi) ContainerArgs(o Options) ([]string, error) {
 	return args, nil
 }
 
-// Credentials: models.json names the key as ${BERTH_API_KEY}.
+// Credentials: models.json names the key's variable, BERTH_API_KEY.
 func (pi) Credentials() []string { return []string{keyVar} }
 
 // Env: PI_OFFLINE stops Pi's own network calls (update checks).
@@ -65,7 +65,7 @@ type piSettings struct {
 
 // Files renders ~/.pi/agent/models.json and settings.json as SPEC S14 has
 // the gateway do: every chat model the key may reach, routers after them,
-// the key named as ${BERTH_API_KEY} and never written, and the default
+// the key named by its variable (BERTH_API_KEY) and never written, and the default
 // provider pinned to berth. A model's price goes in, so the cost Pi reports
 // is the gateway's; a model without one costs 0 to Pi, which Settle does
 // not take for a real zero.
@@ -77,8 +77,11 @@ func (pi) Files(g Gateway, o Options) ([]File, error) {
 	p := piProvider{
 		BaseURL: base + "/v1",
 		API:     "openai-completions",
-		APIKey:  "${" + keyVar + "}",
-		Headers: map[string]string{sessionHeader: "${" + sessionVar + "}"},
+		// Pi reads a value that names a set variable as that variable's
+		// value (resolveConfigValue in Pi 0.73): a bare name, not ${NAME},
+		// which it would send as it stands.
+		APIKey:  keyVar,
+		Headers: map[string]string{sessionHeader: sessionVar},
 	}
 	for _, m := range models {
 		pm := piModel{ID: m.ID, Name: m.Name, Reasoning: m.Reasoning, ContextWindow: m.ContextWindow, MaxTokens: m.MaxTokens}

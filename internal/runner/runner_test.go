@@ -158,8 +158,8 @@ func TestPiModelsOrder(t *testing.T) {
 		}
 		last = i
 	}
-	if !strings.Contains(models, `"apiKey": "${BERTH_API_KEY}"`) {
-		t.Errorf("models.json does not name the key as ${BERTH_API_KEY}:\n%s", models)
+	if !strings.Contains(models, `"apiKey": "BERTH_API_KEY"`) {
+		t.Errorf("models.json does not name the key's variable BERTH_API_KEY:\n%s", models)
 	}
 	if settings := string(files[1].Content); !strings.Contains(settings, `"defaultProvider": "berth"`) {
 		t.Errorf("settings.json does not pin the provider:\n%s", settings)

@@ -47,6 +47,9 @@ func (s *Service) environment(ctx context.Context, sb Sandbox, secret account.Se
 		set("BERTH_SESSION", string(sb.ID))
 		set("ANTHROPIC_CUSTOM_HEADERS", "X-Berth-Session: "+string(sb.ID))
 	}
+	if err := s.addModelEnv(ctx, sb, env); err != nil {
+		return nil, err
+	}
 	set("BERTH_TASK", sb.Task)
 	for k, v := range s.gitEnv(sb, token) {
 		set(k, v)
@@ -65,6 +68,55 @@ func (s *Service) environment(ctx context.Context, sb Sandbox, secret account.Se
 	}
 	set("BERTH_GIT_AUTHOR_EMAIL", email)
 	return env, nil
+}
+
+// ModelEnv is what inference adds to a sandbox's environment (SPEC S14,
+// S15): BERTH_MODEL, ANTHROPIC_MODEL and Pi's files (BERTH_PI_CONFIG,
+// BERTH_PI_SETTINGS) for the models the sandbox's key may reach, and the
+// names of the gateway's vendor credentials, which a sandbox's environment
+// never holds.
+type ModelEnv interface {
+	SandboxEnv(ctx context.Context, org, project string) (map[string]string, error)
+	Withheld() []string
+}
+
+// WithModelEnv gives the service the model variables of its sandboxes;
+// without it a sandbox is told no model.
+func WithModelEnv(m ModelEnv) Option { return func(s *Service) { s.modelEnv = m } }
+
+// addModelEnv sets the model variables in env and takes out every vendor
+// credential's name, whoever put it there.
+func (s *Service) addModelEnv(ctx context.Context, sb Sandbox, env map[string]string) error {
+	if s.modelEnv == nil {
+		return nil
+	}
+	vars, err := s.modelEnv.SandboxEnv(ctx, sb.Org, sb.Project)
+	if err != nil {
+		return fmt.Errorf("models of %s: %w", sb.ID, err)
+	}
+	for k, v := range vars {
+		env[k] = v
+	}
+	for _, name := range s.modelEnv.Withheld() {
+		delete(env, name)
+	}
+	return nil
+}
+
+// checkWithheld refuses caller-added variables named like a vendor
+// credential the gateway holds: a sandbox reaches models through the
+// gateway, and such a variable would turn on a CLI's direct route to the
+// vendor (SPEC S14).
+func (s *Service) checkWithheld(env map[string]string) error {
+	if s.modelEnv == nil {
+		return nil
+	}
+	for _, name := range s.modelEnv.Withheld() {
+		if _, ok := env[name]; ok {
+			return invalid("env."+name, "%s names a vendor credential; a sandbox reaches models through the gateway with its own key", name)
+		}
+	}
+	return nil
 }
 
 var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)

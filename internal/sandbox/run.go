@@ -134,20 +134,20 @@ func (s *Service) chooseRunner(req string) (string, string, error) {
 // environment: the runner, its config files, its credentials (by name, the
 // sandbox's key as their value: every model call goes through the gateway)
 // and its non-secret settings.
-func (s *Service) runEnv(sb Sandbox, env map[string]string) ([]string, error) {
+func (s *Service) runEnv(sb Sandbox, env map[string]string) (model string, args []string, err error) {
 	r, err := runner.Get(sb.Runner)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
-	g := runner.Gateway{BaseURL: strings.TrimSuffix(s.cfg.PublicURL, "/"), Models: []runner.Model{{ID: s.runModel(), Name: s.runModel()}}}
-	opts := runner.Options{Model: s.runModel()}
-	args, err := r.ContainerArgs(opts)
-	if err != nil {
-		return nil, err
+	model = s.runModel(env)
+	g := runner.Gateway{BaseURL: strings.TrimSuffix(s.cfg.PublicURL, "/"), Models: []runner.Model{{ID: model, Name: model}}}
+	opts := runner.Options{Model: model}
+	if args, err = r.ContainerArgs(opts); err != nil {
+		return "", nil, err
 	}
 	files, err := r.Files(g, opts)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	type file struct {
 		Path    string `json:"path"`
@@ -156,31 +156,45 @@ func (s *Service) runEnv(sb Sandbox, env map[string]string) ([]string, error) {
 	fs := make([]file, len(files))
 	for i, f := range files {
 		fs[i] = file{Path: f.Path, Content: string(f.Content)}
+		// Inference renders Pi's files with every model the key may reach
+		// and their prices (Pi's own cost comes from them): those win.
+		if v := env[piRendered[f.Path]]; v != "" && sb.Runner == "pi" {
+			fs[i].Content = v
+		}
 	}
 	b, err := json.Marshal(fs)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	env["BERTH_RUNNER"] = sb.Runner
 	env["BERTH_RUNNER_FILES"] = string(b)
 	env["BERTH_PROMPT_FILE"] = "/work/" + promptFile
-	env["BERTH_MODEL"] = s.runModel()
+	env["BERTH_MODEL"], env["ANTHROPIC_MODEL"] = model, model
 	for _, name := range r.Credentials() {
 		env[name] = env["BERTH_API_KEY"]
 	}
 	vars, err := r.Env(g)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	for _, v := range vars {
 		env[v.Name] = v.Value
 	}
-	return args, nil
+	return model, args, nil
 }
 
-func (s *Service) runModel() string {
+// piRendered names the variables inference renders Pi's files into.
+var piRendered = map[string]string{".pi/agent/models.json": "BERTH_PI_CONFIG", ".pi/agent/settings.json": "BERTH_PI_SETTINGS"}
+
+// runModel is the model a run starts on: the deployment's
+// (BERTH_AGENT_MODEL), else the first the sandbox's project may reach
+// (inference put it in BERTH_MODEL), else claude-sonnet-4-5.
+func (s *Service) runModel(env map[string]string) string {
 	if s.cfg.Agents.Model != "" {
 		return s.cfg.Agents.Model
+	}
+	if m := env["BERTH_MODEL"]; m != "" {
+		return m
 	}
 	return "claude-sonnet-4-5"
 }
@@ -189,7 +203,7 @@ func (s *Service) runModel() string {
 // an agent run's. On error nothing is left behind.
 func (s *Service) prepareRun(ctx context.Context, spec *Spec) error {
 	sb := spec.Sandbox
-	args, err := s.runEnv(sb, spec.Env)
+	model, args, err := s.runEnv(sb, spec.Env)
 	if err != nil {
 		return fmt.Errorf("runner %s: %w", sb.Runner, err)
 	}
@@ -207,7 +221,7 @@ func (s *Service) prepareRun(ctx context.Context, spec *Spec) error {
 	}
 	spec.Run = &RunSpec{Work: dir, Args: args, Network: network}
 	now := s.now()
-	run := Run{Sandbox: sb.ID, Runner: sb.Runner, Model: s.runModel(), State: RunRunning, StartedAt: now}
+	run := Run{Sandbox: sb.ID, Runner: sb.Runner, Model: model, State: RunRunning, StartedAt: now}
 	run.Telemetry.Model = run.Model
 	return s.store.PutRun(ctx, run)
 }

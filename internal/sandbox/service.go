@@ -92,6 +92,7 @@ type Service struct {
 	work      Workspaces
 	follows   chan ID     // agent runs to follow again (after a restart)
 	following map[ID]bool // agent runs whose output is being read
+	modelEnv  ModelEnv    // nil: sandboxes are told no model
 }
 
 type startJob struct {
@@ -309,7 +310,10 @@ func (s *Service) checkRequestShape(purpose Purpose, req CreateRequest) error {
 	if req.Repo != "" && s.cfg.Forge == nil {
 		return fmt.Errorf("repository %s asked for, but this deployment has no git forge (BERTH_SANDBOX_GIT_FORGE is unset): %w", req.Repo, ErrUnavailable)
 	}
-	return checkEnv(req.Env)
+	if err := checkEnv(req.Env); err != nil {
+		return err
+	}
+	return s.checkWithheld(req.Env)
 }
 
 // chooseProject returns the project a sandbox goes in: the organisation's

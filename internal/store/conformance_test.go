@@ -38,6 +38,7 @@ func runConformance(t *testing.T, open func(t *testing.T) *store.Store) {
 	t.Run("DeleteEnded", func(t *testing.T) { testDeleteEnded(t, open(t)) })
 	t.Run("CountSandboxes", func(t *testing.T) { testCountSandboxes(t, open(t)) })
 	t.Run("ConcurrentAdmission", func(t *testing.T) { testConcurrentAdmission(t, open(t)) })
+	t.Run("Inference", func(t *testing.T) { testInference(t, open(t)) })
 }
 
 // fixture is an organisation with a project and two users.

@@ -52,6 +52,10 @@ func openSQLite(ctx context.Context, url string) (*sql.DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("sqlite %s: %w", path, err)
 	}
+	// database/sql keeps 2 idle connections by default: under concurrent
+	// requests (the model routes) every other query would open a
+	// connection and read the schema again.
+	db.SetMaxIdleConns(32)
 	return db, nil
 }
 

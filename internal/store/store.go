@@ -24,6 +24,8 @@ import (
 // Store is berth's database. It is safe for concurrent use.
 type Store struct {
 	db *sql.DB
+	// inference commits concurrent model requests' records together.
+	inference recordBatch
 }
 
 // DefaultPath is where the SQLite database lives in a data directory.

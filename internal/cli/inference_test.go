@@ -1,0 +1,19 @@
+package cli_test
+
+import (
+	"testing"
+
+	"berth.dev/berth/internal/cli"
+)
+
+// TestExampleInferenceFile: the example the README points at loads.
+func TestExampleInferenceFile(t *testing.T) {
+	env := map[string]string{"BERTH_INFERENCE_FILE": "../../examples/inference.yaml", "HOME": t.TempDir()}
+	cfg, err := cli.LoadConfig(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ms := cfg.Models.Models(); len(ms) != 2 || ms[0].ID != "scripted" || !ms[1].Router() {
+		t.Errorf("models %+v", ms)
+	}
+}

@@ -1,0 +1,261 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/inference"
+)
+
+// The model routes (SPEC S14) speak each vendor's own API, so the agent
+// CLIs inside a sandbox need nothing but a base URL and the sandbox's key:
+// Anthropic Messages, OpenAI Chat Completions and Responses, Gemini
+// generateContent. Each authenticates with the key where that vendor's
+// clients send theirs, answers errors in that vendor's shape, and passes
+// the upstream's answer on as it arrives, an event stream flushed piece by
+// piece, while a Meter counts its tokens.
+
+// errUpstream is a model vendor that could not be reached.
+var errUpstream = errors.New("upstream unreachable")
+
+// maxModelBody caps a model request; Claude Code's are around 100 KB, and
+// images make them larger.
+const maxModelBody = 32 << 20
+
+func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request, _ account.Principal) {
+	s.proxyModel(w, r, inference.Anthropic, "", false, false)
+}
+
+func (s *Server) anthropicCountTokens(w http.ResponseWriter, r *http.Request, _ account.Principal) {
+	s.proxyModel(w, r, inference.Anthropic, "", false, true)
+}
+
+func (s *Server) openAIChat(w http.ResponseWriter, r *http.Request, _ account.Principal) {
+	s.proxyModel(w, r, inference.OpenAIChat, "", false, false)
+}
+
+func (s *Server) openAIResponses(w http.ResponseWriter, r *http.Request, _ account.Principal) {
+	s.proxyModel(w, r, inference.OpenAIResponses, "", false, false)
+}
+
+// gemini serves /v1beta/models/MODEL:generateContent, :streamGenerateContent
+// and :countTokens.
+func (s *Server) gemini(w http.ResponseWriter, r *http.Request, _ account.Principal) {
+	model, stream, count, err := inference.ParseGeminiPath(r.PathValue("call"))
+	if err != nil {
+		s.modelError(w, r, inference.Gemini, err)
+		return
+	}
+	s.proxyModel(w, r, inference.Gemini, model, stream, count)
+}
+
+// vendorKey finds the caller's key where the vendors' clients put theirs:
+// x-api-key (Anthropic), Authorization: Bearer (OpenAI, Anthropic's auth
+// token), x-goog-api-key or ?key= (Gemini).
+func vendorKey(r *http.Request) string {
+	for _, h := range []string{"X-Api-Key", "X-Goog-Api-Key"} {
+		if v := strings.TrimSpace(r.Header.Get(h)); v != "" {
+			return v
+		}
+	}
+	if v, ok := bearer(r); ok {
+		return v
+	}
+	return r.URL.Query().Get("key")
+}
+
+// modelPrincipal authenticates a model route's caller.
+func (s *Server) modelPrincipal(r *http.Request) (account.Principal, error) {
+	key := vendorKey(r)
+	if key == "" {
+		return account.Principal{}, fmt.Errorf("send your berth key as x-api-key, Authorization: Bearer, x-goog-api-key or ?key=: %w", account.ErrUnauthenticated)
+	}
+	return s.accounts.Authenticate(r.Context(), key)
+}
+
+// proxyModel serves one model request of dialect d: authenticate, read,
+// admit (allow-list, rate limit, budget reservation, system prompt), send
+// upstream, pass the answer back as it comes, settle what it metered.
+func (s *Server) proxyModel(w http.ResponseWriter, r *http.Request, d inference.Dialect, model string, stream, count bool) {
+	start := time.Now()
+	if s.inference == nil {
+		s.modelError(w, r, d, fmt.Errorf("this gateway serves no models (BERTH_INFERENCE_FILE is unset): %w", inference.ErrUnavailable))
+		return
+	}
+	p, err := s.modelPrincipal(r)
+	if err != nil {
+		s.modelError(w, r, d, err)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxModelBody))
+	if err != nil {
+		s.modelError(w, r, d, fmt.Errorf("read the request: %v: %w", err, inference.ErrInvalid))
+		return
+	}
+	call, err := inference.ReadCall(d, model, stream, body)
+	if err != nil {
+		s.modelError(w, r, d, err)
+		return
+	}
+	call.CountOnly = count
+	t, err := s.inference.Admit(r.Context(), p, call, body, r.Header.Get("X-Berth-Session"))
+	if err != nil {
+		s.modelError(w, r, d, err)
+		return
+	}
+	status, meter := 0, (*inference.Meter)(nil)
+	defer func() {
+		// The request is over for the client, but its cost must be
+		// charged even when the client went away.
+		rec, err := s.inference.Settle(context.WithoutCancel(r.Context()), t, status, meter)
+		if err != nil {
+			s.log.ErrorContext(r.Context(), "model request not recorded", "model", rec.Model, "err", err)
+		}
+		s.log.DebugContext(r.Context(), "model request", "dialect", d, "model", rec.Model, "provider", rec.Provider,
+			"user", rec.User, "project", rec.Project, "sandbox", rec.Sandbox, "session", rec.Session, "status", status,
+			"input", rec.Usage.Input, "cache_read", rec.Usage.CacheRead, "cache_write", rec.Usage.CacheWrite,
+			"output", rec.Usage.Output, "cost_usd", rec.CostUSD, "metered", rec.Metered, "took", time.Since(start))
+	}()
+	resp, err := s.sendUpstream(r, t)
+	if err != nil {
+		s.log.WarnContext(r.Context(), "model vendor unreachable", "provider", t.Provider.Name, "model", t.Model.ID, "err", err)
+		s.modelError(w, r, d, fmt.Errorf("%s could not be reached: %w", t.Provider.Name, errUpstream))
+		return
+	}
+	defer resp.Body.Close()
+	status = resp.StatusCode
+	meter = inference.NewMeter(d, resp.Header.Get("Content-Type"))
+	copyHeader(w.Header(), resp.Header)
+	w.WriteHeader(resp.StatusCode)
+	passOn(w, resp.Body, meter)
+}
+
+// passOn copies an answer to the client and the meter as it arrives,
+// flushing each piece, so an event stream reaches the client event by
+// event, never held back whole. A client that goes away ends the copy.
+func passOn(w http.ResponseWriter, from io.Reader, meter *inference.Meter) {
+	rc := http.NewResponseController(w)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := from.Read(buf)
+		if n > 0 {
+			_, _ = meter.Write(buf[:n])
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return
+			}
+			if ferr := rc.Flush(); ferr != nil && !errors.Is(ferr, http.ErrNotSupported) {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// sendUpstream sends an admitted request to its provider with the
+// provider's credential in the vendor's header. The caller's key, its
+// cookies and berth's own headers stay behind.
+func (s *Server) sendUpstream(r *http.Request, t *inference.Ticket) (*http.Response, error) {
+	prov := t.Provider
+	q := r.URL.Query()
+	q.Del("key")
+	var target string
+	rt := s.modelTransport
+	switch prov.Kind {
+	case inference.KindScripted:
+		rt = s.scripted
+		if rt == nil {
+			return nil, errors.New("no scripted model server in this gateway")
+		}
+		target = "http://scripted" + upstreamPath(r.URL.Path, t)
+	case inference.KindOpenAI:
+		// OpenAI's base URL carries its version (/v1), as its SDKs take it.
+		target = prov.URL + strings.TrimPrefix(upstreamPath(r.URL.Path, t), "/v1")
+	default:
+		target = prov.URL + upstreamPath(r.URL.Path, t)
+	}
+	if len(q) > 0 {
+		target += "?" + q.Encode()
+	}
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, target, bytes.NewReader(t.Body))
+	if err != nil {
+		return nil, err
+	}
+	for k, vs := range r.Header {
+		if !dropRequestHeader(k) {
+			req.Header[k] = vs
+		}
+	}
+	if req.Header.Get("Content-Type") == "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if cred := prov.Credential.Reveal(); cred != "" {
+		switch prov.Kind {
+		case inference.KindAnthropic:
+			req.Header.Set("X-Api-Key", cred)
+		case inference.KindOpenAI:
+			req.Header.Set("Authorization", "Bearer "+cred)
+		case inference.KindGemini:
+			req.Header.Set("X-Goog-Api-Key", cred)
+		}
+	}
+	if prov.Kind == inference.KindAnthropic && req.Header.Get("Anthropic-Version") == "" {
+		req.Header.Set("Anthropic-Version", "2023-06-01")
+	}
+	return rt.RoundTrip(req)
+}
+
+// upstreamPath is the request's path with the upstream's name for the
+// model where the path carries one (Gemini).
+func upstreamPath(path string, t *inference.Ticket) string {
+	if t.Call.Dialect != inference.Gemini {
+		return path
+	}
+	i := strings.LastIndexByte(path, '/')
+	_, method, _ := strings.Cut(path[i+1:], ":")
+	return path[:i+1] + url.PathEscape(t.Model.Upstream) + ":" + method
+}
+
+// dropRequestHeader says which of the caller's headers never go upstream:
+// its credentials, cookies, berth's own, what the proxy sets itself, and
+// hop-by-hop headers. Accept-Encoding stays behind so the answer comes
+// uncompressed and the meter can read it.
+func dropRequestHeader(k string) bool {
+	switch http.CanonicalHeaderKey(k) {
+	case "Authorization", "X-Api-Key", "X-Goog-Api-Key", "Cookie", "Host", "Content-Length", "Accept-Encoding",
+		"Connection", "Keep-Alive", "Proxy-Authorization", "Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade":
+		return true
+	}
+	k = strings.ToLower(k)
+	return strings.HasPrefix(k, "x-berth-") || strings.HasPrefix(k, "x-forwarded-")
+}
+
+// copyHeader copies an upstream's answer headers but its cookies, its
+// length and hop-by-hop ones. Without a length the answer ends only when
+// the handler returns, after the request is settled: a client that read
+// the whole answer finds it recorded.
+func copyHeader(dst, src http.Header) {
+	for k, vs := range src {
+		switch k {
+		case "Set-Cookie", "Content-Length", "Connection", "Keep-Alive", "Proxy-Authenticate", "Trailer", "Transfer-Encoding", "Upgrade":
+			continue
+		}
+		dst[k] = vs
+	}
+}
+
+// modelError answers a refusal in the dialect's own error shape, with the
+// status the one error mapper chose, so each CLI shows its message.
+func (s *Server) modelError(w http.ResponseWriter, r *http.Request, d inference.Dialect, err error) {
+	status, e := s.errorStatus(w, r, err)
+	writeJSON(w, status, inference.ErrorBody(d, status, e.Code, e.Message))
+}

@@ -1,0 +1,169 @@
+// Package inference is the model side of the gateway (SPEC S14): which
+// models a key may reach, the budget its inference is charged to (with
+// reservations, so concurrent requests cannot overshoot), its rate limit,
+// the system prompt every request carries, and metering every token from
+// the upstream's own answer.
+//
+// It is a domain package: no HTTP and no database. The gateway's proxy
+// (internal/gateway/inference.go) authenticates a request, asks Admit for a
+// Ticket (the route, the rewritten body, the reservation), sends the body
+// upstream, passes the answer back as it arrives while a Meter reads it,
+// and hands the metered usage to Settle, which charges the budget and
+// records the request for its session. The store keeps settings and usage
+// behind the Store interface declared here.
+//
+// Four vendor dialects are spoken, each with its own request shape, system
+// prompt slot, usage fields and error body; they are never translated into
+// one another: a model is served by one provider, which speaks the dialects
+// of its kind.
+package inference
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+)
+
+// Errors Admit and the settings methods return; the gateway maps them to
+// HTTP statuses and renders them in the caller's dialect.
+var (
+	// ErrNotAllowed: the model exists but the key's project may not reach
+	// it. The message lists the models it may reach.
+	ErrNotAllowed = errors.New("model not allowed")
+	// ErrUnknownModel: no provider serves the model. The message lists the
+	// models the key may reach.
+	ErrUnknownModel = errors.New("unknown model")
+	// ErrBudget: the request's reservation does not fit what is left of a
+	// budget.
+	ErrBudget = errors.New("budget exceeded")
+	// ErrInvalid: a request or a setting that cannot be used.
+	ErrInvalid = errors.New("invalid")
+	// ErrForbidden: the caller may not do this (set another project's
+	// settings, name another sandbox's session).
+	ErrForbidden = errors.New("forbidden")
+	// ErrUnavailable: the gateway serves no models.
+	ErrUnavailable = errors.New("no models configured")
+)
+
+// RateLimitError is a request over its project's (or organisation's) rate
+// limit. It is ErrRateLimited for errors.Is.
+type RateLimitError struct {
+	Scope      string        // "project ml" or "the organisation"
+	Limit      Rate          // the limit that refused
+	RetryAfter time.Duration // when the next request would be allowed
+}
+
+// ErrRateLimited matches every *RateLimitError.
+var ErrRateLimited = errors.New("rate limited")
+
+func (e *RateLimitError) Error() string {
+	return fmt.Sprintf("%s allows %s; try again in %s", e.Scope, e.Limit, e.RetryAfter.Round(time.Second))
+}
+
+// Is makes errors.Is(err, ErrRateLimited) true.
+func (e *RateLimitError) Is(target error) bool { return target == ErrRateLimited }
+
+// Dialect is a vendor API.
+type Dialect string
+
+// The dialects the gateway speaks.
+const (
+	Anthropic       Dialect = "anthropic-messages" // POST /v1/messages
+	OpenAIChat      Dialect = "openai-chat"        // POST /v1/chat/completions
+	OpenAIResponses Dialect = "openai-responses"   // POST /v1/responses
+	Gemini          Dialect = "gemini"             // POST /v1beta/models/{model}:generateContent
+)
+
+// Path is where the gateway serves the dialect, for messages.
+func (d Dialect) Path() string {
+	switch d {
+	case Anthropic:
+		return "POST /v1/messages"
+	case OpenAIChat:
+		return "POST /v1/chat/completions"
+	case OpenAIResponses:
+		return "POST /v1/responses"
+	case Gemini:
+		return "POST /v1beta/models/{model}:generateContent"
+	}
+	return string(d)
+}
+
+// Kind is what a provider is: which vendor API it speaks and how it takes
+// its credential.
+type Kind string
+
+// Provider kinds.
+const (
+	// KindAnthropic speaks Anthropic Messages; the credential goes in
+	// x-api-key.
+	KindAnthropic Kind = "anthropic"
+	// KindOpenAI speaks Chat Completions and Responses (OpenAI and every
+	// compatible server); the credential goes in Authorization: Bearer.
+	KindOpenAI Kind = "openai"
+	// KindGemini speaks generateContent; the credential goes in
+	// x-goog-api-key.
+	KindGemini Kind = "gemini"
+	// KindScripted is the scripted model server (package modelserver),
+	// served inside the gateway for offline demos and tests. It speaks every
+	// dialect, needs no credential, and its answers are scripted, not a
+	// model's.
+	KindScripted Kind = "scripted"
+)
+
+// Dialects lists what a provider of kind k speaks.
+func (k Kind) Dialects() []Dialect {
+	switch k {
+	case KindAnthropic:
+		return []Dialect{Anthropic}
+	case KindOpenAI:
+		return []Dialect{OpenAIChat, OpenAIResponses}
+	case KindGemini:
+		return []Dialect{Gemini}
+	case KindScripted:
+		return []Dialect{Anthropic, OpenAIChat, OpenAIResponses, Gemini}
+	}
+	return nil
+}
+
+// Speaks reports whether a provider of kind k speaks d.
+func (k Kind) Speaks(d Dialect) bool {
+	for _, x := range k.Dialects() {
+		if x == d {
+			return true
+		}
+	}
+	return false
+}
+
+// Secret is a provider's credential. It redacts itself when printed or
+// logged; only the proxy reads it, with Reveal, to set the upstream's
+// header.
+type Secret string
+
+// String redacts the secret.
+func (Secret) String() string { return "[redacted]" }
+
+// GoString redacts the secret.
+func (Secret) GoString() string { return "[redacted]" }
+
+// LogValue redacts the secret for log/slog.
+func (Secret) LogValue() slog.Value { return slog.StringValue("[redacted]") }
+
+// Reveal returns the credential's value.
+func (s Secret) Reveal() string { return string(s) }
+
+// invalid returns an ErrInvalid naming what is wrong.
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), ErrInvalid)
+}
+
+// names joins model names for a message; none says so.
+func names(models []string) string {
+	if len(models) == 0 {
+		return "none"
+	}
+	return strings.Join(models, ", ")
+}

@@ -1,0 +1,84 @@
+package store_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/inference"
+	"berth.dev/berth/internal/runner"
+	"berth.dev/berth/internal/store"
+)
+
+// testInference checks inference.Store: settings round-trip whole, nil
+// and empty lists stay apart, spend sums by scope and time, and session
+// usage sums by session.
+func testInference(t *testing.T, st *store.Store) {
+	ctx := t.Context()
+	fx := newFixture(t, st, "acme")
+	other := newFixture(t, st, "other")
+
+	got, err := st.GetInferenceSettings(ctx, fx.org.ID, "")
+	if err != nil || !cmp.Equal(got, inference.Settings{}) {
+		t.Fatalf("never written = %+v, %v; want the zero Settings", got, err)
+	}
+	budget := 25.5
+	want := inference.Settings{Models: []string{"a", "b"}, BudgetUSD: &budget,
+		Rate: &inference.Rate{Requests: 60, Per: time.Minute}, SystemPrompt: "Be brief."}
+	if err := st.PutInferenceSettings(ctx, fx.org.ID, fx.prj.ID, want); err != nil {
+		t.Fatal(err)
+	}
+	if got, err = st.GetInferenceSettings(ctx, fx.org.ID, fx.prj.ID); err != nil || !cmp.Equal(got, want) {
+		t.Errorf("round trip: %v\n%s", err, cmp.Diff(want, got))
+	}
+	// Written whole: an empty list allows nothing and is not "not set".
+	empty := inference.Settings{Models: []string{}}
+	if err := st.PutInferenceSettings(ctx, fx.org.ID, fx.prj.ID, empty); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ = st.GetInferenceSettings(ctx, fx.org.ID, fx.prj.ID); got.Models == nil || len(got.Models) != 0 || got.BudgetUSD != nil || got.Rate != nil {
+		t.Errorf("after writing an empty list: %+v, want an empty, non-nil list and nothing else", got)
+	}
+	wantErr(t, "PutInferenceSettings(unknown organisation)",
+		st.PutInferenceSettings(ctx, "org_nope", "", inference.Settings{}), account.ErrNotFound)
+
+	rec := func(org, project, session string, at time.Time, cost float64, metered bool) {
+		t.Helper()
+		err := st.RecordInference(ctx, inference.Record{At: at, Org: org, Project: project, User: "usr_x", Key: "key_x",
+			Session: session, Provider: "p", Model: "m-" + session, Dialect: inference.OpenAIChat, Status: 200,
+			Usage: runner.Usage{Input: 120, CacheRead: 30, CacheWrite: 5, Output: 17, Reasoning: 3}, CostUSD: cost, Metered: metered})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec(fx.org.ID, fx.prj.ID, "sbx_1", t0, 1, true)
+	rec(fx.org.ID, fx.prj.ID, "sbx_1", t0.Add(time.Hour), 2, false)
+	rec(fx.org.ID, "prj_b", "", t0.Add(time.Hour), 4, true)
+	rec(fx.org.ID, fx.prj.ID, "", t0.Add(-time.Hour), 8, true)
+	rec(other.org.ID, other.prj.ID, "sbx_2", t0, 16, true)
+
+	for _, c := range []struct {
+		org, project string
+		want         float64
+	}{
+		{fx.org.ID, "", 7}, {fx.org.ID, fx.prj.ID, 3}, {fx.org.ID, "prj_b", 4}, {other.org.ID, "", 16},
+	} {
+		if got, err := st.InferenceSpend(ctx, c.org, c.project, t0); err != nil || got != c.want {
+			t.Errorf("InferenceSpend(%s, %q, t0) = %v, %v; want %v", c.org, c.project, got, err, c.want)
+		}
+	}
+	u, err := st.SessionUsage(ctx, "sbx_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantU := inference.SessionUsage{Requests: 2, Usage: runner.Usage{Input: 240, CacheRead: 60, CacheWrite: 10, Output: 34, Reasoning: 6},
+		CostUSD: 3, Models: []string{"m-sbx_1"}, Unmetered: 1}
+	if diff := cmp.Diff(wantU, u); diff != "" {
+		t.Errorf("SessionUsage(sbx_1) (-want +got):\n%s", diff)
+	}
+	if u, err := st.SessionUsage(ctx, "sbx_none"); err != nil || u.Requests != 0 {
+		t.Errorf("SessionUsage(unknown) = %+v, %v; want nothing", u, err)
+	}
+}

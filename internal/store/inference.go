@@ -1,0 +1,225 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/inference"
+)
+
+var _ inference.Store = (*Store)(nil)
+
+// GetInferenceSettings returns the inference settings of org (project "")
+// or of one of its projects as written; never written is the zero
+// Settings.
+func (s *Store) GetInferenceSettings(ctx context.Context, org, project string) (inference.Settings, error) {
+	var (
+		models        sql.NullString
+		budget        sql.NullFloat64
+		requests, per sql.NullInt64
+		out           inference.Settings
+	)
+	err := s.db.QueryRowContext(ctx, `
+		SELECT models, budget_usd, rate_requests, rate_period, system_prompt
+		FROM inference_settings WHERE org_id = $1 AND project_id = $2`, org, project).
+		Scan(&models, &budget, &requests, &per, &out.SystemPrompt)
+	switch {
+	case notFound(err):
+		return inference.Settings{}, nil
+	case err != nil:
+		return inference.Settings{}, fmt.Errorf("get inference settings of %s: %w", scope(org, project), err)
+	}
+	if err := jsonOf(models, &out.Models); err != nil {
+		return inference.Settings{}, fmt.Errorf("get inference settings of %s: models: %w", scope(org, project), err)
+	}
+	if budget.Valid {
+		out.BudgetUSD = &budget.Float64
+	}
+	if requests.Valid && per.Valid {
+		out.Rate = &inference.Rate{Requests: int(requests.Int64), Per: time.Duration(per.Int64)}
+	}
+	return out, nil
+}
+
+// PutInferenceSettings writes the inference settings of org (project "")
+// or of one of its projects whole. An organisation that does not exist is
+// account.ErrNotFound.
+func (s *Store) PutInferenceSettings(ctx context.Context, org, project string, set inference.Settings) error {
+	models, err := jsonArg(set.Models, set.Models == nil)
+	if err != nil {
+		return fmt.Errorf("put inference settings of %s: models: %w", scope(org, project), err)
+	}
+	var budget, requests, per any
+	if set.BudgetUSD != nil {
+		budget = *set.BudgetUSD
+	}
+	if set.Rate != nil {
+		requests, per = int64(set.Rate.Requests), int64(set.Rate.Per)
+	}
+	_, err = s.db.ExecContext(ctx, `
+		INSERT INTO inference_settings (org_id, project_id, models, budget_usd, rate_requests, rate_period, system_prompt)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)
+		ON CONFLICT (org_id, project_id) DO UPDATE SET
+			models = excluded.models,
+			budget_usd = excluded.budget_usd,
+			rate_requests = excluded.rate_requests,
+			rate_period = excluded.rate_period,
+			system_prompt = excluded.system_prompt`,
+		org, project, models, budget, requests, per, set.SystemPrompt)
+	switch {
+	case constraintOf(err) == foreignKeyConstraint:
+		return fmt.Errorf("inference settings of %s: organisation %s: %w", scope(org, project), org, account.ErrNotFound)
+	case err != nil:
+		return fmt.Errorf("put inference settings of %s: %w", scope(org, project), err)
+	}
+	return nil
+}
+
+// RecordInference appends one metered request. It returns once the
+// record is committed; records of concurrent requests are committed
+// together (see recordBatch).
+func (s *Store) RecordInference(ctx context.Context, r inference.Record) error {
+	if err := s.inference.record(r, func(rs []inference.Record) error { return s.insertInference(ctx, rs) }); err != nil {
+		return fmt.Errorf("record inference: %w", err)
+	}
+	return nil
+}
+
+// insertInference writes records in one transaction.
+func (s *Store) insertInference(ctx context.Context, rs []inference.Record) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		for _, r := range rs {
+			metered := 0
+			if r.Metered {
+				metered = 1
+			}
+			u := r.Usage
+			_, err := tx.ExecContext(ctx, `
+				INSERT INTO inference_usage (at, org_id, project_id, user_id, key_id, sandbox_id, session, provider, model, dialect,
+					status, input, cache_read, cache_write, output, reasoning, cost_usd, metered)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`,
+				timeArg(r.At), r.Org, r.Project, r.User, r.Key, r.Sandbox, r.Session, r.Provider, r.Model, string(r.Dialect),
+				r.Status, u.Input, u.CacheRead, u.CacheWrite, u.Output, u.Reasoning, r.CostUSD, metered)
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// recordBatch is a group commit for the records of model requests: the
+// caller that finds no commit under way writes every record waiting in
+// one transaction while the others wait for it, and hands the next batch
+// to the first that arrived meanwhile. One commit (one fsync) serves many
+// requests, and concurrent writers never meet SQLite's busy wait, which
+// sleeps. It needs no goroutine of its own.
+type recordBatch struct {
+	mu      sync.Mutex
+	queue   []*pendingRecord
+	writing bool
+}
+
+type pendingRecord struct {
+	r    inference.Record
+	done chan error // the batch's outcome, or errLead
+}
+
+// errLead tells a waiting caller to write the next batch.
+var errLead = errors.New("lead the next batch")
+
+func (b *recordBatch) record(r inference.Record, write func([]inference.Record) error) error {
+	me := &pendingRecord{r: r, done: make(chan error, 1)}
+	b.mu.Lock()
+	b.queue = append(b.queue, me)
+	if b.writing {
+		b.mu.Unlock()
+		if err := <-me.done; err != errLead {
+			return err
+		}
+		b.mu.Lock()
+	}
+	b.writing = true
+	batch := b.queue
+	b.queue = nil
+	b.mu.Unlock()
+	rs := make([]inference.Record, len(batch))
+	for i, p := range batch {
+		rs[i] = p.r
+	}
+	err := write(rs)
+	for _, p := range batch {
+		if p != me {
+			p.done <- err
+		}
+	}
+	b.mu.Lock()
+	if len(b.queue) > 0 {
+		b.queue[0].done <- errLead
+	} else {
+		b.writing = false
+	}
+	b.mu.Unlock()
+	return err
+}
+
+// InferenceSpend sums the cost charged to org (project "": all its
+// projects) or one of its projects since a time.
+func (s *Store) InferenceSpend(ctx context.Context, org, project string, since time.Time) (float64, error) {
+	q := `SELECT COALESCE(SUM(cost_usd), 0) FROM inference_usage WHERE org_id = $1 AND at >= $2`
+	args := []any{org, since.UnixNano()}
+	if project != "" {
+		q += ` AND project_id = $3`
+		args = append(args, project)
+	}
+	var spent float64
+	if err := s.db.QueryRowContext(ctx, q, args...).Scan(&spent); err != nil {
+		return 0, fmt.Errorf("inference spend of %s: %w", scope(org, project), err)
+	}
+	return spent, nil
+}
+
+// SessionUsage sums the requests of one session.
+func (s *Store) SessionUsage(ctx context.Context, session string) (inference.SessionUsage, error) {
+	var out inference.SessionUsage
+	if session == "" {
+		return out, nil
+	}
+	rows, err := s.db.QueryContext(ctx, `
+		SELECT model, COUNT(*), SUM(input), SUM(cache_read), SUM(cache_write), SUM(output), SUM(reasoning),
+			SUM(cost_usd), SUM(1 - metered), MIN(seq)
+		FROM inference_usage WHERE session = $1 GROUP BY model ORDER BY MIN(seq)`, session)
+	if err != nil {
+		return out, fmt.Errorf("usage of session %s: %w", session, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			model               string
+			n, in, cr, cw, o, r int64
+			unmetered, first    int64
+			cost                float64
+		)
+		if err := rows.Scan(&model, &n, &in, &cr, &cw, &o, &r, &cost, &unmetered, &first); err != nil {
+			return out, fmt.Errorf("usage of session %s: %w", session, err)
+		}
+		out.Requests += int(n)
+		out.Usage.Input += in
+		out.Usage.CacheRead += cr
+		out.Usage.CacheWrite += cw
+		out.Usage.Output += o
+		out.Usage.Reasoning += r
+		out.CostUSD += cost
+		out.Unmetered += int(unmetered)
+		out.Models = append(out.Models, model)
+	}
+	if err := rows.Err(); err != nil {
+		return out, fmt.Errorf("usage of session %s: %w", session, err)
+	}
+	return out, nil
+}
