@@ -274,6 +274,21 @@ type Run struct {
 	IgnoredLines int        `json:"ignored_lines"`
 	StartedAt    time.Time  `json:"started_at"`
 	EndedAt      *time.Time `json:"ended_at,omitempty"`
+	// Metered is what the gateway itself metered of the run's model calls
+	// (its session): authoritative where the agent's own figures are not.
+	// Nil when the deployment serves no inference.
+	Metered *Metered `json:"metered,omitempty"`
+	// Mismatch says how the agent's tokens differ from the gateway's, once
+	// the run is over; empty when they agree.
+	Mismatch string `json:"mismatch,omitempty"`
+}
+
+// Metered is the gateway's count of a session's model calls.
+type Metered struct {
+	Requests int      `json:"requests"`
+	Usage    Tokens   `json:"usage"`
+	CostUSD  float64  `json:"cost_usd"`
+	Models   []string `json:"models,omitempty"`
 }
 
 // Tokens is a run's token usage, counted the same way for every runner:

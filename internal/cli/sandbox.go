@@ -336,6 +336,13 @@ func showRun(row func(k, v string), now time.Time, r api.Run) {
 	}
 	row("tokens", fmt.Sprintf("%d in, %s, %d cache read, %d cache write", u.Input, out, u.CacheRead, u.CacheWrite))
 	row("cost", cost(r.CostUSD, r.CostSource))
+	if m := r.Metered; m != nil {
+		row("metered", fmt.Sprintf("%d requests, %d in, %d out, %d cache read, %d cache write, $%.4f (the gateway's count)",
+			m.Requests, m.Usage.Input, m.Usage.Output, m.Usage.CacheRead, m.Usage.CacheWrite, m.CostUSD))
+	}
+	if r.Mismatch != "" {
+		row("mismatch", r.Mismatch)
+	}
 	row("model", r.Model)
 	row("session", r.SessionID)
 	if r.Turns > 0 {

@@ -43,8 +43,7 @@ func apiRun(r sandbox.Run) *api.Run {
 	out := &api.Run{
 		Runner: r.Runner, Model: cmp.Or(t.Model, r.Model), State: string(r.State), Error: r.Error,
 		Branch: r.Branch, Commit: r.Commit,
-		Usage: api.Tokens{Input: t.Usage.Input, Output: t.Usage.Output, CacheRead: t.Usage.CacheRead,
-			CacheWrite: t.Usage.CacheWrite, Reasoning: t.Usage.Reasoning},
+		Usage:      apiTokens(t.Usage),
 		CostSource: t.Cost.String(), SessionID: t.SessionID, Turns: t.Turns,
 		Lines: r.Lines, IgnoredLines: r.Ignored, StartedAt: r.StartedAt, EndedAt: timePtr(r.EndedAt),
 	}
@@ -56,7 +55,15 @@ func apiRun(r sandbox.Run) *api.Run {
 		code := r.ExitCode
 		out.ExitCode = &code
 	}
+	if m := r.Metered; m != nil {
+		out.Metered = &api.Metered{Requests: m.Requests, Usage: apiTokens(m.Usage), CostUSD: m.CostUSD, Models: m.Models}
+	}
+	out.Mismatch = r.Mismatch
 	return out
+}
+
+func apiTokens(u runner.Usage) api.Tokens {
+	return api.Tokens{Input: u.Input, Output: u.Output, CacheRead: u.CacheRead, CacheWrite: u.CacheWrite, Reasoning: u.Reasoning}
 }
 
 // runLog answers an agent run's log as text. With follow=true the answer

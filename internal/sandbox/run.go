@@ -39,6 +39,12 @@ type Run struct {
 	Telemetry runner.Telemetry
 	Lines     int // stdout lines read
 	Ignored   int // of them, not in the runner's vocabulary
+	// Metered is what the gateway metered of the run's model calls; nil
+	// without inference. Mismatch says how it differs from Telemetry once
+	// the run is over ("" when it does not). Neither is stored: both are
+	// read when the run is.
+	Metered  *Metered
+	Mismatch string
 	StartedAt time.Time
 	EndedAt   time.Time
 }
@@ -421,7 +427,14 @@ func (s *Service) saveRun(ctx context.Context, run Run) {
 
 // RunOf returns an agent sandbox's run; ErrNotFound when it has none.
 func (s *Service) RunOf(ctx context.Context, sb Sandbox) (Run, error) {
-	return s.store.GetRun(ctx, sb.ID)
+	run, err := s.store.GetRun(ctx, sb.ID)
+	if err != nil {
+		return Run{}, err
+	}
+	if err := s.addMetered(ctx, &run); err != nil {
+		s.log.WarnContext(ctx, "could not read what the gateway metered of a run", "sandbox", sb.ID, "err", err)
+	}
+	return run, nil
 }
 
 // RunLog opens the run log of a sandbox the caller may see.
