@@ -38,6 +38,7 @@ type Config struct {
 	Warm             bool                    // BERTH_SANDBOX_WARM
 	PodmanBinary     string                  // BERTH_SANDBOX_PODMAN_BINARY, default podman
 	PodmanNetwork    string                  // BERTH_SANDBOX_PODMAN_NETWORK
+	PodmanAgentNet   string                  // BERTH_SANDBOX_PODMAN_AGENT_NETWORK, default berth-agents
 	PodmanRoot       string                  // BERTH_SANDBOX_PODMAN_ROOT, default DataDir/podman
 
 	Forge      string // BERTH_SANDBOX_GIT_FORGE: "", local, github, gitlab
@@ -93,6 +94,9 @@ var settingsHelp = `Settings (environment variables, read once at start-up):
                                     Kubernetes driver settings
   BERTH_SANDBOX_PODMAN_BINARY       podman driver's command (default podman)
   BERTH_SANDBOX_PODMAN_NETWORK      podman driver's network (default podman's bridge)
+  BERTH_SANDBOX_PODMAN_AGENT_NETWORK
+                                    the allowlist network agent runs join (default berth-agents;
+                                    berth admin agent-network makes it)
   BERTH_SANDBOX_PODMAN_ROOT         podman driver's own containers.conf and image store
                                     (default BERTH_DATA_DIR/podman; build images into it)
   BERTH_SANDBOX_GIT_FORGE           local, github, gitlab, or unset for no repositories
@@ -155,6 +159,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		ServiceAccount: get("BERTH_SANDBOX_SERVICE_ACCOUNT", ""),
 		PodmanBinary:   get("BERTH_SANDBOX_PODMAN_BINARY", "podman"),
 		PodmanNetwork:  get("BERTH_SANDBOX_PODMAN_NETWORK", ""),
+		PodmanAgentNet: get("BERTH_SANDBOX_PODMAN_AGENT_NETWORK", ""),
 		PodmanRoot:     get("BERTH_SANDBOX_PODMAN_ROOT", ""),
 		Forge:          get("BERTH_SANDBOX_GIT_FORGE", ""),
 		GitURL:         get("BERTH_SANDBOX_GIT_URL", ""),

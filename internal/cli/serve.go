@@ -296,9 +296,10 @@ func podmanConfig(cfg Config) podman.Config {
 		}
 	}
 	return podman.Config{
-		Binary:   cfg.PodmanBinary,
-		StateDir: cfg.PodmanRoot,
-		Network:  cfg.PodmanNetwork,
-		Runtimes: rts,
+		Binary:       cfg.PodmanBinary,
+		StateDir:     cfg.PodmanRoot,
+		Network:      cfg.PodmanNetwork,
+		AgentNetwork: cfg.PodmanAgentNet,
+		Runtimes:     rts,
 	}
 }
