@@ -77,7 +77,11 @@ func (r *starter) check(args []string, prompt *os.File, envv []string) int {
 	if err != nil {
 		add("workdir", false, "%v", err)
 	} else {
-		add("workdir", cwd == workDir, "cwd %s, want %s", cwd, workDir)
+		if cwd == workDir {
+			add("workdir", true, "cwd %s", cwd)
+		} else {
+			add("workdir", false, "cwd %s, want %s", cwd, workDir)
+		}
 	}
 	if err := probeWrite(".", false, r.env.Run); err != nil {
 		add("workdir-writable", false, "%v", err)

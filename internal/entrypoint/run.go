@@ -40,6 +40,18 @@ type runnerFile struct {
 	Content string `json:"content"`
 }
 
+// RunnerFilesJSON renders a runner's config files (runner.Files) as the
+// value of BERTH_RUNNER_FILES, the form berth-init reads in the agent-run
+// mode: a JSON array of {"path", "content"}, "[]" for none.
+func RunnerFilesJSON(files []runner.File) (string, error) {
+	list := make([]runnerFile, 0, len(files))
+	for _, f := range files {
+		list = append(list, runnerFile{Path: f.Path, Content: string(f.Content)})
+	}
+	b, err := json.Marshal(list)
+	return string(b), err
+}
+
 // loadAgentRun checks the agent-run mode's settings: a runner berth-init
 // knows (or none, in check mode) and well-formed config files.
 func loadAgentRun(c *config, getenv func(string) string) []error {

@@ -21,6 +21,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"berth.dev/berth/internal/entrypoint"
+	"berth.dev/berth/internal/runner"
 )
 
 // TestMain lets a test run this test binary as berth-init itself, so that
@@ -69,17 +70,30 @@ func agentRun(t *testing.T, runnerName, binary, script string) (*harness, string
 	return h, stub
 }
 
+// piFiles is BERTH_RUNNER_FILES as the host renders it.
 func piFiles(t *testing.T) string {
 	t.Helper()
-	b, err := json.Marshal([]map[string]string{
-		{"path": ".pi/agent/models.json", "content": `{"providers": {}}` + "\n"},
-		{"path": ".pi/agent/settings.json", "content": `{"defaultProvider": "berth"}` + "\n"},
-		{"path": "top.txt", "content": ""},
+	s, err := entrypoint.RunnerFilesJSON([]runner.File{
+		{Path: ".pi/agent/models.json", Content: []byte(`{"providers": {}}` + "\n")},
+		{Path: ".pi/agent/settings.json", Content: []byte(`{"defaultProvider": "berth"}` + "\n")},
+		{Path: "top.txt"},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return string(b)
+	return s
+}
+
+func TestRunnerFilesJSON(t *testing.T) {
+	if s, err := entrypoint.RunnerFilesJSON(nil); s != "[]" || err != nil {
+		t.Errorf("RunnerFilesJSON(nil) = %q, %v; want [], nil", s, err)
+	}
+	want := `[{"path":".pi/agent/models.json","content":"{\"providers\": {}}\n"},` +
+		`{"path":".pi/agent/settings.json","content":"{\"defaultProvider\": \"berth\"}\n"},` +
+		`{"path":"top.txt","content":""}]`
+	if got := piFiles(t); got != want {
+		t.Errorf("RunnerFilesJSON = %s\nwant %s", got, want)
+	}
 }
 
 func TestAgentRunExecsTheRunnerWithThePromptOnStdin(t *testing.T) {
