@@ -119,6 +119,7 @@ and authenticates with BERTH_API_KEY or that file.`,
 		newGuardrailCmd(g),
 		newSandboxCmd(g),
 		newRepoCmd(env),
+		newImageCmd(env),
 		newAuditCmd(g),
 		newVersionCmd(env),
 	)
