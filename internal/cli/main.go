@@ -120,6 +120,7 @@ and authenticates with BERTH_API_KEY or that file.`,
 		newModelCmd(g),
 		newSandboxCmd(g),
 		newRepoCmd(env),
+		newImageCmd(env),
 		newAuditCmd(g),
 		newVersionCmd(env),
 	)

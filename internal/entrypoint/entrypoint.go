@@ -1,5 +1,28 @@
 // Package entrypoint is berth-init, the first program of every sandbox
-// (SPEC S15). At each start of the container (a resumed sandbox starts it
+// (SPEC S13, S15). It runs in one of three modes.
+//
+// The agent-run mode (SPEC S13: BERTH_SANDBOX_PURPOSE=agent and BERTH_RUNNER
+// set) is one task in an agent image, the host having cloned the checkout
+// to /work and written the task to the prompt file. berth-init
+//
+//  1. refuses to start (exit 64, a line on stderr) when the prompt file is
+//     missing, empty or not a regular file;
+//  2. writes BERTH_RUNNER_FILES, the runner's config files, into HOME
+//     (directories 0700, files 0600);
+//  3. bootstraps git for the agent without writing anything: safe.directory
+//     /work and a container-local identity travel as GIT_CONFIG_COUNT
+//     entries in the agent's environment (HOME is fresh every run, and the
+//     command-line scope wins over anything in the checkout);
+//  4. execs the runner's binary, found on PATH, with its own arguments ("$@",
+//     the runner's ContainerArgs) unmodified and the prompt file as its
+//     standard input, read to the end and then at EOF, never an open pipe.
+//     exec, not a child: the container ends with the agent's exit code.
+//
+// It never clones and never pushes in this mode: the host does both. With
+// BERTH_IMAGE_CHECK=1 it does all of the above except the exec and prints a
+// CheckReport as JSON on stdout instead (`berth image check`).
+//
+// Otherwise, at each start of the container (a resumed sandbox starts it
 // again on the same HOME volume) it:
 //
 //  1. prepares HOME: ~/.ssh/authorized_keys from BERTH_AUTHORIZED_KEYS, and
@@ -9,7 +32,8 @@
 //  3. checks out BERTH_REPO (shallow, at BERTH_BRANCH) into ~/<name> unless
 //     that directory exists;
 //  4. engineer: makes a host key in ~/.sshd once and execs sshd on port 2222
-//     as the sandbox user; agent: execs its arguments (the runner).
+//     as the sandbox user; agent without a runner: runs its arguments as a
+//     child and pushes the checkout to berth/<name>, or waits for its end.
 //
 // It logs plain lines on stderr and never a secret's value; stdout is left to
 // the agent (S13). Called as git-credential-berth (a symlink to berth-init),
@@ -28,9 +52,13 @@
 //	BERTH_SESSION, ANTHROPIC_CUSTOM_HEADERS   agent sandboxes (S14)
 //	BERTH_REPO                repository to clone (any address git accepts)
 //	BERTH_BRANCH              branch to check out (default: the remote's HEAD)
-//	BERTH_GIT_AUTHOR_NAME, BERTH_GIT_AUTHOR_EMAIL   git's global user.name/email
+//	BERTH_GIT_AUTHOR_NAME, BERTH_GIT_AUTHOR_EMAIL   git's user.name/email
 //	BERTH_GIT_USERNAME, BERTH_GIT_TOKEN_EXPIRES, BERTH_GIT_CREDENTIAL_URL (S9)
-//	BERTH_RUNNER              the agent's runner (S13)
+//	BERTH_RUNNER              the agent's runner (S13); selects the agent-run mode
+//	BERTH_PROMPT_FILE         agent-run: the task (default /work/.berth-prompt.txt)
+//	BERTH_RUNNER_FILES        agent-run: JSON [{"path": "<relative to HOME>",
+//	                          "content": "…"}, …], the runner's config files
+//	BERTH_IMAGE_CHECK=1       agent-run: report instead of exec (berth image check)
 //
 // Start-only, never written to HOME: BERTH_TASK, BERTH_AUTHORIZED_KEYS,
 // BERTH_GIT_TOKEN, BERTH_PI_CONFIG, BERTH_PI_SETTINGS. Every other variable,
@@ -86,6 +114,10 @@ type Env struct {
 	// Exec replaces the process with path (sshd, the agent). It returns
 	// only when that fails.
 	Exec func(path string, argv, envv []string) error
+	// SetStdin makes f the process's standard input (file descriptor 0),
+	// which the program Exec starts next inherits. f itself may be closed
+	// afterwards.
+	SetStdin func(f *os.File) error
 	// WaitForStop blocks until the container is asked to stop (SIGTERM or
 	// SIGINT).
 	WaitForStop func()
@@ -94,13 +126,14 @@ type Env struct {
 // OSEnv is the Env of the running process.
 func OSEnv() Env {
 	return Env{
-		Getenv:  os.Getenv,
-		Environ: os.Environ,
-		Stdin:   os.Stdin,
-		Stdout:  os.Stdout,
-		Stderr:  os.Stderr,
-		Run:     (*exec.Cmd).Run,
-		Exec:    syscall.Exec,
+		Getenv:   os.Getenv,
+		Environ:  os.Environ,
+		Stdin:    os.Stdin,
+		Stdout:   os.Stdout,
+		Stderr:   os.Stderr,
+		Run:      (*exec.Cmd).Run,
+		Exec:     syscall.Exec,
+		SetStdin: setStdin,
 		WaitForStop: func() {
 			// As PID 1 a signal without a handler is ignored: ask for them.
 			ch := make(chan os.Signal, 1)
@@ -126,6 +159,13 @@ func Main(args []string, env Env) int {
 		return exitUsage
 	}
 	r := &starter{cfg: cfg, env: env}
+	var cmd []string
+	if len(args) > 1 {
+		cmd = args[1:]
+	}
+	if cfg.agentRun() {
+		return r.agentRun(cmd)
+	}
 	r.logf("starting sandbox %s %q (%s)", cfg.id, cfg.name, cfg.purpose)
 	if err := r.prepareHome(); err != nil {
 		r.logf("prepare HOME: %v", err)
@@ -138,10 +178,6 @@ func Main(args []string, env Env) int {
 	if err := r.checkout(); err != nil {
 		r.logf("check out %s: %v", redactURL(cfg.repo), err)
 		return exitFailure
-	}
-	var cmd []string
-	if len(args) > 1 {
-		cmd = args[1:]
 	}
 	if cfg.purpose == purposeAgent {
 		return r.runAgent(cmd)
@@ -160,6 +196,18 @@ type config struct {
 	repo, branch      string
 	authorName        string
 	authorEmail       string
+	// The agent-run mode (run.go).
+	runner      string
+	promptFile  string
+	runnerFiles []runnerFile
+	imageCheck  bool
+}
+
+// agentRun reports whether the sandbox runs one agent task in an agent
+// image (SPEC S13) rather than starting as an engineer or agent sandbox
+// with a HOME volume.
+func (c config) agentRun() bool {
+	return c.purpose == purposeAgent && (c.runner != "" || c.imageCheck)
 }
 
 // loadConfig reads and validates the environment: the one place that knows
@@ -175,6 +223,12 @@ func loadConfig(getenv func(string) string) (config, error) {
 		branch:         getenv("BERTH_BRANCH"),
 		authorName:     getenv("BERTH_GIT_AUTHOR_NAME"),
 		authorEmail:    getenv("BERTH_GIT_AUTHOR_EMAIL"),
+		runner:         getenv("BERTH_RUNNER"),
+		promptFile:     getenv("BERTH_PROMPT_FILE"),
+		imageCheck:     getenv("BERTH_IMAGE_CHECK") == "1",
+	}
+	if c.promptFile == "" {
+		c.promptFile = defaultPromptFile
 	}
 	var errs []error
 	if c.id == "" {
@@ -194,7 +248,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if !filepath.IsAbs(c.home) {
 		errs = append(errs, fmt.Errorf("HOME is %q, want an absolute path", c.home))
 	}
-	if c.repo != "" {
+	if c.agentRun() {
+		errs = append(errs, loadAgentRun(&c, getenv)...)
+	} else if c.repo != "" {
 		if _, err := repoDir(c.repo); err != nil {
 			errs = append(errs, fmt.Errorf("BERTH_REPO: %v", err))
 		}
@@ -223,9 +279,10 @@ func (r *starter) command(name string, args ...string) *exec.Cmd {
 	return c
 }
 
-// runAgent runs the agent's command line. Until the runners land (SPEC S13,
-// the agent-runs issue), an agent sandbox started without one has nothing
-// to run: it says so and waits for its end (terminate or expiry), so its
+// runAgent runs the command line of an agent sandbox started without a
+// runner, the engineer-style agent sandbox with a HOME volume (an agent
+// run with a runner is agentRun's). Without a command it has nothing to
+// run: it says so and waits for its end (terminate or expiry), so its
 // lifecycle still works end to end. With a command, the agent runs as a
 // child with the sandbox's environment; a clean exit pushes the checkout's
 // HEAD to berth/<name> (SPEC S9: an agent's work leaves as a branch).

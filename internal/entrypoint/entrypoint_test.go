@@ -3,6 +3,8 @@ package entrypoint_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -40,6 +42,17 @@ type harness struct {
 	envs   [][]string // the environment of each run
 	execs  []execCall
 	waited int
+	// stdin is what SetStdin was handed, read to its end; nil until then.
+	// Env.Stdin reads it afterwards, as fd 0 would be.
+	stdin *bytes.Reader
+}
+
+// Read reads the standard input SetStdin put in place.
+func (h *harness) Read(p []byte) (int, error) {
+	if h.stdin == nil {
+		return 0, io.EOF
+	}
+	return h.stdin.Read(p)
 }
 
 func newHarness(t *testing.T, vars map[string]string) *harness {
@@ -61,6 +74,7 @@ func (h *harness) env() entrypoint.Env {
 			}
 			return env
 		},
+		Stdin:  h,
 		Stdout: &h.stdout,
 		Stderr: &h.stderr,
 		Run: func(c *exec.Cmd) error {
@@ -71,6 +85,19 @@ func (h *harness) env() entrypoint.Env {
 		Exec: func(path string, argv, envv []string) error {
 			h.execs = append(h.execs, execCall{path, argv, envv})
 			return errExecStub
+		},
+		SetStdin: func(f *os.File) error {
+			// Read through a second descriptor: f's offset is what the
+			// agent starts reading at, and must stay at the start.
+			b, err := os.ReadFile(fmt.Sprintf("/proc/self/fd/%d", f.Fd()))
+			if err != nil {
+				return err
+			}
+			if off, err := f.Seek(0, io.SeekCurrent); err != nil || off != 0 {
+				return fmt.Errorf("stdin handed over at offset %d, %v; want 0", off, err)
+			}
+			h.stdin = bytes.NewReader(b)
+			return nil
 		},
 		WaitForStop: func() { h.waited++ },
 	}

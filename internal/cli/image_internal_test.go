@@ -1,0 +1,157 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"berth.dev/berth/internal/entrypoint"
+)
+
+func TestCheckRunArgs(t *testing.T) {
+	got := checkRunArgs(checkRun{
+		image: "localhost/berth-agent-pi:latest", name: "berth-image-check-x", uid: 1001,
+		work: "/tmp/w", env: []string{"BERTH_RUNNER=pi", "BERTH_IMAGE_CHECK=1"}, args: []string{"-p", "two words", ""},
+	})
+	want := []string{"run", "--rm", "--name", "berth-image-check-x", "--user", "1001:1001", "--read-only",
+		"--tmpfs", "/tmp:rw,noexec,nosuid,size=64m", "--tmpfs", "/home/berth:rw,exec,mode=0700,U,size=256m",
+		"--cap-drop", "ALL", "--security-opt", "no-new-privileges",
+		"--pids-limit", "256", "--memory", "1g", "--cpus", "1", "--network", "none",
+		"-v", "/tmp/w:/work", "-w", "/work",
+		"-e", "BERTH_RUNNER=pi", "-e", "BERTH_IMAGE_CHECK=1",
+		"localhost/berth-agent-pi:latest", "-p", "two words", ""}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("podman argv (-want +got):\n%s", diff)
+	}
+}
+
+func TestNewCheckSetup(t *testing.T) {
+	s, err := newCheckSetup("pi", os.Getuid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(s.dir)
+	if want := append([]string{"-p", "--mode", "json", "--provider", "berth", "--model", "berth-image-check"}, checkProbeArgs...); !slices.Equal(s.args, want) {
+		t.Errorf("args = %q, want the runner's ContainerArgs and the probes %q", s.args, want)
+	}
+	if b, err := os.ReadFile(filepath.Join(s.dir, ".berth-prompt.txt")); err != nil || len(b) == 0 {
+		t.Errorf("prompt file: %q, %v", b, err)
+	}
+	var files []struct{ Path, Content string }
+	for _, kv := range s.env {
+		if v, ok := strings.CutPrefix(kv, "BERTH_RUNNER_FILES="); ok {
+			if err := json.Unmarshal([]byte(v), &files); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if len(files) != 2 || files[0].Path != ".pi/agent/models.json" {
+		t.Errorf("BERTH_RUNNER_FILES = %+v, want pi's models.json and settings.json", files)
+	}
+
+	s, err = newCheckSetup("", os.Getuid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(s.dir)
+	if !slices.Equal(s.args, checkProbeArgs) || slices.ContainsFunc(s.env, func(kv string) bool { return strings.HasPrefix(kv, "BERTH_RUNNER") }) {
+		t.Errorf("no runner: args %q, env %q; want the probes and no BERTH_RUNNER*", s.args, s.env)
+	}
+}
+
+// report is a check report berth-init could print for setup s, every
+// element holding.
+func report(t *testing.T, s checkSetup, edit func(*entrypoint.CheckReport)) podmanResult {
+	t.Helper()
+	rep := entrypoint.CheckReport{
+		Runner: s.runner,
+		Argv:   append([]string{"pi"}, s.args...),
+		Stdin:  entrypoint.CheckStdin{Bytes: 10, SHA256: s.promptSHA256},
+	}
+	for _, n := range []string{"non-root", "capabilities", "no-new-privileges", "workdir", "workdir-writable",
+		"prompt-stdin", "home", "runner-files", "git", "runner"} {
+		rep.Elements = append(rep.Elements, entrypoint.CheckElement{Name: n, OK: true, Detail: n + " holds"})
+	}
+	if edit != nil {
+		edit(&rep)
+	}
+	b, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return podmanResult{stdout: append(b, '\n')}
+}
+
+func TestJudgeCheck(t *testing.T) {
+	s := checkSetup{runner: "pi", promptSHA256: "abc", args: []string{"-p", "two words", ""}}
+	missing := podmanResult{code: 64, stderr: []byte("berth-init: prompt file /work/.berth-prompt.txt does not exist (…)\n")}
+	all := []string{"launch", "non-root", "capabilities", "no-new-privileges", "workdir", "workdir-writable",
+		"prompt-stdin", "args", "home", "runner-files", "git", "runner", "missing-prompt"}
+	tests := []struct {
+		name          string
+		setup         checkSetup
+		first, second podmanResult
+		names         []string // the elements, in order
+		failed        []string
+	}{
+		{name: "holds", setup: s, first: report(t, s, nil), second: missing, names: all},
+		{
+			name: "another prompt on stdin", setup: s, second: missing, names: all,
+			first:  report(t, s, func(r *entrypoint.CheckReport) { r.Stdin.SHA256 = "def" }),
+			failed: []string{"prompt-stdin"},
+		},
+		{
+			name: "args changed", setup: s, second: missing, names: all,
+			first:  report(t, s, func(r *entrypoint.CheckReport) { r.Argv = []string{"pi", "-p", "two", "words"} }),
+			failed: []string{"args"},
+		},
+		{
+			name: "an element fails inside", setup: s, second: missing, names: all,
+			first:  report(t, s, func(r *entrypoint.CheckReport) { r.Elements[9].OK = false }),
+			failed: []string{"runner"},
+		},
+		{
+			name: "no runner", setup: checkSetup{promptSHA256: "abc", args: checkProbeArgs}, second: missing, names: all,
+			first: report(t, checkSetup{promptSHA256: "abc", args: checkProbeArgs}, func(r *entrypoint.CheckReport) {
+				r.Argv = checkProbeArgs
+				r.Elements[9] = entrypoint.CheckElement{Name: "runner", Detail: "no runner named (BERTH_RUNNER)"}
+			}),
+			failed: []string{"runner"},
+		},
+		{
+			name: "the agent started instead", setup: s,
+			first:  podmanResult{stdout: []byte(`{"type":"session","id":"x"}` + "\n")},
+			second: podmanResult{code: 0},
+			names:  []string{"launch", "missing-prompt"}, failed: []string{"launch", "missing-prompt"},
+		},
+		{
+			name: "did not start", setup: s,
+			first:  podmanResult{code: 127, stderr: []byte("Error: crun: executable file not found\n")},
+			second: podmanResult{code: 127},
+			names:  []string{"launch", "missing-prompt"}, failed: []string{"launch", "missing-prompt"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			els := judgeCheck(tt.setup, tt.first, tt.second)
+			var names, failed []string
+			for _, e := range els {
+				names = append(names, e.Name)
+				if !e.OK {
+					failed = append(failed, e.Name)
+				}
+			}
+			if diff := cmp.Diff(tt.names, names); diff != "" {
+				t.Errorf("elements (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.failed, failed); diff != "" {
+				t.Errorf("failed elements (-want +got):\n%s\n%+v", diff, els)
+			}
+		})
+	}
+}
