@@ -1,0 +1,185 @@
+package e2e_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/big"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"berth.dev/berth/internal/api"
+)
+
+// inferenceYAML serves the scripted model server's tool scenario inside
+// the gateway: one shell call that writes f.txt and commits it, then a
+// closing text.
+const inferenceYAML = `providers:
+  - name: scripted
+    kind: scripted
+    script: tool
+models:
+  - id: scripted
+    provider: scripted
+    price: {input: 3, output: 15, cache_read: 0.3, cache_write: 3.75}
+`
+
+// agentImage is the image of a runner that `make images` builds.
+func agentImage(r string) string { return "localhost/berth-agent-" + r + ":latest" }
+
+// startAgentGateway is a gateway that runs agents: the scripted model
+// server as its inference, claude-code and pi images, and an allowlist
+// network of its own (a bridge and subnet no other test uses), removed
+// when the test ends.
+func startAgentGateway(t *testing.T, runners ...string) *gateway {
+	t.Helper()
+	root := podmanRoot(t)
+	if os.Geteuid() != 0 {
+		t.Skip("the allowlist network needs root (iptables)")
+	}
+	var images []string
+	for _, r := range runners {
+		cmd := exec.Command("podman", "image", "exists", agentImage(r))
+		cmd.Env = append(os.Environ(), "CONTAINERS_CONF="+root+"/containers.conf", "CONTAINERS_STORAGE_CONF="+root+"/storage.conf")
+		if cmd.Run() != nil {
+			t.Skipf("%s is not built (make images)", agentImage(r))
+		}
+		images = append(images, r+"="+agentImage(r))
+	}
+	dir := t.TempDir()
+	inference := filepath.Join(dir, "inference.yaml")
+	if err := os.WriteFile(inference, []byte(inferenceYAML), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	n, _ := rand.Int(rand.Reader, big.NewInt(100))
+	network := "berth-e2e-" + hex.EncodeToString(b)
+	g := startGateway(t,
+		"BERTH_INFERENCE_FILE="+inference,
+		"BERTH_RUNNER_IMAGES="+strings.Join(images, ","),
+		"BERTH_SANDBOX_PODMAN_AGENT_NETWORK="+network,
+	)
+	g.berth("admin", "agent-network", "--bridge", "bte"+hex.EncodeToString(b), "--subnet", fmt.Sprintf("10.89.%d.0/24", 100+n.Int64()))
+	t.Cleanup(func() {
+		if _, err := g.berthErr("admin", "agent-network", "--remove", "--bridge", "bte"+hex.EncodeToString(b)); err != nil {
+			t.Errorf("remove the allowlist network: %v", err)
+		}
+	})
+	return g
+}
+
+// TestAgentRunEndToEnd runs the real claude-code and pi CLIs in their
+// images on the allowlist network, against the scripted model server
+// through the gateway: the scripted tool call edits a file and commits,
+// the host pushes berth/<name>, the run's tokens are the model server's,
+// the gateway metered the same, and nothing of the run is left behind.
+func TestAgentRunEndToEnd(t *testing.T) {
+	runners := []string{"claude-code", "pi"}
+	g := startAgentGateway(t, runners...)
+	bare := g.seedRepo("acme/app")
+	ctx := context.Background()
+	for _, r := range runners {
+		t.Run(r, func(t *testing.T) {
+			name := "fix-" + strings.ReplaceAll(r, "-", "")
+			began := time.Now()
+			sb, err := g.operator.CreateSandbox(ctx, api.CreateSandbox{Name: name, Purpose: "agent", Repo: "acme/app",
+				Task: "Write f.txt and commit it.", Runner: r})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sb.Image != agentImage(r) {
+				t.Errorf("image %s, want the runner's %s", sb.Image, agentImage(r))
+			}
+			end := g.waitSandbox(g.operator, sb.ID, 4*time.Minute, func(sb api.Sandbox, late bool) bool {
+				if late {
+					t.Fatalf("sandbox %s is still %s", sb.Name, sb.State)
+				}
+				return sb.State == "terminated" || sb.State == "failed"
+			})
+			t.Logf("%s: %s in %s", r, end.State, time.Since(began).Round(time.Millisecond))
+			log, _ := g.berthErr("sandbox", "logs", name)
+			if end.State != "terminated" || end.Run == nil || end.Run.State != "succeeded" {
+				t.Fatalf("sandbox %s (%s), run %+v; log:\n%s", end.State, end.Reason, end.Run, log)
+			}
+			run := end.Run
+			// The work landed on the sandbox's branch, and only there.
+			if run.Branch != "berth/"+name || run.Commit == "" {
+				t.Fatalf("run pushed %q at %q", run.Branch, run.Commit)
+			}
+			if got := gitIn(t, bare, "rev-parse", "refs/heads/berth/"+name); got != run.Commit {
+				t.Errorf("berth/%s is at %q, the run says %s", name, got, run.Commit)
+			}
+			if got := gitIn(t, bare, "show", run.Commit+":f.txt"); got != "hi" {
+				t.Errorf("f.txt in the pushed commit holds %q", got)
+			}
+			if files := gitIn(t, bare, "ls-tree", "-r", "--name-only", run.Commit); strings.Contains(files, ".berth-prompt.txt") {
+				t.Errorf("the prompt file was committed: %s", files)
+			}
+			// The tokens are the scripted model server's, as the agent
+			// reported them and as the gateway metered them.
+			want := api.Tokens{Input: 240, CacheRead: 60, Output: 34}
+			if r == "claude-code" {
+				want.CacheWrite = 10
+			}
+			if run.Usage != want {
+				t.Errorf("the agent reported %+v, want the model server's %+v", run.Usage, want)
+			}
+			if run.Metered == nil || run.Metered.Requests < 2 || run.Metered.Usage.Input != want.Input || run.Metered.Usage.Output != want.Output {
+				t.Errorf("the gateway metered %+v, want %+v over at least 2 requests", run.Metered, want)
+			}
+			if run.Mismatch != "" {
+				t.Errorf("mismatch: %s", run.Mismatch)
+			}
+			if run.CostUSD == nil || *run.CostUSD <= 0 {
+				t.Errorf("cost %v (%s), want a figure", run.CostUSD, run.CostSource)
+			}
+			// Nothing of the run is left: no container, no checkout, no
+			// prompt file.
+			if c, v := g.waitGone(string(sb.ID), 10*time.Second); c != "" || v != "" {
+				t.Errorf("left behind: containers %q volumes %q", c, v)
+			}
+			work := filepath.Join(g.dataDir, "work", string(sb.ID))
+			if _, err := os.Stat(work); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("the checkout %s is still there: %v", work, err)
+			}
+			if prompts := findPrompts(t, g.dataDir); len(prompts) > 0 {
+				t.Errorf("prompt files left: %v", prompts)
+			}
+			// The log holds what the agent printed, and show says it.
+			if !strings.Contains(string(log), `"type"`) {
+				t.Errorf("the run log holds no stream:\n%s", log)
+			}
+			show := string(g.berth("sandbox", "show", name))
+			for _, s := range []string{"succeeded", "berth/" + name + "@" + run.Commit[:7], "240 in, 34 out", "metered:"} {
+				if !strings.Contains(show, s) {
+					t.Errorf("sandbox show lacks %q:\n%s", s, show)
+				}
+			}
+		})
+	}
+}
+
+// findPrompts lists every prompt file under dir.
+func findPrompts(t *testing.T, dir string) []string {
+	var found []string
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if d.IsDir() && d.Name() == "podman" {
+			return filepath.SkipDir
+		}
+		if d.Name() == ".berth-prompt.txt" {
+			found = append(found, p)
+		}
+		return nil
+	})
+	return found
+}
