@@ -41,7 +41,7 @@ func find(checkout string) (*os.File, string, error) {
 	case err == nil:
 		return f, FileName, nil
 	case !errors.Is(err, syscall.ENOENT):
-		return nil, "", refusal(FileName, err)
+		return nil, FileName, refusal(FileName, err)
 	}
 	rel, err := search(root, checkout, maxDepth, maxEntries)
 	if err != nil {

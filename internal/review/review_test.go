@@ -67,9 +67,9 @@ func TestCollect(t *testing.T) {
 		{name: "verdict of the wrong type", files: map[string]string{review.FileName: `{"verdict":true}`}, want: review.Held, reason: "not a verdict", file: review.FileName, copied: true},
 		{name: "two objects", files: map[string]string{review.FileName: approve + `{"verdict":"request_changes"}`}, want: review.Held, reason: "more follows", file: review.FileName, copied: true},
 		{name: "oversized", files: map[string]string{review.FileName: `{"verdict":"approve","summary":"` + strings.Repeat("a", review.MaxSize) + `"}`}, want: review.Held, reason: "larger than 64 KiB", file: review.FileName},
-		{name: "symbolic link to a host file", files: map[string]string{review.FileName: "->" + secret}, want: review.Held, reason: "symbolic link: not followed"},
-		{name: "symbolic link inside the checkout", files: map[string]string{"v.json": approve, review.FileName: "->v.json"}, want: review.Held, reason: "symbolic link: not followed"},
-		{name: "a root link is not passed over for another verdict", files: map[string]string{review.FileName: "->" + secret, "sub/" + review.FileName: approve}, want: review.Held, reason: "symbolic link"},
+		{name: "symbolic link to a host file", files: map[string]string{review.FileName: "->" + secret}, want: review.Held, reason: "symbolic link: not followed", file: review.FileName},
+		{name: "symbolic link inside the checkout", files: map[string]string{"v.json": approve, review.FileName: "->v.json"}, want: review.Held, reason: "symbolic link: not followed", file: review.FileName},
+		{name: "a root link is not passed over for another verdict", files: map[string]string{review.FileName: "->" + secret, "sub/" + review.FileName: approve}, want: review.Held, reason: "symbolic link", file: review.FileName},
 		{name: "a directory", files: map[string]string{review.FileName + "/x": approve}, want: review.Held, reason: "not a regular file", file: review.FileName},
 		{name: "recovered from a sub-directory", files: map[string]string{"sub/" + review.FileName: approve}, want: review.Approved, file: "sub/" + review.FileName, summary: "looks right", copied: true},
 		{name: "shallowest first, then byte order", files: map[string]string{

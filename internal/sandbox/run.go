@@ -12,6 +12,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/forge"
+	"berth.dev/berth/internal/review"
 	"berth.dev/berth/internal/runner"
 )
 
@@ -41,6 +42,11 @@ type Run struct {
 	Ignored   int // of them, not in the runner's vocabulary
 	StartedAt time.Time
 	EndedAt   time.Time
+
+	// Review is a reviewer run's outcome (SPEC S13.5): held from its start
+	// until a clean run's verdict is digested. Its Outcome is "" for an
+	// author's run.
+	Review review.Result
 }
 
 // Workspaces makes the host-side checkout an agent run works on (SPEC
@@ -209,6 +215,9 @@ func (s *Service) prepareRun(ctx context.Context, spec *Spec) error {
 	now := s.now()
 	run := Run{Sandbox: sb.ID, Runner: sb.Runner, Model: s.runModel(), State: RunRunning, StartedAt: now}
 	run.Telemetry.Model = run.Model
+	if sb.Role == RoleReviewer {
+		run.Review = review.Pending()
+	}
 	return s.store.PutRun(ctx, run)
 }
 
@@ -241,6 +250,12 @@ func removePrompt(dir string) {
 
 // logPath is where a run's log lives.
 func (s *Service) logPath(id ID) string { return filepath.Join(s.cfg.Agents.LogDir, string(id)+".log") }
+
+// verdictPath is where the host keeps its copy of a reviewer run's verdict,
+// beside the run's log.
+func (s *Service) verdictPath(id ID) string {
+	return filepath.Join(s.cfg.Agents.LogDir, string(id)+".verdict.json")
+}
 
 // follow reads an agent run's output until its machine exits, then
 // finishes the run. It belongs to Run's goroutines.
@@ -341,6 +356,7 @@ func (s *Service) finishRun(ctx context.Context, run Run, work string) {
 		if saved, err := s.store.GetRun(ctx, sb.ID); err == nil && saved.State != RunRunning {
 			run.Error, run.EndedAt = saved.Error, saved.EndedAt // what end said, with the telemetry read since
 		}
+		run.holdReview(run.Error)
 		s.removeCheckout(ctx, sb)
 		s.saveRun(ctx, run)
 		return
@@ -364,6 +380,8 @@ func (s *Service) finishRun(ctx context.Context, run Run, work string) {
 		case run.Telemetry.Error != "":
 			// Recognised even when the CLI exits 0 (pi does).
 			run.State, run.Error = RunFailed, "the agent reported an error: "+run.Telemetry.Error
+		case sb.Role == RoleReviewer:
+			run.State = RunSucceeded // a reviewer pushes nothing: its verdict is its work
 		default:
 			branch, commit, err := s.work.Push(ctx, sb, work)
 			switch {
@@ -377,6 +395,9 @@ func (s *Service) finishRun(ctx context.Context, run Run, work string) {
 				}
 			}
 		}
+	}
+	if sb.Role == RoleReviewer {
+		s.digestVerdict(ctx, &run, work)
 	}
 	// Gone before the sandbox says it ended: nothing of the run outlives it.
 	s.removeCheckout(ctx, sb)
@@ -396,6 +417,31 @@ func (s *Service) finishRun(ctx context.Context, run Run, work string) {
 		return s.end(ctx, "", cur, to, reason)
 	}); err != nil && !errors.Is(err, ErrConflict) {
 		s.log.ErrorContext(ctx, "could not end a finished run's sandbox", "sandbox", sb.ID, "err", err)
+	}
+}
+
+// digestVerdict settles a reviewer run's review once its machine is done
+// with the checkout: the verdict is copied out beside the run's log and
+// the copy digested. It counts only for a run that succeeded; any other is
+// held with the run's error, the copy kept for the human who decides.
+func (s *Service) digestVerdict(ctx context.Context, run *Run, work string) {
+	if err := os.MkdirAll(s.cfg.Agents.LogDir, 0o700); err != nil {
+		run.Review = run.Review.Hold("no place for the verdict's copy: " + err.Error())
+		return
+	}
+	run.Review = review.Collect(work, s.verdictPath(run.Sandbox))
+	if run.State != RunSucceeded {
+		run.Review = run.Review.Hold(run.Error)
+	}
+	s.log.InfoContext(ctx, "review digested", "sandbox", run.Sandbox, "outcome", run.Review.Outcome,
+		"reason", run.Review.Reason, "file", run.Review.File)
+}
+
+// holdReview holds a reviewer run's review for a human when the run ends
+// without its verdict digested; an author's run has none.
+func (r *Run) holdReview(reason string) {
+	if r.Review.Outcome != "" {
+		r.Review = r.Review.Hold(reason)
 	}
 }
 
@@ -423,11 +469,26 @@ func (s *Service) RunLog(ctx context.Context, p account.Principal, ref string) (
 	return f, sb, err
 }
 
+// RunVerdict opens the host's copy of the verdict of a reviewer run the
+// caller may see.
+func (s *Service) RunVerdict(ctx context.Context, p account.Principal, ref string) (*os.File, Sandbox, error) {
+	sb, err := s.Get(ctx, p, ref)
+	if err != nil {
+		return nil, Sandbox{}, err
+	}
+	f, err := os.Open(s.verdictPath(sb.ID))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, Sandbox{}, fmt.Errorf("sandbox %s has no review verdict: %w", sb.Name, ErrNotFound)
+	}
+	return f, sb, err
+}
+
 // finishUnstarted records a run whose machine never started and removes
 // its checkout.
 func (s *Service) finishUnstarted(ctx context.Context, sb Sandbox, reason string) {
 	if run, err := s.store.GetRun(ctx, sb.ID); err == nil {
 		run.State, run.Error, run.EndedAt = RunFailed, reason, s.now()
+		run.holdReview(reason)
 		s.saveRun(ctx, run)
 	}
 	s.removeCheckout(ctx, sb)
@@ -445,6 +506,7 @@ func (s *Service) runEnded(ctx context.Context, sb Sandbox, to State, reason str
 	if reason != "" {
 		run.Error += ": " + reason
 	}
+	run.holdReview(run.Error)
 	s.saveRun(ctx, run)
 }
 

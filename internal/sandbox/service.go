@@ -147,6 +147,7 @@ type CreateRequest struct {
 	Branch  string
 	Task    string
 	Runner  string
+	Role    string // author (the default) or reviewer; agent sandboxes only
 	SSHKeys []string
 	Env     map[string]string
 }
@@ -175,6 +176,10 @@ func (s *Service) create(ctx context.Context, p account.Principal, req CreateReq
 		return Sandbox{}, err
 	}
 	if err := s.checkRequestShape(purpose, req); err != nil {
+		return Sandbox{}, err
+	}
+	role, err := ParseRole(req.Role, purpose)
+	if err != nil {
 		return Sandbox{}, err
 	}
 	if s.driver == nil {
@@ -215,7 +220,7 @@ func (s *Service) create(ctx context.Context, p account.Principal, req CreateReq
 		ID: NewID(), Name: req.Name, Org: org, Project: prj.ID, Owner: p.User.ID,
 		Purpose: purpose, Class: class.Name, Image: class.Image, Isolation: class.Isolation, Runtime: runtime,
 		CPU: class.CPU, Memory: class.Memory, Disk: class.Disk,
-		State: StateStarting, Branch: req.Branch, Task: req.Task, Runner: req.Runner,
+		State: StateStarting, Branch: req.Branch, Task: req.Task, Runner: req.Runner, Role: role,
 		SSHKeys: req.SSHKeys, Env: req.Env, CreatedAt: now, ExpiresAt: now.Add(ttl),
 	}
 	if req.Repo != "" {

@@ -148,7 +148,7 @@ func testSandboxRoundTrip(t *testing.T, st *store.Store) {
 	full, key := newSandbox(fx, fx.ann, "full", t0)
 	full.Purpose, full.Isolation, full.Disk = sandbox.PurposeAgent, sandbox.TierVM, 20<<30
 	full.Reason, full.Repo, full.Branch, full.GitMode = "a reason", "acme/app", "main", sandbox.GitToken
-	full.Task, full.Runner = "fix the build", "claude-code"
+	full.Task, full.Runner, full.Role = "fix the build", "claude-code", sandbox.RoleReviewer
 	full.Env = map[string]string{"FOO": "bar", "EMPTY": ""}
 	full.EndedAt = t0.Add(time.Hour)
 	checkAllSet(t, full, "Ran", "RunningSince", "FirstRan")
