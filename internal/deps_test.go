@@ -30,6 +30,7 @@ func TestImportDirection(t *testing.T) {
 		{"api", []string{module}},
 		{"runner", []string{module, "database/sql", "net/http"}},
 		{"review", []string{module, "database/sql", "net/http"}},
+		{"kelos", []string{module, "database/sql", "net/http"}},
 		{"modelserver", []string{module}},
 		{"githttp", []string{module + "store", module + "gateway", module + "client", module + "cli", module + "driver/", module + "sandbox", module + "account", "database/sql"}},
 		{"tunnel", []string{module}},
