@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/forge"
+	"berth.dev/berth/internal/kelos"
 	"berth.dev/berth/internal/review"
 	"berth.dev/berth/internal/runner"
 )
@@ -47,13 +49,18 @@ type Run struct {
 	// until a clean run's verdict is digested. Its Outcome is "" for an
 	// author's run.
 	Review review.Result
+	// Outputs are the lines a kelos run printed between its output markers
+	// (SPEC S13.6), and Results those of them of the form "key: value".
+	Outputs []string
+	Results map[string]string
 }
 
 // Workspaces makes the host-side checkout an agent run works on (SPEC
 // S13.1: the only mount, at /work) and takes its work back.
 type Workspaces interface {
 	// Prepare clones sb's repository (shallow, at its branch) into a
-	// directory of its own that the sandbox's user owns, and returns it.
+	// directory of its own that the agent's user owns (the user of the
+	// image's contract: kelos.UID for a kelos image), and returns it.
 	Prepare(ctx context.Context, sb Sandbox) (string, error)
 	// Push pushes the checkout's HEAD to the sandbox's branch,
 	// refs/heads/berth/<name>, and returns the branch and the commit.
@@ -76,10 +83,15 @@ type Follower interface {
 
 // RunSpec is what a driver needs to run an agent (SPEC S13).
 type RunSpec struct {
-	// Work is the host directory mounted at /work, also the working
-	// directory: the only mount.
+	// Contract is the interface the image implements; it decides where
+	// the checkout is mounted, who runs, and what the image is given.
+	// "" is berth's.
+	Contract Contract
+	// Work is the host directory mounted at /work (at /workspace/repo for
+	// a kelos image), also the working directory: the only mount.
 	Work string
-	// Args are the runner's ContainerArgs, the "$@" slot.
+	// Args fill the "$@" slot: the runner's ContainerArgs, or for a kelos
+	// image the prompt alone, its $1.
 	Args []string
 	// Network is "allowlist" (the default: a network that reaches only the
 	// gateway) or "open".
@@ -113,13 +125,18 @@ func (s *Service) agentRun(sb Sandbox) bool {
 }
 
 // chooseRunner fills in an agent sandbox's runner and image (SPEC S13:
-// images per runner, fail-closed on an unmapped one).
-func (s *Service) chooseRunner(req string) (string, string, error) {
+// images per runner, fail-closed on an unmapped one). A kelos class brings
+// its own image, built for the interface (S13.6): the runner names its
+// agent type and reads its stream.
+func (s *Service) chooseRunner(req string, class Class) (string, string, error) {
 	name := req
 	if name == "" {
 		name = s.cfg.Agents.Runner
 	}
 	if name == "" {
+		if class.Contract == ContractKelos {
+			return "", "", invalid("runner", "class %s runs a kelos image, which needs a runner: it names the agent type (KELOS_AGENT_TYPE)", class.Name)
+		}
 		return "", "", nil // an agent sandbox without a runner: it waits for its end
 	}
 	r, err := runner.Get(name)
@@ -129,6 +146,9 @@ func (s *Service) chooseRunner(req string) (string, string, error) {
 	if _, direct := r.(runner.VendorDirect); direct {
 		return "", "", invalid("runner", "%s talks to its vendor itself, not through the gateway, so berth does not run it", name)
 	}
+	if class.Contract == ContractKelos {
+		return name, class.Image, nil
+	}
 	image := s.cfg.Agents.Images[name]
 	if image == "" {
 		return "", "", fmt.Errorf("runner %s has no image on this deployment (BERTH_RUNNER_IMAGES): %w", name, ErrUnavailable)
@@ -136,16 +156,46 @@ func (s *Service) chooseRunner(req string) (string, string, error) {
 	return name, image, nil
 }
 
+// checkTask refuses a task a kelos image cannot be given: it travels as
+// one argument (SPEC S13.6), which Linux bounds and which cannot hold NUL.
+func checkTask(c Contract, task string) error {
+	if c != ContractKelos {
+		return nil
+	}
+	if len(task) > kelos.MaxPrompt {
+		return invalid("task", "%d bytes: a kelos image takes its task as an argument, at most %d bytes", len(task), kelos.MaxPrompt)
+	}
+	if strings.ContainsRune(task, 0) {
+		return invalid("task", "holds a NUL byte, which an argument cannot")
+	}
+	return nil
+}
+
 // runEnv is what an agent run's container gets on top of the sandbox's
-// environment: the runner, its config files, its credentials (by name, the
-// sandbox's key as their value: every model call goes through the gateway)
-// and its non-secret settings.
+// environment: the runner, its credentials (by name, the sandbox's key as
+// their value: every model call goes through the gateway), its non-secret
+// settings, and what its contract adds. It returns the "$@" slot.
 func (s *Service) runEnv(sb Sandbox, env map[string]string) ([]string, error) {
 	r, err := runner.Get(sb.Runner)
 	if err != nil {
 		return nil, err
 	}
 	g := runner.Gateway{BaseURL: strings.TrimSuffix(s.cfg.PublicURL, "/"), Models: []runner.Model{{ID: s.runModel(), Name: s.runModel()}}}
+	env["BERTH_RUNNER"] = sb.Runner
+	env["BERTH_MODEL"] = s.runModel()
+	for _, name := range r.Credentials() {
+		env[name] = env["BERTH_API_KEY"]
+	}
+	vars, err := r.Env(g)
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range vars {
+		env[v.Name] = v.Value
+	}
+	if sb.Contract == ContractKelos {
+		return s.kelosEnv(sb, env)
+	}
 	opts := runner.Options{Model: s.runModel()}
 	args, err := r.ContainerArgs(opts)
 	if err != nil {
@@ -167,21 +217,30 @@ func (s *Service) runEnv(sb Sandbox, env map[string]string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	env["BERTH_RUNNER"] = sb.Runner
 	env["BERTH_RUNNER_FILES"] = string(b)
 	env["BERTH_PROMPT_FILE"] = "/work/" + promptFile
-	env["BERTH_MODEL"] = s.runModel()
-	for _, name := range r.Credentials() {
-		env[name] = env["BERTH_API_KEY"]
+	return args, nil
+}
+
+// kelosEnv adds the reserved environment of the Kelos interface (SPEC
+// S13.6): the caller's variables of reserved names dropped so the host's
+// win, and the key under the name the agent type's image reads. The
+// prompt is the image's $1, and the whole "$@" slot.
+func (s *Service) kelosEnv(sb Sandbox, env map[string]string) ([]string, error) {
+	for k := range env {
+		if kelos.Reserved(k) {
+			delete(env, k)
+		}
 	}
-	vars, err := r.Env(g)
+	vars, err := kelos.Env(kelos.Run{AgentType: sb.Runner, Model: s.runModel(), BaseBranch: sb.Branch, SetupCommand: sb.SetupCommand})
 	if err != nil {
 		return nil, err
 	}
-	for _, v := range vars {
-		env[v.Name] = v.Value
+	maps.Copy(env, vars)
+	if name := kelos.Credential(sb.Runner); name != "" {
+		env[name] = env["BERTH_API_KEY"]
 	}
-	return args, nil
+	return []string{sb.Task}, nil
 }
 
 func (s *Service) runModel() string {
@@ -203,15 +262,17 @@ func (s *Service) prepareRun(ctx context.Context, spec *Spec) error {
 	if err != nil {
 		return fmt.Errorf("check out %s: %w", sb.Repo, err)
 	}
-	if err := writePrompt(dir, sb.Task); err != nil {
-		_ = s.work.Remove(sb)
-		return err
+	if sb.Contract != ContractKelos { // a kelos image takes its prompt as $1
+		if err := writePrompt(dir, sb.Task); err != nil {
+			_ = s.work.Remove(sb)
+			return err
+		}
 	}
 	network := s.cfg.Agents.Network
 	if network == "" {
 		network = "allowlist"
 	}
-	spec.Run = &RunSpec{Work: dir, Args: args, Network: network}
+	spec.Run = &RunSpec{Contract: sb.Contract, Work: dir, Args: args, Network: network}
 	now := s.now()
 	run := Run{Sandbox: sb.ID, Runner: sb.Runner, Model: s.runModel(), State: RunRunning, StartedAt: now}
 	run.Telemetry.Model = run.Model
@@ -241,9 +302,10 @@ func writePrompt(dir, task string) error {
 }
 
 // removePrompt deletes the task from the checkout: on every exit path
-// (SPEC S13.2).
-func removePrompt(dir string) {
-	if dir != "" {
+// (SPEC S13.2). A kelos run was given none, and the host deletes nothing
+// it did not write.
+func removePrompt(sb Sandbox, dir string) {
+	if dir != "" && sb.Contract != ContractKelos {
 		_ = os.Remove(filepath.Join(dir, promptFile))
 	}
 }
@@ -296,6 +358,10 @@ func (s *Service) follow(ctx context.Context, sb Sandbox, work string) {
 	tel := runner.Telemetry{Model: run.Model}
 	lines, ignored := 0, 0
 	saved := s.now()
+	var capture *kelos.Capture // what a kelos image says beside its agent's stream
+	if sb.Contract == ContractKelos {
+		capture = &kelos.Capture{}
+	}
 	err = f.Follow(ctx, sb.ID, func(stdout bool, b []byte) {
 		if logf != nil {
 			prefix := ""
@@ -303,6 +369,9 @@ func (s *Service) follow(ctx context.Context, sb Sandbox, work string) {
 				prefix = "stderr: "
 			}
 			_, _ = fmt.Fprintf(logf, "%s%s\n", prefix, b)
+		}
+		if capture != nil && capture.Line(stdout, b) {
+			return
 		}
 		if !stdout {
 			return
@@ -329,13 +398,27 @@ func (s *Service) follow(ctx context.Context, sb Sandbox, work string) {
 	if err != nil {
 		s.log.WarnContext(ctx, "following a run ended with an error", "sandbox", sb.ID, "err", err)
 	}
+	setup := kelos.SetupNone
+	if capture != nil {
+		run.Outputs, run.Results, setup = capture.Outputs(), capture.Results(), capture.Setup()
+		// Totals from the markers count where the stream said nothing.
+		t := kelos.TotalsOf(run.Results)
+		if t.Tokens {
+			tel.FillUsage(runner.Usage{Input: t.InputTokens, Output: t.OutputTokens})
+		}
+		if t.Cost {
+			tel.FillCost(t.CostUSD)
+		}
+	}
 	run.Telemetry, run.Lines, run.Ignored = tel, lines, ignored
-	s.finishRun(ctx, run, work)
+	s.finishRun(ctx, run, work, setup)
 }
 
 // finishRun records how a run ended, pushes its work after a clean exit,
 // and ends the sandbox: terminated after a clean run, failed otherwise.
-func (s *Service) finishRun(ctx context.Context, run Run, work string) {
+// setup is how far a kelos image's setup command got: when it failed, the
+// run failed before its agent ran, and the reason says so.
+func (s *Service) finishRun(ctx context.Context, run Run, work string, setup kelos.Setup) {
 	sb, err := s.store.GetSandbox(ctx, run.Sandbox)
 	if err != nil {
 		return
@@ -343,7 +426,7 @@ func (s *Service) finishRun(ctx context.Context, run Run, work string) {
 	if work == "" {
 		work = s.work.Dir(sb) // followed again after a restart
 	}
-	removePrompt(work)
+	removePrompt(sb, work)
 	prices := s.cfg.Agents.Prices
 	if prices == nil {
 		prices = runner.ListPrices()
@@ -372,6 +455,13 @@ func (s *Service) finishRun(ctx context.Context, run Run, work string) {
 	}
 	if run.State != RunFailed {
 		switch {
+		case setup == kelos.SetupError:
+			run.State, run.Error = RunFailed, "the setup command (KELOS_SETUP_COMMAND) failed, so the agent did not run"
+			if run.ExitCode != 0 {
+				run.Error += fmt.Sprintf(" (exit %d)", run.ExitCode)
+			}
+		case setup == kelos.SetupStarted && run.ExitCode != 0:
+			run.State, run.Error = RunFailed, fmt.Sprintf("the setup command (KELOS_SETUP_COMMAND) did not finish (exit %d), so the agent did not run", run.ExitCode)
 		case run.ExitCode != 0:
 			run.State, run.Error = RunFailed, fmt.Sprintf("the agent exited %d", run.ExitCode)
 			if run.Telemetry.Error != "" {

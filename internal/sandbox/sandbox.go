@@ -147,12 +147,16 @@ type Sandbox struct {
 	Task      string
 	Runner    string
 	Role      Role // an agent sandbox's; "" for an engineer's
-	SSHKeys   []string
-	Env       map[string]string // caller-added; dropped by a resume after expiry
-	KeyID     string            // the sandbox's current key
-	CreatedAt time.Time
-	ExpiresAt time.Time
-	EndedAt   time.Time // zero while live
+	// Contract is the interface its image implements, and SetupCommand a
+	// kelos image's setup command: the class's at creation.
+	Contract     Contract
+	SetupCommand []string
+	SSHKeys      []string
+	Env          map[string]string // caller-added; dropped by a resume after expiry
+	KeyID        string            // the sandbox's current key
+	CreatedAt    time.Time
+	ExpiresAt    time.Time
+	EndedAt      time.Time // zero while live
 
 	// Ran is the total of the sandbox's closed running segments and
 	// RunningSince the start of the open one (zero when none is open). The

@@ -221,19 +221,23 @@ func (s *Service) create(ctx context.Context, p account.Principal, req CreateReq
 		Purpose: purpose, Class: class.Name, Image: class.Image, Isolation: class.Isolation, Runtime: runtime,
 		CPU: class.CPU, Memory: class.Memory, Disk: class.Disk,
 		State: StateStarting, Branch: req.Branch, Task: req.Task, Runner: req.Runner, Role: role,
-		SSHKeys: req.SSHKeys, Env: req.Env, CreatedAt: now, ExpiresAt: now.Add(ttl),
+		Contract: class.Contract, SetupCommand: class.SetupCommand, SSHKeys: req.SSHKeys, Env: req.Env, CreatedAt: now, ExpiresAt: now.Add(ttl),
 	}
 	if req.Repo != "" {
 		sb.Repo, sb.GitMode = repo.String(), class.Git
 	}
 	if purpose == PurposeAgent && s.work != nil {
-		name, image, err := s.chooseRunner(req.Runner)
+		name, image, err := s.chooseRunner(req.Runner, class)
 		if err != nil {
 			return Sandbox{}, err
 		}
 		if name != "" {
-			// SPEC S13: the runner's image, chosen per runner.
+			// SPEC S13: the runner's image, chosen per runner (a kelos
+			// class's own image, S13.6).
 			sb.Runner, sb.Image = name, image
+		}
+		if err := checkTask(class.Contract, req.Task); err != nil {
+			return Sandbox{}, err
 		}
 	}
 	key, secret := account.NewSandboxKey(p.User.ID, string(sb.ID), prj.ID, sb.ExpiresAt, now)

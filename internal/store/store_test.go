@@ -196,6 +196,7 @@ func TestRunRoundTrip(t *testing.T) {
 	run.Telemetry.Cost = runner.CostNative
 	run.Telemetry.SessionID = "s1"
 	run.Review = review.Result{Outcome: review.ChangesRequested, Summary: "add a test", SHA256: "ab12", File: "sub/.berth-review-verdict.json"}
+	run.Outputs, run.Results = []string{"branch: b", "a note"}, map[string]string{"branch": "b"}
 	if err := st.PutRun(t.Context(), run); err != nil {
 		t.Fatal(err)
 	}
