@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,7 +39,7 @@ type Run struct {
 	Branch    string // the branch its work was pushed to
 	Commit    string // and the commit
 	Telemetry runner.Telemetry
-	Lines     int // stdout lines read
+	Lines     int // stdout lines of the agent's stream read (a kelos image's markers and outputs are not)
 	Ignored   int // of them, not in the runner's vocabulary
 	StartedAt time.Time
 	EndedAt   time.Time
@@ -156,21 +155,6 @@ func (s *Service) chooseRunner(req string, class Class) (string, string, error) 
 	return name, image, nil
 }
 
-// checkTask refuses a task a kelos image cannot be given: it travels as
-// one argument (SPEC S13.6), which Linux bounds and which cannot hold NUL.
-func checkTask(c Contract, task string) error {
-	if c != ContractKelos {
-		return nil
-	}
-	if len(task) > kelos.MaxPrompt {
-		return invalid("task", "%d bytes: a kelos image takes its task as an argument, at most %d bytes", len(task), kelos.MaxPrompt)
-	}
-	if strings.ContainsRune(task, 0) {
-		return invalid("task", "holds a NUL byte, which an argument cannot")
-	}
-	return nil
-}
-
 // runEnv is what an agent run's container gets on top of the sandbox's
 // environment: the runner, its credentials (by name, the sandbox's key as
 // their value: every model call goes through the gateway), its non-secret
@@ -220,27 +204,6 @@ func (s *Service) runEnv(sb Sandbox, env map[string]string) ([]string, error) {
 	env["BERTH_RUNNER_FILES"] = string(b)
 	env["BERTH_PROMPT_FILE"] = "/work/" + promptFile
 	return args, nil
-}
-
-// kelosEnv adds the reserved environment of the Kelos interface (SPEC
-// S13.6): the caller's variables of reserved names dropped so the host's
-// win, and the key under the name the agent type's image reads. The
-// prompt is the image's $1, and the whole "$@" slot.
-func (s *Service) kelosEnv(sb Sandbox, env map[string]string) ([]string, error) {
-	for k := range env {
-		if kelos.Reserved(k) {
-			delete(env, k)
-		}
-	}
-	vars, err := kelos.Env(kelos.Run{AgentType: sb.Runner, Model: s.runModel(), BaseBranch: sb.Branch, SetupCommand: sb.SetupCommand})
-	if err != nil {
-		return nil, err
-	}
-	maps.Copy(env, vars)
-	if name := kelos.Credential(sb.Runner); name != "" {
-		env[name] = env["BERTH_API_KEY"]
-	}
-	return []string{sb.Task}, nil
 }
 
 func (s *Service) runModel() string {
@@ -312,12 +275,6 @@ func removePrompt(sb Sandbox, dir string) {
 
 // logPath is where a run's log lives.
 func (s *Service) logPath(id ID) string { return filepath.Join(s.cfg.Agents.LogDir, string(id)+".log") }
-
-// verdictPath is where the host keeps its copy of a reviewer run's verdict,
-// beside the run's log.
-func (s *Service) verdictPath(id ID) string {
-	return filepath.Join(s.cfg.Agents.LogDir, string(id)+".verdict.json")
-}
 
 // follow reads an agent run's output until its machine exits, then
 // finishes the run. It belongs to Run's goroutines.
@@ -510,31 +467,6 @@ func (s *Service) finishRun(ctx context.Context, run Run, work string, setup kel
 	}
 }
 
-// digestVerdict settles a reviewer run's review once its machine is done
-// with the checkout: the verdict is copied out beside the run's log and
-// the copy digested. It counts only for a run that succeeded; any other is
-// held with the run's error, the copy kept for the human who decides.
-func (s *Service) digestVerdict(ctx context.Context, run *Run, work string) {
-	if err := os.MkdirAll(s.cfg.Agents.LogDir, 0o700); err != nil {
-		run.Review = run.Review.Hold("no place for the verdict's copy: " + err.Error())
-		return
-	}
-	run.Review = review.Collect(work, s.verdictPath(run.Sandbox))
-	if run.State != RunSucceeded {
-		run.Review = run.Review.Hold(run.Error)
-	}
-	s.log.InfoContext(ctx, "review digested", "sandbox", run.Sandbox, "outcome", run.Review.Outcome,
-		"reason", run.Review.Reason, "file", run.Review.File)
-}
-
-// holdReview holds a reviewer run's review for a human when the run ends
-// without its verdict digested; an author's run has none.
-func (r *Run) holdReview(reason string) {
-	if r.Review.Outcome != "" {
-		r.Review = r.Review.Hold(reason)
-	}
-}
-
 func (s *Service) saveRun(ctx context.Context, run Run) {
 	if err := s.store.PutRun(ctx, run); err != nil {
 		s.log.ErrorContext(ctx, "could not save a run", "sandbox", run.Sandbox, "err", err)
@@ -555,20 +487,6 @@ func (s *Service) RunLog(ctx context.Context, p account.Principal, ref string) (
 	f, err := os.Open(s.logPath(sb.ID))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, Sandbox{}, fmt.Errorf("sandbox %s has no run log: %w", sb.Name, ErrNotFound)
-	}
-	return f, sb, err
-}
-
-// RunVerdict opens the host's copy of the verdict of a reviewer run the
-// caller may see.
-func (s *Service) RunVerdict(ctx context.Context, p account.Principal, ref string) (*os.File, Sandbox, error) {
-	sb, err := s.Get(ctx, p, ref)
-	if err != nil {
-		return nil, Sandbox{}, err
-	}
-	f, err := os.Open(s.verdictPath(sb.ID))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, Sandbox{}, fmt.Errorf("sandbox %s has no review verdict: %w", sb.Name, ErrNotFound)
 	}
 	return f, sb, err
 }
