@@ -71,7 +71,9 @@ func (d *Driver) Follow(ctx context.Context, id sandbox.ID, line func(stdout boo
 // only without follow: a follow that is stopped may have read part of a
 // line. The returned func waits for podman and the readers.
 func (d *Driver) logs(ctx context.Context, name string, follow bool, to [2]func([]byte)) (func() error, error) {
-	args := []string{"logs"}
+	// Errors only: with events off, podman logs --follow complains that it
+	// cannot wait for the exit, on the stderr that carries the container's.
+	args := []string{"--log-level=fatal", "logs"}
 	if follow {
 		args = append(args, "--follow")
 	}

@@ -11,14 +11,18 @@ import (
 )
 
 // fakePodman is a podman binary for Follow: logs --follow prints part of
-// the log, a line cut in half last, and then never ends (as podman does
-// with events off); wait polls a while and reports the exit; a plain logs
-// prints the whole log.
+// the log, a line cut in half last, and then never ends, complaining as
+// podman does with events off unless only fatal errors are asked for;
+// wait polls a while and reports the exit; a plain logs prints the whole
+// log.
 const fakePodman = `#!/bin/sh
+quiet=
+if [ "$1" = "--log-level=fatal" ]; then quiet=1; shift; fi
 case "$1" in
 logs)
 	if [ "$2" = "--follow" ]; then
 		echo one; echo two >&2; printf 'thr'
+		[ -n "$quiet" ] || echo 'time="2026-11-30T06:50:19Z" level=error msg="Waiting for container to exit: cannot read events with the \"none\" backend"' >&2
 		exec sleep 60
 	fi
 	echo one; echo two >&2; echo three; echo four >&2; printf 'five'
