@@ -150,13 +150,10 @@ func TotalsOf(results map[string]string) Totals {
 	return t
 }
 
-// clip cuts s to at most n bytes, on a rune boundary.
+// clip cuts s to at most n bytes, dropping a rune the cut would break.
 func clip(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	for n > 0 && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n] + "…"
+	return strings.ToValidUTF8(s[:n], "") + "…"
 }

@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 )
 
 // FileName is the verdict's name, at the root of the checkout.
@@ -190,13 +191,10 @@ func copyOut(f *os.File, dest string) error {
 	return nil
 }
 
-// clip cuts s to at most n bytes, on a rune boundary.
+// clip cuts s to at most n bytes, dropping a rune the cut would break.
 func clip(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	for n > 0 && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n] + "…"
+	return strings.ToValidUTF8(s[:n], "") + "…"
 }

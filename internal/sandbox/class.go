@@ -92,6 +92,9 @@ func (c Class) Allows(p Purpose) bool {
 	return len(c.Purposes) == 0 || slices.Contains(c.Purposes, p)
 }
 
+// only reports whether the class is for purpose p and no other.
+func (c Class) only(p Purpose) bool { return len(c.Purposes) == 1 && c.Purposes[0] == p }
+
 // Spec returns c in the form people write, with every field explicit.
 func (c Class) Spec() ClassSpec {
 	s := ClassSpec{
@@ -195,7 +198,7 @@ func ParseClass(s ClassSpec) (Class, error) {
 	case GitToken:
 		c.Git = GitToken
 		// SPEC S17: forge tokens never enter agent sandboxes.
-		if len(c.Purposes) != 1 || c.Purposes[0] != PurposeEngineer {
+		if !c.only(PurposeEngineer) {
 			errs = append(errs, invalid("git", "token mode puts a forge token in the sandbox: a class with git: token must be for engineers only (purposes: [engineer])"))
 		}
 	default:
@@ -203,7 +206,7 @@ func ParseClass(s ClassSpec) (Class, error) {
 	}
 	errs = append(errs, parseContract(s, &c)...)
 	// SPEC S12: only engineer sandboxes come from a pool.
-	if c.Warm > 0 && len(c.Purposes) == 1 && c.Purposes[0] == PurposeAgent {
+	if c.Warm > 0 && c.only(PurposeAgent) {
 		errs = append(errs, invalid("warm", "a class only agents may use cannot have a warm pool (agent sandboxes always start cold)"))
 	}
 	return c, errors.Join(errs...)
@@ -219,7 +222,7 @@ func parseContract(s ClassSpec, c *Class) []error {
 	case ContractKelos:
 		c.Contract = ContractKelos
 		// A Kelos image has no sshd and no berth-init: nobody can work in it.
-		if len(c.Purposes) != 1 || c.Purposes[0] != PurposeAgent {
+		if !c.only(PurposeAgent) {
 			errs = append(errs, invalid("contract", "a kelos image runs an agent and nothing else: a class with contract: kelos is for agents only (purposes: [agent])"))
 		}
 	default:

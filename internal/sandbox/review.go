@@ -2,8 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 
@@ -45,13 +43,5 @@ func (r *Run) holdReview(reason string) {
 // RunVerdict opens the host's copy of the verdict of a reviewer run the
 // caller may see.
 func (s *Service) RunVerdict(ctx context.Context, p account.Principal, ref string) (*os.File, Sandbox, error) {
-	sb, err := s.Get(ctx, p, ref)
-	if err != nil {
-		return nil, Sandbox{}, err
-	}
-	f, err := os.Open(s.verdictPath(sb.ID))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, Sandbox{}, fmt.Errorf("sandbox %s has no review verdict: %w", sb.Name, ErrNotFound)
-	}
-	return f, sb, err
+	return s.openRunFile(ctx, p, ref, s.verdictPath, "review verdict")
 }

@@ -480,13 +480,20 @@ func (s *Service) RunOf(ctx context.Context, sb Sandbox) (Run, error) {
 
 // RunLog opens the run log of a sandbox the caller may see.
 func (s *Service) RunLog(ctx context.Context, p account.Principal, ref string) (*os.File, Sandbox, error) {
+	return s.openRunFile(ctx, p, ref, s.logPath, "run log")
+}
+
+// openRunFile opens a file the host keeps of the run of a sandbox the
+// caller may see (its path by the sandbox's id); what names it when the
+// sandbox has none.
+func (s *Service) openRunFile(ctx context.Context, p account.Principal, ref string, path func(ID) string, what string) (*os.File, Sandbox, error) {
 	sb, err := s.Get(ctx, p, ref)
 	if err != nil {
 		return nil, Sandbox{}, err
 	}
-	f, err := os.Open(s.logPath(sb.ID))
+	f, err := os.Open(path(sb.ID))
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, Sandbox{}, fmt.Errorf("sandbox %s has no run log: %w", sb.Name, ErrNotFound)
+		return nil, Sandbox{}, fmt.Errorf("sandbox %s has no %s: %w", sb.Name, what, ErrNotFound)
 	}
 	return f, sb, err
 }
