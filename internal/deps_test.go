@@ -31,6 +31,8 @@ func TestImportDirection(t *testing.T) {
 		{"runner", []string{module, "database/sql", "net/http"}},
 		// inference is pure: the gateway does its HTTP, the store its SQL.
 		{"inference", append([]string{"database/sql", "k8s.io/", "net/http", "sandbox", "modelserver", "github.com/prometheus/"}, adapters...)},
+		{"review", []string{module, "database/sql", "net/http"}},
+		{"kelos", []string{module, "database/sql", "net/http"}},
 		{"modelserver", []string{module}},
 		{"githttp", []string{module + "store", module + "gateway", module + "client", module + "cli", module + "driver/", module + "sandbox", module + "account", "database/sql"}},
 		{"tunnel", []string{module}},

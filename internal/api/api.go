@@ -313,6 +313,7 @@ type CreateSandbox struct {
 	Branch  string            `json:"branch,omitempty"`
 	Task    string            `json:"task,omitempty"`
 	Runner  string            `json:"runner,omitempty"`
+	Role    string            `json:"role,omitempty"`     // agent sandboxes: author (default) or reviewer
 	SSHKeys []string          `json:"ssh_keys,omitempty"` // authorized_keys lines
 	Env     map[string]string `json:"env,omitempty"`
 }

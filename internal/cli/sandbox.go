@@ -65,7 +65,8 @@ is running (or has failed).
 
 An engineer sandbox needs an ssh public key: the ones in ~/.ssh/*.pub are
 sent unless --ssh-key names a file. An agent sandbox needs --repo and
---task (or --task-file). --ttl above the class's or the guardrail's maximum
+--task (or --task-file); with --role reviewer its run pushes nothing and
+ends with a review verdict instead. --ttl above the class's or the guardrail's maximum
 is cut down to it. Only administrators may choose --project.`,
 		Example: `  berth sandbox create dev --class standard
   berth sandbox create fix-123 --purpose agent --repo acme/app --task-file task.md --runner claude-code
@@ -127,6 +128,7 @@ is cut down to it. Only administrators may choose --project.`,
 	f.StringVar(&req.Task, "task", "", "an agent's task")
 	f.StringVar(&taskFile, "task-file", "", "read the agent's task from a file (- for standard input)")
 	f.StringVar(&req.Runner, "runner", "", "the agent CLI: claude-code, codex, opencode, gemini, cursor or pi")
+	f.StringVar(&req.Role, "role", "", "an agent's role: author (default; pushes its branch) or reviewer (pushes nothing, leaves a verdict)")
 	f.StringArrayVar(&keyFiles, "ssh-key", nil, "an ssh public key file (repeatable); default ~/.ssh/*.pub")
 	f.StringArrayVar(&env, "env", nil, "an environment variable K=V for the sandbox's life (repeatable; not BERTH_*)")
 	f.BoolVar(&wait, "wait", true, "wait until the sandbox is running or has failed")

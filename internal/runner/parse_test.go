@@ -142,3 +142,51 @@ func TestLongStringsClipped(t *testing.T) {
 		t.Errorf("error kept %d bytes, want it clipped", len(tel.Error))
 	}
 }
+
+// TestFill: totals from beside the stream (a Kelos image's markers) fill
+// only what the stream left empty, and their cost is native.
+func TestFill(t *testing.T) {
+	claude, err := runner.Get("claude-code")
+	if err != nil {
+		t.Fatal(err)
+	}
+	result := []byte(`{"type":"result","subtype":"success","is_error":false,"num_turns":1,"session_id":"s","total_cost_usd":0.5,"usage":{"input_tokens":10,"output_tokens":7}}`)
+	tests := []struct {
+		name      string
+		lines     [][]byte
+		usage     runner.Usage
+		cost      float64
+		wantUsage runner.Usage
+		wantCost  float64
+		source    runner.CostSource
+	}{
+		{name: "an empty stream takes both", usage: runner.Usage{Input: 100, Output: 20}, cost: 0.25,
+			wantUsage: runner.Usage{Input: 100, Output: 20}, wantCost: 0.25, source: runner.CostNative},
+		{name: "a stream that reported keeps its own", lines: [][]byte{result}, usage: runner.Usage{Input: 100, Output: 20}, cost: 0.25,
+			wantUsage: runner.Usage{Input: 10, Output: 7}, wantCost: 0.5, source: runner.CostNative},
+		{name: "negative counts are none", usage: runner.Usage{Input: -5, Output: 3}, cost: 0.1,
+			wantUsage: runner.Usage{Output: 3}, wantCost: 0.1, source: runner.CostNative},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tel := runner.Telemetry{Model: "claude-sonnet-4-5"}
+			for _, l := range tt.lines {
+				claude.ParseLine(&tel, l)
+			}
+			tel.FillUsage(tt.usage)
+			tel.FillCost(tt.cost)
+			tel.Settle(runner.ListPrices())
+			if tel.Usage != tt.wantUsage || tel.CostUSD != tt.wantCost || tel.Cost != tt.source {
+				t.Errorf("after Fill: usage %+v, cost %v (%s); want %+v, %v (%s)", tel.Usage, tel.CostUSD, tel.Cost, tt.wantUsage, tt.wantCost, tt.source)
+			}
+		})
+	}
+	t.Run("tokens without a cost are priced", func(t *testing.T) {
+		tel := runner.Telemetry{Model: "claude-sonnet-4-5"}
+		tel.FillUsage(runner.Usage{Input: 1000, Output: 100})
+		tel.Settle(runner.ListPrices())
+		if tel.Cost != runner.CostComputed || tel.CostUSD <= 0 {
+			t.Errorf("cost %v (%s), want computed from the price table", tel.CostUSD, tel.Cost)
+		}
+	})
+}

@@ -115,6 +115,27 @@ func (t *Telemetry) Settle(prices Prices) {
 	t.CostUSD, t.Cost = 0, CostUnknown
 }
 
+// FillUsage takes token totals reported beside the CLI's stream (the
+// output markers of a Kelos image, SPEC S13.6) when the stream itself
+// reported none: the stream, when it speaks, is the better witness.
+func (t *Telemetry) FillUsage(u Usage) {
+	if t.reported {
+		return
+	}
+	t.Usage = report{input: u.Input, cacheRead: u.CacheRead, cacheWrite: u.CacheWrite,
+		output: u.Output, reasoning: u.Reasoning, outputHasReasoning: true}.usage()
+	t.reported = true
+}
+
+// FillCost takes a cost reported beside the CLI's stream when the stream
+// gave none of the CLI's own. It counts as native: the image's figure,
+// not a price-table product.
+func (t *Telemetry) FillCost(usd float64) {
+	if !t.nativeSeen {
+		t.setCost(usd)
+	}
+}
+
 // billed is every token a price applies to.
 func (u Usage) billed() int64 {
 	return sat(sat(u.Input, u.CacheRead), sat(u.CacheWrite, u.Output))

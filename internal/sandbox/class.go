@@ -11,6 +11,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"berth.dev/berth/internal/kelos"
 	"berth.dev/berth/internal/quantity"
 )
 
@@ -42,6 +43,11 @@ type ClassSpec struct {
 	Warm        int      `yaml:"warm" json:"warm,omitempty"`
 	Purposes    []string `yaml:"purposes" json:"purposes,omitempty"`
 	Git         string   `yaml:"git" json:"git,omitempty"`
+	// Contract is the interface the image implements: berth (SPEC S13)
+	// or kelos (S13.6, seeds/003).
+	Contract string `yaml:"contract" json:"contract,omitempty"`
+	// SetupCommand is a kelos image's KELOS_SETUP_COMMAND, in exec form.
+	SetupCommand []string `yaml:"setup_command" json:"setup_command,omitempty"`
 }
 
 // Class is a named machine shape belonging to one organisation, with every
@@ -59,12 +65,35 @@ type Class struct {
 	Warm        int
 	Purposes    []Purpose // empty: both
 	Git         GitMode   // how its sandboxes reach their repository
+	Contract    Contract  // the interface its image implements
+	// SetupCommand is what a kelos image runs before its agent, in exec
+	// form; nil: none.
+	SetupCommand []string
 }
+
+// Contract is the interface an agent image implements: how the host
+// mounts the checkout, hands over the task, runs the image and reads what
+// it says.
+type Contract string
+
+// The contracts an image may implement.
+const (
+	// ContractBerth is SPEC S13: the checkout at /work, the task in a
+	// prompt file on stdin, the runner's own flags in the "$@" slot.
+	ContractBerth Contract = "berth"
+	// ContractKelos is SPEC S13.6, the Kelos interface of seeds/003: the
+	// checkout at /workspace/repo, the task as $1 of /kelos_entrypoint.sh,
+	// uid 61100, the KELOS_* environment, results in output markers.
+	ContractKelos Contract = "kelos"
+)
 
 // Allows reports whether the class may be used for purpose.
 func (c Class) Allows(p Purpose) bool {
 	return len(c.Purposes) == 0 || slices.Contains(c.Purposes, p)
 }
+
+// only reports whether the class is for purpose p and no other.
+func (c Class) only(p Purpose) bool { return len(c.Purposes) == 1 && c.Purposes[0] == p }
 
 // Spec returns c in the form people write, with every field explicit.
 func (c Class) Spec() ClassSpec {
@@ -72,7 +101,7 @@ func (c Class) Spec() ClassSpec {
 		Name: c.Name, Description: c.Description, Image: c.Image, Isolation: string(c.Isolation),
 		CPU: c.CPU.String(), Memory: c.Memory.String(), Disk: "none",
 		DefaultTTL: quantity.FormatDuration(c.DefaultTTL), MaxTTL: quantity.FormatDuration(c.MaxTTL),
-		Warm: c.Warm, Git: string(c.Git),
+		Warm: c.Warm, Git: string(c.Git), Contract: string(c.Contract), SetupCommand: c.SetupCommand,
 	}
 	if c.Disk > 0 {
 		s.Disk = c.Disk.String()
@@ -169,17 +198,48 @@ func ParseClass(s ClassSpec) (Class, error) {
 	case GitToken:
 		c.Git = GitToken
 		// SPEC S17: forge tokens never enter agent sandboxes.
-		if len(c.Purposes) != 1 || c.Purposes[0] != PurposeEngineer {
+		if !c.only(PurposeEngineer) {
 			errs = append(errs, invalid("git", "token mode puts a forge token in the sandbox: a class with git: token must be for engineers only (purposes: [engineer])"))
 		}
 	default:
 		errs = append(errs, invalid("git", "%q is not a git mode (gateway or token)", s.Git))
 	}
+	errs = append(errs, parseContract(s, &c)...)
 	// SPEC S12: only engineer sandboxes come from a pool.
-	if c.Warm > 0 && len(c.Purposes) == 1 && c.Purposes[0] == PurposeAgent {
+	if c.Warm > 0 && c.only(PurposeAgent) {
 		errs = append(errs, invalid("warm", "a class only agents may use cannot have a warm pool (agent sandboxes always start cold)"))
 	}
 	return c, errors.Join(errs...)
+}
+
+// parseContract reads the contract and the setup command into c, whose
+// purposes are already read.
+func parseContract(s ClassSpec, c *Class) []error {
+	var errs []error
+	switch ct := Contract(s.Contract); ct {
+	case "", ContractBerth:
+		c.Contract = ContractBerth
+	case ContractKelos:
+		c.Contract = ContractKelos
+		// A Kelos image has no sshd and no berth-init: nobody can work in it.
+		if !c.only(PurposeAgent) {
+			errs = append(errs, invalid("contract", "a kelos image runs an agent and nothing else: a class with contract: kelos is for agents only (purposes: [agent])"))
+		}
+	default:
+		errs = append(errs, invalid("contract", "%q is not a contract (berth or kelos)", s.Contract))
+	}
+	if s.SetupCommand != nil {
+		c.SetupCommand = s.SetupCommand
+		switch {
+		case c.Contract != ContractKelos:
+			errs = append(errs, invalid("setup_command", "only a class with contract: kelos has one (its image runs it from KELOS_SETUP_COMMAND)"))
+		default:
+			if err := kelos.CheckSetupCommand(s.SetupCommand); err != nil {
+				errs = append(errs, invalid("setup_command", "%v", err))
+			}
+		}
+	}
+	return errs
 }
 
 func classTTL(field, s string, def time.Duration) (time.Duration, error) {
@@ -291,7 +351,8 @@ func fieldOf(n *yaml.Node, field string) string {
 }
 
 // specFields are the fields a class may have, as people write them.
-var specFields = []string{"name", "description", "image", "isolation", "cpu", "memory", "disk", "default_ttl", "max_ttl", "warm", "purposes", "git"}
+var specFields = []string{"name", "description", "image", "isolation", "cpu", "memory", "disk", "default_ttl", "max_ttl", "warm", "purposes", "git",
+	"contract", "setup_command"}
 
 // decodeSpec decodes one entry of the sandboxes list, refusing fields a
 // class does not have with the line they are on.

@@ -2,6 +2,7 @@ package sandbox_test
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ func TestClassDefaults(t *testing.T) {
 	want := sandbox.Class{
 		Name: "plain", Image: "localhost/x:1", Isolation: sandbox.TierIsolated,
 		CPU: 2000, Memory: 4 << 30, DefaultTTL: 4 * time.Hour, MaxTTL: 24 * time.Hour, Git: sandbox.GitGateway,
+		Contract: sandbox.ContractBerth,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)
@@ -65,6 +67,17 @@ func TestClassRanges(t *testing.T) {
 		{"token mode for engineers", with(func(s *sandbox.ClassSpec) { s.Purposes = []string{"engineer"}; s.Git = "token" }), ""},
 		{"token mode open to agents", with(func(s *sandbox.ClassSpec) { s.Git = "token" }), "git"},
 		{"unknown git mode", with(func(s *sandbox.ClassSpec) { s.Git = "ssh" }), "git"},
+		{"berth contract", with(func(s *sandbox.ClassSpec) { s.Contract = "berth" }), ""},
+		{"kelos contract for agents", with(func(s *sandbox.ClassSpec) { s.Contract = "kelos"; s.Purposes = []string{"agent"} }), ""},
+		{"kelos contract open to engineers", with(func(s *sandbox.ClassSpec) { s.Contract = "kelos" }), "contract"},
+		{"unknown contract", with(func(s *sandbox.ClassSpec) { s.Contract = "docker" }), "contract"},
+		{"kelos setup command", with(func(s *sandbox.ClassSpec) {
+			s.Contract, s.Purposes, s.SetupCommand = "kelos", []string{"agent"}, []string{"make", "deps"}
+		}), ""},
+		{"setup command without kelos", with(func(s *sandbox.ClassSpec) { s.Purposes, s.SetupCommand = []string{"agent"}, []string{"make"} }), "setup_command"},
+		{"empty setup command", with(func(s *sandbox.ClassSpec) {
+			s.Contract, s.Purposes, s.SetupCommand = "kelos", []string{"agent"}, []string{}
+		}), "setup_command"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -121,17 +134,40 @@ func TestClassFileReportsEveryProblemWithItsLine(t *testing.T) {
 }
 
 func TestClassSpecRoundTrips(t *testing.T) {
-	c, err := sandbox.ParseClass(sandbox.ClassSpec{Name: "c", Image: "i", Isolation: "vm", CPU: "1500m", Memory: "1536Mi",
-		Disk: "50Gi", DefaultTTL: "90m", MaxTTL: "7d", Warm: 3, Purposes: []string{"engineer"}})
+	for _, spec := range []sandbox.ClassSpec{
+		{Name: "c", Image: "i", Isolation: "vm", CPU: "1500m", Memory: "1536Mi",
+			Disk: "50Gi", DefaultTTL: "90m", MaxTTL: "7d", Warm: 3, Purposes: []string{"engineer"}},
+		{Name: "k", Image: "ghcr.io/acme/kelos-claude:1", Purposes: []string{"agent"}, Contract: "kelos",
+			SetupCommand: []string{"sh", "-c", "make deps"}},
+	} {
+		c, err := sandbox.ParseClass(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := sandbox.ParseClass(c.Spec())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(c, again); diff != "" {
+			t.Errorf("Spec() of %s does not round-trip (-want +got):\n%s", spec.Name, diff)
+		}
+	}
+}
+
+// TestKelosClassFromYAML: the fields as an administrator writes them.
+func TestKelosClassFromYAML(t *testing.T) {
+	got, err := sandbox.ParseClassFile(strings.NewReader(`sandboxes:
+  - name: kelos-claude
+    image: ghcr.io/acme/kelos-claude:1
+    purposes: [agent]
+    contract: kelos
+    setup_command: ["sh", "-c", "pip install --user tool"]
+`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := sandbox.ParseClass(c.Spec())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(c, again); diff != "" {
-		t.Errorf("Spec() does not round-trip (-want +got):\n%s", diff)
+	if got[0].Contract != sandbox.ContractKelos || !slices.Equal(got[0].SetupCommand, []string{"sh", "-c", "pip install --user tool"}) {
+		t.Errorf("class %+v, want the kelos contract with its setup command", got[0])
 	}
 }
 

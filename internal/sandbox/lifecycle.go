@@ -210,7 +210,7 @@ func (s *Service) end(ctx context.Context, actor string, sb Sandbox, to State, r
 	}
 	if s.agentRun(sb) && !next.Live() {
 		// The task never outlives its sandbox, nor does its checkout.
-		removePrompt(s.work.Dir(sb))
+		removePrompt(sb, s.work.Dir(sb))
 		s.removeCheckout(ctx, sb)
 		s.runEnded(ctx, sb, to, reason)
 	}

@@ -12,6 +12,8 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/forge"
+	"berth.dev/berth/internal/kelos"
+	"berth.dev/berth/internal/review"
 	"berth.dev/berth/internal/runner"
 )
 
@@ -37,23 +39,33 @@ type Run struct {
 	Branch    string // the branch its work was pushed to
 	Commit    string // and the commit
 	Telemetry runner.Telemetry
-	Lines     int // stdout lines read
+	Lines     int // stdout lines of the agent's stream read (a kelos image's markers and outputs are not)
 	Ignored   int // of them, not in the runner's vocabulary
 	// Metered is what the gateway metered of the run's model calls; nil
 	// without inference. Mismatch says how it differs from Telemetry once
 	// the run is over ("" when it does not). Neither is stored: both are
 	// read when the run is.
-	Metered  *Metered
-	Mismatch string
+	Metered   *Metered
+	Mismatch  string
 	StartedAt time.Time
 	EndedAt   time.Time
+
+	// Review is a reviewer run's outcome (SPEC S13.5): held from its start
+	// until a clean run's verdict is digested. Its Outcome is "" for an
+	// author's run.
+	Review review.Result
+	// Outputs are the lines a kelos run printed between its output markers
+	// (SPEC S13.6), and Results those of them of the form "key: value".
+	Outputs []string
+	Results map[string]string
 }
 
 // Workspaces makes the host-side checkout an agent run works on (SPEC
 // S13.1: the only mount, at /work) and takes its work back.
 type Workspaces interface {
 	// Prepare clones sb's repository (shallow, at its branch) into a
-	// directory of its own that the sandbox's user owns, and returns it.
+	// directory of its own that the agent's user owns (the user of the
+	// image's contract: kelos.UID for a kelos image), and returns it.
 	Prepare(ctx context.Context, sb Sandbox) (string, error)
 	// Push pushes the checkout's HEAD to the sandbox's branch,
 	// refs/heads/berth/<name>, and returns the branch and the commit.
@@ -76,10 +88,15 @@ type Follower interface {
 
 // RunSpec is what a driver needs to run an agent (SPEC S13).
 type RunSpec struct {
-	// Work is the host directory mounted at /work, also the working
-	// directory: the only mount.
+	// Contract is the interface the image implements; it decides where
+	// the checkout is mounted, who runs, and what the image is given.
+	// "" is berth's.
+	Contract Contract
+	// Work is the host directory mounted at /work (at /workspace/repo for
+	// a kelos image), also the working directory: the only mount.
 	Work string
-	// Args are the runner's ContainerArgs, the "$@" slot.
+	// Args fill the "$@" slot: the runner's ContainerArgs, or for a kelos
+	// image the prompt alone, its $1.
 	Args []string
 	// Network is "allowlist" (the default: a network that reaches only the
 	// gateway) or "open".
@@ -113,13 +130,18 @@ func (s *Service) agentRun(sb Sandbox) bool {
 }
 
 // chooseRunner fills in an agent sandbox's runner and image (SPEC S13:
-// images per runner, fail-closed on an unmapped one).
-func (s *Service) chooseRunner(req string) (string, string, error) {
+// images per runner, fail-closed on an unmapped one). A kelos class brings
+// its own image, built for the interface (S13.6): the runner names its
+// agent type and reads its stream.
+func (s *Service) chooseRunner(req string, class Class) (string, string, error) {
 	name := req
 	if name == "" {
 		name = s.cfg.Agents.Runner
 	}
 	if name == "" {
+		if class.Contract == ContractKelos {
+			return "", "", invalid("runner", "class %s runs a kelos image, which needs a runner: it names the agent type (KELOS_AGENT_TYPE)", class.Name)
+		}
 		return "", "", nil // an agent sandbox without a runner: it waits for its end
 	}
 	r, err := runner.Get(name)
@@ -128,6 +150,9 @@ func (s *Service) chooseRunner(req string) (string, string, error) {
 	}
 	if _, direct := r.(runner.VendorDirect); direct {
 		return "", "", invalid("runner", "%s talks to its vendor itself, not through the gateway, so berth does not run it", name)
+	}
+	if class.Contract == ContractKelos {
+		return name, class.Image, nil
 	}
 	image := s.cfg.Agents.Images[name]
 	if image == "" {
@@ -138,8 +163,9 @@ func (s *Service) chooseRunner(req string) (string, string, error) {
 
 // runEnv is what an agent run's container gets on top of the sandbox's
 // environment: the runner, its config files, its credentials (by name, the
-// sandbox's key as their value: every model call goes through the gateway)
-// and its non-secret settings.
+// sandbox's key as their value: every model call goes through the gateway),
+// its non-secret settings, and what its contract adds. It returns the
+// model the run starts on and the "$@" slot.
 func (s *Service) runEnv(sb Sandbox, env map[string]string) (model string, args []string, err error) {
 	r, err := runner.Get(sb.Runner)
 	if err != nil {
@@ -147,6 +173,22 @@ func (s *Service) runEnv(sb Sandbox, env map[string]string) (model string, args 
 	}
 	model = s.runModel(env)
 	g := runner.Gateway{BaseURL: strings.TrimSuffix(s.cfg.PublicURL, "/"), Models: []runner.Model{{ID: model, Name: model}}}
+	env["BERTH_RUNNER"] = sb.Runner
+	env["BERTH_MODEL"], env["ANTHROPIC_MODEL"] = model, model
+	for _, name := range r.Credentials() {
+		env[name] = env["BERTH_API_KEY"]
+	}
+	vars, err := r.Env(g)
+	if err != nil {
+		return "", nil, err
+	}
+	for _, v := range vars {
+		env[v.Name] = v.Value
+	}
+	if sb.Contract == ContractKelos {
+		args, err := s.kelosEnv(sb, env)
+		return model, args, err
+	}
 	opts := runner.Options{Model: model}
 	if args, err = r.ContainerArgs(opts); err != nil {
 		return "", nil, err
@@ -172,20 +214,8 @@ func (s *Service) runEnv(sb Sandbox, env map[string]string) (model string, args 
 	if err != nil {
 		return "", nil, err
 	}
-	env["BERTH_RUNNER"] = sb.Runner
 	env["BERTH_RUNNER_FILES"] = string(b)
 	env["BERTH_PROMPT_FILE"] = "/work/" + promptFile
-	env["BERTH_MODEL"], env["ANTHROPIC_MODEL"] = model, model
-	for _, name := range r.Credentials() {
-		env[name] = env["BERTH_API_KEY"]
-	}
-	vars, err := r.Env(g)
-	if err != nil {
-		return "", nil, err
-	}
-	for _, v := range vars {
-		env[v.Name] = v.Value
-	}
 	return model, args, nil
 }
 
@@ -217,18 +247,23 @@ func (s *Service) prepareRun(ctx context.Context, spec *Spec) error {
 	if err != nil {
 		return fmt.Errorf("check out %s: %w", sb.Repo, err)
 	}
-	if err := writePrompt(dir, sb.Task); err != nil {
-		_ = s.work.Remove(sb)
-		return err
+	if sb.Contract != ContractKelos { // a kelos image takes its prompt as $1
+		if err := writePrompt(dir, sb.Task); err != nil {
+			_ = s.work.Remove(sb)
+			return err
+		}
 	}
 	network := s.cfg.Agents.Network
 	if network == "" {
 		network = "allowlist"
 	}
-	spec.Run = &RunSpec{Work: dir, Args: args, Network: network}
+	spec.Run = &RunSpec{Contract: sb.Contract, Work: dir, Args: args, Network: network}
 	now := s.now()
 	run := Run{Sandbox: sb.ID, Runner: sb.Runner, Model: model, State: RunRunning, StartedAt: now}
 	run.Telemetry.Model = run.Model
+	if sb.Role == RoleReviewer {
+		run.Review = review.Pending()
+	}
 	return s.store.PutRun(ctx, run)
 }
 
@@ -252,9 +287,10 @@ func writePrompt(dir, task string) error {
 }
 
 // removePrompt deletes the task from the checkout: on every exit path
-// (SPEC S13.2).
-func removePrompt(dir string) {
-	if dir != "" {
+// (SPEC S13.2). A kelos run was given none, and the host deletes nothing
+// it did not write.
+func removePrompt(sb Sandbox, dir string) {
+	if dir != "" && sb.Contract != ContractKelos {
 		_ = os.Remove(filepath.Join(dir, promptFile))
 	}
 }
@@ -301,6 +337,10 @@ func (s *Service) follow(ctx context.Context, sb Sandbox, work string) {
 	tel := runner.Telemetry{Model: run.Model}
 	lines, ignored := 0, 0
 	saved := s.now()
+	var capture *kelos.Capture // what a kelos image says beside its agent's stream
+	if sb.Contract == ContractKelos {
+		capture = &kelos.Capture{}
+	}
 	err = f.Follow(ctx, sb.ID, func(stdout bool, b []byte) {
 		if logf != nil {
 			prefix := ""
@@ -308,6 +348,9 @@ func (s *Service) follow(ctx context.Context, sb Sandbox, work string) {
 				prefix = "stderr: "
 			}
 			_, _ = fmt.Fprintf(logf, "%s%s\n", prefix, b)
+		}
+		if capture != nil && capture.Line(stdout, b) {
+			return
 		}
 		if !stdout {
 			return
@@ -334,13 +377,27 @@ func (s *Service) follow(ctx context.Context, sb Sandbox, work string) {
 	if err != nil {
 		s.log.WarnContext(ctx, "following a run ended with an error", "sandbox", sb.ID, "err", err)
 	}
+	setup := kelos.SetupNone
+	if capture != nil {
+		run.Outputs, run.Results, setup = capture.Outputs(), capture.Results(), capture.Setup()
+		// Totals from the markers count where the stream said nothing.
+		t := kelos.TotalsOf(run.Results)
+		if t.Tokens {
+			tel.FillUsage(runner.Usage{Input: t.InputTokens, Output: t.OutputTokens})
+		}
+		if t.Cost {
+			tel.FillCost(t.CostUSD)
+		}
+	}
 	run.Telemetry, run.Lines, run.Ignored = tel, lines, ignored
-	s.finishRun(ctx, run, work)
+	s.finishRun(ctx, run, work, setup)
 }
 
 // finishRun records how a run ended, pushes its work after a clean exit,
 // and ends the sandbox: terminated after a clean run, failed otherwise.
-func (s *Service) finishRun(ctx context.Context, run Run, work string) {
+// setup is how far a kelos image's setup command got: when it failed, the
+// run failed before its agent ran, and the reason says so.
+func (s *Service) finishRun(ctx context.Context, run Run, work string, setup kelos.Setup) {
 	sb, err := s.store.GetSandbox(ctx, run.Sandbox)
 	if err != nil {
 		return
@@ -348,7 +405,7 @@ func (s *Service) finishRun(ctx context.Context, run Run, work string) {
 	if work == "" {
 		work = s.work.Dir(sb) // followed again after a restart
 	}
-	removePrompt(work)
+	removePrompt(sb, work)
 	prices := s.cfg.Agents.Prices
 	if prices == nil {
 		prices = runner.ListPrices()
@@ -361,6 +418,7 @@ func (s *Service) finishRun(ctx context.Context, run Run, work string) {
 		if saved, err := s.store.GetRun(ctx, sb.ID); err == nil && saved.State != RunRunning {
 			run.Error, run.EndedAt = saved.Error, saved.EndedAt // what end said, with the telemetry read since
 		}
+		run.holdReview(run.Error)
 		s.removeCheckout(ctx, sb)
 		s.saveRun(ctx, run)
 		return
@@ -376,6 +434,13 @@ func (s *Service) finishRun(ctx context.Context, run Run, work string) {
 	}
 	if run.State != RunFailed {
 		switch {
+		case setup == kelos.SetupError:
+			run.State, run.Error = RunFailed, "the setup command (KELOS_SETUP_COMMAND) failed, so the agent did not run"
+			if run.ExitCode != 0 {
+				run.Error += fmt.Sprintf(" (exit %d)", run.ExitCode)
+			}
+		case setup == kelos.SetupStarted && run.ExitCode != 0:
+			run.State, run.Error = RunFailed, fmt.Sprintf("the setup command (KELOS_SETUP_COMMAND) did not finish (exit %d), so the agent did not run", run.ExitCode)
 		case run.ExitCode != 0:
 			run.State, run.Error = RunFailed, fmt.Sprintf("the agent exited %d", run.ExitCode)
 			if run.Telemetry.Error != "" {
@@ -384,6 +449,8 @@ func (s *Service) finishRun(ctx context.Context, run Run, work string) {
 		case run.Telemetry.Error != "":
 			// Recognised even when the CLI exits 0 (pi does).
 			run.State, run.Error = RunFailed, "the agent reported an error: "+run.Telemetry.Error
+		case sb.Role == RoleReviewer:
+			run.State = RunSucceeded // a reviewer pushes nothing: its verdict is its work
 		default:
 			branch, commit, err := s.work.Push(ctx, sb, work)
 			switch {
@@ -397,6 +464,9 @@ func (s *Service) finishRun(ctx context.Context, run Run, work string) {
 				}
 			}
 		}
+	}
+	if sb.Role == RoleReviewer {
+		s.digestVerdict(ctx, &run, work)
 	}
 	// Gone before the sandbox says it ended: nothing of the run outlives it.
 	s.removeCheckout(ctx, sb)
@@ -439,13 +509,20 @@ func (s *Service) RunOf(ctx context.Context, sb Sandbox) (Run, error) {
 
 // RunLog opens the run log of a sandbox the caller may see.
 func (s *Service) RunLog(ctx context.Context, p account.Principal, ref string) (*os.File, Sandbox, error) {
+	return s.openRunFile(ctx, p, ref, s.logPath, "run log")
+}
+
+// openRunFile opens a file the host keeps of the run of a sandbox the
+// caller may see (its path by the sandbox's id); what names it when the
+// sandbox has none.
+func (s *Service) openRunFile(ctx context.Context, p account.Principal, ref string, path func(ID) string, what string) (*os.File, Sandbox, error) {
 	sb, err := s.Get(ctx, p, ref)
 	if err != nil {
 		return nil, Sandbox{}, err
 	}
-	f, err := os.Open(s.logPath(sb.ID))
+	f, err := os.Open(path(sb.ID))
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, Sandbox{}, fmt.Errorf("sandbox %s has no run log: %w", sb.Name, ErrNotFound)
+		return nil, Sandbox{}, fmt.Errorf("sandbox %s has no %s: %w", sb.Name, what, ErrNotFound)
 	}
 	return f, sb, err
 }
@@ -455,6 +532,7 @@ func (s *Service) RunLog(ctx context.Context, p account.Principal, ref string) (
 func (s *Service) finishUnstarted(ctx context.Context, sb Sandbox, reason string) {
 	if run, err := s.store.GetRun(ctx, sb.ID); err == nil {
 		run.State, run.Error, run.EndedAt = RunFailed, reason, s.now()
+		run.holdReview(reason)
 		s.saveRun(ctx, run)
 	}
 	s.removeCheckout(ctx, sb)
@@ -472,6 +550,7 @@ func (s *Service) runEnded(ctx context.Context, sb Sandbox, to State, reason str
 	if reason != "" {
 		run.Error += ": " + reason
 	}
+	run.holdReview(run.Error)
 	s.saveRun(ctx, run)
 }
 

@@ -80,6 +80,35 @@ func ParsePurpose(s string) (Purpose, error) {
 	return "", invalid("purpose", "%q is not a purpose (engineer or agent)", s)
 }
 
+// Role says what an agent sandbox's run does with its work (SPEC S13.5).
+type Role string
+
+// The roles of an agent run.
+const (
+	// RoleAuthor pushes its work to berth/<name> after a clean run.
+	RoleAuthor Role = "author"
+	// RoleReviewer pushes nothing: it leaves a verdict the host digests.
+	RoleReviewer Role = "reviewer"
+)
+
+// ParseRole checks the role of a sandbox of purpose: an agent sandbox's
+// is author unless it says reviewer; an engineer sandbox has none.
+func ParseRole(s string, purpose Purpose) (Role, error) {
+	if purpose != PurposeAgent {
+		if s != "" {
+			return "", invalid("role", "only an agent sandbox has a role (--purpose agent)")
+		}
+		return "", nil
+	}
+	switch r := Role(s); r {
+	case "":
+		return RoleAuthor, nil
+	case RoleAuthor, RoleReviewer:
+		return r, nil
+	}
+	return "", invalid("role", "%q is not a role (author or reviewer)", s)
+}
+
 // Tier is an isolation tier (SPEC S5).
 type Tier string
 
@@ -117,12 +146,17 @@ type Sandbox struct {
 	Branch    string
 	Task      string
 	Runner    string
-	SSHKeys   []string
-	Env       map[string]string // caller-added; dropped by a resume after expiry
-	KeyID     string            // the sandbox's current key
-	CreatedAt time.Time
-	ExpiresAt time.Time
-	EndedAt   time.Time // zero while live
+	Role      Role // an agent sandbox's; "" for an engineer's
+	// Contract is the interface its image implements, and SetupCommand a
+	// kelos image's setup command: the class's at creation.
+	Contract     Contract
+	SetupCommand []string
+	SSHKeys      []string
+	Env          map[string]string // caller-added; dropped by a resume after expiry
+	KeyID        string            // the sandbox's current key
+	CreatedAt    time.Time
+	ExpiresAt    time.Time
+	EndedAt      time.Time // zero while live
 
 	// Ran is the total of the sandbox's closed running segments and
 	// RunningSince the start of the open one (zero when none is open). The

@@ -149,6 +149,7 @@ type CreateRequest struct {
 	Branch  string
 	Task    string
 	Runner  string
+	Role    string // author (the default) or reviewer; agent sandboxes only
 	SSHKeys []string
 	Env     map[string]string
 }
@@ -177,6 +178,10 @@ func (s *Service) create(ctx context.Context, p account.Principal, req CreateReq
 		return Sandbox{}, err
 	}
 	if err := s.checkRequestShape(purpose, req); err != nil {
+		return Sandbox{}, err
+	}
+	role, err := ParseRole(req.Role, purpose)
+	if err != nil {
 		return Sandbox{}, err
 	}
 	if s.driver == nil {
@@ -217,20 +222,24 @@ func (s *Service) create(ctx context.Context, p account.Principal, req CreateReq
 		ID: NewID(), Name: req.Name, Org: org, Project: prj.ID, Owner: p.User.ID,
 		Purpose: purpose, Class: class.Name, Image: class.Image, Isolation: class.Isolation, Runtime: runtime,
 		CPU: class.CPU, Memory: class.Memory, Disk: class.Disk,
-		State: StateStarting, Branch: req.Branch, Task: req.Task, Runner: req.Runner,
-		SSHKeys: req.SSHKeys, Env: req.Env, CreatedAt: now, ExpiresAt: now.Add(ttl),
+		State: StateStarting, Branch: req.Branch, Task: req.Task, Runner: req.Runner, Role: role,
+		Contract: class.Contract, SetupCommand: class.SetupCommand, SSHKeys: req.SSHKeys, Env: req.Env, CreatedAt: now, ExpiresAt: now.Add(ttl),
 	}
 	if req.Repo != "" {
 		sb.Repo, sb.GitMode = repo.String(), class.Git
 	}
 	if purpose == PurposeAgent && s.work != nil {
-		name, image, err := s.chooseRunner(req.Runner)
+		name, image, err := s.chooseRunner(req.Runner, class)
 		if err != nil {
 			return Sandbox{}, err
 		}
 		if name != "" {
-			// SPEC S13: the runner's image, chosen per runner.
+			// SPEC S13: the runner's image, chosen per runner (a kelos
+			// class's own image, S13.6).
 			sb.Runner, sb.Image = name, image
+		}
+		if err := checkTask(class.Contract, req.Task); err != nil {
+			return Sandbox{}, err
 		}
 	}
 	key, secret := account.NewSandboxKey(p.User.ID, string(sb.ID), prj.ID, sb.ExpiresAt, now)

@@ -111,7 +111,7 @@ func (s *Service) start(ctx context.Context, spec Spec) {
 	if err != nil {
 		s.log.WarnContext(ctx, "sandbox did not start", "sandbox", id, "err", err)
 		if spec.Run != nil {
-			removePrompt(spec.Run.Work)
+			removePrompt(spec.Sandbox, spec.Run.Work)
 			s.finishUnstarted(ctx, spec.Sandbox, "start: "+err.Error())
 		}
 		s.startFailed(ctx, spec, "start: "+err.Error())

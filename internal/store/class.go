@@ -10,25 +10,29 @@ import (
 	"berth.dev/berth/internal/sandbox"
 )
 
-const classColumns = `name, description, image, isolation, cpu, memory, disk, default_ttl, max_ttl, warm, purposes, git`
+const classColumns = `name, description, image, isolation, cpu, memory, disk, default_ttl, max_ttl, warm, purposes, git, contract, setup_command`
 
 func scanClass(row interface{ Scan(...any) error }) (sandbox.Class, error) {
 	var (
 		c                  sandbox.Class
 		isolation, git     string
+		contract           string
 		cpu, memory, disk  int64
 		defaultTTL, maxTTL int64
-		purposes           sql.NullString
+		purposes, setup    sql.NullString
 	)
 	if err := row.Scan(&c.Name, &c.Description, &c.Image, &isolation, &cpu, &memory, &disk,
-		&defaultTTL, &maxTTL, &c.Warm, &purposes, &git); err != nil {
+		&defaultTTL, &maxTTL, &c.Warm, &purposes, &git, &contract, &setup); err != nil {
 		return sandbox.Class{}, err
 	}
-	c.Isolation, c.Git = sandbox.Tier(isolation), sandbox.GitMode(git)
+	c.Isolation, c.Git, c.Contract = sandbox.Tier(isolation), sandbox.GitMode(git), sandbox.Contract(contract)
 	c.CPU, c.Memory, c.Disk = quantity.Millicores(cpu), quantity.Bytes(memory), quantity.Bytes(disk)
 	c.DefaultTTL, c.MaxTTL = time.Duration(defaultTTL), time.Duration(maxTTL)
 	if err := jsonOf(purposes, &c.Purposes); err != nil {
 		return sandbox.Class{}, fmt.Errorf("class %s: purposes: %w", c.Name, err)
+	}
+	if err := jsonOf(setup, &c.SetupCommand); err != nil {
+		return sandbox.Class{}, fmt.Errorf("class %s: setup_command: %w", c.Name, err)
 	}
 	return c, nil
 }
@@ -100,9 +104,14 @@ func upsertClass(ctx context.Context, tx *sql.Tx, org string, c sandbox.Class) e
 	if err != nil {
 		return fmt.Errorf("put class %s: purposes: %w", c.Name, err)
 	}
+	setup, err := jsonArg(c.SetupCommand, c.SetupCommand == nil)
+	if err != nil {
+		return fmt.Errorf("put class %s: setup_command: %w", c.Name, err)
+	}
 	_, err = tx.ExecContext(ctx, `
-		INSERT INTO classes (org_id, name, description, image, isolation, cpu, memory, disk, default_ttl, max_ttl, warm, purposes, git)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+		INSERT INTO classes (org_id, name, description, image, isolation, cpu, memory, disk, default_ttl, max_ttl, warm, purposes, git,
+			contract, setup_command)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
 		ON CONFLICT (org_id, name) DO UPDATE SET
 			description = excluded.description,
 			image = excluded.image,
@@ -114,9 +123,11 @@ func upsertClass(ctx context.Context, tx *sql.Tx, org string, c sandbox.Class) e
 			max_ttl = excluded.max_ttl,
 			warm = excluded.warm,
 			purposes = excluded.purposes,
-			git = excluded.git`,
+			git = excluded.git,
+			contract = excluded.contract,
+			setup_command = excluded.setup_command`,
 		org, c.Name, c.Description, c.Image, string(c.Isolation), int64(c.CPU), int64(c.Memory), int64(c.Disk),
-		int64(c.DefaultTTL), int64(c.MaxTTL), c.Warm, purposes, string(c.Git))
+		int64(c.DefaultTTL), int64(c.MaxTTL), c.Warm, purposes, string(c.Git), string(c.Contract), setup)
 	switch {
 	case constraintOf(err) == foreignKeyConstraint:
 		return fmt.Errorf("class %s: organisation %s: %w", c.Name, org, sandbox.ErrNotFound)

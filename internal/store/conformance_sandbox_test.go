@@ -82,6 +82,8 @@ func testClasses(t *testing.T, st *store.Store) {
 		Name: "big", Description: "a large machine", Image: "ghcr.io/acme/dev:2", Isolation: sandbox.TierVM,
 		CPU: 8500, Memory: 32 << 30, Disk: 100 << 30, DefaultTTL: 8 * time.Hour, MaxTTL: 7 * 24 * time.Hour,
 		Warm: 3, Purposes: []sandbox.Purpose{sandbox.PurposeEngineer}, Git: sandbox.GitToken,
+		// The store keeps what it is given; ParseClass decides what makes sense.
+		Contract: sandbox.ContractKelos, SetupCommand: []string{"make", "deps"},
 	}
 	checkAllSet(t, full)
 	small := sandbox.Class{
@@ -148,7 +150,8 @@ func testSandboxRoundTrip(t *testing.T, st *store.Store) {
 	full, key := newSandbox(fx, fx.ann, "full", t0)
 	full.Purpose, full.Isolation, full.Disk = sandbox.PurposeAgent, sandbox.TierVM, 20<<30
 	full.Reason, full.Repo, full.Branch, full.GitMode = "a reason", "acme/app", "main", sandbox.GitToken
-	full.Task, full.Runner = "fix the build", "claude-code"
+	full.Task, full.Runner, full.Role = "fix the build", "claude-code", sandbox.RoleReviewer
+	full.Contract, full.SetupCommand = sandbox.ContractKelos, []string{"sh", "-c", "make deps"}
 	full.Env = map[string]string{"FOO": "bar", "EMPTY": ""}
 	full.EndedAt = t0.Add(time.Hour)
 	checkAllSet(t, full, "Ran", "RunningSince", "FirstRan")

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"berth.dev/berth/internal/review"
 	"berth.dev/berth/internal/sandbox"
 )
 
@@ -17,15 +18,28 @@ func (s *Store) PutRun(ctx context.Context, r sandbox.Run) error {
 	if err != nil {
 		return fmt.Errorf("put run of %s: %w", r.Sandbox, err)
 	}
+	outputs, err := jsonArg(r.Outputs, r.Outputs == nil)
+	if err != nil {
+		return fmt.Errorf("put run of %s: outputs: %w", r.Sandbox, err)
+	}
+	results, err := jsonArg(r.Results, r.Results == nil)
+	if err != nil {
+		return fmt.Errorf("put run of %s: results: %w", r.Sandbox, err)
+	}
 	_, err = s.db.ExecContext(ctx, `
-		INSERT INTO runs (sandbox_id, runner, model, state, exit_code, error, branch, commit_id, telemetry, lines, ignored, started_at, ended_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+		INSERT INTO runs (sandbox_id, runner, model, state, exit_code, error, branch, commit_id, telemetry, lines, ignored, started_at, ended_at,
+			review_outcome, review_summary, review_sha256, review_reason, review_file, outputs, results)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
 		ON CONFLICT (sandbox_id) DO UPDATE SET
 			runner = excluded.runner, model = excluded.model, state = excluded.state, exit_code = excluded.exit_code,
 			error = excluded.error, branch = excluded.branch, commit_id = excluded.commit_id, telemetry = excluded.telemetry,
-			lines = excluded.lines, ignored = excluded.ignored, started_at = excluded.started_at, ended_at = excluded.ended_at`,
+			lines = excluded.lines, ignored = excluded.ignored, started_at = excluded.started_at, ended_at = excluded.ended_at,
+			review_outcome = excluded.review_outcome, review_summary = excluded.review_summary,
+			review_sha256 = excluded.review_sha256, review_reason = excluded.review_reason, review_file = excluded.review_file,
+			outputs = excluded.outputs, results = excluded.results`,
 		string(r.Sandbox), r.Runner, r.Model, string(r.State), r.ExitCode, r.Error, r.Branch, r.Commit, string(tel),
-		r.Lines, r.Ignored, timeArg(r.StartedAt), timeArg(r.EndedAt))
+		r.Lines, r.Ignored, timeArg(r.StartedAt), timeArg(r.EndedAt),
+		string(r.Review.Outcome), r.Review.Summary, r.Review.SHA256, r.Review.Reason, r.Review.File, outputs, results)
 	if err != nil {
 		return fmt.Errorf("put run of %s: %w", r.Sandbox, err)
 	}
@@ -35,21 +49,30 @@ func (s *Store) PutRun(ctx context.Context, r sandbox.Run) error {
 // GetRun reads an agent sandbox's run; sandbox.ErrNotFound without one.
 func (s *Store) GetRun(ctx context.Context, id sandbox.ID) (sandbox.Run, error) {
 	r := sandbox.Run{Sandbox: id}
-	var state, tel string
+	var state, tel, outcome string
 	var started, ended sql.NullInt64
-	err := s.db.QueryRowContext(ctx, `SELECT runner, model, state, exit_code, error, branch, commit_id, telemetry, lines, ignored, started_at, ended_at
+	var outputs, results sql.NullString
+	err := s.db.QueryRowContext(ctx, `SELECT runner, model, state, exit_code, error, branch, commit_id, telemetry, lines, ignored, started_at, ended_at,
+			review_outcome, review_summary, review_sha256, review_reason, review_file, outputs, results
 		FROM runs WHERE sandbox_id = $1`, string(id)).
-		Scan(&r.Runner, &r.Model, &state, &r.ExitCode, &r.Error, &r.Branch, &r.Commit, &tel, &r.Lines, &r.Ignored, &started, &ended)
+		Scan(&r.Runner, &r.Model, &state, &r.ExitCode, &r.Error, &r.Branch, &r.Commit, &tel, &r.Lines, &r.Ignored, &started, &ended,
+			&outcome, &r.Review.Summary, &r.Review.SHA256, &r.Review.Reason, &r.Review.File, &outputs, &results)
 	if errors.Is(err, sql.ErrNoRows) {
 		return sandbox.Run{}, fmt.Errorf("run of %s: %w", id, sandbox.ErrNotFound)
 	}
 	if err != nil {
 		return sandbox.Run{}, fmt.Errorf("get run of %s: %w", id, err)
 	}
-	r.State = sandbox.RunState(state)
+	r.State, r.Review.Outcome = sandbox.RunState(state), review.Outcome(outcome)
 	r.StartedAt, r.EndedAt = timeOf(started), timeOf(ended)
 	if err := json.Unmarshal([]byte(tel), &r.Telemetry); err != nil {
 		return sandbox.Run{}, fmt.Errorf("run of %s: telemetry: %w", id, err)
+	}
+	if err := jsonOf(outputs, &r.Outputs); err != nil {
+		return sandbox.Run{}, fmt.Errorf("run of %s: outputs: %w", id, err)
+	}
+	if err := jsonOf(results, &r.Results); err != nil {
+		return sandbox.Run{}, fmt.Errorf("run of %s: results: %w", id, err)
 	}
 	return r, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/review"
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
@@ -194,10 +195,13 @@ func TestRunRoundTrip(t *testing.T) {
 	run.Telemetry.Usage.Input, run.Telemetry.Usage.Output, run.Telemetry.CostUSD = 240, 34, 0.0012
 	run.Telemetry.Cost = runner.CostNative
 	run.Telemetry.SessionID = "s1"
+	run.Review = review.Result{Outcome: review.ChangesRequested, Summary: "add a test", SHA256: "ab12", File: "sub/.berth-review-verdict.json"}
+	run.Outputs, run.Results = []string{"branch: b", "a note"}, map[string]string{"branch": "b"}
 	if err := st.PutRun(t.Context(), run); err != nil {
 		t.Fatal(err)
 	}
 	run.State, run.Error = sandbox.RunFailed, "again"
+	run.Review = run.Review.Hold("the agent exited 1")
 	if err := st.PutRun(t.Context(), run); err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"berth.dev/berth/internal/forge"
+	"berth.dev/berth/internal/kelos"
 	"berth.dev/berth/internal/sandbox"
 )
 
@@ -37,9 +38,11 @@ type Workspaces struct {
 
 var _ sandbox.Workspaces = (*Workspaces)(nil)
 
-// New keeps checkouts under dir, owned by uid (the sandbox user: the
-// container runs as it with no capability to override permissions); a
-// negative uid leaves them as made.
+// New keeps checkouts under dir, owned by uid (the sandbox user of berth's
+// image contract: the container runs as it with no capability to override
+// permissions), a kelos image's by kelos.UID, the uid its interface fixes
+// (SPEC S13.6). A negative uid leaves every checkout as made: a driver
+// that runs nothing needs no owner.
 func New(dir string, uid int, f forge.Forge, source Source) *Workspaces {
 	git := "git"
 	if p, err := exec.LookPath(git); err == nil {
@@ -92,14 +95,23 @@ func (w *Workspaces) Prepare(ctx context.Context, sb sandbox.Sandbox) (string, e
 		os.RemoveAll(dir)
 		return "", err
 	}
-	if w.uid < 0 {
+	uid := w.owner(sb)
+	if uid < 0 {
 		return dir, nil
 	}
-	if err := chownAll(dir, w.uid); err != nil {
+	if err := chownAll(dir, uid); err != nil {
 		os.RemoveAll(dir)
-		return "", fmt.Errorf("give the checkout to uid %d: %w", w.uid, err)
+		return "", fmt.Errorf("give the checkout to uid %d: %w", uid, err)
 	}
 	return dir, nil
+}
+
+// owner is the uid sb's checkout belongs to: the user its image runs as.
+func (w *Workspaces) owner(sb sandbox.Sandbox) int {
+	if w.uid >= 0 && sb.Contract == sandbox.ContractKelos {
+		return kelos.UID
+	}
+	return w.uid
 }
 
 // Push pushes the checkout's HEAD to refs/heads/berth/<name> in the source

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 
 	"berth.dev/berth/internal/sandbox"
@@ -34,8 +35,15 @@ func (m *machine) end() {
 
 // Agent is what the fake "runs" for an agent run: it may work in the
 // checkout (spec.Run.Work) and returns the lines the agent prints on
-// stdout and its exit code.
+// stdout (a line made by Stderr goes to stderr) and its exit code.
 type Agent func(spec sandbox.Spec) (stdout []string, exit int)
+
+// stderrMark starts a line an Agent returns for stderr: no line of a real
+// agent's output starts with a NUL byte.
+const stderrMark = "\x00stderr\x00"
+
+// Stderr marks line as written to stderr when an Agent returns it.
+func Stderr(line string) string { return stderrMark + line }
 
 // Driver keeps machines in a map.
 type Driver struct {
@@ -68,7 +76,8 @@ func (d *Driver) Follow(ctx context.Context, id sandbox.ID, line func(stdout boo
 	if m.run != nil && agent != nil {
 		out, exit := agent(sandbox.Spec{Sandbox: m.spec, Env: maps.Clone(m.env), Run: m.run})
 		for _, l := range out {
-			line(true, []byte(l))
+			text, stderr := strings.CutPrefix(l, stderrMark)
+			line(!stderr, []byte(text))
 		}
 		d.mu.Lock()
 		if m.status == sandbox.MachineRunning {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"berth.dev/berth/internal/kelos"
 	"berth.dev/berth/internal/sandbox"
 )
 
@@ -73,24 +74,37 @@ func RunArgs(c Config, sb sandbox.Sandbox, envNames []string, envFile string) []
 // tmpfs, HOME an exec tmpfs owned by the sandbox user, every capability
 // dropped, no new privileges, the class's limits, and the network the run
 // asked for. Environment by name only, as for RunArgs.
+//
+// An image of the Kelos interface (S13.6) runs on that interface's terms,
+// under the same hardening: uid 61100, the checkout at /workspace/repo,
+// HOME at /home/agent, /kelos_entrypoint.sh as the entrypoint and the
+// prompt as its $1. The prompt is then in argv: the interface puts it
+// there, and the container's own process shows it to the host anyway.
 func AgentArgs(c Config, sb sandbox.Sandbox, run sandbox.RunSpec, envNames []string, envFile string) []string {
 	c = c.withDefaults()
+	uid, home, work := sandboxUID, sandboxHome, "/work"
+	if run.Contract == sandbox.ContractKelos {
+		uid, home, work = kelos.UID, kelos.Home, kelos.WorkDir
+	}
 	args := []string{"run", "--detach", "--name", c.name(sb.ID), "--hostname", sb.Name}
 	args = append(args, c.labels(sb)...)
 	args = append(args,
-		"--user", fmt.Sprintf("%d:%d", sandboxUID, sandboxUID),
+		"--user", fmt.Sprintf("%d:%d", uid, uid),
 		"--read-only",
 		"--tmpfs", "/tmp:rw,noexec,nosuid,size=512m",
-		"--tmpfs", sandboxHome+":rw,exec,mode=0700,U,size=1g",
+		"--tmpfs", home+":rw,exec,mode=0700,U,size=1g",
 		"--cap-drop", "ALL",
 		"--security-opt", "no-new-privileges",
 		"--pids-limit", itoa(c.PidsLimit),
 		"--memory", fmt.Sprintf("%db", int64(sb.Memory)),
 		"--cpus", fmt.Sprintf("%.3f", sb.CPU.Cores()),
 		"--stop-timeout", itoa(int(c.StopTimeout.Seconds())),
-		"--volume", run.Work+":/work",
-		"--workdir", "/work",
+		"--volume", run.Work+":"+work,
+		"--workdir", work,
 	)
+	if run.Contract == sandbox.ContractKelos {
+		args = append(args, "--entrypoint", kelos.Entrypoint)
+	}
 	if sb.Runtime != "" {
 		args = append(args, "--runtime", RuntimeName(sb.Runtime))
 	}

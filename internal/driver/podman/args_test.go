@@ -77,8 +77,18 @@ func TestAgentArgs(t *testing.T) {
 		names := append([]string{"BERTH_API_KEY"}, r.Credentials()...)
 		golden.Check(t, "agent-"+name, []byte(strings.Join(podman.AgentArgs(cfg, sb, run, names, "/state/env/x.env"), "\n")+"\n"))
 	}
-	// An open run joins the sandboxes' network instead.
+	// An image of the Kelos interface, on that interface's terms (SPEC
+	// S13.6); a prompt that looks like a flag stays an argument of the
+	// image, after its name.
 	sb := testSandbox()
+	sb.Name, sb.Purpose, sb.Runner, sb.Image = "fix", sandbox.PurposeAgent, "claude-code", "ghcr.io/acme/kelos-claude-code:1"
+	sb.Contract, sb.Runtime = sandbox.ContractKelos, "/opt/gvisor/runsc"
+	run := sandbox.RunSpec{Contract: sandbox.ContractKelos, Work: "/var/lib/berth/work/" + string(sb.ID),
+		Args: []string{"--fix the \"greeting\"; rm -rf / $HOME"}, Network: "allowlist"}
+	golden.Check(t, "agent-kelos", []byte(strings.Join(podman.AgentArgs(cfg, sb, run, []string{"KELOS_SETUP_COMMAND"}, "/state/env/x.env"), "\n")+"\n"))
+
+	// An open run joins the sandboxes' network instead.
+	sb = testSandbox()
 	sb.Purpose = sandbox.PurposeAgent
 	cfg.Network = "podman"
 	args := podman.AgentArgs(cfg, sb, sandbox.RunSpec{Work: "/w", Network: "open"}, nil, "")

@@ -52,7 +52,7 @@ type Config struct {
 const DefaultAgentNetwork = "berth-agents"
 
 // SandboxUID is the sandbox user of the image contract (images/build):
-// an agent run's checkout must be its.
+// an agent run's checkout must be its (a kelos image's, kelos.UID's).
 const SandboxUID = sandboxUID
 
 // The image contract (images/build): the sandbox user and its home.

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -516,44 +515,6 @@ func (d *Driver) checkNetwork(ctx context.Context, run sandbox.RunSpec) error {
 	if _, err := d.run(ctx, nil, "network", "exists", d.cfg.AgentNetwork); err != nil {
 		return fmt.Errorf("the allowlist network %s does not exist, so the run does not start (berth admin network creates it; a class may ask for an open network instead): %w",
 			d.cfg.AgentNetwork, sandbox.ErrUnavailable)
-	}
-	return nil
-}
-
-// Follow streams an agent run's output: podman logs --follow keeps stdout
-// and stderr apart, and ends when the container exits.
-func (d *Driver) Follow(ctx context.Context, id sandbox.ID, line func(stdout bool, b []byte)) error {
-	cmd := exec.CommandContext(ctx, d.cfg.Binary, "logs", "--follow", d.cfg.name(id))
-	cmd.Env = d.cfg.Env()
-	outPipe, err := cmd.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	errPipe, err := cmd.StderrPipe()
-	if err != nil {
-		return err
-	}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("podman logs: %w", err)
-	}
-	var mu sync.Mutex // line is called from one goroutine at a time
-	var wg sync.WaitGroup
-	scan := func(r io.Reader, stdout bool) {
-		defer wg.Done()
-		sc := bufio.NewScanner(r)
-		sc.Buffer(make([]byte, 64<<10), 16<<20) // agents print long lines
-		for sc.Scan() {
-			mu.Lock()
-			line(stdout, sc.Bytes())
-			mu.Unlock()
-		}
-	}
-	wg.Add(2)
-	go scan(outPipe, true)
-	go scan(errPipe, false)
-	wg.Wait()
-	if err := cmd.Wait(); err != nil && ctx.Err() == nil {
-		return fmt.Errorf("podman logs: %w", err)
 	}
 	return nil
 }

@@ -31,11 +31,13 @@ func podmanRoot(t *testing.T) string {
 
 // newDriver returns a driver on the shared root under a deployment label of
 // its own, and removes whatever it made when the test ends.
-func newDriver(t *testing.T) *podman.Driver {
+func newDriver(t *testing.T) *podman.Driver { return newDriverWith(t, podman.Config{}) }
+
+// newDriverWith is newDriver with cfg's other settings.
+func newDriverWith(t *testing.T, cfg podman.Config) *podman.Driver {
 	t.Helper()
-	root := podmanRoot(t)
-	d, err := podman.New(podman.Config{StateDir: root, Deployment: "berthtest" + strings.ToLower(rand.Text()[:8])},
-		slog.New(slog.NewTextHandler(t.Output(), nil)))
+	cfg.StateDir, cfg.Deployment = podmanRoot(t), "berthtest"+strings.ToLower(rand.Text()[:8])
+	d, err := podman.New(cfg, slog.New(slog.NewTextHandler(t.Output(), nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

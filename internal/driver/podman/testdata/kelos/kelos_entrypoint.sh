@@ -1,0 +1,38 @@
+#!/bin/bash
+# A Kelos-shaped entrypoint for berth's real-podman test: it runs the setup
+# command with its banners, says on stdout (one JSON line) what the
+# interface promised it, works in the repository, and ends with an output
+# block, as seeds/003 describes.
+set -uo pipefail
+
+if [ -n "${KELOS_SETUP_COMMAND-}" ]; then
+	echo "---KELOS_SETUP_COMMAND_START---" >&2
+	mapfile -t setup < <(jq -r '.[]' <<<"$KELOS_SETUP_COMMAND")
+	if ! "${setup[@]}"; then
+		echo "---KELOS_SETUP_COMMAND_FAILED---" >&2
+		exit 1
+	fi
+	echo "---KELOS_SETUP_COMMAND_DONE---" >&2
+fi
+
+root=rw
+touch /usr/.berth-probe 2>/dev/null || root=ro
+jq -cn \
+	--arg prompt "${1-}" --argjson args "$#" \
+	--argjson uid "$(id -u)" --argjson gid "$(id -g)" \
+	--arg cwd "$PWD" --arg home "$HOME" \
+	--arg agent_type "${KELOS_AGENT_TYPE-}" --arg model "${KELOS_MODEL-}" \
+	--arg setup "${KELOS_SETUP_COMMAND-}" --arg setup_file "$(cat "$HOME/setup.txt" 2>/dev/null)" \
+	--arg root "$root" --arg cap_eff "$(awk '/^CapEff:/ {print $2}' /proc/self/status)" \
+	'{type: "kelos-test", prompt: $prompt, args: $args, uid: $uid, gid: $gid, cwd: $cwd, home: $home,
+	  agent_type: $agent_type, model: $model, setup: $setup, setup_file: $setup_file, root: $root, cap_eff: $cap_eff}'
+
+echo "hello from a kelos image" >kelos.txt
+git add kelos.txt
+git -c user.name=kelos -c user.email=kelos@example.invalid commit -q -m "kelos test" || exit 3
+
+echo "---KELOS_OUTPUTS_START---"
+echo "commit: $(git rev-parse HEAD)"
+echo "input-tokens: 12"
+echo "a line without a key"
+echo "---KELOS_OUTPUTS_END---"

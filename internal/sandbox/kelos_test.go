@@ -1,0 +1,229 @@
+package sandbox_test
+
+import (
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"berth.dev/berth/internal/driver/fake"
+	"berth.dev/berth/internal/forge"
+	"berth.dev/berth/internal/kelos"
+	"berth.dev/berth/internal/runner"
+	"berth.dev/berth/internal/sandbox"
+)
+
+const kelosImage = "localhost/kelos-claude-code:1"
+
+// kelosClass gives acme a class whose image implements the Kelos
+// interface (SPEC S13.6), with a setup command.
+func (e *env) kelosClass(t *testing.T) {
+	t.Helper()
+	c, err := sandbox.ParseClass(sandbox.ClassSpec{Name: "kelos", Image: kelosImage, Isolation: "standard",
+		Purposes: []string{"agent"}, Contract: "kelos", SetupCommand: []string{"sh", "-c", "make deps"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.st.PutClasses(t.Context(), e.acme.ID, []sandbox.Class{c}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (e *env) kelosRun(t *testing.T, env map[string]string) sandbox.Sandbox {
+	t.Helper()
+	sb, err := e.svc.Create(t.Context(), e.alice, sandbox.CreateRequest{Name: "fix", Class: "kelos", Purpose: "agent", Repo: "acme/app",
+		Branch: "main", Task: "add a greeting, \"quoted\" and $HOME unexpanded", Runner: "claude-code", Env: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sb
+}
+
+// markerBlock is what a Kelos image prints after its agent's stream.
+func markerBlock(lines ...string) []string {
+	return append(append([]string{kelos.OutputsStart}, lines...), kelos.OutputsEnd)
+}
+
+func TestKelosRunRunsTheImageOnItsOwnTerms(t *testing.T) {
+	e := newEnv(t, agents(t))
+	e.kelosClass(t)
+	got := make(chan sandbox.Spec, 1)
+	e.drv.SetAgent(func(spec sandbox.Spec) ([]string, int) {
+		got <- spec
+		fi, err := os.Stat(spec.Run.Work)
+		if err != nil {
+			t.Error(err)
+		} else if st := fi.Sys().(*syscall.Stat_t); st.Uid != kelos.UID || st.Gid != kelos.UID {
+			t.Errorf("the checkout is owned by %d:%d, want the interface's %d", st.Uid, st.Gid, kelos.UID)
+		}
+		// The image's own file of the prompt file's name is its work: the
+		// host wrote none and deletes none.
+		for name, body := range map[string]string{"hello.txt": "hello\n", ".berth-prompt.txt": "the image's own\n"} {
+			if err := os.WriteFile(filepath.Join(spec.Run.Work, name), []byte(body), 0o644); err != nil {
+				t.Error(err)
+			}
+		}
+		gitIn(t, spec.Run.Work, "add", "-A")
+		gitIn(t, spec.Run.Work, "commit", "-q", "-m", "add a greeting")
+		out := []string{fake.Stderr(kelos.SetupStart), fake.Stderr("installing"), fake.Stderr(kelos.SetupDone)}
+		out = append(out, stream(t, "claude-tool")...)
+		return append(out, markerBlock("branch: kelos-fix", "commit: abc123", "input-tokens: 9999", "output-tokens: 9999",
+			"cost-usd: 9.99", "pr: https://forge.example/acme/app/pull/7", "nothing to add")...), 0
+	})
+	e.run(t)
+	sb := e.kelosRun(t, map[string]string{"KELOS_MODEL": "gpt-evil", "KELOS_SESSION_SETUP_ONLY": "1", "TEAM": "blue"})
+	if sb.Image != kelosImage || sb.Contract != sandbox.ContractKelos {
+		t.Errorf("image %q contract %q, want the kelos class's own image and contract", sb.Image, sb.Contract)
+	}
+	end := e.waitState(t, sb.ID, sandbox.StateTerminated)
+
+	spec := <-got
+	if spec.Run.Contract != sandbox.ContractKelos {
+		t.Errorf("run contract %q, want kelos", spec.Run.Contract)
+	}
+	if !slices.Equal(spec.Run.Args, []string{"add a greeting, \"quoted\" and $HOME unexpanded"}) {
+		t.Errorf("the image's arguments are %q, want the task alone as $1", spec.Run.Args)
+	}
+	key := spec.Env["BERTH_API_KEY"]
+	for k, want := range map[string]string{
+		"KELOS_AGENT_TYPE": "claude-code", "KELOS_MODEL": "claude-sonnet-4-5", "KELOS_BASE_BRANCH": "main",
+		"KELOS_SETUP_COMMAND": `["sh","-c","make deps"]`, "ANTHROPIC_API_KEY": key, "HOME": kelos.Home,
+		"ANTHROPIC_BASE_URL": "http://gateway.test:8080", "TEAM": "blue",
+		"KELOS_SESSION_SETUP_ONLY": "", "BERTH_PROMPT_FILE": "", "BERTH_RUNNER_FILES": "",
+	} {
+		if spec.Env[k] != want {
+			t.Errorf("run env %s = %q, want %q", k, spec.Env[k], want)
+		}
+	}
+	if key == "" {
+		t.Error("the run has no key of its own")
+	}
+
+	run, err := e.svc.RunOf(t.Context(), end)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.State != sandbox.RunSucceeded || run.Error != "" {
+		t.Fatalf("run %s (%q), want succeeded", run.State, run.Error)
+	}
+	wantResults := map[string]string{"branch": "kelos-fix", "commit": "abc123", "input-tokens": "9999", "output-tokens": "9999",
+		"cost-usd": "9.99", "pr": "https://forge.example/acme/app/pull/7"}
+	if diff := cmp.Diff(wantResults, run.Results); diff != "" {
+		t.Errorf("results (-want +got):\n%s", diff)
+	}
+	if len(run.Outputs) != 7 || run.Outputs[6] != "nothing to add" {
+		t.Errorf("outputs %q, want the block's seven lines, the one without a key too", run.Outputs)
+	}
+	// The stream reported usage and cost: the markers' figures do not
+	// replace them, and marker lines are not the agent's stream.
+	if want := (runner.Usage{Input: 240, CacheRead: 60, CacheWrite: 10, Output: 34}); run.Telemetry.Usage != want {
+		t.Errorf("usage %+v, want the stream's %+v", run.Telemetry.Usage, want)
+	}
+	if run.Telemetry.Cost != runner.CostNative || math.Abs(run.Telemetry.CostUSD-0.0012855) > 1e-9 {
+		t.Errorf("cost %v (%s), want the stream's 0.0012855", run.Telemetry.CostUSD, run.Telemetry.Cost)
+	}
+	if run.Lines != len(stream(t, "claude-tool")) || run.Ignored != 0 {
+		t.Errorf("read %d lines, %d not understood; want the stream's alone", run.Lines, run.Ignored)
+	}
+
+	bare, _ := e.local.Path(forge.Repo{Path: "acme/app"})
+	if run.Branch != "berth/fix" || run.Commit == "" {
+		t.Fatalf("run pushed %q at %q, want berth/fix", run.Branch, run.Commit)
+	}
+	if files := gitIn(t, bare, "ls-tree", "--name-only", "berth/fix"); files != ".berth-prompt.txt\nhello.txt" {
+		t.Errorf("the pushed tree holds %q: want the image's files, its own .berth-prompt.txt too", files)
+	}
+}
+
+func TestKelosRunTotalsFromTheMarkers(t *testing.T) {
+	e := newEnv(t, agents(t))
+	e.kelosClass(t)
+	e.drv.SetAgent(func(sandbox.Spec) ([]string, int) {
+		return append([]string{"plain text, not the stream"}, markerBlock("input-tokens: 1200", "output-tokens: 80", "cost-usd: 0.042")...), 0
+	})
+	e.run(t)
+	sb := e.kelosRun(t, nil)
+	end := e.waitState(t, sb.ID, sandbox.StateTerminated)
+	run, err := e.svc.RunOf(t.Context(), end)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (runner.Usage{Input: 1200, Output: 80}); run.Telemetry.Usage != want {
+		t.Errorf("usage %+v, want the markers' %+v", run.Telemetry.Usage, want)
+	}
+	if run.Telemetry.Cost != runner.CostNative || run.Telemetry.CostUSD != 0.042 {
+		t.Errorf("cost %v (%s), want the markers' 0.042, native", run.Telemetry.CostUSD, run.Telemetry.Cost)
+	}
+	if run.Lines != 1 || run.Ignored != 1 {
+		t.Errorf("read %d lines, %d not understood; want the one plain line", run.Lines, run.Ignored)
+	}
+}
+
+func TestKelosSetupFailures(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		out  []string
+		exit int
+		want string
+	}{
+		{name: "failed banner", out: []string{fake.Stderr(kelos.SetupStart), fake.Stderr("make: *** no rule"), fake.Stderr(kelos.SetupFailed)}, exit: 2,
+			want: "the setup command (KELOS_SETUP_COMMAND) failed, so the agent did not run (exit 2)"},
+		{name: "failed banner with exit 0", out: []string{fake.Stderr(kelos.SetupFailed)}, exit: 0,
+			want: "the setup command (KELOS_SETUP_COMMAND) failed, so the agent did not run"},
+		{name: "killed during setup", out: []string{fake.Stderr(kelos.SetupStart)}, exit: 137,
+			want: "the setup command (KELOS_SETUP_COMMAND) did not finish (exit 137), so the agent did not run"},
+		{name: "the agent failed after setup", out: []string{fake.Stderr(kelos.SetupStart), fake.Stderr(kelos.SetupDone)}, exit: 1,
+			want: "the agent exited 1"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, agents(t))
+			e.kelosClass(t)
+			e.drv.SetAgent(func(sandbox.Spec) ([]string, int) { return tt.out, tt.exit })
+			e.run(t)
+			sb := e.kelosRun(t, nil)
+			end := e.waitState(t, sb.ID, sandbox.StateFailed)
+			run, err := e.svc.RunOf(t.Context(), end)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if run.State != sandbox.RunFailed || run.Error != tt.want || end.Reason != tt.want {
+				t.Errorf("run %s %q, sandbox failed with %q; want %q", run.State, run.Error, end.Reason, tt.want)
+			}
+		})
+	}
+}
+
+func TestKelosCreateRefuses(t *testing.T) {
+	e := newEnv(t, agents(t))
+	e.kelosClass(t)
+	for _, tt := range []struct {
+		name  string
+		req   sandbox.CreateRequest
+		field string
+	}{
+		{"no runner", sandbox.CreateRequest{Name: "k1", Class: "kelos", Purpose: "agent", Repo: "acme/app", Task: "t"}, "runner"},
+		{"a task too long for an argument", sandbox.CreateRequest{Name: "k2", Class: "kelos", Purpose: "agent", Repo: "acme/app",
+			Task: strings.Repeat("x", kelos.MaxPrompt+1), Runner: "claude-code"}, "task"},
+		{"a task with a NUL byte", sandbox.CreateRequest{Name: "k3", Class: "kelos", Purpose: "agent", Repo: "acme/app",
+			Task: "a\x00b", Runner: "claude-code"}, "task"},
+		{"a runner that bypasses the gateway", sandbox.CreateRequest{Name: "k4", Class: "kelos", Purpose: "agent", Repo: "acme/app",
+			Task: "t", Runner: "cursor"}, "runner"},
+	} {
+		_, err := e.svc.Create(t.Context(), e.alice, tt.req)
+		var inv *sandbox.InvalidError
+		if !errors.As(err, &inv) || inv.Field != tt.field {
+			t.Errorf("%s: err = %v, want invalid %s", tt.name, err, tt.field)
+		}
+	}
+	// A kelos image needs no entry in BERTH_RUNNER_IMAGES: codex has none here.
+	if _, err := e.svc.Create(t.Context(), e.alice, sandbox.CreateRequest{Name: "k5", Class: "kelos", Purpose: "agent", Repo: "acme/app",
+		Task: "t", Runner: "codex"}); err != nil {
+		t.Errorf("a kelos run of codex: %v, want its class's image", err)
+	}
+}
