@@ -337,10 +337,14 @@ func showRun(row func(k, v string), now time.Time, r api.Run) {
 		out += fmt.Sprintf(" (%d reasoning)", u.Reasoning)
 	}
 	row("tokens", fmt.Sprintf("%d in, %s, %d cache read, %d cache write", u.Input, out, u.CacheRead, u.CacheWrite))
-	row("cost", cost(r.CostUSD, r.CostSource))
 	if m := r.Metered; m != nil {
-		row("metered", fmt.Sprintf("%d requests, %d in, %d out, %d cache read, %d cache write, $%.4f (the gateway's count)",
-			m.Requests, m.Usage.Input, m.Usage.Output, m.Usage.CacheRead, m.Usage.CacheWrite, m.CostUSD))
+		// The gateway's count is the one that is charged; the agent's own
+		// figure is beside it.
+		row("cost", fmt.Sprintf("$%.4f (metered by the gateway); the agent reported %s", m.CostUSD, cost(r.CostUSD, r.CostSource)))
+		row("metered", fmt.Sprintf("%d requests, %d in, %d out, %d cache read, %d cache write",
+			m.Requests, m.Usage.Input, m.Usage.Output, m.Usage.CacheRead, m.Usage.CacheWrite))
+	} else {
+		row("cost", cost(r.CostUSD, r.CostSource))
 	}
 	if r.Mismatch != "" {
 		row("mismatch", r.Mismatch)
