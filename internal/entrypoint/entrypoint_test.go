@@ -490,3 +490,44 @@ func TestAgent(t *testing.T) {
 		}
 	})
 }
+
+// TestPiFilesRewrittenOnlyWhileUnchanged: the gateway's rendering of Pi's
+// files is written at every start until the user changes a file; from then
+// on theirs stays, and the new rendering waits beside it (SPEC S14).
+func TestPiFilesRewrittenOnlyWhileUnchanged(t *testing.T) {
+	needCommand(t, "ssh-keygen")
+	h := newHarness(t, engineerVars())
+	h.vars["BERTH_PI_CONFIG"] = `{"providers":{"berth":{"models":[{"id":"a"}]}}}`
+	h.vars["BERTH_PI_SETTINGS"] = `{"defaultProvider":"berth"}`
+	h.main()
+	if got := h.read(".pi/agent/models.json"); got != h.vars["BERTH_PI_CONFIG"] {
+		t.Fatalf("models.json = %q", got)
+	}
+	if m := h.mode(".pi/agent/models.json"); m != 0o600 {
+		t.Errorf("models.json mode %v, want 0600", m)
+	}
+
+	// A new rendering replaces a file nobody changed.
+	h.vars["BERTH_PI_CONFIG"] = `{"providers":{"berth":{"models":[{"id":"a"},{"id":"b"}]}}}`
+	h.main()
+	if got := h.read(".pi/agent/models.json"); got != h.vars["BERTH_PI_CONFIG"] {
+		t.Errorf("an unchanged models.json was not rewritten: %q", got)
+	}
+
+	// Once the user edits it, it is theirs.
+	mine := `{"providers":{"mine":{}}}`
+	if err := os.WriteFile(filepath.Join(h.home, ".pi/agent/models.json"), []byte(mine), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h.vars["BERTH_PI_CONFIG"] = `{"providers":{"berth":{"models":[{"id":"c"}]}}}`
+	h.main()
+	if got := h.read(".pi/agent/models.json"); got != mine {
+		t.Errorf("the user's models.json was overwritten: %q", got)
+	}
+	if got := h.read(".pi/agent/models.json.berth"); got != h.vars["BERTH_PI_CONFIG"] {
+		t.Errorf("the gateway's rendering is not beside it: %q", got)
+	}
+	if got := h.read(".pi/agent/settings.json"); got != h.vars["BERTH_PI_SETTINGS"] {
+		t.Errorf("settings.json, unchanged, = %q", got)
+	}
+}

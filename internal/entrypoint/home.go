@@ -52,7 +52,7 @@ func (r *starter) prepareHome() error {
 		}
 	}
 	r.logf("wrote the environment for ssh sessions and shells (%d variables)", len(vars))
-	return nil
+	return r.writePiFiles()
 }
 
 // authorizedKeys normalises BERTH_AUTHORIZED_KEYS: one key a line, no blank
