@@ -37,7 +37,7 @@ func agentImage(r string) string { return "localhost/berth-agent-" + r + ":lates
 // server as its inference, claude-code and pi images, and an allowlist
 // network of its own (a bridge and subnet no other test uses), removed
 // when the test ends.
-func startAgentGateway(t *testing.T, runners ...string) *gateway {
+func startAgentGateway(t *testing.T, inferenceFile string, runners ...string) *gateway {
 	t.Helper()
 	root := podmanRoot(t)
 	if os.Geteuid() != 0 {
@@ -54,7 +54,7 @@ func startAgentGateway(t *testing.T, runners ...string) *gateway {
 	}
 	dir := t.TempDir()
 	inference := filepath.Join(dir, "inference.yaml")
-	if err := os.WriteFile(inference, []byte(inferenceYAML), 0o644); err != nil {
+	if err := os.WriteFile(inference, []byte(inferenceFile), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	b := make([]byte, 4)
@@ -82,7 +82,7 @@ func startAgentGateway(t *testing.T, runners ...string) *gateway {
 // the gateway metered the same, and nothing of the run is left behind.
 func TestAgentRunEndToEnd(t *testing.T) {
 	runners := []string{"claude-code", "pi"}
-	g := startAgentGateway(t, runners...)
+	g := startAgentGateway(t, inferenceYAML, runners...)
 	bare := g.seedRepo("acme/app")
 	ctx := context.Background()
 	for _, r := range runners {
@@ -182,4 +182,60 @@ func findPrompts(t *testing.T, dir string) []string {
 		return nil
 	})
 	return found
+}
+
+// TestAgentRunSurvivesAGatewayCrash kills the gateway with SIGKILL while
+// Claude Code is in the middle of its tool call, starts it again, and
+// expects the new gateway to follow the container from its start and
+// finish the run as if nothing happened: branch pushed, tokens whole.
+func TestAgentRunSurvivesAGatewayCrash(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "slow.json")
+	if err := os.WriteFile(script, []byte(`{"turns": [
+  {"text": "I'll run the command.", "command": "sleep 8 && echo hi > f.txt && git add f.txt && git commit -q -m slow", "description": "Write f.txt slowly"},
+  {"text": "Done."}
+]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g := startAgentGateway(t, strings.Replace(inferenceYAML, "script: tool", "script: "+script, 1), "claude-code")
+	bare := g.seedRepo("acme/app")
+	ctx := context.Background()
+	sb, err := g.operator.CreateSandbox(ctx, api.CreateSandbox{Name: "slow", Purpose: "agent", Repo: "acme/app",
+		Task: "Write f.txt and commit it.", Runner: "claude-code"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Wait until the agent has asked for its tool call: it now sleeps.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		log, _ := g.berthErr("sandbox", "logs", "slow")
+		if strings.Contains(string(log), `"tool_use"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no tool call in the log after a minute:\n%s", log)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	g.kill()
+	g.start()
+	end := g.waitSandbox(g.operator, sb.ID, 2*time.Minute, func(sb api.Sandbox, late bool) bool {
+		if late {
+			t.Fatalf("sandbox %s is still %s after the restart", sb.Name, sb.State)
+		}
+		return sb.State == "terminated" || sb.State == "failed"
+	})
+	if end.State != "terminated" || end.Run == nil || end.Run.State != "succeeded" {
+		log, _ := g.berthErr("sandbox", "logs", "slow")
+		t.Fatalf("sandbox %s (%s), run %+v; log:\n%s", end.State, end.Reason, end.Run, log)
+	}
+	if got := gitIn(t, bare, "rev-parse", "refs/heads/berth/slow"); got == "" || got != end.Run.Commit {
+		t.Errorf("berth/slow is at %q, the run says %q", got, end.Run.Commit)
+	}
+	if want := (api.Tokens{Input: 240, CacheRead: 60, CacheWrite: 10, Output: 34}); end.Run.Usage != want {
+		t.Errorf("after the restart the run reports %+v, want the whole run's %+v", end.Run.Usage, want)
+	}
+	if c, v := g.waitGone(string(sb.ID), 10*time.Second); c != "" || v != "" {
+		t.Errorf("left behind: containers %q volumes %q", c, v)
+	}
 }
