@@ -360,6 +360,11 @@ type UsageRow struct {
 	Live             int     `json:"live"`
 	RunningSeconds   int64   `json:"running_seconds"`
 	CoreSeconds      float64 `json:"core_seconds"`
+	// Requests, Tokens and ModelCostUSD are what the gateway metered of
+	// those sandboxes' model calls, at the models' prices.
+	Requests     int     `json:"requests"`
+	Tokens       Tokens  `json:"tokens"`
+	ModelCostUSD float64 `json:"model_cost_usd"`
 }
 
 // AuditEvent is one entry of the audit log (SPEC S17). It never holds a

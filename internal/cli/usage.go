@@ -35,8 +35,9 @@ after which ended sandboxes are deleted.
 Administrators see their organisation's usage; operators every
 organisation's, or one's with --org. Members are refused.
 
-Tokens and cost of agent runs are not reported yet: they join these
-columns when agent runs land.`,
+Requests, tokens and model cost are what the gateway itself metered of
+the sandboxes' model calls (agent runs and engineers' alike), at the
+models' prices: tokens in count the cached ones too.`,
 		Example: `  berth sandbox usage
   berth sandbox usage --by user --since 7d
   berth sandbox usage --by class --org acme -o json`,
@@ -62,14 +63,16 @@ columns when agent runs land.`,
 
 func usageTable(tw *tabwriter.Writer, rep api.UsageReport) {
 	all := rep.Organisation == ""
-	cols := []string{strings.ToUpper(rep.By), "SANDBOXES", "LIVE", "RUNNING", "CORE-SECONDS"}
+	cols := []string{strings.ToUpper(rep.By), "SANDBOXES", "LIVE", "RUNNING", "CORE-SECONDS", "REQUESTS", "TOKENS IN/OUT", "MODEL COST"}
 	if all {
 		cols = append([]string{"ORGANISATION"}, cols...)
 	}
 	fmt.Fprintln(tw, strings.Join(cols, "\t"))
 	row := func(org, name string, r api.UsageRow) {
 		cells := []string{name, strconv.Itoa(r.Sandboxes), strconv.Itoa(r.Live), hms(r.RunningSeconds),
-			strconv.FormatFloat(r.CoreSeconds, 'f', -1, 64)}
+			strconv.FormatFloat(r.CoreSeconds, 'f', -1, 64), strconv.Itoa(r.Requests),
+			fmt.Sprintf("%d/%d", r.Tokens.Input+r.Tokens.CacheRead+r.Tokens.CacheWrite, r.Tokens.Output),
+			fmt.Sprintf("$%.4f", r.ModelCostUSD)}
 		if all {
 			cells = append([]string{org}, cells...)
 		}

@@ -29,7 +29,8 @@ func (s *Server) usageReport(w http.ResponseWriter, r *http.Request, p account.P
 func apiUsageRow(r usage.Row) api.UsageRow {
 	return api.UsageRow{Organisation: r.Org, OrganisationName: r.OrgName, ID: r.ID, Name: r.Name,
 		Sandboxes: r.Sandboxes, Live: r.Live, RunningSeconds: int64(r.Running),
-		CoreSeconds: math.Round(r.CoreSeconds*1000) / 1000}
+		CoreSeconds: math.Round(r.CoreSeconds*1000) / 1000,
+		Requests:    r.Requests, Tokens: apiTokens(r.Tokens), ModelCostUSD: r.ModelCostUSD}
 }
 
 func (s *Server) auditLog(w http.ResponseWriter, r *http.Request, p account.Principal) {

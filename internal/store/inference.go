@@ -10,6 +10,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/inference"
+	"berth.dev/berth/internal/sandbox"
 )
 
 var _ inference.Store = (*Store)(nil)
@@ -222,4 +223,32 @@ func (s *Store) SessionUsage(ctx context.Context, session string) (inference.Ses
 		return out, fmt.Errorf("usage of session %s: %w", session, err)
 	}
 	return out, nil
+}
+
+// MeteredBySandbox sums what the gateway metered of each sandbox's model
+// calls (its key's, whatever the session) since a time, in an
+// organisation ("" for every one): the usage report's tokens and cost.
+func (s *Store) MeteredBySandbox(ctx context.Context, org string, since time.Time) (map[sandbox.ID]sandbox.Metered, error) {
+	rows, err := s.db.QueryContext(ctx, `
+		SELECT sandbox_id, COUNT(*), SUM(input), SUM(cache_read), SUM(cache_write), SUM(output), SUM(reasoning), SUM(cost_usd)
+		FROM inference_usage WHERE sandbox_id <> '' AND ($1 = '' OR org_id = $1) AND at >= $2
+		GROUP BY sandbox_id`, org, timeArg(since))
+	if err != nil {
+		return nil, fmt.Errorf("metered usage by sandbox: %w", err)
+	}
+	defer rows.Close()
+	out := map[sandbox.ID]sandbox.Metered{}
+	for rows.Next() {
+		var (
+			id   string
+			m    sandbox.Metered
+			cost float64
+		)
+		if err := rows.Scan(&id, &m.Requests, &m.Usage.Input, &m.Usage.CacheRead, &m.Usage.CacheWrite, &m.Usage.Output, &m.Usage.Reasoning, &cost); err != nil {
+			return nil, fmt.Errorf("metered usage by sandbox: %w", err)
+		}
+		m.CostUSD = cost
+		out[sandbox.ID(id)] = m
+	}
+	return out, rows.Err()
 }

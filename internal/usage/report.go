@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
 )
 
@@ -41,9 +42,8 @@ type Query struct {
 // counts whole in it (SPEC S8): all its running time, even from before a
 // suspend long ago, and none of a sandbox created before the window.
 //
-// Tokens and cost belong here too, once agent runs exist (S8: a run's cost
-// is its tokens and model cost plus its machine time); they are not
-// reported until then rather than reported as zero.
+// Tokens and ModelCostUSD are what the gateway metered of those sandboxes'
+// model calls (SPEC S8, S14); machine time is CoreSeconds.
 type Row struct {
 	Org     string // the organisation's id
 	OrgName string
@@ -57,10 +57,23 @@ type Row struct {
 	// CoreSeconds that time by each sandbox's cores.
 	Running     float64
 	CoreSeconds float64
+	// Requests counts their model calls through the gateway, Tokens their
+	// tokens and ModelCostUSD their cost at the models' prices.
+	Requests     int
+	Tokens       runner.Usage
+	ModelCostUSD float64
 }
 
-// add counts one sandbox in r, its running time taken at now.
-func (r *Row) add(sb sandbox.Sandbox, now time.Time) {
+// add counts one sandbox in r, its running time taken at now, and what
+// the gateway metered of it.
+func (r *Row) add(sb sandbox.Sandbox, now time.Time, m sandbox.Metered) {
+	r.Requests += m.Requests
+	r.Tokens.Input += m.Usage.Input
+	r.Tokens.CacheRead += m.Usage.CacheRead
+	r.Tokens.CacheWrite += m.Usage.CacheWrite
+	r.Tokens.Output += m.Usage.Output
+	r.Tokens.Reasoning += m.Usage.Reasoning
+	r.ModelCostUSD += m.CostUSD
 	r.Sandboxes++
 	if sb.Live() {
 		r.Live++
@@ -109,6 +122,10 @@ func (s *Service) report(ctx context.Context, p account.Principal, q Query) (Rep
 	if err != nil {
 		return Report{}, err
 	}
+	metered, err := s.store.MeteredBySandbox(ctx, sc.org, rep.Since)
+	if err != nil {
+		return Report{}, err
+	}
 	n := s.names(ctx, p)
 	type key struct{ org, id string }
 	rows := map[key]*Row{}
@@ -122,8 +139,8 @@ func (s *Service) report(ctx context.Context, p account.Principal, q Query) (Rep
 			}
 			rows[k] = r
 		}
-		r.add(sb, now)
-		rep.Total.add(sb, now)
+		r.add(sb, now, metered[sb.ID])
+		rep.Total.add(sb, now, metered[sb.ID])
 	}
 	for _, r := range rows {
 		rep.Rows = append(rep.Rows, *r)

@@ -24,6 +24,7 @@ import (
 type Store interface {
 	ListSandboxes(ctx context.Context, f sandbox.Filter) ([]sandbox.Sandbox, error)
 	ListAudit(ctx context.Context, f audit.Filter) ([]audit.Event, error)
+	MeteredBySandbox(ctx context.Context, org string, since time.Time) (map[sandbox.ID]sandbox.Metered, error)
 }
 
 // Accounts is what the usage service needs to know of organisations,

@@ -11,6 +11,8 @@ import (
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/driver/fake"
 	"berth.dev/berth/internal/fakeclock"
+	"berth.dev/berth/internal/inference"
+	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
 	"berth.dev/berth/internal/usage"
@@ -195,5 +197,33 @@ func TestWhoMayReadUsage(t *testing.T) {
 	short := usage.NewService(f.st, f.accounts, f.sandboxes, 7*24*time.Hour, f.Now)
 	if rep, err := short.Report(ctx, f.operator, usage.Query{}); err != nil || rep.Until.Sub(rep.Since) != 7*24*time.Hour {
 		t.Errorf("a 7d retention: window %v (%v); want the default cut to 7d", rep.Until.Sub(rep.Since), err)
+	}
+}
+
+// TestModelCallsJoinTheRows: what the gateway metered of a sandbox's
+// model calls joins its row, by sandbox whatever the session; a user's
+// own calls (no sandbox) do not.
+func TestModelCallsJoinTheRows(t *testing.T) {
+	f := newFixture(t)
+	ctx := t.Context()
+	id := f.running(t, "dev")
+	sb, err := f.st.GetSandbox(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := func(sandboxID, org string, in, out int64, cost float64) {
+		t.Helper()
+		if err := f.st.RecordInference(ctx, inference.Record{At: f.Now(), Org: org, Project: sb.Project, User: sb.Owner,
+			Key: "key_x", Sandbox: sandboxID, Provider: "scripted", Model: "scripted", Dialect: "anthropic", Status: 200,
+			Usage: runner.Usage{Input: in, Output: out}, CostUSD: cost, Metered: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec(string(id), sb.Org, 100, 10, 0.5)
+	rec(string(id), sb.Org, 200, 20, 0.25)
+	rec("", sb.Org, 5000, 500, 9) // a user's own key
+	got := f.total(t, "")
+	if got.Requests != 2 || got.Tokens.Input != 300 || got.Tokens.Output != 30 || got.ModelCostUSD != 0.75 {
+		t.Errorf("total: %d requests, %+v, $%v; want 2, 300 in, 30 out, $0.75", got.Requests, got.Tokens, got.ModelCostUSD)
 	}
 }
