@@ -175,6 +175,13 @@ type Class struct {
 	MaxTTL      string   `json:"max_ttl,omitempty" yaml:"max_ttl,omitempty"`
 	Warm        int      `json:"warm,omitempty" yaml:"warm,omitempty"`
 	Purposes    []string `json:"purposes,omitempty" yaml:"purposes,omitempty"`
+	// Git is how its sandboxes reach the repository: gateway (default) or
+	// token (SPEC S9).
+	Git string `json:"git,omitempty" yaml:"git,omitempty"`
+	// Contract is the interface its agent image implements: berth (SPEC
+	// S13) or kelos (S13.6); SetupCommand a kelos image's setup command.
+	Contract     string   `json:"contract,omitempty" yaml:"contract,omitempty"`
+	SetupCommand []string `json:"setup_command,omitempty" yaml:"setup_command,omitempty"`
 }
 
 // ClassFile is the YAML document of BERTH_SANDBOXES_FILE and of
@@ -225,6 +232,8 @@ type Sandbox struct {
 	Repo         string            `json:"repo,omitempty"`
 	Branch       string            `json:"branch,omitempty"`
 	Runner       string            `json:"runner,omitempty"`
+	Role         string            `json:"role,omitempty"`     // an agent sandbox's: author or reviewer
+	Contract     string            `json:"contract,omitempty"` // an agent sandbox's image contract: berth or kelos
 	Env          map[string]string `json:"env,omitempty"`
 	CreatedAt    time.Time         `json:"created_at"`
 	ExpiresAt    time.Time         `json:"expires_at"`
@@ -278,9 +287,26 @@ type Run struct {
 	// (its session): authoritative where the agent's own figures are not.
 	// Nil when the deployment serves no inference.
 	Metered *Metered `json:"metered,omitempty"`
+	// Review is a reviewer run's outcome (SPEC S13.5); nil for an author's.
+	Review *Review `json:"review,omitempty"`
+	// Outputs are the lines a kelos image printed between its output
+	// markers, and Results those of the form "key: value" (SPEC S13.6).
+	Outputs []string          `json:"outputs,omitempty"`
+	Results map[string]string `json:"results,omitempty"`
 	// Mismatch says how the agent's tokens differ from the gateway's, once
 	// the run is over; empty when they agree.
 	Mismatch string `json:"mismatch,omitempty"`
+}
+
+// Review is what the host made of a reviewer run's verdict: approved,
+// changes_requested, or held for a human (missing, unreadable, or the run
+// did not end cleanly: never approved by default).
+type Review struct {
+	Outcome string `json:"outcome"`
+	Summary string `json:"summary,omitempty"`
+	SHA256  string `json:"sha256,omitempty"` // of the host's copy of the verdict
+	Reason  string `json:"reason,omitempty"` // why it is held
+	File    string `json:"file,omitempty"`   // where the verdict was found, in the checkout
 }
 
 // Metered is the gateway's count of a session's model calls.

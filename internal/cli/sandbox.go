@@ -349,6 +349,21 @@ func showRun(row func(k, v string), now time.Time, r api.Run) {
 	if r.Mismatch != "" {
 		row("mismatch", r.Mismatch)
 	}
+	if v := r.Review; v != nil {
+		row("review", v.Outcome)
+		row("review summary", v.Summary)
+		row("held because", v.Reason)
+	}
+	if len(r.Results) > 0 {
+		keys := make([]string, 0, len(r.Results))
+		for k := range r.Results {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			row("result "+k, r.Results[k])
+		}
+	}
 	row("model", r.Model)
 	row("session", r.SessionID)
 	if r.Turns > 0 {

@@ -42,7 +42,7 @@ func apiClass(c sandbox.Class) api.Class {
 	s := c.Spec()
 	return api.Class{Name: s.Name, Description: s.Description, Image: s.Image, Isolation: s.Isolation,
 		CPU: s.CPU, Memory: s.Memory, Disk: s.Disk, DefaultTTL: s.DefaultTTL, MaxTTL: s.MaxTTL,
-		Warm: s.Warm, Purposes: s.Purposes}
+		Warm: s.Warm, Purposes: s.Purposes, Git: s.Git, Contract: s.Contract, SetupCommand: s.SetupCommand}
 }
 
 func apiSandbox(sb sandbox.Sandbox, ownerName string, running time.Duration) api.Sandbox {
@@ -52,7 +52,10 @@ func apiSandbox(sb sandbox.Sandbox, ownerName string, running time.Duration) api
 		Image: sb.Image, Isolation: string(sb.Isolation), CPU: sb.CPU.String(), Memory: sb.Memory.String(),
 		State: string(sb.State), Reason: sb.Reason, Repo: sb.Repo, Branch: sb.Branch, Runner: sb.Runner,
 		Env: sb.Env, CreatedAt: sb.CreatedAt, ExpiresAt: sb.ExpiresAt, EndedAt: timePtr(sb.EndedAt),
-		RunningSeconds: int64(running / time.Second),
+		RunningSeconds: int64(running / time.Second), Role: string(sb.Role),
+	}
+	if sb.Purpose == sandbox.PurposeAgent {
+		out.Contract = string(sb.Contract)
 	}
 	if sb.Disk > 0 {
 		out.Disk = sb.Disk.String()

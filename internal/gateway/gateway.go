@@ -184,6 +184,7 @@ func (s *Server) routes() []route {
 		// Not .../{ref}/log: ServeMux refuses it beside the tunnel's GET
 		// /sandbox/v1/{ref}/tcp/{port} (both match /sandbox/v1/sandboxes/tcp/log).
 		{"GET", "/sandbox/v1/sandboxes/{ref}/run/log", userKey, s.runLog},
+		{"GET", "/sandbox/v1/sandboxes/{ref}/run/verdict", userKey, s.runVerdict},
 		{"POST", "/sandbox/v1/git-credential", anyKey, s.gitCredential},
 
 		{"GET", "/git/{path...}", own, s.serveGit},

@@ -35,10 +35,10 @@ func (s *Server) runOf(ctx context.Context, sb sandbox.Sandbox) *api.Run {
 		}
 		return nil
 	}
-	return apiRun(run)
+	return apiRun(sb, run)
 }
 
-func apiRun(r sandbox.Run) *api.Run {
+func apiRun(sb sandbox.Sandbox, r sandbox.Run) *api.Run {
 	t := r.Telemetry
 	out := &api.Run{
 		Runner: r.Runner, Model: cmp.Or(t.Model, r.Model), State: string(r.State), Error: r.Error,
@@ -59,6 +59,11 @@ func apiRun(r sandbox.Run) *api.Run {
 		out.Metered = &api.Metered{Requests: m.Requests, Usage: apiTokens(m.Usage), CostUSD: m.CostUSD, Models: m.Models}
 	}
 	out.Mismatch = r.Mismatch
+	if sb.Role == sandbox.RoleReviewer {
+		v := r.Review
+		out.Review = &api.Review{Outcome: string(v.Outcome), Summary: v.Summary, SHA256: v.SHA256, Reason: v.Reason, File: v.File}
+	}
+	out.Outputs, out.Results = r.Outputs, r.Results
 	return out
 }
 
@@ -95,6 +100,20 @@ func (s *Server) runLog(w http.ResponseWriter, r *http.Request, p account.Princi
 		return
 	}
 	s.followLog(w, r, f, sb)
+}
+
+// runVerdict answers the host's copy of a reviewer run's verdict, as text:
+// the agent wrote it.
+func (s *Server) runVerdict(w http.ResponseWriter, r *http.Request, p account.Principal) {
+	f, _, err := s.sandboxes.RunVerdict(r.Context(), p, r.PathValue("ref"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	defer f.Close()
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	_, _ = io.Copy(w, f)
 }
 
 // followLog sends f as it grows until sb's run is over. A run's log is

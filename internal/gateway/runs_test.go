@@ -372,3 +372,55 @@ func decodeErr(resp *http.Response) error {
 	}
 	return e
 }
+
+// TestReviewerRunShowsItsVerdict: a reviewer run's review and the host's
+// copy of its verdict reach its owner; nobody else learns it exists.
+func TestReviewerRunShowsItsVerdict(t *testing.T) {
+	w := newRunWorld(t)
+	verdict := `{"verdict":"approve","summary":"looks right"}`
+	lines := streamLines(t, "claude-tool")
+	w.drv.SetAgent(func(spec sandbox.Spec) ([]string, int) {
+		if err := os.WriteFile(spec.Run.Work+"/.berth-review-verdict.json", []byte(verdict), 0o644); err != nil {
+			t.Error(err)
+		}
+		return lines, 0
+	})
+	sb, err := w.owner.CreateSandbox(t.Context(), api.CreateSandbox{Name: "rev", Purpose: "agent", Role: "reviewer",
+		Repo: "acme/app", Branch: "main", Task: "review it", Runner: "claude-code"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb.Role != "reviewer" || sb.Contract != "berth" {
+		t.Errorf("role %q contract %q, want reviewer, berth", sb.Role, sb.Contract)
+	}
+	end := w.waitEnded(t, "rev")
+	if end.Run == nil || end.Run.Review == nil {
+		t.Fatalf("a reviewer run without its review: %+v", end.Run)
+	}
+	if r := end.Run.Review; r.Outcome != "approved" || r.Summary != "looks right" || r.SHA256 == "" {
+		t.Errorf("review %+v, want approved with the summary and the copy's digest", r)
+	}
+	if end.Run.Branch != "" {
+		t.Errorf("a reviewer run pushed %s", end.Run.Branch)
+	}
+	get := func(key string) *http.Response {
+		req, _ := http.NewRequestWithContext(t.Context(), "GET", w.url+"/sandbox/v1/sandboxes/"+sb.ID+"/run/verdict", nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	resp := get(w.ownerKey)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != verdict || resp.Header.Get("Content-Type") != "text/plain; charset=utf-8" {
+		t.Errorf("verdict: %d %q %q", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+	}
+	for _, c := range []*client.Client{w.member, w.foreign} {
+		if _, err := c.Sandbox(t.Context(), sb.ID); !isNotFound(err) {
+			t.Errorf("another user sees the reviewer sandbox: %v", err)
+		}
+	}
+}
