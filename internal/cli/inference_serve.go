@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -36,19 +35,7 @@ func buildInference(cfg Config, st *store.Store, accounts *account.Service, log 
 		scripted = modelserver.New(script).Handler()
 		log.Warn("inference: provider " + p.Name + " is the scripted model server: its answers are scripted, not a model's")
 	}
-	return svc, scripted, []sandbox.Option{sandbox.WithModelEnv(svc), sandbox.WithSessionMeter(sessionMeter{svc})}, nil
-}
-
-// sessionMeter hands the sandbox service what inference metered of a
-// run's session.
-type sessionMeter struct{ svc *inference.Service }
-
-func (m sessionMeter) Metered(ctx context.Context, session string) (sandbox.Metered, error) {
-	u, err := m.svc.Usage(ctx, session)
-	if err != nil {
-		return sandbox.Metered{}, err
-	}
-	return sandbox.Metered{Requests: u.Requests, Usage: u.Usage, CostUSD: u.CostUSD, Models: u.Models}, nil
+	return svc, scripted, []sandbox.Option{sandbox.WithModelEnv(svc), sandbox.WithSessionMeter(st)}, nil
 }
 
 // scriptOf is a scripted provider's script: a ready scenario by name, or

@@ -17,10 +17,11 @@ type Metered struct {
 	Models   []string
 }
 
-// SessionMeter reads what the gateway metered of a session (an agent
-// sandbox's id).
+// SessionMeter reads what the gateway metered of a sandbox's model calls:
+// an agent sandbox's key serves its one run, so all of them are the run's,
+// whether or not its CLI could name the session.
 type SessionMeter interface {
-	Metered(ctx context.Context, session string) (Metered, error)
+	MeteredOfSandbox(ctx context.Context, id ID) (Metered, error)
 }
 
 // WithSessionMeter joins the gateway's metering to runs.
@@ -33,7 +34,7 @@ func (s *Service) addMetered(ctx context.Context, run *Run) error {
 	if s.meter == nil {
 		return nil
 	}
-	m, err := s.meter.Metered(ctx, string(run.Sandbox))
+	m, err := s.meter.MeteredOfSandbox(ctx, run.Sandbox)
 	if err != nil {
 		return err
 	}

@@ -323,8 +323,8 @@ func TestTerminatingARunRemovesItsCheckout(t *testing.T) {
 // meter is a SessionMeter with fixed figures.
 type meter map[string]sandbox.Metered
 
-func (m meter) Metered(_ context.Context, session string) (sandbox.Metered, error) {
-	return m[session], nil
+func (m meter) MeteredOfSandbox(_ context.Context, id sandbox.ID) (sandbox.Metered, error) {
+	return m[string(id)], nil
 }
 
 // TestRunShowsTheGatewaysCountBesideTheAgents: the gateway's metering is

@@ -9,6 +9,7 @@ import (
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/inference"
 	"berth.dev/berth/internal/runner"
+	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
 )
 
@@ -80,5 +81,29 @@ func testInference(t *testing.T, st *store.Store) {
 	}
 	if u, err := st.SessionUsage(ctx, "sbx_none"); err != nil || u.Requests != 0 {
 		t.Errorf("SessionUsage(unknown) = %+v, %v; want nothing", u, err)
+	}
+
+	// By sandbox: everything its key asked, with or without a session.
+	for _, session := range []string{"sbx_3", ""} {
+		if err := st.RecordInference(ctx, inference.Record{At: t0, Org: fx.org.ID, Project: fx.prj.ID, User: "usr_x", Key: "key_3",
+			Sandbox: "sbx_3", Session: session, Provider: "p", Model: "m", Dialect: inference.Gemini, Status: 200,
+			Usage: runner.Usage{Input: 10, Output: 1}, CostUSD: 0.5, Metered: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, err := st.MeteredOfSandbox(ctx, "sbx_3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantM := sandbox.Metered{Requests: 2, Usage: runner.Usage{Input: 20, Output: 2}, CostUSD: 1, Models: []string{"m"}}
+	if diff := cmp.Diff(wantM, m); diff != "" {
+		t.Errorf("MeteredOfSandbox(sbx_3) (-want +got):\n%s", diff)
+	}
+	by, err := st.MeteredBySandbox(ctx, fx.org.ID, t0.Add(-time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(by) != 1 || by["sbx_3"].Requests != 2 || by["sbx_3"].CostUSD != 1 {
+		t.Errorf("MeteredBySandbox = %+v, want sbx_3's two requests only", by)
 	}
 }

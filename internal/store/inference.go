@@ -225,6 +225,40 @@ func (s *Store) SessionUsage(ctx context.Context, session string) (inference.Ses
 	return out, nil
 }
 
+// MeteredOfSandbox sums what the gateway metered of one sandbox's model
+// calls: everything its key asked, whichever session the CLI named (or
+// none: not every CLI can send the session header).
+func (s *Store) MeteredOfSandbox(ctx context.Context, id sandbox.ID) (sandbox.Metered, error) {
+	var m sandbox.Metered
+	rows, err := s.db.QueryContext(ctx, `
+		SELECT model, COUNT(*), SUM(input), SUM(cache_read), SUM(cache_write), SUM(output), SUM(reasoning), SUM(cost_usd)
+		FROM inference_usage WHERE sandbox_id = $1 GROUP BY model ORDER BY MIN(seq)`, string(id))
+	if err != nil {
+		return m, fmt.Errorf("metered usage of %s: %w", id, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			model            string
+			n                int
+			in, cr, cw, o, r int64
+			cost             float64
+		)
+		if err := rows.Scan(&model, &n, &in, &cr, &cw, &o, &r, &cost); err != nil {
+			return m, fmt.Errorf("metered usage of %s: %w", id, err)
+		}
+		m.Requests += n
+		m.Usage.Input += in
+		m.Usage.CacheRead += cr
+		m.Usage.CacheWrite += cw
+		m.Usage.Output += o
+		m.Usage.Reasoning += r
+		m.CostUSD += cost
+		m.Models = append(m.Models, model)
+	}
+	return m, rows.Err()
+}
+
 // MeteredBySandbox sums what the gateway metered of each sandbox's model
 // calls (its key's, whatever the session) since a time, in an
 // organisation ("" for every one): the usage report's tokens and cost.
