@@ -10,11 +10,12 @@ export BERTH_DATA_DIR ?= $(BERTH_DEMO_DIR)/data
 build:
 	go build -o bin/berth ./cmd/berth
 
-# The sandbox image and the claude-code and pi agent images, built into the
+# The sandbox image and the five agent images (claude-code, pi, codex,
+# opencode, gemini), built into the
 # podman driver's own store (the root `berth admin podman-env` names), from
 # Debian packages and the npm registry: no container registry.
 images: build
-	eval "$$(bin/berth admin podman-env)" && images/build && images/build agent claude-code pi
+	eval "$$(bin/berth admin podman-env)" && images/build && images/build agent claude-code pi codex opencode gemini
 
 up:
 	./scripts/up

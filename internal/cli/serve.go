@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -27,6 +28,7 @@ import (
 	"berth.dev/berth/internal/githttp"
 	"berth.dev/berth/internal/inference"
 	"berth.dev/berth/internal/metrics"
+	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
 	"berth.dev/berth/internal/usage"
@@ -123,6 +125,7 @@ func build(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 			Model:   cfg.AgentModel,
 			Network: cfg.AgentNetwork,
 			LogDir:  filepath.Join(cfg.DataDir, "runs"),
+			Prices:  agentPrices(cfg),
 		},
 	}, log, time.Now, sbOpts...)
 	reports := usage.NewService(st, accounts, sandboxes, cfg.UsageRetention, time.Now)
@@ -262,6 +265,16 @@ func serve(ctx context.Context, cfg Config, env Env) error {
 	err = g.Wait()
 	log.Info("berth stopped")
 	return err
+}
+
+// agentPrices prices agent runs: the models of BERTH_INFERENCE_FILE at
+// their prices there, and the vendors' list prices for the rest.
+func agentPrices(cfg Config) runner.Prices {
+	prices := runner.ListPrices()
+	if cfg.Models != nil {
+		maps.Copy(prices, cfg.Models.Prices())
+	}
+	return prices
 }
 
 // gatewayMirrors keeps a nil pointer a nil interface.

@@ -45,12 +45,13 @@ func startAgentGateway(t *testing.T, inferenceFile string, runners ...string) *g
 	}
 	var images []string
 	for _, r := range runners {
-		cmd := exec.Command("podman", "image", "exists", agentImage(r))
-		cmd.Env = append(os.Environ(), "CONTAINERS_CONF="+root+"/containers.conf", "CONTAINERS_STORAGE_CONF="+root+"/storage.conf")
-		if cmd.Run() != nil {
-			t.Skipf("%s is not built (make images)", agentImage(r))
+		if !imageBuilt(root, agentImage(r)) {
+			continue // its subtest skips
 		}
 		images = append(images, r+"="+agentImage(r))
+	}
+	if len(images) == 0 {
+		t.Skipf("no agent image is built (make images builds %s)", agentImage(runners[0]))
 	}
 	dir := t.TempDir()
 	inference := filepath.Join(dir, "inference.yaml")
@@ -75,18 +76,32 @@ func startAgentGateway(t *testing.T, inferenceFile string, runners ...string) *g
 	return g
 }
 
-// TestAgentRunEndToEnd runs the real claude-code and pi CLIs in their
-// images on the allowlist network, against the scripted model server
-// through the gateway: the scripted tool call edits a file and commits,
-// the host pushes berth/<name>, the run's tokens are the model server's,
-// the gateway metered the same, and nothing of the run is left behind.
+// imageBuilt reports whether the podman root holds image.
+func imageBuilt(root, image string) bool {
+	cmd := exec.Command("podman", "image", "exists", image)
+	cmd.Env = append(os.Environ(), "CONTAINERS_CONF="+root+"/containers.conf", "CONTAINERS_STORAGE_CONF="+root+"/storage.conf")
+	return cmd.Run() == nil
+}
+
+// TestAgentRunEndToEnd runs the real agent CLIs in their images on the
+// allowlist network, against the scripted model server through the
+// gateway (each in its own vendor's dialect: Anthropic Messages, OpenAI
+// Chat Completions and Responses, Gemini): the scripted tool call edits a
+// file and commits, the host pushes berth/<name>, the run's tokens are the
+// model server's, the gateway metered the same, and nothing of the run is
+// left behind. claude-code and pi are built by make images; codex,
+// opencode and gemini run when their images are built (images/build agent
+// codex opencode gemini).
 func TestAgentRunEndToEnd(t *testing.T) {
-	runners := []string{"claude-code", "pi"}
+	runners := []string{"claude-code", "pi", "codex", "opencode", "gemini"}
 	g := startAgentGateway(t, inferenceYAML, runners...)
 	bare := g.seedRepo("acme/app")
 	ctx := context.Background()
 	for _, r := range runners {
 		t.Run(r, func(t *testing.T) {
+			if !imageBuilt(g.root, agentImage(r)) {
+				t.Skipf("%s is not built (images/build agent %s)", agentImage(r), r)
+			}
 			name := "fix-" + strings.ReplaceAll(r, "-", "")
 			began := time.Now()
 			sb, err := g.operator.CreateSandbox(ctx, api.CreateSandbox{Name: name, Purpose: "agent", Repo: "acme/app",
@@ -125,16 +140,36 @@ func TestAgentRunEndToEnd(t *testing.T) {
 			// The tokens are the scripted model server's, as the agent
 			// reported them and as the gateway metered them.
 			want := api.Tokens{Input: 240, CacheRead: 60, Output: 34}
-			if r == "claude-code" {
+			switch r {
+			case "claude-code":
 				want.CacheWrite = 10
+			case "codex":
+				want.Reasoning = 6
 			}
 			if run.Usage != want {
 				t.Errorf("the agent reported %+v, want the model server's %+v", run.Usage, want)
 			}
-			if run.Metered == nil || run.Metered.Requests < 2 || run.Metered.Usage.Input != want.Input || run.Metered.Usage.Output != want.Output {
-				t.Errorf("the gateway metered %+v, want %+v over at least 2 requests", run.Metered, want)
+			// The gateway metered every call: the model server answers each
+			// with the same usage, so the whole is calls × one call's. It
+			// equals what the agent reported, except for OpenCode, whose
+			// stream leaves out the title it asks the small model for: the
+			// run says so.
+			m := run.Metered
+			if m == nil || m.Requests < 2 {
+				t.Fatalf("the gateway metered %+v, want at least 2 requests", m)
 			}
-			if run.Mismatch != "" {
+			n := int64(m.Requests)
+			perCall := api.Tokens{Input: 120 * n, CacheRead: 30 * n, Output: 17 * n}
+			if r == "claude-code" {
+				perCall.CacheWrite = 5 * n
+			}
+			if m.Usage.Input != perCall.Input || m.Usage.CacheRead != perCall.CacheRead || m.Usage.CacheWrite != perCall.CacheWrite || m.Usage.Output != perCall.Output {
+				t.Errorf("the gateway metered %+v over %d requests, want %+v", m.Usage, n, perCall)
+			}
+			switch {
+			case r == "opencode" && (n != 3 || run.Mismatch == ""):
+				t.Errorf("opencode: %d requests, mismatch %q; want its title call metered and the difference flagged", n, run.Mismatch)
+			case r != "opencode" && run.Mismatch != "":
 				t.Errorf("mismatch: %s", run.Mismatch)
 			}
 			if run.CostUSD == nil || *run.CostUSD <= 0 {

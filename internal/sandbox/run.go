@@ -172,7 +172,11 @@ func (s *Service) runEnv(sb Sandbox, env map[string]string) (model string, args 
 		return "", nil, err
 	}
 	model = s.runModel(env)
-	g := runner.Gateway{BaseURL: strings.TrimSuffix(s.cfg.PublicURL, "/"), Models: []runner.Model{{ID: model, Name: model}}}
+	rm := runner.Model{ID: model, Name: model}
+	if p, ok := s.prices()[model]; ok {
+		rm.Price = &p // a CLI that prices its own calls (OpenCode) prices them as the gateway does
+	}
+	g := runner.Gateway{BaseURL: strings.TrimSuffix(s.cfg.PublicURL, "/"), Models: []runner.Model{rm}}
 	env["BERTH_RUNNER"] = sb.Runner
 	env["BERTH_MODEL"], env["ANTHROPIC_MODEL"] = model, model
 	for _, name := range r.Credentials() {
@@ -217,6 +221,15 @@ func (s *Service) runEnv(sb Sandbox, env map[string]string) (model string, args 
 	env["BERTH_RUNNER_FILES"] = string(b)
 	env["BERTH_PROMPT_FILE"] = "/work/" + promptFile
 	return model, args, nil
+}
+
+// prices are the deployment's model prices: the inference catalog's over
+// the vendors' list prices.
+func (s *Service) prices() runner.Prices {
+	if s.cfg.Agents.Prices != nil {
+		return s.cfg.Agents.Prices
+	}
+	return runner.ListPrices()
 }
 
 // piRendered names the variables inference renders Pi's files into.
@@ -406,11 +419,7 @@ func (s *Service) finishRun(ctx context.Context, run Run, work string, setup kel
 		work = s.work.Dir(sb) // followed again after a restart
 	}
 	removePrompt(sb, work)
-	prices := s.cfg.Agents.Prices
-	if prices == nil {
-		prices = runner.ListPrices()
-	}
-	run.Telemetry.Settle(prices)
+	run.Telemetry.Settle(s.prices())
 	run.EndedAt = s.now()
 	if sb.State != StateRunning && sb.State != StateStarting {
 		// Terminated or expired meanwhile: nothing to push.
