@@ -274,3 +274,35 @@ func TestAgentRunSurvivesAGatewayCrash(t *testing.T) {
 		t.Errorf("left behind: containers %q volumes %q", c, v)
 	}
 }
+
+// TestAgentRunOverBudgetFailsSayingWhy: a project whose budget cannot pay
+// for one call refuses the agent's first request (402 budget_exceeded);
+// the CLI surfaces the refusal, the run fails with it as its reason, and
+// nothing is pushed.
+func TestAgentRunOverBudgetFailsSayingWhy(t *testing.T) {
+	g := startAgentGateway(t, inferenceYAML, "claude-code")
+	if !imageBuilt(g.root, agentImage("claude-code")) {
+		t.Skip("claude-code's image is not built")
+	}
+	bare := g.seedRepo("acme/app")
+	g.berth("project", "inference", "set", "default", "--budget", "0.000001")
+	sb, err := g.operator.CreateSandbox(context.Background(), api.CreateSandbox{Name: "broke", Purpose: "agent", Repo: "acme/app",
+		Task: "Write f.txt and commit it.", Runner: "claude-code"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := g.waitSandbox(g.operator, sb.ID, 3*time.Minute, func(sb api.Sandbox, late bool) bool {
+		if late {
+			t.Fatalf("sandbox %s is still %s", sb.Name, sb.State)
+		}
+		return sb.State == "terminated" || sb.State == "failed"
+	})
+	if end.State != "failed" || end.Run == nil || end.Run.State != "failed" || !strings.Contains(end.Run.Error, "budget") {
+		log, _ := g.berthErr("sandbox", "logs", "broke")
+		t.Fatalf("sandbox %s (%s), run %+v; want failed, saying the budget is spent; log:\n%s", end.State, end.Reason, end.Run, log)
+	}
+	t.Logf("the run failed: %s", end.Run.Error)
+	if got := gitIn(t, bare, "rev-parse", "--verify", "--quiet", "refs/heads/berth/broke"); got != "" {
+		t.Errorf("a failed run pushed berth/broke at %s", got)
+	}
+}
