@@ -20,6 +20,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"berth.dev/berth/internal/driver/podman"
 	"berth.dev/berth/internal/entrypoint"
 	"berth.dev/berth/internal/runner"
 )
@@ -210,17 +211,11 @@ type checkRun struct {
 // (SPEC S13) with no network at all, since launching needs none and an
 // image that ignores BERTH_IMAGE_CHECK must not reach anything.
 func checkRunArgs(r checkRun) []string {
-	user := strconv.Itoa(r.uid)
-	args := []string{"run", "--rm", "--name", r.name,
-		"--user", user + ":" + user,
-		"--read-only",
-		"--tmpfs", "/tmp:rw,noexec,nosuid,size=64m",
-		"--tmpfs", checkHome + ":rw,exec,mode=0700,U,size=256m",
-		"--cap-drop", "ALL", "--security-opt", "no-new-privileges",
-		"--pids-limit", "256", "--memory", "1g", "--cpus", "1",
+	args := []string{"run", "--rm", "--name", r.name}
+	args = append(args, podman.AgentHardening(r.uid, checkHome, 256)...)
+	args = append(args, "--memory", "1g", "--cpus", "1",
 		"--network", "none",
-		"-v", r.work + ":" + checkWorkDir, "-w", checkWorkDir,
-	}
+		"-v", r.work+":"+checkWorkDir, "-w", checkWorkDir)
 	for _, kv := range r.env {
 		args = append(args, "-e", kv)
 	}

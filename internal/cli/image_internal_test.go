@@ -19,7 +19,7 @@ func TestCheckRunArgs(t *testing.T) {
 		work: "/tmp/w", env: []string{"BERTH_RUNNER=pi", "BERTH_IMAGE_CHECK=1"}, args: []string{"-p", "two words", ""},
 	})
 	want := []string{"run", "--rm", "--name", "berth-image-check-x", "--user", "1001:1001", "--read-only",
-		"--tmpfs", "/tmp:rw,noexec,nosuid,size=64m", "--tmpfs", "/home/berth:rw,exec,mode=0700,U,size=256m",
+		"--tmpfs", "/tmp:rw,noexec,nosuid,size=512m", "--tmpfs", "/home/berth:rw,exec,mode=0700,U,size=1g",
 		"--cap-drop", "ALL", "--security-opt", "no-new-privileges",
 		"--pids-limit", "256", "--memory", "1g", "--cpus", "1", "--network", "none",
 		"-v", "/tmp/w:/work", "-w", "/work",

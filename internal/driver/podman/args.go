@@ -88,14 +88,8 @@ func AgentArgs(c Config, sb sandbox.Sandbox, run sandbox.RunSpec, envNames []str
 	}
 	args := []string{"run", "--detach", "--name", c.name(sb.ID), "--hostname", sb.Name}
 	args = append(args, c.labels(sb)...)
+	args = append(args, AgentHardening(uid, home, c.PidsLimit)...)
 	args = append(args,
-		"--user", fmt.Sprintf("%d:%d", uid, uid),
-		"--read-only",
-		"--tmpfs", "/tmp:rw,noexec,nosuid,size=512m",
-		"--tmpfs", home+":rw,exec,mode=0700,U,size=1g",
-		"--cap-drop", "ALL",
-		"--security-opt", "no-new-privileges",
-		"--pids-limit", itoa(c.PidsLimit),
 		"--memory", fmt.Sprintf("%db", int64(sb.Memory)),
 		"--cpus", fmt.Sprintf("%.3f", sb.CPU.Cores()),
 		"--stop-timeout", itoa(int(c.StopTimeout.Seconds())),
@@ -119,6 +113,22 @@ func AgentArgs(c Config, sb sandbox.Sandbox, run sandbox.RunSpec, envNames []str
 	}
 	args = append(args, sb.Image)
 	return append(args, run.Args...)
+}
+
+// AgentHardening is what confines every agent run (SPEC S13), and what
+// `berth image check` runs an image under: uid, a read-only root, /tmp a
+// noexec tmpfs, HOME an exec tmpfs the uid owns, every capability dropped,
+// no new privileges, a pids limit.
+func AgentHardening(uid int, home string, pids int) []string {
+	return []string{
+		"--user", fmt.Sprintf("%d:%d", uid, uid),
+		"--read-only",
+		"--tmpfs", "/tmp:rw,noexec,nosuid,size=512m",
+		"--tmpfs", home + ":rw,exec,mode=0700,U,size=1g",
+		"--cap-drop", "ALL",
+		"--security-opt", "no-new-privileges",
+		"--pids-limit", itoa(pids),
+	}
 }
 
 // agentNetwork is the podman network an agent run joins: the allowlist
