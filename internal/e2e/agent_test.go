@@ -306,3 +306,36 @@ func TestAgentRunOverBudgetFailsSayingWhy(t *testing.T) {
 		t.Errorf("a failed run pushed berth/broke at %s", got)
 	}
 }
+
+// TestAgentRunWithoutItsNetworkFailsClosed: when the allowlist network
+// does not exist the run never starts: the sandbox fails saying so, no
+// container is made, and the checkout is gone.
+func TestAgentRunWithoutItsNetworkFailsClosed(t *testing.T) {
+	root := podmanRoot(t)
+	if !imageBuilt(root, agentImage("claude-code")) {
+		t.Skip("claude-code's image is not built")
+	}
+	dir := t.TempDir()
+	inference := filepath.Join(dir, "inference.yaml")
+	if err := os.WriteFile(inference, []byte(inferenceYAML), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g := startGateway(t, "BERTH_INFERENCE_FILE="+inference, "BERTH_RUNNER_IMAGES=claude-code="+agentImage("claude-code"),
+		"BERTH_SANDBOX_PODMAN_AGENT_NETWORK=berth-e2e-never-made")
+	g.seedRepo("acme/app")
+	sb, err := g.operator.CreateSandbox(context.Background(), api.CreateSandbox{Name: "closed", Purpose: "agent", Repo: "acme/app",
+		Task: "Write f.txt and commit it.", Runner: "claude-code"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := g.waitState(g.operator, sb.ID, "failed", time.Minute)
+	if !strings.Contains(end.Reason, "allowlist network berth-e2e-never-made does not exist") {
+		t.Errorf("failed with %q, want the missing network named", end.Reason)
+	}
+	if c, v := g.objects(string(sb.ID)); c != "" || v != "" {
+		t.Errorf("a run whose network is missing left containers %q volumes %q", c, v)
+	}
+	if _, err := os.Stat(filepath.Join(g.dataDir, "work", string(sb.ID))); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("its checkout is still there: %v", err)
+	}
+}
