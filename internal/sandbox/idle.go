@@ -55,6 +55,16 @@ func (s *Service) Activity(id ID) (open int, last time.Time) {
 	return 0, time.Time{}
 }
 
+// forget drops what was seen of a sandbox that is gone for good, unless a
+// connection to it is still closing (its close records it again).
+func (s *Service) forget(id ID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if a, ok := s.active[id]; ok && a.open == 0 {
+		delete(s.active, id)
+	}
+}
+
 func (s *Service) activityOf(id ID) *activity {
 	a, ok := s.active[id]
 	if !ok {

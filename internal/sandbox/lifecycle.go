@@ -208,6 +208,9 @@ func (s *Service) end(ctx context.Context, actor string, sb Sandbox, to State, r
 		// The row is right; the reconciler will finish the job.
 		s.log.WarnContext(ctx, "driver could not release a sandbox's machine", "sandbox", sb.ID, "state", to, "err", err)
 	}
+	if !next.Live() {
+		s.forget(sb.ID)
+	}
 	if s.agentRun(sb) && !next.Live() {
 		// The task never outlives its sandbox, nor does its checkout.
 		removePrompt(sb, s.work.Dir(sb))
