@@ -379,3 +379,56 @@ func TestAgentSandboxShowsItsRun(t *testing.T) {
 		t.Errorf("an administrator's view of alice's sandbox: %d, offers a shell %v; want 200 without", pg.status, strings.Contains(pg.body, "berth sandbox ssh"))
 	}
 }
+
+// TestQuotasSayWhatIsLeft: the quotas screen counts the live sandboxes
+// against max_sandboxes, the organisation's and the project's, the
+// smaller binding.
+func TestQuotasSayWhatIsLeft(t *testing.T) {
+	w := newWorld(t)
+	w.create(t, "alice", "one")
+	w.create(t, "bob", "two")
+	if err := w.accounts.SetGuardrail(t.Context(), w.operator, "acme", "", guardrail.Guardrail{MaxSandboxes: ptr(5), AllowedRepos: []string{"acme"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.accounts.SetGuardrail(t.Context(), w.operator, "acme", "default", guardrail.Guardrail{MaxSandboxes: ptr(3)}); err != nil {
+		t.Fatal(err)
+	}
+	b := w.browser(t)
+	b.signIn(w.keys["alice"]) // a member reads them too
+	pg := b.get("/quotas")
+	org, project, ok := strings.Cut(pg.body, "Project default")
+	if pg.status != http.StatusOK || !ok {
+		t.Fatalf("GET /quotas: %d, want 200 with the default project\n%s", pg.status, pg.body)
+	}
+	if !strings.Contains(org, "2 live; <strong>3 more</strong>") || !strings.Contains(project, "2 live; <strong>1 more</strong>") {
+		t.Errorf("quotas: want 3 more in the organisation (5 - 2) and 1 in the project (3 - 2)\n%s", pg.body)
+	}
+	if strings.Contains(pg.body, "/quotas/edit") {
+		t.Errorf("a member is offered the guardrail editor")
+	}
+}
+
+// TestUsageScreen: an administrator reads the report with a chart of
+// each day of the window; a member is refused as by the API.
+func TestUsageScreen(t *testing.T) {
+	w := newWorld(t)
+	w.running(t, w.create(t, "alice", "one").ID)
+	b := w.browser(t)
+	b.signIn(w.keys["ada"])
+	pg := b.get("/usage?by=user&since=7d")
+	if pg.status != http.StatusOK || !strings.Contains(pg.body, `<th scope="row" data-label="User">alice</th>`) {
+		t.Fatalf("GET /usage by user: %d, want 200 with a row for alice\n%s", pg.status, pg.body)
+	}
+	// 7 days back from now: 8 UTC days, a bar each, in each of two charts.
+	if got := strings.Count(pg.body, `<rect class="bar"`); got != 16 {
+		t.Errorf("the charts have %d bars, want 8 days by 2 charts", got)
+	}
+	if pg := b.get("/usage?since=1000d"); pg.status != http.StatusBadRequest || !strings.Contains(pg.body, "retention") {
+		t.Errorf("usage past the retention: %d, want 400 naming it", pg.status)
+	}
+	member := w.browser(t)
+	member.signIn(w.keys["alice"])
+	if pg := member.get("/usage"); pg.status != http.StatusForbidden {
+		t.Errorf("a member reads usage: %d, want 403 as the API answers", pg.status)
+	}
+}

@@ -47,7 +47,7 @@ func (p *Panel) usageReport(w http.ResponseWriter, r *http.Request, c caller) {
 	}
 	body.Charts = []chart{
 		barChart("core-seconds", "Core-seconds", rep, core, func(v float64) string { return num(v) }),
-		barChart("cost", "Model cost (USD)", rep, cost, func(v float64) string { return "$" + strconv.FormatFloat(v, 'f', -1, 64) }),
+		barChart("cost", "Model cost (USD)", rep, cost, dollars),
 	}
 	p.render(w, r, http.StatusOK, "usage", p.view(c, r, "Usage", "usage", body))
 }
@@ -75,8 +75,9 @@ type tick struct {
 
 // barChart lays out one bar per point of the series.
 func barChart(id, title string, rep usage.Report, values []float64, format func(float64) string) chart {
-	c := chart{ID: id, Title: title, Width: 640, Height: 220}
-	c.Plot.Left, c.Plot.Top, c.Plot.Right, c.Plot.Bottom = 64, 12, 630, 190
+	// A narrow drawing, so its text stays readable scaled down to a phone.
+	c := chart{ID: id, Title: title, Width: 480, Height: 200}
+	c.Plot.Left, c.Plot.Top, c.Plot.Right, c.Plot.Bottom = 64, 12, 452, 170
 	top := niceCeil(slices.Max(append([]float64{0}, values...)))
 	c.Empty = top == 0
 	if c.Empty {
@@ -103,10 +104,15 @@ func barChart(id, title string, rep usage.Report, values []float64, format func(
 		c.Bars = append(c.Bars, bar{X: x + slot*0.15, Y: c.Plot.Bottom - bh, W: slot * 0.7, H: bh,
 			Label: start.Format(layout) + ": " + format(v)})
 		if i%every == 0 {
-			c.XTicks = append(c.XTicks, tick{X: x + slot/2, Y: c.Plot.Bottom + 16, Label: start.Format(layout)})
+			c.XTicks = append(c.XTicks, tick{X: x + slot/2, Y: c.Plot.Bottom + 20, Label: start.Format(layout)})
 		}
 	}
 	return c
+}
+
+// dollars prints an axis's amount without float noise: $0.0375, $12.5.
+func dollars(v float64) string {
+	return "$" + strconv.FormatFloat(math.Round(v*1e6)/1e6, 'f', -1, 64)
 }
 
 func stepName(step time.Duration) string {
