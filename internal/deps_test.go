@@ -38,7 +38,11 @@ func TestImportDirection(t *testing.T) {
 		{"tunnel", []string{module}},
 		{"store", []string{module + "gateway", module + "client", module + "cli", module + "driver/"}},
 		{"driver/fake", []string{module + "store", module + "gateway", module + "client", module + "cli", "database/sql"}},
-		{"gateway", []string{module + "store", module + "client", module + "cli", module + "driver/", "database/sql", "github.com/prometheus/"}},
+		{"gateway", []string{module + "store", module + "client", module + "cli", module + "driver/", "database/sql", "github.com/prometheus/", "github.com/chromedp/"}},
+		// The web panel is an adapter inside the gateway's edge: services
+		// in, HTML out. Chromium drives it in tests only.
+		{"gateway/panel", []string{module + "store", module + "client", module + "cli", module + "driver/", module + "gateway",
+			"database/sql", "github.com/prometheus/", "github.com/chromedp/"}},
 		{"metrics", []string{module + "store", module + "gateway", module + "client", module + "cli", module + "driver/", "database/sql"}},
 		{"client", []string{module + "store", module + "gateway", module + "cli", module + "driver/", module + "sandbox", module + "account", "database/sql"}},
 	}

@@ -18,6 +18,7 @@ import (
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/forge"
+	"berth.dev/berth/internal/gateway/panel"
 	"berth.dev/berth/internal/githttp"
 	"berth.dev/berth/internal/inference"
 	"berth.dev/berth/internal/sandbox"
@@ -112,6 +113,8 @@ type Server struct {
 	inference      *inference.Service
 	scripted       http.RoundTripper // nil without a scripted provider
 	modelTransport http.RoundTripper
+
+	panel *panel.Panel
 }
 
 // New returns a Server.
@@ -120,10 +123,15 @@ func New(o Options) *Server {
 	if now == nil {
 		now = time.Now
 	}
-	return &Server{accounts: o.Accounts, sandboxes: o.Sandboxes, usage: o.Usage, log: o.Log, version: o.Version, driver: o.Driver,
+	s := &Server{accounts: o.Accounts, sandboxes: o.Sandboxes, usage: o.Usage, log: o.Log, version: o.Version, driver: o.Driver,
 		now: now, metrics: o.Metrics, forge: o.Forge, mirrors: o.Mirrors, git: githttp.New("", o.Log), credLimit: newRateLimit(10, time.Minute),
 		tunnelIdle: o.TunnelIdleTimeout, tunnels: newTunnels(), meter: meterOr(o.Meter), stopping: make(chan struct{}),
 		inference: o.Inference, scripted: scriptedTransport(o.Scripted), modelTransport: modelTransportOr(o.ModelTransport)}
+	// The web panel answers with the same services and the same error
+	// mapping as the API.
+	s.panel = panel.New(panel.Options{Accounts: o.Accounts, Sandboxes: o.Sandboxes, Usage: o.Usage, Log: o.Log, Now: now,
+		Driver: o.Driver, Status: s.errorStatus})
+	return s
 }
 
 // access says who may call a route.
@@ -209,17 +217,32 @@ func (s *Server) routes() []route {
 	}
 }
 
-// Handler returns the API with its middleware: panic recovery and request
-// logging around the routes.
+// Handler returns the API and the web panel with their middleware: panic
+// recovery and request logging around the routes. The panel's pages are
+// HTML, not API, so they are outside the routes table (and the OpenAPI
+// description): it takes every path whose first segment no API route
+// starts with, and an unknown path under the API's answers in JSON.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
+	apiRoots := map[string]bool{}
 	for _, rt := range s.routes() {
 		mux.Handle(rt.method+" "+rt.path, s.authenticate(rt))
+		apiRoots[firstSegment(rt.path)] = true
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if s.panel != nil && !apiRoots[firstSegment(r.URL.Path)] {
+			s.panel.ServeHTTP(w, r)
+			return
+		}
 		writeJSON(w, http.StatusNotFound, api.Error{Code: api.CodeNotFound, Message: "no such route: " + r.Method + " " + r.URL.Path})
 	})
 	return s.recoverPanics(s.logRequests(mux))
+}
+
+// firstSegment is "api" of "/api/v1/whoami", "healthz" of "/healthz".
+func firstSegment(path string) string {
+	seg, _, _ := strings.Cut(strings.TrimPrefix(path, "/"), "/")
+	return seg
 }
 
 // authenticate resolves the caller's key and refuses what the route does

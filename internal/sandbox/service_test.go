@@ -362,3 +362,31 @@ func TestGuardrailsCutAndRefuse(t *testing.T) {
 		t.Errorf("16 cores under an 8-core ceiling: err = %v, want ErrExceeded naming max_sandbox_cpu", err)
 	}
 }
+
+// TestLiveCountsCountWhatMaxSandboxesCounts: the organisation's live
+// sandboxes, in all and by project, for anybody in it; a terminated one no
+// longer counts; another organisation's caller learns nothing.
+func TestLiveCountsCountWhatMaxSandboxesCounts(t *testing.T) {
+	e := newEnv(t)
+	ctx := t.Context()
+	e.engineer(t, e.alice, "one")
+	e.engineer(t, e.bob, "two")
+	gone := e.engineer(t, e.bob, "gone")
+	if _, err := e.svc.Terminate(ctx, e.bob, string(gone.ID)); err != nil {
+		t.Fatal(err)
+	}
+	prj, err := e.accounts.DefaultProject(ctx, e.acme.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.svc.LiveCounts(ctx, e.alice, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Org != 2 || got.Projects[prj.ID] != 2 || len(got.Projects) != 1 {
+		t.Errorf("LiveCounts(alice) = %+v, want 2 in acme, 2 in its default project", got)
+	}
+	if _, err := e.svc.LiveCounts(ctx, e.stranger, "acme"); !errors.Is(err, account.ErrNotFound) {
+		t.Errorf("LiveCounts(another organisation's member, acme) err = %v, want not found", err)
+	}
+}

@@ -91,6 +91,39 @@ type Report struct {
 	Until time.Time
 	Rows  []Row
 	Total Row
+	// Series is the total over time: one point per Step from the Step
+	// holding Since to the one holding Until, each counting the sandboxes
+	// created in it, whole, as the rows do.
+	Series []Point
+	Step   time.Duration
+}
+
+// Point is the usage of the sandboxes created in one step of a report's
+// window.
+type Point struct {
+	Start        time.Time
+	Sandboxes    int
+	CoreSeconds  float64
+	ModelCostUSD float64
+}
+
+// stepFor is a series' step for a window: hours for two days or less,
+// else days (UTC).
+func stepFor(window time.Duration) time.Duration {
+	if window <= 48*time.Hour {
+		return time.Hour
+	}
+	return 24 * time.Hour
+}
+
+// series makes the empty points of a window, from the step holding since
+// to the one holding until.
+func series(since, until time.Time, step time.Duration) []Point {
+	var out []Point
+	for t := since.Truncate(step); !t.After(until); t = t.Add(step) {
+		out = append(out, Point{Start: t})
+	}
+	return out
 }
 
 // Report sums the usage of the sandboxes created in the window, grouped as
@@ -117,7 +150,8 @@ func (s *Service) report(ctx context.Context, p account.Principal, q Query) (Rep
 		return Report{}, err
 	}
 	now := s.now()
-	rep := Report{By: by, Org: sc.org, Since: now.Add(-d), Until: now}
+	rep := Report{By: by, Org: sc.org, Since: now.Add(-d), Until: now, Step: stepFor(d)}
+	rep.Series = series(rep.Since, rep.Until, rep.Step)
 	sbs, err := s.store.ListSandboxes(ctx, sandbox.Filter{Org: sc.org, Ended: true, CreatedSince: rep.Since})
 	if err != nil {
 		return Report{}, err
@@ -141,6 +175,12 @@ func (s *Service) report(ctx context.Context, p account.Principal, q Query) (Rep
 		}
 		r.add(sb, now, metered[sb.ID])
 		rep.Total.add(sb, now, metered[sb.ID])
+		if i := int(sb.CreatedAt.Sub(rep.Series[0].Start) / rep.Step); i >= 0 && i < len(rep.Series) {
+			pt := &rep.Series[i]
+			pt.Sandboxes++
+			pt.CoreSeconds += sb.RunningTime(now).Seconds() * sb.CPU.Cores()
+			pt.ModelCostUSD += metered[sb.ID].CostUSD
+		}
 	}
 	for _, r := range rows {
 		rep.Rows = append(rep.Rows, *r)

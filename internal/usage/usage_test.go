@@ -170,6 +170,43 @@ func TestASandboxCountsWholeInTheWindowItWasCreatedIn(t *testing.T) {
 	}
 }
 
+// TestSeriesSplitsTheTotalByWhenSandboxesWereCreated: the series' points
+// add up to the total, each sandbox whole in the step it was created in;
+// steps are hours for a short window and UTC days for a long one.
+func TestSeriesSplitsTheTotalByWhenSandboxesWereCreated(t *testing.T) {
+	f := newFixture(t)
+	f.running(t, "early") // 09:00
+	f.Advance(2 * time.Hour)
+	f.running(t, "late") // 11:00
+	f.Advance(time.Hour) // 12:00
+	rep, err := f.usage.Report(t.Context(), f.admin, usage.Query{Since: "4h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Step != time.Hour || len(rep.Series) != 5 || !rep.Series[0].Start.Equal(time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)) {
+		t.Fatalf("4h window: step %v, %d points from %v; want 1h, 5 from 08:00", rep.Step, len(rep.Series), rep.Series[0].Start)
+	}
+	want := []float64{0, 4 * 3 * 3600, 0, 4 * 3600, 0} // 08:00, 09:00 (early: 3h on 4 cores), 10:00, 11:00 (late: 1h), 12:00
+	var sum float64
+	for i, pt := range rep.Series {
+		if pt.CoreSeconds != want[i] {
+			t.Errorf("point %d (%s): %v core-s, want %v", i, pt.Start.Format("15:04"), pt.CoreSeconds, want[i])
+		}
+		sum += pt.CoreSeconds
+	}
+	if sum != rep.Total.CoreSeconds {
+		t.Errorf("the points add up to %v core-s, the total is %v", sum, rep.Total.CoreSeconds)
+	}
+	rep, err = f.usage.Report(t.Context(), f.admin, usage.Query{Since: "7d"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := rep.Series[len(rep.Series)-1]; rep.Step != 24*time.Hour || len(rep.Series) != 8 || last.Sandboxes != 2 ||
+		!last.Start.Equal(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)) {
+		t.Errorf("7d window: step %v, %d points, the last %+v; want 24h, 8, both sandboxes on 30 November", rep.Step, len(rep.Series), last)
+	}
+}
+
 func TestWhoMayReadUsage(t *testing.T) {
 	f := newFixture(t)
 	ctx := t.Context()

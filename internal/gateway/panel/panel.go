@@ -1,0 +1,309 @@
+// Package panel is berth's web panel (issue 10): server-rendered HTML over
+// the services the API calls, behind the same keys and the same rules.
+// Sandboxes (SPEC S3, S13), classes (S4), quotas (S7) and usage (S8), each
+// a page that works without JavaScript; a little embedded script keeps the
+// pages that show live state current.
+//
+// The panel is an adapter like the gateway that mounts it: it reads forms,
+// calls account, sandbox and usage services with the caller's principal,
+// and renders what they answer. Who may see or do what is decided by those
+// services, never here: a sandbox the caller may not see is not found, as
+// in the API, because the service says so. Domain errors become statuses
+// through the gateway's one mapper, handed in as Options.Status.
+//
+// Signing in takes an API key and keeps it in an HttpOnly, SameSite=Strict
+// cookie (Secure on https), with a nonce per sign-in; every form carries a
+// token derived from both, checked before anything is done.
+package panel
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"path"
+	"strings"
+	"time"
+
+	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/usage"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed assets
+var assetFS embed.FS
+
+// Options configure a Panel. Every field is required unless it says not.
+type Options struct {
+	Accounts  *account.Service
+	Sandboxes *sandbox.Service
+	Usage     *usage.Service
+	Log       *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Driver names the sandbox driver; "" (no sandboxes) hides the
+	// sandboxes screens entirely.
+	Driver string
+	// Status maps an error to the status and message the API answers for
+	// it (the gateway's one mapper), logging what is internal.
+	Status func(w http.ResponseWriter, r *http.Request, err error) (int, api.Error)
+}
+
+// Panel serves the web panel.
+type Panel struct {
+	accounts  *account.Service
+	sandboxes *sandbox.Service
+	usage     *usage.Service
+	log       *slog.Logger
+	now       func() time.Time
+	driver    string
+	status    func(w http.ResponseWriter, r *http.Request, err error) (int, api.Error)
+	pages     map[string]*template.Template
+	assets    map[string]string // file name → its URL with a digest, so it may be cached long
+	mux       *http.ServeMux
+}
+
+// New returns a Panel. Its templates are embedded: one that does not parse
+// is a bug the package's tests catch, so New panics on it.
+func New(o Options) *Panel {
+	now := o.Now
+	if now == nil {
+		now = time.Now
+	}
+	p := &Panel{accounts: o.Accounts, sandboxes: o.Sandboxes, usage: o.Usage, log: o.Log, now: now,
+		driver: o.Driver, status: o.Status, assets: map[string]string{}}
+	entries, err := fs.ReadDir(assetFS, "assets")
+	if err != nil {
+		panic(err)
+	}
+	for _, e := range entries {
+		b, err := assetFS.ReadFile("assets/" + e.Name())
+		if err != nil {
+			panic(err)
+		}
+		sum := sha256.Sum256(b)
+		p.assets[e.Name()] = "/assets/" + e.Name() + "?v=" + hex.EncodeToString(sum[:6])
+	}
+	p.pages = parsePages(p.funcs())
+	p.mux = p.routes()
+	return p
+}
+
+// parsePages parses layout.html with each page template into a set of its
+// own, so every page may define the blocks the layout leaves open.
+func parsePages(funcs template.FuncMap) map[string]*template.Template {
+	base := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html"))
+	names, err := fs.Glob(templateFS, "templates/*.html")
+	if err != nil {
+		panic(err)
+	}
+	pages := map[string]*template.Template{}
+	for _, n := range names {
+		name := strings.TrimSuffix(path.Base(n), ".html")
+		if name == "layout" {
+			continue
+		}
+		pages[name] = template.Must(template.Must(base.Clone()).ParseFS(templateFS, n))
+	}
+	return pages
+}
+
+func (p *Panel) routes() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /assets/{file}", p.serveAsset)
+	mux.HandleFunc("GET /sign-in", p.signInForm)
+	mux.HandleFunc("POST /sign-in", p.signIn)
+	mux.Handle("POST /sign-out", p.form(p.signOut))
+	mux.Handle("GET /{$}", p.page(p.home))
+
+	if p.driver != "" {
+		mux.Handle("GET /sandboxes", p.page(p.listSandboxes))
+		mux.Handle("GET /sandboxes/new", p.page(p.newSandbox))
+		mux.Handle("POST /sandboxes/new", p.form(p.createSandbox))
+		mux.Handle("GET /sandboxes/{ref}", p.page(p.showSandbox))
+		mux.Handle("GET /sandboxes/{ref}/log", p.page(p.runLog))
+		mux.Handle("POST /sandboxes/{ref}/{action}", p.form(p.act))
+	}
+
+	mux.Handle("GET /classes", p.page(p.listClasses))
+	mux.Handle("GET /classes/new", p.page(p.newClass))
+	mux.Handle("POST /classes/new", p.form(p.saveClass))
+	mux.Handle("POST /classes/apply", p.form(p.applyClasses))
+	mux.Handle("GET /classes/{name}/edit", p.page(p.editClass))
+	mux.Handle("POST /classes/{name}/edit", p.form(p.saveClass))
+	mux.Handle("POST /classes/{name}/delete", p.form(p.deleteClass))
+
+	mux.Handle("GET /quotas", p.page(p.quotas))
+	mux.Handle("GET /quotas/edit", p.page(p.editGuardrail))
+	mux.Handle("POST /quotas/edit", p.form(p.saveGuardrail))
+
+	mux.Handle("GET /usage", p.page(p.usageReport))
+
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		p.plainError(w, r, http.StatusNotFound, "There is no page at "+r.URL.Path+".")
+	})
+	return mux
+}
+
+// ServeHTTP serves the panel with the headers every answer carries: no
+// framing, no sniffing, no script or style from anywhere but the panel.
+func (p *Panel) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "same-origin")
+	p.mux.ServeHTTP(w, r)
+}
+
+func (p *Panel) serveAsset(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("file")
+	b, err := assetFS.ReadFile("assets/" + name)
+	if err != nil {
+		http.NotFound(w, r)
+		return
+	}
+	switch path.Ext(name) {
+	case ".css":
+		w.Header().Set("Content-Type", "text/css; charset=utf-8")
+	case ".js":
+		w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
+	case ".svg":
+		w.Header().Set("Content-Type", "image/svg+xml")
+	}
+	// Pages link assets by a digest of their content: a changed asset is a
+	// new URL.
+	w.Header().Set("Cache-Control", "public, max-age=86400")
+	_, _ = w.Write(b)
+}
+
+// caller is who a page is rendered for.
+type caller struct {
+	account.Principal
+	sess  session
+	flash string // what the form before this page did
+}
+
+// view is what every page's template gets.
+type view struct {
+	Title     string
+	Nav       string // the nav entry of this page
+	Me        account.User
+	Admin     bool // of the caller's own organisation
+	Operator  bool
+	Sandboxes bool // the deployment runs sandboxes
+	CSRF      string
+	Flash     string // what was just done, from a redirect
+	Signed    bool   // signed in: the layout shows the nav
+	Body      any
+}
+
+func (p *Panel) view(c caller, r *http.Request, title, nav string, body any) *view {
+	return &view{Title: title, Nav: nav, Me: c.User, Admin: c.IsAdminOf(c.User.Org), Operator: c.IsOperator(),
+		Sandboxes: p.driver != "", CSRF: c.sess.csrf(), Flash: c.flash, Signed: true, Body: body}
+}
+
+// render writes a page whole: it is executed into a buffer first, so a
+// template error becomes a 500, never half a page.
+func (p *Panel) render(w http.ResponseWriter, r *http.Request, status int, name string, v *view) {
+	var buf bytes.Buffer
+	if err := p.pages[name].ExecuteTemplate(&buf, "layout.html", v); err != nil {
+		p.log.ErrorContext(r.Context(), "panel page failed to render", "page", name, "err", err)
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// errorPage is the body of the error page.
+type errorPage struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+// fail answers an error as the API would: the same status and message,
+// as a page. An expired or revoked key signs the caller out.
+func (p *Panel) fail(w http.ResponseWriter, r *http.Request, c caller, err error) {
+	if errors.Is(err, account.ErrUnauthenticated) {
+		p.toSignIn(w, r, "Your key no longer works: sign in again.")
+		return
+	}
+	status, body := p.status(w, r, err)
+	w.Header().Del("WWW-Authenticate")
+	if body.Code == api.CodeNotFound {
+		// The API's message leaves "not found" to its code; a page says it.
+		body.Message += ": not found"
+	}
+	p.render(w, r, status, "error", p.view(c, r, http.StatusText(status), "", errorPage{Status: status, Code: body.Code, Message: body.Message}))
+}
+
+// plainError answers an error to somebody who may not be signed in.
+func (p *Panel) plainError(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	p.render(w, r, status, "error", &view{Title: http.StatusText(status), Body: errorPage{Status: status, Message: msg}})
+}
+
+// page wraps a handler that needs a signed-in caller.
+func (p *Panel) page(h func(w http.ResponseWriter, r *http.Request, c caller)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, ok := p.signedIn(w, r)
+		if !ok {
+			return
+		}
+		h(w, r, c)
+	})
+}
+
+// form wraps a handler of a form: a signed-in caller, a body of at most
+// 1 MiB, and the form's token checked before anything is done.
+func (p *Panel) form(h func(w http.ResponseWriter, r *http.Request, c caller)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
+		c, ok := p.signedIn(w, r)
+		if !ok {
+			return
+		}
+		if err := r.ParseForm(); err != nil {
+			p.render(w, r, http.StatusBadRequest, "error", p.view(c, r, "Bad request", "",
+				errorPage{Status: http.StatusBadRequest, Code: api.CodeInvalid, Message: "The form could not be read (at most 1 MiB)."}))
+			return
+		}
+		if !c.sess.checkCSRF(r.PostForm.Get("csrf")) {
+			p.render(w, r, http.StatusForbidden, "error", p.view(c, r, "Form refused", "",
+				errorPage{Status: http.StatusForbidden, Code: api.CodeForbidden, Message: "This form did not come from this page of the panel, or it is from an earlier sign-in. Nothing was done: go back, reload the page and try again."}))
+			return
+		}
+		h(w, r, c)
+	})
+}
+
+// home is the sandboxes screen, or the quotas screen where the deployment
+// runs no sandboxes.
+func (p *Panel) home(w http.ResponseWriter, r *http.Request, c caller) {
+	if p.driver == "" {
+		http.Redirect(w, r, "/quotas", http.StatusSeeOther)
+		return
+	}
+	http.Redirect(w, r, "/sandboxes", http.StatusSeeOther)
+}
+
+// redirect ends a form: see other, with what was done for the next page
+// to say.
+func redirect(w http.ResponseWriter, r *http.Request, to, done string) {
+	if done != "" {
+		setFlash(w, r, done)
+	}
+	http.Redirect(w, r, to, http.StatusSeeOther)
+}

@@ -1,0 +1,301 @@
+package panel
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/runner"
+	"berth.dev/berth/internal/sandbox"
+)
+
+// logTail is how much of a run's log the sandbox page shows; the whole
+// log is a link away.
+const logTail = 32 << 10
+
+// sandboxRow is a sandbox as the screens show it.
+type sandboxRow struct {
+	sandbox.Sandbox
+	OwnerName string
+	Running   time.Duration
+	Actions   []string // what its state allows: suspend, resume, extend, terminate
+}
+
+// actions lists what S3 and S6 let anybody who may manage sb do in its
+// state: a hint for which buttons to show. The service decides.
+func actions(sb sandbox.Sandbox) []string {
+	var out []string
+	agent := sb.Purpose == sandbox.PurposeAgent // S6: never suspended or resumed
+	switch sb.State {
+	case sandbox.StateRunning:
+		if !agent {
+			out = append(out, "suspend")
+		}
+		out = append(out, "extend")
+	case sandbox.StateStarting:
+		out = append(out, "extend")
+	case sandbox.StateSuspended:
+		out = append(out, "resume", "extend")
+	case sandbox.StateExpired:
+		if !agent {
+			out = append(out, "resume")
+		}
+	}
+	if sb.State != sandbox.StateTerminated {
+		out = append(out, "terminate")
+	}
+	return out
+}
+
+// rows converts sandboxes, looking each owner's name up once.
+func (p *Panel) rows(ctx context.Context, sbs []sandbox.Sandbox) []sandboxRow {
+	names := map[string]string{}
+	out := make([]sandboxRow, len(sbs))
+	for i, sb := range sbs {
+		name, ok := names[sb.Owner]
+		if !ok {
+			name = sb.Owner
+			if u, err := p.sandboxes.Owner(ctx, sb); err == nil {
+				name = u.Name
+			}
+			names[sb.Owner] = name
+		}
+		out[i] = sandboxRow{Sandbox: sb, OwnerName: name, Running: p.sandboxes.RunningTime(sb), Actions: actions(sb)}
+	}
+	return out
+}
+
+// sandboxList is the body of the sandboxes screen.
+type sandboxList struct {
+	Rows      []sandboxRow
+	All       bool // ended sandboxes too
+	ShowOwner bool // the caller sees others' sandboxes
+}
+
+func (p *Panel) listSandboxes(w http.ResponseWriter, r *http.Request, c caller) {
+	all := r.URL.Query().Get("all") == "1"
+	sbs, err := p.sandboxes.List(r.Context(), c.Principal, sandbox.ListOptions{All: all})
+	if err != nil {
+		p.fail(w, r, c, err)
+		return
+	}
+	slices.SortStableFunc(sbs, func(a, b sandbox.Sandbox) int { return b.CreatedAt.Compare(a.CreatedAt) })
+	body := sandboxList{Rows: p.rows(r.Context(), sbs), All: all, ShowOwner: c.IsAdminOf(c.User.Org)}
+	p.render(w, r, http.StatusOK, "sandboxes", p.view(c, r, "Sandboxes", "sandboxes", body))
+}
+
+// sandboxPage is the body of one sandbox's page.
+type sandboxPage struct {
+	Row sandboxRow
+	// Run is an agent sandbox's run; nil for an engineer's or before its
+	// run is recorded. CostKnown is false when neither the CLI nor a price
+	// says its cost.
+	Run       *sandbox.Run
+	CostKnown bool
+	// Log is the end of the run's log, Clipped when there is more before it.
+	Log     string
+	HasLog  bool
+	Clipped bool
+	// SSH is the command that opens a shell in it, for those who may (S6).
+	SSH string
+	// NoShell says why the caller is shown no command.
+	NoShell string
+}
+
+func (p *Panel) showSandbox(w http.ResponseWriter, r *http.Request, c caller) {
+	ctx := r.Context()
+	sb, err := p.sandboxes.Get(ctx, c.Principal, r.PathValue("ref"))
+	if err != nil {
+		p.fail(w, r, c, err)
+		return
+	}
+	body := sandboxPage{Row: p.rows(ctx, []sandbox.Sandbox{sb})[0]}
+	switch {
+	case sb.Purpose == sandbox.PurposeAgent:
+		if run, err := p.sandboxes.RunOf(ctx, sb); err == nil {
+			body.Run, body.CostKnown = &run, run.Telemetry.Cost != runner.CostUnknown
+		} else if !errors.Is(err, sandbox.ErrNotFound) {
+			p.log.WarnContext(ctx, "panel: could not read a sandbox's run", "sandbox", sb.ID, "err", err)
+		}
+		body.Log, body.HasLog, body.Clipped = p.tail(ctx, c, sb)
+	case c.CanShell(sb.Owner):
+		body.SSH = "berth sandbox ssh " + sb.Name
+		if sb.Owner != c.User.ID {
+			body.SSH = "berth sandbox ssh " + string(sb.ID) // another's name may be ambiguous for the caller
+		}
+	default:
+		body.NoShell = "Only its owner (or an operator) may open a shell in it: administrators manage sandboxes but do not get inside them."
+	}
+	p.render(w, r, http.StatusOK, "sandbox", p.view(c, r, sb.Name, "sandboxes", body))
+}
+
+// tail reads the end of a run's log.
+func (p *Panel) tail(ctx context.Context, c caller, sb sandbox.Sandbox) (text string, ok, clipped bool) {
+	f, _, err := p.sandboxes.RunLog(ctx, c.Principal, string(sb.ID))
+	if err != nil {
+		if !errors.Is(err, sandbox.ErrNotFound) {
+			p.log.WarnContext(ctx, "panel: could not open a run log", "sandbox", sb.ID, "err", err)
+		}
+		return "", false, false
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() > logTail {
+		if _, err := f.Seek(-logTail, io.SeekEnd); err == nil {
+			clipped = true
+		}
+	}
+	b, err := io.ReadAll(io.LimitReader(f, logTail))
+	if err != nil {
+		return "", false, false
+	}
+	s := string(b)
+	if clipped {
+		if i := strings.IndexByte(s, '\n'); i >= 0 {
+			s = s[i+1:] // from the first whole line
+		}
+	}
+	return s, true, clipped
+}
+
+// runLog answers a run's whole log as text, as the API does: the agent's
+// output is not ours, so a browser must not take it for anything else.
+func (p *Panel) runLog(w http.ResponseWriter, r *http.Request, c caller) {
+	f, _, err := p.sandboxes.RunLog(r.Context(), c.Principal, r.PathValue("ref"))
+	if err != nil {
+		p.fail(w, r, c, err)
+		return
+	}
+	defer f.Close()
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = io.Copy(w, f)
+}
+
+// act suspends, resumes, extends or terminates a sandbox, then goes back
+// to the page the button was on.
+func (p *Panel) act(w http.ResponseWriter, r *http.Request, c caller) {
+	ctx, ref := r.Context(), r.PathValue("ref")
+	var (
+		sb   sandbox.Sandbox
+		err  error
+		done string
+	)
+	switch r.PathValue("action") {
+	case "suspend":
+		sb, err = p.sandboxes.Suspend(ctx, c.Principal, ref)
+		done = "Suspended %s."
+	case "resume":
+		sb, err = p.sandboxes.Resume(ctx, c.Principal, ref)
+		done = "Resumed %s: it is starting."
+	case "extend":
+		sb, err = p.sandboxes.Extend(ctx, c.Principal, ref, strings.TrimSpace(r.PostForm.Get("ttl")))
+		done = "Extended %s"
+	case "terminate":
+		sb, err = p.sandboxes.Terminate(ctx, c.Principal, ref)
+		done = "Terminated %s."
+	default:
+		p.plainError(w, r, http.StatusNotFound, "There is no page at "+r.URL.Path+".")
+		return
+	}
+	if err != nil {
+		p.fail(w, r, c, err)
+		return
+	}
+	msg := fmt.Sprintf(done, sb.Name)
+	if r.PathValue("action") == "extend" {
+		msg += ": it now expires " + when(sb.ExpiresAt) + "."
+	}
+	redirect(w, r, cmp.Or(localPath(r.PostForm.Get("back")), "/sandboxes/"+string(sb.ID)), msg)
+}
+
+// createForm is the body of the create form, with what was typed.
+type createForm struct {
+	Name, Purpose, Class, TTL, SSHKeys, Repo, Branch, Task, Runner, Role, Project string
+
+	Classes  []sandbox.ClassStatus
+	Projects []account.Project // for administrators, who may choose one
+	Runners  []string
+	Error    string
+	Field    string // the field at fault, when one is
+}
+
+func (p *Panel) newSandbox(w http.ResponseWriter, r *http.Request, c caller) {
+	f := createForm{Purpose: string(sandbox.PurposeEngineer), SSHKeys: p.lastSSHKeys(r.Context(), c)}
+	p.renderCreate(w, r, c, http.StatusOK, f)
+}
+
+// lastSSHKeys offers the keys of the caller's newest sandbox that has any:
+// a browser cannot read ~/.ssh as the CLI does.
+func (p *Panel) lastSSHKeys(ctx context.Context, c caller) string {
+	sbs, err := p.sandboxes.List(ctx, c.Principal, sandbox.ListOptions{All: true, Purpose: string(sandbox.PurposeEngineer)})
+	if err != nil {
+		return ""
+	}
+	var newest sandbox.Sandbox
+	for _, sb := range sbs {
+		if sb.Owner == c.User.ID && len(sb.SSHKeys) > 0 && sb.CreatedAt.After(newest.CreatedAt) {
+			newest = sb
+		}
+	}
+	return strings.Join(newest.SSHKeys, "\n")
+}
+
+func (p *Panel) renderCreate(w http.ResponseWriter, r *http.Request, c caller, status int, f createForm) {
+	ctx := r.Context()
+	classes, err := p.sandboxes.Classes(ctx, c.Principal, "")
+	if err != nil {
+		p.fail(w, r, c, err)
+		return
+	}
+	f.Classes, f.Runners = classes, runner.Names()
+	if f.Class == "" {
+		for _, cl := range classes {
+			if cl.Startable && cl.Allows(sandbox.Purpose(f.Purpose)) {
+				f.Class = cl.Name
+				break
+			}
+		}
+	}
+	if c.IsAdminOf(c.User.Org) {
+		if f.Projects, err = p.accounts.Projects(ctx, c.Principal, ""); err != nil {
+			p.fail(w, r, c, err)
+			return
+		}
+	}
+	p.render(w, r, status, "create", p.view(c, r, "New sandbox", "sandboxes", f))
+}
+
+func (p *Panel) createSandbox(w http.ResponseWriter, r *http.Request, c caller) {
+	v := r.PostForm
+	f := createForm{Name: strings.TrimSpace(v.Get("name")), Purpose: v.Get("purpose"), Class: v.Get("class"),
+		TTL: strings.TrimSpace(v.Get("ttl")), SSHKeys: v.Get("ssh_keys"), Repo: strings.TrimSpace(v.Get("repo")),
+		Branch: strings.TrimSpace(v.Get("branch")), Task: v.Get("task"), Runner: v.Get("runner"), Role: v.Get("role"),
+		Project: v.Get("project")}
+	req := sandbox.CreateRequest{Name: f.Name, Class: f.Class, Purpose: f.Purpose, Project: f.Project, TTL: f.TTL,
+		Repo: f.Repo, Branch: f.Branch, Task: f.Task, Runner: f.Runner, Role: f.Role}
+	if f.Purpose != string(sandbox.PurposeAgent) {
+		// The agent's fields are on the form for anybody without script to
+		// hide them; an engineer sandbox takes none of them.
+		req.Task, req.Runner, req.Role = "", "", ""
+		for line := range strings.Lines(f.SSHKeys) {
+			if k := strings.TrimSpace(line); k != "" {
+				req.SSHKeys = append(req.SSHKeys, k)
+			}
+		}
+	}
+	sb, err := p.sandboxes.Create(r.Context(), c.Principal, req)
+	if err != nil {
+		status, body := p.status(w, r, err)
+		f.Error, f.Field = body.Message, body.Field
+		p.renderCreate(w, r, c, status, f)
+		return
+	}
+	redirect(w, r, "/sandboxes/"+string(sb.ID), "Created "+sb.Name+": it is starting.")
+}

@@ -1,0 +1,196 @@
+package panel
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// The panel's cookies. Each is HttpOnly and SameSite=Strict, and Secure
+// when the request came over https.
+const (
+	// sessionCookie holds "<nonce>.<API key>" for a signed-in browser.
+	sessionCookie = "berth_session"
+	// signInCookie holds the token of the sign-in form, which has no
+	// session to derive one from (double submit).
+	signInCookie = "berth_sign_in"
+	// flashCookie carries what a form did to the page it redirects to,
+	// read once. A cookie, not the query string: a link cannot make the
+	// panel say something.
+	flashCookie = "berth_flash"
+)
+
+// session is a signed-in browser: the API key it signed in with, and a
+// nonce drawn at that sign-in.
+type session struct {
+	nonce string
+	key   string
+}
+
+func newSession(key string) session { return session{nonce: rand.Text(), key: key} }
+
+func (s session) value() string { return s.nonce + "." + s.key }
+
+func parseSession(v string) (session, bool) {
+	nonce, key, ok := strings.Cut(v, ".")
+	if !ok || nonce == "" || key == "" {
+		return session{}, false
+	}
+	return session{nonce: nonce, key: key}, true
+}
+
+// csrf is the token every form of this session carries: a MAC of the
+// nonce under the key, so only a page the panel rendered for this sign-in
+// has it, and no state is kept (it survives a restart and works across
+// gateways). It says nothing of the key.
+func (s session) csrf() string {
+	mac := hmac.New(sha256.New, []byte(s.key))
+	mac.Write([]byte("berth panel form\x00" + s.nonce))
+	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+}
+
+func (s session) checkCSRF(token string) bool {
+	return token != "" && hmac.Equal([]byte(token), []byte(s.csrf()))
+}
+
+// secure reports whether the browser reached the gateway over https,
+// itself or through a proxy that says so.
+func secure(r *http.Request) bool {
+	return r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
+}
+
+func setCookie(w http.ResponseWriter, r *http.Request, name, value, path string, maxAge int) {
+	http.SetCookie(w, &http.Cookie{Name: name, Value: value, Path: path, MaxAge: maxAge,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: secure(r)})
+}
+
+func setFlash(w http.ResponseWriter, r *http.Request, msg string) {
+	setCookie(w, r, flashCookie, base64.RawURLEncoding.EncodeToString([]byte(msg)), "/", 60)
+}
+
+// takeFlash reads the flash cookie and clears it.
+func takeFlash(w http.ResponseWriter, r *http.Request) string {
+	ck, err := r.Cookie(flashCookie)
+	if err != nil {
+		return ""
+	}
+	setCookie(w, r, flashCookie, "", "/", -1)
+	b, err := base64.RawURLEncoding.DecodeString(ck.Value)
+	if err != nil || len(b) > 500 {
+		return ""
+	}
+	return string(b)
+}
+
+// signedIn authenticates the session's key exactly as the API does a
+// bearer key; a sandbox's own key is refused, as on the control API. A
+// browser that is not signed in is sent to the sign-in page.
+func (p *Panel) signedIn(w http.ResponseWriter, r *http.Request) (caller, bool) {
+	ck, err := r.Cookie(sessionCookie)
+	if err != nil {
+		p.toSignIn(w, r, "")
+		return caller{}, false
+	}
+	sess, ok := parseSession(ck.Value)
+	if !ok {
+		p.toSignIn(w, r, "")
+		return caller{}, false
+	}
+	pr, err := p.accounts.Authenticate(r.Context(), sess.key)
+	if err != nil {
+		p.toSignIn(w, r, "Your key no longer works: sign in again.")
+		return caller{}, false
+	}
+	if pr.Sandbox != "" {
+		p.toSignIn(w, r, "A sandbox's own key cannot use the panel.")
+		return caller{}, false
+	}
+	return caller{Principal: pr, sess: sess, flash: takeFlash(w, r)}, true
+}
+
+// toSignIn forgets the session and sends the browser to sign in, coming
+// back here afterwards when it was reading a page.
+func (p *Panel) toSignIn(w http.ResponseWriter, r *http.Request, msg string) {
+	if _, err := r.Cookie(sessionCookie); err == nil {
+		setCookie(w, r, sessionCookie, "", "/", -1)
+	}
+	if msg != "" {
+		setFlash(w, r, msg)
+	}
+	to := "/sign-in"
+	if r.Method == http.MethodGet && r.URL.Path != "/" {
+		to += "?next=" + url.QueryEscape(r.URL.RequestURI())
+	}
+	http.Redirect(w, r, to, http.StatusSeeOther)
+}
+
+// signInPage is the body of the sign-in page.
+type signInPage struct {
+	Next  string
+	Error string
+}
+
+func (p *Panel) signInForm(w http.ResponseWriter, r *http.Request) {
+	p.renderSignIn(w, r, http.StatusOK, signInPage{Next: localPath(r.URL.Query().Get("next"))}, takeFlash(w, r))
+}
+
+func (p *Panel) renderSignIn(w http.ResponseWriter, r *http.Request, status int, body signInPage, flash string) {
+	token := rand.Text()
+	setCookie(w, r, signInCookie, token, "/sign-in", 0)
+	p.render(w, r, status, "signin", &view{Title: "Sign in", CSRF: token, Flash: flash, Body: body})
+}
+
+// signIn checks the key as every API call does and keeps it in the
+// session cookie. The key is never logged, and never put in a page.
+func (p *Panel) signIn(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	if err := r.ParseForm(); err != nil {
+		p.plainError(w, r, http.StatusBadRequest, "The form could not be read.")
+		return
+	}
+	next := localPath(r.PostForm.Get("next"))
+	ck, err := r.Cookie(signInCookie)
+	if err != nil || ck.Value == "" || subtle.ConstantTimeCompare([]byte(ck.Value), []byte(r.PostForm.Get("csrf"))) != 1 {
+		p.renderSignIn(w, r, http.StatusForbidden, signInPage{Next: next,
+			Error: "This form did not come from this panel, or it is stale (cookies must be on). Nothing was done: try again."}, "")
+		return
+	}
+	key := strings.TrimSpace(r.PostForm.Get("key"))
+	pr, err := p.accounts.Authenticate(r.Context(), key)
+	if err != nil {
+		p.renderSignIn(w, r, http.StatusUnauthorized, signInPage{Next: next,
+			Error: "That key is unknown, revoked or expired, or its user is disabled."}, "")
+		return
+	}
+	if pr.Sandbox != "" {
+		p.renderSignIn(w, r, http.StatusForbidden, signInPage{Next: next,
+			Error: "That is a sandbox's own key: sign in with your own (berth user key, or ask an administrator)."}, "")
+		return
+	}
+	setCookie(w, r, signInCookie, "", "/sign-in", -1)
+	setCookie(w, r, sessionCookie, newSession(key).value(), "/", 0)
+	if next == "" {
+		next = "/"
+	}
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+func (p *Panel) signOut(w http.ResponseWriter, r *http.Request, _ caller) {
+	setCookie(w, r, sessionCookie, "", "/", -1)
+	setFlash(w, r, "Signed out.")
+	http.Redirect(w, r, "/sign-in", http.StatusSeeOther)
+}
+
+// localPath keeps a next page only when it is a path of this gateway, so
+// the sign-in form cannot send anybody elsewhere.
+func localPath(s string) string {
+	if !strings.HasPrefix(s, "/") || strings.HasPrefix(s, "//") || strings.ContainsAny(s, "\\\r\n") {
+		return ""
+	}
+	return s
+}
