@@ -220,16 +220,24 @@ func (g *gateway) berthErr(args ...string) ([]byte, error) {
 	return out, nil
 }
 
-// podman runs podman on the shared root.
+// podman runs podman on the shared root. podman's listings race with
+// removals (an object listed, then gone before it is read: "no such
+// volume"), so such an answer is asked again.
 func (g *gateway) podman(args ...string) string {
 	g.t.Helper()
-	cmd := exec.Command("podman", args...)
-	cmd.Env = append(os.Environ(), "CONTAINERS_CONF="+g.root+"/containers.conf", "CONTAINERS_STORAGE_CONF="+g.root+"/storage.conf")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
+	for try := 0; ; try++ {
+		cmd := exec.Command("podman", args...)
+		cmd.Env = append(os.Environ(), "CONTAINERS_CONF="+g.root+"/containers.conf", "CONTAINERS_STORAGE_CONF="+g.root+"/storage.conf")
+		out, err := cmd.CombinedOutput()
+		if err == nil {
+			return strings.TrimSpace(string(out))
+		}
+		if try < 5 && strings.Contains(string(out), "no such") {
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
 		g.t.Fatalf("podman %s: %v: %s", strings.Join(args, " "), err, out)
 	}
-	return strings.TrimSpace(string(out))
 }
 
 // objects lists the containers ("name state") and volumes labelled with a
