@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -78,7 +79,7 @@ type gateway struct {
 	dataDir  string
 	root     string
 	cmd      *exec.Cmd
-	log      *bytes.Buffer
+	log      *syncBuffer
 	operator *client.Client
 	key      string
 }
@@ -126,7 +127,7 @@ func startGateway(t *testing.T, extra ...string) *gateway {
 
 func (g *gateway) start() {
 	g.t.Helper()
-	g.log = &bytes.Buffer{}
+	g.log = &syncBuffer{}
 	g.cmd = exec.Command(berthBin, "serve")
 	g.cmd.Env = g.env
 	g.cmd.Stdout, g.cmd.Stderr = g.log, g.log
@@ -193,6 +194,24 @@ func (g *gateway) kill() {
 	_ = g.cmd.Process.Kill()
 	_ = g.cmd.Wait()
 	g.cmd = nil
+}
+
+// syncBuffer is a gateway's output, safe to read while the process writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // berth runs the CLI against the gateway as the operator and returns stdout.
