@@ -73,7 +73,7 @@ const classesYAML = `sandboxes:
 // gateway is a `berth serve` process on the podman driver, with its own
 // data directory and the shared podman root.
 type gateway struct {
-	t        *testing.T
+	t        testing.TB
 	env      []string
 	url      string
 	dataDir  string
@@ -331,7 +331,7 @@ func (g *gateway) waitSandbox(c *client.Client, id string, within time.Duration,
 	}
 }
 
-func freePort(t *testing.T) string {
+func freePort(t testing.TB) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -19,7 +19,7 @@ import (
 // startReplica starts a `berth serve` on the fake driver and the
 // PostgreSQL database url, with a data directory of its own: a replica.
 // The first one (boot) bootstraps the deployment; the others use its key.
-func startReplica(t *testing.T, url string, boot *gateway, extra ...string) *gateway {
+func startReplica(t testing.TB, url string, boot *gateway, extra ...string) *gateway {
 	t.Helper()
 	dir := t.TempDir()
 	classes := filepath.Join(dir, "classes.yaml")
