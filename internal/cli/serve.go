@@ -107,10 +107,13 @@ func build(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 	}
 	// Replicas on one PostgreSQL database elect the sweep's leader and
 	// hold what each serves; SQLite has one gateway, which always sweeps.
-	var replica *store.Replica
-	if r, err := st.Replica(log); err == nil {
-		replica = r
-		sbOpts = append(sbOpts, sandbox.WithReplicas(r))
+	replica, err := st.Replica(ctx, log)
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("BERTH_DATABASE_URL: %w", err)
+	}
+	if replica != nil {
+		sbOpts = append(sbOpts, sandbox.WithReplicas(replica))
 	}
 	sandboxes = sandbox.NewService(st, drv, accounts, sandbox.Config{
 		Driver:        cfg.Driver,

@@ -89,14 +89,8 @@ type gateway struct {
 func startGateway(t *testing.T, extra ...string) *gateway {
 	t.Helper()
 	root := podmanRoot(t)
-	dir := t.TempDir()
-	classes := filepath.Join(dir, "classes.yaml")
-	if err := os.WriteFile(classes, []byte(classesYAML), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	g := &gateway{t: t, dataDir: filepath.Join(dir, "data"), root: root}
-	port := freePort(t)
-	g.url = "http://127.0.0.1:" + port
+	g, dir, classes, port := newGateway(t)
+	g.root = root
 	g.env = append(os.Environ(),
 		"HOME="+dir,
 		"BERTH_DATA_DIR="+g.dataDir,
@@ -123,6 +117,20 @@ func startGateway(t *testing.T, extra ...string) *gateway {
 	g.key = boot.Key.Secret
 	g.operator = client.New(g.url, g.key, nil)
 	return g
+}
+
+// newGateway lays out a gateway's directory, with classesYAML as its
+// sandboxes file, and picks its port; the caller sets its environment.
+func newGateway(t testing.TB) (g *gateway, dir, classes, port string) {
+	t.Helper()
+	dir = t.TempDir()
+	classes = filepath.Join(dir, "classes.yaml")
+	if err := os.WriteFile(classes, []byte(classesYAML), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	port = freePort(t)
+	g = &gateway{t: t, dataDir: filepath.Join(dir, "data"), url: "http://127.0.0.1:" + port}
+	return g, dir, classes, port
 }
 
 func (g *gateway) start() {

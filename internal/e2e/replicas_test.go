@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -21,14 +20,7 @@ import (
 // The first one (boot) bootstraps the deployment; the others use its key.
 func startReplica(t testing.TB, url string, boot *gateway, extra ...string) *gateway {
 	t.Helper()
-	dir := t.TempDir()
-	classes := filepath.Join(dir, "classes.yaml")
-	if err := os.WriteFile(classes, []byte(classesYAML), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	g := &gateway{t: t, dataDir: filepath.Join(dir, "data")}
-	port := freePort(t)
-	g.url = "http://127.0.0.1:" + port
+	g, dir, classes, port := newGateway(t)
 	g.env = append(os.Environ(),
 		"HOME="+dir,
 		"BERTH_DATA_DIR="+g.dataDir,

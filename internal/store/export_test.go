@@ -6,3 +6,6 @@ var (
 	LockSpaceHold   = lockSpaceHold
 	LockKey         = lockKey
 )
+
+// LeaderKey is the second key of r's leader lock.
+func (r *Replica) LeaderKey() int32 { return r.leader }

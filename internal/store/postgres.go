@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"net/url"
@@ -18,7 +17,7 @@ import (
 // advisory locks: a transaction that reads and then writes on what it read
 // (admission counting live sandboxes, the bootstrap, the deployment id)
 // first takes a transaction-scoped lock on what it decides about. The
-// leader lock and the sandbox holds of leader.go are session-scoped
+// leader lock and the sandbox holds of replica.go are session-scoped
 // advisory locks in spaces of their own.
 
 // Advisory lock spaces: the first key of PostgreSQL's two-key advisory
@@ -87,7 +86,3 @@ func lockKey(name string) int32 {
 	h.Write([]byte(name))
 	return int32(h.Sum32())
 }
-
-// errNotPostgres is what the replica coordination of leader.go answers on
-// SQLite, which serves one gateway.
-var errNotPostgres = errors.New("replicas share only a PostgreSQL database")

@@ -29,17 +29,26 @@ type Replica struct {
 	mu      sync.Mutex // guards what follows, and serialises the session's use
 	conn    *sql.Conn  // the session; nil until opened or after it broke
 	pid     int64      // the session's server process, to tell its locks from others'
+	leader  int32      // the leader lock's second key: the schema's, as deployments may share a database
 	leading bool
 	held    map[int32]int // sandboxes' lock keys, with how many holds each
 }
 
 // Replica returns this gateway's seat among replicas. Only a PostgreSQL
-// store has one: on SQLite one gateway owns the database and needs none.
-func (s *Store) Replica(log *slog.Logger) (*Replica, error) {
+// store has one: on SQLite, where one gateway owns the database and needs
+// none, it is nil.
+// Advisory locks belong to the whole database, so the lead is taken per
+// schema: two deployments in two schemas of one database each have a
+// leader.
+func (s *Store) Replica(ctx context.Context, log *slog.Logger) (*Replica, error) {
 	if s.dialect != postgresDialect {
-		return nil, errNotPostgres
+		return nil, nil
 	}
-	return &Replica{db: s.db, log: log, held: map[int32]int{}}, nil
+	var schema string
+	if err := s.db.QueryRowContext(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		return nil, fmt.Errorf("replica: %w", err)
+	}
+	return &Replica{db: s.db, log: log, leader: lockKey(schema), held: map[int32]int{}}, nil
 }
 
 // Lead reports whether this replica leads the sweep, trying to take the
@@ -61,7 +70,7 @@ func (r *Replica) Lead(ctx context.Context) (bool, error) {
 		return true, nil
 	}
 	var got bool
-	if err := conn.QueryRowContext(ctx, `SELECT pg_try_advisory_lock($1, 0)`, lockSpaceLeader).Scan(&got); err != nil {
+	if err := conn.QueryRowContext(ctx, `SELECT pg_try_advisory_lock($1, $2)`, lockSpaceLeader, r.leader).Scan(&got); err != nil {
 		r.broken(err)
 		return false, fmt.Errorf("lead the sweep: %w", err)
 	}

@@ -15,8 +15,8 @@ import (
 
 func TestReplicaOnSQLite(t *testing.T) {
 	st := openStore(t, store.DefaultPath(t.TempDir()))
-	if _, err := st.Replica(slog.New(slog.DiscardHandler)); err == nil {
-		t.Fatal("Replica on SQLite succeeded, want an error: one gateway owns an SQLite database")
+	if r, err := st.Replica(t.Context(), slog.New(slog.DiscardHandler)); r != nil || err != nil {
+		t.Fatalf("Replica on SQLite = %v, %v; want nil, nil: one gateway owns an SQLite database", r, err)
 	}
 }
 
@@ -60,7 +60,7 @@ func TestReplicaLead(t *testing.T) {
 
 	// A leader whose session the server ends (as when its host vanishes)
 	// finds out at its next Lead, and the other takes over.
-	terminateHolder(t, url, store.LockSpaceLeader, 0)
+	terminateHolder(t, url, store.LockSpaceLeader, b.LeaderKey())
 	if got, err := b.Lead(ctx); got {
 		t.Fatalf("b.Lead after its session ended = true, %v; want false", err)
 	}
@@ -115,7 +115,7 @@ func TestReplicaHold(t *testing.T) {
 
 func newReplica(t *testing.T, url string) *store.Replica {
 	t.Helper()
-	r, err := openStore(t, url).Replica(slog.New(slog.NewTextHandler(t.Output(), nil)))
+	r, err := openStore(t, url).Replica(t.Context(), slog.New(slog.NewTextHandler(t.Output(), nil)))
 	if err != nil {
 		t.Fatalf("Replica: %v", err)
 	}

@@ -57,16 +57,7 @@ func TestPostgresReplicas(t *testing.T) {
 		var wg sync.WaitGroup
 		for i := range callers {
 			st := stores[i%2]
-			admit := func(live sandbox.Live) error {
-				g, err := st.GetGuardrail(ctx, fx.org.ID, "")
-				if err != nil {
-					return err
-				}
-				if live.Org >= *g.MaxSandboxes {
-					return fmt.Errorf("the organisation has %d live sandboxes: %w", live.Org, guardrail.ErrExceeded)
-				}
-				return nil
-			}
+			admit := admitOrg(t, st, fx.org.ID)
 			wg.Go(func() {
 				sb, key := newSandbox(fx, fx.bob, fmt.Sprintf("sb-%d", i), t0.Add(time.Duration(i)*time.Millisecond))
 				errs[i] = st.CreateSandbox(ctx, sb, key, admit)
