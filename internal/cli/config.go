@@ -76,8 +76,9 @@ type Config struct {
 var settingsHelp = `Settings (environment variables, read once at start-up):
   BERTH_ADDR                        listen address (default :8080)
   BERTH_DATA_DIR                    data directory (default ~/.local/share/berth)
-  BERTH_DATABASE_URL                database (default: SQLite file berth.db in the data directory;
-                                    postgres:// is refused until the PostgreSQL store lands)
+  BERTH_DATABASE_URL                database: an SQLite file (default: berth.db in the data
+                                    directory), or postgres://user:password@host/db for
+                                    PostgreSQL, which several gateway replicas can share
   BERTH_PUBLIC_URL                  the gateway's address as users reach it
   BERTH_LOG_LEVEL                   debug, info (default), warn or error
   BERTH_SANDBOX_DRIVER              podman, kubernetes (not built yet), fake (development
@@ -187,6 +188,17 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	}
 	if c.DatabaseURL == "" {
 		c.DatabaseURL = filepath.Join(c.DataDir, "berth.db")
+	} else if scheme, _, ok := strings.Cut(c.DatabaseURL, "://"); ok {
+		// The URL is never repeated: it may carry a password.
+		switch strings.ToLower(scheme) {
+		case "sqlite", "file":
+		case "postgres", "postgresql":
+			if _, err := url.Parse(c.DatabaseURL); err != nil {
+				bad("BERTH_DATABASE_URL", "not a valid postgres:// URL")
+			}
+		default:
+			bad("BERTH_DATABASE_URL", "unknown scheme %q: give postgres://… for PostgreSQL, or a file path (or sqlite://path) for SQLite", scheme)
+		}
 	}
 	if c.PublicURL == "" {
 		c.PublicURL = "http://localhost" + portOf(c.Addr)

@@ -40,6 +40,7 @@ import (
 // directly.
 type app struct {
 	store     *store.Store
+	replica   *store.Replica // nil on SQLite
 	accounts  *account.Service
 	sandboxes *sandbox.Service
 	forge     forge.Forge      // nil without one
@@ -57,7 +58,7 @@ type app struct {
 func build(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 	st, err := store.Open(ctx, cfg.DatabaseURL)
 	if err != nil {
-		return nil, fmt.Errorf("open database: %w", err)
+		return nil, fmt.Errorf("BERTH_DATABASE_URL: %w", err)
 	}
 	var drv sandbox.Driver
 	switch cfg.Driver {
@@ -106,6 +107,16 @@ func build(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 		st.Close()
 		return nil, err
 	}
+	// Replicas on one PostgreSQL database elect the sweep's leader and
+	// hold what each serves; SQLite has one gateway, which always sweeps.
+	replica, err := st.Replica(ctx, log)
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("BERTH_DATABASE_URL: %w", err)
+	}
+	if replica != nil {
+		sbOpts = append(sbOpts, sandbox.WithReplicas(replica))
+	}
 	sandboxes = sandbox.NewService(st, drv, accounts, sandbox.Config{
 		Driver:        cfg.Driver,
 		Runtimes:      cfg.Runtimes,
@@ -129,7 +140,7 @@ func build(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 		},
 	}, log, time.Now, sbOpts...)
 	reports := usage.NewService(st, accounts, sandboxes, cfg.UsageRetention, time.Now)
-	return &app{store: st, accounts: accounts, sandboxes: sandboxes, usage: reports, metrics: m, registry: reg, forge: fg, mirrors: mirrors, log: log,
+	return &app{store: st, replica: replica, accounts: accounts, sandboxes: sandboxes, usage: reports, metrics: m, registry: reg, forge: fg, mirrors: mirrors, log: log,
 		inference: models, scripted: scripted}, nil
 }
 
@@ -220,6 +231,11 @@ func serve(ctx context.Context, cfg Config, env Env) error {
 		return err
 	}
 	defer a.store.Close()
+	if a.replica != nil {
+		// Closed before the store, so the lead and the holds end with the
+		// gateway rather than when the pool gets round to it.
+		defer a.replica.Close()
+	}
 	if cfg.Driver == "fake" {
 		log.Warn("BERTH_SANDBOX_DRIVER=fake is a development driver: it runs and isolates nothing, and forgets its machines when the gateway stops")
 	}

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -72,13 +73,13 @@ const classesYAML = `sandboxes:
 // gateway is a `berth serve` process on the podman driver, with its own
 // data directory and the shared podman root.
 type gateway struct {
-	t        *testing.T
+	t        testing.TB
 	env      []string
 	url      string
 	dataDir  string
 	root     string
 	cmd      *exec.Cmd
-	log      *bytes.Buffer
+	log      *syncBuffer
 	operator *client.Client
 	key      string
 }
@@ -88,14 +89,8 @@ type gateway struct {
 func startGateway(t *testing.T, extra ...string) *gateway {
 	t.Helper()
 	root := podmanRoot(t)
-	dir := t.TempDir()
-	classes := filepath.Join(dir, "classes.yaml")
-	if err := os.WriteFile(classes, []byte(classesYAML), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	g := &gateway{t: t, dataDir: filepath.Join(dir, "data"), root: root}
-	port := freePort(t)
-	g.url = "http://127.0.0.1:" + port
+	g, dir, classes, port := newGateway(t)
+	g.root = root
 	g.env = append(os.Environ(),
 		"HOME="+dir,
 		"BERTH_DATA_DIR="+g.dataDir,
@@ -124,9 +119,23 @@ func startGateway(t *testing.T, extra ...string) *gateway {
 	return g
 }
 
+// newGateway lays out a gateway's directory, with classesYAML as its
+// sandboxes file, and picks its port; the caller sets its environment.
+func newGateway(t testing.TB) (g *gateway, dir, classes, port string) {
+	t.Helper()
+	dir = t.TempDir()
+	classes = filepath.Join(dir, "classes.yaml")
+	if err := os.WriteFile(classes, []byte(classesYAML), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	port = freePort(t)
+	g = &gateway{t: t, dataDir: filepath.Join(dir, "data"), url: "http://127.0.0.1:" + port}
+	return g, dir, classes, port
+}
+
 func (g *gateway) start() {
 	g.t.Helper()
-	g.log = &bytes.Buffer{}
+	g.log = &syncBuffer{}
 	g.cmd = exec.Command(berthBin, "serve")
 	g.cmd.Env = g.env
 	g.cmd.Stdout, g.cmd.Stderr = g.log, g.log
@@ -193,6 +202,24 @@ func (g *gateway) kill() {
 	_ = g.cmd.Process.Kill()
 	_ = g.cmd.Wait()
 	g.cmd = nil
+}
+
+// syncBuffer is a gateway's output, safe to read while the process writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // berth runs the CLI against the gateway as the operator and returns stdout.
@@ -320,7 +347,7 @@ func (g *gateway) waitSandbox(c *client.Client, id string, within time.Duration,
 	}
 }
 
-func freePort(t *testing.T) string {
+func freePort(t testing.TB) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -106,7 +106,7 @@ func (s *Service) resume(ctx context.Context, p account.Principal, ref string) (
 		}
 		spec = Spec{Sandbox: next, Env: env, Replace: true}
 	}
-	s.claim(sb.ID) // as at create: no sweep may start it a second time
+	s.claim(ctx, sb.ID) // as at create: no sweep may start it a second time
 	out, err := s.write(ctx, p.User.ID, sb, u)
 	if err != nil {
 		s.done(sb.ID)

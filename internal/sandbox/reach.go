@@ -53,6 +53,8 @@ type Connection struct {
 	caller account.Principal
 	opened time.Time
 	once   sync.Once
+	// release ends the replica's hold on the sandbox (see Replicas).
+	release func()
 }
 
 // Traffic is what a connection carried.
@@ -112,7 +114,10 @@ func (s *Service) connect(ctx context.Context, p account.Principal, ref string, 
 		return nil, fmt.Errorf("sandbox %s does not answer on port %d: %w", sb.Name, port, ErrUnavailable)
 	}
 	s.ConnectionOpened(sb.ID)
-	return &Connection{Conn: conn, Sandbox: sb, Port: port, svc: s, caller: p, opened: s.now()}, nil
+	// Held while open: the idle clock of another replica's sweep does not
+	// see this connection.
+	release := s.hold(ctx, sb.ID)
+	return &Connection{Conn: conn, Sandbox: sb, Port: port, svc: s, caller: p, opened: s.now(), release: release}, nil
 }
 
 func orNone(driver string) string {
@@ -135,6 +140,9 @@ func (c *Connection) Close(ctx context.Context, t Traffic) {
 	c.once.Do(func() {
 		c.Conn.Close()
 		c.svc.ConnectionClosed(c.Sandbox.ID)
+		if c.release != nil {
+			c.release()
+		}
 		end := t.End
 		if end == "" {
 			end = "closed"

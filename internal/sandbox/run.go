@@ -325,7 +325,9 @@ func (s *Service) follow(ctx context.Context, sb Sandbox, work string) {
 	}
 	s.following[sb.ID] = true
 	s.mu.Unlock()
+	release := s.hold(ctx, sb.ID)
 	defer func() {
+		release()
 		s.mu.Lock()
 		delete(s.following, sb.ID)
 		s.mu.Unlock()

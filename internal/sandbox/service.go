@@ -86,7 +86,7 @@ type Service struct {
 
 	starts   chan startJob
 	mu       sync.Mutex
-	inflight map[ID]bool // sandboxes whose start is queued or running
+	inflight map[ID]func() // sandboxes whose start is queued or running, with their holds' release
 	active   map[ID]*activity
 
 	work      Workspaces
@@ -94,6 +94,7 @@ type Service struct {
 	following map[ID]bool  // agent runs whose output is being read
 	modelEnv  ModelEnv     // nil: sandboxes are told no model
 	meter     SessionMeter // nil: runs show the agent's figures only
+	replicas  Replicas     // alone unless WithReplicas
 }
 
 type startJob struct {
@@ -125,11 +126,12 @@ func NewService(store Store, driver Driver, accounts Accounts, cfg Config, log *
 		store: store, driver: driver, accounts: accounts, cfg: cfg, images: images, log: log, now: now, audit: rec, metrics: m,
 		dial:      (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
 		starts:    make(chan startJob, 1024),
-		inflight:  map[ID]bool{},
+		inflight:  map[ID]func(){},
 		active:    map[ID]*activity{},
 		work:      cfg.Workspaces,
 		follows:   make(chan ID, 1024),
 		following: map[ID]bool{},
+		replicas:  alone{},
 	}
 	for _, o := range opts {
 		o(s)
@@ -261,7 +263,7 @@ func (s *Service) create(ctx context.Context, p account.Principal, req CreateReq
 	}
 	// Claimed before the row exists: a sweep that reads the row before its
 	// start is queued must not take it for a start a restart interrupted.
-	s.claim(sb.ID)
+	s.claim(ctx, sb.ID)
 	if err := s.store.CreateSandbox(ctx, sb, key, admit); err != nil {
 		s.done(sb.ID)
 		return Sandbox{}, err

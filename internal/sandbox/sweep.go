@@ -9,18 +9,31 @@ import (
 )
 
 // claim marks a sandbox's start as in flight, before its row says
-// starting, so a sweep running meanwhile leaves it alone. enqueue (or done,
-// if the start is abandoned) follows.
-func (s *Service) claim(id ID) {
+// starting, so a sweep running meanwhile leaves it alone: this replica's
+// sweep by its map, another replica's by its hold. enqueue (or done, if
+// the start is abandoned) follows. Claiming a claimed sandbox changes
+// nothing.
+func (s *Service) claim(ctx context.Context, id ID) {
 	s.mu.Lock()
-	s.inflight[id] = true
+	_, claimed := s.inflight[id]
 	s.mu.Unlock()
+	if claimed {
+		return
+	}
+	release := s.hold(ctx, id)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, claimed := s.inflight[id]; claimed {
+		release()
+		return
+	}
+	s.inflight[id] = release
 }
 
 // enqueue hands a start to Run. Should the queue be full, the sandbox is
 // marked failed at once rather than left starting for ever.
 func (s *Service) enqueue(ctx context.Context, spec Spec) {
-	s.claim(spec.Sandbox.ID)
+	s.claim(ctx, spec.Sandbox.ID)
 	select {
 	case s.starts <- startJob{spec: spec}:
 	default:
@@ -31,19 +44,26 @@ func (s *Service) enqueue(ctx context.Context, spec Spec) {
 
 func (s *Service) done(id ID) {
 	s.mu.Lock()
+	release, ok := s.inflight[id]
 	delete(s.inflight, id)
 	s.mu.Unlock()
+	if ok {
+		release()
+	}
 }
 
 func (s *Service) busy(id ID) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.inflight[id]
+	_, ok := s.inflight[id]
+	return ok
 }
 
 // Run starts queued machines and sweeps every interval until ctx is done,
 // then waits for the starts in flight. It sweeps once before anything else,
 // so what should have ended while the gateway was down ends now (SPEC S11).
+// Among replicas only the leader sweeps (see Replicas); the others ask
+// again at every interval, and one takes over when the leader dies.
 func (s *Service) Run(ctx context.Context, interval time.Duration) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -51,7 +71,8 @@ func (s *Service) Run(ctx context.Context, interval time.Duration) {
 		<-ctx.Done()
 		return
 	}
-	s.sweepAndLog(ctx)
+	leading := false
+	s.sweepIfLeader(ctx, &leading)
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -67,7 +88,7 @@ func (s *Service) Run(ctx context.Context, interval time.Duration) {
 				}
 			})
 		case <-t.C:
-			s.sweepAndLog(ctx)
+			s.sweepIfLeader(ctx, &leading)
 		}
 	}
 }
@@ -151,8 +172,12 @@ func (s *Service) start(ctx context.Context, spec Spec) {
 	if spec.Run != nil {
 		// The start is over; the run goes on. The sweep may look at the
 		// sandbox again (its expiry still applies) while the run is read.
+		// The run's hold is taken before the start's ends, so no other
+		// replica's sweep finds the run unfollowed in between.
+		release := s.hold(ctx, id)
 		s.done(id)
 		s.follow(ctx, next, spec.Run.Work)
+		release()
 	}
 }
 
@@ -240,6 +265,9 @@ func (s *Service) Sweep(ctx context.Context) (SweepResult, error) {
 			// sweep's again, even if the start has not quite returned.
 			continue
 		}
+		if s.servedElsewhere(ctx, sb) {
+			continue
+		}
 		m, has := byID[sb.ID]
 		if err := s.sweepOne(ctx, sb, m, has, has && !m.VolumeOnly, &res); err != nil && !errors.Is(err, ErrConflict) {
 			res.Errors[sb.ID] = err
@@ -315,7 +343,8 @@ func (s *Service) sweepOne(ctx context.Context, sb Sandbox, m Machine, has, mach
 		return err
 	case StateRunning:
 		switch {
-		case machine && m.Status == MachineRunning && s.idle(sb, now):
+		case machine && m.Status == MachineRunning && s.idle(sb, now) && !s.heldElsewhere(ctx, sb.ID):
+			// A connection open through another replica is held there.
 			err := s.suspendIdle(ctx, sb)
 			if err == nil {
 				res.Suspended = append(res.Suspended, sb.ID)
@@ -369,6 +398,23 @@ func (s *Service) sweepOne(ctx context.Context, sb Sandbox, m Machine, has, mach
 		}
 	}
 	return nil
+}
+
+// servedElsewhere reports whether another replica is starting sb or
+// following its run (it holds it then): this sweep leaves it to that
+// replica while it lives, unless it has expired. Only those states are
+// asked about, to keep a sweep's queries few.
+func (s *Service) servedElsewhere(ctx context.Context, sb Sandbox) bool {
+	if !s.now().Before(sb.ExpiresAt) {
+		return false
+	}
+	switch {
+	case sb.State == StateStarting:
+	case sb.State == StateRunning && s.agentRun(sb) && !s.isFollowing(sb.ID):
+	default:
+		return false
+	}
+	return s.heldElsewhere(ctx, sb.ID)
 }
 
 func (s *Service) isFollowing(id ID) bool {

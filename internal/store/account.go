@@ -14,6 +14,10 @@ import (
 // organisation exists.
 func (s *Store) Bootstrap(ctx context.Context, org account.Organisation, project account.Project, user account.User, key account.Key) error {
 	return s.inTx(ctx, func(tx *sql.Tx) error {
+		// Two replicas bootstrapping at once must not both find none.
+		if err := s.serialize(ctx, tx, "bootstrap"); err != nil {
+			return err
+		}
 		var n int
 		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM organisations`).Scan(&n); err != nil {
 			return fmt.Errorf("count organisations: %w", err)

@@ -8,12 +8,7 @@ import (
 	"berth.dev/berth/internal/store"
 )
 
-func TestAuditAppendsAndFilters(t *testing.T) {
-	st, err := store.Open(t.Context(), t.TempDir()+"/berth.db")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+func testAudit(t *testing.T, st *store.Store) {
 	t0 := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 	for i, e := range []audit.Event{
 		{At: t0, Org: "org_a", Actor: "usr_1", Sandbox: "sbx_1", Action: audit.SandboxCreate},

@@ -78,6 +78,10 @@ func (s *Store) PutClasses(ctx context.Context, org string, classes []sandbox.Cl
 	var created []string
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		created = nil
+		// What was created is read before the upserts write it.
+		if err := s.serialize(ctx, tx, "classes:"+org); err != nil {
+			return fmt.Errorf("put classes: %w", err)
+		}
 		for _, c := range classes {
 			var one int
 			err := tx.QueryRowContext(ctx, `SELECT 1 FROM classes WHERE org_id = $1 AND name = $2`, org, c.Name).Scan(&one)

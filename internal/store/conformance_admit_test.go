@@ -79,18 +79,7 @@ func testConcurrentAdmission(t *testing.T, st *store.Store) {
 	if err := st.PutGuardrail(ctx, fx.org.ID, "", guardrail.Guardrail{MaxSandboxes: &maxLive}); err != nil {
 		t.Fatalf("PutGuardrail: %v", err)
 	}
-	// Like the service's, admit reads the guardrail while the transaction
-	// that called it is open: the store must allow that read.
-	admit := func(live sandbox.Live) error {
-		g, err := st.GetGuardrail(ctx, fx.org.ID, "")
-		if err != nil {
-			return err
-		}
-		if live.Org >= *g.MaxSandboxes {
-			return fmt.Errorf("the organisation has %d live sandboxes: %w", live.Org, guardrail.ErrExceeded)
-		}
-		return nil
-	}
+	admit := admitOrg(t, st, fx.org.ID)
 	errs := make([]error, callers)
 	var wg sync.WaitGroup
 	for i := range callers {
@@ -120,5 +109,22 @@ func testConcurrentAdmission(t *testing.T, st *store.Store) {
 	}
 	if len(live) != limit {
 		t.Errorf("%d live sandboxes, want %d", len(live), limit)
+	}
+}
+
+// admitOrg admits while the organisation has fewer live sandboxes than its
+// guardrail's max_sandboxes. Like the service's, it reads the guardrail
+// while the transaction that called it is open: the store must allow that
+// read.
+func admitOrg(t *testing.T, st *store.Store, org string) func(sandbox.Live) error {
+	return func(live sandbox.Live) error {
+		g, err := st.GetGuardrail(t.Context(), org, "")
+		if err != nil {
+			return err
+		}
+		if live.Org >= *g.MaxSandboxes {
+			return fmt.Errorf("the organisation has %d live sandboxes: %w", live.Org, guardrail.ErrExceeded)
+		}
+		return nil
 	}
 }

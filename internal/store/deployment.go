@@ -14,6 +14,10 @@ import (
 func (s *Store) DeploymentID(ctx context.Context) (string, error) {
 	var id string
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		// Replicas starting together must mint one id between them.
+		if err := s.serialize(ctx, tx, "deployment"); err != nil {
+			return err
+		}
 		err := tx.QueryRowContext(ctx, `SELECT id FROM deployment`).Scan(&id)
 		if !errors.Is(err, sql.ErrNoRows) {
 			return err

@@ -11,21 +11,43 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
-// Everything that depends on the database engine is in this file and in
-// migrations/<dialect>/. A PostgreSQL dialect adds a branch to Open, its
-// migration set, and its error codes to constraintOf; the queries elsewhere
-// are shared.
+// Everything that depends on the database engine is in this file, in
+// postgres.go and in migrations/<dialect>/; the queries elsewhere are
+// shared.
 
 // migrations holds the schema of every dialect. Embedded files are
 // read-only, so this is data, not state.
 //
-//go:embed migrations/sqlite/*.sql
+//go:embed migrations/sqlite/*.sql migrations/postgres/*.sql
 var migrations embed.FS
+
+// dialect is the database engine a Store talks to.
+type dialect int
+
+const (
+	sqliteDialect dialect = iota
+	postgresDialect
+)
+
+// isPostgres reports whether a database URL names PostgreSQL.
+func isPostgres(url string) bool {
+	scheme, _, ok := strings.Cut(url, "://")
+	if !ok {
+		return false
+	}
+	switch strings.ToLower(scheme) {
+	case "postgres", "postgresql":
+		return true
+	}
+	return false
+}
 
 // sqlitePragmas is applied to every SQLite connection. busy_timeout makes a
 // writer wait for the lock instead of failing; WAL lets readers run beside
@@ -61,12 +83,6 @@ func openSQLite(ctx context.Context, url string) (*sql.DB, error) {
 
 // sqlitePath reads the file path out of a database URL.
 func sqlitePath(url string) (string, error) {
-	scheme, _, _ := strings.Cut(url, "://")
-	switch strings.ToLower(scheme) {
-	case "postgres", "postgresql":
-		// The URL is not repeated: it may carry a password.
-		return "", errors.New("PostgreSQL is not built yet (it lands with the scale-out work); leave BERTH_DATABASE_URL empty or give an SQLite path")
-	}
 	path := url
 	switch {
 	case strings.HasPrefix(url, "sqlite://"):
@@ -90,13 +106,26 @@ func sqlitePath(url string) (string, error) {
 }
 
 // migrate brings the schema up to date; already applied migrations are
-// skipped.
-func migrate(ctx context.Context, db *sql.DB) error {
-	fsys, err := fs.Sub(migrations, "migrations/sqlite")
+// skipped. On PostgreSQL a session advisory lock keeps replicas that start
+// together from migrating at once.
+func migrate(ctx context.Context, db *sql.DB, d dialect) error {
+	dir, gd := "migrations/sqlite", goose.DialectSQLite3
+	opts := []goose.ProviderOption{goose.WithDisableGlobalRegistry(true)}
+	if d == postgresDialect {
+		dir, gd = "migrations/postgres", goose.DialectPostgres
+		// Retried every second for up to five minutes: a replica waits
+		// while another migrates.
+		locker, err := lock.NewPostgresSessionLocker(lock.WithLockTimeout(1, 300))
+		if err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+		opts = append(opts, goose.WithSessionLocker(locker))
+	}
+	fsys, err := fs.Sub(migrations, dir)
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	p, err := goose.NewProvider(goose.DialectSQLite3, db, fsys, goose.WithDisableGlobalRegistry(true))
+	p, err := goose.NewProvider(gd, db, fsys, opts...)
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
@@ -115,10 +144,26 @@ const (
 	foreignKeyConstraint
 )
 
-// constraintOf tells which constraint err reports breaking, if any.
+// PostgreSQL's SQLSTATE codes for the constraints constraintOf tells apart.
+const (
+	pgUniqueViolation     = "23505"
+	pgForeignKeyViolation = "23503"
+)
+
+// constraintOf tells which constraint err reports breaking, if any, in
+// either dialect.
 func constraintOf(err error) constraint {
-	var e *sqlite.Error
-	if !errors.As(err, &e) {
+	if pe, ok := errors.AsType[*pgconn.PgError](err); ok {
+		switch pe.Code {
+		case pgUniqueViolation:
+			return uniqueConstraint
+		case pgForeignKeyViolation:
+			return foreignKeyConstraint
+		}
+		return noConstraint
+	}
+	e, ok := errors.AsType[*sqlite.Error](err)
+	if !ok {
 		return noConstraint
 	}
 	switch e.Code() {

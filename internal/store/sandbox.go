@@ -119,11 +119,24 @@ func (s *Store) CreateSandbox(ctx context.Context, sb sandbox.Sandbox, key accou
 	if err != nil {
 		return fmt.Errorf("create sandbox %s: %w", sb.ID, err)
 	}
+	if s.admitting != nil {
+		select {
+		case s.admitting <- struct{}{}:
+			defer func() { <-s.admitting }()
+		case <-ctx.Done():
+			return fmt.Errorf("create sandbox %s: %w", sb.ID, ctx.Err())
+		}
+	}
 	return s.inTx(ctx, func(tx *sql.Tx) error {
-		// On SQLite this transaction already holds the database's write lock
-		// (_txlock=immediate), so the counts below cannot change before
-		// commit. DIALECT: PostgreSQL must first lock the organisation's row
-		// (SELECT … FOR UPDATE) to serialise creates the same way.
+		// The counts below must not change before commit (SPEC S7: N
+		// concurrent creates never exceed a quota). On SQLite this
+		// transaction already holds the database's write lock
+		// (_txlock=immediate); on PostgreSQL creates in one organisation
+		// (whose counts include its projects') take turns here, whichever
+		// replica they reach.
+		if err := s.serialize(ctx, tx, "admit:"+sb.Org); err != nil {
+			return fmt.Errorf("create sandbox %s: %w", sb.ID, err)
+		}
 		if sb.Live() {
 			var one int
 			err := tx.QueryRowContext(ctx, `SELECT 1 FROM sandboxes WHERE owner_id = $1 AND name = $2 AND live = 1`,
@@ -248,6 +261,11 @@ func (s *Store) UpdateSandbox(ctx context.Context, u sandbox.Update) error {
 		return fmt.Errorf("update sandbox %s: %w", sb.ID, err)
 	}
 	return s.inTx(ctx, func(tx *sql.Tx) error {
+		// The key read here is the one revoked below: no other update of
+		// this sandbox may come between.
+		if err := s.serialize(ctx, tx, "sandbox:"+string(sb.ID)); err != nil {
+			return fmt.Errorf("update sandbox %s: %w", sb.ID, err)
+		}
 		var oldKey string
 		err := tx.QueryRowContext(ctx, `SELECT key_id FROM sandboxes WHERE id = $1`, string(sb.ID)).Scan(&oldKey)
 		switch {

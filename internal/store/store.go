@@ -3,10 +3,10 @@
 // the classes, sandboxes and running segments of package sandbox (SPEC S1–S8).
 // It implements account.Store, account.GuardrailStore and sandbox.Store.
 //
-// Today the database is an SQLite file (modernc.org/sqlite, pure Go). The
-// queries use $1, $2… placeholders and portable SQL so a PostgreSQL dialect
-// can be added with a second migration set; what is dialect-specific lives in
-// the migrations and in dialect.go.
+// The database is an SQLite file (modernc.org/sqlite, pure Go) for one
+// gateway, or PostgreSQL (pgx) for one or several replicas of it. The
+// queries use $1, $2… placeholders and portable SQL, the same on both; what
+// is dialect-specific lives in the migrations, dialect.go and postgres.go.
 //
 // The store never reads a clock: every time it writes comes from its caller.
 package store
@@ -23,7 +23,14 @@ import (
 
 // Store is berth's database. It is safe for concurrent use.
 type Store struct {
-	db *sql.DB
+	db      *sql.DB
+	dialect dialect
+	// admitting bounds the creates whose transaction is open at once on
+	// PostgreSQL (nil on SQLite): admit reads guardrails on a second
+	// connection while the transaction holds its own, so creates waiting
+	// for the admission lock must never take every connection of the
+	// pool.
+	admitting chan struct{}
 	// inference commits concurrent model requests' records together.
 	inference recordBatch
 }
@@ -34,19 +41,28 @@ func DefaultPath(dataDir string) string {
 }
 
 // Open opens the database named by url and migrates it to the current
-// schema. url is a file path, sqlite://<path> or file:<path>; PostgreSQL
-// URLs are recognised but not supported yet. The parent directory of an
-// SQLite file is created if needed.
+// schema. url is postgres://… or postgresql://… for PostgreSQL (pgx's
+// connection URL); otherwise a file path, sqlite://<path> or file:<path>
+// for SQLite, whose parent directory is created if needed. Errors never
+// repeat a password.
 func Open(ctx context.Context, url string) (*Store, error) {
-	db, err := openSQLite(ctx, url)
+	d, open := sqliteDialect, openSQLite
+	if isPostgres(url) {
+		d, open = postgresDialect, openPostgres
+	}
+	db, err := open(ctx, url)
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
-	if err := migrate(ctx, db); err != nil {
+	if err := migrate(ctx, db, d); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open database: %w", err)
 	}
-	return &Store{db: db}, nil
+	st := &Store{db: db, dialect: d}
+	if d == postgresDialect {
+		st.admitting = make(chan struct{}, maxPostgresConns/2)
+	}
+	return st, nil
 }
 
 // Close closes the database.

@@ -17,6 +17,7 @@ import (
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
+	"berth.dev/berth/internal/store/storetest"
 )
 
 // The store is the database behind every domain Store interface.
@@ -28,18 +29,32 @@ var (
 
 func TestSQLite(t *testing.T) {
 	runConformance(t, func(t *testing.T) *store.Store {
-		t.Helper()
-		st, err := store.Open(t.Context(), store.DefaultPath(t.TempDir()))
-		if err != nil {
-			t.Fatalf("Open: %v", err)
-		}
-		t.Cleanup(func() {
-			if err := st.Close(); err != nil {
-				t.Errorf("Close: %v", err)
-			}
-		})
-		return st
+		return openStore(t, store.DefaultPath(t.TempDir()))
 	})
+}
+
+// TestPostgres runs the same suite on PostgreSQL, each subtest in a
+// schema of its own.
+func TestPostgres(t *testing.T) {
+	storetest.PostgresURL(t) // skips without a server
+	runConformance(t, func(t *testing.T) *store.Store {
+		return openStore(t, storetest.PostgresURL(t))
+	})
+}
+
+// openStore opens url and closes it when t ends.
+func openStore(t *testing.T, url string) *store.Store {
+	t.Helper()
+	st, err := store.Open(t.Context(), url)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := st.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return st
 }
 
 func TestDefaultPath(t *testing.T) {
@@ -76,8 +91,9 @@ func TestOpenRefuses(t *testing.T) {
 	for _, tc := range []struct {
 		url, want string
 	}{
-		{"postgres://berth:secret@db.example/berth", "PostgreSQL is not built yet"},
-		{"postgresql://db.example/berth?sslmode=disable", "PostgreSQL is not built yet"},
+		// Nothing listens on port 1; the message names the server, not the password.
+		{"postgres://berth:secret@127.0.0.1:1/berth?connect_timeout=2", "postgres postgres://berth:xxxxx@127.0.0.1:1/berth"},
+		{"postgresql://berth:secret@127.0.0.1:1/berth?sslmode=bogus", "sslmode"},
 		{"sqlite://", "names no file"},
 		{"sqlite://" + filepath.Join(t.TempDir(), "x.db") + "?mode=ro", "may not contain"},
 	} {
@@ -178,12 +194,7 @@ func TestDeploymentIDIsStable(t *testing.T) {
 	}
 }
 
-func TestRunRoundTrip(t *testing.T) {
-	st, err := store.Open(t.Context(), t.TempDir()+"/berth.db")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+func testRunRoundTrip(t *testing.T, st *store.Store) {
 	fx := newFixture(t, st, "acme")
 	sb, key := newSandbox(fx, fx.ann, "task", t0)
 	mustCreate(t, st, sb, key)
