@@ -8,6 +8,7 @@
 package podman
 
 import (
+	"bytes"
 	"fmt"
 	"maps"
 	"os"
@@ -159,11 +160,37 @@ func (c Config) WriteConfig() error {
 		}
 	}
 	for name, body := range map[string]string{"containers.conf": c.ContainersConf(), "storage.conf": c.StorageConf()} {
-		if err := os.WriteFile(filepath.Join(c.StateDir, name), []byte(body), 0o600); err != nil {
+		if err := replaceFile(filepath.Join(c.StateDir, name), []byte(body)); err != nil {
 			return fmt.Errorf("podman state: %w", err)
 		}
 	}
 	return nil
+}
+
+// replaceFile puts data at path unless it is there already, through a
+// rename: a podman that another gateway (or `berth admin podman-env`)
+// starts meanwhile reads the old file or the new one, never half of one.
+func replaceFile(path string, data []byte) error {
+	if cur, err := os.ReadFile(path); err == nil && bytes.Equal(cur, data) {
+		return nil
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }
 
 // RuntimeName returns the name podman knows a configured runtime by: a
