@@ -51,6 +51,7 @@ func (s *Service) Run(ctx context.Context, interval time.Duration) {
 		<-ctx.Done()
 		return
 	}
+	s.syncPoolsAndLog(ctx) // with pools off, the start-up deletes every pool (SPEC S12)
 	s.sweepAndLog(ctx)
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -68,6 +69,7 @@ func (s *Service) Run(ctx context.Context, interval time.Duration) {
 			})
 		case <-t.C:
 			s.sweepAndLog(ctx)
+			s.syncPoolsAndLog(ctx) // classes another replica changed
 		}
 	}
 }
@@ -323,6 +325,17 @@ func (s *Service) sweepOne(ctx context.Context, sb Sandbox, m Machine, has, mach
 			return err
 		case !machine:
 			_, err := s.end(ctx, "", sb, StateFailed, "its machine is gone")
+			if err == nil {
+				res.Failed = append(res.Failed, sb.ID)
+			}
+			return err
+		case m.Status == MachineStopped && m.Final:
+			// A finished pod cannot restart, whatever its exit (SPEC S11).
+			reason := "its machine finished and cannot restart"
+			if m.Detail != "" {
+				reason += " (" + m.Detail + ")"
+			}
+			_, err := s.end(ctx, "", sb, StateFailed, reason)
 			if err == nil {
 				res.Failed = append(res.Failed, sb.ID)
 			}

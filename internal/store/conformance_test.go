@@ -39,6 +39,7 @@ func runConformance(t *testing.T, open func(t *testing.T) *store.Store) {
 	t.Run("CountSandboxes", func(t *testing.T) { testCountSandboxes(t, open(t)) })
 	t.Run("ConcurrentAdmission", func(t *testing.T) { testConcurrentAdmission(t, open(t)) })
 	t.Run("Inference", func(t *testing.T) { testInference(t, open(t)) })
+	t.Run("WarmPools", func(t *testing.T) { testWarmPools(t, open(t)) })
 }
 
 // fixture is an organisation with a project and two users.
