@@ -362,6 +362,15 @@ type GitCredential struct {
 	ExpiresAt time.Time `json:"expires_at"`
 }
 
+// Environment is a warm pool sandbox's environment (SPEC S12, S15), the
+// answer of POST /sandbox/v1/bootstrap to its one-time token.
+type Environment struct {
+	Env map[string]string `json:"env"`
+}
+
+// BootstrapPath is the route a pool's sandbox fetches its environment at.
+const BootstrapPath = "/sandbox/v1/bootstrap"
+
 // UsageReport is the answer of GET /sandbox/v1/usage (SPEC S8): the
 // sandboxes created since Since, grouped by project, user or class. Tokens
 // and cost join the rows when agent runs exist.
