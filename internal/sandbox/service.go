@@ -94,10 +94,12 @@ type Service struct {
 	active   map[ID]*activity
 
 	work      Workspaces
-	follows   chan ID      // agent runs to follow again (after a restart)
-	following map[ID]bool  // agent runs whose output is being read
-	modelEnv  ModelEnv     // nil: sandboxes are told no model
-	meter     SessionMeter // nil: runs show the agent's figures only
+	follows   chan ID     // agent runs to follow again (after a restart)
+	following map[ID]bool // agent runs whose output is being read
+	modelEnv  ModelEnv    // nil: sandboxes are told no model
+
+	poolsMu sync.Mutex   // serialises SyncPools
+	meter   SessionMeter // nil: runs show the agent's figures only
 }
 
 type startJob struct {

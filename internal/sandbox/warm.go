@@ -149,6 +149,10 @@ func (s *Service) SyncPools(ctx context.Context) error {
 	if !ok {
 		return nil
 	}
+	// One sync at a time: one that read the classes before a change must
+	// not undo the sync of the change.
+	s.poolsMu.Lock()
+	defer s.poolsMu.Unlock()
 	var pools []Pool
 	if s.cfg.Warm {
 		classes, err := s.store.ListWarmClasses(ctx)
