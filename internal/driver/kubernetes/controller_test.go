@@ -112,6 +112,19 @@ type standIn struct {
 	mu       sync.Mutex
 	finished map[string]string // Sandbox name → reason, for pods that end
 	seq      int
+	holdBind bool // claims wait unbound while set
+}
+
+// hold stops binding claims until release.
+func (c *standIn) hold() (release func()) {
+	c.mu.Lock()
+	c.holdBind = true
+	c.mu.Unlock()
+	return func() {
+		c.mu.Lock()
+		c.holdBind = false
+		c.mu.Unlock()
+	}
 }
 
 // start runs the stand-in until the test ends.
@@ -256,6 +269,12 @@ func (c *standIn) fillPools(ctx context.Context) error {
 // the Sandbox, its additionalPodMetadata to the pod, and the claim's
 // status names the Sandbox, which keeps its pool name.
 func (c *standIn) bindClaims(ctx context.Context) error {
+	c.mu.Lock()
+	held := c.holdBind
+	c.mu.Unlock()
+	if held {
+		return nil
+	}
 	claims, err := c.dc.Resource(claimGVR).Namespace(c.ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return err

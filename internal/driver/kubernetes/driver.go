@@ -66,6 +66,8 @@ func (d *Driver) Start(ctx context.Context, spec sandbox.Spec) error {
 		if err := d.claim(ctx, spec); err != nil {
 			return err
 		}
+	case errors.Is(err, sandbox.ErrNotFound) && sb.FromPool && d.claimed(ctx, sb.ID):
+		// A restart interrupted the wait for the claim: wait again.
 	case errors.Is(err, sandbox.ErrNotFound):
 		if spec.Env == nil {
 			return fmt.Errorf("kubernetes: %s has no Sandbox and no environment to make one: %w", sb.ID, sandbox.ErrNotFound)
@@ -160,7 +162,7 @@ func (d *Driver) waitReady(ctx context.Context, spec sandbox.Spec) error {
 	sb := spec.Sandbox
 	return d.poll(ctx, func() (bool, error) {
 		cur, err := d.find(ctx, sb.ID)
-		if errors.Is(err, sandbox.ErrNotFound) && spec.Bootstrap != "" {
+		if errors.Is(err, sandbox.ErrNotFound) && (spec.Bootstrap != "" || sb.FromPool) {
 			return false, nil // the claim is not bound yet
 		}
 		if err != nil {
@@ -177,7 +179,7 @@ func (d *Driver) waitReady(ctx context.Context, spec sandbox.Spec) error {
 		if sb.Purpose != sandbox.PurposeEngineer {
 			return true, nil
 		}
-		if spec.Bootstrap != "" && cur.Spec.ShutdownTime == nil && !sb.ExpiresAt.IsZero() {
+		if sb.FromPool && cur.Spec.ShutdownTime == nil && !sb.ExpiresAt.IsZero() {
 			// Taken from the pool: the sandbox carries its expiry from now on.
 			if err := d.SetExpiry(ctx, sb.ID, sb.ExpiresAt); err != nil {
 				return false, err
@@ -276,14 +278,18 @@ func (d *Driver) Remove(ctx context.Context, id sandbox.ID) error {
 	return nil
 }
 
+// claimed reports whether the sandbox has a claim on a pool.
+func (d *Driver) claimed(ctx context.Context, id sandbox.ID) bool {
+	_, err := d.claims().Get(ctx, objectName(id), metav1.GetOptions{})
+	return err == nil
+}
+
 // Inspect reports the sandbox's condition. A claim the controller has not
 // bound yet is a machine on its way.
 func (d *Driver) Inspect(ctx context.Context, id sandbox.ID) (sandbox.Machine, error) {
 	cur, err := d.find(ctx, id)
-	if errors.Is(err, sandbox.ErrNotFound) {
-		if _, cerr := d.claims().Get(ctx, objectName(id), metav1.GetOptions{}); cerr == nil {
-			return sandbox.Machine{ID: id, Status: sandbox.MachineRunning, Detail: "claimed from the warm pool, not bound yet"}, nil
-		}
+	if errors.Is(err, sandbox.ErrNotFound) && d.claimed(ctx, id) {
+		return sandbox.Machine{ID: id, Status: sandbox.MachineRunning, Detail: "claimed from the warm pool, not bound yet"}, nil
 	}
 	if err != nil {
 		return sandbox.Machine{}, err

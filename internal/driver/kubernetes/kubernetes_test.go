@@ -32,6 +32,7 @@ import (
 	"berth.dev/berth/internal/gateway"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
+	"berth.dev/berth/internal/tunnel/tunneltest"
 	"berth.dev/berth/internal/usage"
 )
 
@@ -46,22 +47,8 @@ type greeter struct {
 
 func newGreeter(t *testing.T, up func(string) bool) *greeter {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_, _ = io.WriteString(c, "SSH-2.0-standin\r\n")
-			c.Close()
-		}
-	}()
-	return &greeter{addr: ln.Addr().String(), up: up}
+	addr := tunneltest.Listen(t, func(c net.Conn) { _, _ = io.WriteString(c, "SSH-2.0-standin\r\n") })
+	return &greeter{addr: addr, up: up}
 }
 
 func (g *greeter) dial(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -563,5 +550,40 @@ func needCommand(t *testing.T, name string) {
 	t.Helper()
 	if _, err := exec.LookPath(name); err != nil {
 		t.Skipf("%s is not installed", name)
+	}
+}
+
+// TestClaimWaitedForAgain: a gateway that stops while a pool's claim is
+// unbound finds the claim at its next start and waits for it, instead of
+// failing the sandbox for want of an environment.
+func TestClaimWaitedForAgain(t *testing.T) {
+	dc := kubeClient(t)
+	d, ctl, _ := newDriver(t, dc, newGreeter(t, nil))
+	ctx := t.Context()
+	p := sandbox.Pool{Org: "org_acme", Class: sandbox.Class{Name: "warm", Image: "ghcr.io/acme/dev:1", CPU: 500, Memory: 1 << 30, Warm: 1}}
+	if err := d.SyncPools(ctx, []sandbox.Pool{p}); err != nil {
+		t.Fatal(err)
+	}
+	spec := drivertest.Spec(drivertest.Options{Image: p.Class.Image, SSHKey: sshKey})
+	spec.Sandbox.Org, spec.Sandbox.Class, spec.Sandbox.FromPool = p.Org, p.Class.Name, true
+	spec.Env, spec.Bootstrap = nil, "bst_ONETIME"
+	release := ctl.hold()
+	stopped, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if err := d.Start(stopped, spec); err == nil {
+		t.Fatal("Start returned with the claim unbound")
+	}
+	if m, err := d.Inspect(ctx, spec.Sandbox.ID); err != nil || m.Status != sandbox.MachineRunning {
+		t.Fatalf("Inspect(unbound claim) = %+v, %v; want a machine on its way", m, err)
+	}
+	release()
+	if err := d.Start(ctx, sandbox.Spec{Sandbox: spec.Sandbox}); err != nil {
+		t.Fatalf("Start after the restart = %v, want it to wait for the claim", err)
+	}
+	if err := d.Remove(ctx, spec.Sandbox.ID); err != nil {
+		t.Fatal(err)
+	}
+	if ms, _ := d.List(ctx); len(ms) != 0 {
+		t.Errorf("List after Remove = %v", ms)
 	}
 }
