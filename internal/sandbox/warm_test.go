@@ -198,6 +198,14 @@ func TestWarmPoolSandboxFetchesItsEnvironmentOnce(t *testing.T) {
 	if s := d.lastSpec(t, cold.ID); s.Bootstrap != "" || s.Env == nil {
 		t.Errorf("a class without warm got Bootstrap %q", s.Bootstrap)
 	}
+
+	// Pools do not outlive their class.
+	if err := e.svc.DeleteClass(ctx, e.admin, "", "warm"); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.lastPools(); len(got) != 0 {
+		t.Errorf("pools after the class was deleted = %+v, want none", got)
+	}
 }
 
 // TestWarmPoolsOffDeletesThem: with warm pools off the gateway asks the

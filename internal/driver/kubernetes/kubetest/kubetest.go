@@ -235,6 +235,17 @@ func established(u *unstructured.Unstructured) bool {
 	return false
 }
 
+// Kubeconfig is a kubeconfig file's content that reaches the server.
+func (s *Server) Kubeconfig() string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: kubetest, cluster: {server: %q, insecure-skip-tls-verify: true}}]
+users: [{name: kubetest, user: {token: %q}}]
+contexts: [{name: kubetest, context: {cluster: kubetest, user: kubetest}}]
+current-context: kubetest
+`, s.Config.Host, token)
+}
+
 // Stop ends the API server, then etcd, and removes their state.
 func (s *Server) Stop() {
 	for i := len(s.procs) - 1; i >= 0; i-- {
