@@ -37,6 +37,7 @@ func TestImportDirection(t *testing.T) {
 		{"githttp", []string{module + "store", module + "gateway", module + "client", module + "cli", module + "driver/", module + "sandbox", module + "account", "database/sql"}},
 		{"tunnel", []string{module}},
 		{"store", []string{module + "gateway", module + "client", module + "cli", module + "driver/"}},
+		{"driver/kubernetes", []string{module + "store", module + "gateway", module + "client", module + "cli", module + "driver/podman", module + "driver/fake", "database/sql"}},
 		{"driver/fake", []string{module + "store", module + "gateway", module + "client", module + "cli", "database/sql"}},
 		{"gateway", []string{module + "store", module + "client", module + "cli", module + "driver/", "database/sql", "github.com/prometheus/", "github.com/chromedp/"}},
 		// The web panel is an adapter inside the gateway's edge: services

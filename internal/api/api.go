@@ -235,9 +235,12 @@ type Sandbox struct {
 	Role         string            `json:"role,omitempty"`     // an agent sandbox's: author or reviewer
 	Contract     string            `json:"contract,omitempty"` // an agent sandbox's image contract: berth or kelos
 	Env          map[string]string `json:"env,omitempty"`
-	CreatedAt    time.Time         `json:"created_at"`
-	ExpiresAt    time.Time         `json:"expires_at"`
-	EndedAt      *time.Time        `json:"ended_at,omitempty"`
+	// FromPool says the sandbox was taken from its class's warm pool
+	// (SPEC S12).
+	FromPool  bool       `json:"from_pool,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
+	ExpiresAt time.Time  `json:"expires_at"`
+	EndedAt   *time.Time `json:"ended_at,omitempty"`
 	// RunningSeconds is the sum of the sandbox's running segments (SPEC S8).
 	RunningSeconds int64 `json:"running_seconds"`
 	// Connections is how many connections through the gateway's tunnel
@@ -361,6 +364,15 @@ type GitCredential struct {
 	Token     string    `json:"token"`
 	ExpiresAt time.Time `json:"expires_at"`
 }
+
+// Environment is a warm pool sandbox's environment (SPEC S12, S15), the
+// answer of POST /sandbox/v1/bootstrap to its one-time token.
+type Environment struct {
+	Env map[string]string `json:"env"`
+}
+
+// BootstrapPath is the route a pool's sandbox fetches its environment at.
+const BootstrapPath = "/sandbox/v1/bootstrap"
 
 // UsageReport is the answer of GET /sandbox/v1/usage (SPEC S8): the
 // sandboxes created since Since, grouped by project, user or class. Tokens

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	"berth.dev/berth/internal/inference"
 	"berth.dev/berth/internal/quantity"
 	"berth.dev/berth/internal/runner"
@@ -36,10 +38,13 @@ type Config struct {
 	ServiceAccount   string                  // BERTH_SANDBOX_SERVICE_ACCOUNT
 	ImagePullSecrets []string                // BERTH_SANDBOX_IMAGE_PULL_SECRETS
 	Warm             bool                    // BERTH_SANDBOX_WARM
-	PodmanBinary     string                  // BERTH_SANDBOX_PODMAN_BINARY, default podman
-	PodmanNetwork    string                  // BERTH_SANDBOX_PODMAN_NETWORK
-	PodmanAgentNet   string                  // BERTH_SANDBOX_PODMAN_AGENT_NETWORK, default berth-agents
-	PodmanRoot       string                  // BERTH_SANDBOX_PODMAN_ROOT, default DataDir/podman
+	// Kubeconfig is KUBECONFIG: the kubernetes driver's cluster when the
+	// gateway runs outside it; "" is the in-cluster service account.
+	Kubeconfig     string
+	PodmanBinary   string // BERTH_SANDBOX_PODMAN_BINARY, default podman
+	PodmanNetwork  string // BERTH_SANDBOX_PODMAN_NETWORK
+	PodmanAgentNet string // BERTH_SANDBOX_PODMAN_AGENT_NETWORK, default berth-agents
+	PodmanRoot     string // BERTH_SANDBOX_PODMAN_ROOT, default DataDir/podman
 
 	Forge      string // BERTH_SANDBOX_GIT_FORGE: "", local, github, gitlab
 	GitURL     string // BERTH_SANDBOX_GIT_URL
@@ -81,7 +86,7 @@ var settingsHelp = `Settings (environment variables, read once at start-up):
                                     PostgreSQL, which several gateway replicas can share
   BERTH_PUBLIC_URL                  the gateway's address as users reach it
   BERTH_LOG_LEVEL                   debug, info (default), warn or error
-  BERTH_SANDBOX_DRIVER              podman, kubernetes (not built yet), fake (development
+  BERTH_SANDBOX_DRIVER              podman, kubernetes (agent-sandbox v1beta1), fake (development
                                     only: isolates nothing), or unset for no sandboxes
   BERTH_SANDBOXES_FILE              the classes each new organisation starts with (YAML)
   BERTH_SANDBOX_IMAGES              comma-separated images administrators may give a class
@@ -89,10 +94,21 @@ var settingsHelp = `Settings (environment variables, read once at start-up):
   BERTH_SANDBOX_RUNTIME_STANDARD    runtime of the standard tier (default: the driver's)
   BERTH_SANDBOX_RUNTIME_ISOLATED    runtime of the isolated tier (gVisor); unset: unavailable
   BERTH_SANDBOX_RUNTIME_VM          runtime of the vm tier (Kata, krun); unset: unavailable
+                                    (podman: an OCI runtime name or path; kubernetes: a
+                                    RuntimeClass name)
   BERTH_SANDBOX_PUBLIC_URL          the gateway as a sandbox reaches it (default BERTH_PUBLIC_URL)
   BERTH_SANDBOX_IDLE_SUSPEND        suspend engineer sandboxes idle this long (at least 5m)
-  BERTH_SANDBOX_NAMESPACE, _STORAGE_CLASS, _SERVICE_ACCOUNT, _IMAGE_PULL_SECRETS, _WARM
-                                    Kubernetes driver settings
+  BERTH_SANDBOX_NAMESPACE           kubernetes: the namespace of sandboxes and warm pools
+                                    (default: default, with a warning)
+  BERTH_SANDBOX_STORAGE_CLASS       kubernetes: storage class of a class's disk (default: the
+                                    cluster's); a class without a disk gets an 8Gi emptyDir
+  BERTH_SANDBOX_SERVICE_ACCOUNT     kubernetes: the sandboxes' service account (its token is
+                                    never mounted; default: the namespace's default)
+  BERTH_SANDBOX_IMAGE_PULL_SECRETS  kubernetes: comma-separated secrets to pull images with
+  BERTH_SANDBOX_WARM                on or off (default): warm pools for engineer classes with
+                                    warm > 0 (kubernetes only); off deletes every pool at start
+  KUBECONFIG                        kubernetes: the cluster when the gateway runs outside it
+                                    (default: the in-cluster service account)
   BERTH_SANDBOX_PODMAN_BINARY       podman driver's command (default podman)
   BERTH_SANDBOX_PODMAN_NETWORK      podman driver's network (default podman's bridge)
   BERTH_SANDBOX_PODMAN_AGENT_NETWORK
@@ -215,7 +231,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	switch c.Driver {
 	case "", "fake", "podman":
 	case "kubernetes":
-		bad("BERTH_SANDBOX_DRIVER", "the kubernetes driver is not built into this version yet; use podman on one host, or leave it unset")
+		c.Kubeconfig = get("KUBECONFIG", "")
 	default:
 		bad("BERTH_SANDBOX_DRIVER", "unknown driver %q (podman, kubernetes, fake, or unset for no sandboxes)", c.Driver)
 	}
@@ -224,6 +240,9 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		if rt := get(t.Setting(), ""); rt != "" {
 			c.Runtimes[t] = rt
 		}
+	}
+	if c.Driver == "kubernetes" {
+		checkKubernetes(c, bad)
 	}
 	if c.IdleSuspend != 0 && c.IdleSuspend < 5*time.Minute {
 		bad("BERTH_SANDBOX_IDLE_SUSPEND", "%s is under the 5m minimum", quantity.FormatDuration(c.IdleSuspend))
@@ -308,6 +327,35 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		c.Classes = classes
 	}
 	return c, errors.Join(errs...)
+}
+
+// checkKubernetes checks the names the kubernetes driver writes into
+// objects, so a typo stops the start instead of every sandbox's.
+func checkKubernetes(c Config, bad func(setting, format string, args ...any)) {
+	if c.Namespace != "" {
+		if errs := validation.IsDNS1123Label(c.Namespace); len(errs) > 0 {
+			bad("BERTH_SANDBOX_NAMESPACE", "%q is not a namespace name: %s", c.Namespace, strings.Join(errs, "; "))
+		}
+	}
+	names := []struct{ setting, value string }{
+		{"BERTH_SANDBOX_STORAGE_CLASS", c.StorageClass},
+		{"BERTH_SANDBOX_SERVICE_ACCOUNT", c.ServiceAccount},
+	}
+	for _, s := range c.ImagePullSecrets {
+		names = append(names, struct{ setting, value string }{"BERTH_SANDBOX_IMAGE_PULL_SECRETS", s})
+	}
+	for _, t := range []sandbox.Tier{sandbox.TierStandard, sandbox.TierIsolated, sandbox.TierVM} {
+		names = append(names, struct{ setting, value string }{t.Setting(), c.Runtimes[t]})
+	}
+	for _, n := range names {
+		if n.value == "" {
+			continue
+		}
+		if errs := validation.IsDNS1123Subdomain(n.value); len(errs) > 0 {
+			bad(n.setting, "%q is not a Kubernetes object name (with the kubernetes driver it names a RuntimeClass, storage class, service account or secret): %s",
+				n.value, strings.Join(errs, "; "))
+		}
+	}
 }
 
 // runnable says why berth cannot run the named runner, if it cannot.

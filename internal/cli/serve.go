@@ -21,7 +21,12 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"berth.dev/berth/internal/account"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
 	"berth.dev/berth/internal/driver/fake"
+	"berth.dev/berth/internal/driver/kubernetes"
 	"berth.dev/berth/internal/driver/podman"
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/gateway"
@@ -76,6 +81,13 @@ func build(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 			return nil, fmt.Errorf("BERTH_SANDBOX_DRIVER=podman: %w", err)
 		}
 		drv = pd
+	case "kubernetes":
+		kd, err := kubernetesDriver(ctx, cfg, st, log)
+		if err != nil {
+			st.Close()
+			return nil, err
+		}
+		drv = kd
 	case "":
 	default:
 		st.Close()
@@ -130,6 +142,7 @@ func build(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 		Retention:     cfg.UsageRetention,
 		Metrics:       m,
 		Workspaces:    work,
+		Warm:          cfg.Warm,
 		Agents: sandbox.AgentConfig{
 			Images:  cfg.RunnerImages,
 			Runner:  cfg.AgentRunner,
@@ -239,6 +252,12 @@ func serve(ctx context.Context, cfg Config, env Env) error {
 	if cfg.Driver == "fake" {
 		log.Warn("BERTH_SANDBOX_DRIVER=fake is a development driver: it runs and isolates nothing, and forgets its machines when the gateway stops")
 	}
+	if cfg.Driver == "kubernetes" && cfg.Namespace == "" {
+		log.Warn("BERTH_SANDBOX_NAMESPACE is unset: sandboxes go in the default namespace; give them their own, with the NetworkPolicy of deploy/")
+	}
+	if cfg.Warm && cfg.Driver != "kubernetes" {
+		log.Warn("BERTH_SANDBOX_WARM=on does nothing here: only the kubernetes driver keeps warm pools", "driver", cfg.Driver)
+	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("BERTH_ADDR: %w", err)
@@ -331,4 +350,33 @@ func podmanConfig(cfg Config) podman.Config {
 		AgentNetwork: cfg.PodmanAgentNet,
 		Runtimes:     rts,
 	}
+}
+
+// kubernetesDriver connects to the cluster (KUBECONFIG, else the pod's
+// own service account) and makes the kubernetes driver. Its objects carry
+// the deployment's id, so two gateways can share a namespace.
+func kubernetesDriver(ctx context.Context, cfg Config, st *store.Store, log *slog.Logger) (*kubernetes.Driver, error) {
+	var (
+		rc  *rest.Config
+		err error
+	)
+	if cfg.Kubeconfig != "" {
+		if rc, err = clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig); err != nil {
+			return nil, fmt.Errorf("KUBECONFIG: %w", err)
+		}
+	} else if rc, err = rest.InClusterConfig(); err != nil {
+		return nil, fmt.Errorf("BERTH_SANDBOX_DRIVER=kubernetes: not in a cluster and KUBECONFIG is unset: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("BERTH_SANDBOX_DRIVER=kubernetes: %w", err)
+	}
+	dep, err := st.DeploymentID(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.New(kubernetes.Config{
+		Namespace: cfg.Namespace, Deployment: dep, StorageClass: cfg.StorageClass, ServiceAccount: cfg.ServiceAccount,
+		ImagePullSecrets: cfg.ImagePullSecrets, PublicURL: cfg.SandboxPublicURL,
+	}, dyn, log), nil
 }

@@ -59,6 +59,11 @@
 //	BERTH_RUNNER_FILES        agent-run: JSON [{"path": "<relative to HOME>",
 //	                          "content": "…"}, …], the runner's config files
 //	BERTH_IMAGE_CHECK=1       agent-run: report instead of exec (berth image check)
+//	BERTH_BOOTSTRAP_FILE      warm pool (SPEC S12), without BERTH_SANDBOX_ID: the
+//	                          downward-API file of the pod's annotations; berth-init
+//	                          waits there for the berth.dev/bootstrap-token a claim
+//	                          adds, trades it once at BERTH_BASE_URL for the sandbox's
+//	                          environment (POST /sandbox/v1/bootstrap), then starts
 //
 // Start-only, never written to HOME: BERTH_TASK, BERTH_AUTHORIZED_KEYS,
 // BERTH_GIT_TOKEN, BERTH_PI_CONFIG, BERTH_PI_SETTINGS. Every other variable,
@@ -70,6 +75,7 @@
 package entrypoint
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -80,6 +86,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // Exit codes.
@@ -149,6 +156,13 @@ func OSEnv() Env {
 func Main(args []string, env Env) int {
 	if len(args) > 0 && filepath.Base(args[0]) == credentialHelperName {
 		return credentialMain(args[1:], env)
+	}
+	if pooled(env.Getenv) {
+		var err error
+		if env, err = bootstrap(context.Background(), env, 500*time.Millisecond); err != nil {
+			fmt.Fprintf(env.Stderr, "berth-init: warm pool: %v\n", err)
+			return exitFailure
+		}
 	}
 	cfg, err := loadConfig(env.Getenv)
 	if err != nil {

@@ -52,7 +52,7 @@ func apiSandbox(sb sandbox.Sandbox, ownerName string, running time.Duration) api
 		Image: sb.Image, Isolation: string(sb.Isolation), CPU: sb.CPU.String(), Memory: sb.Memory.String(),
 		State: string(sb.State), Reason: sb.Reason, Repo: sb.Repo, Branch: sb.Branch, Runner: sb.Runner,
 		Env: sb.Env, CreatedAt: sb.CreatedAt, ExpiresAt: sb.ExpiresAt, EndedAt: timePtr(sb.EndedAt),
-		RunningSeconds: int64(running / time.Second), Role: string(sb.Role),
+		RunningSeconds: int64(running / time.Second), Role: string(sb.Role), FromPool: sb.FromPool,
 	}
 	if sb.Purpose == sandbox.PurposeAgent {
 		out.Contract = string(sb.Contract)

@@ -194,6 +194,8 @@ func (s *Server) routes() []route {
 		{"GET", "/sandbox/v1/sandboxes/{ref}/run/log", userKey, s.runLog},
 		{"GET", "/sandbox/v1/sandboxes/{ref}/run/verdict", userKey, s.runVerdict},
 		{"POST", "/sandbox/v1/git-credential", anyKey, s.gitCredential},
+		// The one-time bootstrap token is the credential; the handler checks it.
+		{"POST", api.BootstrapPath, public, s.bootstrap},
 
 		{"GET", "/git/{path...}", own, s.serveGit},
 		{"POST", "/git/{path...}", own, s.serveGit},

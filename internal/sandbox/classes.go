@@ -120,6 +120,7 @@ func (s *Service) ApplyClasses(ctx context.Context, p account.Principal, orgRef 
 		}
 	}
 	s.log.InfoContext(ctx, "classes applied", "org", org.ID, "user", p.User.ID, "created", res.Created, "updated", res.Updated)
+	s.syncPoolsAndLog(ctx) // a class's pool follows its warm
 	for _, c := range classes {
 		how := "updated"
 		if isNew[c.Name] {
@@ -145,6 +146,7 @@ func (s *Service) DeleteClass(ctx context.Context, p account.Principal, orgRef, 
 		return fmt.Errorf("delete class %s: %w", name, err)
 	}
 	s.log.InfoContext(ctx, "class deleted", "org", org.ID, "user", p.User.ID, "class", name)
+	s.syncPoolsAndLog(ctx) // pools do not outlive their class (SPEC S12)
 	s.record(ctx, audit.Event{Org: org.ID, Actor: p.User.ID, Action: audit.ClassDelete, Target: name})
 	return nil
 }

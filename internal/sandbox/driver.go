@@ -1,6 +1,9 @@
 package sandbox
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Driver runs the machines behind sandboxes: podman containers on one host,
 // agent-sandbox objects on Kubernetes, or an in-memory fake. Every driver
@@ -33,6 +36,11 @@ type Spec struct {
 	// and never log them. Empty when the machine exists and keeps its own.
 	Env     map[string]string
 	Replace bool
+	// Bootstrap, when set, is a one-time token the machine trades at the
+	// gateway for its environment (SPEC S12): Env is then nil, so nothing
+	// per sandbox is baked into the machine. A driver with Pools takes
+	// such a machine from the class's warm pool, or starts it again.
+	Bootstrap string
 	// Run, when set, makes the machine an agent run (SPEC S13): the
 	// runner's image with its arguments, the checkout the only mount,
 	// hardened, removed after it exits.
@@ -57,4 +65,37 @@ type Machine struct {
 	// VolumeOnly says the machine itself is gone and only its volume is
 	// left (the home of a failed engineer sandbox, or what a crash left).
 	VolumeOnly bool
+	// Final says a stopped machine cannot be started again: on Kubernetes
+	// a finished pod, which the sweep fails whatever its exit code (SPEC
+	// S11), where podman suspends an engineer sandbox that exited 0.
+	Final bool
+}
+
+// Expirer is the capability of a driver whose machines carry their expiry
+// themselves, so the cluster enforces it even with every gateway gone
+// (SPEC S11: Kubernetes' shutdownTime). Every new expiry is handed to it.
+type Expirer interface {
+	// SetExpiry moves the machine's expiry to at: ErrNotFound when the
+	// driver has no machine for id.
+	SetExpiry(ctx context.Context, id ID, at time.Time) error
+}
+
+// Pool is one class's warm pool (SPEC S12): Size ready machines of the
+// class, made before anybody asks, for an organisation's engineers.
+type Pool struct {
+	Org   string
+	Class Class
+	// Runtime is the runtime the class's tier maps to ("" the driver's
+	// default), as a sandbox of the class would get.
+	Runtime string
+}
+
+// Pools is the capability of a driver that keeps warm pools (Kubernetes,
+// with agent-sandbox's extensions). A sandbox whose Spec carries a
+// Bootstrap token is taken from its class's pool.
+type Pools interface {
+	// SyncPools makes the driver's pools exactly pools, one per
+	// organisation and class, deleting every other pool of the deployment:
+	// an empty list deletes them all.
+	SyncPools(ctx context.Context, pools []Pool) error
 }

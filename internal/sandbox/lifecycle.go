@@ -94,23 +94,32 @@ func (s *Service) resume(ctx context.Context, p account.Principal, ref string) (
 			if err := s.checkAllowed(ctx, next.Org, next.Project, s.repoOf(next)); err != nil {
 				return Sandbox{}, err
 			}
-			if next.GitMode == GitToken {
+			if next.GitMode == GitToken && !next.FromPool {
 				if token, err = s.mintCredential(ctx, next, p.User.ID); err != nil {
 					return Sandbox{}, fmt.Errorf("repository %s: %w", next.Repo, err)
 				}
 			}
 		}
-		env, err := s.environment(ctx, next, secret, token)
-		if err != nil {
-			return Sandbox{}, err
+		spec = Spec{Sandbox: next, Replace: true}
+		if !next.FromPool { // a pool's machine fetches it (Bootstrap)
+			if spec.Env, err = s.environment(ctx, next, secret, token); err != nil {
+				return Sandbox{}, err
+			}
 		}
-		spec = Spec{Sandbox: next, Env: env, Replace: true}
 	}
 	s.claim(ctx, sb.ID) // as at create: no sweep may start it a second time
 	out, err := s.write(ctx, p.User.ID, sb, u)
 	if err != nil {
 		s.done(sb.ID)
 		return Sandbox{}, err
+	}
+	if sb.FromPool {
+		// A new pod of a pool's sandbox fetches its environment again.
+		if spec.Bootstrap, err = s.issueBootstrap(ctx, out); err != nil {
+			s.done(sb.ID)
+			s.fail(ctx, sb.ID, err.Error())
+			return Sandbox{}, err
+		}
 	}
 	s.enqueue(ctx, spec)
 	return out, nil
@@ -155,7 +164,17 @@ func (s *Service) extend(ctx context.Context, p account.Principal, ref, ttl stri
 	}
 	next := sb
 	next.ExpiresAt = s.now().Add(d)
-	return s.write(ctx, p.User.ID, sb, Update{Sandbox: next, From: sb.State, At: s.now()})
+	out, err := s.write(ctx, p.User.ID, sb, Update{Sandbox: next, From: sb.State, At: s.now()})
+	if err != nil {
+		return Sandbox{}, err
+	}
+	if e, ok := s.driver.(Expirer); ok {
+		// The cluster enforces the expiry itself (SPEC S11): move it too.
+		if err := e.SetExpiry(ctx, sb.ID, next.ExpiresAt); err != nil && !errors.Is(err, ErrNotFound) {
+			return Sandbox{}, fmt.Errorf("driver: %w", err)
+		}
+	}
+	return out, nil
 }
 
 // Terminate ends a sandbox for good: its key is revoked at once, then its

@@ -80,6 +80,9 @@ func (s *Service) sweepIfLeader(ctx context.Context, leading *bool) {
 		}
 	}
 	if lead {
+		// With pools off, the first sync deletes every pool (SPEC S12);
+		// later ones catch classes another replica changed.
+		s.syncPoolsAndLog(ctx)
 		s.sweepAndLog(ctx)
 	}
 }

@@ -154,9 +154,13 @@ type Sandbox struct {
 	SSHKeys      []string
 	Env          map[string]string // caller-added; dropped by a resume after expiry
 	KeyID        string            // the sandbox's current key
-	CreatedAt    time.Time
-	ExpiresAt    time.Time
-	EndedAt      time.Time // zero while live
+	// FromPool says the sandbox was taken from its class's warm pool (SPEC
+	// S12): its machine fetches its environment with a bootstrap token at
+	// every start instead of carrying it.
+	FromPool  bool
+	CreatedAt time.Time
+	ExpiresAt time.Time
+	EndedAt   time.Time // zero while live
 
 	// Ran is the total of the sandbox's closed running segments and
 	// RunningSince the start of the open one (zero when none is open). The

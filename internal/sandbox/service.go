@@ -68,6 +68,10 @@ type Config struct {
 	// Workspaces makes agent runs' checkouts; nil: agent sandboxes run no
 	// runner.
 	Workspaces Workspaces
+	// Warm turns warm pools on (BERTH_SANDBOX_WARM, SPEC S12): engineer
+	// sandboxes of a class with warm > 0 come from its pool when the
+	// driver keeps pools. Off, every pool is deleted.
+	Warm bool
 }
 
 // Service drives sandboxes through their lifecycle. Its Run method owns the
@@ -95,6 +99,7 @@ type Service struct {
 	modelEnv  ModelEnv     // nil: sandboxes are told no model
 	meter     SessionMeter // nil: runs show the agent's figures only
 	replicas  Replicas     // alone unless WithReplicas
+	poolsMu   sync.Mutex   // serialises SyncPools
 }
 
 type startJob struct {
@@ -230,12 +235,17 @@ func (s *Service) create(ctx context.Context, p account.Principal, req CreateReq
 	if req.Repo != "" {
 		sb.Repo, sb.GitMode = repo.String(), class.Git
 	}
+	sb.FromPool = s.pooled(class, purpose)
 	if purpose == PurposeAgent && s.work != nil {
 		name, image, err := s.chooseRunner(req.Runner, class)
 		if err != nil {
 			return Sandbox{}, err
 		}
 		if name != "" {
+			if _, ok := s.driver.(Follower); !ok {
+				return Sandbox{}, fmt.Errorf("the %s driver cannot run agents yet (a run needs the host's checkout mounted and its output followed): an agent sandbox with runner %s needs the podman driver: %w",
+					s.cfg.Driver, name, ErrUnavailable)
+			}
 			// SPEC S13: the runner's image, chosen per runner (a kelos
 			// class's own image, S13.6).
 			sb.Runner, sb.Image = name, image
@@ -271,6 +281,19 @@ func (s *Service) create(ctx context.Context, p account.Principal, req CreateReq
 	s.log.InfoContext(ctx, "sandbox created", "sandbox", sb.ID, "name", sb.Name, "user", p.User.ID,
 		"purpose", sb.Purpose, "class", sb.Class, "expires", sb.ExpiresAt)
 	s.recordCreate(ctx, p.User.ID, sb, prj.Name)
+	if sb.FromPool {
+		// Nothing of the sandbox's own goes to the pool's machine but a
+		// token; its environment, key and repository token are made when
+		// it asks (Bootstrap). The key made above is replaced then.
+		bt, err := s.issueBootstrap(ctx, sb)
+		if err != nil {
+			s.done(sb.ID)
+			s.fail(ctx, sb.ID, err.Error())
+			return Sandbox{}, err
+		}
+		s.enqueue(ctx, Spec{Sandbox: sb, Bootstrap: bt})
+		return sb, nil
+	}
 	var token forge.Token
 	if sb.GitMode == GitToken {
 		if token, err = s.mintCredential(ctx, sb, p.User.ID); err != nil {

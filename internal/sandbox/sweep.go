@@ -356,6 +356,17 @@ func (s *Service) sweepOne(ctx context.Context, sb Sandbox, m Machine, has, mach
 				res.Failed = append(res.Failed, sb.ID)
 			}
 			return err
+		case m.Status == MachineStopped && m.Final:
+			// A finished pod cannot restart, whatever its exit (SPEC S11).
+			reason := "its machine finished and cannot restart"
+			if m.Detail != "" {
+				reason += " (" + m.Detail + ")"
+			}
+			_, err := s.end(ctx, "", sb, StateFailed, reason)
+			if err == nil {
+				res.Failed = append(res.Failed, sb.ID)
+			}
+			return err
 		case m.Status == MachineStopped && m.ExitCode == 0 && sb.Purpose == PurposeEngineer:
 			next, _ := sb.Transition(StateSuspended)
 			next.Reason = "its process exited 0 (" + m.Detail + ")"

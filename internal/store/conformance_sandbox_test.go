@@ -153,7 +153,7 @@ func testSandboxRoundTrip(t *testing.T, st *store.Store) {
 	full.Task, full.Runner, full.Role = "fix the build", "claude-code", sandbox.RoleReviewer
 	full.Contract, full.SetupCommand = sandbox.ContractKelos, []string{"sh", "-c", "make deps"}
 	full.Env = map[string]string{"FOO": "bar", "EMPTY": ""}
-	full.EndedAt = t0.Add(time.Hour)
+	full.EndedAt, full.FromPool = t0.Add(time.Hour), true
 	checkAllSet(t, full, "Ran", "RunningSince", "FirstRan")
 	mustCreate(t, st, full, key)
 	if diff := cmp.Diff(full, mustGet(t, st, full.ID)); diff != "" {

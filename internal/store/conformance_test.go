@@ -41,6 +41,7 @@ func runConformance(t *testing.T, open func(t *testing.T) *store.Store) {
 	t.Run("Inference", func(t *testing.T) { testInference(t, open(t)) })
 	t.Run("Runs", func(t *testing.T) { testRunRoundTrip(t, open(t)) })
 	t.Run("Audit", func(t *testing.T) { testAudit(t, open(t)) })
+	t.Run("WarmPools", func(t *testing.T) { testWarmPools(t, open(t)) })
 }
 
 // fixture is an organisation with a project and two users.

@@ -36,7 +36,7 @@ func sandboxArgs(sb sandbox.Sandbox) ([]any, error) {
 		string(sb.Isolation), sb.Runtime, int64(sb.CPU), int64(sb.Memory), int64(sb.Disk), string(sb.State),
 		sb.Reason, sb.Repo, sb.Branch, sb.Task, sb.Runner, sshKeys, env, sb.KeyID,
 		timeArg(sb.CreatedAt), timeArg(sb.ExpiresAt), timeArg(sb.EndedAt), live, string(sb.GitMode),
-		string(sb.Role), string(sb.Contract), setup,
+		string(sb.Role), string(sb.Contract), setup, boolArg(sb.FromPool),
 	}, nil
 }
 
@@ -45,10 +45,10 @@ const insertSandboxSQL = `
 	INSERT INTO sandboxes (
 		id, name, org_id, project_id, owner_id, purpose, class, image, isolation, runtime, cpu,
 		memory, disk, state, reason, repo, branch, task, runner, ssh_keys, env, key_id, created_at,
-		expires_at, ended_at, live, git_mode, role, contract, setup_command)
+		expires_at, ended_at, live, git_mode, role, contract, setup_command, from_pool)
 	VALUES (
 		$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
-		$21, $22, $23, $24, $25, $26, $27, $28, $29, $30)`
+		$21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31)`
 
 // updateSandboxSQL rewrites a row from sandboxArgs if it is still in the
 // state given as the last argument.
@@ -58,8 +58,9 @@ const updateSandboxSQL = `
 		image = $8, isolation = $9, runtime = $10, cpu = $11, memory = $12, disk = $13,
 		state = $14, reason = $15, repo = $16, branch = $17, task = $18, runner = $19,
 		ssh_keys = $20, env = $21, key_id = $22, created_at = $23, expires_at = $24,
-		ended_at = $25, live = $26, git_mode = $27, role = $28, contract = $29, setup_command = $30
-	WHERE id = $1 AND state = $31`
+		ended_at = $25, live = $26, git_mode = $27, role = $28, contract = $29, setup_command = $30,
+		from_pool = $31
+	WHERE id = $1 AND state = $32`
 
 // selectSandbox reads a sandbox with its running time from the segments:
 // the total of the closed ones, the start of the open one, and the start
@@ -68,7 +69,7 @@ const selectSandbox = `
 	SELECT s.id, s.name, s.org_id, s.project_id, s.owner_id, s.purpose, s.class, s.image, s.isolation,
 		s.runtime, s.cpu, s.memory, s.disk, s.state, s.reason, s.repo, s.branch, s.task, s.runner,
 		s.ssh_keys, s.env, s.key_id, s.created_at, s.expires_at, s.ended_at, s.git_mode, s.role,
-		s.contract, s.setup_command,
+		s.contract, s.setup_command, s.from_pool,
 		(SELECT CAST(COALESCE(SUM(g.ended_at - g.started_at), 0) AS BIGINT) FROM segments g
 			WHERE g.sandbox_id = s.id AND g.ended_at IS NOT NULL),
 		(SELECT g.started_at FROM segments g WHERE g.sandbox_id = s.id AND g.ended_at IS NULL),
@@ -84,10 +85,11 @@ func scanSandbox(row interface{ Scan(...any) error }) (sandbox.Sandbox, error) {
 		sshKeys, env, setup            sql.NullString
 		created, expires, ended, since sql.NullInt64
 		first                          sql.NullInt64
+		fromPool                       int
 	)
 	err := row.Scan(&id, &sb.Name, &sb.Org, &sb.Project, &sb.Owner, &purpose, &sb.Class, &sb.Image, &isolation,
 		&sb.Runtime, &cpu, &memory, &disk, &state, &sb.Reason, &sb.Repo, &sb.Branch, &sb.Task, &sb.Runner,
-		&sshKeys, &env, &sb.KeyID, &created, &expires, &ended, &gitMode, &role, &contract, &setup, &ran, &since, &first)
+		&sshKeys, &env, &sb.KeyID, &created, &expires, &ended, &gitMode, &role, &contract, &setup, &fromPool, &ran, &since, &first)
 	if err != nil {
 		return sandbox.Sandbox{}, err
 	}
@@ -96,6 +98,7 @@ func scanSandbox(row interface{ Scan(...any) error }) (sandbox.Sandbox, error) {
 	sb.CPU, sb.Memory, sb.Disk = quantity.Millicores(cpu), quantity.Bytes(memory), quantity.Bytes(disk)
 	sb.CreatedAt, sb.ExpiresAt, sb.EndedAt = timeOf(created), timeOf(expires), timeOf(ended)
 	sb.Ran, sb.RunningSince, sb.FirstRan = time.Duration(ran), timeOf(since), timeOf(first)
+	sb.FromPool = fromPool != 0
 	if err := jsonOf(sshKeys, &sb.SSHKeys); err != nil {
 		return sandbox.Sandbox{}, fmt.Errorf("sandbox %s: ssh_keys: %w", id, err)
 	}
@@ -365,6 +368,7 @@ func (s *Store) DeleteEnded(ctx context.Context, before time.Time) (int, error) 
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		for _, q := range []string{
 			`DELETE FROM segments WHERE sandbox_id IN (` + endedBefore + `)`,
+			`DELETE FROM bootstrap_tokens WHERE sandbox_id IN (` + endedBefore + `)`,
 			`DELETE FROM keys WHERE sandbox_id <> '' AND sandbox_id IN (` + endedBefore + `)`,
 		} {
 			if _, err := tx.ExecContext(ctx, q, timeArg(before)); err != nil {

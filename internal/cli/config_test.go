@@ -1,0 +1,60 @@
+package cli_test
+
+import (
+	"strings"
+	"testing"
+
+	"berth.dev/berth/internal/cli"
+	"berth.dev/berth/internal/sandbox"
+)
+
+// TestKubernetesSettings: the kubernetes driver's settings are read and
+// checked at start-up; a name Kubernetes would refuse stops the start,
+// naming the setting, instead of failing every sandbox later.
+func TestKubernetesSettings(t *testing.T) {
+	base := map[string]string{"BERTH_SANDBOX_DRIVER": "kubernetes", "HOME": t.TempDir()}
+	tests := []struct {
+		name    string
+		env     map[string]string
+		wantErr string // "" for none
+	}{
+		{"minimal", nil, ""},
+		{"every setting", map[string]string{
+			"BERTH_SANDBOX_NAMESPACE": "berth-sandboxes", "BERTH_SANDBOX_STORAGE_CLASS": "fast-ssd",
+			"BERTH_SANDBOX_SERVICE_ACCOUNT": "berth-sandbox", "BERTH_SANDBOX_IMAGE_PULL_SECRETS": "registry, mirror",
+			"BERTH_SANDBOX_RUNTIME_ISOLATED": "gvisor", "BERTH_SANDBOX_RUNTIME_VM": "kata-qemu", "BERTH_SANDBOX_WARM": "on",
+			"KUBECONFIG": "/etc/berth/kubeconfig",
+		}, ""},
+		{"bad namespace", map[string]string{"BERTH_SANDBOX_NAMESPACE": "Berth_Sandboxes"}, "BERTH_SANDBOX_NAMESPACE"},
+		{"runtime path", map[string]string{"BERTH_SANDBOX_RUNTIME_ISOLATED": "/usr/local/bin/runsc"}, "BERTH_SANDBOX_RUNTIME_ISOLATED"},
+		{"bad secret", map[string]string{"BERTH_SANDBOX_IMAGE_PULL_SECRETS": "ok,Not OK"}, "BERTH_SANDBOX_IMAGE_PULL_SECRETS"},
+		{"bad warm", map[string]string{"BERTH_SANDBOX_WARM": "sometimes"}, "BERTH_SANDBOX_WARM"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := map[string]string{}
+			for k, v := range base {
+				env[k] = v
+			}
+			for k, v := range tt.env {
+				env[k] = v
+			}
+			cfg, err := cli.LoadConfig(func(k string) string { return env[k] })
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatalf("LoadConfig = %v, want no error", err)
+				}
+				if cfg.Driver != "kubernetes" || cfg.Kubeconfig != env["KUBECONFIG"] || cfg.Namespace != env["BERTH_SANDBOX_NAMESPACE"] {
+					t.Errorf("config = driver %q, kubeconfig %q, namespace %q", cfg.Driver, cfg.Kubeconfig, cfg.Namespace)
+				}
+				if rt := env["BERTH_SANDBOX_RUNTIME_ISOLATED"]; rt != "" && cfg.Runtimes[sandbox.TierIsolated] != rt {
+					t.Errorf("isolated runtime = %q, want %q", cfg.Runtimes[sandbox.TierIsolated], rt)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("LoadConfig = %v, want an error naming %s", err, tt.wantErr)
+			}
+		})
+	}
+}

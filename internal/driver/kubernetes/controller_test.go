@@ -1,0 +1,341 @@
+package kubernetes_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+
+	"berth.dev/berth/internal/driver/kubernetes/kubetest"
+)
+
+// The API server runs without the agent-sandbox controller (it cannot be
+// built here: notes/kubernetes.md), so these tests play its part with
+// standIn: it turns Sandboxes Ready with a pod IP, suspends them, keeps
+// warm pools filled from their templates and binds claims to a pool's
+// member as the claim controller does. Everything the driver writes is
+// still validated by the real API server against the real CRDs.
+
+var server *kubetest.Server
+
+func TestMain(m *testing.M) {
+	bin := os.Getenv(kubetest.EnvBinaries)
+	if bin == "" {
+		os.Exit(m.Run())
+	}
+	crds, err := kubetest.CRDDir(os.Getenv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	began := time.Now()
+	server, err = kubetest.Start(ctx, bin, crds)
+	cancel()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kube-apiserver from %s=%s: %v\n", kubetest.EnvBinaries, bin, err)
+		os.Exit(1)
+	}
+	fmt.Fprintf(os.Stderr, "kube-apiserver and etcd up with the agent-sandbox CRDs in %s\n", time.Since(began).Round(100*time.Millisecond))
+	code := m.Run()
+	server.Stop()
+	os.Exit(code)
+}
+
+// kubeClient reaches the real API server when the test run started one
+// (BERTH_TEST_KUBE), else client-go's in-memory fake, which checks no
+// schema: the same tests then cover the driver's logic, not what the API
+// server would accept.
+func kubeClient(t *testing.T) dynamic.Interface {
+	t.Helper()
+	if server == nil {
+		t.Logf("no real kube-apiserver (set %s to the directory scripts/build-kube prints): using client-go's fake", kubetest.EnvBinaries)
+		return dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+			namespaceGVR: "NamespaceList", sandboxGVR: "SandboxList", templateGVR: "SandboxTemplateList",
+			poolGVR: "SandboxWarmPoolList", claimGVR: "SandboxClaimList",
+		})
+	}
+	dc, err := dynamic.NewForConfig(server.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dc
+}
+
+var (
+	namespaceGVR = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+	sandboxGVR   = schema.GroupVersionResource{Group: "agents.x-k8s.io", Version: "v1beta1", Resource: "sandboxes"}
+	templateGVR  = schema.GroupVersionResource{Group: "extensions.agents.x-k8s.io", Version: "v1beta1", Resource: "sandboxtemplates"}
+	poolGVR      = schema.GroupVersionResource{Group: "extensions.agents.x-k8s.io", Version: "v1beta1", Resource: "sandboxwarmpools"}
+	claimGVR     = schema.GroupVersionResource{Group: "extensions.agents.x-k8s.io", Version: "v1beta1", Resource: "sandboxclaims"}
+)
+
+// namespace makes a namespace of the test's own.
+func namespace(t *testing.T, dc dynamic.Interface) string {
+	t.Helper()
+	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
+	if len(name) > 50 {
+		name = name[:50]
+	}
+	name = strings.Trim(name, "-") + fmt.Sprintf("-%d", time.Now().UnixNano()%100000)
+	ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": name}}}
+	if _, err := dc.Resource(namespaceGVR).Create(t.Context(), ns, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// standIn plays the agent-sandbox controller in one namespace.
+type standIn struct {
+	dc dynamic.Interface
+	ns string
+	// podIP is the address every pod gets.
+	podIP string
+	// adopted is called with a claim and the pool member it bound, as the
+	// claim controller patches the pod's metadata: the test starts the
+	// pod's berth-init there.
+	adopted func(claim, sandbox *unstructured.Unstructured)
+
+	mu       sync.Mutex
+	finished map[string]string // Sandbox name → reason, for pods that end
+	seq      int
+	holdBind bool // claims wait unbound while set
+}
+
+// hold stops binding claims until release.
+func (c *standIn) hold() (release func()) {
+	c.mu.Lock()
+	c.holdBind = true
+	c.mu.Unlock()
+	return func() {
+		c.mu.Lock()
+		c.holdBind = false
+		c.mu.Unlock()
+	}
+}
+
+// start runs the stand-in until the test ends.
+func (c *standIn) start(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			if err := c.pass(ctx); err != nil && ctx.Err() == nil {
+				t.Logf("stand-in controller: %v", err)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(30 * time.Millisecond):
+			}
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// finish makes a Sandbox's pod end, as a process that exits does.
+func (c *standIn) finish(name, reason string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.finished == nil {
+		c.finished = map[string]string{}
+	}
+	c.finished[name] = reason
+}
+
+func (c *standIn) pass(ctx context.Context) error {
+	if err := c.fillPools(ctx); err != nil {
+		return err
+	}
+	if err := c.bindClaims(ctx); err != nil {
+		return err
+	}
+	list, err := c.dc.Resource(sandboxGVR).Namespace(c.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for i := range list.Items {
+		if err := c.reconcile(ctx, &list.Items[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func cond(typ, status, reason string) map[string]any {
+	return map[string]any{"type": typ, "status": status, "reason": reason, "message": "the test plays the controller",
+		"lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}
+}
+
+// reconcile sets one Sandbox's status as the controller would.
+func (c *standIn) reconcile(ctx context.Context, u *unstructured.Unstructured) error {
+	mode, _, _ := unstructured.NestedString(u.Object, "spec", "operatingMode")
+	c.mu.Lock()
+	reason, ended := c.finished[u.GetName()]
+	c.mu.Unlock()
+	var want map[string]any
+	switch {
+	case ended:
+		want = map[string]any{"conditions": []any{cond("Ready", "False", reason), cond("Finished", "True", reason)}}
+	case mode == "Suspended":
+		want = map[string]any{"conditions": []any{cond("Ready", "False", "SandboxSuspended"), cond("Suspended", "True", "PodTerminated")}}
+	default:
+		want = map[string]any{"podIPs": []any{c.podIP}, "conditions": []any{cond("Ready", "True", "DependenciesReady")}}
+	}
+	have, _, _ := unstructured.NestedMap(u.Object, "status")
+	if sameConditions(have, want) {
+		return nil
+	}
+	u.Object["status"] = want
+	_, err := c.dc.Resource(sandboxGVR).Namespace(c.ns).UpdateStatus(ctx, u, metav1.UpdateOptions{})
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		return nil // the next pass
+	}
+	return err
+}
+
+func sameConditions(have, want map[string]any) bool {
+	hc, _ := have["conditions"].([]any)
+	wc, _ := want["conditions"].([]any)
+	if len(hc) != len(wc) {
+		return false
+	}
+	for i := range hc {
+		h, _ := hc[i].(map[string]any)
+		w, _ := wc[i].(map[string]any)
+		if h["type"] != w["type"] || h["status"] != w["status"] || h["reason"] != w["reason"] {
+			return false
+		}
+	}
+	return true
+}
+
+// fillPools keeps each pool's unclaimed members at its replicas, made
+// from its template, as the warm pool controller does.
+func (c *standIn) fillPools(ctx context.Context) error {
+	pools, err := c.dc.Resource(poolGVR).Namespace(c.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for _, p := range pools.Items {
+		replicas, _, _ := unstructured.NestedInt64(p.Object, "spec", "replicas")
+		tplName, _, _ := unstructured.NestedString(p.Object, "spec", "sandboxTemplateRef", "name")
+		members, err := c.dc.Resource(sandboxGVR).Namespace(c.ns).List(ctx, metav1.ListOptions{LabelSelector: "standin/pool=" + p.GetName()})
+		if err != nil {
+			return err
+		}
+		for n := int64(len(members.Items)); n < replicas; n++ {
+			tpl, err := c.dc.Resource(templateGVR).Namespace(c.ns).Get(ctx, tplName, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			pod, _, _ := unstructured.NestedMap(tpl.Object, "spec", "podTemplate")
+			spec := map[string]any{"podTemplate": pod}
+			if vct, ok, _ := unstructured.NestedSlice(tpl.Object, "spec", "volumeClaimTemplates"); ok {
+				spec["volumeClaimTemplates"] = vct
+			}
+			c.mu.Lock()
+			c.seq++
+			name := fmt.Sprintf("%s-%05d", p.GetName(), c.seq)
+			c.mu.Unlock()
+			member := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "agents.x-k8s.io/v1beta1", "kind": "Sandbox",
+				"metadata": map[string]any{"name": name, "labels": map[string]any{"standin/pool": p.GetName()}},
+				"spec":     spec,
+			}}
+			if _, err := c.dc.Resource(sandboxGVR).Namespace(c.ns).Create(ctx, member, metav1.CreateOptions{}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// bindClaims adopts a ready member of the claimed pool for every unbound
+// claim: ownership moves to the claim, the claim's labels are copied to
+// the Sandbox, its additionalPodMetadata to the pod, and the claim's
+// status names the Sandbox, which keeps its pool name.
+func (c *standIn) bindClaims(ctx context.Context) error {
+	c.mu.Lock()
+	held := c.holdBind
+	c.mu.Unlock()
+	if held {
+		return nil
+	}
+	claims, err := c.dc.Resource(claimGVR).Namespace(c.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for i := range claims.Items {
+		claim := &claims.Items[i]
+		if name, _, _ := unstructured.NestedString(claim.Object, "status", "sandbox", "name"); name != "" {
+			continue
+		}
+		pool, _, _ := unstructured.NestedString(claim.Object, "spec", "warmPoolRef", "name")
+		members, err := c.dc.Resource(sandboxGVR).Namespace(c.ns).List(ctx, metav1.ListOptions{LabelSelector: "standin/pool=" + pool})
+		if err != nil {
+			return err
+		}
+		var member *unstructured.Unstructured
+		for j := range members.Items {
+			if ready(&members.Items[j]) {
+				member = &members.Items[j]
+				break
+			}
+		}
+		if member == nil {
+			continue // none ready yet
+		}
+		podMeta, _, _ := unstructured.NestedMap(claim.Object, "spec", "additionalPodMetadata")
+		labels := map[string]any{}
+		for k, v := range claim.GetLabels() {
+			labels[k] = v
+		}
+		labels["standin/pool"] = nil // no longer the pool's
+		patch, _ := json.Marshal(map[string]any{
+			"metadata": map[string]any{"labels": labels, "ownerReferences": []any{map[string]any{
+				"apiVersion": "extensions.agents.x-k8s.io/v1beta1", "kind": "SandboxClaim", "name": claim.GetName(),
+				"uid": string(claim.GetUID()), "controller": true}}},
+			"spec": map[string]any{"podTemplate": map[string]any{"metadata": podMeta}},
+		})
+		bound, err := c.dc.Resource(sandboxGVR).Namespace(c.ns).Patch(ctx, member.GetName(), types.MergePatchType, patch, metav1.PatchOptions{})
+		if err != nil {
+			return err
+		}
+		claim.Object["status"] = map[string]any{
+			"sandbox":    map[string]any{"name": member.GetName(), "podIPs": []any{c.podIP}},
+			"conditions": []any{cond("Ready", "True", "SandboxReady")},
+		}
+		if _, err := c.dc.Resource(claimGVR).Namespace(c.ns).UpdateStatus(ctx, claim, metav1.UpdateOptions{}); err != nil {
+			return err
+		}
+		if c.adopted != nil {
+			c.adopted(claim, bound)
+		}
+	}
+	return nil
+}
+
+func ready(u *unstructured.Unstructured) bool {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, x := range conds {
+		m, _ := x.(map[string]any)
+		if m["type"] == "Ready" && m["status"] == "True" {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,458 @@
+package kubernetes
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+
+	"berth.dev/berth/internal/sandbox"
+)
+
+// Driver runs sandboxes as agent-sandbox objects in one namespace.
+type Driver struct {
+	cfg    Config
+	client dynamic.Interface
+	log    *slog.Logger
+}
+
+var (
+	_ sandbox.Driver  = (*Driver)(nil)
+	_ sandbox.Reacher = (*Driver)(nil)
+	_ sandbox.Expirer = (*Driver)(nil)
+	_ sandbox.Pools   = (*Driver)(nil)
+)
+
+// New returns a Driver that reaches the API server through client.
+func New(cfg Config, client dynamic.Interface, log *slog.Logger) *Driver {
+	return &Driver{cfg: cfg.withDefaults(), client: client, log: log}
+}
+
+func (d *Driver) sandboxes() dynamic.ResourceInterface {
+	return d.client.Resource(sandboxGVR).Namespace(d.cfg.Namespace)
+}
+
+func (d *Driver) claims() dynamic.ResourceInterface {
+	return d.client.Resource(claimGVR).Namespace(d.cfg.Namespace)
+}
+
+// Start makes the sandbox's Sandbox, claims one from the class's pool
+// (spec.Bootstrap), or sets an existing one running again; with
+// spec.Replace the existing pod spec is first rewritten (a resume after
+// expiry brings a new key). It returns once the sandbox is ready: Ready
+// with a pod IP, and an engineer's sshd greeting.
+func (d *Driver) Start(ctx context.Context, spec sandbox.Spec) error {
+	sb := spec.Sandbox
+	if spec.Run != nil {
+		return fmt.Errorf("kubernetes: agent runs need the host's checkout mounted and their output followed, which this driver does not do yet; run them on podman: %w", sandbox.ErrUnavailable)
+	}
+	cur, err := d.find(ctx, sb.ID)
+	switch {
+	case errors.Is(err, sandbox.ErrNotFound) && spec.Bootstrap != "":
+		if err := d.claim(ctx, spec); err != nil {
+			return err
+		}
+	case errors.Is(err, sandbox.ErrNotFound) && sb.FromPool && d.claimed(ctx, sb.ID):
+		// A restart interrupted the wait for the claim: wait again.
+	case errors.Is(err, sandbox.ErrNotFound):
+		if spec.Env == nil {
+			return fmt.Errorf("kubernetes: %s has no Sandbox and no environment to make one: %w", sb.ID, sandbox.ErrNotFound)
+		}
+		if err := d.create(ctx, spec); err != nil {
+			return err
+		}
+	case err != nil:
+		return err
+	case spec.Replace && spec.Env != nil:
+		if err := d.replace(ctx, cur, spec); err != nil {
+			return err
+		}
+	default:
+		patch := map[string]any{"operatingMode": modeRunning}
+		if spec.Bootstrap != "" {
+			// A pool sandbox's new pod fetches its environment again.
+			patch["podTemplate"] = map[string]any{"metadata": map[string]any{"annotations": map[string]any{annotationBootstrap: spec.Bootstrap}}}
+		}
+		if spec.Replace {
+			patch["shutdownTime"] = expiry(sb.ExpiresAt)
+		}
+		if err := d.patchSpec(ctx, cur.Name, patch); err != nil {
+			return err
+		}
+	}
+	return d.waitReady(ctx, spec)
+}
+
+func (d *Driver) create(ctx context.Context, spec sandbox.Spec) error {
+	obj, err := toUnstructured(SandboxObject(d.cfg, spec))
+	if err != nil {
+		return err
+	}
+	if _, err := d.sandboxes().Create(ctx, obj, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("kubernetes: create Sandbox %s: %w", obj.GetName(), err)
+	}
+	return nil
+}
+
+// replace rewrites the pod spec of a Sandbox, which the controller only
+// applies to a new pod: a running one is suspended first.
+func (d *Driver) replace(ctx context.Context, cur Sandbox, spec sandbox.Spec) error {
+	if cur.Spec.OperatingMode != modeSuspended {
+		if err := d.patchSpec(ctx, cur.Name, map[string]any{"operatingMode": modeSuspended}); err != nil {
+			return err
+		}
+		if err := d.waitSuspended(ctx, cur.Name); err != nil {
+			return err
+		}
+	}
+	want := SandboxObject(d.cfg, spec)
+	return d.patchSpec(ctx, cur.Name, map[string]any{
+		"podTemplate": want.Spec.PodTemplate, "shutdownTime": want.Spec.ShutdownTime, "operatingMode": modeRunning,
+	})
+}
+
+// waitSuspended waits until the controller says the pod is gone.
+func (d *Driver) waitSuspended(ctx context.Context, name string) error {
+	return d.poll(ctx, func() (bool, error) {
+		u, err := d.sandboxes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, fmt.Errorf("kubernetes: get Sandbox %s: %w", name, err)
+		}
+		var sb Sandbox
+		if err := fromUnstructured(u, &sb); err != nil {
+			return false, err
+		}
+		return meta.IsStatusConditionTrue(sb.Status.Conditions, condSuspended), nil
+	}, "its pod to stop")
+}
+
+func (d *Driver) patchSpec(ctx context.Context, name string, spec map[string]any) error {
+	b, err := json.Marshal(map[string]any{"spec": spec})
+	if err != nil {
+		return err
+	}
+	if _, err := d.sandboxes().Patch(ctx, name, types.MergePatchType, b, metav1.PatchOptions{}); err != nil {
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("kubernetes: Sandbox %s: %w", name, sandbox.ErrNotFound)
+		}
+		return fmt.Errorf("kubernetes: patch Sandbox %s: %w", name, err)
+	}
+	return nil
+}
+
+// waitReady returns once the sandbox is ready (SPEC S10): the Ready
+// condition with a pod IP, and for an engineer sshd's greeting there (a
+// pool's pod is ready before its sshd runs). A pod that finishes first is
+// an error with the controller's words.
+func (d *Driver) waitReady(ctx context.Context, spec sandbox.Spec) error {
+	sb := spec.Sandbox
+	return d.poll(ctx, func() (bool, error) {
+		cur, err := d.find(ctx, sb.ID)
+		if errors.Is(err, sandbox.ErrNotFound) && (spec.Bootstrap != "" || sb.FromPool) {
+			return false, nil // the claim is not bound yet
+		}
+		if err != nil {
+			return false, err
+		}
+		m := machine(sb.ID, cur)
+		if m.Final {
+			return false, fmt.Errorf("its pod finished before it was ready: %s", m.Detail)
+		}
+		ready := meta.FindStatusCondition(cur.Status.Conditions, condReady)
+		if ready == nil || ready.Status != metav1.ConditionTrue || len(cur.Status.PodIPs) == 0 {
+			return false, nil
+		}
+		if sb.Purpose != sandbox.PurposeEngineer {
+			return true, nil
+		}
+		if sb.FromPool && cur.Spec.ShutdownTime == nil && !sb.ExpiresAt.IsZero() {
+			// Taken from the pool: the sandbox carries its expiry from now on.
+			if err := d.SetExpiry(ctx, sb.ID, sb.ExpiresAt); err != nil {
+				return false, err
+			}
+		}
+		return d.greets(ctx, net.JoinHostPort(cur.Status.PodIPs[0], strconv.Itoa(sshPort))), nil
+	}, "it to be ready")
+}
+
+// poll calls done until it says so, fails, or ReadyTimeout passes.
+func (d *Driver) poll(ctx context.Context, done func() (bool, error), what string) error {
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.ReadyTimeout)
+	defer cancel()
+	delay := 50 * time.Millisecond
+	for {
+		ok, err := done()
+		if err != nil || ok {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kubernetes: waited %s for %s", d.cfg.ReadyTimeout, what)
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 500*time.Millisecond)
+	}
+}
+
+// greets reports whether an ssh server answers at addr.
+func (d *Driver) greets(ctx context.Context, addr string) bool {
+	conn, err := d.cfg.Dial(ctx, "tcp", addr)
+	if err != nil {
+		return false
+	}
+	defer conn.Close()
+	_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	return err == nil && strings.HasPrefix(line, "SSH-")
+}
+
+// find returns the Sandbox of a sandbox, made directly or adopted from a
+// pool: an adopted one keeps its pool's name, so it is found by label.
+func (d *Driver) find(ctx context.Context, id sandbox.ID) (Sandbox, error) {
+	list, err := d.sandboxes().List(ctx, metav1.ListOptions{LabelSelector: d.selector(id)})
+	if err != nil {
+		return Sandbox{}, fmt.Errorf("kubernetes: list Sandboxes of %s: %w", id, err)
+	}
+	if len(list.Items) == 0 {
+		return Sandbox{}, fmt.Errorf("kubernetes: Sandbox of %s: %w", id, sandbox.ErrNotFound)
+	}
+	var sb Sandbox
+	if err := fromUnstructured(&list.Items[0], &sb); err != nil {
+		return Sandbox{}, err
+	}
+	return sb, nil
+}
+
+// selector selects this deployment's objects, or one sandbox's of them.
+func (d *Driver) selector(id sandbox.ID) string {
+	s := labelDeployment + "=" + d.cfg.Deployment
+	if id != "" {
+		s += "," + labelSandbox + "=" + string(id)
+	} else {
+		s += "," + labelSandbox
+	}
+	return s
+}
+
+// Stop suspends the sandbox: the controller deletes its pod and keeps its
+// volume claim and the Sandbox.
+func (d *Driver) Stop(ctx context.Context, id sandbox.ID) error {
+	cur, err := d.find(ctx, id)
+	if err != nil {
+		return err
+	}
+	return d.patchSpec(ctx, cur.Name, map[string]any{"operatingMode": modeSuspended})
+}
+
+// Remove deletes the sandbox's claim and Sandbox; the volume claim goes
+// with the Sandbox (its owner). Gone already is not an error.
+func (d *Driver) Remove(ctx context.Context, id sandbox.ID) error {
+	bg := metav1.DeletePropagationBackground
+	opts := metav1.DeleteOptions{PropagationPolicy: &bg}
+	if err := d.claims().Delete(ctx, objectName(id), opts); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("kubernetes: delete SandboxClaim of %s: %w", id, err)
+	}
+	list, err := d.sandboxes().List(ctx, metav1.ListOptions{LabelSelector: d.selector(id)})
+	if err != nil {
+		return fmt.Errorf("kubernetes: list Sandboxes of %s: %w", id, err)
+	}
+	for _, u := range list.Items {
+		if err := d.sandboxes().Delete(ctx, u.GetName(), opts); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("kubernetes: delete Sandbox %s: %w", u.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// claimed reports whether the sandbox has a claim on a pool.
+func (d *Driver) claimed(ctx context.Context, id sandbox.ID) bool {
+	_, err := d.claims().Get(ctx, objectName(id), metav1.GetOptions{})
+	return err == nil
+}
+
+// Inspect reports the sandbox's condition. A claim the controller has not
+// bound yet is a machine on its way.
+func (d *Driver) Inspect(ctx context.Context, id sandbox.ID) (sandbox.Machine, error) {
+	cur, err := d.find(ctx, id)
+	if errors.Is(err, sandbox.ErrNotFound) && d.claimed(ctx, id) {
+		return sandbox.Machine{ID: id, Status: sandbox.MachineRunning, Detail: "claimed from the warm pool, not bound yet"}, nil
+	}
+	if err != nil {
+		return sandbox.Machine{}, err
+	}
+	return machine(id, cur), nil
+}
+
+// machine reads the controller's conditions: a finished pod is final (it
+// cannot restart, SPEC S11), expired and suspended sandboxes are stopped,
+// anything else runs or is on its way.
+func machine(id sandbox.ID, sb Sandbox) sandbox.Machine {
+	m := sandbox.Machine{ID: id, Status: sandbox.MachineRunning}
+	ready := meta.FindStatusCondition(sb.Status.Conditions, condReady)
+	finished := meta.FindStatusCondition(sb.Status.Conditions, condFinished)
+	switch {
+	case finished != nil && finished.Status == metav1.ConditionTrue:
+		m.Status, m.Final, m.Detail = sandbox.MachineStopped, true, describe(finished)
+		if finished.Reason != reasonPodSucceeded {
+			m.ExitCode = 1
+		}
+	case ready != nil && (ready.Reason == reasonPodSucceeded || ready.Reason == reasonPodFailed):
+		m.Status, m.Final, m.Detail = sandbox.MachineStopped, true, describe(ready)
+		if ready.Reason == reasonPodFailed {
+			m.ExitCode = 1
+		}
+	case ready != nil && (ready.Reason == reasonSandboxExpired || ready.Reason == reasonClaimExpired):
+		m.Status, m.Detail = sandbox.MachineStopped, "expired: the cluster stopped it at its shutdownTime"
+	case sb.Spec.OperatingMode == modeSuspended:
+		m.Status, m.Detail = sandbox.MachineStopped, "suspended"
+	}
+	return m
+}
+
+func describe(c *metav1.Condition) string {
+	if c.Message == "" {
+		return c.Reason
+	}
+	return c.Reason + ": " + c.Message
+}
+
+// List returns every sandbox this deployment has a Sandbox or a claim
+// for; a pool's unclaimed sandboxes are nobody's and not listed.
+func (d *Driver) List(ctx context.Context) ([]sandbox.Machine, error) {
+	opts := metav1.ListOptions{LabelSelector: d.selector("")}
+	list, err := d.sandboxes().List(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes: list Sandboxes: %w", err)
+	}
+	seen := map[sandbox.ID]bool{}
+	var ms []sandbox.Machine
+	for i := range list.Items {
+		var sb Sandbox
+		if err := fromUnstructured(&list.Items[i], &sb); err != nil {
+			return nil, err
+		}
+		id := sandbox.ID(sb.Labels[labelSandbox])
+		if id == "" || seen[id] {
+			continue
+		}
+		seen[id] = true
+		ms = append(ms, machine(id, sb))
+	}
+	claims, err := d.claims().List(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes: list SandboxClaims: %w", err)
+	}
+	for _, u := range claims.Items {
+		id := sandbox.ID(u.GetLabels()[labelSandbox])
+		if id == "" || seen[id] {
+			continue
+		}
+		seen[id] = true
+		ms = append(ms, sandbox.Machine{ID: id, Status: sandbox.MachineRunning, Detail: "claimed from the warm pool, not bound yet"})
+	}
+	return ms, nil
+}
+
+// SetExpiry moves the sandbox's shutdownTime, which the controller
+// enforces with or without a gateway running (SPEC S11).
+func (d *Driver) SetExpiry(ctx context.Context, id sandbox.ID, at time.Time) error {
+	cur, err := d.find(ctx, id)
+	if err != nil {
+		return err
+	}
+	patch := map[string]any{"shutdownTime": expiry(at)}
+	if cur.Spec.ShutdownPolicy == "" {
+		patch["shutdownPolicy"] = policyRetain // a pool's sandbox had none
+	}
+	return d.patchSpec(ctx, cur.Name, patch)
+}
+
+// Ports are the pod's unprivileged ports: the gateway dials pod IPs from
+// inside the cluster, never through pods/portforward (SPEC S11).
+func (d *Driver) Ports() sandbox.PortRange { return sandbox.PortRange{Lo: portLo, Hi: portHi} }
+
+// Addr returns the pod's address for port, for the gateway's tunnel.
+func (d *Driver) Addr(ctx context.Context, id sandbox.ID, port int) (string, error) {
+	cur, err := d.find(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	m := machine(id, cur)
+	if m.Status != sandbox.MachineRunning || len(cur.Status.PodIPs) == 0 {
+		return "", fmt.Errorf("kubernetes: %s is not running: %w", id, sandbox.ErrConflict)
+	}
+	return net.JoinHostPort(cur.Status.PodIPs[0], strconv.Itoa(port)), nil
+}
+
+// toUnstructured converts one of the driver's objects through JSON, which
+// keeps the CRDs' field names exactly.
+func toUnstructured(v any) (*unstructured.Unstructured, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		return nil, err
+	}
+	delete(m, "status") // the controller's to write
+	return &unstructured.Unstructured{Object: integers(m).(map[string]any)}, nil
+}
+
+// integers turns JSON numbers into int64 where they are whole, as
+// client-go's own decoding does: unstructured readers expect it.
+func integers(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			x[k] = integers(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = integers(e)
+		}
+	case json.Number:
+		if n, err := x.Int64(); err == nil {
+			return n
+		}
+		f, _ := x.Float64()
+		return f
+	}
+	return v
+}
+
+func fromUnstructured(u *unstructured.Unstructured, v any) error {
+	b, err := json.Marshal(u.Object)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("kubernetes: read %s %s: %w", u.GetKind(), u.GetName(), err)
+	}
+	return nil
+}
+
+// Render is obj as the driver sends it to the API server.
+func Render(obj any) (map[string]any, error) {
+	u, err := toUnstructured(obj)
+	if err != nil {
+		return nil, err
+	}
+	return u.Object, nil
+}

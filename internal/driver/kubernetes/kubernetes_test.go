@@ -1,0 +1,589 @@
+package kubernetes_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+
+	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/client"
+	"berth.dev/berth/internal/driver/drivertest"
+	"berth.dev/berth/internal/driver/kubernetes"
+	"berth.dev/berth/internal/entrypoint"
+	"berth.dev/berth/internal/gateway"
+	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/store"
+	"berth.dev/berth/internal/tunnel/tunneltest"
+	"berth.dev/berth/internal/usage"
+)
+
+const sshKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGQ0n8q0dvGXmfhT3x7Jt0yq4xNn6JkJ3sJ8QmV4c2Xk alice@laptop"
+
+// greeter is a stand-in sshd on loopback: every pod's port 2222 is dialled
+// here, and greets once up says so (always, when up is nil).
+type greeter struct {
+	addr string
+	up   func(podIP string) bool
+}
+
+func newGreeter(t *testing.T, up func(string) bool) *greeter {
+	t.Helper()
+	addr := tunneltest.Listen(t, func(c net.Conn) { _, _ = io.WriteString(c, "SSH-2.0-standin\r\n") })
+	return &greeter{addr: addr, up: up}
+}
+
+func (g *greeter) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	host, _, _ := net.SplitHostPort(addr)
+	if g.up != nil && !g.up(host) {
+		return nil, fmt.Errorf("sshd of %s is not up yet", host)
+	}
+	return (&net.Dialer{}).DialContext(ctx, network, g.addr)
+}
+
+// newDriver is a driver on a namespace of the test's own, with the
+// stand-in controller running there.
+func newDriver(t *testing.T, dc dynamic.Interface, g *greeter) (*kubernetes.Driver, *standIn, kubernetes.Config) {
+	t.Helper()
+	ns := namespace(t, dc)
+	ctl := &standIn{dc: dc, ns: ns, podIP: "10.244.0.7"}
+	ctl.start(t)
+	cfg := kubernetes.Config{Namespace: ns, Deployment: "berthtest0001", ReadyTimeout: 30 * time.Second, Dial: g.dial,
+		PublicURL: "http://gateway.test:8080"}
+	return kubernetes.New(cfg, dc, slog.New(slog.NewTextHandler(t.Output(), nil))), ctl, cfg
+}
+
+// TestContract runs the driver contract against the real API server, the
+// test playing the agent-sandbox controller (controller_test.go).
+func TestContract(t *testing.T) {
+	dc := kubeClient(t)
+	g := newGreeter(t, nil)
+	drivertest.Run(t, drivertest.Options{
+		NewDriver: func(t *testing.T) sandbox.Driver { d, _, _ := newDriver(t, dc, g); return d },
+		Image:     "ghcr.io/acme/dev:1",
+		SSHKey:    sshKey,
+		Timeout:   time.Minute,
+	})
+}
+
+// cluster is a gateway on the kubernetes driver: the real store, services
+// and HTTP API, the real API server, and the stand-in controller.
+type cluster struct {
+	dc   dynamic.Interface
+	ns   string
+	st   *store.Store
+	svc  *sandbox.Service
+	ctl  *standIn
+	api  *client.Client
+	url  string
+	kcfg kubernetes.Config
+}
+
+const clusterClasses = `sandboxes:
+  - name: standard
+    image: ghcr.io/acme/dev:1
+    isolation: isolated
+    cpu: 500m
+    memory: 1Gi
+    disk: 10Gi
+    purposes: [engineer]
+  - name: vm
+    image: ghcr.io/acme/dev:1
+    isolation: vm
+    purposes: [engineer]
+`
+
+func newCluster(t *testing.T, warm bool, g *greeter) *cluster {
+	t.Helper()
+	dc := kubeClient(t)
+	ctx := t.Context()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "berth.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	srv := httptest.NewUnstartedServer(nil)
+	url := "http://" + srv.Listener.Addr().String()
+	drv, ctl, kcfg := newDriver(t, dc, g)
+	kcfg.PublicURL = url
+	drv = kubernetes.New(kcfg, dc, slog.New(slog.NewTextHandler(t.Output(), nil)))
+	tmpl, err := sandbox.ParseClassFile(strings.NewReader(clusterClasses))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	var svc *sandbox.Service
+	accounts := account.NewService(st, st, time.Now, func(ctx context.Context, org string) error { return svc.SeedClasses(ctx, org) }, st, log)
+	svc = sandbox.NewService(st, drv, accounts, sandbox.Config{
+		Driver: "kubernetes", Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: "", sandbox.TierIsolated: "gvisor"},
+		PublicURL: url, Template: tmpl, Audit: st, Warm: warm,
+	}, log, time.Now)
+	runCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); svc.Run(runCtx, time.Hour) }()
+	t.Cleanup(func() { cancel(); <-done })
+	gw := gateway.New(gateway.Options{Accounts: accounts, Sandboxes: svc, Log: log, Version: "test", Driver: "kubernetes",
+		Usage: usage.NewService(st, accounts, svc, 90*24*time.Hour, time.Now)})
+	srv.Config.Handler = gw.Handler()
+	srv.Start()
+	t.Cleanup(srv.Close)
+	_, _, _, key, err := accounts.Bootstrap(ctx, "acme", "default", "ops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &cluster{dc: dc, ns: kcfg.Namespace, st: st, svc: svc, ctl: ctl, api: client.New(url, key.Secret.Reveal(), srv.Client()), url: url, kcfg: kcfg}
+}
+
+// waitState polls the API until the sandbox is in state want.
+func (c *cluster) waitState(t *testing.T, ref, want string) api.Sandbox {
+	t.Helper()
+	deadline := time.Now().Add(45 * time.Second)
+	for {
+		sb, err := c.api.Sandbox(t.Context(), ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sb.State == want {
+			return sb
+		}
+		if time.Now().After(deadline) || (sb.State == "failed" && want != "failed") {
+			t.Fatalf("sandbox %s is %s (%s), want %s", ref, sb.State, sb.Reason, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// object reads the Sandbox of a berth sandbox by its labels.
+func (c *cluster) object(t *testing.T, id string) *unstructured.Unstructured {
+	t.Helper()
+	list, err := c.dc.Resource(sandboxGVR).Namespace(c.ns).List(t.Context(), metav1.ListOptions{LabelSelector: "berth.dev/sandbox=" + id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 1 {
+		t.Fatalf("%d Sandboxes labelled %s, want 1", len(list.Items), id)
+	}
+	return &list.Items[0]
+}
+
+func str(u *unstructured.Unstructured, path ...string) string {
+	v, _, _ := unstructured.NestedFieldNoCopy(u.Object, path...)
+	return fmt.Sprint(v)
+}
+
+func container(t *testing.T, u *unstructured.Unstructured) map[string]any {
+	t.Helper()
+	ctrs, _, _ := unstructured.NestedSlice(u.Object, "spec", "podTemplate", "spec", "containers")
+	if len(ctrs) != 1 {
+		t.Fatalf("%d containers, want 1", len(ctrs))
+	}
+	return ctrs[0].(map[string]any)
+}
+
+func envOf(t *testing.T, u *unstructured.Unstructured) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	env, _ := container(t, u)["env"].([]any)
+	for _, e := range env {
+		m := e.(map[string]any)
+		v, _ := m["value"].(string)
+		out[m["name"].(string)] = v
+	}
+	return out
+}
+
+// TestLifecycleWritesWhatAgentSandboxExpects: create, suspend, resume,
+// extend and terminate through the API leave the objects a user of
+// agent-sandbox expects, as the real API server stored them after
+// validating them against the CRDs. The test plays the controller.
+func TestLifecycleWritesWhatAgentSandboxExpects(t *testing.T) {
+	c := newCluster(t, false, newGreeter(t, nil))
+	ctx := t.Context()
+	sb, err := c.api.CreateSandbox(ctx, api.CreateSandbox{Name: "dev", Class: "standard", SSHKeys: []string{sshKey}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := c.waitState(t, sb.ID, "running")
+	obj := c.object(t, sb.ID)
+	want := map[string]string{
+		"name":                         strings.ReplaceAll(sb.ID, "_", "-"),
+		"operatingMode":                "Running",
+		"shutdownPolicy":               "Retain",
+		"shutdownTime":                 running.ExpiresAt.UTC().Format(time.RFC3339),
+		"runtimeClassName":             "gvisor",
+		"automountServiceAccountToken": "false",
+		"dnsPolicy":                    "ClusterFirst",
+		"restartPolicy":                "Never",
+		"pvc":                          "home 10Gi",
+		"owner annotation":             running.Owner,
+		"org label":                    running.Organisation,
+		"project label":                running.Project,
+	}
+	got := map[string]string{
+		"name":                         obj.GetName(),
+		"operatingMode":                str(obj, "spec", "operatingMode"),
+		"shutdownPolicy":               str(obj, "spec", "shutdownPolicy"),
+		"shutdownTime":                 str(obj, "spec", "shutdownTime"),
+		"runtimeClassName":             str(obj, "spec", "podTemplate", "spec", "runtimeClassName"),
+		"automountServiceAccountToken": str(obj, "spec", "podTemplate", "spec", "automountServiceAccountToken"),
+		"dnsPolicy":                    str(obj, "spec", "podTemplate", "spec", "dnsPolicy"),
+		"restartPolicy":                str(obj, "spec", "podTemplate", "spec", "restartPolicy"),
+		"owner annotation":             obj.GetAnnotations()["berth.dev/owner"],
+		"org label":                    obj.GetLabels()["berth.dev/org"],
+		"project label":                obj.GetLabels()["berth.dev/project"],
+	}
+	vcts, _, _ := unstructured.NestedSlice(obj.Object, "spec", "volumeClaimTemplates")
+	if len(vcts) == 1 {
+		v := vcts[0].(map[string]any)
+		got["pvc"] = fmt.Sprint(v["metadata"].(map[string]any)["name"], " ", v["spec"].(map[string]any)["resources"].(map[string]any)["requests"].(map[string]any)["storage"])
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s = %q, want %q", k, got[k], w)
+		}
+	}
+	ctr := container(t, obj)
+	sec := ctr["securityContext"].(map[string]any)
+	if fmt.Sprint(sec["allowPrivilegeEscalation"], sec["runAsNonRoot"], sec["runAsUser"], sec["capabilities"], sec["seccompProfile"]) !=
+		"false true 1001 map[drop:[ALL]] map[type:RuntimeDefault]" {
+		t.Errorf("container securityContext = %v", sec)
+	}
+	if res := fmt.Sprint(ctr["resources"]); res != "map[limits:map[cpu:500m memory:1Gi] requests:map[cpu:500m memory:1Gi]]" {
+		t.Errorf("resources = %s", res)
+	}
+	env := envOf(t, obj)
+	if env["BERTH_SANDBOX_ID"] != sb.ID || !strings.HasPrefix(env["BERTH_API_KEY"], "berth_") || env["BERTH_AUTHORIZED_KEYS"] != sshKey {
+		t.Errorf("pod env lacks the sandbox's id, key or authorized keys: %v", slices.Sorted(maps.Keys(env)))
+	}
+
+	if _, err := c.api.Suspend(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if m := str(c.object(t, sb.ID), "spec", "operatingMode"); m != "Suspended" {
+		t.Errorf("after suspend operatingMode = %s, want Suspended", m)
+	}
+	if _, err := c.api.Resume(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	c.waitState(t, sb.ID, "running")
+	if m := str(c.object(t, sb.ID), "spec", "operatingMode"); m != "Running" {
+		t.Errorf("after resume operatingMode = %s, want Running", m)
+	}
+	ext, err := c.api.Extend(ctx, sb.ID, "12h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := str(c.object(t, sb.ID), "spec", "shutdownTime"); st != ext.ExpiresAt.UTC().Format(time.RFC3339) || ext.ExpiresAt.Equal(running.ExpiresAt) {
+		t.Errorf("after extend shutdownTime = %s, want %s", st, ext.ExpiresAt.UTC().Format(time.RFC3339))
+	}
+	if _, err := c.api.Terminate(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	list, err := c.dc.Resource(sandboxGVR).Namespace(c.ns).List(ctx, metav1.ListOptions{LabelSelector: "berth.dev/sandbox=" + sb.ID})
+	if err != nil || len(list.Items) != 0 {
+		t.Errorf("after terminate %d Sandboxes are left (%v)", len(list.Items), err)
+	}
+}
+
+// TestUnmappedTierRefused: a class whose tier has no RuntimeClass is
+// refused at creation, naming the setting; nothing reaches the cluster.
+func TestUnmappedTierRefused(t *testing.T) {
+	c := newCluster(t, false, newGreeter(t, nil))
+	_, err := c.api.CreateSandbox(t.Context(), api.CreateSandbox{Name: "fast", Class: "vm", SSHKeys: []string{sshKey}})
+	if err == nil || !strings.Contains(err.Error(), "BERTH_SANDBOX_RUNTIME_VM") {
+		t.Fatalf("create on an unmapped tier = %v, want a refusal naming BERTH_SANDBOX_RUNTIME_VM", err)
+	}
+	list, _ := c.dc.Resource(sandboxGVR).Namespace(c.ns).List(t.Context(), metav1.ListOptions{})
+	if len(list.Items) != 0 {
+		t.Errorf("%d Sandboxes made for a refused create", len(list.Items))
+	}
+}
+
+// TestFinishedPodFails: a pod that ends, even cleanly, cannot restart, so
+// the sweep fails its sandbox (SPEC S11).
+func TestFinishedPodFails(t *testing.T) {
+	c := newCluster(t, false, newGreeter(t, nil))
+	sb, err := c.api.CreateSandbox(t.Context(), api.CreateSandbox{Name: "dev", Class: "standard", SSHKeys: []string{sshKey}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.waitState(t, sb.ID, "running")
+	c.ctl.finish(c.object(t, sb.ID).GetName(), "PodSucceeded")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := c.svc.Sweep(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := c.api.Sandbox(t.Context(), sb.ID)
+		if got.State == "failed" {
+			if !strings.Contains(got.Reason, "PodSucceeded") {
+				t.Errorf("reason %q does not say the pod finished", got.Reason)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sandbox is %s after its pod finished, want failed", got.State)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// pod is a pool member's pod as the test runs it: berth-init in its
+// warm-pool mode, with the downward-API file of the pod's annotations.
+type pod struct {
+	dir   string
+	sshd  chan struct{} // closed when berth-init execs sshd
+	code  int
+	stder strings.Builder
+}
+
+// runPod starts berth-init for a pod whose annotations are ann, with the
+// gateway at url, as the kubelet would run the template's container.
+func runPod(t *testing.T, url string, ann map[string]string, wg *sync.WaitGroup) *pod {
+	t.Helper()
+	p := &pod{dir: t.TempDir(), sshd: make(chan struct{})}
+	var lines []string
+	for _, k := range slices.Sorted(maps.Keys(ann)) {
+		lines = append(lines, k+"="+strconv.Quote(ann[k]))
+	}
+	file := filepath.Join(p.dir, "annotations")
+	if err := os.WriteFile(file, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	home := filepath.Join(p.dir, "home")
+	if err := os.Mkdir(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{ // the template's environment
+		"BERTH_BOOTSTRAP_FILE": file, "BERTH_BASE_URL": url, "BERTH_SANDBOX_PURPOSE": "engineer",
+		"BERTH_SANDBOX_CLASS": "warm", "HOME": home, "PATH": os.Getenv("PATH"),
+	}
+	env := entrypoint.Env{
+		Getenv: func(k string) string { return vars[k] },
+		Environ: func() []string {
+			var out []string
+			for k, v := range vars {
+				out = append(out, k+"="+v)
+			}
+			return out
+		},
+		Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: &p.stder,
+		Run:         (*exec.Cmd).Run,
+		Exec:        func(string, []string, []string) error { close(p.sshd); return fmt.Errorf("exec recorded by the test") },
+		SetStdin:    func(*os.File) error { return nil },
+		WaitForStop: func() {},
+	}
+	wg.Go(func() { p.code = entrypoint.Main([]string{"berth-init"}, env) })
+	return p
+}
+
+// TestWarmPoolClaimEndToEnd: with warm pools on, a class's pool is made
+// from its template; a sandbox of the class is a SandboxClaim on it; the
+// pool's pod, once bound, reads its token from its annotations and fetches
+// the sandbox's environment from the gateway over HTTP with berth-init's
+// own code; the sandbox is ready once its sshd greets. The pool follows
+// its class to warm 0, and a gateway started with pools off deletes every
+// pool. The test plays the agent-sandbox controller.
+func TestWarmPoolClaimEndToEnd(t *testing.T) {
+	needCommand(t, "ssh-keygen")
+	var (
+		mu   sync.Mutex
+		pods = map[string]*pod{} // by bound Sandbox name
+		wg   sync.WaitGroup
+	)
+	t.Cleanup(wg.Wait)
+	up := func(string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, p := range pods {
+			select {
+			case <-p.sshd:
+				return true
+			default:
+			}
+		}
+		return false
+	}
+	c := newCluster(t, true, newGreeter(t, up))
+	c.ctl.adopted = func(claim, sb *unstructured.Unstructured) {
+		ann, _, _ := unstructured.NestedStringMap(sb.Object, "spec", "podTemplate", "metadata", "annotations")
+		mu.Lock()
+		defer mu.Unlock()
+		pods[sb.GetName()] = runPod(t, c.url, ann, &wg)
+	}
+	ctx := t.Context()
+	const warmClass = "sandboxes:\n  - name: warm\n    image: ghcr.io/acme/dev:1\n    isolation: standard\n    warm: 2\n    purposes: [engineer]\n"
+	if _, err := c.api.ApplyClasses(ctx, "", strings.NewReader(warmClass)); err != nil {
+		t.Fatal(err)
+	}
+	pools := func() []unstructured.Unstructured {
+		list, err := c.dc.Resource(poolGVR).Namespace(c.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return list.Items
+	}
+	ps := pools()
+	if len(ps) != 1 {
+		t.Fatalf("%d SandboxWarmPools after applying a class with warm 2, want 1", len(ps))
+	}
+	if r, _, _ := unstructured.NestedInt64(ps[0].Object, "spec", "replicas"); r != 2 || str(&ps[0], "spec", "updateStrategy", "type") != "OnReplenish" {
+		t.Errorf("pool spec = %v, want 2 replicas, OnReplenish", ps[0].Object["spec"])
+	}
+	tpl, err := c.dc.Resource(templateGVR).Namespace(c.ns).Get(ctx, ps[0].GetName(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the pool's template: %v", err)
+	}
+	if m := str(tpl, "spec", "networkPolicyManagement"); m != "Unmanaged" {
+		t.Errorf("template networkPolicyManagement = %s, want Unmanaged (the namespace's policy rules)", m)
+	}
+
+	sb, err := c.api.CreateSandbox(ctx, api.CreateSandbox{Name: "quick", Class: "warm", SSHKeys: []string{sshKey}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := c.waitState(t, sb.ID, "running")
+	if !running.FromPool {
+		t.Errorf("from_pool = false for a sandbox of a warm class")
+	}
+	claim, err := c.dc.Resource(claimGVR).Namespace(c.ns).Get(ctx, strings.ReplaceAll(sb.ID, "_", "-"), metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the sandbox's SandboxClaim: %v", err)
+	}
+	if ref := str(claim, "spec", "warmPoolRef", "name"); ref != ps[0].GetName() {
+		t.Errorf("claim warmPoolRef = %s, want %s", ref, ps[0].GetName())
+	}
+	if _, has, _ := unstructured.NestedSlice(claim.Object, "spec", "env"); has {
+		t.Errorf("the claim sets env, which cold-starts a sandbox")
+	}
+	obj := c.object(t, sb.ID)
+	if !strings.HasPrefix(obj.GetName(), ps[0].GetName()+"-") {
+		t.Errorf("the sandbox's Sandbox is %s, want a member of pool %s", obj.GetName(), ps[0].GetName())
+	}
+	if st := str(obj, "spec", "shutdownTime"); st != running.ExpiresAt.UTC().Format(time.RFC3339) {
+		t.Errorf("adopted Sandbox shutdownTime = %s, want the expiry %s", st, running.ExpiresAt.UTC().Format(time.RFC3339))
+	}
+	if env := envOf(t, obj); env["BERTH_API_KEY"] != "" || env["BERTH_SANDBOX_ID"] != "" {
+		t.Errorf("the pool's pod spec carries the sandbox's own values: %v", slices.Sorted(maps.Keys(env)))
+	}
+	mu.Lock()
+	p := pods[obj.GetName()]
+	mu.Unlock()
+	if p == nil {
+		t.Fatal("no pod ran for the bound Sandbox")
+	}
+	keys, err := os.ReadFile(filepath.Join(p.dir, "home", ".ssh", "authorized_keys"))
+	if err != nil || !strings.Contains(string(keys), sshKey) {
+		t.Errorf("the pod's authorized_keys = %q, %v; want the key given at create", keys, err)
+	}
+	events, err := c.api.Audit(ctx, client.AuditOptions{Sandbox: sb.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var issued []string
+	for _, e := range events {
+		if e.Action == "credential.issue" {
+			issued = append(issued, e.Target)
+		}
+	}
+	if !slices.Contains(issued, "bootstrap token") || !slices.Contains(issued, "environment") {
+		t.Errorf("credentials issued %v, want the bootstrap token and the environment", issued)
+	}
+
+	// warm 0: the pool and its template go; the claimed sandbox stays.
+	if _, err := c.api.ApplyClasses(ctx, "", strings.NewReader(strings.Replace(warmClass, "warm: 2", "warm: 0", 1))); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(pools()); n != 0 {
+		t.Errorf("%d pools after warm 0, want none", n)
+	}
+	if _, err := c.dc.Resource(templateGVR).Namespace(c.ns).Get(ctx, ps[0].GetName(), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("template after warm 0: %v, want not found", err)
+	}
+	if _, err := c.api.Sandbox(ctx, sb.ID); err != nil {
+		t.Error(err)
+	}
+
+	// Pools back, then a gateway that starts with pools off deletes them.
+	if _, err := c.api.ApplyClasses(ctx, "", strings.NewReader(warmClass)); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(pools()); n != 1 {
+		t.Fatalf("%d pools after warm 2 again, want 1", n)
+	}
+	off := sandbox.NewService(c.st, kubernetes.New(c.kcfg, c.dc, slog.New(slog.DiscardHandler)), nil, sandbox.Config{
+		Driver: "kubernetes", Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""}, Warm: false,
+	}, slog.New(slog.DiscardHandler), time.Now)
+	if err := off.SyncPools(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(pools()); n != 0 {
+		t.Errorf("%d pools after a start with pools off, want none", n)
+	}
+	if _, err := c.api.Terminate(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.dc.Resource(claimGVR).Namespace(c.ns).Get(ctx, claim.GetName(), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("claim after terminate: %v, want not found", err)
+	}
+}
+
+func needCommand(t *testing.T, name string) {
+	t.Helper()
+	if _, err := exec.LookPath(name); err != nil {
+		t.Skipf("%s is not installed", name)
+	}
+}
+
+// TestClaimWaitedForAgain: a gateway that stops while a pool's claim is
+// unbound finds the claim at its next start and waits for it, instead of
+// failing the sandbox for want of an environment.
+func TestClaimWaitedForAgain(t *testing.T) {
+	dc := kubeClient(t)
+	d, ctl, _ := newDriver(t, dc, newGreeter(t, nil))
+	ctx := t.Context()
+	p := sandbox.Pool{Org: "org_acme", Class: sandbox.Class{Name: "warm", Image: "ghcr.io/acme/dev:1", CPU: 500, Memory: 1 << 30, Warm: 1}}
+	if err := d.SyncPools(ctx, []sandbox.Pool{p}); err != nil {
+		t.Fatal(err)
+	}
+	spec := drivertest.Spec(drivertest.Options{Image: p.Class.Image, SSHKey: sshKey})
+	spec.Sandbox.Org, spec.Sandbox.Class, spec.Sandbox.FromPool = p.Org, p.Class.Name, true
+	spec.Env, spec.Bootstrap = nil, "bst_ONETIME"
+	release := ctl.hold()
+	stopped, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if err := d.Start(stopped, spec); err == nil {
+		t.Fatal("Start returned with the claim unbound")
+	}
+	if m, err := d.Inspect(ctx, spec.Sandbox.ID); err != nil || m.Status != sandbox.MachineRunning {
+		t.Fatalf("Inspect(unbound claim) = %+v, %v; want a machine on its way", m, err)
+	}
+	release()
+	if err := d.Start(ctx, sandbox.Spec{Sandbox: spec.Sandbox}); err != nil {
+		t.Fatalf("Start after the restart = %v, want it to wait for the claim", err)
+	}
+	if err := d.Remove(ctx, spec.Sandbox.ID); err != nil {
+		t.Fatal(err)
+	}
+	if ms, _ := d.List(ctx); len(ms) != 0 {
+		t.Errorf("List after Remove = %v", ms)
+	}
+}

@@ -1,0 +1,292 @@
+package sandbox_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/driver/fake"
+	"berth.dev/berth/internal/sandbox"
+)
+
+// poolDriver is the fake driver with the capabilities of the kubernetes
+// driver and none of podman's: it keeps warm pools, carries expiries, and
+// neither follows runs nor reaches ports.
+type poolDriver struct {
+	f *fake.Driver
+
+	mu       sync.Mutex
+	pools    [][]sandbox.Pool // every SyncPools call
+	expiries map[sandbox.ID]time.Time
+	specs    []sandbox.Spec
+	final    map[sandbox.ID]bool
+}
+
+var (
+	_ sandbox.Pools   = (*poolDriver)(nil)
+	_ sandbox.Expirer = (*poolDriver)(nil)
+)
+
+func (d *poolDriver) Start(ctx context.Context, spec sandbox.Spec) error {
+	d.mu.Lock()
+	d.specs = append(d.specs, spec)
+	d.mu.Unlock()
+	if spec.Bootstrap != "" && spec.Env == nil {
+		spec.Env = map[string]string{} // a pool's machine has nothing of the sandbox's
+	}
+	return d.f.Start(ctx, spec)
+}
+func (d *poolDriver) Stop(ctx context.Context, id sandbox.ID) error   { return d.f.Stop(ctx, id) }
+func (d *poolDriver) Remove(ctx context.Context, id sandbox.ID) error { return d.f.Remove(ctx, id) }
+func (d *poolDriver) Inspect(ctx context.Context, id sandbox.ID) (sandbox.Machine, error) {
+	m, err := d.f.Inspect(ctx, id)
+	d.mu.Lock()
+	m.Final = d.final[id]
+	d.mu.Unlock()
+	return m, err
+}
+func (d *poolDriver) List(ctx context.Context) ([]sandbox.Machine, error) {
+	ms, err := d.f.List(ctx)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for i := range ms {
+		ms[i].Final = d.final[ms[i].ID]
+	}
+	return ms, err
+}
+
+func (d *poolDriver) SyncPools(_ context.Context, pools []sandbox.Pool) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.pools = append(d.pools, pools)
+	return nil
+}
+
+func (d *poolDriver) SetExpiry(_ context.Context, id sandbox.ID, at time.Time) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.expiries[id] = at
+	return nil
+}
+
+// finish makes a machine's pod finish with code, as on Kubernetes.
+func (d *poolDriver) finish(id sandbox.ID, code int) {
+	d.mu.Lock()
+	d.final[id] = true
+	d.mu.Unlock()
+	d.f.Exit(id, code)
+}
+
+func (d *poolDriver) lastSpec(t *testing.T, id sandbox.ID) sandbox.Spec {
+	t.Helper()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for i := len(d.specs) - 1; i >= 0; i-- {
+		if d.specs[i].Sandbox.ID == id {
+			return d.specs[i]
+		}
+	}
+	t.Fatalf("no start of %s", id)
+	return sandbox.Spec{}
+}
+
+func (d *poolDriver) lastPools() []sandbox.Pool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.pools) == 0 {
+		return nil
+	}
+	return d.pools[len(d.pools)-1]
+}
+
+// withPools rebuilds e's service on a poolDriver with warm pools on or off.
+func withPools(t *testing.T, e *env, warm bool) *poolDriver {
+	t.Helper()
+	d := &poolDriver{f: e.drv, expiries: map[sandbox.ID]time.Time{}, final: map[sandbox.ID]bool{}}
+	cfg := e.cfg
+	cfg.Driver, cfg.Warm = "kubernetes", warm
+	e.svc = sandbox.NewService(e.st, d, e.accounts, cfg, slog.New(slog.NewTextHandler(t.Output(), nil)), e.clock.Now)
+	const warmClass = "sandboxes:\n  - name: warm\n    image: localhost/berth-sandbox:1\n    isolation: standard\n    warm: 2\n    purposes: [engineer]\n"
+	if _, err := e.svc.ApplyClasses(t.Context(), e.admin, "", strings.NewReader(warmClass)); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// TestWarmPoolSandboxFetchesItsEnvironmentOnce: a sandbox of a warm class
+// is started with a bootstrap token and no environment; the token buys
+// the environment once, with a fresh key that replaces the one of its
+// creation, and every step is in the audit log (SPEC S12, S17).
+func TestWarmPoolSandboxFetchesItsEnvironmentOnce(t *testing.T) {
+	e := newEnv(t)
+	d := withPools(t, e, true)
+	e.run(t)
+	ctx := t.Context()
+	if got := d.lastPools(); len(got) != 1 || got[0].Class.Name != "warm" || got[0].Class.Warm != 2 || got[0].Org != e.acme.ID {
+		t.Fatalf("pools after apply = %+v, want acme's class warm with 2", got)
+	}
+	sb, err := e.svc.Create(ctx, e.alice, sandbox.CreateRequest{Name: "quick", Class: "warm", SSHKeys: []string{testKey}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := e.waitState(t, sb.ID, sandbox.StateRunning)
+	if !running.FromPool {
+		t.Errorf("row FromPool = false, want true")
+	}
+	spec := d.lastSpec(t, sb.ID)
+	if spec.Env != nil || !strings.HasPrefix(spec.Bootstrap, "bst_") {
+		t.Fatalf("start of a pool sandbox: Env %v, Bootstrap %q; want no environment and a token", spec.Env, spec.Bootstrap)
+	}
+
+	env, err := e.svc.Bootstrap(ctx, spec.Bootstrap)
+	if err != nil {
+		t.Fatalf("Bootstrap = %v", err)
+	}
+	if env["BERTH_SANDBOX_ID"] != string(sb.ID) || env["BERTH_AUTHORIZED_KEYS"] != testKey || env["BERTH_SANDBOX_NAME"] != "quick" {
+		t.Errorf("environment names %q %q %q, want the sandbox's", env["BERTH_SANDBOX_ID"], env["BERTH_SANDBOX_NAME"], env["BERTH_AUTHORIZED_KEYS"])
+	}
+	p, err := e.accounts.Authenticate(ctx, env["BERTH_API_KEY"])
+	if err != nil || p.Sandbox != string(sb.ID) {
+		t.Fatalf("the fetched key authenticates as %q, %v; want the sandbox", p.Sandbox, err)
+	}
+	after, _ := e.st.GetSandbox(ctx, sb.ID)
+	if after.KeyID == sb.KeyID || after.KeyID == "" {
+		t.Errorf("key %s after bootstrap, created with %s: want a new one", after.KeyID, sb.KeyID)
+	}
+	if _, err := e.svc.Bootstrap(ctx, spec.Bootstrap); !errors.Is(err, account.ErrUnauthenticated) {
+		t.Errorf("second Bootstrap = %v, want ErrUnauthenticated", err)
+	}
+	if _, err := e.svc.Bootstrap(ctx, "bst_NOTATOKEN"); !errors.Is(err, account.ErrUnauthenticated) {
+		t.Errorf("Bootstrap(unknown) = %v, want ErrUnauthenticated", err)
+	}
+	events, err := e.st.ListAudit(ctx, audit.Filter{Sandbox: string(sb.ID)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var issued []string
+	for _, ev := range events {
+		if ev.Action == audit.CredentialIssue {
+			issued = append(issued, ev.Target)
+		}
+	}
+	if !slices.Equal(issued, []string{"bootstrap token", "environment"}) {
+		t.Errorf("credentials issued %v, want the bootstrap token then the environment", issued)
+	}
+
+	// A resume gives the new pod a token of its own.
+	if _, err := e.svc.Suspend(ctx, e.alice, "quick"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.Resume(ctx, e.alice, "quick"); err != nil {
+		t.Fatal(err)
+	}
+	e.waitState(t, sb.ID, sandbox.StateRunning)
+	if again := d.lastSpec(t, sb.ID); again.Bootstrap == "" || again.Bootstrap == spec.Bootstrap || again.Env != nil {
+		t.Errorf("resume of a pool sandbox: Bootstrap %q, Env %v; want a new token", again.Bootstrap, again.Env)
+	}
+
+	// Engineers of other classes, and agents, start cold.
+	cold := e.engineer(t, e.bob, "cold")
+	e.waitState(t, cold.ID, sandbox.StateRunning)
+	if s := d.lastSpec(t, cold.ID); s.Bootstrap != "" || s.Env == nil {
+		t.Errorf("a class without warm got Bootstrap %q", s.Bootstrap)
+	}
+
+	// Pools do not outlive their class.
+	if err := e.svc.DeleteClass(ctx, e.admin, "", "warm"); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.lastPools(); len(got) != 0 {
+		t.Errorf("pools after the class was deleted = %+v, want none", got)
+	}
+}
+
+// TestWarmPoolsOffDeletesThem: with warm pools off the gateway asks the
+// driver for no pool at its start, and sandboxes of warm classes start
+// cold (SPEC S12).
+func TestWarmPoolsOffDeletesThem(t *testing.T) {
+	e := newEnv(t)
+	d := withPools(t, e, false)
+	e.run(t)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		d.mu.Lock()
+		n := len(d.pools)
+		d.mu.Unlock()
+		if n >= 2 { // ApplyClasses, then Run's start
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("SyncPools called %d times, want at start-up too", n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := d.lastPools(); len(got) != 0 {
+		t.Fatalf("pools with warm off = %+v, want none", got)
+	}
+	sb, err := e.svc.Create(t.Context(), e.alice, sandbox.CreateRequest{Name: "cold", Class: "warm", SSHKeys: []string{testKey}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.waitState(t, sb.ID, sandbox.StateRunning); got.FromPool {
+		t.Errorf("FromPool with pools off")
+	}
+}
+
+// TestExtendMovesTheDriversExpiry: a driver that carries expiries gets
+// every new one (SPEC S11: the cluster enforces shutdownTime).
+func TestExtendMovesTheDriversExpiry(t *testing.T) {
+	e := newEnv(t)
+	d := withPools(t, e, false)
+	e.run(t)
+	sb := e.engineer(t, e.alice, "long")
+	e.waitState(t, sb.ID, sandbox.StateRunning)
+	got, err := e.svc.Extend(t.Context(), e.alice, "long", "8h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.mu.Lock()
+	at := d.expiries[sb.ID]
+	d.mu.Unlock()
+	if !at.Equal(got.ExpiresAt) {
+		t.Errorf("driver expiry %s, want %s", at, got.ExpiresAt)
+	}
+}
+
+// TestFinishedMachineFails: a machine that finished cannot restart, so
+// even exit 0 fails the sandbox instead of suspending it (SPEC S11).
+func TestFinishedMachineFails(t *testing.T) {
+	e := newEnv(t)
+	d := withPools(t, e, false)
+	stop := e.run(t)
+	sb := e.engineer(t, e.alice, "done")
+	e.waitState(t, sb.ID, sandbox.StateRunning)
+	stop()
+	d.finish(sb.ID, 0)
+	if _, err := e.svc.Sweep(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := e.st.GetSandbox(t.Context(), sb.ID)
+	if got.State != sandbox.StateFailed || !strings.Contains(got.Reason, "cannot restart") {
+		t.Errorf("after a finished pod: %s (%s), want failed", got.State, got.Reason)
+	}
+}
+
+// TestAgentRunsNeedAFollower: a driver that cannot follow a run's output
+// refuses agent runs at creation, saying why.
+func TestAgentRunsNeedAFollower(t *testing.T) {
+	e := newEnv(t, agents(t))
+	withPools(t, e, false)
+	_, err := e.svc.Create(t.Context(), e.alice, sandbox.CreateRequest{Name: "task", Purpose: "agent", Class: "agent",
+		Repo: "acme/app", Task: "fix it", Runner: "claude-code"})
+	if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "kubernetes driver cannot run agents") {
+		t.Fatalf("agent run on a driver without Follow = %v, want ErrUnavailable naming why", err)
+	}
+}

@@ -1,0 +1,71 @@
+package store_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/store"
+)
+
+// testWarmPools covers what warm pools keep (SPEC S12): the classes with a
+// pool across organisations, and one-time bootstrap tokens used once,
+// never after they expire, and deleted with their sandbox.
+func testWarmPools(t *testing.T, st *store.Store) {
+	ctx := t.Context()
+	acme, globex := newFixture(t, st, "acme"), newFixture(t, st, "globex")
+	cold := sandbox.Class{Name: "cold", Image: "img", Isolation: sandbox.TierStandard, CPU: 1000, Memory: 1 << 30, DefaultTTL: time.Hour, MaxTTL: time.Hour}
+	warm := cold
+	warm.Name, warm.Warm = "warm", 3
+	for _, fx := range []fixture{acme, globex} {
+		if _, err := st.PutClasses(ctx, fx.org.ID, []sandbox.Class{cold, warm}); err != nil {
+			t.Fatalf("PutClasses: %v", err)
+		}
+	}
+	got, err := st.ListWarmClasses(ctx)
+	if err != nil {
+		t.Fatalf("ListWarmClasses: %v", err)
+	}
+	want := []sandbox.WarmClass{{Org: acme.org.ID, Class: warm}, {Org: globex.org.ID, Class: warm}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ListWarmClasses (-want +got):\n%s", diff)
+	}
+
+	sb, key := newSandbox(acme, acme.ann, "pooled", t0)
+	sb.FromPool = true
+	mustCreate(t, st, sb, key)
+	for i, tok := range []sandbox.BootstrapToken{
+		{Hash: "h1", Sandbox: sb.ID, CreatedAt: t0, ExpiresAt: t0.Add(time.Minute)},
+		{Hash: "h2", Sandbox: sb.ID, CreatedAt: t0, ExpiresAt: t0.Add(time.Minute)},
+	} {
+		if err := st.AddBootstrap(ctx, tok); err != nil {
+			t.Fatalf("AddBootstrap %d: %v", i, err)
+		}
+	}
+	wantErr(t, "AddBootstrap(same hash)", st.AddBootstrap(ctx, sandbox.BootstrapToken{Hash: "h1", Sandbox: sb.ID, CreatedAt: t0, ExpiresAt: t0}), sandbox.ErrConflict)
+	wantErr(t, "AddBootstrap(unknown sandbox)", st.AddBootstrap(ctx, sandbox.BootstrapToken{Hash: "h3", Sandbox: "sbx_nope", CreatedAt: t0, ExpiresAt: t0}), sandbox.ErrNotFound)
+
+	id, err := st.UseBootstrap(ctx, "h1", t0.Add(time.Second))
+	if err != nil || id != sb.ID {
+		t.Fatalf("UseBootstrap(h1) = %s, %v; want %s", id, err, sb.ID)
+	}
+	_, err = st.UseBootstrap(ctx, "h1", t0.Add(2*time.Second))
+	wantErr(t, "UseBootstrap(used)", err, sandbox.ErrNotFound)
+	_, err = st.UseBootstrap(ctx, "h2", t0.Add(time.Minute))
+	wantErr(t, "UseBootstrap(expired)", err, sandbox.ErrNotFound)
+	_, err = st.UseBootstrap(ctx, "nope", t0)
+	wantErr(t, "UseBootstrap(unknown)", err, sandbox.ErrNotFound)
+
+	// An ended sandbox goes with its tokens after the retention.
+	ended := mustGet(t, st, sb.ID)
+	next := ended
+	next.State, next.EndedAt = sandbox.StateTerminated, t0.Add(time.Hour)
+	if err := st.UpdateSandbox(ctx, sandbox.Update{Sandbox: next, From: ended.State, At: next.EndedAt, RevokeKey: true}); err != nil {
+		t.Fatalf("UpdateSandbox: %v", err)
+	}
+	if n, err := st.DeleteEnded(ctx, t0.Add(2*time.Hour)); err != nil || n != 1 {
+		t.Fatalf("DeleteEnded = %d, %v; want 1", n, err)
+	}
+}
