@@ -31,12 +31,12 @@ func (s *Service) recordCreate(ctx context.Context, actor string, sb Sandbox, pr
 	s.record(ctx, e)
 }
 
-// recordWrite records what one write did: the state change (or, when the
-// state stays, the new expiry of an extend), the key it revoked and the
-// key it minted. Keys are named by id, never by secret.
-func (s *Service) recordWrite(ctx context.Context, actor string, prev Sandbox, u Update) {
+// writeEvents is what one write records: the state change (or, when the
+// state stays, the new expiry of an extend), the key it revokes and the
+// key it mints. Keys are named by id, never by secret.
+func (s *Service) writeEvents(actor string, prev Sandbox, u Update) []audit.Event {
 	next := u.Sandbox
-	base := audit.Event{Org: next.Org, Actor: actor, Sandbox: string(next.ID)}
+	base := audit.Event{At: s.now(), Org: next.Org, Actor: actor, Sandbox: string(next.ID)}
 	e := base
 	e.Target = next.Name
 	if prev.State != next.State {
@@ -48,7 +48,7 @@ func (s *Service) recordWrite(ctx context.Context, actor string, prev Sandbox, u
 		e.Action = audit.SandboxExtend
 		e.Detail = fmt.Sprintf("expires %s (was %s)", stamp(next.ExpiresAt), stamp(prev.ExpiresAt))
 	}
-	s.record(ctx, e)
+	events := []audit.Event{e}
 	// A key is revoked once: expiry, failure and terminate revoke it as
 	// they end a sandbox, so a later terminate or a resume after expiry
 	// revokes nothing more.
@@ -56,13 +56,14 @@ func (s *Service) recordWrite(ctx context.Context, actor string, prev Sandbox, u
 	if (u.RevokeKey || u.NewKey != nil) && prev.KeyID != "" && keyLive {
 		e = base
 		e.Action, e.Target, e.Detail = audit.KeyRevoke, prev.KeyID, "the key of sandbox "+next.Name
-		s.record(ctx, e)
+		events = append(events, e)
 	}
 	if u.NewKey != nil {
 		e = base
 		e.Action, e.Target, e.Detail = audit.KeyCreate, u.NewKey.ID, "the key of sandbox "+next.Name
-		s.record(ctx, e)
+		events = append(events, e)
 	}
+	return events
 }
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }

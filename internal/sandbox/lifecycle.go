@@ -306,6 +306,7 @@ func retryMoved(op func() (Sandbox, error)) (Sandbox, error) {
 // the one path every state change takes, so it is where each is logged and
 // recorded in the audit log, as done by actor ("" for berth itself).
 func (s *Service) write(ctx context.Context, actor string, prev Sandbox, u Update) (Sandbox, error) {
+	u.Audit = s.writeEvents(actor, prev, u)
 	if err := s.store.UpdateSandbox(ctx, u); err != nil {
 		if errors.Is(err, ErrConflict) {
 			return Sandbox{}, fmt.Errorf("%w: %w", errMoved, err)
@@ -314,7 +315,6 @@ func (s *Service) write(ctx context.Context, actor string, prev Sandbox, u Updat
 	}
 	s.log.InfoContext(ctx, "sandbox state changed", "sandbox", u.Sandbox.ID, "from", u.From, "to", u.Sandbox.State,
 		"reason", u.Sandbox.Reason, "user", actor)
-	s.recordWrite(ctx, actor, prev, u)
 	return s.store.GetSandbox(ctx, u.Sandbox.ID)
 }
 

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/audit"
 )
 
 // Store is what the sandbox service needs from the database.
@@ -87,4 +88,8 @@ type Update struct {
 	At        time.Time
 	RevokeKey bool         // revoke the key the row names now
 	NewKey    *account.Key // store and use this key instead (resume after expiry)
+	// Audit is what the change records (SPEC S17), committed with it: the
+	// log never shows a change that did not happen, nor misses or reorders
+	// one that did.
+	Audit []audit.Event
 }

@@ -13,10 +13,16 @@ var _ audit.Recorder = (*Store)(nil)
 
 // Record appends an audit event.
 func (s *Store) Record(ctx context.Context, e audit.Event) error {
+	return insertAudit(ctx, s.db, e)
+}
+
+// insertAudit appends e through db, the database or a transaction whose
+// change it records.
+func insertAudit(ctx context.Context, db queryer, e audit.Event) error {
 	if e.Outcome == "" {
 		e.Outcome = audit.OK
 	}
-	_, err := s.db.ExecContext(ctx, `INSERT INTO audit (at, org_id, actor_id, sandbox_id, action, target, outcome, detail)
+	_, err := db.ExecContext(ctx, `INSERT INTO audit (at, org_id, actor_id, sandbox_id, action, target, outcome, detail)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
 		timeArg(e.At), e.Org, e.Actor, e.Sandbox, e.Action, e.Target, e.Outcome, e.Detail)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
 )
@@ -283,9 +284,13 @@ func testSandboxUpdate(t *testing.T, st *store.Store) {
 	sb, key := newSandbox(fx, fx.ann, "dev", t0)
 	mustCreate(t, st, sb, key)
 
+	// The audit events an update carries commit with it, or not at all.
+	event := func(detail string) audit.Event {
+		return audit.Event{At: t0, Org: sb.Org, Sandbox: string(sb.ID), Action: audit.SandboxState, Target: sb.Name, Detail: detail}
+	}
 	stale := sb
 	stale.State = sandbox.StateSuspended
-	err := st.UpdateSandbox(ctx, sandbox.Update{Sandbox: stale, From: sandbox.StateRunning, At: t0})
+	err := st.UpdateSandbox(ctx, sandbox.Update{Sandbox: stale, From: sandbox.StateRunning, At: t0, Audit: []audit.Event{event("refused")}})
 	wantErr(t, "UpdateSandbox(from a state the row is not in)", err, sandbox.ErrConflict)
 	if got := mustGet(t, st, sb.ID); got.State != sandbox.StateStarting {
 		t.Errorf("state after a refused update = %s, want %s", got.State, sandbox.StateStarting)
@@ -298,11 +303,22 @@ func testSandboxUpdate(t *testing.T, st *store.Store) {
 
 	next := sb
 	next.State, next.Reason, next.ExpiresAt = sandbox.StateSuspended, "exited 0", t0.Add(8*time.Hour)
-	if err := st.UpdateSandbox(ctx, sandbox.Update{Sandbox: next, From: sandbox.StateStarting, At: t0}); err != nil {
+	if err := st.UpdateSandbox(ctx, sandbox.Update{Sandbox: next, From: sandbox.StateStarting, At: t0, Audit: []audit.Event{event("done")}}); err != nil {
 		t.Fatalf("UpdateSandbox: %v", err)
 	}
 	if diff := cmp.Diff(next, mustGet(t, st, sb.ID)); diff != "" {
 		t.Errorf("GetSandbox after UpdateSandbox (-want +got):\n%s", diff)
+	}
+	log, err := st.ListAudit(ctx, audit.Filter{Sandbox: string(sb.ID)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var details []string
+	for _, e := range log {
+		details = append(details, e.Detail)
+	}
+	if !slices.Equal(details, []string{"done"}) {
+		t.Errorf("audit of the sandbox after a refused and an accepted update = %q, want [done]", details)
 	}
 }
 

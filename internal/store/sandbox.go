@@ -316,6 +316,11 @@ func (s *Store) UpdateSandbox(ctx context.Context, u sandbox.Update) error {
 				return err
 			}
 		}
+		for _, e := range u.Audit {
+			if err := insertAudit(ctx, tx, e); err != nil {
+				return fmt.Errorf("update sandbox %s: %w", sb.ID, err)
+			}
+		}
 		return nil
 	})
 }
