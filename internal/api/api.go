@@ -182,6 +182,9 @@ type Class struct {
 	// S13) or kelos (S13.6); SetupCommand a kelos image's setup command.
 	Contract     string   `json:"contract,omitempty" yaml:"contract,omitempty"`
 	SetupCommand []string `json:"setup_command,omitempty" yaml:"setup_command,omitempty"`
+	// Runner is what its agent sandboxes run when their creator names
+	// none; empty: the deployment's default (BERTH_AGENT_RUNNER).
+	Runner string `json:"runner,omitempty" yaml:"runner,omitempty"`
 }
 
 // ClassFile is the YAML document of BERTH_SANDBOXES_FILE and of

@@ -124,8 +124,9 @@ var settingsHelp = `Settings (environment variables, read once at start-up):
   BERTH_SANDBOX_GIT_TOKEN_FILE      GitLab token file
   BERTH_RUNNER_IMAGES               the image of each agent runner, as runner=image pairs
                                     separated by commas; a run of any other runner is refused
-  BERTH_AGENT_RUNNER                the runner of an agent sandbox that names none (default:
-                                    claude-code when it has an image, else the only one)
+  BERTH_AGENT_RUNNER                the runner of an agent sandbox that names none and whose
+                                    class has no runner: (default: claude-code when it has an
+                                    image, else the only one)
   BERTH_AGENT_MODEL                 the model agent runs start on (default: the first model
                                     the sandbox's project may reach)
   BERTH_AGENT_NETWORK               allowlist (default: runs reach the gateway and nothing

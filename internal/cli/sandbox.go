@@ -127,7 +127,7 @@ is cut down to it. Only administrators may choose --project.`,
 	f.StringVar(&req.Branch, "branch", "", "the branch to check out (default the repository's default)")
 	f.StringVar(&req.Task, "task", "", "an agent's task")
 	f.StringVar(&taskFile, "task-file", "", "read the agent's task from a file (- for standard input)")
-	f.StringVar(&req.Runner, "runner", "", "the agent CLI: claude-code, codex, opencode, gemini, cursor or pi")
+	f.StringVar(&req.Runner, "runner", "", "the agent CLI: claude-code, codex, opencode, gemini or pi (default: the class's runner, else the deployment's)")
 	f.StringVar(&req.Role, "role", "", "an agent's role: author (default; pushes its branch) or reviewer (pushes nothing, leaves a verdict)")
 	f.StringArrayVar(&keyFiles, "ssh-key", nil, "an ssh public key file (repeatable); default ~/.ssh/*.pub")
 	f.StringArrayVar(&env, "env", nil, "an environment variable K=V for the sandbox's life (repeatable; not BERTH_*)")

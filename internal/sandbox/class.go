@@ -48,6 +48,9 @@ type ClassSpec struct {
 	Contract string `yaml:"contract" json:"contract,omitempty"`
 	// SetupCommand is a kelos image's KELOS_SETUP_COMMAND, in exec form.
 	SetupCommand []string `yaml:"setup_command" json:"setup_command,omitempty"`
+	// Runner is the runner an agent sandbox of the class gets when its
+	// creator names none; "" leaves it to the deployment's default.
+	Runner string `yaml:"runner" json:"runner,omitempty"`
 }
 
 // Class is a named machine shape belonging to one organisation, with every
@@ -69,6 +72,8 @@ type Class struct {
 	// SetupCommand is what a kelos image runs before its agent, in exec
 	// form; nil: none.
 	SetupCommand []string
+	// Runner is its agent sandboxes' default runner; "": the deployment's.
+	Runner string
 }
 
 // Contract is the interface an agent image implements: how the host
@@ -102,6 +107,7 @@ func (c Class) Spec() ClassSpec {
 		CPU: c.CPU.String(), Memory: c.Memory.String(), Disk: "none",
 		DefaultTTL: quantity.FormatDuration(c.DefaultTTL), MaxTTL: quantity.FormatDuration(c.MaxTTL),
 		Warm: c.Warm, Git: string(c.Git), Contract: string(c.Contract), SetupCommand: c.SetupCommand,
+		Runner: c.Runner,
 	}
 	if c.Disk > 0 {
 		s.Disk = c.Disk.String()
@@ -205,6 +211,14 @@ func ParseClass(s ClassSpec) (Class, error) {
 		errs = append(errs, invalid("git", "%q is not a git mode (gateway or token)", s.Git))
 	}
 	errs = append(errs, parseContract(s, &c)...)
+	if s.Runner != "" {
+		c.Runner = s.Runner
+		if err := checkRunner(s.Runner); err != nil {
+			errs = append(errs, err)
+		} else if !c.Allows(PurposeAgent) {
+			errs = append(errs, invalid("runner", "a runner is what an agent sandbox runs: this class is for engineers only (purposes: [engineer])"))
+		}
+	}
 	// SPEC S12: only engineer sandboxes come from a pool.
 	if c.Warm > 0 && c.only(PurposeAgent) {
 		errs = append(errs, invalid("warm", "a class only agents may use cannot have a warm pool (agent sandboxes always start cold)"))
@@ -352,7 +366,7 @@ func fieldOf(n *yaml.Node, field string) string {
 
 // specFields are the fields a class may have, as people write them.
 var specFields = []string{"name", "description", "image", "isolation", "cpu", "memory", "disk", "default_ttl", "max_ttl", "warm", "purposes", "git",
-	"contract", "setup_command"}
+	"contract", "setup_command", "runner"}
 
 // decodeSpec decodes one entry of the sandboxes list, refusing fields a
 // class does not have with the line they are on.

@@ -78,6 +78,10 @@ func TestClassRanges(t *testing.T) {
 		{"empty setup command", with(func(s *sandbox.ClassSpec) {
 			s.Contract, s.Purposes, s.SetupCommand = "kelos", []string{"agent"}, []string{}
 		}), "setup_command"},
+		{"default runner", with(func(s *sandbox.ClassSpec) { s.Runner = "pi" }), ""},
+		{"unknown runner", with(func(s *sandbox.ClassSpec) { s.Runner = "vim" }), "runner"},
+		{"runner that bypasses the gateway", with(func(s *sandbox.ClassSpec) { s.Runner = "cursor" }), "runner"},
+		{"runner on an engineers' class", with(func(s *sandbox.ClassSpec) { s.Purposes, s.Runner = []string{"engineer"}, "pi" }), "runner"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

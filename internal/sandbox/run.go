@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -134,22 +135,16 @@ func (s *Service) agentRun(sb Sandbox) bool {
 // its own image, built for the interface (S13.6): the runner names its
 // agent type and reads its stream.
 func (s *Service) chooseRunner(req string, class Class) (string, string, error) {
-	name := req
-	if name == "" {
-		name = s.cfg.Agents.Runner
-	}
+	// The creator's choice, else the class's, else the deployment's.
+	name := cmp.Or(req, class.Runner, s.cfg.Agents.Runner)
 	if name == "" {
 		if class.Contract == ContractKelos {
 			return "", "", invalid("runner", "class %s runs a kelos image, which needs a runner: it names the agent type (KELOS_AGENT_TYPE)", class.Name)
 		}
 		return "", "", nil // an agent sandbox without a runner: it waits for its end
 	}
-	r, err := runner.Get(name)
-	if err != nil {
-		return "", "", invalid("runner", "%q is not a runner (one of %v)", name, runner.Names())
-	}
-	if _, direct := r.(runner.VendorDirect); direct {
-		return "", "", invalid("runner", "%s talks to its vendor itself, not through the gateway, so berth does not run it", name)
+	if err := checkRunner(name); err != nil {
+		return "", "", err
 	}
 	if class.Contract == ContractKelos {
 		return name, class.Image, nil
@@ -159,6 +154,18 @@ func (s *Service) chooseRunner(req string, class Class) (string, string, error) 
 		return "", "", fmt.Errorf("runner %s has no image on this deployment (BERTH_RUNNER_IMAGES): %w", name, ErrUnavailable)
 	}
 	return name, image, nil
+}
+
+// checkRunner refuses a name that is no runner berth runs.
+func checkRunner(name string) error {
+	r, err := runner.Get(name)
+	if err != nil {
+		return invalid("runner", "%q is not a runner (one of %v)", name, runner.Names())
+	}
+	if _, direct := r.(runner.VendorDirect); direct {
+		return invalid("runner", "%s talks to its vendor itself, not through the gateway, so berth does not run it", name)
+	}
+	return nil
 }
 
 // runEnv is what an agent run's container gets on top of the sandbox's

@@ -288,6 +288,36 @@ func TestAgentRunRefusesARunnerWithoutAnImage(t *testing.T) {
 	}
 }
 
+// SPEC S13 via issue 5: the runner is the creator's choice, else the
+// class's default, else the deployment's.
+func TestAgentRunnerDefaultsFromTheClassThenTheDeployment(t *testing.T) {
+	e := newEnv(t, agents(t), func(c *sandbox.Config) { c.Agents.Runner = "claude-code" })
+	e.run(t)
+	if _, err := e.svc.ApplyClasses(t.Context(), e.admin, "", strings.NewReader(`sandboxes:
+  - name: pi-agents
+    image: localhost/berth-sandbox:1
+    isolation: standard
+    purposes: [agent]
+    runner: pi
+`)); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ name, class, runner, want string }{
+		{"class-default", "pi-agents", "", "pi"},
+		{"creator-choice", "pi-agents", "claude-code", "claude-code"},
+		{"deployment-default", "agent", "", "claude-code"},
+	} {
+		sb, err := e.svc.Create(t.Context(), e.alice, sandbox.CreateRequest{Name: tt.name, Class: tt.class, Purpose: "agent",
+			Repo: "acme/app", Task: "t", Runner: tt.runner})
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		if sb.Runner != tt.want || sb.Image != "localhost/berth-agent-"+tt.want+":latest" {
+			t.Errorf("%s: runner %q image %q, want %s and its image", tt.name, sb.Runner, sb.Image, tt.want)
+		}
+	}
+}
+
 func TestTerminatingARunRemovesItsCheckout(t *testing.T) {
 	e := newEnv(t, agents(t))
 	release := make(chan struct{})

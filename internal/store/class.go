@@ -10,7 +10,7 @@ import (
 	"berth.dev/berth/internal/sandbox"
 )
 
-const classColumns = `name, description, image, isolation, cpu, memory, disk, default_ttl, max_ttl, warm, purposes, git, contract, setup_command`
+const classColumns = `name, description, image, isolation, cpu, memory, disk, default_ttl, max_ttl, warm, purposes, git, contract, setup_command, runner`
 
 func scanClass(row interface{ Scan(...any) error }) (sandbox.Class, error) {
 	var (
@@ -22,7 +22,7 @@ func scanClass(row interface{ Scan(...any) error }) (sandbox.Class, error) {
 		purposes, setup    sql.NullString
 	)
 	if err := row.Scan(&c.Name, &c.Description, &c.Image, &isolation, &cpu, &memory, &disk,
-		&defaultTTL, &maxTTL, &c.Warm, &purposes, &git, &contract, &setup); err != nil {
+		&defaultTTL, &maxTTL, &c.Warm, &purposes, &git, &contract, &setup, &c.Runner); err != nil {
 		return sandbox.Class{}, err
 	}
 	c.Isolation, c.Git, c.Contract = sandbox.Tier(isolation), sandbox.GitMode(git), sandbox.Contract(contract)
@@ -114,8 +114,8 @@ func upsertClass(ctx context.Context, tx *sql.Tx, org string, c sandbox.Class) e
 	}
 	_, err = tx.ExecContext(ctx, `
 		INSERT INTO classes (org_id, name, description, image, isolation, cpu, memory, disk, default_ttl, max_ttl, warm, purposes, git,
-			contract, setup_command)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+			contract, setup_command, runner)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
 		ON CONFLICT (org_id, name) DO UPDATE SET
 			description = excluded.description,
 			image = excluded.image,
@@ -129,9 +129,10 @@ func upsertClass(ctx context.Context, tx *sql.Tx, org string, c sandbox.Class) e
 			purposes = excluded.purposes,
 			git = excluded.git,
 			contract = excluded.contract,
-			setup_command = excluded.setup_command`,
+			setup_command = excluded.setup_command,
+			runner = excluded.runner`,
 		org, c.Name, c.Description, c.Image, string(c.Isolation), int64(c.CPU), int64(c.Memory), int64(c.Disk),
-		int64(c.DefaultTTL), int64(c.MaxTTL), c.Warm, purposes, string(c.Git), string(c.Contract), setup)
+		int64(c.DefaultTTL), int64(c.MaxTTL), c.Warm, purposes, string(c.Git), string(c.Contract), setup, c.Runner)
 	switch {
 	case constraintOf(err) == foreignKeyConstraint:
 		return fmt.Errorf("class %s: organisation %s: %w", c.Name, org, sandbox.ErrNotFound)

@@ -84,7 +84,7 @@ func testClasses(t *testing.T, st *store.Store) {
 		CPU: 8500, Memory: 32 << 30, Disk: 100 << 30, DefaultTTL: 8 * time.Hour, MaxTTL: 7 * 24 * time.Hour,
 		Warm: 3, Purposes: []sandbox.Purpose{sandbox.PurposeEngineer}, Git: sandbox.GitToken,
 		// The store keeps what it is given; ParseClass decides what makes sense.
-		Contract: sandbox.ContractKelos, SetupCommand: []string{"make", "deps"},
+		Contract: sandbox.ContractKelos, SetupCommand: []string{"make", "deps"}, Runner: "codex",
 	}
 	checkAllSet(t, full)
 	small := sandbox.Class{

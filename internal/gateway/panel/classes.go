@@ -67,7 +67,7 @@ func applied(res sandbox.Applied) string {
 }
 
 // classForm is the body of the class editor: the fields it shows, as
-// typed. The others (git, contract, setup_command) are kept as they are,
+// typed. The others (git, contract, setup_command, runner) are kept as they are,
 // and shown in Kept.
 type classForm struct {
 	New                                                    bool
@@ -93,6 +93,9 @@ func kept(s sandbox.ClassSpec) []string {
 	out := []string{"git: " + s.Git, "contract: " + s.Contract}
 	if len(s.SetupCommand) > 0 {
 		out = append(out, "setup_command: "+strings.Join(s.SetupCommand, " "))
+	}
+	if s.Runner != "" {
+		out = append(out, "runner: "+s.Runner)
 	}
 	return out
 }
