@@ -141,7 +141,10 @@ func TestSSHThroughTheGateway(t *testing.T) {
 
 	// An open session is a connection the sandbox shows; it goes when the
 	// session ends. ssh took the connection itself (ProxyUseFdpass): no
-	// berth sandbox proxy is left copying bytes.
+	// berth sandbox proxy is left copying bytes. The sessions before it
+	// must have left first: the gateway sees a tunnel close a moment after
+	// its ssh client exits.
+	g.waitConnections(alice.api, sb.ID, 0, 5*time.Second)
 	bg := exec.Command("ssh", append(alice.sshArgs(), "berth-dev", "sleep 4")...)
 	bg.Env = alice.env
 	if err := bg.Start(); err != nil {

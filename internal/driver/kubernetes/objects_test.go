@@ -86,7 +86,7 @@ func TestObjectsGolden(t *testing.T) {
 }
 
 // TestObjectsFitTheCRDs walks every field the driver sets through the
-// agent-sandbox CRDs' schemas (../shared/testdata/agent-sandbox-crds): a
+// agent-sandbox CRDs' schemas (copied into testdata/crds): a
 // misspelt field would be pruned by the API server without a word.
 func TestObjectsFitTheCRDs(t *testing.T) {
 	dir, err := kubetest.CRDDir(os.Getenv)
@@ -96,7 +96,7 @@ func TestObjectsFitTheCRDs(t *testing.T) {
 	schemas := map[string]map[string]any{}
 	paths, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if len(paths) == 0 {
-		t.Skipf("no CRDs in %s (set %s)", dir, kubetest.EnvCRDs)
+		t.Fatalf("no CRDs in %s (set %s)", dir, kubetest.EnvCRDs)
 	}
 	for _, p := range paths {
 		b, err := os.ReadFile(p)

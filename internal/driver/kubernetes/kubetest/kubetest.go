@@ -37,7 +37,8 @@ import (
 const EnvBinaries = "BERTH_TEST_KUBE"
 
 // EnvCRDs overrides where the agent-sandbox CRDs are read from; the
-// default is ../shared/testdata/agent-sandbox-crds beside the repository.
+// default is the copy in the repository,
+// internal/driver/kubernetes/testdata/crds.
 const EnvCRDs = "BERTH_TEST_KUBE_CRDS"
 
 const token = "kubetest-token"
@@ -267,7 +268,7 @@ func (s *Server) Stop() {
 }
 
 // CRDDir is where the agent-sandbox CRDs are: EnvCRDs, else
-// ../shared/testdata/agent-sandbox-crds beside the module's root.
+// internal/driver/kubernetes/testdata/crds under the module's root.
 func CRDDir(getenv func(string) string) (string, error) {
 	if d := getenv(EnvCRDs); d != "" {
 		return d, nil
@@ -278,7 +279,7 @@ func CRDDir(getenv func(string) string) (string, error) {
 	}
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return filepath.Join(filepath.Dir(dir), "shared", "testdata", "agent-sandbox-crds"), nil
+			return filepath.Join(dir, "internal", "driver", "kubernetes", "testdata", "crds"), nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
