@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/api"
@@ -29,9 +30,11 @@ type vendor struct {
 	cred string // the credential the gateway must send; "" for the scripted provider
 	srv  *modelserver.Server
 
-	mu   sync.Mutex
-	got  []received
-	gate chan struct{} // when set, a streamed answer waits after its first event until it closes
+	mu    sync.Mutex
+	got   []received
+	gate  chan struct{} // when set, a streamed answer waits after its first event until it closes
+	think time.Duration // when set, each answer starts this late, as a model's does
+	keep  bool          // keep what each request was (off in benchmarks)
 }
 
 // received is one request as the vendor saw it.
@@ -42,7 +45,7 @@ type received struct {
 }
 
 func newVendor(t testing.TB, kind inference.Kind, cred string) *vendor {
-	return &vendor{t: t, kind: kind, cred: cred, srv: modelserver.New(modelserver.Script{Turns: []modelserver.Turn{{Text: modelserver.HelloText}}})}
+	return &vendor{t: t, kind: kind, cred: cred, keep: true, srv: modelserver.New(modelserver.Script{Turns: []modelserver.Turn{{Text: modelserver.HelloText}}})}
 }
 
 func (v *vendor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -73,9 +76,12 @@ func (v *vendor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		v.t.Errorf("vendor %s got a berth key in the query or body", v.kind)
 	}
 	v.mu.Lock()
-	v.got = append(v.got, received{path: r.URL.Path, header: r.Header.Clone(), body: body})
-	gate := v.gate
+	if v.keep {
+		v.got = append(v.got, received{path: r.URL.Path, header: r.Header.Clone(), body: body})
+	}
+	gate, think := v.gate, v.think
 	v.mu.Unlock()
+	time.Sleep(think)
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	if gate != nil {
 		w = &gatedWriter{ResponseWriter: w, gate: gate}

@@ -217,7 +217,7 @@ func scanUser(row interface{ Scan(...any) error }) (account.User, error) {
 
 // GetUser finds a user by id.
 func (s *Store) GetUser(ctx context.Context, id string) (account.User, error) {
-	u, err := scanUser(s.db.QueryRowContext(ctx, `SELECT `+userColumns+` FROM users WHERE id = $1`, id))
+	u, err := scanUser(s.queryRow(ctx, `SELECT `+userColumns+` FROM users WHERE id = $1`, id))
 	switch {
 	case notFound(err):
 		return account.User{}, fmt.Errorf("user %s: %w", id, account.ErrNotFound)
@@ -310,7 +310,7 @@ func scanKey(row interface{ Scan(...any) error }) (account.Key, error) {
 
 // GetKey finds a key by id.
 func (s *Store) GetKey(ctx context.Context, id string) (account.Key, error) {
-	k, err := scanKey(s.db.QueryRowContext(ctx, `SELECT `+keyColumns+` FROM keys WHERE id = $1`, id))
+	k, err := scanKey(s.queryRow(ctx, `SELECT `+keyColumns+` FROM keys WHERE id = $1`, id))
 	switch {
 	case notFound(err):
 		return account.Key{}, fmt.Errorf("key %s: %w", id, account.ErrNotFound)

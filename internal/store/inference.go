@@ -91,19 +91,28 @@ func (s *Store) RecordInference(ctx context.Context, r inference.Record) error {
 	return nil
 }
 
+// insertInferenceSQL appends one record to inference_usage.
+const insertInferenceSQL = `
+	INSERT INTO inference_usage (at, org_id, project_id, user_id, key_id, sandbox_id, session, provider, model, dialect,
+		status, input, cache_read, cache_write, output, reasoning, cost_usd, metered)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`
+
 // insertInference writes records in one transaction.
 func (s *Store) insertInference(ctx context.Context, rs []inference.Record) error {
+	insert, err := s.prepared(ctx, insertInferenceSQL)
+	if err != nil {
+		return err
+	}
 	return s.inTx(ctx, func(tx *sql.Tx) error {
+		st := tx.StmtContext(ctx, insert)
+		defer st.Close()
 		for _, r := range rs {
 			metered := 0
 			if r.Metered {
 				metered = 1
 			}
 			u := r.Usage
-			_, err := tx.ExecContext(ctx, `
-				INSERT INTO inference_usage (at, org_id, project_id, user_id, key_id, sandbox_id, session, provider, model, dialect,
-					status, input, cache_read, cache_write, output, reasoning, cost_usd, metered)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`,
+			_, err := st.ExecContext(ctx,
 				timeArg(r.At), r.Org, r.Project, r.User, r.Key, r.Sandbox, r.Session, r.Provider, r.Model, string(r.Dialect),
 				r.Status, u.Input, u.CacheRead, u.CacheWrite, u.Output, u.Reasoning, r.CostUSD, metered)
 			if err != nil {

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"time"
 )
 
@@ -33,6 +34,9 @@ type Store struct {
 	admitting chan struct{}
 	// inference commits concurrent model requests' records together.
 	inference recordBatch
+	// stmts keeps the statements of the hot paths prepared (see
+	// prepared): query text -> *sql.Stmt.
+	stmts sync.Map
 }
 
 // DefaultPath is where the SQLite database lives in a data directory.
@@ -67,6 +71,10 @@ func Open(ctx context.Context, url string) (*Store, error) {
 
 // Close closes the database.
 func (s *Store) Close() error {
+	s.stmts.Range(func(_, st any) bool {
+		st.(*sql.Stmt).Close()
+		return true
+	})
 	return s.db.Close()
 }
 
@@ -87,6 +95,43 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	}
 	return nil
 }
+
+// prepared returns query prepared once for the store's life. The hot
+// paths (every request's key and user, every model request's record)
+// use it: SQLite otherwise parses and plans the statement again on every
+// call, which costs more than running it. database/sql prepares it again
+// on each connection that needs it.
+func (s *Store) prepared(ctx context.Context, query string) (*sql.Stmt, error) {
+	if st, ok := s.stmts.Load(query); ok {
+		return st.(*sql.Stmt), nil
+	}
+	st, err := s.db.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	if prev, loaded := s.stmts.LoadOrStore(query, st); loaded {
+		st.Close()
+		return prev.(*sql.Stmt), nil
+	}
+	return st, nil
+}
+
+// queryRow runs a one-row query through its prepared statement.
+func (s *Store) queryRow(ctx context.Context, query string, args ...any) rowScanner {
+	st, err := s.prepared(ctx, query)
+	if err != nil {
+		return errRow{err}
+	}
+	return st.QueryRowContext(ctx, args...)
+}
+
+// rowScanner is a row to scan: *sql.Row, or errRow.
+type rowScanner interface{ Scan(dest ...any) error }
+
+// errRow is a row whose query could not be prepared.
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
 
 // queryer is what *sql.DB and *sql.Tx share, so one read serves both.
 type queryer interface {
