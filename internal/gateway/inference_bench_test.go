@@ -25,13 +25,14 @@ import (
 //     Nothing but the gateway's own work is measured, and 64 requests
 //     arriving together queue for the CPU: on two cores the added time is
 //     mostly that queue (≈ 32 × the gateway's CPU time per request).
+//
 //   - model: an upstream that starts answering 200 ms late, as a model
 //     does (real ones take longer still), and clients that each send
 //     their own requests one after another, alternating direct and
 //     through the gateway: 64 agents working at once. Each client sends
 //     at most 100 requests.
 //
-//	go test ./internal/gateway -run '^$' -bench ModelProxy -benchtime 400x
+//     go test ./internal/gateway -run '^$' -bench ModelProxy -benchtime 400x
 func BenchmarkModelProxy(b *testing.B) {
 	m := newModelWorld(b)
 	sb, key := m.agentKey(b, "bench", "")
