@@ -32,7 +32,9 @@ import (
 //     through the gateway: 64 agents working at once. Each client sends
 //     at most 100 requests.
 //
-//     go test ./internal/gateway -run '^$' -bench ModelProxy -benchtime 400x
+// Run it with:
+//
+//	go test ./internal/gateway -run '^$' -bench ModelProxy -benchtime 400x
 func BenchmarkModelProxy(b *testing.B) {
 	m := newModelWorld(b)
 	sb, key := m.agentKey(b, "bench", "")
