@@ -10,12 +10,13 @@ export BERTH_DATA_DIR ?= $(BERTH_DEMO_DIR)/data
 build:
 	go build -o bin/berth ./cmd/berth
 
-# The sandbox image and the five agent images (claude-code, pi, codex,
-# opencode, gemini), built into the
+# The sandbox image, the gateway's own image (localhost/berth:latest) and
+# the five agent images (claude-code, pi, codex, opencode, gemini), built
+# into the
 # podman driver's own store (the root `berth admin podman-env` names), from
 # Debian packages and the npm registry: no container registry.
 images: build
-	eval "$$(bin/berth admin podman-env)" && images/build && images/build agent claude-code pi codex opencode gemini
+	eval "$$(bin/berth admin podman-env)" && images/build && images/build gateway && images/build agent claude-code pi codex opencode gemini
 
 up:
 	./scripts/up
