@@ -378,8 +378,8 @@ type Environment struct {
 const BootstrapPath = "/sandbox/v1/bootstrap"
 
 // UsageReport is the answer of GET /sandbox/v1/usage (SPEC S8): the
-// sandboxes created since Since, grouped by project, user or class. Tokens
-// and cost join the rows when agent runs exist.
+// sandboxes created since Since, grouped by project, user or class, with
+// what their model calls cost.
 type UsageReport struct {
 	By           string     `json:"by"`                     // project, user or class
 	Organisation string     `json:"organisation,omitempty"` // the organisation's id; empty: every organisation

@@ -318,6 +318,19 @@ func removePrompt(sb Sandbox, dir string) {
 // logPath is where a run's log lives.
 func (s *Service) logPath(id ID) string { return filepath.Join(s.cfg.Agents.LogDir, string(id)+".log") }
 
+// forgetRunFiles removes what a run kept on the gateway's disk (its log
+// and its verdict copy), once its sandbox's row is deleted.
+func (s *Service) forgetRunFiles(ctx context.Context, id ID) {
+	if s.cfg.Agents.LogDir == "" {
+		return
+	}
+	for _, p := range []string{s.logPath(id), s.verdictPath(id)} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			s.log.WarnContext(ctx, "run file not removed", "sandbox", id, "path", p, "err", err)
+		}
+	}
+}
+
 // follow reads an agent run's output until its machine exits, then
 // finishes the run. It belongs to Run's goroutines.
 func (s *Service) follow(ctx context.Context, sb Sandbox, work string) {

@@ -45,8 +45,8 @@ type Store interface {
 	GetRun(ctx context.Context, id ID) (Run, error)
 	// DeleteEnded deletes, in one transaction, the sandboxes that ended
 	// (are no longer live) before before, with their running segments and
-	// keys, and returns how many sandboxes it deleted.
-	DeleteEnded(ctx context.Context, before time.Time) (int, error)
+	// keys, and returns the ids of the sandboxes it deleted.
+	DeleteEnded(ctx context.Context, before time.Time) ([]ID, error)
 
 	// ListWarmClasses returns every organisation's classes with warm > 0.
 	ListWarmClasses(ctx context.Context) ([]WarmClass, error)

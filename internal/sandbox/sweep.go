@@ -289,11 +289,15 @@ func (s *Service) Sweep(ctx context.Context) (SweepResult, error) {
 		res.Removed = append(res.Removed, m.ID)
 	}
 	if s.cfg.Retention > 0 {
-		n, err := s.store.DeleteEnded(ctx, s.now().Add(-s.cfg.Retention))
+		ids, err := s.store.DeleteEnded(ctx, s.now().Add(-s.cfg.Retention))
 		if err != nil {
 			return res, fmt.Errorf("sweep: retention: %w", err)
 		}
-		res.Deleted = n
+		res.Deleted = len(ids)
+		// What a run left on the gateway's disk goes with its row.
+		for _, id := range ids {
+			s.forgetRunFiles(ctx, id)
+		}
 	}
 	return res, nil
 }

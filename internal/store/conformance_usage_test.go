@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -34,9 +35,9 @@ func testDeleteEnded(t *testing.T, st *store.Store) {
 	parked, parkedKey := ran("parked", sandbox.StateExpired, t0.Add(time.Hour)) // live: keeps its volume
 	broken, brokenKey := ran("broken", sandbox.StateFailed, t0.Add(time.Hour))  // an engineer's: live
 
-	n, err := st.DeleteEnded(ctx, t0.Add(2*time.Hour))
-	if err != nil || n != 1 {
-		t.Fatalf("DeleteEnded = %d, %v; want 1 (old)", n, err)
+	ids, err := st.DeleteEnded(ctx, t0.Add(2*time.Hour))
+	if err != nil || !slices.Equal(ids, []sandbox.ID{old.ID}) {
+		t.Fatalf("DeleteEnded = %v, %v; want [%s] (old)", ids, err, old.ID)
 	}
 	if _, err := st.GetSandbox(ctx, old.ID); !errors.Is(err, sandbox.ErrNotFound) {
 		t.Errorf("GetSandbox(old) = %v, want ErrNotFound", err)
@@ -57,8 +58,8 @@ func testDeleteEnded(t *testing.T, st *store.Store) {
 			t.Errorf("GetKey(%s) = %v; retention deleted a key it should keep", kept.key.Name, err)
 		}
 	}
-	if n, err := st.DeleteEnded(ctx, t0.Add(2*time.Hour)); err != nil || n != 0 {
-		t.Errorf("DeleteEnded again = %d, %v; want 0", n, err)
+	if ids, err := st.DeleteEnded(ctx, t0.Add(2*time.Hour)); err != nil || len(ids) != 0 {
+		t.Errorf("DeleteEnded again = %v, %v; want none", ids, err)
 	}
 }
 

@@ -65,7 +65,7 @@ func testWarmPools(t *testing.T, st *store.Store) {
 	if err := st.UpdateSandbox(ctx, sandbox.Update{Sandbox: next, From: ended.State, At: next.EndedAt, RevokeKey: true}); err != nil {
 		t.Fatalf("UpdateSandbox: %v", err)
 	}
-	if n, err := st.DeleteEnded(ctx, t0.Add(2*time.Hour)); err != nil || n != 1 {
-		t.Fatalf("DeleteEnded = %d, %v; want 1", n, err)
+	if ids, err := st.DeleteEnded(ctx, t0.Add(2*time.Hour)); err != nil || len(ids) != 1 {
+		t.Fatalf("DeleteEnded = %v, %v; want one", ids, err)
 	}
 }

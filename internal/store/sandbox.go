@@ -366,31 +366,48 @@ const endedBefore = `SELECT id FROM sandboxes WHERE live = 0 AND ended_at < $1`
 
 // DeleteEnded deletes, in one transaction, the sandboxes that ended before
 // before, with their running segments and their keys (SPEC S8: ended
-// sandboxes are deleted after BERTH_USAGE_RETENTION). A live sandbox is
-// never deleted, however old. The audit log keeps its entries.
-func (s *Store) DeleteEnded(ctx context.Context, before time.Time) (int, error) {
-	var n int64
+// sandboxes are deleted after BERTH_USAGE_RETENTION), and returns their
+// ids. A live sandbox is never deleted, however old. The audit log keeps
+// its entries.
+func (s *Store) DeleteEnded(ctx context.Context, before time.Time) ([]sandbox.ID, error) {
+	var ids []sandbox.ID
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		ids = nil
+		rows, err := tx.QueryContext(ctx, endedBefore+` ORDER BY id`, timeArg(before))
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return err
+			}
+			ids = append(ids, sandbox.ID(id))
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if len(ids) == 0 {
+			return nil
+		}
 		for _, q := range []string{
 			`DELETE FROM segments WHERE sandbox_id IN (` + endedBefore + `)`,
 			`DELETE FROM bootstrap_tokens WHERE sandbox_id IN (` + endedBefore + `)`,
 			`DELETE FROM keys WHERE sandbox_id <> '' AND sandbox_id IN (` + endedBefore + `)`,
+			`DELETE FROM sandboxes WHERE live = 0 AND ended_at < $1`,
 		} {
 			if _, err := tx.ExecContext(ctx, q, timeArg(before)); err != nil {
 				return err
 			}
 		}
-		res, err := tx.ExecContext(ctx, `DELETE FROM sandboxes WHERE live = 0 AND ended_at < $1`, timeArg(before))
-		if err != nil {
-			return err
-		}
-		n, err = res.RowsAffected()
-		return err
+		return nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("delete sandboxes ended before %s: %w", before.Format(time.RFC3339), err)
+		return nil, fmt.Errorf("delete sandboxes ended before %s: %w", before.Format(time.RFC3339), err)
 	}
-	return int(n), nil
+	return ids, nil
 }
 
 // CountSandboxes counts the live sandboxes by state and class, for the
