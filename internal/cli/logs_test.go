@@ -236,6 +236,7 @@ func TestSandboxLogsAndRun(t *testing.T) {
 		`^pushed: +berth/fix@[0-9a-f]{7}$`,
 		`^tokens: +240 in, 34 out, 60 cache read, 10 cache write$`,
 		`^cost: +\$0\.0013 \(native\)$`,
+		`^task: +\S+ of a 2-core machine \(\d+ core-seconds\), 344 tokens, \$0\.0013 \(native\)$`,
 		`^model: +claude-sonnet-4-5$`,
 		`^session: +29fd7acb-45d8-43af-a542-c97cbc76e9fa$`,
 		`^turns: +2$`,

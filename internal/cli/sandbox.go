@@ -17,6 +17,7 @@ import (
 
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/client"
+	"berth.dev/berth/internal/quantity"
 )
 
 func newSandboxCmd(g *globals) *cobra.Command {
@@ -309,12 +310,32 @@ func showTable(tw *tabwriter.Writer, now time.Time, sb api.Sandbox) {
 		row("last activity", sb.LastActivity.Local().Format(time.RFC3339)+" ("+until(now, *sb.LastActivity)+")")
 	}
 	if sb.Run != nil {
-		showRun(row, now, *sb.Run)
+		showRun(row, now, sb)
 	}
 }
 
+// taskCost words what an agent's task cost in all (SPEC S8: its tokens
+// and model cost plus its machine time): "11m of a 4-core machine (2640
+// core-seconds), 41210 tokens, $0.3700". The tokens and money are the
+// gateway's count when it metered the run, else the agent's.
+func taskCost(sb api.Sandbox, r api.Run) string {
+	ran := time.Duration(sb.RunningSeconds) * time.Second
+	machine := fmt.Sprintf("%s of a %s-core machine", short(ran), sb.CPU)
+	if cpu, err := quantity.ParseCPU(sb.CPU); err == nil {
+		machine = fmt.Sprintf("%s of a %s-core machine (%s core-seconds)", short(ran),
+			strconv.FormatFloat(cpu.Cores(), 'f', -1, 64), strconv.FormatFloat(cpu.Cores()*float64(sb.RunningSeconds), 'f', -1, 64))
+	}
+	u, money := r.Usage, cost(r.CostUSD, r.CostSource)
+	if m := r.Metered; m != nil {
+		u, money = m.Usage, fmt.Sprintf("$%.4f", m.CostUSD)
+	}
+	tokens := u.Input + u.Output + u.CacheRead + u.CacheWrite
+	return fmt.Sprintf("%s, %d tokens, %s", machine, tokens, money)
+}
+
 // showRun adds an agent run's rows to showTable's.
-func showRun(row func(k, v string), now time.Time, r api.Run) {
+func showRun(row func(k, v string), now time.Time, sb api.Sandbox) {
+	r := *sb.Run
 	row("run", r.State)
 	end := now
 	if r.EndedAt != nil {
@@ -346,6 +367,7 @@ func showRun(row func(k, v string), now time.Time, r api.Run) {
 	} else {
 		row("cost", cost(r.CostUSD, r.CostSource))
 	}
+	row("task", taskCost(sb, r))
 	if r.Mismatch != "" {
 		row("mismatch", r.Mismatch)
 	}

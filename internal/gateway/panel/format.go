@@ -20,18 +20,21 @@ func (p *Panel) funcs() template.FuncMap {
 		"iso":      func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 		"relative": func(t time.Time) string { return relative(t, p.now()) },
 		"dur":      span,
-		"seconds":  func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) },
-		"repos":    repos,
-		"ttl":      quantity.FormatDuration,
-		"num":      num,
-		"usd":      usd,
-		"mib":      func(n int64) string { return quantity.Bytes(n << 20).String() },
-		"join":     strings.Join,
-		"cut":      cut,
-		"has":      slices.Contains[[]string],
-		"title":    capital,
-		"dict":     dict,
-		"invalid":  invalidAttrs,
+		"coreSeconds": func(d time.Duration, cpu quantity.Millicores) int64 {
+			return int64(d.Seconds() * float64(cpu) / 1000)
+		},
+		"seconds": func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) },
+		"repos":   repos,
+		"ttl":     quantity.FormatDuration,
+		"num":     num,
+		"usd":     usd,
+		"mib":     func(n int64) string { return quantity.Bytes(n << 20).String() },
+		"join":    strings.Join,
+		"cut":     cut,
+		"has":     slices.Contains[[]string],
+		"title":   capital,
+		"dict":    dict,
+		"invalid": invalidAttrs,
 	}
 }
 

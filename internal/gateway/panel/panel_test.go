@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -360,6 +361,10 @@ func TestAgentSandboxShowsItsRun(t *testing.T) {
 		if !strings.Contains(pg.body, want) {
 			t.Errorf("the agent sandbox's page lacks %q", want)
 		}
+	}
+	// S8: the task's cost includes the machine it ran on.
+	if !regexp.MustCompile(`<dt>Machine</dt><dd>\S+ of a \d+-core machine \([\d,]+ core-seconds\)</dd>`).MatchString(pg.body) {
+		t.Errorf("the agent sandbox's page does not say what machine time the run took")
 	}
 	if strings.Contains(pg.body, "berth sandbox ssh") {
 		t.Errorf("the agent sandbox's page offers a shell")
