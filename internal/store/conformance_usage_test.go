@@ -9,6 +9,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/inference"
+	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
 )
@@ -34,6 +36,20 @@ func testDeleteEnded(t *testing.T, st *store.Store) {
 	recent, recentKey := ran("recent", sandbox.StateTerminated, t0.Add(5*time.Hour))
 	parked, parkedKey := ran("parked", sandbox.StateExpired, t0.Add(time.Hour)) // live: keeps its volume
 	broken, brokenKey := ran("broken", sandbox.StateFailed, t0.Add(time.Hour))  // an engineer's: live
+	// Model calls: old's of last month go with it, its call of this
+	// month (a budget may be counting it) stays; recent's stay.
+	call := func(sb sandbox.Sandbox, at time.Time) {
+		t.Helper()
+		if err := st.RecordInference(ctx, inference.Record{At: at, Org: sb.Org, Project: sb.Project, User: sb.Owner, Key: sb.KeyID,
+			Sandbox: string(sb.ID), Session: string(sb.ID), Provider: "p", Model: "m", Dialect: inference.OpenAIChat, Status: 200,
+			Usage: runner.Usage{Input: 10, Output: 1}, CostUSD: 0.5, Metered: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lastMonth := time.Date(2026, 10, 31, 23, 0, 0, 0, time.UTC)
+	call(old, lastMonth)
+	call(old, t0.Add(30*time.Minute))
+	call(recent, lastMonth)
 
 	ids, err := st.DeleteEnded(ctx, t0.Add(2*time.Hour))
 	if err != nil || !slices.Equal(ids, []sandbox.ID{old.ID}) {
@@ -56,6 +72,14 @@ func testDeleteEnded(t *testing.T, st *store.Store) {
 		}
 		if _, err := st.GetKey(ctx, kept.key.ID); err != nil {
 			t.Errorf("GetKey(%s) = %v; retention deleted a key it should keep", kept.key.Name, err)
+		}
+	}
+	for _, tt := range []struct {
+		sb   sandbox.Sandbox
+		want int
+	}{{old, 1}, {recent, 1}} {
+		if m, err := st.MeteredOfSandbox(ctx, tt.sb.ID); err != nil || m.Requests != tt.want {
+			t.Errorf("model calls of %s after retention = %d (%v), want %d", tt.sb.Name, m.Requests, err, tt.want)
 		}
 	}
 	if ids, err := st.DeleteEnded(ctx, t0.Add(2*time.Hour)); err != nil || len(ids) != 0 {

@@ -365,9 +365,9 @@ func closeSegment(ctx context.Context, q queryer, id sandbox.ID, at time.Time) e
 const endedBefore = `SELECT id FROM sandboxes WHERE live = 0 AND ended_at < $1`
 
 // DeleteEnded deletes, in one transaction, the sandboxes that ended before
-// before, with their running segments and their keys (SPEC S8: ended
-// sandboxes are deleted after BERTH_USAGE_RETENTION), and returns their
-// ids. A live sandbox is never deleted, however old. The audit log keeps
+// before, with their running segments, their keys and the records of
+// their model calls before that month (SPEC S8: ended sandboxes are
+// deleted after BERTH_USAGE_RETENTION), and returns their ids. A live sandbox is never deleted, however old. The audit log keeps
 // its entries.
 func (s *Store) DeleteEnded(ctx context.Context, before time.Time) ([]sandbox.ID, error) {
 	var ids []sandbox.ID
@@ -391,6 +391,13 @@ func (s *Store) DeleteEnded(ctx context.Context, before time.Time) ([]sandbox.ID
 		}
 		if len(ids) == 0 {
 			return nil
+		}
+		// Their model calls go too, but never one of the month a budget
+		// is counting (the month of before, in UTC, and later).
+		month := time.Date(before.UTC().Year(), before.UTC().Month(), 1, 0, 0, 0, 0, time.UTC)
+		if _, err := tx.ExecContext(ctx, `DELETE FROM inference_usage WHERE sandbox_id IN (`+endedBefore+`) AND at < $2`,
+			timeArg(before), timeArg(month)); err != nil {
+			return err
 		}
 		for _, q := range []string{
 			`DELETE FROM segments WHERE sandbox_id IN (` + endedBefore + `)`,
