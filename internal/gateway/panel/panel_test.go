@@ -363,8 +363,8 @@ func TestAgentSandboxShowsItsRun(t *testing.T) {
 		}
 	}
 	// S8: the task's cost includes the machine it ran on.
-	if !regexp.MustCompile(`<dt>Machine</dt><dd>\S+ of a \d+-core machine \([\d,]+ core-seconds\)</dd>`).MatchString(pg.body) {
-		t.Errorf("the agent sandbox's page does not say what machine time the run took")
+	if !regexp.MustCompile(`<dt>Machine</dt><dd>[^<]+ of a [\d.]+-core machine \([\d,]+ core-seconds\)</dd>`).MatchString(pg.body) {
+		t.Errorf("the agent sandbox's page does not say what machine time the run took:\n%s", pg.body)
 	}
 	if strings.Contains(pg.body, "berth sandbox ssh") {
 		t.Errorf("the agent sandbox's page offers a shell")
