@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -162,12 +163,18 @@ func TestSweepNoticesMachines(t *testing.T) {
 	}
 	stray := sandbox.NewID()
 	e.drv.Plant(stray)
+	e.drv.Leave("orphan-1")
 	e.drv.Exit(clean.ID, 0)
 	e.drv.Exit(crash.ID, 137)
 	e.drv.Vanish(gone.ID)
 	e.drv.Exit(agent.ID, 0)
-	if _, err := e.svc.Sweep(ctx); err != nil {
+	res, err := e.svc.Sweep(ctx)
+	if err != nil {
 		t.Fatal(err)
+	}
+	// What the driver's engine left behind, owned by no sandbox, goes too.
+	if !slices.Equal(res.Tidied, []string{"orphan-1"}) {
+		t.Errorf("sweep tidied %q, want [orphan-1]", res.Tidied)
 	}
 	e.waitState(t, clean.ID, sandbox.StateSuspended)
 	c := e.waitState(t, crash.ID, sandbox.StateFailed)

@@ -231,8 +231,19 @@ type SweepResult struct {
 	Suspended []ID // engineer machines whose process exited 0 (SPEC S11)
 	Resumed   []ID // starts interrupted by a restart, now finishing
 	Removed   []ID // machines with no live row, removed by the reconciler
-	Deleted   int  // ended sandboxes deleted after the retention
-	Errors    map[ID]error
+	// Tidied are what a Tidier driver removed that no sandbox owned (the
+	// podman driver: runtime containers a killed podman left).
+	Tidied  []string
+	Deleted int // ended sandboxes deleted after the retention
+	Errors  map[ID]error
+}
+
+// Tidier is the capability of a driver that has more to clean than its
+// machines: what its engine left behind when it was killed, owned by no
+// sandbox (SPEC S11: sandboxes never outlive what the database says). The
+// sweep calls Tidy after the reconciler; it returns what it removed.
+type Tidier interface {
+	Tidy(ctx context.Context) ([]string, error)
 }
 
 // Sweep is one pass over every live sandbox: it ends what has expired,
@@ -287,6 +298,13 @@ func (s *Service) Sweep(ctx context.Context) (SweepResult, error) {
 			continue
 		}
 		res.Removed = append(res.Removed, m.ID)
+	}
+	if t, ok := s.driver.(Tidier); ok {
+		tidied, err := t.Tidy(ctx)
+		res.Tidied = tidied
+		if err != nil {
+			s.log.WarnContext(ctx, "sweep could not tidy the driver's leftovers", "err", err)
+		}
 	}
 	if s.cfg.Retention > 0 {
 		ids, err := s.store.DeleteEnded(ctx, s.now().Add(-s.cfg.Retention))

@@ -54,6 +54,7 @@ type Driver struct {
 	starts    int
 	pointed   map[sandbox.ID]map[int]string // ports tests made reachable
 	agent     Agent
+	leftovers []string // what Tidy removes next
 }
 
 // SetAgent makes agent runs run a, once each, when followed.
@@ -102,6 +103,7 @@ func New() *Driver {
 var (
 	_ sandbox.Driver  = (*Driver)(nil)
 	_ sandbox.Reacher = (*Driver)(nil)
+	_ sandbox.Tidier  = (*Driver)(nil)
 )
 
 // Start makes the machine for spec run.
@@ -289,4 +291,21 @@ func (d *Driver) Starts() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.starts
+}
+
+// Leave plants leftovers no sandbox owns, as a killed engine leaves them,
+// for the next Tidy to remove.
+func (d *Driver) Leave(names ...string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.leftovers = append(d.leftovers, names...)
+}
+
+// Tidy removes what Leave planted and returns it.
+func (d *Driver) Tidy(context.Context) ([]string, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := d.leftovers
+	d.leftovers = nil
+	return out, nil
 }

@@ -47,6 +47,9 @@ type Config struct {
 	ReadyTimeout time.Duration
 	// StopTimeout is podman stop's grace period; 0 means 10 seconds.
 	StopTimeout time.Duration
+	// OrphanAge is how old a runtime container podman does not know must
+	// be before Tidy removes it; 0 means 2 minutes.
+	OrphanAge time.Duration
 }
 
 // DefaultAgentNetwork is the allowlist network's name.
@@ -91,6 +94,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.StopTimeout == 0 {
 		c.StopTimeout = 10 * time.Second
+	}
+	if c.OrphanAge == 0 {
+		c.OrphanAge = 2 * time.Minute
 	}
 	return c
 }

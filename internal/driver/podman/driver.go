@@ -41,6 +41,7 @@ type Driver struct {
 var (
 	_ sandbox.Driver  = (*Driver)(nil)
 	_ sandbox.Reacher = (*Driver)(nil)
+	_ sandbox.Tidier  = (*Driver)(nil)
 )
 
 // New writes the driver's podman configuration into cfg.StateDir and

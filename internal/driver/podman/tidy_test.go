@@ -1,0 +1,147 @@
+package podman_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"berth.dev/berth/internal/driver/podman"
+)
+
+// TestTidyRemovesOrphanedRuntimeContainers: what a podman killed during a
+// create leaves in runc (notes/podman.md §9: its state and a `runc init`
+// waiting in its cgroup, after the container itself is gone) is removed;
+// a container podman knows, running beside it, is not.
+func TestTidyRemovesOrphanedRuntimeContainers(t *testing.T) {
+	root := podmanRoot(t)
+	runc, err := exec.LookPath("runc")
+	if err != nil {
+		t.Skip("no runc on PATH")
+	}
+	cfg := podman.Config{StateDir: root, OrphanAge: time.Second}
+	d := newDriverWith(t, cfg)
+	podmanOut := func(args ...string) ([]byte, error) {
+		cmd := exec.Command("podman", args...)
+		cmd.Env = append(os.Environ(), "CONTAINERS_CONF="+root+"/containers.conf", "CONTAINERS_STORAGE_CONF="+root+"/storage.conf")
+		return cmd.CombinedOutput()
+	}
+	podmanCmd := func(args ...string) string {
+		t.Helper()
+		out, err := podmanOut(args...)
+		if err != nil {
+			t.Fatalf("podman %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+
+	// A container podman knows, running.
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	name := "berthtest-tidy-" + hex.EncodeToString(b)
+	known := podmanCmd("run", "-d", "--rm", "--name", name, "--entrypoint", "sleep", testImage, "120")
+	t.Cleanup(func() { _, _ = podmanOut("rm", "-f", "-t", "0", name) })
+
+	// The orphan: runc state whose bundle is in the driver's store, made
+	// the way podman makes it (runc create: a `runc init` waits), with no
+	// container of podman's.
+	rootfs := podmanCmd("image", "mount", testImage)
+	t.Cleanup(func() { podmanCmd("image", "unmount", testImage) })
+	orphan := hex.EncodeToString(append(b, make([]byte, 28)...))
+	bundle := filepath.Join(root, "storage", "overlay-containers", orphan, "userdata")
+	if err := os.MkdirAll(bundle, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = exec.Command(runc, "delete", "--force", orphan).Run()
+		os.RemoveAll(filepath.Dir(bundle))
+	})
+	spec := exec.Command(runc, "spec")
+	spec.Dir = bundle
+	if out, err := spec.CombinedOutput(); err != nil {
+		t.Fatalf("runc spec: %v: %s", err, out)
+	}
+	var oci map[string]any
+	raw, _ := os.ReadFile(filepath.Join(bundle, "config.json"))
+	if err := json.Unmarshal(raw, &oci); err != nil {
+		t.Fatal(err)
+	}
+	oci["root"] = map[string]any{"path": rootfs, "readonly": true}
+	process := oci["process"].(map[string]any)
+	process["args"], process["terminal"] = []string{"sleep", "120"}, false
+	raw, _ = json.Marshal(oci)
+	if err := os.WriteFile(filepath.Join(bundle, "config.json"), raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// No pipes: the waiting init would hold them open, and the test with
+	// them.
+	if err := exec.Command(runc, "create", "--bundle", bundle, orphan).Run(); err != nil {
+		t.Fatalf("runc create: %v", err)
+	}
+	initPid := runtimePid(t, runc, orphan)
+	time.Sleep(1100 * time.Millisecond) // past OrphanAge
+
+	removed, err := d.Tidy(context.Background())
+	if err != nil {
+		t.Fatalf("Tidy: %v", err)
+	}
+	if !slices.Contains(removed, orphan) {
+		t.Errorf("Tidy removed %v, want the orphan %s among them", removed, orphan)
+	}
+	if slices.Contains(removed, known) {
+		t.Errorf("Tidy removed %s, a container podman knows", known)
+	}
+	if err := exec.Command(runc, "state", orphan).Run(); err == nil {
+		t.Errorf("runc still has the orphan's state")
+	}
+	if !gone(initPid, 5*time.Second) {
+		t.Errorf("the orphan's runc init (pid %d) is still there", initPid)
+	}
+	if state := podmanCmd("inspect", "--format", "{{.State.Status}}", name); state != "running" {
+		t.Errorf("the container podman knows is %s after Tidy, want running", state)
+	}
+}
+
+// runtimePid is the pid runc's state names for id.
+func runtimePid(t *testing.T, runc, id string) int {
+	t.Helper()
+	out, err := exec.Command(runc, "state", id).Output()
+	if err != nil {
+		t.Fatalf("runc state %s: %v", id, err)
+	}
+	var st struct {
+		Pid int `json:"pid"`
+	}
+	if err := json.Unmarshal(out, &st); err != nil || st.Pid == 0 {
+		t.Fatalf("runc state %s: %s (%v)", id, out, err)
+	}
+	return st.Pid
+}
+
+// gone reports whether process pid ends (or is only a zombie left for its
+// parent to reap) within d.
+func gone(pid int, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return true
+		}
+		// pid (comm) state …: the state follows the last parenthesis.
+		if i := strings.LastIndexByte(string(stat), ')'); i > 0 && strings.HasPrefix(string(stat[i+1:]), " Z") {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
