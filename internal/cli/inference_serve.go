@@ -21,8 +21,13 @@ func buildInference(cfg Config, st *store.Store, accounts *account.Service, log 
 	if cfg.Models == nil {
 		return nil, nil, nil, nil
 	}
-	svc := inference.NewService(inference.Options{Catalog: cfg.Models, Store: st, Accounts: accounts, Audit: st,
-		PublicURL: cfg.SandboxPublicURL, Log: log, Now: time.Now})
+	opts := inference.Options{Catalog: cfg.Models, Store: st, Accounts: accounts, Audit: st,
+		PublicURL: cfg.SandboxPublicURL, Log: log, Now: time.Now}
+	if st.Shared() {
+		// Replicas: each sees the others' spend within a second.
+		opts.SpendRefresh = time.Second
+	}
+	svc := inference.NewService(opts)
 	var scripted http.Handler
 	for _, p := range cfg.Models.Providers() {
 		if p.Kind != inference.KindScripted {

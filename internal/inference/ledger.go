@@ -16,10 +16,12 @@ import (
 // one's worst case was counted before it started.
 //
 // The ledger is the gateway process's own: the month's spend is read from
-// the store once per scope and month, then kept up to date here. One
-// gateway per database (SQLite's one host) keeps it exact; several
-// replicas would each hold their own reservations, and the ledger must
-// then move into the database.
+// the store, then kept up to date here. One gateway per database
+// (SQLite's one host) reads it once per scope and month and is exact.
+// Replicas sharing a database re-read it every refresh, so each sees what
+// the others committed: what one admits can overshoot a budget by no more
+// than the others' requests in flight and what they settled within the
+// last refresh. Reservations stay each replica's own.
 
 // limit is one budget a request is charged to.
 type limit struct {
@@ -35,6 +37,9 @@ type Spend func(ctx context.Context, org, project string, since time.Time) (floa
 
 type ledger struct {
 	spend Spend
+	// refresh is how old a month's spend read from the store may get
+	// before it is read again; 0 never, within the month.
+	refresh time.Duration
 
 	mu     sync.Mutex
 	scopes map[string]*tally
@@ -43,12 +48,13 @@ type ledger struct {
 // tally is one scope's month.
 type tally struct {
 	month    time.Time // the month spent counts
+	read     time.Time // when spent was read from the store
 	spent    float64   // settled this month
 	reserved float64   // in flight
 }
 
-func newLedger(spend Spend) *ledger {
-	return &ledger{spend: spend, scopes: map[string]*tally{}}
+func newLedger(spend Spend, refresh time.Duration) *ledger {
+	return &ledger{spend: spend, refresh: refresh, scopes: map[string]*tally{}}
 }
 
 // monthOf is the first instant of t's calendar month, in UTC.
@@ -62,7 +68,7 @@ func monthOf(t time.Time) time.Time {
 func (l *ledger) tallyOf(ctx context.Context, lim limit, now time.Time) (*tally, error) {
 	month := monthOf(now)
 	t := l.scopes[lim.scope]
-	if t != nil && t.month.Equal(month) {
+	if t != nil && t.month.Equal(month) && (l.refresh == 0 || now.Sub(t.read) < l.refresh) {
 		return t, nil
 	}
 	spent, err := l.spend(ctx, lim.org, lim.project, month)
@@ -73,8 +79,10 @@ func (l *ledger) tallyOf(ctx context.Context, lim limit, now time.Time) (*tally,
 		t = &tally{}
 		l.scopes[lim.scope] = t
 	}
-	// Reservations made last month are still in flight: they stay.
-	t.month, t.spent = month, spent
+	// Reservations made last month are still in flight: they stay. What
+	// this gateway settled is in the store before it is in spent (Settle),
+	// so a fresh read loses none of it.
+	t.month, t.read, t.spent = month, now, spent
 	return t, nil
 }
 

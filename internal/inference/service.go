@@ -89,6 +89,11 @@ type Options struct {
 	Log *slog.Logger
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
+	// SpendRefresh is how often a month's spend is read again from the
+	// store, for gateways that share it (PostgreSQL replicas): each then
+	// sees what the others charged. 0 reads it once a month: right for
+	// the one gateway of an SQLite file.
+	SpendRefresh time.Duration
 }
 
 // Service decides and meters model requests.
@@ -133,7 +138,7 @@ func NewService(o Options) *Service {
 		o.Now = time.Now
 	}
 	return &Service{catalog: o.Catalog, store: o.Store, accounts: o.Accounts, audit: o.Audit, publicURL: o.PublicURL,
-		log: o.Log, now: o.Now, ledger: newLedger(o.Store.InferenceSpend), limiter: newLimiter(), policies: map[policyKey]cachedPolicy{}}
+		log: o.Log, now: o.Now, ledger: newLedger(o.Store.InferenceSpend, o.SpendRefresh), limiter: newLimiter(), policies: map[policyKey]cachedPolicy{}}
 }
 
 // keyPolicy is Policy through a short cache: the model routes read it on

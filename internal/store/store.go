@@ -69,6 +69,10 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	return st, nil
 }
 
+// Shared reports whether several gateways may share the database
+// (PostgreSQL): what one caches of it, another may change.
+func (s *Store) Shared() bool { return s.dialect == postgresDialect }
+
 // Close closes the database.
 func (s *Store) Close() error {
 	s.stmts.Range(func(_, st any) bool {
