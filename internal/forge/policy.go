@@ -25,7 +25,8 @@ type PushRules struct {
 	// nobody writes it through berth.
 	DefaultBranch string
 	// Only, when not empty, is the one branch (and those below it) the
-	// pusher may create or update: an agent sandbox's refs/heads/berth/<name>.
+	// pusher may create, and update once it created it: an agent
+	// sandbox's refs/heads/berth/<name>.
 	Only string
 	// Created lists the refs the pusher created earlier: the only ones it
 	// may delete.
@@ -65,6 +66,12 @@ func (p PushRules) check(u RefUpdate) string {
 	}
 	if p.DeleteAny {
 		return ""
+	}
+	// Sandbox names repeat (another owner's, a later sandbox's): the
+	// branch a name gives is the sandbox's only if it made it.
+	if p.Only != "" && !u.IsCreate() && !u.IsDelete() && !p.Created[u.Ref] {
+		return fmt.Sprintf("%s exists and another sandbox made it: this one may create its branch or move what it made, not another's work (name the sandbox differently)",
+			strings.TrimPrefix(u.Ref, "refs/heads/"))
 	}
 	if u.IsDelete() && !p.Created[u.Ref] {
 		return "a sandbox may delete only refs it created"

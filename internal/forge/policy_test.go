@@ -16,6 +16,9 @@ const (
 func TestPushRules(t *testing.T) {
 	agent := forge.PushRules{DefaultBranch: "main", Only: forge.AgentBranch("fix-1"),
 		Created: map[string]bool{"refs/heads/berth/fix-1/old": true}}
+	// The same sandbox once it has pushed its branch.
+	pushed := forge.PushRules{DefaultBranch: "main", Only: forge.AgentBranch("fix-1"),
+		Created: map[string]bool{"refs/heads/berth/fix-1": true}}
 	engineer := forge.PushRules{DefaultBranch: "main", Created: map[string]bool{"refs/heads/mine": true, "refs/tags/v1": true}}
 	tests := []struct {
 		name    string
@@ -24,7 +27,9 @@ func TestPushRules(t *testing.T) {
 		allowed bool
 	}{
 		{"agent creates its branch", agent, forge.RefUpdate{zero, a, "refs/heads/berth/fix-1"}, true},
-		{"agent updates its branch", agent, forge.RefUpdate{a, b, "refs/heads/berth/fix-1"}, true},
+		{"agent updates the branch it created", pushed, forge.RefUpdate{a, b, "refs/heads/berth/fix-1"}, true},
+		{"agent moves its name's branch another sandbox made", agent, forge.RefUpdate{a, b, "refs/heads/berth/fix-1"}, false},
+		{"agent moves a ref below its branch another sandbox made", agent, forge.RefUpdate{a, b, "refs/heads/berth/fix-1/x"}, false},
 		{"agent pushes below its branch", agent, forge.RefUpdate{zero, a, "refs/heads/berth/fix-1/try-2"}, true},
 		{"agent pushes the default branch", agent, forge.RefUpdate{a, b, "refs/heads/main"}, false},
 		{"agent pushes another sandbox's branch", agent, forge.RefUpdate{zero, a, "refs/heads/berth/fix-2"}, false},

@@ -246,6 +246,33 @@ func TestAgentRunFailures(t *testing.T) {
 	}
 }
 
+// Sandbox names repeat (another owner's "fix", a later one's): a run
+// whose branch berth/<name> is already in the repository does not start,
+// says why, and leaves that branch where it was.
+func TestAgentRunNeverMovesAnothersBranch(t *testing.T) {
+	e := newEnv(t, agents(t))
+	ran := false
+	e.drv.SetAgent(func(sandbox.Spec) ([]string, int) { ran = true; return stream(t, "pi-text"), 0 })
+	e.run(t)
+	bare, err := e.local.Path(forge.Repo{Path: "acme/app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	main := gitIn(t, bare, "rev-parse", "refs/heads/main")
+	gitIn(t, bare, "update-ref", "refs/heads/berth/fix", main) // bob's fix, say
+	sb := e.agentRun(t, "pi")
+	end := e.waitState(t, sb.ID, sandbox.StateFailed)
+	if !strings.Contains(end.Reason, "already has a branch berth/fix") || !strings.Contains(end.Reason, "name this sandbox differently") {
+		t.Errorf("failed with reason %q, want the taken branch named and what to do", end.Reason)
+	}
+	if ran {
+		t.Error("the agent ran though its branch was another's")
+	}
+	if got := gitIn(t, bare, "rev-parse", "refs/heads/berth/fix"); got != main {
+		t.Errorf("berth/fix moved to %s", got)
+	}
+}
+
 func TestAgentRunWithNothingToCommitSucceedsWithoutABranch(t *testing.T) {
 	e := newEnv(t, agents(t))
 	e.drv.SetAgent(func(sandbox.Spec) ([]string, int) { return stream(t, "pi-text"), 0 })

@@ -38,6 +38,10 @@ type Workspaces struct {
 
 var _ sandbox.Workspaces = (*Workspaces)(nil)
 
+// ErrBranchTaken is an agent run's branch, berth/<name>, that another
+// sandbox made: a run never moves another's work.
+var ErrBranchTaken = errors.New("the sandbox's branch is another's")
+
 // New keeps checkouts under dir, owned by uid (the sandbox user of berth's
 // image contract: the container runs as it with no capability to override
 // permissions), a kelos image's by kelos.UID, the uid its interface fixes
@@ -71,6 +75,13 @@ func (w *Workspaces) Prepare(ctx context.Context, sb sandbox.Sandbox) (string, e
 	src, err := w.source.Dir(ctx, w.repo(sb))
 	if err != nil {
 		return "", err
+	}
+	// Sandbox names repeat: a branch of this name is another sandbox's
+	// work, and a run that would end by moving it does not start.
+	ref := forge.AgentBranch(sb.Name)
+	if got, _ := w.run(ctx, "", "--git-dir", src, "rev-parse", "--verify", "--quiet", ref); got != "" {
+		return "", fmt.Errorf("%s already has a branch %s, another sandbox's work: name this sandbox differently (or delete that branch): %w",
+			sb.Repo, strings.TrimPrefix(ref, "refs/heads/"), ErrBranchTaken)
 	}
 	dir := w.Dir(sb)
 	if err := os.RemoveAll(dir); err != nil {
@@ -137,13 +148,20 @@ func (w *Workspaces) Push(ctx context.Context, sb sandbox.Sandbox, dir string) (
 	}
 	ref := forge.AgentBranch(sb.Name)
 	old, _ := w.run(ctx, "", "--git-dir", src, "rev-parse", "--verify", "--quiet", ref)
+	switch {
+	case old == head:
+		// Pushed already: a gateway restarted between the push and
+		// recording it finishes the run again.
+		return strings.TrimPrefix(ref, "refs/heads/"), head, nil
+	case old != "":
+		// Made by somebody else while the run ran (Prepare saw none).
+		return "", "", fmt.Errorf("%s got a branch %s from elsewhere while this run ran; the run's commit %s was not pushed over it: %w",
+			sb.Repo, strings.TrimPrefix(ref, "refs/heads/"), head, ErrBranchTaken)
+	}
 	if _, err := w.run(ctx, dir, "push", "--quiet", "file://"+src, "HEAD:"+ref); err != nil {
 		return "", "", err
 	}
-	if old == "" {
-		old = strings.Repeat("0", len(head))
-	}
-	if err := w.source.Pushed(ctx, repo, []forge.RefUpdate{{Old: old, New: head, Ref: ref}}); err != nil {
+	if err := w.source.Pushed(ctx, repo, []forge.RefUpdate{{Old: strings.Repeat("0", len(head)), New: head, Ref: ref}}); err != nil {
 		return "", "", err
 	}
 	return strings.TrimPrefix(ref, "refs/heads/"), head, nil
