@@ -261,6 +261,13 @@ func serveOn(t *testing.T, ip string, h http.Handler) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {
+		// netavark makes the bridge (and its address) with the first
+		// container on the network and removes it with the last: with
+		// none running now, listen on every address, the bridge's once
+		// the container brings it up.
+		ln, err = net.Listen("tcp", ":0")
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
