@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -25,6 +24,7 @@ import (
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/gateway"
 	"berth.dev/berth/internal/guardrail"
+	"berth.dev/berth/internal/runner/runnertest"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
 	"berth.dev/berth/internal/workspace"
@@ -115,7 +115,7 @@ func (w *runWorld) heldAgent(t *testing.T) (started chan struct{}, release func(
 	started, held := make(chan struct{}), make(chan struct{})
 	release = sync.OnceFunc(func() { close(held) })
 	t.Cleanup(release)
-	lines := streamLines(t, "claude-tool")
+	lines := runnertest.Stream(t, "claude-tool")
 	w.drv.SetAgent(func(spec sandbox.Spec) ([]string, int) {
 		close(started)
 		<-held
@@ -132,26 +132,6 @@ func (w *runWorld) heldAgent(t *testing.T) (started chan struct{}, release func(
 		return lines, 0
 	})
 	return started, release
-}
-
-// streamLines reads a captured stream of a real agent CLI.
-func streamLines(t *testing.T, name string) []string {
-	t.Helper()
-	f, err := os.Open(filepath.Join("..", "runner", "testdata", "streams", name+".jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var lines []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return lines
 }
 
 func (w *runWorld) createAgent(t *testing.T, name string) api.Sandbox {
@@ -240,7 +220,7 @@ func TestRunShowsItsTelemetryAndItsLog(t *testing.T) {
 	case <-time.After(3 * 250 * time.Millisecond): // a few of the gateway's polls
 	}
 	release()
-	want := strings.Join(streamLines(t, "claude-tool"), "\n") + "\n"
+	want := strings.Join(runnertest.Stream(t, "claude-tool"), "\n") + "\n"
 	select {
 	case got := <-followed:
 		if got.err != nil || got.log != want {
@@ -378,7 +358,7 @@ func decodeErr(resp *http.Response) error {
 func TestReviewerRunShowsItsVerdict(t *testing.T) {
 	w := newRunWorld(t)
 	verdict := `{"verdict":"approve","summary":"looks right"}`
-	lines := streamLines(t, "claude-tool")
+	lines := runnertest.Stream(t, "claude-tool")
 	w.drv.SetAgent(func(spec sandbox.Spec) ([]string, int) {
 		if err := os.WriteFile(spec.Run.Work+"/.berth-review-verdict.json", []byte(verdict), 0o644); err != nil {
 			t.Error(err)

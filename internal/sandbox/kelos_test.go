@@ -16,6 +16,7 @@ import (
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/kelos"
 	"berth.dev/berth/internal/runner"
+	"berth.dev/berth/internal/runner/runnertest"
 	"berth.dev/berth/internal/sandbox"
 )
 
@@ -72,7 +73,7 @@ func TestKelosRunRunsTheImageOnItsOwnTerms(t *testing.T) {
 		gitIn(t, spec.Run.Work, "add", "-A")
 		gitIn(t, spec.Run.Work, "commit", "-q", "-m", "add a greeting")
 		out := []string{fake.Stderr(kelos.SetupStart), fake.Stderr("installing"), fake.Stderr(kelos.SetupDone)}
-		out = append(out, stream(t, "claude-tool")...)
+		out = append(out, runnertest.Stream(t, "claude-tool")...)
 		return append(out, markerBlock("branch: kelos-fix", "commit: abc123", "input-tokens: 9999", "output-tokens: 9999",
 			"cost-usd: 9.99", "pr: https://forge.example/acme/app/pull/7", "nothing to add")...), 0
 	})
@@ -128,7 +129,7 @@ func TestKelosRunRunsTheImageOnItsOwnTerms(t *testing.T) {
 	if run.Telemetry.Cost != runner.CostNative || math.Abs(run.Telemetry.CostUSD-0.0012855) > 1e-9 {
 		t.Errorf("cost %v (%s), want the stream's 0.0012855", run.Telemetry.CostUSD, run.Telemetry.Cost)
 	}
-	if run.Lines != len(stream(t, "claude-tool")) || run.Ignored != 0 {
+	if run.Lines != len(runnertest.Stream(t, "claude-tool")) || run.Ignored != 0 {
 		t.Errorf("read %d lines, %d not understood; want the stream's alone", run.Lines, run.Ignored)
 	}
 

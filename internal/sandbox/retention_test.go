@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"berth.dev/berth/internal/runner/runnertest"
 	"berth.dev/berth/internal/sandbox"
 )
 
@@ -60,7 +61,7 @@ func TestRetentionRemovesARunsFiles(t *testing.T) {
 	const retention = 24 * time.Hour
 	logs := ""
 	e := newEnv(t, agents(t), func(c *sandbox.Config) { c.Retention, logs = retention, c.Agents.LogDir })
-	e.drv.SetAgent(func(sandbox.Spec) ([]string, int) { return stream(t, "pi-text"), 0 })
+	e.drv.SetAgent(func(sandbox.Spec) ([]string, int) { return runnertest.Stream(t, "pi-text"), 0 })
 	e.run(t)
 	sb := e.agentRun(t, "pi")
 	e.waitState(t, sb.ID, sandbox.StateTerminated)

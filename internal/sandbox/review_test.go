@@ -14,6 +14,7 @@ import (
 
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/review"
+	"berth.dev/berth/internal/runner/runnertest"
 	"berth.dev/berth/internal/sandbox"
 )
 
@@ -86,7 +87,7 @@ func TestReviewerRuns(t *testing.T) {
 				gitIn(t, spec.Run.Work, "add", "notes.txt")
 				gitIn(t, spec.Run.Work, "commit", "-q", "-m", "notes")
 				writeFiles(t, spec.Run.Work, tt.files)
-				return stream(t, tt.stream), tt.exit
+				return runnertest.Stream(t, tt.stream), tt.exit
 			})
 			e.run(t)
 			sb := e.reviewRun(t, tt.runner)

@@ -1,7 +1,6 @@
 package sandbox_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"log/slog"
@@ -15,6 +14,7 @@ import (
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/runner"
+	"berth.dev/berth/internal/runner/runnertest"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/workspace"
 )
@@ -35,26 +35,6 @@ func agents(t *testing.T) option {
 		}
 		c.Workspaces = workspace.New(work, os.Getuid(), local, workspace.Local{Forge: local})
 	}
-}
-
-// stream reads a captured NDJSON stream of a real agent CLI.
-func stream(t *testing.T, name string) []string {
-	t.Helper()
-	f, err := os.Open(filepath.Join("..", "runner", "testdata", "streams", name+".jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var lines []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return lines
 }
 
 // gitIn runs git in dir as the agent would, failing the test on error.
@@ -103,7 +83,7 @@ func TestAgentRunPushesItsWorkAndReportsItsUsage(t *testing.T) {
 		}
 		gitIn(t, spec.Run.Work, "add", "-A")
 		gitIn(t, spec.Run.Work, "commit", "-q", "-m", "add a greeting")
-		return stream(t, "claude-tool"), 0
+		return runnertest.Stream(t, "claude-tool"), 0
 	})
 	e.run(t)
 	sb := e.agentRun(t, "claude-code")
@@ -219,7 +199,7 @@ func TestAgentRunFailures(t *testing.T) {
 					gitIn(t, spec.Run.Work, "add", "-A")
 					gitIn(t, spec.Run.Work, "commit", "-q", "-m", "half")
 				}
-				return stream(t, tt.stream), tt.exit
+				return runnertest.Stream(t, tt.stream), tt.exit
 			})
 			e.run(t)
 			sb := e.agentRun(t, tt.runner)
@@ -252,7 +232,7 @@ func TestAgentRunFailures(t *testing.T) {
 func TestAgentRunNeverMovesAnothersBranch(t *testing.T) {
 	e := newEnv(t, agents(t))
 	ran := false
-	e.drv.SetAgent(func(sandbox.Spec) ([]string, int) { ran = true; return stream(t, "pi-text"), 0 })
+	e.drv.SetAgent(func(sandbox.Spec) ([]string, int) { ran = true; return runnertest.Stream(t, "pi-text"), 0 })
 	e.run(t)
 	bare, err := e.local.Path(forge.Repo{Path: "acme/app"})
 	if err != nil {
@@ -275,7 +255,7 @@ func TestAgentRunNeverMovesAnothersBranch(t *testing.T) {
 
 func TestAgentRunWithNothingToCommitSucceedsWithoutABranch(t *testing.T) {
 	e := newEnv(t, agents(t))
-	e.drv.SetAgent(func(sandbox.Spec) ([]string, int) { return stream(t, "pi-text"), 0 })
+	e.drv.SetAgent(func(sandbox.Spec) ([]string, int) { return runnertest.Stream(t, "pi-text"), 0 })
 	e.run(t)
 	sb := e.agentRun(t, "pi")
 	end := e.waitState(t, sb.ID, sandbox.StateTerminated)
@@ -402,7 +382,7 @@ func TestRunShowsTheGatewaysCountBesideTheAgents(t *testing.T) {
 			e.svc = sandbox.NewService(e.st, e.drv, e.accounts, e.cfg, slog.New(slog.NewTextHandler(t.Output(), nil)), e.clock.Now, sandbox.WithSessionMeter(m))
 			e.drv.SetAgent(func(spec sandbox.Spec) ([]string, int) {
 				m[string(spec.Sandbox.ID)] = sandbox.Metered{Requests: 2, Usage: tt.metered, CostUSD: 0.0013}
-				return stream(t, "claude-tool"), 0
+				return runnertest.Stream(t, "claude-tool"), 0
 			})
 			e.run(t)
 			sb := e.agentRun(t, "claude-code")
