@@ -24,7 +24,11 @@ until the run is over. An engineer sandbox has no run log.`,
 			if err != nil {
 				return err
 			}
-			log, err := c.RunLog(cmd.Context(), args[0], follow)
+			open := c.RunLog
+			if follow {
+				open = c.FollowRunLog
+			}
+			log, err := open(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}

@@ -294,22 +294,25 @@ func (c *Client) Sandbox(ctx context.Context, ref string) (api.Sandbox, error) {
 	return out, c.do(ctx, "GET", "/sandbox/v1/sandboxes/"+esc(ref), nil, &out)
 }
 
-// RunLog opens the log of an agent sandbox's run: text, one line per line
-// the agent wrote, its standard error's prefixed "stderr: ". With follow
-// the stream goes on as the run writes until the run is over; reading it
-// ends in an error rather than io.EOF when it was cut off before that. The
-// caller closes it.
-func (c *Client) RunLog(ctx context.Context, ref string, follow bool) (io.ReadCloser, error) {
-	path := "/sandbox/v1/sandboxes/" + esc(ref) + "/run/log"
-	hc := c.http
-	if follow {
-		path += "?follow=true"
-		// A followed log lasts as long as the run: an overall timeout
-		// meant for one call would cut it off.
-		untimed := *c.http
-		untimed.Timeout = 0
-		hc = &untimed
-	}
+// RunLog opens the log of an agent sandbox's run as it is now: text, one
+// line per line the agent wrote, its standard error's prefixed "stderr: ".
+// The caller closes it.
+func (c *Client) RunLog(ctx context.Context, ref string) (io.ReadCloser, error) {
+	return c.runLog(ctx, c.http, "/sandbox/v1/sandboxes/"+esc(ref)+"/run/log")
+}
+
+// FollowRunLog is RunLog whose stream goes on as the run writes until the
+// run is over; reading it ends in an error rather than io.EOF when it was
+// cut off before that.
+func (c *Client) FollowRunLog(ctx context.Context, ref string) (io.ReadCloser, error) {
+	// A followed log lasts as long as the run: an overall timeout meant
+	// for one call would cut it off.
+	untimed := *c.http
+	untimed.Timeout = 0
+	return c.runLog(ctx, &untimed, "/sandbox/v1/sandboxes/"+esc(ref)+"/run/log?follow=true")
+}
+
+func (c *Client) runLog(ctx context.Context, hc *http.Client, path string) (io.ReadCloser, error) {
 	resp, err := c.open(ctx, hc, "GET", path, "", nil, "text/plain")
 	if err != nil {
 		return nil, err

@@ -160,10 +160,18 @@ func (w *runWorld) waitEnded(t *testing.T, ref string) api.Sandbox {
 	}
 }
 
+// openLog opens a run log, followed or as it is.
+func openLog(ctx context.Context, c *client.Client, ref string, follow bool) (io.ReadCloser, error) {
+	if follow {
+		return c.FollowRunLog(ctx, ref)
+	}
+	return c.RunLog(ctx, ref)
+}
+
 // readLog reads a whole run log.
 func readLog(t *testing.T, c *client.Client, ref string, follow bool) string {
 	t.Helper()
-	rc, err := c.RunLog(t.Context(), ref, follow)
+	rc, err := openLog(t.Context(), c, ref, follow)
 	if err != nil {
 		t.Fatalf("log of %s (follow %v): %v", ref, follow, err)
 	}
@@ -200,7 +208,7 @@ func TestRunShowsItsTelemetryAndItsLog(t *testing.T) {
 
 	// A follower started while the run goes gets its answer at once and
 	// its whole log, and the stream ends when the run does.
-	rc, err := w.owner.RunLog(ctx, "fix", true)
+	rc, err := w.owner.FollowRunLog(ctx, "fix")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,7 +294,7 @@ func TestRunLogRefusals(t *testing.T) {
 
 	for who, c := range map[string]*client.Client{"another member": w.member, "another organisation": w.foreign} {
 		for _, follow := range []bool{false, true} {
-			if _, err := c.RunLog(ctx, sb.ID, follow); !isNotFound(err) {
+			if _, err := openLog(ctx, c, sb.ID, follow); !isNotFound(err) {
 				t.Errorf("%s reading the log (follow %v): %v, want 404 not_found", who, follow, err)
 			}
 		}
@@ -299,7 +307,7 @@ func TestRunLogRefusals(t *testing.T) {
 	if eng.Run != nil {
 		t.Errorf("an engineer sandbox shows a run: %+v", eng.Run)
 	}
-	if _, err := w.owner.RunLog(ctx, "dev", false); !isNotFound(err) {
+	if _, err := w.owner.RunLog(ctx, "dev"); !isNotFound(err) {
 		t.Errorf("the log of an engineer sandbox: %v, want 404 not_found", err)
 	}
 
