@@ -38,10 +38,6 @@ type Workspaces struct {
 
 var _ sandbox.Workspaces = (*Workspaces)(nil)
 
-// ErrBranchTaken is an agent run's branch, berth/<name>, that another
-// sandbox made: a run never moves another's work.
-var ErrBranchTaken = errors.New("the sandbox's branch is another's")
-
 // New keeps checkouts under dir, owned by uid (the sandbox user of berth's
 // image contract: the container runs as it with no capability to override
 // permissions), a kelos image's by kelos.UID, the uid its interface fixes
@@ -78,10 +74,9 @@ func (w *Workspaces) Prepare(ctx context.Context, sb sandbox.Sandbox) (string, e
 	}
 	// Sandbox names repeat: a branch of this name is another sandbox's
 	// work, and a run that would end by moving it does not start.
-	ref := forge.AgentBranch(sb.Name)
-	if got, _ := w.run(ctx, "", "--git-dir", src, "rev-parse", "--verify", "--quiet", ref); got != "" {
-		return "", fmt.Errorf("%s already has a branch %s, another sandbox's work: name this sandbox differently (or delete that branch): %w",
-			sb.Repo, strings.TrimPrefix(ref, "refs/heads/"), ErrBranchTaken)
+	if w.branchAt(ctx, src, forge.AgentBranch(sb.Name)) != "" {
+		return "", fmt.Errorf("%s already has a branch berth/%s, another sandbox's work: name this sandbox differently (or delete that branch)",
+			sb.Repo, sb.Name)
 	}
 	dir := w.Dir(sb)
 	if err := os.RemoveAll(dir); err != nil {
@@ -147,24 +142,31 @@ func (w *Workspaces) Push(ctx context.Context, sb sandbox.Sandbox, dir string) (
 		return "", "", err
 	}
 	ref := forge.AgentBranch(sb.Name)
-	old, _ := w.run(ctx, "", "--git-dir", src, "rev-parse", "--verify", "--quiet", ref)
-	switch {
-	case old == head:
-		// Pushed already: a gateway restarted between the push and
-		// recording it finishes the run again.
-		return strings.TrimPrefix(ref, "refs/heads/"), head, nil
-	case old != "":
+	switch old := w.branchAt(ctx, src, ref); old {
+	case "":
+		if _, err := w.run(ctx, dir, "push", "--quiet", "file://"+src, "HEAD:"+ref); err != nil {
+			return "", "", err
+		}
+	case head:
+		// Pushed already: a gateway restarted before it recorded the run
+		// finishes it again. It still goes on to the forge below (the
+		// mirror's push is a force push of the same commit).
+	default:
 		// Made by somebody else while the run ran (Prepare saw none).
-		return "", "", fmt.Errorf("%s got a branch %s from elsewhere while this run ran; the run's commit %s was not pushed over it: %w",
-			sb.Repo, strings.TrimPrefix(ref, "refs/heads/"), head, ErrBranchTaken)
-	}
-	if _, err := w.run(ctx, dir, "push", "--quiet", "file://"+src, "HEAD:"+ref); err != nil {
-		return "", "", err
+		return "", "", fmt.Errorf("%s got a branch %s from elsewhere while this run ran; the run's commit %s was not pushed over it",
+			sb.Repo, strings.TrimPrefix(ref, "refs/heads/"), head)
 	}
 	if err := w.source.Pushed(ctx, repo, []forge.RefUpdate{{Old: strings.Repeat("0", len(head)), New: head, Ref: ref}}); err != nil {
 		return "", "", err
 	}
 	return strings.TrimPrefix(ref, "refs/heads/"), head, nil
+}
+
+// branchAt is the commit ref points at in the bare repository src, or ""
+// when it has no such ref.
+func (w *Workspaces) branchAt(ctx context.Context, src, ref string) string {
+	commit, _ := w.run(ctx, "", "--git-dir", src, "rev-parse", "--verify", "--quiet", ref)
+	return commit
 }
 
 // Remove deletes sb's checkout.
