@@ -34,10 +34,20 @@ func (s *Service) suspend(ctx context.Context, p account.Principal, ref string) 
 	if err != nil {
 		return Sandbox{}, err
 	}
-	if err := s.driver.Stop(ctx, sb.ID); err != nil && !errors.Is(err, ErrNotFound) {
-		return Sandbox{}, fmt.Errorf("driver: %w", err)
+	// The row first, then the machine, as end does: stopping the machine
+	// first let the sweep see it exit 0 mid-stop, suspend it as "exited by
+	// itself", and answer the caller's own suspend with a conflict. The
+	// clock stops when the caller asks; a machine still running under a
+	// suspended row is stopped by the sweep.
+	out, err := s.write(ctx, p.User.ID, sb, Update{Sandbox: next, From: sb.State, At: s.clamp(sb)})
+	if err != nil {
+		return Sandbox{}, err
 	}
-	return s.write(ctx, p.User.ID, sb, Update{Sandbox: next, From: sb.State, At: s.clamp(sb)})
+	if err := s.driver.Stop(ctx, sb.ID); err != nil && !errors.Is(err, ErrNotFound) {
+		// The row is right; the reconciler will finish the job.
+		s.log.WarnContext(ctx, "driver could not stop a suspended sandbox's machine", "sandbox", sb.ID, "err", err)
+	}
+	return out, nil
 }
 
 // Resume starts a suspended or expired engineer sandbox again. After expiry

@@ -11,9 +11,58 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/guardrail"
 	"berth.dev/berth/internal/sandbox"
 )
+
+// TestSuspendWhileTheSweepLooks: a sweep that sees the machine stopped
+// while the caller's suspend is still stopping it must not take that for
+// the machine's own exit: the caller's suspend succeeds, is theirs in the
+// audit log, and the sandbox is suspended, not failed.
+func TestSuspendWhileTheSweepLooks(t *testing.T) {
+	e := newEnv(t)
+	e.run(t)
+	ctx := t.Context()
+	sb := e.engineer(t, e.alice, "dev")
+	e.waitState(t, sb.ID, sandbox.StateRunning)
+
+	swept := false
+	e.drv.OnStop(func(id sandbox.ID) {
+		if id == sb.ID && !swept {
+			swept = true
+			if _, err := e.svc.Sweep(ctx); err != nil {
+				t.Errorf("sweep during the stop: %v", err)
+			}
+		}
+	})
+	got, err := e.svc.Suspend(ctx, e.alice, "dev")
+	if err != nil {
+		t.Fatalf("suspend with a sweep looking mid-stop: %v", err)
+	}
+	if !swept {
+		t.Fatal("the driver's stop was never reached")
+	}
+	if got.State != sandbox.StateSuspended || got.Reason != "" {
+		t.Errorf("after suspend: %s (%q), want suspended with no reason of its own", got.State, got.Reason)
+	}
+	if now, _ := e.svc.Get(ctx, e.alice, "dev"); now.State != sandbox.StateSuspended {
+		t.Errorf("row after the sweep: %s (%s), want suspended", now.State, now.Reason)
+	}
+	entries, err := e.st.ListAudit(ctx, audit.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var by []string
+	for _, a := range entries {
+		if a.Sandbox == string(sb.ID) && a.Action == audit.SandboxState && strings.Contains(a.Detail, "→ suspended") {
+			by = append(by, a.Actor)
+		}
+	}
+	if len(by) != 1 || by[0] != e.alice.User.ID {
+		t.Errorf("suspensions in the audit log by %q, want one, by alice (%s)", by, e.alice.User.ID)
+	}
+}
 
 func TestSuspendResumeExtendTerminate(t *testing.T) {
 	e := newEnv(t)

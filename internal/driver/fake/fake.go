@@ -54,7 +54,8 @@ type Driver struct {
 	starts    int
 	pointed   map[sandbox.ID]map[int]string // ports tests made reachable
 	agent     Agent
-	leftovers []string // what Tidy removes next
+	leftovers []string         // what Tidy removes next
+	onStop    func(sandbox.ID) // called by Stop once the machine stopped
 }
 
 // SetAgent makes agent runs run a, once each, when followed.
@@ -153,7 +154,23 @@ func (d *Driver) Stop(_ context.Context, id sandbox.ID) error {
 		m.status, m.exitCode = sandbox.MachineStopped, 143
 	}
 	m.end()
+	if f := d.onStop; f != nil {
+		// Outside the lock: f may look at the machine, as a sweep running
+		// while a real engine is still stopping it would.
+		d.mu.Unlock()
+		defer d.mu.Lock()
+		f(id)
+	}
 	return nil
+}
+
+// OnStop makes every Stop call f with the machine's id once the machine
+// has stopped and before Stop returns: what others see while a real
+// engine's stop is still under way.
+func (d *Driver) OnStop(f func(sandbox.ID)) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.onStop = f
 }
 
 // Remove forgets a machine.
