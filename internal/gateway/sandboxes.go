@@ -76,7 +76,7 @@ func (s *Server) apiSandbox(ctx context.Context, sb sandbox.Sandbox, names map[s
 		names[sb.Owner] = name
 	}
 	out := apiSandbox(sb, name, s.sandboxes.RunningTime(sb))
-	open, last := s.sandboxes.Activity(sb.ID)
+	open, last := s.sandboxes.Activity(sb)
 	out.Connections, out.LastActivity = open, timePtr(last)
 	out.Run = s.runOf(ctx, sb)
 	return out

@@ -12,8 +12,9 @@ import (
 // how many connections are open through it and when one last opened,
 // closed or carried bytes.
 type activity struct {
-	open int
-	last time.Time
+	open  int
+	last  time.Time
+	saved time.Time // the latest last written to the store
 }
 
 // ConnectionOpened records a connection opened to a sandbox through the
@@ -44,15 +45,60 @@ func (s *Service) touch(id ID) {
 	s.activityOf(id).last = s.now()
 }
 
-// Activity returns the open connections of a sandbox and when it was last
-// active; zero when nothing was seen since the gateway started.
-func (s *Service) Activity(id ID) (open int, last time.Time) {
+// Activity returns the connections this replica has open to sb and when
+// a connection last opened, closed or carried bytes, here or as another
+// replica saved it; zero when none has since the sandbox was made.
+func (s *Service) Activity(sb Sandbox) (open int, last time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if a, ok := s.active[id]; ok {
-		return a.open, a.last
+	last = sb.ActiveAt
+	if a, ok := s.active[sb.ID]; ok {
+		open = a.open
+		if a.last.After(last) {
+			last = a.last
+		}
 	}
-	return 0, time.Time{}
+	return open, last
+}
+
+// saveActivity writes to the store what this replica saw of id's activity
+// since it last did, so another replica's sweep reads it (SPEC S3: the
+// idle clock counts connections through any replica). A failure is logged:
+// the next tick tries again.
+func (s *Service) saveActivity(ctx context.Context, id ID) {
+	s.mu.Lock()
+	a, ok := s.active[id]
+	if !ok || !a.last.After(a.saved) {
+		s.mu.Unlock()
+		return
+	}
+	at := a.last
+	s.mu.Unlock()
+	if err := s.store.SaveActivity(ctx, id, at); err != nil {
+		s.log.WarnContext(ctx, "sandbox activity not saved", "sandbox", id, "err", err)
+		return
+	}
+	s.mu.Lock()
+	if at.After(a.saved) {
+		a.saved = at
+	}
+	s.mu.Unlock()
+}
+
+// saveAllActivity saves every sandbox's activity not yet saved: bytes
+// through a connection that stays open reach the store once a tick.
+func (s *Service) saveAllActivity(ctx context.Context) {
+	s.mu.Lock()
+	var ids []ID
+	for id, a := range s.active {
+		if a.last.After(a.saved) {
+			ids = append(ids, id)
+		}
+	}
+	s.mu.Unlock()
+	for _, id := range ids {
+		s.saveActivity(ctx, id)
+	}
 }
 
 // forget drops what was seen of a sandbox that is gone for good, unless a
@@ -81,7 +127,7 @@ func (s *Service) idle(sb Sandbox, now time.Time) bool {
 	if s.cfg.IdleSuspend <= 0 || sb.Purpose != PurposeEngineer || sb.State != StateRunning || sb.RunningSince.IsZero() {
 		return false
 	}
-	open, last := s.Activity(sb.ID)
+	open, last := s.Activity(sb)
 	if open > 0 {
 		return false
 	}

@@ -140,6 +140,11 @@ func (c *Connection) Close(ctx context.Context, t Traffic) {
 	c.once.Do(func() {
 		c.Conn.Close()
 		c.svc.ConnectionClosed(c.Sandbox.ID)
+		// Saved before the hold goes: the sweep of another replica must
+		// not count the sandbox idle from before this connection.
+		save, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		c.svc.saveActivity(save, c.Sandbox.ID)
+		cancel()
 		if c.release != nil {
 			c.release()
 		}

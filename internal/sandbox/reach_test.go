@@ -30,7 +30,7 @@ func TestConnectionKeepsTheSandboxAwake(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if open, _ := e.svc.Activity(sb.ID); open != 1 {
+	if open, _ := e.svc.Activity(sb); open != 1 {
 		t.Fatalf("open connections %d, want 1", open)
 	}
 	e.clock.Advance(2 * time.Hour)
@@ -39,12 +39,12 @@ func TestConnectionKeepsTheSandboxAwake(t *testing.T) {
 	}
 	// Bytes moving count as activity too.
 	conn.Active()
-	if _, last := e.svc.Activity(sb.ID); !last.Equal(e.clock.Now()) {
+	if _, last := e.svc.Activity(sb); !last.Equal(e.clock.Now()) {
 		t.Errorf("after bytes moved, last activity %v, want now (%v)", last, e.clock.Now())
 	}
 	conn.Close(ctx, sandbox.Traffic{Up: 10, Down: 20, End: "closed"})
 	conn.Close(ctx, sandbox.Traffic{}) // a second close changes nothing
-	if open, _ := e.svc.Activity(sb.ID); open != 0 {
+	if open, _ := e.svc.Activity(sb); open != 0 {
 		t.Fatalf("open connections %d after close, want 0", open)
 	}
 

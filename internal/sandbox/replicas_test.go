@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/tunnel/tunneltest"
 )
 
 // seats plays the database's part for replicas in these tests: who leads,
@@ -130,5 +131,75 @@ func TestReplicasShareTheSweep(t *testing.T) {
 	got := e.waitState(t, sb.ID, sandbox.StateFailed)
 	if got.Reason != "its start was interrupted (the gateway stopped)" {
 		t.Errorf("reason %q", got.Reason)
+	}
+}
+
+// TestIdleClockAcrossReplicas: the idle clock (SPEC S3) counts connections
+// through any replica. A connects an engineer to a sandbox for two hours
+// while b leads the sweep; bytes moving reach the store within a tick of
+// a's loop, and the close before a lets go of its hold, so b's sweep
+// counts the quiet time from the close, not from the sandbox's start.
+func TestIdleClockAcrossReplicas(t *testing.T) {
+	e := newEnv(t, func(c *sandbox.Config) { c.IdleSuspend = 30 * time.Minute })
+	ctx := t.Context()
+	all := &seats{leader: "b", holds: map[sandbox.ID]map[string]int{}}
+	replica := func(name string) *sandbox.Service {
+		return sandbox.NewService(e.st, e.drv, e.accounts, e.cfg, slog.New(slog.NewTextHandler(t.Output(), nil)).With("replica", name),
+			e.clock.Now, sandbox.WithReplicas(seat{name, all}))
+	}
+	a, b := replica("a"), replica("b")
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		a.Run(runCtx, 10*time.Millisecond) // starts what a queues; never sweeps
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+
+	sb, err := a.Create(ctx, e.alice, sandbox.CreateRequest{Name: "dev", Class: "standard", SSHKeys: []string{testKey}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.waitState(t, sb.ID, sandbox.StateRunning)
+	e.drv.Point(sb.ID, 2222, tunneltest.Listen(t, tunneltest.Drain))
+	conn, err := a.Connect(ctx, e.alice, "dev", 2222)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	e.clock.Advance(2 * time.Hour)
+	conn.Active()
+	typed := e.clock.Now()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got, err := e.st.GetSandbox(ctx, sb.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.ActiveAt.Equal(typed) {
+			if _, last := b.Activity(got); !last.Equal(typed) {
+				t.Errorf("b sees the last activity at %v, want %v (saved by a)", last, typed)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("bytes through a's connection at %v never reached the store (active_at %v)", typed, got.ActiveAt)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	e.clock.Advance(10 * time.Minute) // open and quiet: still activity
+	conn.Close(ctx, sandbox.Traffic{End: "closed"})
+	closed := e.clock.Now()
+	if res, err := b.Sweep(ctx); err != nil || len(res.Suspended) != 0 {
+		t.Fatalf("b's sweep just after the close: suspended %v (err %v); want nothing: the sandbox was in use through a", res.Suspended, err)
+	}
+	e.clock.Advance(29 * time.Minute)
+	if res, _ := b.Sweep(ctx); len(res.Suspended) != 0 {
+		t.Fatalf("suspended %v 29 minutes after the close", res.Suspended)
+	}
+	e.clock.Advance(2 * time.Minute)
+	if res, _ := b.Sweep(ctx); len(res.Suspended) != 1 {
+		t.Fatalf("31 quiet minutes after the close (at %v): suspended %v, want the sandbox", closed, res.Suspended)
 	}
 }

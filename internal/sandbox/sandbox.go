@@ -170,6 +170,10 @@ type Sandbox struct {
 	// FirstRan is when the sandbox first became running; zero if it never
 	// has, so its volume holds nothing yet.
 	FirstRan time.Time
+	// ActiveAt is when a connection through the gateway last opened,
+	// closed or carried bytes, as the replicas saved it (SaveActivity);
+	// zero when none has. A replica's own connections are newer in memory.
+	ActiveAt time.Time
 }
 
 // RunningTime is the sum of the running segments at now: the clock stops at

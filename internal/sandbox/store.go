@@ -30,6 +30,10 @@ type Store interface {
 	// else ErrConflict; in the same transaction it opens or closes the
 	// running segment and revokes or replaces the sandbox's key.
 	UpdateSandbox(ctx context.Context, u Update) error
+	// SaveActivity moves the sandbox's ActiveAt forward to at (never back:
+	// replicas save what they saw in any order). A sandbox that is gone
+	// is not an error.
+	SaveActivity(ctx context.Context, id ID, at time.Time) error
 
 	// Repository credentials handed to sandboxes, and the refs they created.
 	AddCredential(ctx context.Context, c Credential) error

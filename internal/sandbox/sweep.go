@@ -88,6 +88,7 @@ func (s *Service) Run(ctx context.Context, interval time.Duration) {
 				}
 			})
 		case <-t.C:
+			s.saveAllActivity(ctx)
 			s.sweepIfLeader(ctx, &leading)
 		}
 	}

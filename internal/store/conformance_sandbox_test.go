@@ -155,7 +155,7 @@ func testSandboxRoundTrip(t *testing.T, st *store.Store) {
 	full.Contract, full.SetupCommand = sandbox.ContractKelos, []string{"sh", "-c", "make deps"}
 	full.Env = map[string]string{"FOO": "bar", "EMPTY": ""}
 	full.EndedAt, full.FromPool = t0.Add(time.Hour), true
-	checkAllSet(t, full, "Ran", "RunningSince", "FirstRan")
+	checkAllSet(t, full, "Ran", "RunningSince", "FirstRan", "ActiveAt")
 	mustCreate(t, st, full, key)
 	if diff := cmp.Diff(full, mustGet(t, st, full.ID)); diff != "" {
 		t.Errorf("GetSandbox (-want +got):\n%s", diff)
@@ -319,6 +319,35 @@ func testSandboxUpdate(t *testing.T, st *store.Store) {
 	}
 	if !slices.Equal(details, []string{"done"}) {
 		t.Errorf("audit of the sandbox after a refused and an accepted update = %q, want [done]", details)
+	}
+}
+
+// testSandboxActivity: what replicas save of a sandbox's connections only
+// moves forward, survives the service's state writes, and a sandbox gone
+// is no error.
+func testSandboxActivity(t *testing.T, st *store.Store) {
+	ctx := t.Context()
+	fx := newFixture(t, st, "acme")
+	sb, key := newSandbox(fx, fx.ann, "dev", t0)
+	mustCreate(t, st, sb, key)
+	if got := mustGet(t, st, sb.ID); !got.ActiveAt.IsZero() {
+		t.Fatalf("ActiveAt of a new sandbox = %v, want zero", got.ActiveAt)
+	}
+	later := t0.Add(2 * time.Hour)
+	for _, at := range []time.Time{t0.Add(time.Hour), later, t0.Add(90 * time.Minute)} {
+		if err := st.SaveActivity(ctx, sb.ID, at); err != nil {
+			t.Fatalf("SaveActivity(%v): %v", at, err)
+		}
+	}
+	if got := mustGet(t, st, sb.ID); !got.ActiveAt.Equal(later) {
+		t.Errorf("ActiveAt after saves at 1h, 2h, 1h30 = %v, want %v (never back)", got.ActiveAt, later)
+	}
+	sb = move(t, st, sb, sandbox.StateRunning, t0)
+	if !sb.ActiveAt.Equal(later) {
+		t.Errorf("ActiveAt after a state change = %v, want %v kept", sb.ActiveAt, later)
+	}
+	if err := st.SaveActivity(ctx, "sbx_nope", later); err != nil {
+		t.Errorf("SaveActivity of an unknown sandbox: %v, want nil", err)
 	}
 }
 

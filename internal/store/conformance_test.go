@@ -34,6 +34,7 @@ func runConformance(t *testing.T, open func(t *testing.T) *store.Store) {
 	t.Run("SandboxAdmit", func(t *testing.T) { testSandboxAdmit(t, open(t)) })
 	t.Run("SandboxUpdate", func(t *testing.T) { testSandboxUpdate(t, open(t)) })
 	t.Run("SandboxSegments", func(t *testing.T) { testSandboxSegments(t, open(t)) })
+	t.Run("SandboxActivity", func(t *testing.T) { testSandboxActivity(t, open(t)) })
 	t.Run("SandboxKeys", func(t *testing.T) { testSandboxKeys(t, open(t)) })
 	t.Run("DeleteEnded", func(t *testing.T) { testDeleteEnded(t, open(t)) })
 	t.Run("CountSandboxes", func(t *testing.T) { testCountSandboxes(t, open(t)) })

@@ -69,7 +69,7 @@ const selectSandbox = `
 	SELECT s.id, s.name, s.org_id, s.project_id, s.owner_id, s.purpose, s.class, s.image, s.isolation,
 		s.runtime, s.cpu, s.memory, s.disk, s.state, s.reason, s.repo, s.branch, s.task, s.runner,
 		s.ssh_keys, s.env, s.key_id, s.created_at, s.expires_at, s.ended_at, s.git_mode, s.role,
-		s.contract, s.setup_command, s.from_pool,
+		s.contract, s.setup_command, s.from_pool, s.active_at,
 		(SELECT CAST(COALESCE(SUM(g.ended_at - g.started_at), 0) AS BIGINT) FROM segments g
 			WHERE g.sandbox_id = s.id AND g.ended_at IS NOT NULL),
 		(SELECT g.started_at FROM segments g WHERE g.sandbox_id = s.id AND g.ended_at IS NULL),
@@ -84,12 +84,12 @@ func scanSandbox(row interface{ Scan(...any) error }) (sandbox.Sandbox, error) {
 		cpu, memory, disk, ran         int64
 		sshKeys, env, setup            sql.NullString
 		created, expires, ended, since sql.NullInt64
-		first                          sql.NullInt64
+		first, active                  sql.NullInt64
 		fromPool                       int
 	)
 	err := row.Scan(&id, &sb.Name, &sb.Org, &sb.Project, &sb.Owner, &purpose, &sb.Class, &sb.Image, &isolation,
 		&sb.Runtime, &cpu, &memory, &disk, &state, &sb.Reason, &sb.Repo, &sb.Branch, &sb.Task, &sb.Runner,
-		&sshKeys, &env, &sb.KeyID, &created, &expires, &ended, &gitMode, &role, &contract, &setup, &fromPool, &ran, &since, &first)
+		&sshKeys, &env, &sb.KeyID, &created, &expires, &ended, &gitMode, &role, &contract, &setup, &fromPool, &active, &ran, &since, &first)
 	if err != nil {
 		return sandbox.Sandbox{}, err
 	}
@@ -98,6 +98,7 @@ func scanSandbox(row interface{ Scan(...any) error }) (sandbox.Sandbox, error) {
 	sb.CPU, sb.Memory, sb.Disk = quantity.Millicores(cpu), quantity.Bytes(memory), quantity.Bytes(disk)
 	sb.CreatedAt, sb.ExpiresAt, sb.EndedAt = timeOf(created), timeOf(expires), timeOf(ended)
 	sb.Ran, sb.RunningSince, sb.FirstRan = time.Duration(ran), timeOf(since), timeOf(first)
+	sb.ActiveAt = timeOf(active)
 	sb.FromPool = fromPool != 0
 	if err := jsonOf(sshKeys, &sb.SSHKeys); err != nil {
 		return sandbox.Sandbox{}, fmt.Errorf("sandbox %s: ssh_keys: %w", id, err)
@@ -249,6 +250,18 @@ func (s *Store) ListSandboxes(ctx context.Context, f sandbox.Filter) ([]sandbox.
 		return nil, fmt.Errorf("list sandboxes: %w", err)
 	}
 	return out, nil
+}
+
+// SaveActivity moves a sandbox's active_at forward to at; an earlier at,
+// or a sandbox that is gone, changes nothing.
+func (s *Store) SaveActivity(ctx context.Context, id sandbox.ID, at time.Time) error {
+	_, err := s.db.ExecContext(ctx, `
+		UPDATE sandboxes SET active_at = $2
+		WHERE id = $1 AND (active_at IS NULL OR active_at < $2)`, string(id), timeArg(at))
+	if err != nil {
+		return fmt.Errorf("save activity of sandbox %s: %w", id, err)
+	}
+	return nil
 }
 
 // UpdateSandbox writes u.Sandbox if its row is still in state u.From: a
