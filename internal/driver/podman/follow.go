@@ -1,15 +1,13 @@
 package podman
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os/exec"
 	"sync"
 
+	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
 )
 
@@ -94,7 +92,7 @@ func (d *Driver) logs(ctx context.Context, name string, follow bool, to [2]func(
 	for s := range 2 {
 		// podman's own complaints come out on stderr with the container's
 		// lines, which are not for the gateway's logs: the error is bare.
-		wg.Go(func() { readLines(pipes[s], !follow, to[s]) })
+		wg.Go(func() { _ = runner.ReadLines(pipes[s], !follow, to[s]) })
 	}
 	return func() error {
 		wg.Wait()
@@ -103,33 +101,4 @@ func (d *Driver) logs(ctx context.Context, name string, follow bool, to [2]func(
 		}
 		return nil
 	}, nil
-}
-
-// maxLine bounds a line of an agent's output; the rest of a longer line
-// is dropped. Agents print long lines, but not this long.
-const maxLine = 16 << 20
-
-// readLines calls fn for each newline-terminated line of r (without the
-// newline), and for a last unterminated one when complete is set. It reads
-// r to its end whatever the lines' length, so the writer never blocks.
-func readLines(r io.Reader, complete bool, fn func([]byte)) {
-	br := bufio.NewReaderSize(r, 64<<10)
-	var buf []byte
-	for {
-		chunk, err := br.ReadSlice('\n')
-		if len(buf) < maxLine {
-			buf = append(buf, chunk[:min(len(chunk), maxLine-len(buf))]...)
-		}
-		switch {
-		case err == nil:
-			fn(bytes.TrimSuffix(buf, []byte("\n")))
-			buf = buf[:0]
-		case errors.Is(err, bufio.ErrBufferFull):
-		default:
-			if complete && len(buf) > 0 {
-				fn(buf)
-			}
-			return
-		}
-	}
 }
