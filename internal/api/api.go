@@ -377,6 +377,25 @@ type Environment struct {
 // BootstrapPath is the route a pool's sandbox fetches its environment at.
 const BootstrapPath = "/sandbox/v1/bootstrap"
 
+// The routes of an in-machine agent run (SPEC S13 on Kubernetes), called
+// with its sandbox's own key: its task (text), its output (a stream of
+// lines, each "o " and a line of the agent's stdout or "e " and one of its
+// stderr; sent whole again after a break), and its exit (RunExit).
+const (
+	RunTaskPath   = "/sandbox/v1/run/task"
+	RunOutputPath = "/sandbox/v1/run/output"
+	RunExitPath   = "/sandbox/v1/run/exit"
+)
+
+// RunExit is what an in-machine run reports once its agent exited: its
+// exit code, the commit it pushed to berth/<name> through the gateway
+// ("" when none), and why its push failed.
+type RunExit struct {
+	ExitCode int    `json:"exit_code"`
+	Commit   string `json:"commit,omitempty"`
+	Error    string `json:"error,omitempty"`
+}
+
 // UsageReport is the answer of GET /sandbox/v1/usage (SPEC S8): the
 // sandboxes created since Since, grouped by project, user or class, with
 // what their model calls cost.

@@ -138,11 +138,12 @@ func New(o Options) *Server {
 type access int
 
 const (
-	public      access = iota // anybody
-	anyKey                    // any live key, a sandbox's own included
-	userKey                   // a person's key; a sandbox's key is refused
-	operatorKey               // an operator's key
-	own                       // the handler authenticates (git's Basic auth) and reads bodies of any size
+	public        access = iota // anybody
+	anyKey                      // any live key, a sandbox's own included
+	userKey                     // a person's key; a sandbox's key is refused
+	operatorKey                 // an operator's key
+	own                         // the handler authenticates (git's Basic auth) and reads bodies of any size
+	sandboxStream               // a sandbox's own key, and a body of any size (a run's output)
 )
 
 // route is one entry of the API. The OpenAPI description is checked against
@@ -194,6 +195,11 @@ func (s *Server) routes() []route {
 		{"GET", "/sandbox/v1/sandboxes/{ref}/run/log", userKey, s.runLog},
 		{"GET", "/sandbox/v1/sandboxes/{ref}/run/verdict", userKey, s.runVerdict},
 		{"POST", "/sandbox/v1/git-credential", anyKey, s.gitCredential},
+		// An in-machine agent run (Kubernetes) fetches its task, streams
+		// its output and reports its exit with its sandbox's key.
+		{"GET", api.RunTaskPath, anyKey, s.runTask},
+		{"POST", api.RunOutputPath, sandboxStream, s.runOutput},
+		{"POST", api.RunExitPath, anyKey, s.runExit},
 		// The one-time bootstrap token is the credential; the handler checks it.
 		{"POST", api.BootstrapPath, public, s.bootstrap},
 
@@ -255,7 +261,9 @@ func (s *Server) authenticate(rt route) http.Handler {
 			rt.handle(w, r, account.Principal{})
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
+		if rt.access != sandboxStream {
+			r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
+		}
 		if rt.access == public {
 			rt.handle(w, r, account.Principal{})
 			return
@@ -270,7 +278,11 @@ func (s *Server) authenticate(rt route) http.Handler {
 			s.writeError(w, r, err)
 			return
 		}
-		if rt.access != anyKey && p.Sandbox != "" {
+		if rt.access == sandboxStream && p.Sandbox == "" {
+			s.writeError(w, r, fmt.Errorf("only a sandbox's own key may use %s: %w", rt.path, account.ErrForbidden))
+			return
+		}
+		if rt.access != anyKey && rt.access != sandboxStream && p.Sandbox != "" {
 			s.writeError(w, r, fmt.Errorf("a sandbox's own key cannot use the control API: %w", account.ErrForbidden))
 			return
 		}

@@ -175,3 +175,39 @@ func (s *Server) runOver(ctx context.Context, sb sandbox.Sandbox) bool {
 // handlers, and a follow would keep it waiting until its run ends. Hand it
 // to the server's RegisterOnShutdown.
 func (s *Server) StopStreams() { s.stopOnce.Do(func() { close(s.stopping) }) }
+
+// runTask answers an in-machine run's task, as text.
+func (s *Server) runTask(w http.ResponseWriter, r *http.Request, p account.Principal) {
+	task, err := s.sandboxes.RunTask(r.Context(), p)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = io.WriteString(w, task)
+}
+
+// runOutput reads an in-machine run's output as it streams in.
+func (s *Server) runOutput(w http.ResponseWriter, r *http.Request, p account.Principal) {
+	if err := s.sandboxes.RunOutput(r.Context(), p, r.Body); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// runExit concludes an in-machine run and answers the run as it ended.
+func (s *Server) runExit(w http.ResponseWriter, r *http.Request, p account.Principal) {
+	var req api.RunExit
+	if err := decode(r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	sb, run, err := s.sandboxes.RunExit(r.Context(), p, sandbox.RunReport{ExitCode: req.ExitCode, Commit: req.Commit, Error: req.Error})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, apiRun(sb, run))
+}

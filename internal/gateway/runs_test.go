@@ -34,6 +34,8 @@ import (
 // driver "runs" the agent a test gives it, on a real checkout of the local
 // forge's acme/app, and the run's log is kept in a temporary directory.
 // newWorld's deployment runs no agents, so this is a world of its own.
+// wrap, when given, is the driver the service gets in place of the fake
+// (fake.NewInMachine: runs happen in their machines).
 type runWorld struct {
 	url                    string
 	drv                    *fake.Driver
@@ -41,7 +43,7 @@ type runWorld struct {
 	ownerKey               string
 }
 
-func newRunWorld(t *testing.T) *runWorld {
+func newRunWorld(t *testing.T, wrap ...func(*fake.Driver) sandbox.Driver) *runWorld {
 	t.Helper()
 	ctx := t.Context()
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -62,7 +64,11 @@ func newRunWorld(t *testing.T) *runWorld {
 	}
 	var svc *sandbox.Service
 	accounts := account.NewService(st, st, time.Now, func(ctx context.Context, org string) error { return svc.SeedClasses(ctx, org) }, st, log)
-	svc = sandbox.NewService(st, w.drv, accounts, sandbox.Config{
+	var drv sandbox.Driver = w.drv
+	for _, f := range wrap {
+		drv = f(w.drv)
+	}
+	svc = sandbox.NewService(st, drv, accounts, sandbox.Config{
 		Driver: "fake", Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""}, Template: tmpl, Audit: st,
 		Forge: local, PublicURL: w.url,
 		Agents: sandbox.AgentConfig{

@@ -73,6 +73,13 @@ type Workspaces interface {
 	// Nothing to push (no commit since the clone) is not an error: the
 	// commit is then "".
 	Push(ctx context.Context, sb Sandbox, dir string) (branch, commit string, err error)
+	// BranchFree refuses a run whose branch berth/<name> exists already:
+	// what Prepare checks first, for a run that has no host checkout.
+	BranchFree(ctx context.Context, sb Sandbox) error
+	// BranchAt is the commit berth/<name> points at in the repository the
+	// gateway serves ("" when there is none): what an in-machine run
+	// pushed through the gateway.
+	BranchAt(ctx context.Context, sb Sandbox) (string, error)
 	// Dir is where sb's checkout is (or would be).
 	Dir(sb Sandbox) string
 	// Remove deletes the checkout.
@@ -102,6 +109,22 @@ type RunSpec struct {
 	// Network is "allowlist" (the default: a network that reaches only the
 	// gateway) or "open".
 	Network string
+	// InMachine says the machine does the whole run itself, on a driver
+	// with InMachineRuns: Work is "", and berth-init (BERTH_RUN_REPORT=
+	// gateway in the environment) clones the repository through the
+	// gateway into /work, fetches the task, streams its output to the
+	// gateway, pushes berth/<name> through the gateway's ref policy, and
+	// reports the agent's exit there.
+	InMachine bool
+}
+
+// InMachineRuns is the capability of a driver that can neither mount a
+// host directory nor follow a machine's output (Kubernetes, which the
+// gateway reaches only through the API server, without pods/log): its
+// agent runs run whole in the machine (RunSpec.InMachine), and the machine
+// reports to the gateway.
+type InMachineRuns interface {
+	RunsInMachine()
 }
 
 // promptFile is where the host puts a run's task (SPEC S13.2).
@@ -263,21 +286,34 @@ func (s *Service) prepareRun(ctx context.Context, spec *Spec) error {
 	if err != nil {
 		return fmt.Errorf("runner %s: %w", sb.Runner, err)
 	}
-	dir, err := s.work.Prepare(ctx, sb)
-	if err != nil {
-		return fmt.Errorf("check out %s: %w", sb.Repo, err)
-	}
-	if sb.Contract != ContractKelos { // a kelos image takes its prompt as $1
-		if err := writePrompt(dir, sb.Task); err != nil {
-			_ = s.work.Remove(sb)
-			return err
-		}
-	}
 	network := s.cfg.Agents.Network
 	if network == "" {
 		network = "allowlist"
 	}
-	spec.Run = &RunSpec{Contract: sb.Contract, Work: dir, Args: args, Network: network}
+	if s.inMachine() {
+		// No checkout here: the machine clones through the gateway, asks
+		// it for the task, and reports to it (inmachine.go).
+		if err := s.work.BranchFree(ctx, sb); err != nil {
+			return fmt.Errorf("check out %s: %w", sb.Repo, err)
+		}
+		spec.Env[runReportVar] = runReportGateway
+		// The machine asks for its task: it is not in the machine's spec,
+		// which whoever may read the cluster's objects can read.
+		delete(spec.Env, "BERTH_TASK")
+		spec.Run = &RunSpec{Contract: sb.Contract, Args: args, Network: network, InMachine: true}
+	} else {
+		dir, err := s.work.Prepare(ctx, sb)
+		if err != nil {
+			return fmt.Errorf("check out %s: %w", sb.Repo, err)
+		}
+		if sb.Contract != ContractKelos { // a kelos image takes its prompt as $1
+			if err := writePrompt(dir, sb.Task); err != nil {
+				_ = s.work.Remove(sb)
+				return err
+			}
+		}
+		spec.Run = &RunSpec{Contract: sb.Contract, Work: dir, Args: args, Network: network}
+	}
 	now := s.now()
 	run := Run{Sandbox: sb.ID, Runner: sb.Runner, Model: model, State: RunRunning, StartedAt: now}
 	run.Telemetry.Model = run.Model
@@ -339,11 +375,11 @@ func (s *Service) follow(ctx context.Context, sb Sandbox, work string) {
 		return
 	}
 	s.mu.Lock()
-	if s.following[sb.ID] {
+	if s.following[sb.ID] > 0 {
 		s.mu.Unlock()
 		return
 	}
-	s.following[sb.ID] = true
+	s.following[sb.ID] = 1
 	s.mu.Unlock()
 	release := s.hold(ctx, sb.ID)
 	defer func() {
@@ -361,6 +397,38 @@ func (s *Service) follow(ctx context.Context, sb Sandbox, work string) {
 	if err != nil {
 		return
 	}
+	rr := s.readRun(ctx, sb, run, r)
+	err = f.Follow(ctx, sb.ID, func(stdout bool, b []byte) { rr.line(ctx, stdout, b) })
+	rr.close()
+	if ctx.Err() != nil {
+		return // the gateway is stopping; the start-up sweep follows again
+	}
+	if err != nil {
+		s.log.WarnContext(ctx, "following a run ended with an error", "sandbox", sb.ID, "err", err)
+	}
+	run, setup := rr.result()
+	s.finishRun(ctx, run, work, setup)
+}
+
+// runReader reads one run's output, from its first line: every line to
+// the run log, a kelos image's markers to its capture, the agent's stream
+// to the runner's ParseLine; the telemetry saved every couple of seconds.
+// A run's output read again (after a restart, or streamed again by its
+// machine) is read from its start: the log is rewritten.
+type runReader struct {
+	s       *Service
+	sb      Sandbox
+	run     Run
+	r       runner.Runner
+	tel     runner.Telemetry
+	lines   int
+	ignored int
+	saved   time.Time
+	logf    *os.File
+	capture *kelos.Capture // what a kelos image says beside its agent's stream
+}
+
+func (s *Service) readRun(ctx context.Context, sb Sandbox, run Run, r runner.Runner) *runReader {
 	if err := os.MkdirAll(s.cfg.Agents.LogDir, 0o700); err != nil {
 		s.log.ErrorContext(ctx, "run log directory", "err", err)
 	}
@@ -368,53 +436,60 @@ func (s *Service) follow(ctx context.Context, sb Sandbox, work string) {
 	if err != nil {
 		s.log.ErrorContext(ctx, "run log", "sandbox", sb.ID, "err", err)
 	}
-	// A log replayed after a restart is read from its start again.
-	tel := runner.Telemetry{Model: run.Model}
-	lines, ignored := 0, 0
-	saved := s.now()
-	var capture *kelos.Capture // what a kelos image says beside its agent's stream
+	rr := &runReader{s: s, sb: sb, run: run, r: r, tel: runner.Telemetry{Model: run.Model}, saved: s.now(), logf: logf}
 	if sb.Contract == ContractKelos {
-		capture = &kelos.Capture{}
+		rr.capture = &kelos.Capture{}
 	}
-	err = f.Follow(ctx, sb.ID, func(stdout bool, b []byte) {
-		if logf != nil {
-			prefix := ""
-			if !stdout {
-				prefix = "stderr: "
-			}
-			_, _ = fmt.Fprintf(logf, "%s%s\n", prefix, b)
-		}
-		if capture != nil && capture.Line(stdout, b) {
-			return
-		}
+	return rr
+}
+
+// line takes one line of the machine's output, stdout or stderr.
+func (rr *runReader) line(ctx context.Context, stdout bool, b []byte) {
+	if rr.logf != nil {
+		prefix := ""
 		if !stdout {
-			return
+			prefix = "stderr: "
 		}
-		lines++
-		if r.ParseLine(&tel, b).Ignored() {
-			ignored++
-			s.log.DebugContext(ctx, "run output line not understood", "sandbox", sb.ID, "runner", run.Runner)
-		}
-		if now := s.now(); now.Sub(saved) > 2*time.Second {
-			saved = now
-			run.Telemetry, run.Lines, run.Ignored = tel, lines, ignored
-			if err := s.store.PutRun(ctx, run); err != nil {
-				s.log.WarnContext(ctx, "could not save a run's telemetry", "sandbox", sb.ID, "err", err)
-			}
-		}
-	})
-	if logf != nil {
-		logf.Close()
+		_, _ = fmt.Fprintf(rr.logf, "%s%s\n", prefix, b)
 	}
-	if ctx.Err() != nil {
-		return // the gateway is stopping; the start-up sweep follows again
+	if rr.capture != nil && rr.capture.Line(stdout, b) {
+		return
 	}
-	if err != nil {
-		s.log.WarnContext(ctx, "following a run ended with an error", "sandbox", sb.ID, "err", err)
+	if !stdout {
+		return
 	}
+	rr.lines++
+	if rr.r.ParseLine(&rr.tel, b).Ignored() {
+		rr.ignored++
+		rr.s.log.DebugContext(ctx, "run output line not understood", "sandbox", rr.sb.ID, "runner", rr.run.Runner)
+	}
+	if now := rr.s.now(); now.Sub(rr.saved) > 2*time.Second {
+		rr.saved = now
+		rr.save(ctx)
+	}
+}
+
+// save writes the telemetry read so far to the run's record.
+func (rr *runReader) save(ctx context.Context) {
+	rr.run.Telemetry, rr.run.Lines, rr.run.Ignored = rr.tel, rr.lines, rr.ignored
+	if err := rr.s.store.PutRun(ctx, rr.run); err != nil {
+		rr.s.log.WarnContext(ctx, "could not save a run's telemetry", "sandbox", rr.sb.ID, "err", err)
+	}
+}
+
+func (rr *runReader) close() {
+	if rr.logf != nil {
+		rr.logf.Close()
+	}
+}
+
+// result is the run with what its output said, and how far a kelos
+// image's setup command got.
+func (rr *runReader) result() (Run, kelos.Setup) {
+	run, tel := rr.run, rr.tel
 	setup := kelos.SetupNone
-	if capture != nil {
-		run.Outputs, run.Results, setup = capture.Outputs(), capture.Results(), capture.Setup()
+	if rr.capture != nil {
+		run.Outputs, run.Results, setup = rr.capture.Outputs(), rr.capture.Results(), rr.capture.Setup()
 		// Totals from the markers count where the stream said nothing.
 		t := kelos.TotalsOf(run.Results)
 		if t.Tokens {
@@ -424,8 +499,8 @@ func (s *Service) follow(ctx context.Context, sb Sandbox, work string) {
 			tel.FillCost(t.CostUSD)
 		}
 	}
-	run.Telemetry, run.Lines, run.Ignored = tel, lines, ignored
-	s.finishRun(ctx, run, work, setup)
+	run.Telemetry, run.Lines, run.Ignored = tel, rr.lines, rr.ignored
+	return run, setup
 }
 
 // finishRun records how a run ended, pushes its work after a clean exit,
@@ -463,6 +538,34 @@ func (s *Service) finishRun(ctx context.Context, run Run, work string, setup kel
 	default:
 		run.ExitCode = m.ExitCode
 	}
+	s.concludeRun(ctx, sb, run, work, setup, s.hostPush(work))
+}
+
+// pushFunc takes a clean run's work to berth/<name> and says where it
+// went: the host pushes its checkout, or the gateway checks what an
+// in-machine run pushed through it. commit is "" when there was nothing.
+type pushFunc func(ctx context.Context, sb Sandbox) (branch, commit string, err error)
+
+// hostPush pushes the host's checkout in work, audited like any push.
+func (s *Service) hostPush(work string) pushFunc {
+	return func(ctx context.Context, sb Sandbox) (string, string, error) {
+		branch, commit, err := s.work.Push(ctx, sb, work)
+		if err != nil {
+			s.GitRefused(ctx, sb, map[string]string{forge.AgentBranch(sb.Name): err.Error()})
+			return "", "", err
+		}
+		if commit != "" {
+			s.GitPushed(ctx, sb, []forge.RefUpdate{{Old: strings.Repeat("0", len(commit)), New: commit, Ref: "refs/heads/" + branch}})
+		}
+		return branch, commit, nil
+	}
+}
+
+// concludeRun decides how a run whose agent exited (run.ExitCode, or
+// run.State already failed) ended, takes its work with push after a clean
+// run, records it, and ends the sandbox: terminated after a clean run,
+// failed otherwise.
+func (s *Service) concludeRun(ctx context.Context, sb Sandbox, run Run, work string, setup kelos.Setup, push pushFunc) {
 	if run.State != RunFailed {
 		switch {
 		case setup == kelos.SetupError:
@@ -483,16 +586,11 @@ func (s *Service) finishRun(ctx context.Context, run Run, work string, setup kel
 		case sb.Role == RoleReviewer:
 			run.State = RunSucceeded // a reviewer pushes nothing: its verdict is its work
 		default:
-			branch, commit, err := s.work.Push(ctx, sb, work)
-			switch {
-			case err != nil:
+			branch, commit, err := push(ctx, sb)
+			if err != nil {
 				run.State, run.Error = RunFailed, "push: "+err.Error()
-				s.GitRefused(ctx, sb, map[string]string{forge.AgentBranch(sb.Name): err.Error()})
-			default:
+			} else {
 				run.State, run.Branch, run.Commit = RunSucceeded, branch, commit
-				if commit != "" {
-					s.GitPushed(ctx, sb, []forge.RefUpdate{{Old: strings.Repeat("0", len(commit)), New: commit, Ref: "refs/heads/" + branch}})
-				}
 			}
 		}
 	}

@@ -95,7 +95,7 @@ type Service struct {
 
 	work      Workspaces
 	follows   chan ID      // agent runs to follow again (after a restart)
-	following map[ID]bool  // agent runs whose output is being read
+	following map[ID]int   // agent runs whose output (or in-machine report) is being read
 	modelEnv  ModelEnv     // nil: sandboxes are told no model
 	meter     SessionMeter // nil: runs show the agent's figures only
 	replicas  Replicas     // alone unless WithReplicas
@@ -135,7 +135,7 @@ func NewService(store Store, driver Driver, accounts Accounts, cfg Config, log *
 		active:    map[ID]*activity{},
 		work:      cfg.Workspaces,
 		follows:   make(chan ID, 1024),
-		following: map[ID]bool{},
+		following: map[ID]int{},
 		replicas:  alone{},
 	}
 	for _, o := range opts {
@@ -242,9 +242,12 @@ func (s *Service) create(ctx context.Context, p account.Principal, req CreateReq
 			return Sandbox{}, err
 		}
 		if name != "" {
-			if _, ok := s.driver.(Follower); !ok {
-				return Sandbox{}, fmt.Errorf("the %s driver cannot run agents yet (a run needs the host's checkout mounted and its output followed): an agent sandbox with runner %s needs the podman driver: %w",
+			if !s.runsAgents() {
+				return Sandbox{}, fmt.Errorf("the %s driver cannot run agents: an agent sandbox with runner %s needs the podman or kubernetes driver: %w",
 					s.cfg.Driver, name, ErrUnavailable)
+			}
+			if err := s.checkInMachine(class, role); err != nil {
+				return Sandbox{}, err
 			}
 			// SPEC S13: the runner's image, chosen per runner (a kelos
 			// class's own image, S13.6).

@@ -170,7 +170,7 @@ func (s *Service) start(ctx context.Context, spec Spec) {
 	if sb.neverRan() {
 		s.metrics.Ready(sb.Purpose, s.now().Sub(sb.CreatedAt))
 	}
-	if spec.Run != nil {
+	if spec.Run != nil && !spec.Run.InMachine {
 		// The start is over; the run goes on. The sweep may look at the
 		// sandbox again (its expiry still applies) while the run is read.
 		// The run's hold is taken before the start's ends, so no other
@@ -339,6 +339,26 @@ func (s *Service) sweepOne(ctx context.Context, sb Sandbox, m Machine, has, mach
 		}
 		return err
 	}
+	if sb.State == StateRunning && s.agentRun(sb) && s.inMachine() {
+		// The machine reports how its run ended; one that stopped (or
+		// went) without reporting failed. A report being read here is
+		// left to finish.
+		if s.isFollowing(sb.ID) || (machine && m.Status == MachineRunning) {
+			return nil
+		}
+		reason := "its machine ended without reporting its run to the gateway"
+		switch {
+		case !machine:
+			reason = "its machine is gone; its run never reported"
+		case m.Detail != "":
+			reason += " (" + m.Detail + ")"
+		}
+		_, err := s.end(ctx, "", sb, StateFailed, reason)
+		if err == nil {
+			res.Failed = append(res.Failed, sb.ID)
+		}
+		return err
+	}
 	if sb.State == StateRunning && s.agentRun(sb) {
 		// The run's follower decides how it ended; after a restart there is
 		// none yet: follow it again.
@@ -454,5 +474,5 @@ func (s *Service) servedElsewhere(ctx context.Context, sb Sandbox) bool {
 func (s *Service) isFollowing(id ID) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.following[id]
+	return s.following[id] > 0
 }

@@ -72,11 +72,8 @@ func (w *Workspaces) Prepare(ctx context.Context, sb sandbox.Sandbox) (string, e
 	if err != nil {
 		return "", err
 	}
-	// Sandbox names repeat: a branch of this name is another sandbox's
-	// work, and a run that would end by moving it does not start.
-	if w.branchAt(ctx, src, forge.AgentBranch(sb.Name)) != "" {
-		return "", fmt.Errorf("%s already has a branch berth/%s, another sandbox's work: name this sandbox differently (or delete that branch)",
-			sb.Repo, sb.Name)
+	if err := w.branchFree(ctx, sb, src); err != nil {
+		return "", err
 	}
 	dir := w.Dir(sb)
 	if err := os.RemoveAll(dir); err != nil {
@@ -160,6 +157,39 @@ func (w *Workspaces) Push(ctx context.Context, sb sandbox.Sandbox, dir string) (
 		return "", "", err
 	}
 	return strings.TrimPrefix(ref, "refs/heads/"), head, nil
+}
+
+// BranchFree refuses a run whose branch berth/<name> exists already in the
+// repository the gateway serves: sandbox names repeat, so it is another
+// sandbox's work, and a run that would end by moving it does not start.
+func (w *Workspaces) BranchFree(ctx context.Context, sb sandbox.Sandbox) error {
+	if sb.Repo == "" {
+		return errors.New("an agent run needs a repository")
+	}
+	src, err := w.source.Dir(ctx, w.repo(sb))
+	if err != nil {
+		return err
+	}
+	return w.branchFree(ctx, sb, src)
+}
+
+func (w *Workspaces) branchFree(ctx context.Context, sb sandbox.Sandbox, src string) error {
+	if w.branchAt(ctx, src, forge.AgentBranch(sb.Name)) != "" {
+		return fmt.Errorf("%s already has a branch berth/%s, another sandbox's work: name this sandbox differently (or delete that branch)",
+			sb.Repo, sb.Name)
+	}
+	return nil
+}
+
+// BranchAt is the commit sb's branch berth/<name> points at in the
+// repository the gateway serves, "" when there is no such branch: what an
+// in-machine run pushed through the gateway.
+func (w *Workspaces) BranchAt(ctx context.Context, sb sandbox.Sandbox) (string, error) {
+	src, err := w.source.Dir(ctx, w.repo(sb))
+	if err != nil {
+		return "", err
+	}
+	return w.branchAt(ctx, src, forge.AgentBranch(sb.Name)), nil
 }
 
 // branchAt is the commit ref points at in the bare repository src, or ""

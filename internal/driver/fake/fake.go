@@ -326,3 +326,32 @@ func (d *Driver) Tidy(context.Context) ([]string, error) {
 	d.leftovers = nil
 	return out, nil
 }
+
+// RunSpec returns the agent run a machine was started with; nil when none.
+func (d *Driver) RunSpec(id sandbox.ID) *sandbox.RunSpec {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if m, ok := d.machines[id]; ok {
+		return m.run
+	}
+	return nil
+}
+
+// InMachine is the fake as a driver whose agent runs run whole in their
+// machines (sandbox.InMachineRuns, as on Kubernetes): it follows nothing,
+// so a test plays the machine's part through the gateway's run routes.
+type InMachine struct{ d *Driver }
+
+// NewInMachine wraps d; d stays the test's handle on the machines.
+func NewInMachine(d *Driver) InMachine { return InMachine{d: d} }
+
+// RunsInMachine marks the capability.
+func (InMachine) RunsInMachine() {}
+
+func (m InMachine) Start(ctx context.Context, spec sandbox.Spec) error { return m.d.Start(ctx, spec) }
+func (m InMachine) Stop(ctx context.Context, id sandbox.ID) error      { return m.d.Stop(ctx, id) }
+func (m InMachine) Remove(ctx context.Context, id sandbox.ID) error    { return m.d.Remove(ctx, id) }
+func (m InMachine) Inspect(ctx context.Context, id sandbox.ID) (sandbox.Machine, error) {
+	return m.d.Inspect(ctx, id)
+}
+func (m InMachine) List(ctx context.Context) ([]sandbox.Machine, error) { return m.d.List(ctx) }

@@ -1,0 +1,137 @@
+package gateway_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/driver/fake"
+	"berth.dev/berth/internal/runner/runnertest"
+	"berth.dev/berth/internal/sandbox"
+)
+
+// TestInMachineRunThroughTheGateway: on a driver whose agent runs happen in
+// their machines (Kubernetes), the test plays the machine with nothing but
+// what its spec holds (its key and the clone URL) and the gateway's routes:
+// git clones through the gateway, asks for the task, streams the output,
+// pushes berth/<name> through the ref policy, reports its exit. The run ends
+// as a followed one does: its log, its telemetry, its branch, terminated.
+func TestInMachineRunThroughTheGateway(t *testing.T) {
+	w := newRunWorld(t, func(d *fake.Driver) sandbox.Driver { return fake.NewInMachine(d) })
+	ctx := t.Context()
+	sb, err := w.owner.CreateSandbox(ctx, api.CreateSandbox{Name: "fix", Purpose: "agent", Repo: "acme/app", Branch: "main", Task: "add a greeting", Runner: "claude-code"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env map[string]string
+	for deadline := time.Now().Add(10 * time.Second); env == nil && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		env = w.drv.Env(sandbox.ID(sb.ID))
+	}
+	key, repo := env["BERTH_API_KEY"], env["BERTH_REPO"]
+	if key == "" || repo == "" || env["BERTH_RUN_REPORT"] != "gateway" {
+		t.Fatalf("machine env: key %v, BERTH_REPO %q, BERTH_RUN_REPORT %q", key != "", repo, env["BERTH_RUN_REPORT"])
+	}
+	call := func(method, path, bearer, body string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, method, w.url+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+bearer)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+
+	if code, _ := call("GET", api.RunTaskPath, w.ownerKey, ""); code != http.StatusForbidden {
+		t.Errorf("task with the owner's key: %d, want 403", code)
+	}
+	if code, task := call("GET", api.RunTaskPath, key, ""); code != http.StatusOK || task != "add a greeting" {
+		t.Fatalf("task: %d %q", code, task)
+	}
+
+	dir := t.TempDir()
+	run(t, dir, "git", "clone", "-q", "--depth", "1", "--branch", "main", withAuth(t, repo, "sandbox", key), "work")
+	work := filepath.Join(dir, "work")
+	if err := os.WriteFile(filepath.Join(work, "hello.txt"), []byte("hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run(t, work, "git", "add", "-A")
+	run(t, work, "git", "commit", "-q", "-m", "add a greeting")
+	if out := refuse(t, work, "push", "-q", "origin", "HEAD:refs/heads/main"); !strings.Contains(out, "never writes the default branch") {
+		t.Errorf("push to main: %s; want refused by the ref policy", out)
+	}
+	run(t, work, "git", "push", "-q", "origin", "HEAD:refs/heads/berth/fix")
+	commit := run(t, work, "git", "rev-parse", "HEAD")
+
+	// The output as berth-init streams it, in one request as it comes.
+	stream := runnertest.Stream(t, "claude-tool")
+	pr, pw := io.Pipe()
+	req, err := http.NewRequestWithContext(ctx, "POST", w.url+api.RunOutputPath, pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	go func() {
+		for _, l := range stream {
+			_, _ = io.WriteString(pw, "o "+l+"\n")
+		}
+		_, _ = io.WriteString(pw, "e a line on stderr\n")
+		pw.Close()
+	}()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("output: %d", resp.StatusCode)
+	}
+	if code, _ := call("POST", api.RunOutputPath, w.ownerKey, "o {}\n"); code != http.StatusForbidden {
+		t.Errorf("output with the owner's key: %d, want 403", code)
+	}
+
+	body, _ := json.Marshal(api.RunExit{ExitCode: 0, Commit: commit})
+	code, out := call("POST", api.RunExitPath, key, string(body))
+	if code != http.StatusOK {
+		t.Fatalf("exit: %d %s", code, out)
+	}
+	var got api.Run
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.State != "succeeded" || got.Branch != "berth/fix" || got.Commit != commit || got.Lines != len(stream) || got.Usage.Output == 0 {
+		t.Errorf("run: %s %q on %s@%s, %d lines, %+v; want succeeded on berth/fix@%s, %d lines, tokens",
+			got.State, got.Error, got.Branch, got.Commit, got.Lines, got.Usage, commit, len(stream))
+	}
+	final, err := w.owner.Sandbox(ctx, sb.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if final.State != "terminated" {
+		t.Errorf("sandbox after the report: %s (%s)", final.State, final.Reason)
+	}
+	rc, err := w.owner.RunLog(ctx, sb.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(rc)
+	rc.Close()
+	logText := string(b)
+	if !strings.Contains(logText, "stderr: a line on stderr") || strings.Count(logText, "\n") != len(stream)+1 {
+		t.Errorf("run log: %d lines, want the %d of the stream and its stderr line", strings.Count(logText, "\n"), len(stream)+1)
+	}
+	if code, _ := call("GET", api.RunTaskPath, key, ""); code != http.StatusUnauthorized && code != http.StatusConflict {
+		t.Errorf("task after the run: %d, want the ended sandbox's key refused", code)
+	}
+}

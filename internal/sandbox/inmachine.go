@@ -1,0 +1,215 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/kelos"
+	"berth.dev/berth/internal/runner"
+)
+
+// In-machine runs (SPEC S13 on a driver with InMachineRuns: Kubernetes,
+// where the gateway can neither mount a checkout into the machine nor read
+// its output). The machine does the host's part itself, through the
+// gateway and with the sandbox's own key only: berth-init clones the
+// repository through the gateway's git endpoint, asks for the task
+// (RunTask), streams the agent's output (RunOutput), pushes berth/<name>
+// through the gateway's ref policy, and reports the agent's exit
+// (RunExit). The run's telemetry, log and ending are the same as a
+// host-followed run's; what the machine says of its push is checked
+// against the repository.
+
+// The variable that tells berth-init to run in this mode.
+const (
+	runReportVar     = "BERTH_RUN_REPORT"
+	runReportGateway = "gateway"
+)
+
+// inMachine reports whether this deployment's agent runs run whole in
+// their machines.
+func (s *Service) inMachine() bool {
+	_, ok := s.driver.(InMachineRuns)
+	return ok
+}
+
+// runsAgents reports whether the driver can run agents at all: follow a
+// host-prepared run, or let the machine run it whole.
+func (s *Service) runsAgents() bool {
+	if _, ok := s.driver.(Follower); ok {
+		return true
+	}
+	return s.inMachine()
+}
+
+// checkInMachine refuses at create what an in-machine run cannot do yet:
+// a kelos image (its own entrypoint pushes and takes its prompt as $1)
+// and a reviewer (the host reads its verdict from the checkout).
+func (s *Service) checkInMachine(class Class, role Role) error {
+	if !s.inMachine() {
+		return nil
+	}
+	if class.Contract == ContractKelos {
+		return fmt.Errorf("class %s runs a kelos image, which the %s driver cannot run yet (its entrypoint is not berth-init): run it on podman: %w",
+			class.Name, s.cfg.Driver, ErrUnavailable)
+	}
+	if role == RoleReviewer {
+		return fmt.Errorf("a reviewer run's verdict is read from the host's checkout, which the %s driver does not have: run reviews on podman: %w",
+			s.cfg.Driver, ErrUnavailable)
+	}
+	return nil
+}
+
+// RunReport is what an in-machine run says once its agent exited.
+type RunReport struct {
+	ExitCode int
+	// Commit is what it pushed to berth/<name> through the gateway; ""
+	// when the agent made no commit (or did not exit 0).
+	Commit string
+	// Error says why its push failed.
+	Error string
+}
+
+// reporting resolves the sandbox of p, the key of a sandbox whose
+// in-machine run is under way (SPEC S6: any other sandbox is not found).
+func (s *Service) reporting(ctx context.Context, p account.Principal) (Sandbox, Run, error) {
+	if p.Sandbox == "" {
+		return Sandbox{}, Run{}, fmt.Errorf("only a sandbox's own key reports its run: %w", ErrForbidden)
+	}
+	sb, err := s.store.GetSandbox(ctx, ID(p.Sandbox))
+	if err != nil {
+		return Sandbox{}, Run{}, err
+	}
+	if !s.agentRun(sb) || !s.inMachine() {
+		return Sandbox{}, Run{}, fmt.Errorf("sandbox %s runs no task in its machine: %w", sb.Name, ErrNotFound)
+	}
+	if sb.State != StateStarting && sb.State != StateRunning {
+		return Sandbox{}, Run{}, fmt.Errorf("sandbox %s is %s: %w", sb.Name, sb.State, ErrConflict)
+	}
+	run, err := s.store.GetRun(ctx, sb.ID)
+	if err != nil {
+		return Sandbox{}, Run{}, err
+	}
+	if run.State != RunRunning {
+		return Sandbox{}, Run{}, fmt.Errorf("the run of sandbox %s is over (%s): %w", sb.Name, run.State, ErrConflict)
+	}
+	return sb, run, nil
+}
+
+// RunTask gives an in-machine run its task (SPEC S13.2: the machine writes
+// it to the prompt file; it is never in the machine's environment).
+func (s *Service) RunTask(ctx context.Context, p account.Principal) (string, error) {
+	sb, _, err := s.reporting(ctx, p)
+	if err != nil {
+		return "", fmt.Errorf("run task: %w", err)
+	}
+	return sb.Task, nil
+}
+
+// serving marks a run whose report this replica is reading: its own sweep
+// leaves it alone (another replica's sees the hold), so a machine that
+// finished right after reporting is not failed as silent meanwhile.
+func (s *Service) serving(ctx context.Context, id ID) (done func()) {
+	release := s.hold(ctx, id)
+	s.mu.Lock()
+	s.following[id]++
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		if s.following[id]--; s.following[id] <= 0 {
+			delete(s.following, id)
+		}
+		s.mu.Unlock()
+		release()
+	}
+}
+
+// RunOutput reads an in-machine run's output from body: one line each,
+// "o " then a line of the agent's stdout, or "e " and one of its stderr.
+// The output is read from its first line on every call (a machine whose
+// stream broke sends it whole again), into the run log and the telemetry,
+// as a host-followed run's.
+func (s *Service) RunOutput(ctx context.Context, p account.Principal, body io.Reader) error {
+	sb, run, err := s.reporting(ctx, p)
+	if err != nil {
+		return fmt.Errorf("run output: %w", err)
+	}
+	r, err := runner.Get(run.Runner)
+	if err != nil {
+		return fmt.Errorf("run output: %w", err)
+	}
+	defer s.serving(ctx, sb.ID)()
+	rr := s.readRun(ctx, sb, run, r)
+	defer rr.close()
+	malformed := 0
+	err = runner.ReadLines(body, false, func(b []byte) {
+		stream, line, ok := strings.Cut(string(b), " ")
+		switch {
+		case ok && stream == "o":
+			rr.line(ctx, true, []byte(line))
+		case ok && stream == "e":
+			rr.line(ctx, false, []byte(line))
+		default:
+			malformed++
+		}
+	})
+	if malformed > 0 {
+		s.log.WarnContext(ctx, "run output lines without their stream's mark", "sandbox", sb.ID, "count", malformed)
+	}
+	// What was read counts even when the stream broke: the machine sends
+	// it whole again.
+	run, _ = rr.result()
+	s.saveRun(ctx, run)
+	if err != nil {
+		return fmt.Errorf("run output: read: %v: %w", err, ErrInvalid)
+	}
+	return nil
+}
+
+// RunExit concludes an in-machine run: its agent exited rep.ExitCode, and
+// after a clean exit it pushed rep.Commit to berth/<name>, which must be
+// where that branch now is. The sandbox ends as a host-followed run's does.
+func (s *Service) RunExit(ctx context.Context, p account.Principal, rep RunReport) (Sandbox, Run, error) {
+	sb, run, err := s.reporting(ctx, p)
+	if err != nil {
+		return Sandbox{}, Run{}, fmt.Errorf("run exit: %w", err)
+	}
+	defer s.serving(ctx, sb.ID)()
+	run.Telemetry.Settle(s.prices())
+	run.EndedAt = s.now()
+	run.ExitCode = rep.ExitCode
+	s.concludeRun(ctx, sb, run, "", kelos.SetupNone, s.checkPushed(rep))
+	out, err := s.store.GetRun(ctx, sb.ID)
+	if err != nil {
+		return Sandbox{}, Run{}, fmt.Errorf("run exit: %w", err)
+	}
+	return sb, out, nil
+}
+
+// checkPushed is the push of an in-machine run: done by the machine, each
+// ref update checked and audited by the gateway's git endpoint as it
+// came. What is left is to see that the branch is where the machine says.
+func (s *Service) checkPushed(rep RunReport) pushFunc {
+	return func(ctx context.Context, sb Sandbox) (string, string, error) {
+		if rep.Error != "" {
+			return "", "", errors.New(rep.Error)
+		}
+		branch := "berth/" + sb.Name
+		at, err := s.work.BranchAt(ctx, sb)
+		if err != nil {
+			return "", "", fmt.Errorf("read %s: %w", branch, err)
+		}
+		switch {
+		case rep.Commit == "" && at == "":
+			return "", "", nil // no commit: nothing to push
+		case rep.Commit == "":
+			return "", "", fmt.Errorf("the machine reported nothing pushed, but %s is at %s", branch, at)
+		case at != rep.Commit:
+			return "", "", fmt.Errorf("the machine reported %s pushed to %s, which is at %q", rep.Commit, branch, at)
+		}
+		return branch, rep.Commit, nil
+	}
+}

@@ -1,0 +1,178 @@
+package sandbox_test
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/driver/fake"
+	"berth.dev/berth/internal/forge"
+	"berth.dev/berth/internal/runner/runnertest"
+	"berth.dev/berth/internal/sandbox"
+)
+
+// inMachine is the run tests' deployment on a driver whose runs happen in
+// their machines (Kubernetes): the test plays the machine, with the
+// sandbox's own key, through the service calls the gateway's run routes
+// make.
+func inMachine(t *testing.T, e *env) *sandbox.Service {
+	t.Helper()
+	svc := sandbox.NewService(e.st, fake.NewInMachine(e.drv), e.accounts, e.cfg, slog.New(slog.NewTextHandler(t.Output(), nil)), e.clock.Now)
+	e.svc = svc
+	e.run(t)
+	return svc
+}
+
+// sandboxKey is the principal of sb's own key.
+func (e *env) sandboxKey(sb sandbox.Sandbox, owner account.Principal) account.Principal {
+	return account.Principal{User: owner.User, Sandbox: string(sb.ID), KeyID: sb.KeyID}
+}
+
+// pushAs pushes a commit to berth/<name> of acme/app as the machine would
+// through the gateway, and returns it.
+func pushAs(t *testing.T, e *env, name string) string {
+	t.Helper()
+	src, err := e.local.Path(forge.Repo{Host: "gateway.test:8080", Path: "acme/app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	gitIn(t, dir, "clone", "-q", "file://"+src, ".")
+	if err := os.WriteFile(filepath.Join(dir, "hello.txt"), []byte("hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gitIn(t, dir, "add", "-A")
+	gitIn(t, dir, "commit", "-q", "-m", "add a greeting")
+	gitIn(t, dir, "push", "-q", "origin", "HEAD:refs/heads/berth/"+name)
+	return gitIn(t, dir, "rev-parse", "HEAD")
+}
+
+// TestInMachineRun: on a driver whose agent runs happen in their machines,
+// the machine is started with no host checkout and no task in its
+// environment, asks for the task, streams its output (telemetry and log as
+// a followed run's), and its exit report concludes the run: the branch it
+// pushed is checked against the repository, and the sandbox terminates.
+func TestInMachineRun(t *testing.T) {
+	e := newEnv(t, agents(t))
+	svc := inMachine(t, e)
+	ctx := t.Context()
+	sb := e.agentRun(t, "claude-code")
+	e.waitState(t, sb.ID, sandbox.StateRunning)
+
+	run := e.drv.RunSpec(sb.ID)
+	if run == nil || !run.InMachine || run.Work != "" || !strings.Contains(strings.Join(run.Args, " "), "stream-json") {
+		t.Fatalf("run spec %+v: want in-machine, no host checkout, claude-code's arguments", run)
+	}
+	env := e.drv.Env(sb.ID)
+	if env["BERTH_RUN_REPORT"] != "gateway" || !strings.HasSuffix(env["BERTH_REPO"], "/git/acme/app.git") {
+		t.Errorf("machine env: BERTH_RUN_REPORT=%q BERTH_REPO=%q; want gateway and the gateway's clone URL", env["BERTH_RUN_REPORT"], env["BERTH_REPO"])
+	}
+	for k, v := range env {
+		if strings.Contains(v, "add a greeting") {
+			t.Errorf("the task is in the machine's spec (%s): it must be asked for", k)
+		}
+	}
+
+	key := e.sandboxKey(sb, e.alice)
+	if _, err := svc.RunTask(ctx, e.alice); !errors.Is(err, sandbox.ErrForbidden) {
+		t.Errorf("task for a person's key: %v, want forbidden", err)
+	}
+	task, err := svc.RunTask(ctx, key)
+	if err != nil || task != "add a greeting" {
+		t.Fatalf("task = %q, %v", task, err)
+	}
+
+	// A first stream that breaks, then the whole output again.
+	stream := runnertest.Stream(t, "claude-tool")
+	var body strings.Builder
+	for _, l := range stream {
+		body.WriteString("o " + l + "\n")
+	}
+	body.WriteString("e thinking hard\n")
+	if err := svc.RunOutput(ctx, key, strings.NewReader("o "+stream[0]+"\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.RunOutput(ctx, key, strings.NewReader(body.String())); err != nil {
+		t.Fatal(err)
+	}
+	mid, err := svc.RunOf(ctx, sb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mid.State != sandbox.RunRunning || mid.Lines != len(stream) || mid.Telemetry.Usage.Output == 0 {
+		t.Errorf("run after the output: %s, %d lines, %+v; want running, %d lines, tokens", mid.State, mid.Lines, mid.Telemetry.Usage, len(stream))
+	}
+	f, _, err := svc.RunLog(ctx, e.alice, "fix")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(f)
+	f.Close()
+	log := string(b)
+	if n := strings.Count(log, "\n"); n != len(stream)+1 || !strings.HasSuffix(log, "stderr: thinking hard\n") {
+		t.Errorf("run log has %d lines (want %d, the output once) ending %q", n, len(stream)+1, log[max(0, len(log)-40):])
+	}
+
+	commit := pushAs(t, e, "fix")
+	gotSB, got, err := svc.RunExit(ctx, key, sandbox.RunReport{ExitCode: 0, Commit: commit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != sandbox.RunSucceeded || got.Branch != "berth/fix" || got.Commit != commit || gotSB.ID != sb.ID {
+		t.Errorf("run after the exit report: %s %q %s@%s; want succeeded on berth/fix@%s", got.State, got.Error, got.Branch, got.Commit, commit)
+	}
+	end := e.waitState(t, sb.ID, sandbox.StateTerminated)
+	if end.Reason != "its task finished" {
+		t.Errorf("ended: %q", end.Reason)
+	}
+	if _, _, err := svc.RunExit(ctx, key, sandbox.RunReport{}); err == nil {
+		t.Error("a second exit report was taken")
+	}
+}
+
+// TestInMachineRunReportsChecked: a reported commit that is not where the
+// branch is fails the run; a machine that stops without a report fails
+// its sandbox at the next sweep, its run with it; an in-machine deployment
+// refuses at create what only the host can do.
+func TestInMachineRunReportsChecked(t *testing.T) {
+	e := newEnv(t, agents(t))
+	svc := inMachine(t, e)
+	ctx := t.Context()
+
+	sb := e.agentRun(t, "claude-code")
+	e.waitState(t, sb.ID, sandbox.StateRunning)
+	_, got, err := svc.RunExit(ctx, e.sandboxKey(sb, e.alice), sandbox.RunReport{ExitCode: 0, Commit: strings.Repeat("a", 40)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != sandbox.RunFailed || !strings.Contains(got.Error, "berth/fix") {
+		t.Errorf("run with a commit that is not on its branch: %s %q; want failed, naming the branch", got.State, got.Error)
+	}
+	e.waitState(t, sb.ID, sandbox.StateFailed)
+
+	quiet, err := svc.Create(ctx, e.alice, sandbox.CreateRequest{Name: "quiet", Purpose: "agent", Repo: "acme/app", Task: "t", Runner: "claude-code"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.waitState(t, quiet.ID, sandbox.StateRunning)
+	e.drv.Exit(quiet.ID, 0)
+	if _, err := svc.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	end := e.waitState(t, quiet.ID, sandbox.StateFailed)
+	if !strings.Contains(end.Reason, "without reporting") {
+		t.Errorf("silent machine: reason %q", end.Reason)
+	}
+	if run, _ := svc.RunOf(ctx, end); run.State != sandbox.RunFailed {
+		t.Errorf("its run: %s, want failed", run.State)
+	}
+
+	if _, err := svc.Create(ctx, e.alice, sandbox.CreateRequest{Name: "rev", Purpose: "agent", Repo: "acme/app", Task: "t", Runner: "claude-code", Role: "reviewer"}); !errors.Is(err, sandbox.ErrUnavailable) {
+		t.Errorf("a reviewer run in its machine: %v, want unavailable", err)
+	}
+}
