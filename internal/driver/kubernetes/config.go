@@ -7,6 +7,13 @@
 // agent-sandbox controller and is not one: the controller makes the pods,
 // enforces shutdownTime and keeps the pools filled.
 //
+// Agent runs (SPEC S13) run whole in their pod (sandbox.InMachineRuns):
+// a pod can mount no checkout of the gateway's, and the gateway follows
+// no pod's output, so berth-init clones through the gateway, fetches the
+// task, streams the agent's output there, pushes and reports the exit.
+// Runs that need the host's checkout, and images of the kelos contract,
+// are refused (sandbox.ErrUnavailable).
+//
 // What it writes is built by pure functions (objects.go) and checked by
 // golden files; integration tests run it against a real kube-apiserver
 // (kubernetes_test.go).
@@ -59,8 +66,18 @@ const (
 	portHi = 65535
 )
 
-// emptyHome is the size of a home without a disk (SPEC S11).
+// emptyHome is the size of a home without a disk (SPEC S11), and of an
+// agent run's checkout.
 const emptyHome = "8Gi"
+
+// An in-machine agent run's writable places besides its checkout, sized as
+// podman's tmpfs mounts for agent runs (podman.AgentHardening), and where
+// its checkout is (the working directory, as on podman).
+const (
+	runWorkDir = "/work"
+	runTmp     = "512Mi"
+	runHome    = "1Gi"
+)
 
 // Labels and annotations on every object the driver makes.
 const (

@@ -35,6 +35,8 @@ var (
 	_ sandbox.Reacher = (*Driver)(nil)
 	_ sandbox.Expirer = (*Driver)(nil)
 	_ sandbox.Pools   = (*Driver)(nil)
+
+	_ sandbox.InMachineRuns = (*Driver)(nil)
 )
 
 // New returns a Driver that reaches the API server through client.
@@ -50,15 +52,21 @@ func (d *Driver) claims() dynamic.ResourceInterface {
 	return d.client.Resource(claimGVR).Namespace(d.cfg.Namespace)
 }
 
+// RunsInMachine says the driver's agent runs run whole in their pod
+// (sandbox.InMachineRuns): a pod cannot mount the gateway's checkout, and
+// the gateway does not read pods' logs.
+func (d *Driver) RunsInMachine() {}
+
 // Start makes the sandbox's Sandbox, claims one from the class's pool
 // (spec.Bootstrap), or sets an existing one running again; with
 // spec.Replace the existing pod spec is first rewritten (a resume after
 // expiry brings a new key). It returns once the sandbox is ready: Ready
-// with a pod IP, and an engineer's sshd greeting.
+// with a pod IP, and an engineer's sshd greeting; an agent run's once
+// started (waitReady).
 func (d *Driver) Start(ctx context.Context, spec sandbox.Spec) error {
 	sb := spec.Sandbox
-	if spec.Run != nil {
-		return fmt.Errorf("kubernetes: agent runs need the host's checkout mounted and their output followed, which this driver does not do yet; run them on podman: %w", sandbox.ErrUnavailable)
+	if err := checkRun(spec.Run); err != nil {
+		return err
 	}
 	cur, err := d.find(ctx, sb.ID)
 	switch {
@@ -95,6 +103,22 @@ func (d *Driver) Start(ctx context.Context, spec sandbox.Spec) error {
 		}
 	}
 	return d.waitReady(ctx, spec)
+}
+
+// checkRun refuses the agent runs this driver cannot run: only in-machine
+// runs of berth's own contract.
+func checkRun(run *sandbox.RunSpec) error {
+	switch {
+	case run == nil:
+		return nil
+	case !run.InMachine:
+		return fmt.Errorf("kubernetes: an agent run here must run whole in its pod (RunSpec.InMachine): a pod cannot mount the gateway's checkout: %w", sandbox.ErrUnavailable)
+	case run.Contract == sandbox.ContractKelos:
+		return fmt.Errorf("kubernetes: images of the kelos contract are not supported on Kubernetes yet (they expect their own entrypoint and environment, not berth-init's in-machine run); run them on podman: %w", sandbox.ErrUnavailable)
+	case run.Contract != "" && run.Contract != sandbox.ContractBerth:
+		return fmt.Errorf("kubernetes: agent run contract %q is not supported: %w", run.Contract, sandbox.ErrUnavailable)
+	}
+	return nil
 }
 
 func (d *Driver) create(ctx context.Context, spec sandbox.Spec) error {
@@ -158,6 +182,13 @@ func (d *Driver) patchSpec(ctx context.Context, name string, spec map[string]any
 // condition with a pod IP, and for an engineer sshd's greeting there (a
 // pool's pod is ready before its sshd runs). A pod that finishes first is
 // an error with the controller's words.
+//
+// An agent run is ready once started: the Ready condition alone (it
+// serves no port), or a pod already finished, which did start: a quick
+// run can end between two polls, and Start then returns at once rather
+// than wait for a Ready that never comes. Inspect reports that machine
+// stopped and Final, and the service ends the run from what berth-init
+// reported to the gateway.
 func (d *Driver) waitReady(ctx context.Context, spec sandbox.Spec) error {
 	sb := spec.Sandbox
 	return d.poll(ctx, func() (bool, error) {
@@ -169,10 +200,13 @@ func (d *Driver) waitReady(ctx context.Context, spec sandbox.Spec) error {
 			return false, err
 		}
 		m := machine(sb.ID, cur)
+		ready := meta.FindStatusCondition(cur.Status.Conditions, condReady)
+		if spec.Run != nil {
+			return m.Final || (ready != nil && ready.Status == metav1.ConditionTrue), nil
+		}
 		if m.Final {
 			return false, fmt.Errorf("its pod finished before it was ready: %s", m.Detail)
 		}
-		ready := meta.FindStatusCondition(cur.Status.Conditions, condReady)
 		if ready == nil || ready.Status != metav1.ConditionTrue || len(cur.Status.PodIPs) == 0 {
 			return false, nil
 		}

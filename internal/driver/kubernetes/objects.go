@@ -47,7 +47,8 @@ func annotations(sb sandbox.Sandbox) map[string]string {
 // SandboxObject is the Sandbox of a sandbox made without a pool: its pod
 // carries the sandbox's environment (the key included: SPEC S11 puts it in
 // the pod spec, not in a Secret), shutdownTime is its expiry, and an agent
-// sandbox is deleted at expiry where an engineer's keeps its volume.
+// sandbox is deleted at expiry where an engineer's keeps its volume. With
+// spec.Run it is an in-machine agent run's (runPod).
 func SandboxObject(c Config, spec sandbox.Spec) Sandbox {
 	c = c.withDefaults()
 	sb := spec.Sandbox
@@ -55,7 +56,15 @@ func SandboxObject(c Config, spec sandbox.Spec) Sandbox {
 	if sb.Purpose == sandbox.PurposeAgent {
 		policy = policyDelete
 	}
-	pod, pvcs := c.pod(sb, spec.Env, sb.Purpose == sandbox.PurposeEngineer)
+	var (
+		pod  PodTemplate
+		pvcs []PVCTemplate
+	)
+	if spec.Run != nil {
+		pod = c.runPod(sb, spec.Env, *spec.Run)
+	} else {
+		pod, pvcs = c.pod(sb, spec.Env, sb.Purpose == sandbox.PurposeEngineer)
+	}
 	pod.Metadata.Labels = c.labels(sb)
 	pod.Metadata.Annotations = annotations(sb)
 	pod.Spec.Hostname = sb.Name
@@ -232,6 +241,54 @@ func (c Config) pod(sb sandbox.Sandbox, env map[string]string, probeSSH bool) (P
 		spec.Volumes = []corev1.Volume{{Name: "home", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &size}}}}
 	}
 	return PodTemplate{Spec: spec}, pvcs
+}
+
+// runPod is the pod of an in-machine agent run (SPEC S13,
+// RunSpec.InMachine): the runner's image under the hardening of every
+// sandbox's pod, plus what podman's agent runs get (AgentArgs): a
+// read-only root, and the only writable places emptyDirs that die with
+// the pod: /work, the working directory, where berth-init clones through
+// the gateway; /tmp; and HOME, where it writes the runner's files. No
+// volume claim, whatever the class's disk: the checkout is pushed or lost
+// with the run. The image's own entrypoint (berth-init) stays; run.Args
+// fill its "$@". restartPolicy stays Never (pod): the agent's exit ends
+// the run, which berth-init has reported to the gateway, and the
+// controller marks the Sandbox Finished.
+//
+// The network is the namespace's NetworkPolicy (deploy/kubernetes), which
+// selects every pod: "allowlist" (DNS and the gateway) needs nothing here.
+// An "open" run gets nothing more either: a policy that opens egress for
+// pods labelled berth.dev/purpose=agent belongs in deploy/'s extras.
+func (c Config) runPod(sb sandbox.Sandbox, env map[string]string, run sandbox.RunSpec) PodTemplate {
+	home := env["HOME"]
+	if home == "" {
+		// The image's passwd says /home/berth, but not every runtime sets
+		// HOME from it, and berth-init needs HOME where the volume is.
+		home = sandboxHome
+		withHome := make(map[string]string, len(env)+1)
+		maps.Copy(withHome, env)
+		withHome["HOME"] = home
+		env = withHome
+	}
+	sb.Disk = 0 // no claim: the home is one of the run's emptyDirs
+	pod, _ := c.pod(sb, env, false)
+	yes := true
+	ctr := &pod.Spec.Containers[0]
+	ctr.Args = slices.Clone(run.Args)
+	ctr.WorkingDir = runWorkDir
+	ctr.SecurityContext.ReadOnlyRootFilesystem = &yes
+	ctr.VolumeMounts = nil
+	pod.Spec.Volumes = nil
+	for _, v := range []struct{ name, path, size string }{
+		{"work", runWorkDir, emptyHome}, {"tmp", "/tmp", runTmp}, {"home", home, runHome},
+	} {
+		size := resource.MustParse(v.size)
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{
+			Name: v.name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &size}},
+		})
+		ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: v.name, MountPath: v.path})
+	}
+	return pod
 }
 
 // envVars is env sorted by name, so objects are the same every time.

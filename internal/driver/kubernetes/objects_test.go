@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+	corev1 "k8s.io/api/core/v1"
 
 	"berth.dev/berth/internal/driver/kubernetes"
 	"berth.dev/berth/internal/driver/kubernetes/kubetest"
@@ -35,6 +36,25 @@ func engineerSpec() sandbox.Spec {
 	return sandbox.Spec{Sandbox: sb, Env: env}
 }
 
+// agentRunSpec is an in-machine agent run as the sandbox service hands it
+// over: the runner's image, berth-init's environment, the runner's args.
+func agentRunSpec() sandbox.Spec {
+	sb := sandbox.Sandbox{
+		ID: "sbx_agentrun0123456789ab", Name: "fix-tests", Org: "org_acme", Project: "prj_acme", Owner: "usr_alice",
+		Purpose: sandbox.PurposeAgent, Class: "agent", Image: "localhost/berth-agent-claude-code:latest",
+		Isolation: sandbox.TierIsolated, Runtime: "gvisor", Runner: "claude-code", Disk: 20 << 30,
+		CPU: quantity.Millicores(1000), Memory: quantity.Bytes(2 << 30), CreatedAt: t0, ExpiresAt: t0.Add(time.Hour),
+	}
+	env := map[string]string{
+		"BERTH_SANDBOX_ID": string(sb.ID), "BERTH_SANDBOX_PURPOSE": "agent", "BERTH_RUN_REPORT": "gateway",
+		"BERTH_BASE_URL": "http://berth.berth-system.svc:8080", "BERTH_REPO": "http://berth.berth-system.svc:8080/git/acme/app.git",
+		"BERTH_API_KEY": "berth_sandboxkey_SECRET", "ANTHROPIC_API_KEY": "berth_sandboxkey_SECRET", "BERTH_RUNNER": "claude-code",
+		"BERTH_RUNNER_FILES": `[{"path":".claude/settings.json","content":"{}"}]`, "BERTH_PROMPT_FILE": "/work/.berth-prompt.txt",
+	}
+	args := []string{"-p", "--dangerously-skip-permissions", "--verbose", "--output-format", "stream-json", "--model", "claude-sonnet-4-5"}
+	return sandbox.Spec{Sandbox: sb, Env: env, Run: &sandbox.RunSpec{InMachine: true, Args: args, Network: "allowlist"}}
+}
+
 func warmPool() sandbox.Pool {
 	return sandbox.Pool{Org: "org_acme", Runtime: "gvisor", Class: sandbox.Class{
 		Name: "standard", Image: "ghcr.io/acme/dev:1", Isolation: sandbox.TierIsolated, CPU: 1000, Memory: 2 << 30, Disk: 10 << 30, Warm: 3,
@@ -54,6 +74,7 @@ func objects() map[string]any {
 		"sandbox-engineer":      kubernetes.SandboxObject(testConfig, eng),
 		"sandbox-engineer-disk": kubernetes.SandboxObject(testConfig, disk),
 		"sandbox-agent":         kubernetes.SandboxObject(testConfig, agent),
+		"sandbox-agent-run":     kubernetes.SandboxObject(testConfig, agentRunSpec()),
 		"template":              kubernetes.TemplateObject(testConfig, warmPool()),
 		"warmpool":              kubernetes.PoolObject(testConfig, warmPool()),
 		"claim":                 kubernetes.ClaimObject(testConfig, claim),
@@ -194,5 +215,94 @@ func TestObjectNamesFit(t *testing.T) {
 	}
 	if n := kubernetes.ClaimObject(testConfig, engineerSpec()).Name; strings.Contains(n, "_") {
 		t.Errorf("claim name %q holds an underscore", n)
+	}
+}
+
+// TestAgentRunObject: an in-machine agent run's pod keeps the image's
+// entrypoint with the runner's args, carries the key by value, has a
+// read-only root with its checkout, /tmp and HOME on emptyDirs and no
+// volume claim (whatever the class's disk), mounts nothing of the node's,
+// and does not restart.
+func TestAgentRunObject(t *testing.T) {
+	for _, tc := range []struct{ name, home, wantHome string }{
+		{"default HOME", "", "/home/berth"},
+		{"HOME from the environment", "/home/agent", "/home/agent"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := agentRunSpec()
+			if tc.home != "" {
+				spec.Env["HOME"] = tc.home
+			}
+			obj := kubernetes.SandboxObject(testConfig, spec)
+			if len(obj.Spec.VolumeClaimTemplates) != 0 {
+				t.Errorf("volumeClaimTemplates = %v, want none: a run's checkout dies with it", obj.Spec.VolumeClaimTemplates)
+			}
+			if obj.Spec.ShutdownPolicy != "Delete" {
+				t.Errorf("shutdownPolicy = %s, want Delete", obj.Spec.ShutdownPolicy)
+			}
+			pod := obj.Spec.PodTemplate.Spec
+			if pod.RestartPolicy != corev1.RestartPolicyNever {
+				t.Errorf("restartPolicy = %s, want Never", pod.RestartPolicy)
+			}
+			if obj.Spec.PodTemplate.Metadata.Labels["berth.dev/purpose"] != "agent" {
+				t.Errorf("pod labels %v lack berth.dev/purpose=agent", obj.Spec.PodTemplate.Metadata.Labels)
+			}
+			if len(pod.Containers) != 1 {
+				t.Fatalf("%d containers, want 1", len(pod.Containers))
+			}
+			ctr := pod.Containers[0]
+			if ctr.Image != spec.Sandbox.Image || len(ctr.Command) != 0 || !slices.Equal(ctr.Args, spec.Run.Args) {
+				t.Errorf("container image %s command %q args %q; want %s, the image's entrypoint, %q",
+					ctr.Image, ctr.Command, ctr.Args, spec.Sandbox.Image, spec.Run.Args)
+			}
+			if ctr.WorkingDir != "/work" {
+				t.Errorf("workingDir = %q, want /work", ctr.WorkingDir)
+			}
+			sec := ctr.SecurityContext
+			if sec == nil || sec.ReadOnlyRootFilesystem == nil || !*sec.ReadOnlyRootFilesystem ||
+				sec.AllowPrivilegeEscalation == nil || *sec.AllowPrivilegeEscalation ||
+				sec.RunAsUser == nil || *sec.RunAsUser != 1001 || sec.RunAsNonRoot == nil || !*sec.RunAsNonRoot {
+				t.Errorf("container securityContext = %+v, want read-only root, no escalation, uid 1001", sec)
+			}
+			if len(ctr.Ports) != 0 || ctr.ReadinessProbe != nil {
+				t.Errorf("ports %v, readiness probe %v: an agent run serves nothing", ctr.Ports, ctr.ReadinessProbe)
+			}
+			env := map[string]string{}
+			for _, e := range ctr.Env {
+				if e.ValueFrom != nil {
+					t.Errorf("env %s comes from %v, want a value", e.Name, e.ValueFrom)
+				}
+				env[e.Name] = e.Value
+			}
+			if env["BERTH_API_KEY"] != "berth_sandboxkey_SECRET" || env["BERTH_RUN_REPORT"] != "gateway" || env["HOME"] != tc.wantHome {
+				t.Errorf("env BERTH_API_KEY=%q BERTH_RUN_REPORT=%q HOME=%q; want the key by value, gateway, %s",
+					env["BERTH_API_KEY"], env["BERTH_RUN_REPORT"], env["HOME"], tc.wantHome)
+			}
+			if tc.home == "" {
+				if _, set := spec.Env["HOME"]; set {
+					t.Error("SandboxObject wrote HOME into the caller's environment")
+				}
+			}
+			mounts := map[string]string{}
+			for _, m := range ctr.VolumeMounts {
+				mounts[m.Name] = m.MountPath
+			}
+			sizes := map[string]string{}
+			for _, v := range pod.Volumes {
+				if v.EmptyDir == nil || v.EmptyDir.SizeLimit == nil {
+					t.Errorf("volume %s is not a sized emptyDir: %+v", v.Name, v.VolumeSource)
+					continue
+				}
+				sizes[v.Name] = v.EmptyDir.SizeLimit.String()
+			}
+			if got, want := fmt.Sprint(mounts, sizes), fmt.Sprint(
+				map[string]string{"work": "/work", "tmp": "/tmp", "home": tc.wantHome},
+				map[string]string{"work": "8Gi", "tmp": "512Mi", "home": "1Gi"}); got != want {
+				t.Errorf("mounts and sizes = %s, want %s", got, want)
+			}
+			if b, err := yaml.Marshal(asMap(t, obj)); err != nil || strings.Contains(string(b), "hostPath") {
+				t.Errorf("the object mounts a node path (or does not render: %v):\n%s", err, b)
+			}
+		})
 	}
 }
