@@ -18,9 +18,27 @@
 //     standard input, read to the end and then at EOF, never an open pipe.
 //     exec, not a child: the container ends with the agent's exit code.
 //
-// It never clones and never pushes in this mode: the host does both. With
+// It never clones and never pushes in this mode (unless BERTH_RUN_REPORT
+// says otherwise, below): the host does both. With
 // BERTH_IMAGE_CHECK=1 it does all of the above except the exec and prints a
 // CheckReport as JSON on stdout instead (`berth image check`).
+//
+// With BERTH_RUN_REPORT=gateway the agent run is in-machine (Kubernetes: no
+// host directory, and the gateway cannot read the pod's log): berth-init
+// does the host's part itself, at BERTH_BASE_URL with the sandbox's own key
+// (inmachine.go). It configures git as the start below does, with
+// git-credential-berth for the repository's address, clones BERTH_REPO
+// shallow into the empty /work, writes the task (GET /sandbox/v1/run/task) to the prompt
+// file, kept out of git by .git/info/exclude, and runs the runner's binary
+// as its child, with the same arguments, files, git settings and stdin as
+// above. Each line of the agent's output goes unchanged to berth-init's own
+// stdout or stderr, and marked "o " or "e " to the gateway in one streaming
+// POST /sandbox/v1/run/output (sent whole again if that breaks). SIGTERM
+// and SIGINT are handed to the agent. After a clean exit a moved HEAD is
+// pushed to berth/<name>; POST /sandbox/v1/run/exit then reports the exit
+// code, the commit pushed and why a push failed, as it reports any failure
+// after the configuration was accepted. berth-init exits with the agent's
+// code, or 1 when the push or the report failed.
 //
 // Otherwise, at each start of the container (a resumed sandbox starts it
 // again on the same HOME volume) it:
@@ -59,6 +77,10 @@
 //	BERTH_RUNNER_FILES        agent-run: JSON [{"path": "<relative to HOME>",
 //	                          "content": "…"}, …], the runner's config files
 //	BERTH_IMAGE_CHECK=1       agent-run: report instead of exec (berth image check)
+//	BERTH_RUN_REPORT          agent-run: "gateway" for the in-machine run, which
+//	                          needs BERTH_REPO (http or https), BERTH_BASE_URL,
+//	                          BERTH_API_KEY and BERTH_SANDBOX_NAME; unset: the
+//	                          host clones, reads the output and pushes
 //	BERTH_BOOTSTRAP_FILE      warm pool (SPEC S12), without BERTH_SANDBOX_ID: the
 //	                          downward-API file of the pod's annotations; berth-init
 //	                          waits there for the berth.dev/bootstrap-token a claim
@@ -154,6 +176,19 @@ func OSEnv() Env {
 // called by; the rest is an agent's command) and returns the exit code. It
 // returns only when it does not exec sshd or the agent.
 func Main(args []string, env Env) int {
+	return start(args, env, options{workDir: workDir, retryDelay: time.Second})
+}
+
+// options are the fixed values Main starts with; tests change them (see
+// export_test.go), since a test cannot own /work or wait seconds between
+// attempts.
+type options struct {
+	workDir    string        // the agent-run modes' checkout
+	retryDelay time.Duration // between attempts at a gateway route
+}
+
+// start is Main with its fixed values in opts.
+func start(args []string, env Env, opts options) int {
 	if len(args) > 0 && filepath.Base(args[0]) == credentialHelperName {
 		return credentialMain(args[1:], env)
 	}
@@ -164,7 +199,7 @@ func Main(args []string, env Env) int {
 			return exitFailure
 		}
 	}
-	cfg, err := loadConfig(env.Getenv)
+	cfg, err := loadConfig(env.Getenv, opts.workDir)
 	if err != nil {
 		for line := range strings.Lines(err.Error()) {
 			fmt.Fprintf(env.Stderr, "berth-init: %s", line)
@@ -172,10 +207,13 @@ func Main(args []string, env Env) int {
 		fmt.Fprintln(env.Stderr)
 		return exitUsage
 	}
-	r := &starter{cfg: cfg, env: env}
+	r := &starter{cfg: cfg, env: env, retryDelay: opts.retryDelay}
 	var cmd []string
 	if len(args) > 1 {
 		cmd = args[1:]
+	}
+	if cfg.agentRun() && cfg.runReport == runReportGateway {
+		return r.inMachineRun(cmd)
 	}
 	if cfg.agentRun() {
 		return r.agentRun(cmd)
@@ -215,6 +253,11 @@ type config struct {
 	promptFile  string
 	runnerFiles []runnerFile
 	imageCheck  bool
+	// work is the agent-run modes' checkout, /work (workDir).
+	work string
+	// The in-machine run (inmachine.go).
+	runReport       string
+	baseURL, apiKey string
 }
 
 // agentRun reports whether the sandbox runs one agent task in an agent
@@ -226,7 +269,8 @@ func (c config) agentRun() bool {
 
 // loadConfig reads and validates the environment: the one place that knows
 // which variables are required. Its error names every problem, one a line.
-func loadConfig(getenv func(string) string) (config, error) {
+// work is where the agent-run modes' checkout is.
+func loadConfig(getenv func(string) string, work string) (config, error) {
 	c := config{
 		id:             getenv("BERTH_SANDBOX_ID"),
 		name:           getenv("BERTH_SANDBOX_NAME"),
@@ -240,9 +284,13 @@ func loadConfig(getenv func(string) string) (config, error) {
 		runner:         getenv("BERTH_RUNNER"),
 		promptFile:     getenv("BERTH_PROMPT_FILE"),
 		imageCheck:     getenv("BERTH_IMAGE_CHECK") == "1",
+		work:           work,
+		runReport:      getenv("BERTH_RUN_REPORT"),
+		baseURL:        getenv("BERTH_BASE_URL"),
+		apiKey:         getenv("BERTH_API_KEY"),
 	}
 	if c.promptFile == "" {
-		c.promptFile = defaultPromptFile
+		c.promptFile = filepath.Join(work, promptName)
 	}
 	var errs []error
 	if c.id == "" {
@@ -262,6 +310,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if !filepath.IsAbs(c.home) {
 		errs = append(errs, fmt.Errorf("HOME is %q, want an absolute path", c.home))
 	}
+	errs = append(errs, loadInMachine(c)...)
 	if c.agentRun() {
 		errs = append(errs, loadAgentRun(&c, getenv)...)
 	} else if c.repo != "" {
@@ -276,6 +325,8 @@ func loadConfig(getenv func(string) string) (config, error) {
 type starter struct {
 	cfg config
 	env Env
+	// retryDelay is the pause between attempts at a gateway route.
+	retryDelay time.Duration
 }
 
 func (r *starter) logf(format string, args ...any) {

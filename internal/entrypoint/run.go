@@ -16,10 +16,11 @@ import (
 )
 
 // The agent-run mode's fixed places (SPEC S13.1, S13.2): the checkout is
-// mounted at /work, which is also the working directory.
+// mounted at /work, which is also the working directory, and the task is
+// in the prompt file there unless BERTH_PROMPT_FILE says otherwise.
 const (
-	workDir           = "/work"
-	defaultPromptFile = workDir + "/.berth-prompt.txt"
+	workDir    = "/work"
+	promptName = ".berth-prompt.txt"
 )
 
 // The identity an agent commits with when the host names none. The domain
@@ -218,7 +219,7 @@ func (r *starter) gitSettings() [][2]string {
 	if email == "" {
 		email = defaultAuthorEmail
 	}
-	return [][2]string{{"safe.directory", workDir}, {"user.name", name}, {"user.email", email}}
+	return [][2]string{{"safe.directory", r.cfg.work}, {"user.name", name}, {"user.email", email}}
 }
 
 // gitConfigEnv returns environ with settings added as git's command-line

@@ -181,6 +181,11 @@ func (s *Service) RunExit(ctx context.Context, p account.Principal, rep RunRepor
 	run.Telemetry.Settle(s.prices())
 	run.EndedAt = s.now()
 	run.ExitCode = rep.ExitCode
+	if rep.ExitCode != 0 && rep.Error != "" {
+		// berth-init's own failure (the clone, the task), or why the agent
+		// could not start: its words, not just a code.
+		run.State, run.Error = RunFailed, fmt.Sprintf("in its machine (exit %d): %s", rep.ExitCode, rep.Error)
+	}
 	s.concludeRun(ctx, sb, run, "", kelos.SetupNone, s.checkPushed(rep))
 	out, err := s.store.GetRun(ctx, sb.ID)
 	if err != nil {
