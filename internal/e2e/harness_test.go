@@ -395,3 +395,15 @@ func lines(s string) []string {
 	}
 	return out
 }
+
+// podmanMay runs podman on the shared root for what a test only reports
+// (a container's log) or tidies: its output, or its error, never a failure.
+func (g *gateway) podmanMay(args ...string) string {
+	cmd := exec.Command("podman", args...)
+	cmd.Env = append(os.Environ(), "CONTAINERS_CONF="+g.root+"/containers.conf", "CONTAINERS_STORAGE_CONF="+g.root+"/storage.conf")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Sprintf("podman %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}

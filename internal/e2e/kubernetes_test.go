@@ -1,0 +1,217 @@
+package e2e_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+
+	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/driver/kubernetes/kubetest"
+)
+
+var (
+	k8sNamespaces = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+	k8sSandboxes  = schema.GroupVersionResource{Group: "agents.x-k8s.io", Version: "v1beta1", Resource: "sandboxes"}
+)
+
+// TestAgentRunOnKubernetes runs a real Claude Code task on the kubernetes
+// driver: `berth serve` against a real kube-apiserver with the
+// agent-sandbox CRDs, and the test in the two parts no cluster here can
+// play, said plainly: the agent-sandbox controller (it sets Ready) and the
+// kubelet (it runs the pod template the driver wrote, as written, under
+// podman: the runner's image with berth-init as its entrypoint, the env
+// and arguments of the template, a read-only root, /work, /tmp and HOME
+// empty). The pod gets nothing from the host: it clones through the
+// gateway, asks for its task, streams its output, pushes its branch and
+// reports its exit, all with its sandbox's key.
+func TestAgentRunOnKubernetes(t *testing.T) {
+	bin := os.Getenv(kubetest.EnvBinaries)
+	if bin == "" {
+		t.Skipf("set %s to the directory scripts/build-kube prints to run the kubernetes end-to-end test", kubetest.EnvBinaries)
+	}
+	root := podmanRoot(t)
+	image := agentImage("claude-code")
+	if !imageBuilt(root, image) {
+		t.Skipf("%s is not built (make images)", image)
+	}
+	crds, err := kubetest.CRDDir(os.Getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	srv, err := kubetest.Start(ctx, bin, crds)
+	cancel()
+	if err != nil {
+		t.Fatalf("kube-apiserver: %v", err)
+	}
+	t.Cleanup(srv.Stop)
+	dc, err := dynamic.NewForConfig(srv.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := "berth-e2e"
+	if _, err := dc.Resource(k8sNamespaces).Create(t.Context(), &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": ns},
+	}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	kubeconfig, inference := filepath.Join(dir, "kubeconfig"), filepath.Join(dir, "inference.yaml")
+	for path, content := range map[string]string{kubeconfig: srv.Kubeconfig(), inference: inferenceYAML} {
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := startGateway(t,
+		"BERTH_SANDBOX_DRIVER=kubernetes",
+		"KUBECONFIG="+kubeconfig,
+		"BERTH_SANDBOX_NAMESPACE="+ns,
+		"BERTH_SANDBOX_RUNTIME_STANDARD=runc",
+		"BERTH_INFERENCE_FILE="+inference,
+		"BERTH_RUNNER_IMAGES=claude-code="+image,
+	)
+	bare := g.seedRepo("acme/app")
+
+	sb, err := g.operator.CreateSandbox(t.Context(), api.CreateSandbox{Name: "fix-k8s", Purpose: "agent", Repo: "acme/app",
+		Task: "Write f.txt and commit it.", Runner: "claude-code"})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The controller's part: the Sandbox is Ready once its pod would be.
+	obj := waitSandboxObject(t, dc, ns, sb.ID)
+	obj.Object["status"] = map[string]any{"conditions": []any{map[string]any{
+		"type": "Ready", "status": "True", "reason": "DependenciesReady", "message": "the test plays the controller",
+		"lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
+	}}}
+	if _, err := dc.Resource(k8sSandboxes).Namespace(ns).UpdateStatus(t.Context(), obj, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The kubelet's part: the pod template, run as written.
+	containers, _, _ := unstructured.NestedSlice(obj.Object, "spec", "podTemplate", "spec", "containers")
+	if len(containers) != 1 {
+		t.Fatalf("pod template has %d containers, want 1", len(containers))
+	}
+	c := containers[0].(map[string]any)
+	if c["image"] != image || c["workingDir"] != "/work" || c["command"] != nil {
+		t.Errorf("container: image %v, workingDir %v, command %v; want the runner's image in /work with its own entrypoint", c["image"], c["workingDir"], c["command"])
+	}
+	envFile := filepath.Join(dir, "pod.env")
+	var (
+		env               strings.Builder
+		byName, podmanEnv []string
+		home              = "/home/berth"
+	)
+	list, _ := c["env"].([]any)
+	for _, e := range list {
+		kv := e.(map[string]any)
+		name, value := fmt.Sprint(kv["name"]), fmt.Sprint(kv["value"])
+		if strings.Contains(value, "Write f.txt") {
+			t.Errorf("the task is in the pod template (%s): the pod must ask the gateway for it", name)
+		}
+		if name == "HOME" {
+			home = value
+		}
+		if strings.ContainsAny(value, "\n") {
+			// An env file holds one line a variable: such a value (Pi's
+			// files) reaches podman by name, from its own environment.
+			byName = append(byName, "--env", name)
+			podmanEnv = append(podmanEnv, name+"="+value)
+			continue
+		}
+		fmt.Fprintf(&env, "%s=%s\n", name, value)
+	}
+	if err := os.WriteFile(envFile, []byte(env.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var args []string
+	raw, _ := c["args"].([]any)
+	for _, a := range raw {
+		args = append(args, fmt.Sprint(a))
+	}
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	pod := "berth-e2e-pod-" + hex.EncodeToString(b)
+	t.Cleanup(func() { g.podmanMay("rm", "--force", pod) })
+	kubelet := exec.Command("podman", append(append([]string{"run", "--detach", "--name", pod,
+		"--user", "1001:1001", "--read-only", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
+		"--tmpfs", "/work:rw,exec,mode=0755,U", "--tmpfs", "/tmp:rw,exec,mode=1777", "--tmpfs", home + ":rw,exec,mode=0700,U",
+		"--workdir", "/work", "--env-file", envFile}, byName...), append([]string{image}, args...)...)...)
+	kubelet.Env = append(append(os.Environ(), "CONTAINERS_CONF="+g.root+"/containers.conf", "CONTAINERS_STORAGE_CONF="+g.root+"/storage.conf"), podmanEnv...)
+	if out, err := kubelet.CombinedOutput(); err != nil {
+		t.Fatalf("podman run (the test's kubelet): %v: %s", err, out)
+	}
+
+	end := g.waitSandbox(g.operator, sb.ID, 4*time.Minute, func(sb api.Sandbox, late bool) bool {
+		if late {
+			t.Fatalf("sandbox %s is still %s; the pod printed:\n%s", sb.Name, sb.State, g.podmanMay("logs", pod))
+		}
+		return sb.State == "terminated" || sb.State == "failed"
+	})
+	if end.State != "terminated" || end.Run == nil || end.Run.State != "succeeded" {
+		log, _ := g.berthErr("sandbox", "logs", sb.Name)
+		t.Fatalf("sandbox %s (%s), run %+v; run log:\n%s\npod:\n%s", end.State, end.Reason, end.Run, log, g.podmanMay("logs", pod))
+	}
+	run := end.Run
+	if run.Branch != "berth/fix-k8s" || run.Commit == "" {
+		t.Fatalf("run pushed %q at %q", run.Branch, run.Commit)
+	}
+	if got := gitIn(t, bare, "rev-parse", "refs/heads/berth/fix-k8s"); got != run.Commit {
+		t.Errorf("berth/fix-k8s is at %q, the run says %s", got, run.Commit)
+	}
+	if got := gitIn(t, bare, "show", run.Commit+":f.txt"); got != "hi" {
+		t.Errorf("f.txt in the pushed commit holds %q", got)
+	}
+	if files := gitIn(t, bare, "ls-tree", "-r", "--name-only", run.Commit); strings.Contains(files, ".berth-prompt.txt") {
+		t.Errorf("the prompt file was committed: %s", files)
+	}
+	if want := (api.Tokens{Input: 240, CacheRead: 60, CacheWrite: 10, Output: 34}); run.Usage != want {
+		t.Errorf("the agent reported %+v through its pod's stream, want the model server's %+v", run.Usage, want)
+	}
+	if m := run.Metered; m == nil || m.Requests < 2 || run.Mismatch != "" {
+		t.Errorf("metered %+v, mismatch %q", m, run.Mismatch)
+	}
+	if log, _ := g.berthErr("sandbox", "logs", sb.Name); !strings.Contains(string(log), `"type":"result"`) {
+		t.Errorf("the run log holds no result line:\n%s", log)
+	}
+	// Terminated: the driver deleted its Sandbox.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		_, err := dc.Resource(k8sSandboxes).Namespace(ns).Get(t.Context(), obj.GetName(), metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the Sandbox of a terminated run is still there (%v)", err)
+		}
+	}
+}
+
+// waitSandboxObject waits for the Sandbox the driver makes for id.
+func waitSandboxObject(t *testing.T, dc dynamic.Interface, ns, id string) *unstructured.Unstructured {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		list, err := dc.Resource(k8sSandboxes).Namespace(ns).List(t.Context(), metav1.ListOptions{LabelSelector: "berth.dev/sandbox=" + id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list.Items) == 1 {
+			return &list.Items[0]
+		}
+	}
+	t.Fatalf("no Sandbox for %s in namespace %s", id, ns)
+	return nil
+}
