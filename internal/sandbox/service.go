@@ -243,7 +243,7 @@ func (s *Service) create(ctx context.Context, p account.Principal, req CreateReq
 		}
 		if name != "" {
 			if !s.runsAgents() {
-				return Sandbox{}, fmt.Errorf("the %s driver cannot run agents: an agent sandbox with runner %s needs the podman or kubernetes driver: %w",
+				return Sandbox{}, fmt.Errorf("this deployment's driver (%s) can run no agents: it neither follows a run's output nor lets the machine run it whole, so runner %s cannot run here: %w",
 					s.cfg.Driver, name, ErrUnavailable)
 			}
 			if err := s.checkInMachine(class, role); err != nil {

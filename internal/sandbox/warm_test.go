@@ -279,14 +279,15 @@ func TestFinishedMachineFails(t *testing.T) {
 	}
 }
 
-// TestAgentRunsNeedAFollower: a driver that cannot follow a run's output
-// refuses agent runs at creation, saying why.
-func TestAgentRunsNeedAFollower(t *testing.T) {
+// TestAgentRunsNeedADriverThatRunsThem: a driver that can neither follow a
+// run's output nor run it in its machine refuses agent runs at creation,
+// saying why.
+func TestAgentRunsNeedADriverThatRunsThem(t *testing.T) {
 	e := newEnv(t, agents(t))
 	withPools(t, e, false)
 	_, err := e.svc.Create(t.Context(), e.alice, sandbox.CreateRequest{Name: "task", Purpose: "agent", Class: "agent",
 		Repo: "acme/app", Task: "fix it", Runner: "claude-code"})
-	if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "kubernetes driver cannot run agents") {
-		t.Fatalf("agent run on a driver without Follow = %v, want ErrUnavailable naming why", err)
+	if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "can run no agents") {
+		t.Fatalf("agent run on a driver without Follow or InMachineRuns = %v, want ErrUnavailable naming why", err)
 	}
 }
