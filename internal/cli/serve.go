@@ -149,12 +149,23 @@ func build(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 			Model:   cfg.AgentModel,
 			Network: cfg.AgentNetwork,
 			LogDir:  filepath.Join(cfg.DataDir, "runs"),
+			Logs:    runLogs(st, cfg),
 			Prices:  agentPrices(cfg),
 		},
 	}, log, time.Now, sbOpts...)
 	reports := usage.NewService(st, accounts, sandboxes, cfg.UsageRetention, time.Now)
 	return &app{store: st, replica: replica, accounts: accounts, sandboxes: sandboxes, usage: reports, metrics: m, registry: reg, forge: fg, mirrors: mirrors, log: log,
 		inference: models, scripted: scripted}, nil
+}
+
+// runLogs keeps runs' logs in the database when replicas share it, so any
+// replica answers `sandbox logs` for a run another one read; on SQLite
+// (one gateway) they are files in the data directory.
+func runLogs(st *store.Store, cfg Config) sandbox.RunLogs {
+	if st.Shared() {
+		return st.RunLogs()
+	}
+	return sandbox.FileLogs{Dir: filepath.Join(cfg.DataDir, "runs")}
 }
 
 // buildForge makes the deployment's forge (BERTH_SANDBOX_GIT_FORGE); nil

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strconv"
 	"time"
 
@@ -121,7 +120,7 @@ func (s *Server) runVerdict(w http.ResponseWriter, r *http.Request, p account.Pr
 // leaves nothing behind. A log rewritten from its start (the run followed
 // again after its follower stopped) carries the same lines again: reading
 // on from the offset already sent skips those sent.
-func (s *Server) followLog(w http.ResponseWriter, r *http.Request, f *os.File, sb sandbox.Sandbox) {
+func (s *Server) followLog(w http.ResponseWriter, r *http.Request, f io.Reader, sb sandbox.Sandbox) {
 	ctx := r.Context()
 	rc := http.NewResponseController(w)
 	w.WriteHeader(http.StatusOK)

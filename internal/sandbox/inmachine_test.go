@@ -176,3 +176,29 @@ func TestInMachineRunReportsChecked(t *testing.T) {
 		t.Errorf("a reviewer run in its machine: %v, want unavailable", err)
 	}
 }
+
+// TestRunLogAcrossReplicas: with the run logs in the shared database, the
+// replica that read a machine's stream and any other answer its log alike.
+func TestRunLogAcrossReplicas(t *testing.T) {
+	e := newEnv(t, agents(t))
+	cfg := e.cfg
+	cfg.Agents.Logs = e.st.RunLogs()
+	e.cfg = cfg
+	a := inMachine(t, e)
+	b := sandbox.NewService(e.st, fake.NewInMachine(e.drv), e.accounts, cfg, slog.New(slog.NewTextHandler(t.Output(), nil)), e.clock.Now)
+	ctx := t.Context()
+	sb := e.agentRun(t, "claude-code")
+	e.waitState(t, sb.ID, sandbox.StateRunning)
+	if err := a.RunOutput(ctx, e.sandboxKey(sb, e.alice), strings.NewReader("o {\"type\":\"system\"}\ne working\n")); err != nil {
+		t.Fatal(err)
+	}
+	r, _, err := b.RunLog(ctx, e.alice, "fix")
+	if err != nil {
+		t.Fatalf("the other replica's run log: %v", err)
+	}
+	got, _ := io.ReadAll(r)
+	r.Close()
+	if string(got) != "{\"type\":\"system\"}\nstderr: working\n" {
+		t.Errorf("run log read on the other replica: %q", got)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -141,6 +142,8 @@ type AgentConfig struct {
 	Model string
 	// Network is "allowlist" (default) or "open".
 	Network string
+	// Logs keeps runs' logs; nil: files in LogDir.
+	Logs RunLogs
 	// LogDir keeps each run's log.
 	LogDir string
 	// Prices prices a run whose CLI reports no cost; nil: runner.ListPrices.
@@ -351,19 +354,20 @@ func removePrompt(sb Sandbox, dir string) {
 	}
 }
 
-// logPath is where a run's log lives.
-func (s *Service) logPath(id ID) string { return filepath.Join(s.cfg.Agents.LogDir, string(id)+".log") }
-
-// forgetRunFiles removes what a run kept on the gateway's disk (its log
-// and its verdict copy), once its sandbox's row is deleted.
+// forgetRunFiles removes what a run kept (its log and its verdict copy),
+// once its sandbox's row is deleted.
 func (s *Service) forgetRunFiles(ctx context.Context, id ID) {
+	if s.cfg.Agents.LogDir == "" && s.cfg.Agents.Logs == nil {
+		return
+	}
+	if err := s.logs().Remove(ctx, id); err != nil {
+		s.log.WarnContext(ctx, "run log not removed", "sandbox", id, "err", err)
+	}
 	if s.cfg.Agents.LogDir == "" {
 		return
 	}
-	for _, p := range []string{s.logPath(id), s.verdictPath(id)} {
-		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-			s.log.WarnContext(ctx, "run file not removed", "sandbox", id, "path", p, "err", err)
-		}
+	if err := os.Remove(s.verdictPath(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		s.log.WarnContext(ctx, "run verdict not removed", "sandbox", id, "err", err)
 	}
 }
 
@@ -424,19 +428,16 @@ type runReader struct {
 	lines   int
 	ignored int
 	saved   time.Time
-	logf    *os.File
+	logw    io.WriteCloser
 	capture *kelos.Capture // what a kelos image says beside its agent's stream
 }
 
 func (s *Service) readRun(ctx context.Context, sb Sandbox, run Run, r runner.Runner) *runReader {
-	if err := os.MkdirAll(s.cfg.Agents.LogDir, 0o700); err != nil {
-		s.log.ErrorContext(ctx, "run log directory", "err", err)
-	}
-	logf, err := os.OpenFile(s.logPath(sb.ID), os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	logw, err := s.logs().Write(ctx, sb.ID)
 	if err != nil {
 		s.log.ErrorContext(ctx, "run log", "sandbox", sb.ID, "err", err)
 	}
-	rr := &runReader{s: s, sb: sb, run: run, r: r, tel: runner.Telemetry{Model: run.Model}, saved: s.now(), logf: logf}
+	rr := &runReader{s: s, sb: sb, run: run, r: r, tel: runner.Telemetry{Model: run.Model}, saved: s.now(), logw: logw}
 	if sb.Contract == ContractKelos {
 		rr.capture = &kelos.Capture{}
 	}
@@ -445,12 +446,12 @@ func (s *Service) readRun(ctx context.Context, sb Sandbox, run Run, r runner.Run
 
 // line takes one line of the machine's output, stdout or stderr.
 func (rr *runReader) line(ctx context.Context, stdout bool, b []byte) {
-	if rr.logf != nil {
+	if rr.logw != nil {
 		prefix := ""
 		if !stdout {
 			prefix = "stderr: "
 		}
-		_, _ = fmt.Fprintf(rr.logf, "%s%s\n", prefix, b)
+		_, _ = fmt.Fprintf(rr.logw, "%s%s\n", prefix, b)
 	}
 	if rr.capture != nil && rr.capture.Line(stdout, b) {
 		return
@@ -478,8 +479,10 @@ func (rr *runReader) save(ctx context.Context) {
 }
 
 func (rr *runReader) close() {
-	if rr.logf != nil {
-		rr.logf.Close()
+	if rr.logw != nil {
+		if err := rr.logw.Close(); err != nil {
+			rr.s.log.Warn("run log not written whole", "sandbox", rr.sb.ID, "err", err)
+		}
 	}
 }
 
@@ -636,9 +639,18 @@ func (s *Service) RunOf(ctx context.Context, sb Sandbox) (Run, error) {
 	return run, nil
 }
 
-// RunLog opens the run log of a sandbox the caller may see.
-func (s *Service) RunLog(ctx context.Context, p account.Principal, ref string) (*os.File, Sandbox, error) {
-	return s.openRunFile(ctx, p, ref, s.logPath, "run log")
+// RunLog opens the run log of a sandbox the caller may see: read to its
+// end it says io.EOF, and read again what was written since.
+func (s *Service) RunLog(ctx context.Context, p account.Principal, ref string) (io.ReadCloser, Sandbox, error) {
+	sb, err := s.Get(ctx, p, ref)
+	if err != nil {
+		return nil, Sandbox{}, err
+	}
+	r, err := s.logs().Read(ctx, sb.ID)
+	if errors.Is(err, ErrNotFound) {
+		return nil, Sandbox{}, fmt.Errorf("sandbox %s has no run log: %w", sb.Name, ErrNotFound)
+	}
+	return r, sb, err
 }
 
 // openRunFile opens a file the host keeps of the run of a sandbox the

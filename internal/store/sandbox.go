@@ -414,6 +414,7 @@ func (s *Store) DeleteEnded(ctx context.Context, before time.Time) ([]sandbox.ID
 		}
 		for _, q := range []string{
 			`DELETE FROM segments WHERE sandbox_id IN (` + endedBefore + `)`,
+			`DELETE FROM run_logs WHERE sandbox_id IN (` + endedBefore + `)`,
 			`DELETE FROM bootstrap_tokens WHERE sandbox_id IN (` + endedBefore + `)`,
 			`DELETE FROM keys WHERE sandbox_id <> '' AND sandbox_id IN (` + endedBefore + `)`,
 			`DELETE FROM sandboxes WHERE live = 0 AND ended_at < $1`,

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -146,12 +147,7 @@ func (p *Panel) tail(ctx context.Context, c caller, sb sandbox.Sandbox) (text st
 		return "", false, false
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err == nil && st.Size() > logTail {
-		if _, err := f.Seek(-logTail, io.SeekEnd); err == nil {
-			clipped = true
-		}
-	}
-	b, err := io.ReadAll(io.LimitReader(f, logTail))
+	b, clipped, err := lastBytes(f, logTail)
 	if err != nil {
 		return "", false, false
 	}
@@ -162,6 +158,42 @@ func (p *Panel) tail(ctx context.Context, c caller, sb sandbox.Sandbox) (text st
 		}
 	}
 	return s, true, clipped
+}
+
+// lastBytes reads the last n bytes of r, and whether there was more: a
+// file's end is sought, a log kept elsewhere is read through.
+func lastBytes(r io.Reader, n int64) ([]byte, bool, error) {
+	if f, ok := r.(interface {
+		io.Seeker
+		Stat() (os.FileInfo, error)
+	}); ok {
+		clipped := false
+		if st, err := f.Stat(); err == nil && st.Size() > n {
+			if _, err := f.Seek(-n, io.SeekEnd); err == nil {
+				clipped = true
+			}
+		}
+		b, err := io.ReadAll(io.LimitReader(r, n))
+		return b, clipped, err
+	}
+	var (
+		keep    []byte
+		clipped bool
+		buf     = make([]byte, 32<<10)
+	)
+	for {
+		k, err := r.Read(buf)
+		keep = append(keep, buf[:k]...)
+		if int64(len(keep)) > n {
+			keep, clipped = append(keep[:0], keep[int64(len(keep))-n:]...), true
+		}
+		if errors.Is(err, io.EOF) {
+			return keep, clipped, nil
+		}
+		if err != nil {
+			return nil, false, err
+		}
+	}
 }
 
 // runLog answers a run's whole log as text, as the API does: the agent's

@@ -1,0 +1,14 @@
+-- Runs' logs in the database (SPEC S13.4), for replicas that share it: any
+-- replica answers for a run another one read. In chunks as written, seq 0
+-- an empty marker that the log exists.
+
+-- +goose Up
+CREATE TABLE run_logs (
+    sandbox_id TEXT    NOT NULL,
+    seq        INTEGER NOT NULL,
+    data       BLOB    NOT NULL,
+    PRIMARY KEY (sandbox_id, seq)
+);
+
+-- +goose Down
+DROP TABLE run_logs;
