@@ -414,6 +414,10 @@ func (s *Service) follow(ctx context.Context, sb Sandbox, work string) {
 	s.finishRun(ctx, run, work, setup)
 }
 
+// maxRunLog caps what a run's log keeps: a machine that prints without end
+// (or streams it, in-machine) fills neither the disk nor the database.
+const maxRunLog = 256 << 20
+
 // runReader reads one run's output, from its first line: every line to
 // the run log, a kelos image's markers to its capture, the agent's stream
 // to the runner's ParseLine; the telemetry saved every couple of seconds.
@@ -429,6 +433,8 @@ type runReader struct {
 	ignored int
 	saved   time.Time
 	logw    io.WriteCloser
+	logged  int64          // bytes written to the log
+	limit   int64          // and the most it keeps (maxRunLog)
 	capture *kelos.Capture // what a kelos image says beside its agent's stream
 }
 
@@ -437,7 +443,7 @@ func (s *Service) readRun(ctx context.Context, sb Sandbox, run Run, r runner.Run
 	if err != nil {
 		s.log.ErrorContext(ctx, "run log", "sandbox", sb.ID, "err", err)
 	}
-	rr := &runReader{s: s, sb: sb, run: run, r: r, tel: runner.Telemetry{Model: run.Model}, saved: s.now(), logw: logw}
+	rr := &runReader{s: s, sb: sb, run: run, r: r, tel: runner.Telemetry{Model: run.Model}, saved: s.now(), logw: logw, limit: maxRunLog}
 	if sb.Contract == ContractKelos {
 		rr.capture = &kelos.Capture{}
 	}
@@ -446,12 +452,17 @@ func (s *Service) readRun(ctx context.Context, sb Sandbox, run Run, r runner.Run
 
 // line takes one line of the machine's output, stdout or stderr.
 func (rr *runReader) line(ctx context.Context, stdout bool, b []byte) {
-	if rr.logw != nil {
+	if rr.logw != nil && rr.logged <= rr.limit {
 		prefix := ""
 		if !stdout {
 			prefix = "stderr: "
 		}
-		_, _ = fmt.Fprintf(rr.logw, "%s%s\n", prefix, b)
+		if rr.logged += int64(len(prefix) + len(b) + 1); rr.logged > rr.limit {
+			// The telemetry still reads every line: a run's totals come last.
+			_, _ = fmt.Fprintf(rr.logw, "berth: the run log stops here, at %d bytes; the run's telemetry still counts what follows\n", rr.limit)
+		} else {
+			_, _ = fmt.Fprintf(rr.logw, "%s%s\n", prefix, b)
+		}
 	}
 	if rr.capture != nil && rr.capture.Line(stdout, b) {
 		return
