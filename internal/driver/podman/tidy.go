@@ -5,46 +5,95 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
 
-// runtimeContainer is one entry of `runc list --format json`.
+// runtimeContainer is one entry of `runc list --format json` (runsc's has
+// no creation time: its annotations or its bundle tell it).
 type runtimeContainer struct {
-	ID      string    `json:"id"`
-	Status  string    `json:"status"`
-	Bundle  string    `json:"bundle"`
-	Created time.Time `json:"created"`
+	ID          string            `json:"id"`
+	Status      string            `json:"status"`
+	Bundle      string            `json:"bundle"`
+	Created     time.Time         `json:"created"`
+	Annotations map[string]string `json:"annotations"`
 }
 
-// Tidy removes what the OCI runtime still holds of containers podman no
-// longer knows (notes/podman.md §9): a podman killed while it created a
-// container leaves, even after `podman rm -f`, runc's state with a
-// `runc init` process waiting in its cgroup. Only containers whose bundle
-// lies in this driver's store are looked at, and only those older than a
-// couple of minutes; `runc delete --force` ends the process and removes the
-// state and the cgroup. It returns the ids it removed.
-//
-// gVisor's runsc keeps its own state and is not looked at.
-func (d *Driver) Tidy(ctx context.Context) ([]string, error) {
-	// podman's runtime = "runc" (ContainersConf) is found on its search
-	// path, as it is here.
-	runc, err := exec.LookPath("runc")
-	if err != nil {
-		return nil, nil // no runc here: nothing of it to tidy
+// createdAnnotation is where podman writes a container's creation time
+// into its OCI spec.
+const createdAnnotation = "io.kubernetes.cri-o.Created"
+
+// created is when c was made: the runtime's word, else podman's
+// annotation, else its bundle's spec file; zero when nothing says.
+func (c runtimeContainer) created() time.Time {
+	if !c.Created.IsZero() {
+		return c.Created
 	}
+	if t, err := time.Parse(time.RFC3339Nano, c.Annotations[createdAnnotation]); err == nil {
+		return t
+	}
+	if fi, err := os.Stat(filepath.Join(c.Bundle, "config.json")); err == nil {
+		return fi.ModTime()
+	}
+	return time.Time{}
+}
+
+// Tidy removes what the OCI runtimes still hold of containers podman no
+// longer knows (notes/podman.md §9): a podman killed while it created a
+// container leaves, even after `podman rm -f`, the runtime's state with a
+// waiting init process. Each runtime podman uses is asked (runc, and the
+// configured ones such as gVisor's runsc, which keeps state of its own);
+// only containers whose bundle lies in this driver's store are looked at,
+// and only those older than a couple of minutes; `delete --force` ends the
+// process and removes the state. It returns the ids it removed.
+func (d *Driver) Tidy(ctx context.Context) ([]string, error) {
+	var (
+		removed []string
+		known   map[string]bool // podman's containers, listed once when needed
+	)
+	for _, bin := range d.runtimeBinaries() {
+		r, err := d.tidyRuntime(ctx, bin, &known)
+		removed = append(removed, r...)
+		if err != nil {
+			return removed, err
+		}
+	}
+	return removed, nil
+}
+
+// runtimeBinaries are the OCI runtimes podman runs containers with:
+// runc (podman's runtime = "runc", found on its search path as it is
+// here) and the configured ones, each once.
+func (d *Driver) runtimeBinaries() []string {
+	var bins []string
+	if runc, err := exec.LookPath("runc"); err == nil {
+		bins = append(bins, runc)
+	}
+	for _, name := range slices.Sorted(maps.Keys(d.cfg.Runtimes)) {
+		if bin := d.cfg.Runtimes[name]; !slices.Contains(bins, bin) {
+			bins = append(bins, bin)
+		}
+	}
+	return bins
+}
+
+// tidyRuntime removes one runtime's orphans; known is filled on first use.
+func (d *Driver) tidyRuntime(ctx context.Context, bin string, known *map[string]bool) ([]string, error) {
 	// The runtime first, podman second: a container created in between
 	// is then in podman's listing, never taken for an orphan; one removed
 	// in between is gone from the runtime too, and skipped.
-	out, err := d.runtime(ctx, runc, "list", "--format", "json")
+	out, err := d.runtime(ctx, bin, "list", "--format", "json")
 	if err != nil {
 		return nil, err
 	}
 	var listed []runtimeContainer
 	if err := json.Unmarshal(orEmpty(out), &listed); err != nil {
-		return nil, fmt.Errorf("runc list: unexpected answer: %w", err)
+		return nil, fmt.Errorf("%s list: unexpected answer: %w", filepath.Base(bin), err)
 	}
 	ours := filepath.Join(d.cfg.StateDir, "storage", "overlay-containers") + string(filepath.Separator)
 	var candidates []runtimeContainer
@@ -52,33 +101,35 @@ func (d *Driver) Tidy(ctx context.Context) ([]string, error) {
 		// Age is a second guard: podman records a container before the
 		// runtime creates it, so a young one podman does not know yet is
 		// not expected, but costs nothing to leave for the next sweep.
-		if strings.HasPrefix(c.Bundle, ours) && time.Since(c.Created) > d.cfg.OrphanAge {
+		if at := c.created(); strings.HasPrefix(c.Bundle, ours) && !at.IsZero() && time.Since(at) > d.cfg.OrphanAge {
 			candidates = append(candidates, c)
 		}
 	}
 	if len(candidates) == 0 {
 		return nil, nil
 	}
-	out, err = d.run(ctx, nil, "ps", "--all", "--external", "--no-trunc", "--format", "{{.ID}}")
-	if err != nil {
-		return nil, err
-	}
-	known := map[string]bool{}
-	for _, id := range strings.Fields(string(out)) {
-		known[id] = true
+	if *known == nil {
+		out, err = d.run(ctx, nil, "ps", "--all", "--external", "--no-trunc", "--format", "{{.ID}}")
+		if err != nil {
+			return nil, err
+		}
+		*known = map[string]bool{}
+		for _, id := range strings.Fields(string(out)) {
+			(*known)[id] = true
+		}
 	}
 	var removed []string
 	for _, c := range candidates {
-		if known[c.ID] {
+		if (*known)[c.ID] {
 			continue
 		}
-		if _, err := d.runtime(ctx, runc, "delete", "--force", c.ID); err != nil {
-			if strings.Contains(err.Error(), "does not exist") {
+		if _, err := d.runtime(ctx, bin, "delete", "--force", c.ID); err != nil {
+			if strings.Contains(err.Error(), "does not exist") || strings.Contains(err.Error(), "not found") {
 				continue
 			}
 			return removed, err
 		}
-		d.log.InfoContext(ctx, "orphaned runtime container removed", "container", c.ID, "status", c.Status, "created", c.Created)
+		d.log.InfoContext(ctx, "orphaned runtime container removed", "runtime", filepath.Base(bin), "container", c.ID, "status", c.Status, "created", c.created())
 		removed = append(removed, c.ID)
 	}
 	return removed, nil
@@ -93,7 +144,7 @@ func (d *Driver) runtime(ctx context.Context, bin string, args ...string) ([]byt
 		if ee, ok := errors.AsType[*exec.ExitError](err); ok {
 			msg = lastLines(strings.TrimSpace(string(ee.Stderr)), 3)
 		}
-		return out, fmt.Errorf("runc %s: %v: %s", args[0], err, msg)
+		return out, fmt.Errorf("%s %s: %v: %s", filepath.Base(bin), args[0], err, msg)
 	}
 	return out, nil
 }

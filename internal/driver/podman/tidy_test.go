@@ -22,12 +22,27 @@ import (
 // waiting in its cgroup, after the container itself is gone) is removed;
 // a container podman knows, running beside it, is not.
 func TestTidyRemovesOrphanedRuntimeContainers(t *testing.T) {
-	root := podmanRoot(t)
 	runc, err := exec.LookPath("runc")
 	if err != nil {
 		t.Skip("no runc on PATH")
 	}
-	cfg := podman.Config{StateDir: root, OrphanAge: time.Second}
+	testTidy(t, runc, nil)
+}
+
+// TestTidyRemovesOrphanedRunscContainers: the same for gVisor's runsc,
+// the isolated tier's runtime, which keeps state of its own and says no
+// creation time in its listing.
+func TestTidyRemovesOrphanedRunscContainers(t *testing.T) {
+	runsc := os.Getenv("BERTH_TEST_RUNSC")
+	if runsc == "" {
+		t.Skip("set BERTH_TEST_RUNSC to a runsc binary (scripts/build-runsc) to tidy gVisor's orphans")
+	}
+	testTidy(t, runsc, map[string]string{"runsc": runsc})
+}
+
+func testTidy(t *testing.T, bin string, runtimes map[string]string) {
+	root := podmanRoot(t)
+	cfg := podman.Config{StateDir: root, OrphanAge: time.Second, Runtimes: runtimes}
 	d := newDriverWith(t, cfg)
 	podmanOut := func(args ...string) ([]byte, error) {
 		cmd := exec.Command("podman", args...)
@@ -50,8 +65,8 @@ func TestTidyRemovesOrphanedRuntimeContainers(t *testing.T) {
 	known := podmanCmd("run", "-d", "--rm", "--name", name, "--entrypoint", "sleep", testImage, "120")
 	t.Cleanup(func() { _, _ = podmanOut("rm", "-f", "-t", "0", name) })
 
-	// The orphan: runc state whose bundle is in the driver's store, made
-	// the way podman makes it (runc create: a `runc init` waits), with no
+	// The orphan: runtime state whose bundle is in the driver's store,
+	// made the way podman makes it (create: an init waits), with no
 	// container of podman's.
 	rootfs := podmanCmd("image", "mount", testImage)
 	t.Cleanup(func() { podmanCmd("image", "unmount", testImage) })
@@ -61,10 +76,10 @@ func TestTidyRemovesOrphanedRuntimeContainers(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = exec.Command(runc, "delete", "--force", orphan).Run()
+		_ = exec.Command(bin, "delete", "--force", orphan).Run()
 		os.RemoveAll(filepath.Dir(bundle))
 	})
-	spec := exec.Command(runc, "spec")
+	spec := exec.Command("runc", "spec")
 	spec.Dir = bundle
 	if out, err := spec.CombinedOutput(); err != nil {
 		t.Fatalf("runc spec: %v: %s", err, out)
@@ -83,10 +98,10 @@ func TestTidyRemovesOrphanedRuntimeContainers(t *testing.T) {
 	}
 	// No pipes: the waiting init would hold them open, and the test with
 	// them.
-	if err := exec.Command(runc, "create", "--bundle", bundle, orphan).Run(); err != nil {
-		t.Fatalf("runc create: %v", err)
+	if err := exec.Command(bin, "create", "--bundle", bundle, orphan).Run(); err != nil {
+		t.Fatalf("%s create: %v", filepath.Base(bin), err)
 	}
-	initPid := runtimePid(t, runc, orphan)
+	initPid := runtimePid(t, bin, orphan)
 	time.Sleep(1100 * time.Millisecond) // past OrphanAge
 
 	removed, err := d.Tidy(context.Background())
@@ -99,29 +114,29 @@ func TestTidyRemovesOrphanedRuntimeContainers(t *testing.T) {
 	if slices.Contains(removed, known) {
 		t.Errorf("Tidy removed %s, a container podman knows", known)
 	}
-	if err := exec.Command(runc, "state", orphan).Run(); err == nil {
-		t.Errorf("runc still has the orphan's state")
+	if err := exec.Command(bin, "state", orphan).Run(); err == nil {
+		t.Errorf("%s still has the orphan's state", filepath.Base(bin))
 	}
 	if !gone(initPid, 5*time.Second) {
-		t.Errorf("the orphan's runc init (pid %d) is still there", initPid)
+		t.Errorf("the orphan's init (pid %d) is still there", initPid)
 	}
 	if state := podmanCmd("inspect", "--format", "{{.State.Status}}", name); state != "running" {
 		t.Errorf("the container podman knows is %s after Tidy, want running", state)
 	}
 }
 
-// runtimePid is the pid runc's state names for id.
-func runtimePid(t *testing.T, runc, id string) int {
+// runtimePid is the pid the runtime's state names for id.
+func runtimePid(t *testing.T, bin, id string) int {
 	t.Helper()
-	out, err := exec.Command(runc, "state", id).Output()
+	out, err := exec.Command(bin, "state", id).Output()
 	if err != nil {
-		t.Fatalf("runc state %s: %v", id, err)
+		t.Fatalf("%s state %s: %v", filepath.Base(bin), id, err)
 	}
 	var st struct {
 		Pid int `json:"pid"`
 	}
 	if err := json.Unmarshal(out, &st); err != nil || st.Pid == 0 {
-		t.Fatalf("runc state %s: %s (%v)", id, out, err)
+		t.Fatalf("%s state %s: %s (%v)", filepath.Base(bin), id, out, err)
 	}
 	return st.Pid
 }
