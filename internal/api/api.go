@@ -389,11 +389,16 @@ const (
 
 // RunExit is what an in-machine run reports once its agent exited: its
 // exit code, the commit it pushed to berth/<name> through the gateway
-// ("" when none), and why its push failed.
+// ("" when none), why its push failed, and the verdict file it found in
+// its checkout (SPEC S13.5; base64 in JSON, at most 64 KiB) with where it
+// was, or why it took none.
 type RunExit struct {
-	ExitCode int    `json:"exit_code"`
-	Commit   string `json:"commit,omitempty"`
-	Error    string `json:"error,omitempty"`
+	ExitCode     int    `json:"exit_code"`
+	Commit       string `json:"commit,omitempty"`
+	Error        string `json:"error,omitempty"`
+	Verdict      []byte `json:"verdict,omitempty"`
+	VerdictFile  string `json:"verdict_file,omitempty"`
+	VerdictError string `json:"verdict_error,omitempty"`
 }
 
 // UsageReport is the answer of GET /sandbox/v1/usage (SPEC S8): the

@@ -77,6 +77,8 @@
 //	BERTH_RUNNER_FILES        agent-run: JSON [{"path": "<relative to HOME>",
 //	                          "content": "…"}, …], the runner's config files
 //	BERTH_IMAGE_CHECK=1       agent-run: report instead of exec (berth image check)
+//	BERTH_RUN_PUSH=no         in-machine run: push nothing (a reviewer's run; its
+//	                          verdict file goes to the gateway with the exit report)
 //	BERTH_RUN_REPORT          agent-run: "gateway" for the in-machine run, which
 //	                          needs BERTH_REPO (http or https), BERTH_BASE_URL,
 //	                          BERTH_API_KEY and BERTH_SANDBOX_NAME; unset: the
@@ -258,6 +260,7 @@ type config struct {
 	// The in-machine run (inmachine.go).
 	runReport       string
 	baseURL, apiKey string
+	noPush          bool // BERTH_RUN_PUSH=no: a reviewer's run pushes nothing
 }
 
 // agentRun reports whether the sandbox runs one agent task in an agent
@@ -288,6 +291,7 @@ func loadConfig(getenv func(string) string, work string) (config, error) {
 		runReport:      getenv("BERTH_RUN_REPORT"),
 		baseURL:        getenv("BERTH_BASE_URL"),
 		apiKey:         getenv("BERTH_API_KEY"),
+		noPush:         getenv("BERTH_RUN_PUSH") == "no",
 	}
 	if c.promptFile == "" {
 		c.promptFile = filepath.Join(work, promptName)

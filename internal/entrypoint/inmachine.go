@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"berth.dev/berth/internal/review"
 	"berth.dev/berth/internal/runner"
 )
 
@@ -127,16 +128,37 @@ func (r *starter) runInMachine(ctx context.Context, gw *runGateway, args []strin
 	if err != nil {
 		return r.failed(code, fmt.Errorf("run %s: %w", path, err))
 	}
-	if code != 0 {
+	rep := r.takeVerdict()
+	switch {
+	case code != 0:
 		r.logf("not pushing: the agent did not exit 0")
-		return runReport{ExitCode: code}, code
+		rep.ExitCode = code
+		return rep, code
+	case r.cfg.noPush:
+		r.logf("not pushing: this run's work is its verdict (BERTH_RUN_PUSH=no)")
+		return rep, 0
 	}
 	commit, err := r.pushRun(envv, base)
 	if err != nil {
 		r.logf("push: %v", err)
-		return runReport{Error: err.Error()}, exitFailure
+		rep.Error = err.Error()
+		return rep, exitFailure
 	}
-	return runReport{Commit: commit}, 0
+	rep.Commit = commit
+	return rep, 0
+}
+
+// takeVerdict reads the verdict a reviewer left in the checkout, with the
+// same care the host takes on podman (no link followed, a regular file of
+// one name, at most 64 KiB): an author's run has none, and the gateway
+// looks at it only for a reviewer's.
+func (r *starter) takeVerdict() runReport {
+	b, rel, err := review.Fetch(r.cfg.work)
+	if err != nil {
+		return runReport{VerdictFile: rel, VerdictError: err.Error()}
+	}
+	r.logf("found the review verdict %s (%d bytes)", rel, len(b))
+	return runReport{Verdict: b, VerdictFile: rel}
 }
 
 // failed logs why the run cannot go on and makes it the run's report.

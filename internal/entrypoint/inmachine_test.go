@@ -23,11 +23,19 @@ import (
 
 const inMachineKey = "berth_sk_inmachine_secret"
 
-// exitReport is the body of POST /sandbox/v1/run/exit.
+// exitReport is the body of POST /sandbox/v1/run/exit, less the verdict
+// (verdictReport has it).
 type exitReport struct {
 	ExitCode int    `json:"exit_code"`
 	Commit   string `json:"commit"`
 	Error    string `json:"error"`
+}
+
+// verdictReport is the verdict part of an exit report.
+type verdictReport struct {
+	Verdict      []byte `json:"verdict"`
+	VerdictFile  string `json:"verdict_file"`
+	VerdictError string `json:"verdict_error"`
 }
 
 // fakeGateway plays the gateway of an in-machine run: the run routes,
@@ -45,10 +53,11 @@ type fakeGateway struct {
 	breakOutput string
 	refusePush  bool
 
-	mu        sync.Mutex
-	taskCalls int
-	outputs   []string // the body of each POST /sandbox/v1/run/output
-	exits     []exitReport
+	mu          sync.Mutex
+	taskCalls   int
+	outputs     []string // the body of each POST /sandbox/v1/run/output
+	exits       []exitReport
+	verdictsGot []verdictReport // the verdict part of each exit report
 }
 
 func newFakeGateway(t *testing.T, task string) *fakeGateway {
@@ -77,14 +86,18 @@ func newFakeGateway(t *testing.T, task string) *fakeGateway {
 	}))
 	mux.HandleFunc("POST "+api.RunOutputPath, g.authorized(g.output))
 	mux.HandleFunc("POST "+api.RunExitPath, g.authorized(func(w http.ResponseWriter, r *http.Request) {
-		var rep exitReport
+		var rep struct {
+			exitReport
+			verdictReport
+		}
 		dec := json.NewDecoder(r.Body)
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&rep); err != nil {
 			t.Errorf("exit report: %v", err)
 		}
 		g.mu.Lock()
-		g.exits = append(g.exits, rep)
+		g.exits = append(g.exits, rep.exitReport)
+		g.verdictsGot = append(g.verdictsGot, rep.verdictReport)
 		g.mu.Unlock()
 		w.WriteHeader(http.StatusOK)
 		io.WriteString(w, `{}`)
@@ -165,6 +178,13 @@ func (g *fakeGateway) got() (int, []string, []exitReport) {
 	return g.taskCalls, slices.Clone(g.outputs), slices.Clone(g.exits)
 }
 
+// verdicts returns the verdict part of each exit report.
+func (g *fakeGateway) verdicts() []verdictReport {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.verdictsGot)
+}
+
 // branch is where refs/heads/<name> of the bare repository is; "" when
 // it does not exist.
 func (g *fakeGateway) branch(name string) string {
@@ -186,6 +206,7 @@ echo 'thinking' >&2
 printf '{"type":"task","bytes":%d}\n' "${#task}"
 head -c 200000 /dev/zero | tr '\0' x; echo
 echo done > agent.txt
+if [ -n "$AGENT_VERDICT" ]; then printf '%s' "$AGENT_VERDICT" > .berth-review-verdict.json; fi
 git add -A && git commit -q -m "agent work" >&2 || exit 9
 printf '{"type":"result"}'
 exit "${AGENT_EXIT:-0}"`
@@ -438,5 +459,35 @@ func TestInMachineRunRefusesBadSettings(t *testing.T) {
 				t.Errorf("went on: %d task calls, exit reports %v, ran %v", calls, exits, h.runs)
 			}
 		})
+	}
+}
+
+// TestInMachineReviewerRun: a reviewer's run (BERTH_RUN_PUSH=no) pushes
+// nothing, and its exit report carries the verdict file it left, read
+// here with the host's care, for the gateway to judge its own copy; an
+// author's run that left none says so.
+func TestInMachineReviewerRun(t *testing.T) {
+	g := newFakeGateway(t, testPrompt)
+	h, work := inMachine(t, g)
+	verdict := `{"verdict": "approve", "summary": "fine"}`
+	h.vars["BERTH_RUN_PUSH"], h.vars["AGENT_VERDICT"] = "no", verdict
+	if code := h.inMachine(work); code != 0 {
+		t.Fatalf("Main = %d, want 0; stderr:\n%s", code, h.stderr.String())
+	}
+	if at := g.branch("berth/fix-1"); at != "" {
+		t.Errorf("a reviewer's run pushed berth/fix-1 at %s", at)
+	}
+	got := g.verdicts()
+	if len(got) != 1 || string(got[0].Verdict) != verdict || got[0].VerdictFile != ".berth-review-verdict.json" || got[0].VerdictError != "" {
+		t.Errorf("verdict reported: %+v, want the file's bytes", got)
+	}
+
+	g2 := newFakeGateway(t, testPrompt)
+	h2, work2 := inMachine(t, g2)
+	if code := h2.inMachine(work2); code != 0 {
+		t.Fatalf("Main = %d; stderr:\n%s", code, h2.stderr.String())
+	}
+	if got := g2.verdicts(); len(got) != 1 || got[0].Verdict != nil || got[0].VerdictError == "" {
+		t.Errorf("an author's run reported %+v, want no verdict and why", got)
 	}
 }

@@ -43,6 +43,12 @@ type runReport struct {
 	Commit string `json:"commit"`
 	// Error says why the push (or the run before the agent) failed.
 	Error string `json:"error"`
+	// The verdict file the agent left in the checkout (a reviewer's, SPEC
+	// S13.5), as found and read here, or why none was taken: the gateway
+	// judges its own copy.
+	Verdict      []byte `json:"verdict,omitempty"`
+	VerdictFile  string `json:"verdict_file,omitempty"`
+	VerdictError string `json:"verdict_error,omitempty"`
 }
 
 // runGateway calls the run routes.

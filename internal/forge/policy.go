@@ -34,6 +34,9 @@ type PushRules struct {
 	// DeleteAny lets the pusher delete and move any ref but the default
 	// branch, as a forge token can (the local forge in token mode).
 	DeleteAny bool
+	// ReadOnly, when not empty, refuses every update with this reason: a
+	// reviewer's work is its verdict, never a ref.
+	ReadOnly string
 }
 
 // AgentBranch is the branch an agent sandbox pushes its work to.
@@ -52,6 +55,9 @@ func (p PushRules) Check(updates []RefUpdate) map[string]string {
 }
 
 func (p PushRules) check(u RefUpdate) string {
+	if p.ReadOnly != "" {
+		return p.ReadOnly
+	}
 	if !validRef(u.Ref) {
 		return "not a ref berth accepts"
 	}

@@ -20,6 +20,9 @@ func TestPushRules(t *testing.T) {
 	pushed := forge.PushRules{DefaultBranch: "main", Only: forge.AgentBranch("fix-1"),
 		Created: map[string]bool{"refs/heads/berth/fix-1": true}}
 	engineer := forge.PushRules{DefaultBranch: "main", Created: map[string]bool{"refs/heads/mine": true, "refs/tags/v1": true}}
+	// A reviewer's sandbox: its work is its verdict.
+	reviewer := agent
+	reviewer.ReadOnly = "a reviewer pushes nothing"
 	tests := []struct {
 		name    string
 		rules   forge.PushRules
@@ -27,6 +30,7 @@ func TestPushRules(t *testing.T) {
 		allowed bool
 	}{
 		{"agent creates its branch", agent, forge.RefUpdate{zero, a, "refs/heads/berth/fix-1"}, true},
+		{"reviewer creates its branch", reviewer, forge.RefUpdate{zero, a, "refs/heads/berth/fix-1"}, false},
 		{"agent updates the branch it created", pushed, forge.RefUpdate{a, b, "refs/heads/berth/fix-1"}, true},
 		{"agent moves its name's branch another sandbox made", agent, forge.RefUpdate{a, b, "refs/heads/berth/fix-1"}, false},
 		{"agent moves a ref below its branch another sandbox made", agent, forge.RefUpdate{a, b, "refs/heads/berth/fix-1/x"}, false},

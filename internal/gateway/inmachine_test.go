@@ -135,3 +135,29 @@ func TestInMachineRunThroughTheGateway(t *testing.T) {
 		t.Errorf("task after the run: %d, want the ended sandbox's key refused", code)
 	}
 }
+
+// TestReviewerPushesNothing: a reviewer's key may clone its repository
+// through the gateway but not push, not even its own branch: its work is
+// its verdict (on podman it has no remote at all).
+func TestReviewerPushesNothing(t *testing.T) {
+	w := newRunWorld(t, func(d *fake.Driver) sandbox.Driver { return fake.NewInMachine(d) })
+	sb, err := w.owner.CreateSandbox(t.Context(), api.CreateSandbox{Name: "rev", Purpose: "agent", Repo: "acme/app", Branch: "main",
+		Task: "review it", Runner: "claude-code", Role: "reviewer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env map[string]string
+	for deadline := time.Now().Add(10 * time.Second); env == nil && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		env = w.drv.Env(sandbox.ID(sb.ID))
+	}
+	if env["BERTH_RUN_PUSH"] != "no" {
+		t.Errorf("BERTH_RUN_PUSH=%q, want no", env["BERTH_RUN_PUSH"])
+	}
+	dir := t.TempDir()
+	run(t, dir, "git", "clone", "-q", "--depth", "1", withAuth(t, env["BERTH_REPO"], "sandbox", env["BERTH_API_KEY"]), "work")
+	work := filepath.Join(dir, "work")
+	run(t, work, "git", "commit", "-q", "--allow-empty", "-m", "a reviewer's commit")
+	if out := refuse(t, work, "push", "-q", "origin", "HEAD:refs/heads/berth/rev"); !strings.Contains(out, "reviewer pushes nothing") {
+		t.Errorf("a reviewer's push: %s; want refused by the ref policy", out)
+	}
+}

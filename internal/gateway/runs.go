@@ -203,7 +203,8 @@ func (s *Server) runExit(w http.ResponseWriter, r *http.Request, p account.Princ
 		s.writeError(w, r, err)
 		return
 	}
-	sb, run, err := s.sandboxes.RunExit(r.Context(), p, sandbox.RunReport{ExitCode: req.ExitCode, Commit: req.Commit, Error: req.Error})
+	sb, run, err := s.sandboxes.RunExit(r.Context(), p, sandbox.RunReport{ExitCode: req.ExitCode, Commit: req.Commit, Error: req.Error,
+		Verdict: req.Verdict, VerdictFile: req.VerdictFile, VerdictError: req.VerdictError})
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -107,13 +107,37 @@ func (r Result) Hold(reason string) Result {
 // that gives no known verdict is held, with the reason. Collect trusts
 // nothing in the checkout: it follows no symbolic link anywhere in it.
 func Collect(checkout, dest string) Result {
-	f, rel, err := find(checkout)
+	b, rel, err := Fetch(checkout)
 	if err != nil {
 		return Result{Outcome: Held, Reason: err.Error(), File: rel}
 	}
+	return Judge(b, rel, dest)
+}
+
+// Fetch finds the verdict in the checkout, as Collect does, and reads it:
+// what an in-machine run (Kubernetes) sends the gateway, which judges it
+// there. The error says why there is none to take; rel is where the
+// search stopped, "" when it found nothing.
+func Fetch(checkout string) (b []byte, rel string, err error) {
+	f, rel, err := find(checkout)
+	if err != nil {
+		return nil, rel, err
+	}
 	defer f.Close()
+	if b, err = readVerdict(f); err != nil {
+		return nil, rel, fmt.Errorf("%s: %v", rel, err)
+	}
+	return b, rel, nil
+}
+
+// Judge writes the host's copy of the verdict b (found at rel) to dest and
+// digests that copy.
+func Judge(b []byte, rel, dest string) Result {
 	r := Result{File: rel}
-	if err := copyOut(f, dest); err != nil {
+	if len(b) > MaxSize {
+		return r.Hold(fmt.Sprintf("%s: larger than %d KiB", rel, MaxSize>>10))
+	}
+	if err := writeCopy(b, dest); err != nil {
 		return r.Hold(fmt.Sprintf("%s: %v", rel, err))
 	}
 	// From here on only the host's copy is read.
@@ -157,26 +181,31 @@ func Digest(b []byte) (Verdict, error) {
 	return Verdict{}, fmt.Errorf(`unknown verdict %q (want "approve" or "request_changes")`, clip(v.Verdict, 64))
 }
 
-// copyOut copies the open verdict f to dest: f must be a regular file
-// with one link and at most MaxSize bytes. Nothing is written otherwise.
-func copyOut(f *os.File, dest string) error {
+// readVerdict reads the open verdict f: a regular file with one link and
+// at most MaxSize bytes.
+func readVerdict(f *os.File) ([]byte, error) {
 	fi, err := f.Stat()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
+		return nil, fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
 	}
 	if links(fi) > 1 {
-		return errors.New("a file with several names (a hard link) is not taken")
+		return nil, errors.New("a file with several names (a hard link) is not taken")
 	}
 	b, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if len(b) > MaxSize {
-		return fmt.Errorf("larger than %d KiB", MaxSize>>10)
+		return nil, fmt.Errorf("larger than %d KiB", MaxSize>>10)
 	}
+	return b, nil
+}
+
+// writeCopy writes the host's copy of a verdict.
+func writeCopy(b []byte, dest string) error {
 	out, err := os.OpenFile(dest, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err != nil {
 		return fmt.Errorf("copy: %w", err)

@@ -9,6 +9,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/kelos"
+	"berth.dev/berth/internal/review"
 	"berth.dev/berth/internal/runner"
 )
 
@@ -23,10 +24,12 @@ import (
 // host-followed run's; what the machine says of its push is checked
 // against the repository.
 
-// The variable that tells berth-init to run in this mode.
+// The variable that tells berth-init to run in this mode, and the one
+// that tells it not to push (a reviewer's run).
 const (
 	runReportVar     = "BERTH_RUN_REPORT"
 	runReportGateway = "gateway"
+	runPushVar       = "BERTH_RUN_PUSH"
 )
 
 // inMachine reports whether this deployment's agent runs run whole in
@@ -46,19 +49,11 @@ func (s *Service) runsAgents() bool {
 }
 
 // checkInMachine refuses at create what an in-machine run cannot do yet:
-// a kelos image (its own entrypoint pushes and takes its prompt as $1)
-// and a reviewer (the host reads its verdict from the checkout).
-func (s *Service) checkInMachine(class Class, role Role) error {
-	if !s.inMachine() {
-		return nil
-	}
-	if class.Contract == ContractKelos {
+// a kelos image (its own entrypoint pushes and takes its prompt as $1).
+func (s *Service) checkInMachine(class Class) error {
+	if s.inMachine() && class.Contract == ContractKelos {
 		return fmt.Errorf("class %s runs a kelos image, which the %s driver cannot run yet (its entrypoint is not berth-init): run it on podman: %w",
 			class.Name, s.cfg.Driver, ErrUnavailable)
-	}
-	if role == RoleReviewer {
-		return fmt.Errorf("a reviewer run's verdict is read from the host's checkout, which the %s driver does not have: run reviews on podman: %w",
-			s.cfg.Driver, ErrUnavailable)
 	}
 	return nil
 }
@@ -71,6 +66,12 @@ type RunReport struct {
 	Commit string
 	// Error says why its push failed.
 	Error string
+	// Verdict is the verdict file the machine found in its checkout (SPEC
+	// S13.5), as it read it, at VerdictFile; VerdictError says why it
+	// took none. A reviewer run's gateway judges its own copy of it.
+	Verdict      []byte
+	VerdictFile  string
+	VerdictError string
 }
 
 // reporting resolves the sandbox of p, the key of a sandbox whose
@@ -186,12 +187,27 @@ func (s *Service) RunExit(ctx context.Context, p account.Principal, rep RunRepor
 		// could not start: its words, not just a code.
 		run.State, run.Error = RunFailed, fmt.Sprintf("in its machine (exit %d): %s", rep.ExitCode, rep.Error)
 	}
-	s.concludeRun(ctx, sb, run, "", kelos.SetupNone, s.checkPushed(rep))
+	s.concludeRun(ctx, sb, run, kelos.SetupNone, s.checkPushed(rep), reportedVerdict(rep))
 	out, err := s.store.GetRun(ctx, sb.ID)
 	if err != nil {
 		return Sandbox{}, Run{}, fmt.Errorf("run exit: %w", err)
 	}
 	return sb, out, nil
+}
+
+// reportedVerdict judges the verdict an in-machine run sent: the host's
+// copy is what it received, and a verdict the machine could not take is
+// held with the machine's reason.
+func reportedVerdict(rep RunReport) verdictFunc {
+	return func(dest string) review.Result {
+		switch {
+		case rep.VerdictError != "":
+			return review.Result{Outcome: review.Held, Reason: rep.VerdictError, File: rep.VerdictFile}
+		case rep.Verdict == nil:
+			return review.Result{Outcome: review.Held, Reason: "the machine sent no verdict (" + review.FileName + ")"}
+		}
+		return review.Judge(rep.Verdict, rep.VerdictFile, dest)
+	}
 }
 
 // checkPushed is the push of an in-machine run: done by the machine, each

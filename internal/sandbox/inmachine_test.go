@@ -137,8 +137,7 @@ func TestInMachineRun(t *testing.T) {
 
 // TestInMachineRunReportsChecked: a reported commit that is not where the
 // branch is fails the run; a machine that stops without a report fails
-// its sandbox at the next sweep, its run with it; an in-machine deployment
-// refuses at create what only the host can do.
+// its sandbox at the next sweep, its run with it.
 func TestInMachineRunReportsChecked(t *testing.T) {
 	e := newEnv(t, agents(t))
 	svc := inMachine(t, e)
@@ -171,9 +170,40 @@ func TestInMachineRunReportsChecked(t *testing.T) {
 	if run, _ := svc.RunOf(ctx, end); run.State != sandbox.RunFailed {
 		t.Errorf("its run: %s, want failed", run.State)
 	}
+}
 
-	if _, err := svc.Create(ctx, e.alice, sandbox.CreateRequest{Name: "rev", Purpose: "agent", Repo: "acme/app", Task: "t", Runner: "claude-code", Role: "reviewer"}); !errors.Is(err, sandbox.ErrUnavailable) {
-		t.Errorf("a reviewer run in its machine: %v, want unavailable", err)
+// TestInMachineReviewerRun: a reviewer's machine is told to push nothing,
+// and the verdict it sends with its exit report is judged from the
+// gateway's own copy: an approval approves; a verdict the machine could
+// not take (a link, say) is held with its reason.
+func TestInMachineReviewerRun(t *testing.T) {
+	e := newEnv(t, agents(t))
+	svc := inMachine(t, e)
+	ctx := t.Context()
+	review := func(name string, rep sandbox.RunReport) sandbox.Run {
+		t.Helper()
+		sb, err := svc.Create(ctx, e.alice, sandbox.CreateRequest{Name: name, Purpose: "agent", Repo: "acme/app", Task: "review it", Runner: "claude-code", Role: "reviewer"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.waitState(t, sb.ID, sandbox.StateRunning)
+		if got := e.drv.Env(sb.ID)["BERTH_RUN_PUSH"]; got != "no" {
+			t.Errorf("BERTH_RUN_PUSH=%q in a reviewer's machine, want no", got)
+		}
+		_, run, err := svc.RunExit(ctx, e.sandboxKey(sb, e.alice), rep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.waitState(t, sb.ID, sandbox.StateTerminated)
+		return run
+	}
+	approved := review("rev-1", sandbox.RunReport{Verdict: []byte(`{"verdict": "approve", "summary": "looks right"}`), VerdictFile: ".berth-review-verdict.json"})
+	if approved.State != sandbox.RunSucceeded || approved.Review.Outcome != "approved" || approved.Review.Summary != "looks right" || approved.Review.SHA256 == "" {
+		t.Errorf("reviewer run with an approval: %s, review %+v", approved.State, approved.Review)
+	}
+	held := review("rev-2", sandbox.RunReport{VerdictFile: ".berth-review-verdict.json", VerdictError: ".berth-review-verdict.json: a symbolic link is not followed"})
+	if held.Review.Outcome != "held" || !strings.Contains(held.Review.Reason, "symbolic link") {
+		t.Errorf("reviewer run whose verdict the machine refused: review %+v, want held with the machine's reason", held.Review)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/forge"
+	"berth.dev/berth/internal/review"
 )
 
 // GitMode is how a sandbox reaches its repository (SPEC S9, S17), a class
@@ -228,6 +229,9 @@ func (s *Service) GitAccess(ctx context.Context, p account.Principal, path strin
 	rules := forge.PushRules{Created: created}
 	if sb.Purpose == PurposeAgent {
 		rules.Only = forge.AgentBranch(sb.Name)
+	}
+	if sb.Role == RoleReviewer {
+		rules.ReadOnly = "a reviewer pushes nothing: its work is its verdict (" + review.FileName + ")"
 	}
 	return sb, r, rules, nil
 }

@@ -15,16 +15,21 @@ func (s *Service) verdictPath(id ID) string {
 	return filepath.Join(s.cfg.Agents.LogDir, string(id)+".verdict.json")
 }
 
+// verdictFunc makes the host's copy of a reviewer run's verdict at dest
+// and judges it: found in the host's checkout, or as an in-machine run
+// sent it.
+type verdictFunc func(dest string) review.Result
+
 // digestVerdict settles a reviewer run's review once its machine is done
 // with the checkout: the verdict is copied out beside the run's log and
 // the copy digested. It counts only for a run that succeeded; any other is
 // held with the run's error, the copy kept for the human who decides.
-func (s *Service) digestVerdict(ctx context.Context, run *Run, work string) {
+func (s *Service) digestVerdict(ctx context.Context, run *Run, verdict verdictFunc) {
 	if err := os.MkdirAll(s.cfg.Agents.LogDir, 0o700); err != nil {
 		run.Review = run.Review.Hold("no place for the verdict's copy: " + err.Error())
 		return
 	}
-	run.Review = review.Collect(work, s.verdictPath(run.Sandbox))
+	run.Review = verdict(s.verdictPath(run.Sandbox))
 	if run.State != RunSucceeded {
 		run.Review = run.Review.Hold(run.Error)
 	}

@@ -300,6 +300,9 @@ func (s *Service) prepareRun(ctx context.Context, spec *Spec) error {
 			return fmt.Errorf("check out %s: %w", sb.Repo, err)
 		}
 		spec.Env[runReportVar] = runReportGateway
+		if sb.Role == RoleReviewer {
+			spec.Env[runPushVar] = "no" // a reviewer's work is its verdict
+		}
 		// The machine asks for its task: it is not in the machine's spec,
 		// which whoever may read the cluster's objects can read.
 		delete(spec.Env, "BERTH_TASK")
@@ -552,7 +555,7 @@ func (s *Service) finishRun(ctx context.Context, run Run, work string, setup kel
 	default:
 		run.ExitCode = m.ExitCode
 	}
-	s.concludeRun(ctx, sb, run, work, setup, s.hostPush(work))
+	s.concludeRun(ctx, sb, run, setup, s.hostPush(work), func(dest string) review.Result { return review.Collect(work, dest) })
 }
 
 // pushFunc takes a clean run's work to berth/<name> and says where it
@@ -579,7 +582,7 @@ func (s *Service) hostPush(work string) pushFunc {
 // run.State already failed) ended, takes its work with push after a clean
 // run, records it, and ends the sandbox: terminated after a clean run,
 // failed otherwise.
-func (s *Service) concludeRun(ctx context.Context, sb Sandbox, run Run, work string, setup kelos.Setup, push pushFunc) {
+func (s *Service) concludeRun(ctx context.Context, sb Sandbox, run Run, setup kelos.Setup, push pushFunc, verdict verdictFunc) {
 	if run.State != RunFailed {
 		switch {
 		case setup == kelos.SetupError:
@@ -609,7 +612,7 @@ func (s *Service) concludeRun(ctx context.Context, sb Sandbox, run Run, work str
 		}
 	}
 	if sb.Role == RoleReviewer {
-		s.digestVerdict(ctx, &run, work)
+		s.digestVerdict(ctx, &run, verdict)
 	}
 	// Gone before the sandbox says it ended: nothing of the run outlives it.
 	s.removeCheckout(ctx, sb)

@@ -246,7 +246,7 @@ func (s *Service) create(ctx context.Context, p account.Principal, req CreateReq
 				return Sandbox{}, fmt.Errorf("this deployment's driver (%s) can run no agents: it neither follows a run's output nor lets the machine run it whole, so runner %s cannot run here: %w",
 					s.cfg.Driver, name, ErrUnavailable)
 			}
-			if err := s.checkInMachine(class, role); err != nil {
+			if err := s.checkInMachine(class); err != nil {
 				return Sandbox{}, err
 			}
 			// SPEC S13: the runner's image, chosen per runner (a kelos
