@@ -129,8 +129,9 @@ var settingsHelp = `Settings (environment variables, read once at start-up):
                                     image, else the only one)
   BERTH_AGENT_MODEL                 the model agent runs start on (default: the first model
                                     the sandbox's project may reach)
-  BERTH_AGENT_NETWORK               allowlist (default: runs reach the gateway and nothing
-                                    else; berth admin agent-network makes it) or open
+  BERTH_AGENT_NETWORK               podman: allowlist (default: runs reach the gateway and
+                                    nothing else; berth admin agent-network makes it) or open.
+                                    On Kubernetes the sandboxes' NetworkPolicy decides.
   BERTH_INFERENCE_FILE              the model providers and models the gateway serves (YAML;
                                     each provider's key is read from the variable it names,
                                     and stays on the gateway); unset: no models
