@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"slices"
@@ -123,24 +122,9 @@ func fetchEnv(ctx context.Context, env Env, base, token string, poll time.Durati
 }
 
 func fetchOnce(ctx context.Context, hc *http.Client, base, token string) (map[string]string, bool, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+bootstrapPath, nil)
+	body, again, err := gatewayCall(ctx, hc, base, token, http.MethodPost, bootstrapPath, "", nil)
 	if err != nil {
-		return nil, false, err
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := hc.Do(req)
-	if err != nil {
-		return nil, true, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-	if err != nil {
-		return nil, true, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		var e struct{ Message string }
-		_ = json.Unmarshal(body, &e)
-		return nil, resp.StatusCode >= 500, fmt.Errorf("the gateway answered %s: %s", resp.Status, e.Message)
+		return nil, again, err
 	}
 	var out struct {
 		Env map[string]string `json:"env"`

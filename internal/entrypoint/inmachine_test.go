@@ -157,7 +157,7 @@ func (g *fakeGateway) output(w http.ResponseWriter, r *http.Request) {
 		g.outputs = append(g.outputs, "(refused)")
 		g.mu.Unlock()
 		w.WriteHeader(http.StatusInternalServerError)
-		io.WriteString(w, `{"error": {"code": "internal", "message": "try again"}}`)
+		io.WriteString(w, `{"code": "internal", "message": "try again"}`)
 		return
 	}
 	body, err := io.ReadAll(r.Body)

@@ -116,14 +116,21 @@ func (g *runGateway) retry(ctx context.Context, what string, try func() (again b
 	}
 }
 
-// call makes one request and returns the answer's body. again says whether
-// a failure may pass: the gateway was not reached or answered 5xx.
+// call makes one request with the sandbox's key.
 func (g *runGateway) call(ctx context.Context, hc *http.Client, method, path, contentType string, body io.Reader) (answer []byte, again bool, err error) {
-	req, err := http.NewRequestWithContext(ctx, method, g.base+path, body)
+	return gatewayCall(ctx, hc, g.base, g.key, method, path, contentType, body)
+}
+
+// gatewayCall makes one request to the gateway at base with bearer as its
+// credential (the sandbox's key, or a pool's one-time token) and returns
+// the answer's body. again says whether a failure may pass: the gateway
+// was not reached or answered 5xx.
+func gatewayCall(ctx context.Context, hc *http.Client, base, bearer, method, path, contentType string, body io.Reader) (answer []byte, again bool, err error) {
+	req, err := http.NewRequestWithContext(ctx, method, base+path, body)
 	if err != nil {
 		return nil, false, err
 	}
-	req.Header.Set("Authorization", "Bearer "+g.key)
+	req.Header.Set("Authorization", "Bearer "+bearer)
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
@@ -145,22 +152,11 @@ func (g *runGateway) call(ctx context.Context, hc *http.Client, method, path, co
 	return b, false, nil
 }
 
-// gatewayMessage is ": code: message" of an error body, which is either
-// the gateway's api.Error itself or one wrapped as {"error": …}; "" when
-// the body is neither (a proxy's page).
+// gatewayMessage is ": code: message" of the gateway's error body (its
+// api.Error); "" when the body is none (a proxy's page).
 func gatewayMessage(body []byte) string {
-	type apiError struct{ Code, Message string }
-	var e struct {
-		apiError
-		Error *apiError
-	}
-	if json.Unmarshal(body, &e) != nil {
-		return ""
-	}
-	if e.Error != nil {
-		e.apiError = *e.Error
-	}
-	if e.Code == "" && e.Message == "" {
+	var e struct{ Code, Message string }
+	if json.Unmarshal(body, &e) != nil || (e.Code == "" && e.Message == "") {
 		return ""
 	}
 	return ": " + strings.TrimPrefix(e.Code+": "+e.Message, ": ")
