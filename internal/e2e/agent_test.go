@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math/big"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -78,9 +77,7 @@ func startAgentGateway(t *testing.T, inferenceFile string, runners ...string) *g
 
 // imageBuilt reports whether the podman root holds image.
 func imageBuilt(root, image string) bool {
-	cmd := exec.Command("podman", "image", "exists", image)
-	cmd.Env = append(os.Environ(), "CONTAINERS_CONF="+root+"/containers.conf", "CONTAINERS_STORAGE_CONF="+root+"/storage.conf")
-	return cmd.Run() == nil
+	return podmanOn(root, "image", "exists", image).Run() == nil
 }
 
 // TestAgentRunEndToEnd runs the real agent CLIs in their images on the

@@ -25,9 +25,7 @@ func TestGatewayImage(t *testing.T) {
 		t.Skipf("%s is not built (images/build gateway, or make images)", gatewayImage)
 	}
 	podman := func(args ...string) (string, error) {
-		cmd := exec.Command("podman", args...)
-		cmd.Env = append(os.Environ(), "CONTAINERS_CONF="+root+"/containers.conf", "CONTAINERS_STORAGE_CONF="+root+"/storage.conf")
-		out, err := cmd.CombinedOutput()
+		out, err := podmanOn(root, args...).CombinedOutput()
 		return strings.TrimSpace(string(out)), err
 	}
 	b := make([]byte, 4)

@@ -253,9 +253,7 @@ func (g *gateway) berthErr(args ...string) ([]byte, error) {
 func (g *gateway) podman(args ...string) string {
 	g.t.Helper()
 	for try := 0; ; try++ {
-		cmd := exec.Command("podman", args...)
-		cmd.Env = append(os.Environ(), "CONTAINERS_CONF="+g.root+"/containers.conf", "CONTAINERS_STORAGE_CONF="+g.root+"/storage.conf")
-		out, err := cmd.CombinedOutput()
+		out, err := podmanOn(g.root, args...).CombinedOutput()
 		if err == nil {
 			return strings.TrimSpace(string(out))
 		}
@@ -399,11 +397,17 @@ func lines(s string) []string {
 // podmanMay runs podman on the shared root for what a test only reports
 // (a container's log) or tidies: its output, or its error, never a failure.
 func (g *gateway) podmanMay(args ...string) string {
-	cmd := exec.Command("podman", args...)
-	cmd.Env = append(os.Environ(), "CONTAINERS_CONF="+g.root+"/containers.conf", "CONTAINERS_STORAGE_CONF="+g.root+"/storage.conf")
-	out, err := cmd.CombinedOutput()
+	out, err := podmanOn(g.root, args...).CombinedOutput()
 	if err != nil {
 		return fmt.Sprintf("podman %s: %v: %s", strings.Join(args, " "), err, out)
 	}
 	return string(out)
+}
+
+// podmanOn is podman on the podman root root (the driver's own
+// containers.conf and storage).
+func podmanOn(root string, args ...string) *exec.Cmd {
+	cmd := exec.Command("podman", args...)
+	cmd.Env = append(os.Environ(), "CONTAINERS_CONF="+root+"/containers.conf", "CONTAINERS_STORAGE_CONF="+root+"/storage.conf")
+	return cmd
 }

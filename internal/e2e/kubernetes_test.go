@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -147,11 +146,11 @@ func TestAgentRunOnKubernetes(t *testing.T) {
 	_, _ = rand.Read(b)
 	pod := "berth-e2e-pod-" + hex.EncodeToString(b)
 	t.Cleanup(func() { g.podmanMay("rm", "--force", pod) })
-	kubelet := exec.Command("podman", append(append([]string{"run", "--detach", "--name", pod,
+	kubelet := podmanOn(g.root, append(append([]string{"run", "--detach", "--name", pod,
 		"--user", "1001:1001", "--read-only", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
 		"--tmpfs", "/work:rw,exec,mode=0755,U", "--tmpfs", "/tmp:rw,exec,mode=1777", "--tmpfs", home + ":rw,exec,mode=0700,U",
 		"--workdir", "/work", "--env-file", envFile}, byName...), append([]string{image}, args...)...)...)
-	kubelet.Env = append(append(os.Environ(), "CONTAINERS_CONF="+g.root+"/containers.conf", "CONTAINERS_STORAGE_CONF="+g.root+"/storage.conf"), podmanEnv...)
+	kubelet.Env = append(kubelet.Env, podmanEnv...)
 	if out, err := kubelet.CombinedOutput(); err != nil {
 		t.Fatalf("podman run (the test's kubelet): %v: %s", err, out)
 	}

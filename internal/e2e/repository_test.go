@@ -45,9 +45,7 @@ func (g *gateway) allowRepos(repos ...string) {
 // inSandbox runs a shell command in a sandbox's container as its user, with
 // the sandbox's environment, as the agent would.
 func (g *gateway) inSandbox(id, script string) (string, error) {
-	cmd := exec.Command("podman", "exec", "--user", "1001", "--workdir", "/home/berth", "berth-"+id, "sh", "-c", script)
-	cmd.Env = append(os.Environ(), "CONTAINERS_CONF="+g.root+"/containers.conf", "CONTAINERS_STORAGE_CONF="+g.root+"/storage.conf")
-	out, err := cmd.CombinedOutput()
+	out, err := podmanOn(g.root, "exec", "--user", "1001", "--workdir", "/home/berth", "berth-"+id, "sh", "-c", script).CombinedOutput()
 	return string(out), err
 }
 

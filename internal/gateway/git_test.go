@@ -15,6 +15,7 @@ import (
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/client"
+	"berth.dev/berth/internal/driver/fake"
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/forge/forgetest"
 	"berth.dev/berth/internal/gateway"
@@ -100,8 +101,15 @@ func (w *world) agent(t testing.TB, c *client.Client, name, repo string) (api.Sa
 // envOf waits for the sandbox's machine and returns its environment.
 func (w *world) envOf(t testing.TB, id string) map[string]string {
 	t.Helper()
+	return machineEnv(t, w.drv, id)
+}
+
+// machineEnv waits for the fake driver to start sandbox id's machine and
+// returns its environment.
+func machineEnv(t testing.TB, drv *fake.Driver, id string) map[string]string {
+	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if env := w.drv.Env(sandbox.ID(id)); env != nil {
+		if env := drv.Env(sandbox.ID(id)); env != nil {
 			return env
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/driver/fake"
@@ -29,10 +28,7 @@ func TestInMachineRunThroughTheGateway(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var env map[string]string
-	for deadline := time.Now().Add(10 * time.Second); env == nil && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		env = w.drv.Env(sandbox.ID(sb.ID))
-	}
+	env := machineEnv(t, w.drv, sb.ID)
 	key, repo := env["BERTH_API_KEY"], env["BERTH_REPO"]
 	if key == "" || repo == "" || env["BERTH_RUN_REPORT"] != "gateway" {
 		t.Fatalf("machine env: key %v, BERTH_REPO %q, BERTH_RUN_REPORT %q", key != "", repo, env["BERTH_RUN_REPORT"])
@@ -146,10 +142,7 @@ func TestReviewerPushesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var env map[string]string
-	for deadline := time.Now().Add(10 * time.Second); env == nil && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		env = w.drv.Env(sandbox.ID(sb.ID))
-	}
+	env := machineEnv(t, w.drv, sb.ID)
 	if env["BERTH_RUN_PUSH"] != "no" {
 		t.Errorf("BERTH_RUN_PUSH=%q, want no", env["BERTH_RUN_PUSH"])
 	}
