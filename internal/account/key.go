@@ -39,8 +39,7 @@ func (s Secret) Reveal() string { return string(s) }
 
 // NewKey mints a key for user. The secret is returned once and never stored.
 func NewKey(user, name string, now time.Time) (Key, Secret) {
-	idPart := strings.ToLower(rand.Text()[:16])
-	secret := rand.Text()
+	idPart, secret, whole := newToken(keyPrefix)
 	k := Key{
 		ID:        "key_" + idPart,
 		User:      user,
@@ -48,7 +47,29 @@ func NewKey(user, name string, now time.Time) (Key, Secret) {
 		Hash:      hashSecret(secret),
 		CreatedAt: now,
 	}
-	return k, Secret(keyPrefix + idPart + "_" + secret)
+	return k, whole
+}
+
+// newToken makes a credential: prefix, a public id part, "_" and a random
+// secret part, of which only a hash is ever stored.
+func newToken(prefix string) (idPart, secret string, whole Secret) {
+	idPart = strings.ToLower(rand.Text()[:16])
+	secret = rand.Text()
+	return idPart, secret, Secret(prefix + idPart + "_" + secret)
+}
+
+// parseToken splits what newToken made with prefix into idPrefix and the
+// id part, and the secret part. ok is false for any other shape.
+func parseToken(token, prefix, idPrefix string) (id, secret string, ok bool) {
+	rest, found := strings.CutPrefix(token, prefix)
+	if !found {
+		return "", "", false
+	}
+	idPart, secret, found := strings.Cut(rest, "_")
+	if !found || len(idPart) != 16 || secret == "" {
+		return "", "", false
+	}
+	return idPrefix + idPart, secret, true
 }
 
 // NewSandboxKey mints the key a sandbox gets at creation (SPEC S2): it acts
@@ -64,21 +85,11 @@ func NewSandboxKey(owner, sandbox, project string, expires, now time.Time) (Key,
 // ParseSecret splits a presented secret into the key id it names and the
 // secret part. ok is false for anything not shaped like our keys.
 func ParseSecret(token string) (id string, secret string, ok bool) {
-	rest, found := strings.CutPrefix(token, keyPrefix)
-	if !found {
-		return "", "", false
-	}
-	idPart, secret, found := strings.Cut(rest, "_")
-	if !found || len(idPart) != 16 || secret == "" {
-		return "", "", false
-	}
-	return "key_" + idPart, secret, true
+	return parseToken(token, keyPrefix, "key_")
 }
 
 // Matches reports in constant time whether secret is this key's.
-func (k Key) Matches(secret string) bool {
-	return subtle.ConstantTimeCompare(k.Hash, hashSecret(secret)) == 1
-}
+func (k Key) Matches(secret string) bool { return hashMatches(k.Hash, secret) }
 
 // Live reports whether the key may be used at now.
 func (k Key) Live(now time.Time) bool {
@@ -86,6 +97,11 @@ func (k Key) Live(now time.Time) bool {
 		return false
 	}
 	return k.ExpiresAt.IsZero() || now.Before(k.ExpiresAt)
+}
+
+// hashMatches reports in constant time whether hash is secret's.
+func hashMatches(hash []byte, secret string) bool {
+	return subtle.ConstantTimeCompare(hash, hashSecret(secret)) == 1
 }
 
 func hashSecret(secret string) []byte {

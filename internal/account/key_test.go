@@ -58,3 +58,24 @@ func TestKeyLive(t *testing.T) {
 		t.Error("a revoked key is live")
 	}
 }
+
+// TestInvitationIsNotAKey: an invitation and a key never parse as each
+// other, so neither can stand in for the other at any route.
+func TestInvitationIsNotAKey(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	inv, invSecret := account.NewInvitation("usr_1", "usr_2", false, now, now.Add(time.Hour))
+	_, keySecret := account.NewKey("usr_1", "", now)
+	id, part, ok := account.ParseInvitation(invSecret.Reveal())
+	if !ok || id != inv.ID || !inv.Matches(part) || inv.Matches(part+"x") {
+		t.Fatalf("ParseInvitation(its own) = %q, ok %v; want %q, matching only its secret", id, ok, inv.ID)
+	}
+	if _, _, ok := account.ParseSecret(invSecret.Reveal()); ok {
+		t.Error("an invitation parses as a key")
+	}
+	if _, _, ok := account.ParseInvitation(keySecret.Reveal()); ok {
+		t.Error("a key parses as an invitation")
+	}
+	if !account.LooksLikeInvitation(invSecret.Reveal()) || account.LooksLikeInvitation(keySecret.Reveal()) {
+		t.Error("LooksLikeInvitation tells them apart wrongly")
+	}
+}

@@ -41,3 +41,26 @@ func (p Principal) CanManage(org, owner string) bool { return p.CanSee(org, owne
 func (p Principal) CanShell(owner string) bool {
 	return p.IsOperator() || p.User.ID == owner
 }
+
+// CanHandleKeysOf reports whether p may list and revoke u's keys: their
+// own; as an administrator, those of the members and administrators of
+// their organisation (to end a leaked one); as an operator, anyone's.
+// Nobody below operator touches an operator's keys: to them an
+// operator's keys do not exist.
+func (p Principal) CanHandleKeysOf(u User) bool {
+	switch {
+	case p.IsOperator(), p.User.ID == u.ID:
+		return true
+	case u.Role == RoleOperator:
+		return false
+	}
+	return p.User.Role == RoleAdmin && p.User.Org == u.Org
+}
+
+// CanMintKeyFor reports whether p may mint a key of u's. A person's key
+// is theirs alone: only they mint it, or an operator. An administrator
+// who could mint a member's key could act as them, shell included, which
+// SPEC S6 refuses administrators; they invite a new user instead.
+func (p Principal) CanMintKeyFor(u User) bool {
+	return p.IsOperator() || p.User.ID == u.ID
+}

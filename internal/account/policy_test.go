@@ -36,3 +36,41 @@ func TestPolicy(t *testing.T) {
 		})
 	}
 }
+
+// TestKeyPolicy: who may list and revoke (handle) and who may mint the
+// keys of a member, an administrator and an operator of acme. Nobody below
+// operator handles an operator's keys; only the user and an operator mint.
+func TestKeyPolicy(t *testing.T) {
+	const org = "org_acme"
+	member := account.User{ID: "usr_member", Org: org, Role: account.RoleMember}
+	admin := account.User{ID: "usr_admin", Org: org, Role: account.RoleAdmin}
+	operator := account.User{ID: "usr_op", Org: org, Role: account.RoleOperator}
+	tests := []struct {
+		name         string
+		who, of      account.User
+		handle, mint bool
+	}{
+		{"operator, a member's", operator, member, true, true},
+		{"operator of another organisation, a member's", account.User{ID: "usr_op2", Org: "org_other", Role: account.RoleOperator}, member, true, true},
+		{"operator, another operator's", account.User{ID: "usr_op2", Org: org, Role: account.RoleOperator}, operator, true, true},
+		{"administrator, a member's", admin, member, true, false},
+		{"administrator, another administrator's", account.User{ID: "usr_admin2", Org: org, Role: account.RoleAdmin}, admin, true, false},
+		{"administrator, the operator's", admin, operator, false, false},
+		{"administrator, their own", admin, admin, true, true},
+		{"administrator of another organisation, a member's", account.User{ID: "usr_x", Org: "org_other", Role: account.RoleAdmin}, member, false, false},
+		{"member, their own", member, member, true, true},
+		{"member, another member's", account.User{ID: "usr_bob", Org: org, Role: account.RoleMember}, member, false, false},
+		{"member, the operator's", member, operator, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := account.Principal{User: tt.who}
+			if got := p.CanHandleKeysOf(tt.of); got != tt.handle {
+				t.Errorf("CanHandleKeysOf = %v, want %v", got, tt.handle)
+			}
+			if got := p.CanMintKeyFor(tt.of); got != tt.mint {
+				t.Errorf("CanMintKeyFor = %v, want %v", got, tt.mint)
+			}
+		})
+	}
+}

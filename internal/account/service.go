@@ -33,6 +33,18 @@ type Store interface {
 	GetKey(ctx context.Context, id string) (Key, error)
 	ListKeys(ctx context.Context, user string) ([]Key, error)
 	RevokeKey(ctx context.Context, id string, at time.Time) error
+	// CreateInvitation writes inv and marks the user's earlier unused
+	// invitations replaced at inv.CreatedAt, in one transaction. Unless inv
+	// is a recovery invitation, a user who has ever had a key is
+	// ErrConflict (checked in that transaction).
+	CreateInvitation(ctx context.Context, inv Invitation) error
+	GetInvitation(ctx context.Context, id string) (Invitation, error)
+	// RedeemInvitation marks invitation id used at at from the address
+	// from and writes k, in one transaction, if the invitation is still
+	// usable then: not used, not replaced, not expired, and (unless it is
+	// a recovery invitation) its user has never had a key. Otherwise it is
+	// ErrConflict and nothing is written.
+	RedeemInvitation(ctx context.Context, id string, at time.Time, from string, k Key) error
 }
 
 // Service manages organisations, projects, users and keys, and
@@ -303,9 +315,10 @@ func (s *Service) User(ctx context.Context, id string) (User, error) {
 	return s.store.GetUser(ctx, id)
 }
 
-// keyOwner resolves ref (empty: p itself) to a user p may hold keys for:
-// themselves, or anyone of an organisation they administer.
-func (s *Service) keyOwner(ctx context.Context, p Principal, ref string) (User, error) {
+// keyUser resolves ref (empty: p itself) to a user whose keys p may list
+// and revoke (Principal.CanHandleKeysOf). Anyone else is not found, not
+// forbidden: an operator's keys do not exist for an administrator.
+func (s *Service) keyUser(ctx context.Context, p Principal, ref string) (User, error) {
 	if ref == "" || ref == p.User.ID || ref == p.User.Name {
 		return p.User, nil
 	}
@@ -316,17 +329,23 @@ func (s *Service) keyOwner(ctx context.Context, p Principal, ref string) (User, 
 	if err != nil {
 		return User{}, err // the store names the user
 	}
-	if !p.IsAdminOf(u.Org) {
+	if !p.CanHandleKeysOf(u) {
 		return User{}, fmt.Errorf("user %s: %w", ref, ErrNotFound)
 	}
 	return u, nil
 }
 
 // CreateKey mints a key for a user (empty: p). Its secret is shown once.
+// Only the user themselves and operators mint a user's keys
+// (Principal.CanMintKeyFor); an administrator invites a new user instead.
 func (s *Service) CreateKey(ctx context.Context, p Principal, userRef, name string) (NewKeyResult, error) {
-	u, err := s.keyOwner(ctx, p, userRef)
+	u, err := s.keyUser(ctx, p, userRef)
 	if err != nil {
 		return NewKeyResult{}, err
+	}
+	if !p.CanMintKeyFor(u) {
+		return NewKeyResult{}, fmt.Errorf("create key: a key of %s is theirs alone: only %s or an operator mints one "+
+			"(a user who has never signed in gets an invitation: berth user invite %s): %w", u.Name, u.Name, u.Name, ErrForbidden)
 	}
 	k, secret := NewKey(u.ID, name, s.now())
 	if err := s.store.CreateKey(ctx, k); err != nil {
@@ -338,7 +357,7 @@ func (s *Service) CreateKey(ctx context.Context, p Principal, userRef, name stri
 
 // Keys lists a user's keys (empty: p's), without secrets.
 func (s *Service) Keys(ctx context.Context, p Principal, userRef string) ([]Key, error) {
-	u, err := s.keyOwner(ctx, p, userRef)
+	u, err := s.keyUser(ctx, p, userRef)
 	if err != nil {
 		return nil, err
 	}
@@ -346,7 +365,8 @@ func (s *Service) Keys(ctx context.Context, p Principal, userRef string) ([]Key,
 }
 
 // RevokeKey ends a key at once. p may revoke their own keys and, as an
-// administrator, their organisation's.
+// administrator, those of their organisation's members and administrators
+// (Principal.CanHandleKeysOf); an operator's key is not found.
 func (s *Service) RevokeKey(ctx context.Context, p Principal, id string) error {
 	k, err := s.store.GetKey(ctx, id)
 	if err != nil {
@@ -356,7 +376,7 @@ func (s *Service) RevokeKey(ctx context.Context, p Principal, id string) error {
 	if err != nil {
 		return fmt.Errorf("revoke: %w", err)
 	}
-	if !p.CanSee(u.Org, u.ID) {
+	if !p.CanHandleKeysOf(u) {
 		return fmt.Errorf("revoke: key %s: %w", id, ErrNotFound)
 	}
 	if err := s.store.RevokeKey(ctx, id, s.now()); err != nil {

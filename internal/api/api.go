@@ -151,6 +151,45 @@ type NewKey struct {
 	Secret string `json:"secret"`
 }
 
+// CreateInvitation is the body of POST
+// /api/v1/orgs/{org}/users/{user}/invitation. TTL is how long it may wait
+// to be used, such as "24h" or "3d"; empty means 72h, at most 7d.
+type CreateInvitation struct {
+	TTL string `json:"ttl,omitempty"`
+}
+
+// Invitation is a one-time invitation just issued: the only time its
+// secret is shown. Its user exchanges it for their own key at
+// InvitationRedeemPath (`berth login --invitation`). Recovery is set for
+// an operator's, which a user who already has keys may use.
+type Invitation struct {
+	ID        string    `json:"id"`
+	User      User      `json:"user"`
+	Recovery  bool      `json:"recovery,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	ExpiresAt time.Time `json:"expires_at"`
+	Secret    string    `json:"secret"`
+}
+
+// InvitationRedeemPath is the public route an invitation is exchanged at
+// for a key: the invitation is the credential.
+const InvitationRedeemPath = "/api/v1/invitations/redeem"
+
+// RedeemInvitation is the body of POST InvitationRedeemPath. KeyName names
+// the key it gives; empty means "enrolled".
+type RedeemInvitation struct {
+	Invitation string `json:"invitation"`
+	KeyName    string `json:"key_name,omitempty"`
+}
+
+// Enrollment answers a redeemed invitation: who the key is for, and the
+// key, its secret shown this once.
+type Enrollment struct {
+	User         User         `json:"user"`
+	Organisation Organisation `json:"organisation"`
+	Key          NewKey       `json:"key"`
+}
+
 // Guardrail is a set of quota fields (SPEC S7). A nil field sets no limit;
 // AllowedRepos nil means "not set" (on an organisation: no repository).
 type Guardrail struct {

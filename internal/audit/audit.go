@@ -29,6 +29,8 @@ const (
 	OrgCreate        = "org.create"
 	ProjectCreate    = "project.create"
 	UserCreate       = "user.create"
+	InvitationCreate = "invitation.create" // Target the user; Detail the invitation's id and expiry
+	InvitationRedeem = "invitation.redeem" // Target the invitation; Detail the client address, and why when refused
 )
 
 // Outcomes.

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -203,8 +204,8 @@ func newProjectCmd(g *globals) *cobra.Command {
 
 func newUserCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "user", Short: "Users of an organisation"}
-	var org, role, email, output string
-	var withKey bool
+	var org, role, email, output, ttl string
+	var withKey, invite bool
 	create := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Create a user (administrators; only operators make operators)",
@@ -212,10 +213,94 @@ func newUserCmd(g *globals) *cobra.Command {
 the organisation: classes, quotas, projects, users, every sandbox but no shell),
 operator (the whole deployment; only operators make operators).
 
-With --key, a key for the new user is minted too and printed once.`,
+A person's key is theirs alone: only they or an operator mint it. With
+--invite, a one-time invitation for the new user is printed once instead.
+Give it to them by a channel only they read (it is a credential); they
+exchange it for their own key with "berth login --invitation". It works
+once, for 72h unless --ttl says otherwise (5m to 7d). If someone else uses
+it first, the user's own login fails saying so, and the audit log shows
+both uses. "berth user invite NAME" sends a fresh one until they have.
+
+With --key (operators only), a key for the new user is minted and printed
+once instead, for scripts and service accounts.`,
+		Example: `  berth user create bob --invite
+  berth user create carol --role admin --invite --ttl 24h
+  berth user create ci-bot --key -o json        # operators`,
 		Args: exactArgs(1, "the user's name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
+			if withKey && invite {
+				return usageError{errors.New("user create: --key and --invite: choose one")}
+			}
+			c, url, err := g.clientAndURL()
+			if err != nil {
+				return err
+			}
+			if withKey || org == "" {
+				who, err := c.Whoami(cmd.Context())
+				if err != nil {
+					return err
+				}
+				if withKey && who.User.Role != "operator" {
+					return fmt.Errorf("user create: --key mints a key for someone else, which only an operator may: "+
+						"a person's key is theirs alone. Send an invitation instead: berth user create %s --invite "+
+						"(nothing was created)", args[0])
+				}
+				if org == "" {
+					org = who.Organisation.ID
+				}
+			}
+			u, err := c.CreateUser(cmd.Context(), org, api.CreateUser{Name: args[0], Email: email, Role: role})
+			if err != nil {
+				return err
+			}
+			out := createdUser{User: u}
+			switch {
+			case withKey:
+				k, err := c.CreateKey(cmd.Context(), api.CreateKey{User: u.ID, Name: "first"})
+				if err != nil {
+					return err
+				}
+				out.Key = &k
+			case invite:
+				inv, err := c.Invite(cmd.Context(), org, u.ID, api.CreateInvitation{TTL: ttl})
+				if err != nil {
+					return fmt.Errorf("created %s %s (%s), but no invitation: %w", u.Role, u.Name, u.ID, err)
+				}
+				out.Invitation = &inv
+			}
+			return render(g.env.Stdout, output, out, func(tw *tabwriter.Writer) {
+				fmt.Fprintf(tw, "created %s %s (%s)\n", u.Role, u.Name, u.ID)
+				if out.Key != nil {
+					fmt.Fprintf(tw, "key %s (shown once)\n", out.Key.Secret)
+				}
+				if out.Invitation != nil {
+					printInvitation(tw, *out.Invitation, url)
+				}
+			})
+		},
+	}
+	create.Flags().StringVar(&role, "role", "member", "member, admin or operator")
+	create.Flags().StringVar(&email, "email", "", "the user's email, used as their git author")
+	create.Flags().BoolVar(&invite, "invite", false, "print a one-time invitation the user exchanges for their own key (berth login --invitation)")
+	create.Flags().BoolVar(&withKey, "key", false, "operators: mint a key for the user and print it once")
+	outputFlag(create, &output)
+	inviteCmd := &cobra.Command{
+		Use:   "invite NAME",
+		Short: "Print a fresh one-time invitation for a user, replacing any earlier unused one",
+		Long: `Print a fresh one-time invitation for a user, which they exchange for their own
+key with "berth login --invitation". It replaces any earlier invitation of
+theirs that was not used, works once, and for 72h unless --ttl says
+otherwise (5m to 7d).
+
+An administrator may invite only a user who has never signed in (no key of
+theirs has ever existed): after that, a user's keys are minted by them or by
+an operator only. An operator may invite anyone: a recovery invitation, for
+a user who lost every key.`,
+		Example: `  berth user invite bob
+  berth user invite bob --ttl 4h -o json`,
+		Args: exactArgs(1, "a user's name or id"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, url, err := g.clientAndURL()
 			if err != nil {
 				return err
 			}
@@ -223,24 +308,17 @@ With --key, a key for the new user is minted too and printed once.`,
 			if err != nil {
 				return err
 			}
-			u, err := c.CreateUser(cmd.Context(), org, api.CreateUser{Name: args[0], Email: email, Role: role})
+			inv, err := c.Invite(cmd.Context(), org, args[0], api.CreateInvitation{TTL: ttl})
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(g.env.Stdout, "created %s %s (%s)\n", u.Role, u.Name, u.ID)
-			if withKey {
-				k, err := c.CreateKey(cmd.Context(), api.CreateKey{User: u.ID, Name: "first"})
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(g.env.Stdout, "key %s (shown once)\n", k.Secret)
-			}
-			return nil
+			return render(g.env.Stdout, output, inv, func(tw *tabwriter.Writer) { printInvitation(tw, inv, url) })
 		},
 	}
-	create.Flags().StringVar(&role, "role", "member", "member, admin or operator")
-	create.Flags().StringVar(&email, "email", "", "the user's email, used as their git author")
-	create.Flags().BoolVar(&withKey, "key", false, "also mint a key for the user and print it once")
+	outputFlag(inviteCmd, &output)
+	for _, c := range []*cobra.Command{create, inviteCmd} {
+		c.Flags().StringVar(&ttl, "ttl", "", "how long the invitation may wait to be used, such as 24h or 3d (default 72h, at most 7d)")
+	}
 	list := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
@@ -300,12 +378,30 @@ With --key, a key for the new user is minted too and printed once.`,
 	}
 	disable := toggle("disable", "Disable a user: their keys stop working, their sandboxes end or expire, repository credentials are revoked", true)
 	enable := toggle("enable", "Let a disabled user back in (their sandboxes stay as they are)", false)
-	for _, c := range []*cobra.Command{create, list, disable, enable} {
+	for _, c := range []*cobra.Command{create, inviteCmd, list, disable, enable} {
 		c.Flags().StringVar(&org, "org", "", "organisation name or id (default yours)")
 	}
 	outputFlag(list, &output)
-	cmd.AddCommand(create, list, disable, enable)
+	cmd.AddCommand(create, inviteCmd, list, disable, enable)
 	return cmd
+}
+
+// createdUser is what "berth user create -o json" prints: the user, and the
+// key or the invitation made with them.
+type createdUser struct {
+	User       api.User        `json:"user"`
+	Key        *api.NewKey     `json:"key,omitempty"`
+	Invitation *api.Invitation `json:"invitation,omitempty"`
+}
+
+// printInvitation shows an invitation once, with what its user does with it.
+func printInvitation(tw *tabwriter.Writer, inv api.Invitation, url string) {
+	kind := "invitation"
+	if inv.Recovery {
+		kind = "recovery invitation"
+	}
+	fmt.Fprintf(tw, "%s %s (shown once; single use; expires %s)\n", kind, inv.Secret, inv.ExpiresAt.UTC().Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(tw, "%s signs in with it: berth login --invitation --url %s (it reads the invitation from standard input)\n", inv.User.Name, url)
 }
 
 func newKeyCmd(g *globals) *cobra.Command {
@@ -313,8 +409,12 @@ func newKeyCmd(g *globals) *cobra.Command {
 	var user, name, output string
 	create := &cobra.Command{
 		Use:   "create",
-		Short: "Mint a key for yourself, or (administrators) for a user of your organisation",
-		Args:  noArgs,
+		Short: "Mint a key for yourself (operators: also for anyone, with --user)",
+		Long: `Mint a key for yourself and print its secret once. A person's key is theirs
+alone: only they or an operator mint one. An administrator lists and revokes
+the keys of their organisation's members and administrators, but lets a new
+user in with an invitation (berth user create NAME --invite), never a key.`,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := g.client()
 			if err != nil {
@@ -361,12 +461,11 @@ func newKeyCmd(g *globals) *cobra.Command {
 		},
 	}
 	outputFlag(list, &output)
-	for _, c := range []*cobra.Command{create, list} {
-		c.Flags().StringVar(&user, "user", "", "user name or id (default you)")
-	}
+	create.Flags().StringVar(&user, "user", "", "operators: the user name or id to mint it for (default you)")
+	list.Flags().StringVar(&user, "user", "", "user name or id (default you; administrators: a user of your organisation)")
 	revoke := &cobra.Command{
 		Use:   "revoke ID",
-		Short: "Revoke a key at once",
+		Short: "Revoke a key at once (yours; administrators: also of your organisation's users)",
 		Args:  exactArgs(1, "the key's id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := g.client()

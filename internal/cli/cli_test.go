@@ -144,11 +144,12 @@ func setKey(ts *testscript.TestScript, neg bool, args []string) {
 // jsonGet sets $NAME to the value at PATH in the JSON of the previous
 // command's stdout. PATH is dot-separated object keys and array indices,
 // such as key.secret or 0.id; a value that is not a string is set as JSON.
+// Given FILE, it also writes the value to it as one line (for `stdin FILE`).
 //
-//	jsonget PATH NAME
+//	jsonget PATH NAME [FILE]
 func jsonGet(ts *testscript.TestScript, neg bool, args []string) {
-	if neg || len(args) != 2 {
-		ts.Fatalf("usage: jsonget PATH NAME")
+	if neg || len(args) < 2 || len(args) > 3 {
+		ts.Fatalf("usage: jsonget PATH NAME [FILE]")
 	}
 	var v any
 	if err := json.Unmarshal([]byte(ts.ReadFile("stdout")), &v); err != nil {
@@ -179,6 +180,9 @@ func jsonGet(ts *testscript.TestScript, neg bool, args []string) {
 		s = string(b)
 	}
 	ts.Setenv(args[1], s)
+	if len(args) == 3 {
+		ts.Check(os.WriteFile(ts.MkAbs(args[2]), []byte(s+"\n"), 0o600))
+	}
 }
 
 // perm checks a file's permission bits, given in octal.

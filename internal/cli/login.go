@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/client"
 )
@@ -98,36 +99,45 @@ func (g *globals) clientAndURL() (*client.Client, string, error) {
 }
 
 func newLoginCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var invitation bool
+	var keyName string
+	cmd := &cobra.Command{
 		Use:   "login",
-		Short: "Save a gateway address and key for later commands",
+		Short: "Save a gateway address and key for later commands (or exchange an invitation for your key)",
 		Long: `Save a gateway address and key for later commands.
 
 The key is read from $BERTH_API_KEY or, when unset, from the first line of
 standard input, never from the command line, so it stays out of shell
 history and process listings. It is checked against the gateway, then
 written with the address to $BERTH_CONFIG (default ~/.config/berth/config.json)
-with mode 0600.`,
+with mode 0600.
+
+With --invitation, what is read is the one-time invitation your
+administrator gave you ($BERTH_INVITATION or, when unset, the first line of
+standard input; never the command line). The gateway exchanges it for a
+new key of your own, which is saved as above: nobody else ever sees it. An
+invitation works once. If it was used already, login fails saying when:
+if that was not you, someone else may hold a key as you, so tell your
+administrator at once.`,
 		Example: `  berth admin bootstrap -o json | jq -r .key.secret | berth login --url http://localhost:8080
-  BERTH_API_KEY=berth_… berth login --url https://berth.example.com`,
+  BERTH_API_KEY=berth_… berth login --url https://berth.example.com
+  berth login --invitation --url https://berth.example.com    # paste the invitation, then Enter`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if invitation {
+				return g.enroll(cmd, keyName)
+			}
 			key := g.env.Getenv("BERTH_API_KEY")
 			if key == "" {
-				line, err := bufio.NewReader(g.env.Stdin).ReadString('\n')
-				if err != nil && line == "" {
-					return usageError{errors.New("login: no key: set BERTH_API_KEY or pass the key on standard input")}
+				var err error
+				if key, err = g.firstLine("login: no key: set BERTH_API_KEY or pass the key on standard input"); err != nil {
+					return err
 				}
-				key = strings.TrimSpace(line)
 			}
-			lf, err := g.readLogin()
-			if err != nil {
-				// A broken login file is what login replaces; only its
-				// address was wanted, and --url or BERTH_URL can give it.
-				fmt.Fprintf(g.env.Stderr, "warning: %v; login replaces it\n", err)
-				lf = loginFile{}
+			if account.LooksLikeInvitation(key) {
+				return usageError{errors.New("login: that is an invitation, not a key: exchange it for your key with berth login --invitation")}
 			}
-			url := g.gatewayURL(lf)
+			url := g.loginURL()
 			who, err := client.New(url, key, g.env.HTTP).Whoami(cmd.Context())
 			if ae, ok := errors.AsType[*api.Error](err); ok && ae.Code == api.CodeUnauthenticated {
 				// Not describe's hint: "run berth login" is what failed.
@@ -148,6 +158,67 @@ with mode 0600.`,
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&invitation, "invitation", false, "exchange a one-time invitation ($BERTH_INVITATION or standard input) for your own key, and save that")
+	cmd.Flags().StringVar(&keyName, "key-name", "", `with --invitation: a name for the new key, such as the machine's (default "enrolled")`)
+	return cmd
+}
+
+// enroll is "berth login --invitation": the invitation is exchanged for a
+// key of the user's own, which is saved. Where it is saved is settled
+// first: an invitation works once, and a key that cannot be saved is lost.
+func (g *globals) enroll(cmd *cobra.Command, keyName string) error {
+	inv := g.env.Getenv("BERTH_INVITATION")
+	if inv == "" {
+		var err error
+		if inv, err = g.firstLine("login: no invitation: set BERTH_INVITATION or pass the invitation on standard input"); err != nil {
+			return err
+		}
+	}
+	path, err := g.configPath()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("login: the login file cannot be written, so the invitation was not used: %w", err)
+	}
+	url := g.loginURL()
+	e, err := client.New(url, "", g.env.HTTP).Redeem(cmd.Context(), api.RedeemInvitation{Invitation: inv, KeyName: keyName})
+	if ae, ok := errors.AsType[*api.Error](err); ok && (ae.Code == api.CodeUnauthenticated || ae.Code == api.CodeConflict) {
+		return fmt.Errorf("login to %s: the gateway refused the invitation: %s\nNothing was saved", url, ae.Message)
+	}
+	if err != nil {
+		return fmt.Errorf("login to %s: %w", url, err)
+	}
+	if err := writeLogin(path, loginFile{URL: url, Key: e.Key.Secret}); err != nil {
+		// The key exists but nobody has it: say which, so it can be revoked.
+		return fmt.Errorf("login: your new key %s could not be saved (revoke it with berth key revoke %s once you have another): %w",
+			e.Key.ID, e.Key.ID, err)
+	}
+	fmt.Fprintf(g.env.Stdout, "logged in to %s as %s (%s of %s) with your new key %s; saved in %s\n",
+		url, e.User.Name, e.User.Role, e.Organisation.Name, e.Key.ID, path)
+	return nil
+}
+
+// firstLine reads the first line of standard input, trimmed; empty input
+// is a usage mistake worded by missing.
+func (g *globals) firstLine(missing string) (string, error) {
+	line, err := bufio.NewReader(g.env.Stdin).ReadString('\n')
+	if err != nil && line == "" {
+		return "", usageError{errors.New(missing)}
+	}
+	return strings.TrimSpace(line), nil
+}
+
+// loginURL is the gateway's address login uses. A broken login file is
+// what login replaces: only its address was wanted, and --url or
+// BERTH_URL can give it.
+func (g *globals) loginURL() string {
+	lf, err := g.readLogin()
+	if err != nil {
+		fmt.Fprintf(g.env.Stderr, "warning: %v; login replaces it\n", err)
+		lf = loginFile{}
+	}
+	return g.gatewayURL(lf)
 }
 
 // writeLogin writes the login file readable by its owner only, replacing

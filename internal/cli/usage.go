@@ -101,7 +101,8 @@ func newAuditCmd(g *globals) *cobra.Command {
 		Short: "Who did what: the audit log (administrators)",
 		Long: `Show the audit log, oldest first: every sandbox created, each state change
 and extend (by whom, or by berth itself when the sweep did it), every key
-minted or revoked (by id, never its secret), classes applied or deleted,
+minted or revoked (by id, never its secret), every invitation issued, used
+or refused (with the client's address), classes applied or deleted,
 guardrails set, and organisations, projects and users created.
 
 Administrators see their organisation's log; operators every

@@ -231,6 +231,20 @@ func (c *Client) RevokeKey(ctx context.Context, id string) error {
 	return c.do(ctx, "DELETE", "/api/v1/keys/"+esc(id), nil, nil)
 }
 
+// Invite issues a one-time invitation for a user of org; its secret is
+// in the answer only.
+func (c *Client) Invite(ctx context.Context, org, user string, req api.CreateInvitation) (api.Invitation, error) {
+	var out api.Invitation
+	return out, c.do(ctx, "POST", "/api/v1/orgs/"+esc(org)+"/users/"+esc(user)+"/invitation", req, &out)
+}
+
+// Redeem exchanges an invitation for a key of the user it names. It needs
+// no key: the invitation is the credential.
+func (c *Client) Redeem(ctx context.Context, req api.RedeemInvitation) (api.Enrollment, error) {
+	var out api.Enrollment
+	return out, c.do(ctx, "POST", api.InvitationRedeemPath, req, &out)
+}
+
 func orgQuery(org string) string {
 	if org == "" {
 		return ""

@@ -38,10 +38,11 @@ func (b *lockedBuffer) String() string {
 }
 
 // TestNoSecretInLogsOrAuditLog captures every log line, at debug level,
-// of a whole life: keys minted, used and revoked, classes and guardrails
-// set, a sandbox created, suspended, resumed, extended, expired, resumed
-// with a new key and terminated, and refused requests. Neither the logs
-// nor the audit log may hold any secret issued, whole or its random part.
+// of a whole life: keys minted, used and revoked, an invitation issued,
+// used and presented again, classes and guardrails set, a sandbox
+// created, suspended, resumed, extended, expired, resumed with a new key
+// and terminated, and refused requests. Neither the logs nor the audit log
+// may hold any secret issued, whole or its random part.
 func TestNoSecretInLogsOrAuditLog(t *testing.T) {
 	logs := &lockedBuffer{}
 	clk := fakeclock.New(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))
@@ -74,6 +75,24 @@ func TestNoSecretInLogsOrAuditLog(t *testing.T) {
 	}
 	if _, err := client.New(w.url, laptop.Secret, nil).Whoami(ctx); err == nil {
 		t.Fatal("a revoked key still works")
+	}
+
+	// An invitation issued, used, and presented again.
+	if _, err := w.admin.CreateUser(ctx, "acme", api.CreateUser{Name: "dan", Role: "member"}); err != nil {
+		t.Fatal(err)
+	}
+	inv, err := w.admin.Invite(ctx, "acme", "dan", api.CreateInvitation{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets = append(secrets, inv.Secret)
+	enrolled, err := client.New(w.url, "", nil).Redeem(ctx, api.RedeemInvitation{Invitation: inv.Secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets = append(secrets, enrolled.Key.Secret)
+	if _, err := client.New(w.url, "", nil).Redeem(ctx, api.RedeemInvitation{Invitation: inv.Secret}); err == nil {
+		t.Fatal("an invitation was used twice")
 	}
 
 	sb := w.running(t, carol, "dev", "small", "")

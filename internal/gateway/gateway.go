@@ -103,6 +103,9 @@ type Server struct {
 	git       *githttp.Handler
 	credLimit *rateLimit
 	metrics   http.Handler
+	// enrollLimit bounds invitation redemptions per client address: the
+	// route is public, its secret the credential.
+	enrollLimit *rateLimit
 
 	tunnelIdle time.Duration
 	tunnels    *tunnels
@@ -125,7 +128,7 @@ func New(o Options) *Server {
 	}
 	s := &Server{accounts: o.Accounts, sandboxes: o.Sandboxes, usage: o.Usage, log: o.Log, version: o.Version, driver: o.Driver,
 		now: now, metrics: o.Metrics, forge: o.Forge, mirrors: o.Mirrors, git: githttp.New("", o.Log), credLimit: newRateLimit(10, time.Minute),
-		tunnelIdle: o.TunnelIdleTimeout, tunnels: newTunnels(), meter: meterOr(o.Meter), stopping: make(chan struct{}),
+		enrollLimit: newRateLimit(10, time.Minute), tunnelIdle: o.TunnelIdleTimeout, tunnels: newTunnels(), meter: meterOr(o.Meter), stopping: make(chan struct{}),
 		inference: o.Inference, scripted: scriptedTransport(o.Scripted), modelTransport: modelTransportOr(o.ModelTransport)}
 	// The web panel answers with the same services and the same error
 	// mapping as the API.
@@ -170,6 +173,7 @@ func (s *Server) routes() []route {
 		{"POST", "/api/v1/orgs/{org}/users", userKey, s.createUser},
 		{"POST", "/api/v1/orgs/{org}/users/{user}/disable", userKey, s.disableUser},
 		{"POST", "/api/v1/orgs/{org}/users/{user}/enable", userKey, s.enableUser},
+		{"POST", "/api/v1/orgs/{org}/users/{user}/invitation", userKey, s.inviteUser},
 		{"GET", "/api/v1/orgs/{org}/guardrail", userKey, s.getGuardrail},
 		{"PUT", "/api/v1/orgs/{org}/guardrail", userKey, s.putGuardrail},
 		{"GET", "/api/v1/orgs/{org}/projects/{project}/guardrail", userKey, s.getGuardrail},
@@ -177,6 +181,8 @@ func (s *Server) routes() []route {
 		{"GET", "/api/v1/keys", userKey, s.listKeys},
 		{"POST", "/api/v1/keys", userKey, s.createKey},
 		{"DELETE", "/api/v1/keys/{id}", userKey, s.revokeKey},
+		// The one-time invitation in the body is the credential.
+		{"POST", api.InvitationRedeemPath, public, s.redeemInvitation},
 		{"GET", "/api/v1/audit", userKey, s.auditLog},
 
 		{"GET", "/sandbox/v1/classes", userKey, s.listClasses},
@@ -323,12 +329,23 @@ func decode(r *http.Request, v any) error {
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		if errors.As(err, new(*http.MaxBytesError)) {
-			return &sandbox.InvalidError{Field: "body", Reason: "larger than 1 MiB"}
+		if tooBig, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			return &sandbox.InvalidError{Field: "body", Reason: "larger than " + byteSize(tooBig.Limit)}
 		}
 		return &sandbox.InvalidError{Field: "body", Reason: "not the JSON this route takes: " + err.Error()}
 	}
 	return nil
+}
+
+// byteSize words a body limit: "1 MiB", "4 KiB".
+func byteSize(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

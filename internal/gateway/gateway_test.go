@@ -42,7 +42,7 @@ type world struct {
 	drv                                     *fake.Driver
 	st                                      *store.Store
 	operator, admin, owner, member, foreign *client.Client
-	opKey                                   string
+	opKey, adminKey                         string
 	accounts                                *account.Service
 	forge                                   *forge.Local
 	sandboxes                               *sandbox.Service
@@ -167,7 +167,7 @@ func newWorld(t testing.TB, opts ...func(*worldConfig)) *world {
 	if _, err := w.operator.CreateOrg(ctx, api.CreateOrganisation{Name: "other"}); err != nil {
 		t.Fatal(err)
 	}
-	w.admin = w.user(t, "acme", "ada", "admin")
+	w.admin, w.adminKey = w.userKey(t, "acme", "ada", "admin")
 	w.owner = w.user(t, "acme", "alice", "member")
 	w.member = w.user(t, "acme", "bob", "member")
 	w.foreign = w.user(t, "other", "sam", "member")

@@ -178,11 +178,7 @@ func (s *Server) gitCredential(w http.ResponseWriter, r *http.Request, p account
 	if s.forge != nil {
 		kind = s.forge.Kind()
 	}
-	if !s.credLimit.allow(clientAddr(r), s.now()) {
-		s.meter.CredentialRequested(kind, "rate_limited")
-		w.Header().Set("Retry-After", "60")
-		writeJSON(w, http.StatusTooManyRequests, api.Error{Code: api.CodeRateLimited,
-			Message: "at most 10 credential requests a minute per client address; try again shortly"})
+	if s.rateLimited(w, r, s.credLimit, kind) {
 		return
 	}
 	t, err := s.sandboxes.GitCredential(r.Context(), p)
@@ -203,6 +199,19 @@ func (s *Server) gitCredential(w http.ResponseWriter, r *http.Request, p account
 		return
 	}
 	writeJSON(w, http.StatusOK, api.GitCredential{Username: t.Username, Token: t.Secret.Reveal(), ExpiresAt: t.ExpiresAt})
+}
+
+// rateLimited answers 429 and reports true when the client's address has
+// used up l's credential requests for now.
+func (s *Server) rateLimited(w http.ResponseWriter, r *http.Request, l *rateLimit, kind string) bool {
+	if l.allow(clientAddr(r), s.now()) {
+		return false
+	}
+	s.meter.CredentialRequested(kind, "rate_limited")
+	w.Header().Set("Retry-After", "60")
+	writeJSON(w, http.StatusTooManyRequests, api.Error{Code: api.CodeRateLimited,
+		Message: fmt.Sprintf("at most %d credential requests a minute per client address; try again shortly", l.n)})
+	return true
 }
 
 func clientAddr(r *http.Request) string {

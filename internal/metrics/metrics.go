@@ -11,7 +11,7 @@
 //	berth_sandbox_create_failures_total{stage}        creates refused at admission, or whose machine did not start
 //	berth_sandbox_ready_seconds{purpose}              create → running (an engineer's: until sshd answers)
 //	berth_sweep_duration_seconds                      one pass of the sweep
-//	berth_credential_requests_total{kind,outcome}     credentials asked for by sandboxes (SPEC S9)
+//	berth_credential_requests_total{kind,outcome}     credentials asked for by sandboxes (SPEC S9), and invitations redeemed
 //	berth_tunnel_connections_total                    connections opened through the tunnel (SPEC S10)
 //	berth_tunnel_connections_open                     of those, open now
 //	berth_tunnel_bytes_total{direction}               bytes copied to_sandbox and from_sandbox
@@ -74,7 +74,7 @@ func New(reg prometheus.Registerer, count Counter) (*Metrics, error) {
 		}),
 		credentials: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "berth_credential_requests_total",
-			Help: "Credentials sandboxes asked the gateway for, by kind (such as git) and outcome (such as issued, refused, rate_limited).",
+			Help: "Credentials asked of the gateway by sandboxes, and invitations exchanged for keys, by kind (such as git or invitation) and outcome (such as issued, refused, rate_limited).",
 		}, []string{"kind", "outcome"}),
 		tunnels: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "berth_tunnel_connections_total", Help: "Connections opened to sandboxes through the gateway's tunnel.",

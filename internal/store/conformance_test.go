@@ -26,6 +26,7 @@ func runConformance(t *testing.T, open func(t *testing.T) *store.Store) {
 	t.Run("Projects", func(t *testing.T) { testProjects(t, open(t)) })
 	t.Run("Users", func(t *testing.T) { testUsers(t, open(t)) })
 	t.Run("Keys", func(t *testing.T) { testKeys(t, open(t)) })
+	t.Run("Invitations", func(t *testing.T) { testInvitations(t, open(t)) })
 	t.Run("Guardrails", func(t *testing.T) { testGuardrails(t, open(t)) })
 	t.Run("Classes", func(t *testing.T) { testClasses(t, open(t)) })
 	t.Run("SandboxRoundTrip", func(t *testing.T) { testSandboxRoundTrip(t, open(t)) })

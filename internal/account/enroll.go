@@ -1,0 +1,152 @@
+package account
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"berth.dev/berth/internal/audit"
+)
+
+// Invite issues a one-time invitation for a user of an organisation p
+// administers, replacing any earlier unused one, with a life of ttl (0:
+// DefaultInvitationTTL). The user exchanges it for their own key
+// (Redeem), so whoever invited them never holds one.
+//
+// An administrator may invite only a user who has never had a key: once a
+// user has one, their keys are theirs and an operator's. An operator may
+// invite anyone (a recovery invitation, for a user who lost their keys).
+// An operator is not found for anyone below operator.
+func (s *Service) Invite(ctx context.Context, p Principal, orgRef, userRef string, ttl time.Duration) (NewInvitationResult, error) {
+	org, err := s.Organisation(ctx, p, orgRef)
+	if err != nil {
+		return NewInvitationResult{}, err
+	}
+	if !p.IsAdminOf(org.ID) {
+		return NewInvitationResult{}, fmt.Errorf("invite: only an administrator of %s may: %w", org.Name, ErrForbidden)
+	}
+	u, err := s.store.FindUser(ctx, org.ID, userRef)
+	if err != nil {
+		return NewInvitationResult{}, err // the store names the user
+	}
+	if !p.CanHandleKeysOf(u) {
+		return NewInvitationResult{}, fmt.Errorf("user %s: %w", userRef, ErrNotFound)
+	}
+	if ttl == 0 {
+		ttl = DefaultInvitationTTL
+	}
+	if ttl < MinInvitationTTL || ttl > MaxInvitationTTL {
+		return NewInvitationResult{}, Invalid("ttl", "%s is outside %s to %s", ttl, MinInvitationTTL, MaxInvitationTTL)
+	}
+	now := s.now()
+	inv, secret := NewInvitation(u.ID, p.User.ID, p.IsOperator(), now, now.Add(ttl))
+	err = s.store.CreateInvitation(ctx, inv)
+	if errors.Is(err, ErrConflict) && !inv.Recovery {
+		return NewInvitationResult{}, fmt.Errorf("invite: %s has signed in before (a key of theirs exists), so only %s or an operator "+
+			"mints their keys; an operator can send a recovery invitation: %w", u.Name, u.Name, ErrForbidden)
+	}
+	if err != nil {
+		return NewInvitationResult{}, fmt.Errorf("invite: %w", err)
+	}
+	detail := fmt.Sprintf("%s for %s, single use, expires %s", inv.ID, u.Name, inv.ExpiresAt.Format(time.RFC3339))
+	if inv.Recovery {
+		detail += ", recovery"
+	}
+	s.record(ctx, audit.Event{Org: u.Org, Actor: p.User.ID, Action: audit.InvitationCreate, Target: u.Name, Detail: detail})
+	return NewInvitationResult{Invitation: inv, User: u, Secret: secret}, nil
+}
+
+// Redeem exchanges an invitation for a new key of the user it names, once,
+// and records who used it from which address. keyName names the key;
+// from is the client's address, for the audit log.
+//
+// An invitation that is not berth's, unknown, or whose secret is wrong is
+// ErrUnauthenticated, saying nothing more. One that was already used,
+// replaced or has expired is ErrConflict saying so and when: the person
+// it was meant for learns at once that someone else may hold a key as
+// them. Every refusal of a known invitation is in the audit log.
+func (s *Service) Redeem(ctx context.Context, token, keyName, from string) (Enrollment, error) {
+	id, secret, ok := ParseInvitation(token)
+	if !ok {
+		return Enrollment{}, fmt.Errorf("not a berth invitation: %w", ErrUnauthenticated)
+	}
+	unknown := fmt.Errorf("unknown invitation: %w", ErrUnauthenticated)
+	inv, err := s.store.GetInvitation(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return Enrollment{}, unknown
+	}
+	if err != nil {
+		return Enrollment{}, fmt.Errorf("redeem invitation: %w", err)
+	}
+	u, err := s.store.GetUser(ctx, inv.User)
+	if err != nil {
+		return Enrollment{}, fmt.Errorf("redeem invitation: %w", err)
+	}
+	refuse := func(detail string, err error) (Enrollment, error) {
+		s.record(ctx, audit.Event{Org: u.Org, Actor: u.ID, Action: audit.InvitationRedeem, Target: inv.ID, Outcome: audit.Refused,
+			Detail: fmt.Sprintf("%s's invitation presented from %s: %s", u.Name, from, detail)})
+		return Enrollment{}, err
+	}
+	if !inv.Matches(secret) {
+		return refuse("a wrong secret", unknown)
+	}
+	now := s.now()
+	if detail, err := unusable(inv, u, now); err != nil {
+		return refuse(detail, err)
+	}
+	if keyName == "" {
+		keyName = "enrolled"
+	}
+	k, keySecret := NewKey(u.ID, keyName, now)
+	err = s.store.RedeemInvitation(ctx, inv.ID, now, from, k)
+	if errors.Is(err, ErrConflict) {
+		// Something came first: another use, a newer invitation, or a key.
+		if again, gerr := s.store.GetInvitation(ctx, inv.ID); gerr == nil {
+			inv = again
+		}
+		if detail, err := unusable(inv, u, now); err != nil {
+			return refuse(detail, err)
+		}
+		return refuse("its user has a key already", fmt.Errorf("invitation %s: %s has a key already, and only %s or an operator "+
+			"mints their keys now: ask your administrator: %w", inv.ID, u.Name, u.Name, ErrConflict))
+	}
+	if err != nil {
+		return Enrollment{}, fmt.Errorf("redeem invitation: %w", err)
+	}
+	inv.RedeemedAt, inv.RedeemedFrom, inv.Key = now, from, k.ID
+	s.record(ctx, audit.Event{Org: u.Org, Actor: u.ID, Action: audit.InvitationRedeem, Target: inv.ID,
+		Detail: fmt.Sprintf("used from %s for %s's key %s", from, u.Name, k.ID)})
+	s.record(ctx, audit.Event{Org: u.Org, Actor: u.ID, Action: audit.KeyCreate, Target: k.ID,
+		Detail: keyDetail(u, k) + ", by invitation " + inv.ID})
+	org, err := s.store.GetOrganisation(ctx, u.Org)
+	if err != nil {
+		return Enrollment{}, fmt.Errorf("redeem invitation: %w", err)
+	}
+	return Enrollment{User: u, Organisation: org, Key: NewKeyResult{Key: k, Secret: keySecret}, Invitation: inv}, nil
+}
+
+// unusable says why inv cannot be redeemed for u at now: the words for the
+// audit log, which alone says where a first use came from, and the error
+// for whoever presented it. Both are empty when it can be, as far as inv
+// tells: whether u has a key already only the store's transaction can.
+func unusable(inv Invitation, u User, now time.Time) (detail string, err error) {
+	stamp := func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 MST") }
+	switch {
+	case !inv.RedeemedAt.IsZero():
+		return fmt.Sprintf("already used at %s from %s", inv.RedeemedAt.UTC().Format(time.RFC3339), inv.RedeemedFrom),
+			fmt.Errorf("invitation %s was already used, on %s. If that was not you, someone else may hold a key as %s: "+
+				"tell your administrator now (they can revoke that key; an operator can send you a new invitation): %w",
+				inv.ID, stamp(inv.RedeemedAt), u.Name, ErrConflict)
+	case !inv.ReplacedAt.IsZero():
+		return "replaced by a newer invitation at " + inv.ReplacedAt.UTC().Format(time.RFC3339),
+			fmt.Errorf("invitation %s was replaced by a newer one on %s: use the newest you were sent, or ask your administrator: %w",
+				inv.ID, stamp(inv.ReplacedAt), ErrConflict)
+	case !now.Before(inv.ExpiresAt):
+		return "expired at " + inv.ExpiresAt.UTC().Format(time.RFC3339),
+			fmt.Errorf("invitation %s expired on %s: ask your administrator for a new one: %w", inv.ID, stamp(inv.ExpiresAt), ErrConflict)
+	case u.Disabled:
+		return u.Name + " is disabled", fmt.Errorf("invitation %s: %s is disabled: ask your administrator: %w", inv.ID, u.Name, ErrConflict)
+	}
+	return "", nil
+}
