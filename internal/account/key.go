@@ -6,6 +6,8 @@ import (
 	"crypto/subtle"
 	"strings"
 	"time"
+
+	"berth.dev/berth/internal/secret"
 )
 
 // keyPrefix starts every secret, so secret scanners can recognise one.
@@ -24,36 +26,23 @@ type Key struct {
 	RevokedAt time.Time // zero: live
 }
 
-// Secret is a key's secret. It redacts itself when printed or logged so it
-// cannot leak by accident; Reveal gives the value to whoever must show it once.
-type Secret string
-
-// String redacts the secret.
-func (Secret) String() string { return "[redacted]" }
-
-// GoString redacts the secret.
-func (Secret) GoString() string { return "[redacted]" }
-
-// Reveal returns the secret's value.
-func (s Secret) Reveal() string { return string(s) }
-
 // NewKey mints a key for user. The secret is returned once and never stored.
-func NewKey(user, name string, now time.Time) (Key, Secret) {
+func NewKey(user, name string, now time.Time) (Key, secret.Secret) {
 	idPart := strings.ToLower(rand.Text()[:16])
-	secret := rand.Text()
+	value := rand.Text()
 	k := Key{
 		ID:        "key_" + idPart,
 		User:      user,
 		Name:      name,
-		Hash:      hashSecret(secret),
+		Hash:      hashSecret(value),
 		CreatedAt: now,
 	}
-	return k, Secret(keyPrefix + idPart + "_" + secret)
+	return k, secret.New(keyPrefix + idPart + "_" + value)
 }
 
 // NewSandboxKey mints the key a sandbox gets at creation (SPEC S2): it acts
 // for the sandbox's owner, is scoped to its project and expires with it.
-func NewSandboxKey(owner, sandbox, project string, expires, now time.Time) (Key, Secret) {
+func NewSandboxKey(owner, sandbox, project string, expires, now time.Time) (Key, secret.Secret) {
 	k, s := NewKey(owner, "sandbox "+sandbox, now)
 	k.Sandbox = sandbox
 	k.Project = project
