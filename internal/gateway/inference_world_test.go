@@ -228,6 +228,17 @@ func newModelWorld(t testing.TB) *modelWorld {
 // may change the body before it is sent.
 func (m *modelWorld) call(t testing.TB, d inference.Dialect, model string, stream bool, key, session string, edit func(map[string]any)) *http.Response {
 	t.Helper()
+	resp, err := http.DefaultClient.Do(m.request(t, d, model, stream, key, session, edit))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+// request is the request call sends.
+func (m *modelWorld) request(t testing.TB, d inference.Dialect, model string, stream bool, key, session string, edit func(map[string]any)) *http.Request {
+	t.Helper()
 	var (
 		path string
 		body map[string]any
@@ -276,12 +287,7 @@ func (m *modelWorld) call(t testing.TB, d inference.Dialect, model string, strea
 	if session != "" {
 		req.Header.Set("X-Berth-Session", session)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { resp.Body.Close() })
-	return resp
+	return req
 }
 
 // answer reads a whole answer.
