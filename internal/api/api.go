@@ -26,6 +26,7 @@ const (
 	CodeRateLimited     = "rate_limited"      // 429
 	CodeBudgetExceeded  = "budget_exceeded"   // 402: a request does not fit what is left of an inference budget (SPEC S14)
 	CodeUpstream        = "upstream"          // 502: the model vendor could not be reached
+	CodeTooLarge        = "too_large"         // 413: a model request's body is over the limit
 	CodeInternal        = "internal"          // 500: details are in the gateway's log, not here
 )
 

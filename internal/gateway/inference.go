@@ -26,6 +26,10 @@ import (
 // errUpstream is a model vendor that could not be reached.
 var errUpstream = errors.New("upstream unreachable")
 
+// errTooLarge is a model request whose body is over maxModelBody: 413 in
+// the vendor's shape, as the vendor itself answers one.
+var errTooLarge = errors.New("request too large")
+
 // maxModelBody caps a model request; Claude Code's are around 100 KB, and
 // images make them larger.
 const maxModelBody = 32 << 20
@@ -95,9 +99,9 @@ func (s *Server) proxyModel(w http.ResponseWriter, r *http.Request, d inference.
 		s.modelError(w, r, d, err)
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxModelBody))
+	body, err := readModelBody(w, r)
 	if err != nil {
-		s.modelError(w, r, d, fmt.Errorf("read the request: %v: %w", err, inference.ErrInvalid))
+		s.modelError(w, r, d, err)
 		return
 	}
 	call, err := inference.ReadCall(d, model, stream, body)
@@ -136,6 +140,25 @@ func (s *Server) proxyModel(w http.ResponseWriter, r *http.Request, d inference.
 	copyHeader(w.Header(), resp.Header)
 	w.WriteHeader(resp.StatusCode)
 	passOn(w, resp.Body, meter)
+}
+
+// readModelBody reads a model request's body, refusing one over
+// maxModelBody (told by its length ahead or found reading) with
+// errTooLarge.
+func readModelBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	tooLarge := fmt.Errorf("the request body is over the %d MiB limit: %w", maxModelBody>>20, errTooLarge)
+	if r.ContentLength > maxModelBody {
+		return nil, tooLarge
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxModelBody))
+	var over *http.MaxBytesError
+	switch {
+	case errors.As(err, &over):
+		return nil, tooLarge
+	case err != nil:
+		return nil, fmt.Errorf("read the request: %v: %w", err, inference.ErrInvalid)
+	}
+	return body, nil
 }
 
 // passOn copies an answer to the client and the meter as it arrives,
