@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/inference"
+	"berth.dev/berth/internal/store"
 )
 
 // inferenceYAML serves the scripted model server's tool scenario inside
@@ -162,6 +164,12 @@ func TestAgentRunEndToEnd(t *testing.T) {
 			}
 			if m.Usage.Input != perCall.Input || m.Usage.CacheRead != perCall.CacheRead || m.Usage.CacheWrite != perCall.CacheWrite || m.Usage.Output != perCall.Output {
 				t.Errorf("the gateway metered %+v over %d requests, want %+v", m.Usage, n, perCall)
+			}
+			// Every call named the sandbox's session (X-Berth-Session,
+			// through each CLI's own way of adding a header), so each is
+			// recorded under it, not only under the sandbox's key.
+			if s := g.sessionUsage(sb.ID); s.Requests != m.Requests {
+				t.Errorf("%d of the %d requests were recorded under session %s", s.Requests, m.Requests, sb.ID)
 			}
 			switch {
 			case r == "opencode" && (n != 3 || run.Mismatch == ""):
@@ -335,4 +343,20 @@ func TestAgentRunWithoutItsNetworkFailsClosed(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(g.dataDir, "work", string(sb.ID))); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("its checkout is still there: %v", err)
 	}
+}
+
+// sessionUsage reads what the gateway recorded under a session, from its
+// database.
+func (g *gateway) sessionUsage(session string) inference.SessionUsage {
+	g.t.Helper()
+	st, err := store.Open(context.Background(), filepath.Join(g.dataDir, "berth.db"))
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	defer st.Close()
+	u, err := st.SessionUsage(context.Background(), session)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	return u
 }

@@ -44,8 +44,13 @@ func (s *Service) environment(ctx context.Context, sb Sandbox, key secret.Secret
 	set("BERTH_SANDBOX_EXPIRES", sb.ExpiresAt.UTC().Format(time.RFC3339))
 	set("BERTH_AUTHORIZED_KEYS", strings.Join(sb.SSHKeys, "\n"))
 	if sb.Purpose == PurposeAgent {
+		// The session header of every model call (SPEC S14): Claude Code
+		// and Gemini CLI read extra headers from their own variable, both
+		// as "Name: value"; the other runners' config files name
+		// BERTH_SESSION.
 		set("BERTH_SESSION", string(sb.ID))
 		set("ANTHROPIC_CUSTOM_HEADERS", "X-Berth-Session: "+string(sb.ID))
+		set("GEMINI_CLI_CUSTOM_HEADERS", "X-Berth-Session: "+string(sb.ID))
 	}
 	if err := s.addModelEnv(ctx, sb, env); err != nil {
 		return nil, err
