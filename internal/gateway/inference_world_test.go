@@ -188,7 +188,7 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func newModelWorld(t testing.TB) *modelWorld {
+func newModelWorld(t testing.TB, opts ...func(*worldConfig)) *modelWorld {
 	t.Helper()
 	m := &modelWorld{vendors: map[inference.Kind]*vendor{}, creds: map[string]string{
 		"TEST_ANTHROPIC_KEY": "sk-ant-" + account.NewID("cred"),
@@ -213,13 +213,13 @@ func newModelWorld(t testing.TB) *modelWorld {
 	}
 	// Every log line of the gateway, at debug, for the secrets test.
 	log := slog.New(slog.NewJSONHandler(m.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	m.world = newWorld(t, func(c *worldConfig) {
+	m.world = newWorld(t, append([]func(*worldConfig){func(c *worldConfig) {
 		c.log = log
 		c.inference = func(st *store.Store, accounts *account.Service, url string) (*inference.Service, http.Handler) {
 			return inference.NewService(inference.Options{Catalog: cat, Store: st, Accounts: accounts, Audit: st, PublicURL: url, Log: log}),
 				m.vendors[inference.KindScripted]
 		}
-	})
+	}}, opts...)...)
 	return m
 }
 
