@@ -326,8 +326,8 @@ type Difference struct {
 type Cause struct {
 	// Kind is uncounted_calls (calls the agent made but does not count in
 	// its totals), unmetered_calls (answers that said no usage, charged
-	// their worst case) or price_table (the same tokens priced at other
-	// rates).
+	// their worst case), price_table (the same tokens priced at other
+	// rates) or unreported (the agent's output said no tokens).
 	Kind    string `json:"kind"`
 	Message string `json:"message"`
 	// Requests, Usage and CostUSD are the calls it is about, for the kinds

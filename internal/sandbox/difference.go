@@ -58,6 +58,8 @@ const (
 	// own price table, or the model berth priced the run as, against the
 	// deployment's catalog, which the gateway charges.
 	CausePriceTable CauseKind = "price_table"
+	// CauseUnreported: the agent's output said no tokens at all.
+	CauseUnreported CauseKind = "unreported"
 )
 
 // The tolerance of a cost comparison (see costsAgree).
@@ -101,7 +103,7 @@ type comparison struct {
 // difference: the gateway metered more tokens than the agent counts.
 func (c comparison) needsCalls() bool {
 	d, ok := minus(c.metered.Usage, c.agent.Usage)
-	return ok && d != (runner.Usage{})
+	return ok && d != (runner.Usage{}) && !sameTokens(c.agent.Usage, runner.Usage{})
 }
 
 // difference works out how the two sides differ; nil when they agree.
@@ -122,7 +124,11 @@ func (c comparison) difference() *Difference {
 		rest.CostUSD -= m.UnmeteredCostUSD
 		rest.Requests -= m.Unmetered
 	}
-	if d.Tokens {
+	switch {
+	case d.Tokens && sameTokens(a.Usage, runner.Usage{}):
+		d.Causes = append(d.Causes, Cause{Kind: CauseUnreported,
+			Message: "the agent reported no tokens at all: its output said no usage (or the run ended before its CLI printed any)"})
+	case d.Tokens:
 		if x, ok := c.uncounted(); ok {
 			d.Causes = append(d.Causes, x)
 			rest.Usage, rest.CostUSD, rest.Requests = a.Usage, rest.CostUSD-x.CostUSD, rest.Requests-x.Requests

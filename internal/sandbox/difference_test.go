@@ -38,6 +38,7 @@ func TestRunExplainsItsDifferenceFromTheGateway(t *testing.T) {
 		name, runner, stream string
 		price                runner.Price        // the deployment's price of claude-sonnet-4-5
 		calls                []inference.Record  // what the gateway metered (usage and whether it said any)
+		fails                bool                // the run fails (its stream says an error)
 		tokens, cost         bool                // which differ
 		causes               []sandbox.CauseKind // in order
 		says                 []string
@@ -66,6 +67,10 @@ func TestRunExplainsItsDifferenceFromTheGateway(t *testing.T) {
 			calls:  []inference.Record{{Usage: anthropicCall, Metered: true}, {CostUSD: 0.05}},
 			tokens: true, cost: true, causes: []sandbox.CauseKind{sandbox.CauseUnmeteredCalls},
 			says: []string{"1 of the 2 model calls the gateway metered said no usage (a stream cut short): it counted no tokens for it and charged its worst case, $0.05"}},
+		{name: "nothing reported", runner: "opencode", stream: "opencode-error", price: sonnet, fails: true,
+			calls:  []inference.Record{{Usage: openAICall, Metered: true}},
+			tokens: true, causes: []sandbox.CauseKind{sandbox.CauseUnreported},
+			says: []string{"the agent reported no tokens at all"}},
 		{name: "unexplained", runner: "claude-code", stream: "claude-tool", price: sonnet,
 			calls:  []inference.Record{{Usage: anthropicCall, Metered: true}, {Usage: runner.Usage{Input: 900, CacheRead: 30, CacheWrite: 5, Output: 17}, Metered: true}},
 			tokens: true, cost: true},
@@ -89,13 +94,20 @@ func TestRunExplainsItsDifferenceFromTheGateway(t *testing.T) {
 			})
 			e.run(t)
 			sb := e.agentRun(t, tt.runner)
-			end := e.waitState(t, sb.ID, sandbox.StateTerminated)
+			ends := sandbox.StateTerminated
+			if tt.fails {
+				ends = sandbox.StateFailed
+			}
+			end := e.waitState(t, sb.ID, ends)
 			run, err := e.svc.RunOf(t.Context(), end)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if run.Metered == nil || run.Metered.Requests != len(tt.calls) || run.Telemetry.Cost != runner.CostNative || run.Telemetry.CostUSD <= 0 {
-				t.Fatalf("metered %+v, agent's cost %v (%s): want both", run.Metered, run.Telemetry.CostUSD, run.Telemetry.Cost)
+			if run.Metered == nil || run.Metered.Requests != len(tt.calls) {
+				t.Fatalf("metered %+v, want the gateway's %d calls", run.Metered, len(tt.calls))
+			}
+			if reported := run.Telemetry.Cost == runner.CostNative && run.Telemetry.CostUSD > 0; reported == (tt.causes != nil && tt.causes[0] == sandbox.CauseUnreported) {
+				t.Fatalf("the agent's cost %v (%s)", run.Telemetry.CostUSD, run.Telemetry.Cost)
 			}
 			d := run.Difference
 			if (d != nil) != (tt.tokens || tt.cost) {
