@@ -27,6 +27,8 @@ func TestImportDirection(t *testing.T) {
 		{"name", append([]string{"database/sql", "account", "sandbox", "guardrail"}, adapters...)},
 		{"forge", append([]string{"database/sql", "k8s.io/", "account", "sandbox", "guardrail"}, adapters...)},
 		{"audit", []string{module, "database/sql"}},
+		// secret is a leaf both the gateway and berth-init import.
+		{"secret", []string{module, "database/sql", "net/http"}},
 		{"api", []string{module}},
 		{"runner", []string{module, "database/sql", "net/http"}},
 		// inference is pure: the gateway does its HTTP, the store its SQL.

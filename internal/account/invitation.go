@@ -3,6 +3,8 @@ package account
 import (
 	"strings"
 	"time"
+
+	"berth.dev/berth/internal/secret"
 )
 
 // invitationPrefix starts every invitation. It is not a key's shape
@@ -44,14 +46,14 @@ type Invitation struct {
 
 // NewInvitation issues an invitation for user by issuer, live until
 // expires. The secret is returned once and never stored.
-func NewInvitation(user, issuer string, recovery bool, now, expires time.Time) (Invitation, Secret) {
-	idPart, secret, whole := newToken(invitationPrefix)
+func NewInvitation(user, issuer string, recovery bool, now, expires time.Time) (Invitation, secret.Secret) {
+	idPart, value, whole := newToken(invitationPrefix)
 	inv := Invitation{
 		ID:        "inv_" + idPart,
 		User:      user,
 		CreatedBy: issuer,
 		Recovery:  recovery,
-		Hash:      hashSecret(secret),
+		Hash:      hashSecret(value),
 		CreatedAt: now,
 		ExpiresAt: expires,
 	}
@@ -76,7 +78,7 @@ func (inv Invitation) Matches(secret string) bool { return hashMatches(inv.Hash,
 type NewInvitationResult struct {
 	Invitation Invitation
 	User       User
-	Secret     Secret
+	Secret     secret.Secret
 }
 
 // Enrollment is what redeeming an invitation gives: the user, their

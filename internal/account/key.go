@@ -6,6 +6,8 @@ import (
 	"crypto/subtle"
 	"strings"
 	"time"
+
+	"berth.dev/berth/internal/secret"
 )
 
 // keyPrefix starts every secret, so secret scanners can recognise one.
@@ -24,27 +26,14 @@ type Key struct {
 	RevokedAt time.Time // zero: live
 }
 
-// Secret is a key's secret. It redacts itself when printed or logged so it
-// cannot leak by accident; Reveal gives the value to whoever must show it once.
-type Secret string
-
-// String redacts the secret.
-func (Secret) String() string { return "[redacted]" }
-
-// GoString redacts the secret.
-func (Secret) GoString() string { return "[redacted]" }
-
-// Reveal returns the secret's value.
-func (s Secret) Reveal() string { return string(s) }
-
 // NewKey mints a key for user. The secret is returned once and never stored.
-func NewKey(user, name string, now time.Time) (Key, Secret) {
-	idPart, secret, whole := newToken(keyPrefix)
+func NewKey(user, name string, now time.Time) (Key, secret.Secret) {
+	idPart, value, whole := newToken(keyPrefix)
 	k := Key{
 		ID:        "key_" + idPart,
 		User:      user,
 		Name:      name,
-		Hash:      hashSecret(secret),
+		Hash:      hashSecret(value),
 		CreatedAt: now,
 	}
 	return k, whole
@@ -52,10 +41,10 @@ func NewKey(user, name string, now time.Time) (Key, Secret) {
 
 // newToken makes a credential: prefix, a public id part, "_" and a random
 // secret part, of which only a hash is ever stored.
-func newToken(prefix string) (idPart, secret string, whole Secret) {
+func newToken(prefix string) (idPart, value string, whole secret.Secret) {
 	idPart = strings.ToLower(rand.Text()[:16])
-	secret = rand.Text()
-	return idPart, secret, Secret(prefix + idPart + "_" + secret)
+	value = rand.Text()
+	return idPart, value, secret.New(prefix + idPart + "_" + value)
 }
 
 // parseToken splits what newToken made with prefix into idPrefix and the
@@ -74,7 +63,7 @@ func parseToken(token, prefix, idPrefix string) (id, secret string, ok bool) {
 
 // NewSandboxKey mints the key a sandbox gets at creation (SPEC S2): it acts
 // for the sandbox's owner, is scoped to its project and expires with it.
-func NewSandboxKey(owner, sandbox, project string, expires, now time.Time) (Key, Secret) {
+func NewSandboxKey(owner, sandbox, project string, expires, now time.Time) (Key, secret.Secret) {
 	k, s := NewKey(owner, "sandbox "+sandbox, now)
 	k.Sandbox = sandbox
 	k.Project = project

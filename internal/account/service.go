@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/secret"
 )
 
 // Store is what the account service needs from the database. Lookups by
@@ -128,7 +129,7 @@ func (s *Service) Bootstrap(ctx context.Context, orgName, projectName, userName 
 // NewKeyResult is a key just minted and its secret, shown once.
 type NewKeyResult struct {
 	Key    Key
-	Secret Secret
+	Secret secret.Secret
 }
 
 // Authenticate finds the caller a presented secret belongs to. Every way it

@@ -13,6 +13,7 @@ import (
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/fakeclock"
+	"berth.dev/berth/internal/secret"
 	"berth.dev/berth/internal/store"
 )
 
@@ -75,7 +76,7 @@ func (e *env) person(t *testing.T, org, name string, role account.Role) account.
 	return e.auth(t, k.Secret)
 }
 
-func (e *env) auth(t *testing.T, s account.Secret) account.Principal {
+func (e *env) auth(t *testing.T, s secret.Secret) account.Principal {
 	t.Helper()
 	p, err := e.accounts.Authenticate(t.Context(), s.Reveal())
 	if err != nil {

@@ -26,6 +26,7 @@ const (
 	CodeRateLimited     = "rate_limited"      // 429
 	CodeBudgetExceeded  = "budget_exceeded"   // 402: a request does not fit what is left of an inference budget (SPEC S14)
 	CodeUpstream        = "upstream"          // 502: the model vendor could not be reached
+	CodeTooLarge        = "too_large"         // 413: a model request's body is over the limit
 	CodeInternal        = "internal"          // 500: details are in the gateway's log, not here
 )
 
@@ -312,12 +313,16 @@ type Run struct {
 	Error    string `json:"error,omitempty"`  // why it failed, when it did
 	Branch   string `json:"branch,omitempty"` // the branch its work was pushed to
 	Commit   string `json:"commit,omitempty"` // and the commit; empty when it committed nothing
-	Usage    Tokens `json:"usage"`
-	// CostUSD is the run's cost in US dollars; nil when it is unknown (not
-	// zero: unknown). CostSource says where it comes from: native (the
-	// CLI's own figure), computed (tokens by the price table) or unknown.
+	// Usage is the run's tokens as the agent reported them.
+	Usage Tokens `json:"usage"`
+	// CostUSD is the run's cost in US dollars as the agent reported it (or
+	// berth priced its tokens); nil when it is unknown (not zero:
+	// unknown). CostSource says where it comes from: native (the CLI's
+	// own figure), computed (tokens by the price table) or unknown.
+	// PriceBasis is what the CLI says it priced at, when it says.
 	CostUSD    *float64 `json:"cost_usd"`
 	CostSource string   `json:"cost_source"`
+	PriceBasis string   `json:"price_basis,omitempty"`
 	SessionID  string   `json:"session_id,omitempty"` // the CLI's own session id
 	// Turns counts model calls as the CLI reports them; 0 when it does not
 	// say.
@@ -329,8 +334,9 @@ type Run struct {
 	StartedAt    time.Time  `json:"started_at"`
 	EndedAt      *time.Time `json:"ended_at,omitempty"`
 	// Metered is what the gateway itself metered of the run's model calls
-	// (its session): authoritative where the agent's own figures are not.
-	// Nil when the deployment serves no inference.
+	// (its session): authoritative where the agent's own figures are not,
+	// and its cost is what budgets are charged. Nil when the deployment
+	// serves no inference.
 	Metered *Metered `json:"metered,omitempty"`
 	// Review is a reviewer run's outcome (SPEC S13.5); nil for an author's.
 	Review *Review `json:"review,omitempty"`
@@ -338,9 +344,36 @@ type Run struct {
 	// markers, and Results those of the form "key: value" (SPEC S13.6).
 	Outputs []string          `json:"outputs,omitempty"`
 	Results map[string]string `json:"results,omitempty"`
-	// Mismatch says how the agent's tokens differ from the gateway's, once
-	// the run is over; empty when they agree.
-	Mismatch string `json:"mismatch,omitempty"`
+	// Difference says how the agent's tokens or cost differ from the
+	// gateway's, once the run is over, and why when berth can tell; nil
+	// when they agree.
+	Difference *Difference `json:"difference,omitempty"`
+}
+
+// Difference is how a finished run's own figures differ from what the
+// gateway metered. Tokens are compared exactly; costs agree within
+// rounding: a millionth of a dollar or a hundredth of a percent.
+type Difference struct {
+	Tokens  bool   `json:"tokens"` // the token counts differ
+	Cost    bool   `json:"cost"`   // the costs differ beyond rounding
+	Summary string `json:"summary"`
+	// Causes say where it comes from; empty when berth cannot tell.
+	Causes []Cause `json:"causes"`
+}
+
+// Cause is one known source of a run's difference.
+type Cause struct {
+	// Kind is uncounted_calls (calls the agent made but does not count in
+	// its totals), unmetered_calls (answers that said no usage, charged
+	// their worst case), price_table (the same tokens priced at other
+	// rates) or unreported (the agent's output said no tokens).
+	Kind    string `json:"kind"`
+	Message string `json:"message"`
+	// Requests, Usage and CostUSD are the calls it is about, for the kinds
+	// about calls.
+	Requests int      `json:"requests,omitempty"`
+	Usage    *Tokens  `json:"usage,omitempty"`
+	CostUSD  *float64 `json:"cost_usd,omitempty"`
 }
 
 // Review is what the host made of a reviewer run's verdict: approved,
@@ -354,12 +387,14 @@ type Review struct {
 	File    string `json:"file,omitempty"`   // where the verdict was found, in the checkout
 }
 
-// Metered is the gateway's count of a session's model calls.
+// Metered is the gateway's count of a session's model calls. Unmetered
+// counts answers that said no usage, charged their worst case.
 type Metered struct {
-	Requests int      `json:"requests"`
-	Usage    Tokens   `json:"usage"`
-	CostUSD  float64  `json:"cost_usd"`
-	Models   []string `json:"models,omitempty"`
+	Requests  int      `json:"requests"`
+	Usage     Tokens   `json:"usage"`
+	CostUSD   float64  `json:"cost_usd"`
+	Models    []string `json:"models,omitempty"`
+	Unmetered int      `json:"unmetered,omitempty"`
 }
 
 // Tokens is a run's token usage, counted the same way for every runner:

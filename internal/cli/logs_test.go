@@ -23,6 +23,8 @@ import (
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/gateway"
 	"berth.dev/berth/internal/guardrail"
+	"berth.dev/berth/internal/inference"
+	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
 	"berth.dev/berth/internal/workspace"
@@ -39,8 +41,22 @@ type agentGateway struct {
 	lines    []string
 }
 
-func newAgentGateway(t *testing.T) *agentGateway {
+// agentSetup is what an agentGateway's runs are: the runner whose
+// captured stream the agent prints, and, when metered, the deployment's
+// prices and the records the gateway keeps of each run's model calls.
+type agentSetup struct {
+	runner, stream string
+	metered        bool
+	prices         runner.Prices
+	calls          []inference.Record
+}
+
+func newAgentGateway(t *testing.T, opts ...func(*agentSetup)) *agentGateway {
 	t.Helper()
+	setup := agentSetup{runner: "claude-code", stream: "claude-tool"}
+	for _, o := range opts {
+		o(&setup)
+	}
 	ctx := t.Context()
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	st, err := store.Open(ctx, t.TempDir()+"/berth.db")
@@ -52,7 +68,7 @@ func newAgentGateway(t *testing.T) *agentGateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(filepath.Join("..", "runner", "testdata", "streams", "claude-tool.jsonl"))
+	b, err := os.ReadFile(filepath.Join("..", "runner", "testdata", "streams", setup.stream+".jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,6 +79,13 @@ func newAgentGateway(t *testing.T) *agentGateway {
 	drv.SetAgent(func(spec sandbox.Spec) ([]string, int) {
 		close(g.started)
 		<-held
+		sb := spec.Sandbox
+		for _, r := range setup.calls {
+			r.At, r.Org, r.Project, r.User, r.Key, r.Sandbox, r.Session = time.Now(), sb.Org, sb.Project, sb.Owner, sb.KeyID, string(sb.ID), string(sb.ID)
+			if err := st.RecordInference(context.Background(), r); err != nil {
+				t.Error(err)
+			}
+		}
 		if err := os.WriteFile(filepath.Join(spec.Run.Work, "hello.txt"), []byte("hello\n"), 0o644); err != nil {
 			t.Error(err)
 		}
@@ -88,15 +111,19 @@ func newAgentGateway(t *testing.T) *agentGateway {
 	}
 	var svc *sandbox.Service
 	accounts := account.NewService(st, st, time.Now, func(ctx context.Context, org string) error { return svc.SeedClasses(ctx, org) }, st, log)
+	var sbOpts []sandbox.Option
+	if setup.metered {
+		sbOpts = append(sbOpts, sandbox.WithSessionMeter(st))
+	}
 	svc = sandbox.NewService(st, drv, accounts, sandbox.Config{
 		Driver: "fake", Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""}, Template: tmpl, Audit: st,
 		Forge: local, PublicURL: g.url,
 		Agents: sandbox.AgentConfig{
-			Images: map[string]string{"claude-code": "localhost/berth-agent-claude-code:latest"},
-			Model:  "claude-sonnet-4-5", LogDir: t.TempDir(),
+			Images: map[string]string{setup.runner: "localhost/berth-agent-" + setup.runner + ":latest"},
+			Model:  "claude-sonnet-4-5", LogDir: t.TempDir(), Prices: setup.prices,
 		},
 		Workspaces: workspace.New(t.TempDir(), os.Getuid(), local, workspace.Local{Forge: local}),
-	}, log, time.Now)
+	}, log, time.Now, sbOpts...)
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); svc.Run(runCtx, time.Hour) }()
@@ -235,8 +262,8 @@ func TestSandboxLogsAndRun(t *testing.T) {
 		`^exit code: +0$`,
 		`^pushed: +berth/fix@[0-9a-f]{7}$`,
 		`^tokens: +240 in, 34 out, 60 cache read, 10 cache write$`,
-		`^cost: +\$0\.0013 \(native\)$`,
-		`^task: +\S+ of a 2-core machine \(\d+ core-seconds\), 344 tokens, \$0\.0013 \(native\)$`,
+		`^cost: +\$0\.0013 \(native, cost basis list\)$`,
+		`^task: +\S+ of a 2-core machine \(\d+ core-seconds\), 344 tokens, \$0\.0013 \(native, cost basis list\)$`,
 		`^model: +claude-sonnet-4-5$`,
 		`^session: +29fd7acb-45d8-43af-a542-c97cbc76e9fa$`,
 		`^turns: +2$`,

@@ -260,7 +260,11 @@ func newSandboxShowCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "show NAME",
 		Short: "Show one sandbox in full",
-		Args:  exactArgs(1, "a sandbox name or id"),
+		Long: `Show one sandbox in full. An agent sandbox's run shows its tokens and cost
+as the agent reported them beside what the gateway metered of its model
+calls (the cost budgets are charged) and, once it is over, how the two
+differ and why, when berth can tell.`,
+		Args: exactArgs(1, "a sandbox name or id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := g.client()
 			if err != nil {
@@ -325,9 +329,9 @@ func taskCost(sb api.Sandbox, r api.Run) string {
 		machine = fmt.Sprintf("%s of a %s-core machine (%s core-seconds)", short(ran),
 			strconv.FormatFloat(cpu.Cores(), 'f', -1, 64), strconv.FormatFloat(cpu.Cores()*float64(sb.RunningSeconds), 'f', -1, 64))
 	}
-	u, money := r.Usage, cost(r.CostUSD, r.CostSource)
+	u, money := r.Usage, agentCost(r)
 	if m := r.Metered; m != nil {
-		u, money = m.Usage, fmt.Sprintf("$%.4f", m.CostUSD)
+		u, money = m.Usage, dollars(m.CostUSD)
 	}
 	tokens := u.Input + u.Output + u.CacheRead + u.CacheWrite
 	return fmt.Sprintf("%s, %d tokens, %s", machine, tokens, money)
@@ -359,17 +363,23 @@ func showRun(row func(k, v string), now time.Time, sb api.Sandbox) {
 	}
 	row("tokens", fmt.Sprintf("%d in, %s, %d cache read, %d cache write", u.Input, out, u.CacheRead, u.CacheWrite))
 	if m := r.Metered; m != nil {
-		// The gateway's count is the one that is charged; the agent's own
-		// figure is beside it.
-		row("cost", fmt.Sprintf("$%.4f (metered by the gateway); the agent reported %s", m.CostUSD, cost(r.CostUSD, r.CostSource)))
+		// The gateway's count is the one budgets are charged; the agent's
+		// own figure is beside it.
+		row("cost", fmt.Sprintf("%s metered by the gateway (what budgets are charged); the agent's own: %s", dollars(m.CostUSD), agentCost(r)))
 		row("metered", fmt.Sprintf("%d requests, %d in, %d out, %d cache read, %d cache write",
 			m.Requests, m.Usage.Input, m.Usage.Output, m.Usage.CacheRead, m.Usage.CacheWrite))
 	} else {
-		row("cost", cost(r.CostUSD, r.CostSource))
+		row("cost", agentCost(r))
 	}
 	row("task", taskCost(sb, r))
-	if r.Mismatch != "" {
-		row("mismatch", r.Mismatch)
+	if d := r.Difference; d != nil {
+		row("difference", differsIn(*d)+": "+d.Summary)
+		for _, c := range d.Causes {
+			row("because", c.Message)
+		}
+		if len(d.Causes) == 0 {
+			row("because", "berth cannot tell where it comes from")
+		}
 	}
 	if v := r.Review; v != nil {
 		row("review", v.Outcome)
@@ -393,16 +403,36 @@ func showRun(row func(k, v string), now time.Time, sb api.Sandbox) {
 	}
 }
 
-// cost words a run's cost: "$0.0013 (native)", or "unknown", never a
-// made-up zero.
-func cost(usd *float64, source string) string {
-	switch {
-	case usd == nil:
+// agentCost words the cost an agent reported: "$0.0013 (native)", with
+// what the CLI says it priced at, or "unknown", never a made-up zero.
+func agentCost(r api.Run) string {
+	if r.CostUSD == nil {
 		return "unknown"
-	case *usd > 0 && *usd < 0.0001:
-		return fmt.Sprintf("under $0.0001 (%s)", source)
 	}
-	return fmt.Sprintf("$%.4f (%s)", *usd, source)
+	source := r.CostSource
+	if r.PriceBasis != "" {
+		source += ", cost basis " + r.PriceBasis
+	}
+	return dollars(*r.CostUSD) + " (" + source + ")"
+}
+
+// dollars words an amount to four places: "$0.0013", "under $0.0001".
+func dollars(usd float64) string {
+	if usd > 0 && usd < 0.0001 {
+		return "under $0.0001"
+	}
+	return fmt.Sprintf("$%.4f", usd)
+}
+
+// differsIn says what of a run differs: "in tokens and cost".
+func differsIn(d api.Difference) string {
+	switch {
+	case d.Tokens && d.Cost:
+		return "in tokens and cost"
+	case d.Tokens:
+		return "in tokens"
+	}
+	return "in cost"
 }
 
 // newSandboxActionCmd builds suspend, resume and terminate, which differ

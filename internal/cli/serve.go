@@ -35,6 +35,7 @@ import (
 	"berth.dev/berth/internal/metrics"
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/secret"
 	"berth.dev/berth/internal/store"
 	"berth.dev/berth/internal/usage"
 	"berth.dev/berth/internal/workspace"
@@ -181,7 +182,7 @@ func buildForge(cfg Config, st *store.Store) (forge.Forge, error) {
 		if err != nil {
 			return nil, fmt.Errorf("BERTH_SANDBOX_GIT_APP_KEY_FILE: %w", err)
 		}
-		gh, err := forge.NewGitHub(forge.GitHubConfig{URL: cfg.GitURL, AppID: cfg.GitAppID, Key: forge.Secret(key)}, &http.Client{Timeout: 30 * time.Second}, time.Now)
+		gh, err := forge.NewGitHub(forge.GitHubConfig{URL: cfg.GitURL, AppID: cfg.GitAppID, Key: secret.New(string(key))}, &http.Client{Timeout: 30 * time.Second}, time.Now)
 		if err != nil {
 			return nil, fmt.Errorf("BERTH_SANDBOX_GIT_FORGE=github: %w", err)
 		}
@@ -191,7 +192,7 @@ func buildForge(cfg Config, st *store.Store) (forge.Forge, error) {
 		if err != nil {
 			return nil, fmt.Errorf("BERTH_SANDBOX_GIT_TOKEN_FILE: %w", err)
 		}
-		gl, err := forge.NewGitLab(forge.GitLabConfig{URL: cfg.GitURL, Token: forge.Secret(token)}, &http.Client{Timeout: 30 * time.Second}, time.Now)
+		gl, err := forge.NewGitLab(forge.GitLabConfig{URL: cfg.GitURL, Token: secret.New(string(token))}, &http.Client{Timeout: 30 * time.Second}, time.Now)
 		if err != nil {
 			return nil, fmt.Errorf("BERTH_SANDBOX_GIT_FORGE=gitlab: %w", err)
 		}

@@ -16,13 +16,14 @@ import (
 	"strings"
 
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/secret"
 	"berth.dev/berth/internal/tunnel"
 )
 
 // Client talks to one gateway with one key.
 type Client struct {
 	base string
-	key  string
+	key  secret.Secret
 	http *http.Client
 }
 
@@ -32,7 +33,7 @@ func New(base, key string, hc *http.Client) *Client {
 	if hc == nil {
 		hc = http.DefaultClient
 	}
-	return &Client{base: strings.TrimSuffix(base, "/"), key: key, http: hc}
+	return &Client{base: strings.TrimSuffix(base, "/"), key: secret.New(key), http: hc}
 }
 
 // do sends a request with a JSON body (when in is not nil) and decodes a
@@ -75,8 +76,8 @@ func (c *Client) open(ctx context.Context, hc *http.Client, method, path, conten
 		req.Header.Set("Content-Type", contentType)
 	}
 	req.Header.Set("Accept", accept)
-	if c.key != "" {
-		req.Header.Set("Authorization", "Bearer "+c.key)
+	if !c.key.IsZero() {
+		req.Header.Set("Authorization", "Bearer "+c.key.Reveal())
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
@@ -430,8 +431,8 @@ func (c *Client) Tunnel(ctx context.Context, ref string, port int) (*tunnel.Conn
 		d.TLSConfig = t.TLSClientConfig
 	}
 	h := http.Header{}
-	if c.key != "" {
-		h.Set("Authorization", "Bearer "+c.key)
+	if !c.key.IsZero() {
+		h.Set("Authorization", "Bearer "+c.key.Reveal())
 	}
 	conn, err := d.Dial(ctx, c.base+TunnelPath(ref, port), h)
 	if re, ok := errors.AsType[*tunnel.RefusedError](err); ok {

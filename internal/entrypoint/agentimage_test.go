@@ -127,10 +127,8 @@ func TestPodmanAgentRun(t *testing.T) {
 				if q.Session != run.session {
 					// Naming the session is the runner's config files'
 					// business (SPEC S14), not the image's: said, not
-					// failed. Pi 0.73.1 reads a models.json value as a
-					// bare variable NAME (or !command), so runner pi's
-					// "${BERTH_SESSION}" arrives literally; runner gemini
-					// sends none.
+					// failed: the gateway's end-to-end test holds every
+					// runner's calls to their session.
 					t.Logf("model call named session %q, want %q (X-Berth-Session)", q.Session, run.session)
 				}
 			}
@@ -201,6 +199,8 @@ func newAgentRun(t *testing.T, rn runner.Runner, base, model string) *agentRunSe
 		"BERTH_BASE_URL":           base,
 		"BERTH_SESSION":            r.session,
 		"ANTHROPIC_CUSTOM_HEADERS": "X-Berth-Session: " + r.session,
+		// As the gateway hands them to every agent sandbox.
+		"GEMINI_CLI_CUSTOM_HEADERS": "X-Berth-Session: " + r.session,
 	}
 	vars, err := rn.Env(g)
 	if err != nil {

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"berth.dev/berth/internal/secret"
 )
 
 // credentialHelperName is the name berth-init answers to as git's credential
@@ -22,12 +24,30 @@ const credentialHelperName = "git-credential-berth"
 // refreshBefore is how long before its expiry a token is replaced (SPEC S9).
 const refreshBefore = 5 * time.Minute
 
-// cachedToken is the current repository token, in
+// cachedToken is the current repository token, kept in
 // ~/.config/berth/git-credential.json (mode 0600).
 type cachedToken struct {
+	Username  string
+	Token     secret.Secret
+	ExpiresAt time.Time
+}
+
+// tokenFile is a token as the gateway answers it and the cache file
+// keeps it: the value in the clear, on purpose, and only there.
+type tokenFile struct {
 	Username  string    `json:"username"`
 	Token     string    `json:"token"`
 	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// decodeToken reads a token in its file form; one without a value is
+// refused.
+func decodeToken(r io.Reader) (cachedToken, bool) {
+	var f tokenFile
+	if err := json.NewDecoder(io.LimitReader(r, 64<<10)).Decode(&f); err != nil || f.Token == "" {
+		return cachedToken{}, false
+	}
+	return cachedToken{Username: f.Username, Token: secret.New(f.Token), ExpiresAt: f.ExpiresAt}, true
 }
 
 func tokenCachePath(home string) string {
@@ -63,7 +83,7 @@ func credentialMain(args []string, env Env) int {
 			fmt.Fprintf(env.Stderr, "git-credential-berth: %v\n", err)
 			return exitFailure
 		}
-		fmt.Fprintf(env.Stdout, "username=%s\npassword=%s\n", t.Username, t.Token)
+		fmt.Fprintf(env.Stdout, "username=%s\npassword=%s\n", t.Username, t.Token.Reveal())
 	default:
 		key := env.Getenv("BERTH_API_KEY")
 		if key == "" {
@@ -141,20 +161,21 @@ func fetchToken(env Env) (cachedToken, error) {
 		_ = json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&e)
 		return cachedToken{}, fmt.Errorf("refresh the repository token: %s %s: %s", resp.Status, e.Code, e.Message)
 	}
-	var t cachedToken
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&t); err != nil || t.Token == "" {
+	t, ok := decodeToken(resp.Body)
+	if !ok {
 		return cachedToken{}, fmt.Errorf("refresh the repository token: unexpected answer")
 	}
 	return t, nil
 }
 
 func readTokenCache(home string) (cachedToken, error) {
-	var t cachedToken
-	b, err := os.ReadFile(tokenCachePath(home))
+	f, err := os.Open(tokenCachePath(home))
 	if err != nil {
-		return t, err
+		return cachedToken{}, err
 	}
-	if err := json.Unmarshal(b, &t); err != nil || t.Token == "" {
+	defer f.Close()
+	t, ok := decodeToken(f)
+	if !ok {
 		return cachedToken{}, errors.New("unreadable token cache")
 	}
 	return t, nil
@@ -165,7 +186,7 @@ func writeTokenCache(home string, t cachedToken) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	b, err := json.Marshal(t)
+	b, err := json.Marshal(tokenFile{Username: t.Username, Token: t.Token.Reveal(), ExpiresAt: t.ExpiresAt})
 	if err != nil {
 		return err
 	}
@@ -181,7 +202,7 @@ func (r *starter) seedTokenCache() error {
 		return nil
 	}
 	secs, _ := strconv.ParseInt(r.env.Getenv("BERTH_GIT_TOKEN_EXPIRES"), 10, 64)
-	t := cachedToken{Username: r.env.Getenv("BERTH_GIT_USERNAME"), Token: tok, ExpiresAt: time.Unix(secs, 0).UTC()}
+	t := cachedToken{Username: r.env.Getenv("BERTH_GIT_USERNAME"), Token: secret.New(tok), ExpiresAt: time.Unix(secs, 0).UTC()}
 	if old, err := readTokenCache(r.cfg.home); err == nil && !old.ExpiresAt.Before(t.ExpiresAt) {
 		return nil
 	}

@@ -67,7 +67,8 @@
 //	BERTH_SANDBOX_NAME, BERTH_SANDBOX_CLASS, BERTH_SANDBOX_EXPIRES (RFC 3339)
 //	BERTH_API_KEY, BERTH_BASE_URL, BERTH_MODEL, OPENAI_BASE_URL,
 //	ANTHROPIC_BASE_URL, ANTHROPIC_MODEL
-//	BERTH_SESSION, ANTHROPIC_CUSTOM_HEADERS   agent sandboxes (S14)
+//	BERTH_SESSION, ANTHROPIC_CUSTOM_HEADERS, GEMINI_CLI_CUSTOM_HEADERS
+//	                          agent sandboxes (S14): the session header
 //	BERTH_REPO                repository to clone (any address git accepts)
 //	BERTH_BRANCH              branch to check out (default: the remote's HEAD)
 //	BERTH_GIT_AUTHOR_NAME, BERTH_GIT_AUTHOR_EMAIL   git's user.name/email

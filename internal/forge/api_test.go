@@ -10,6 +10,7 @@ import (
 
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/forge/forgetest"
+	"berth.dev/berth/internal/secret"
 )
 
 // A forge that answers oddly still never gets a credential sent elsewhere
@@ -49,9 +50,9 @@ func TestForgeAPIKeepsCredentials(t *testing.T) {
 			var f forge.Forge
 			var err error
 			if tt.kind == "gitlab" {
-				f, err = forge.NewGitLab(forge.GitLabConfig{URL: srv.URL, Token: adminToken}, srv.Client(), time.Now)
+				f, err = forge.NewGitLab(forge.GitLabConfig{URL: srv.URL, Token: secret.New(adminToken)}, srv.Client(), time.Now)
 			} else {
-				f, err = forge.NewGitHub(forge.GitHubConfig{URL: srv.URL, AppID: appID, Key: forge.Secret(pemKey)}, srv.Client(), time.Now)
+				f, err = forge.NewGitHub(forge.GitHubConfig{URL: srv.URL, AppID: appID, Key: secret.New(string(pemKey))}, srv.Client(), time.Now)
 			}
 			if err != nil {
 				t.Fatal(err)

@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"berth.dev/berth/internal/secret"
 )
 
 // Errors.
@@ -49,18 +51,6 @@ func (r Repo) String() string {
 // Name is the repository's last path element: the directory a clone gets.
 func (r Repo) Name() string { return r.Path[strings.LastIndexByte(r.Path, '/')+1:] }
 
-// Secret is a credential's value. It redacts itself when printed or logged.
-type Secret string
-
-// String redacts the secret.
-func (Secret) String() string { return "[redacted]" }
-
-// GoString redacts the secret.
-func (Secret) GoString() string { return "[redacted]" }
-
-// Reveal returns the value, for whoever must hand it over.
-func (s Secret) Reveal() string { return string(s) }
-
 // Token is a credential a forge minted for one repository.
 type Token struct {
 	// ID is the forge's handle to revoke it by; "" when it cannot be revoked
@@ -69,7 +59,7 @@ type Token struct {
 	// Username is what git sends with it (x-access-token on GitHub, oauth2 on
 	// GitLab).
 	Username  string
-	Secret    Secret
+	Secret    secret.Secret
 	ExpiresAt time.Time
 }
 

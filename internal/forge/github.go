@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"berth.dev/berth/internal/secret"
 )
 
 // GitHubConfig is how the deployment reaches its GitHub App (SPEC S9, S16).
@@ -23,7 +25,7 @@ type GitHubConfig struct {
 	AppID string
 	// Key is the App's RSA private key, PEM-encoded as GitHub hands it out
 	// (the file BERTH_SANDBOX_GIT_APP_KEY_FILE names).
-	Key Secret
+	Key secret.Secret
 }
 
 // GitHub mints installation tokens of a GitHub App: one repository,
@@ -149,7 +151,7 @@ func (g *GitHub) token(ctx context.Context, r Repo) (Token, error) {
 	if tok.Token == "" || tok.ExpiresAt.IsZero() {
 		return Token{}, fmt.Errorf("GitHub's answer has no token or no expiry")
 	}
-	return Token{Username: "x-access-token", Secret: Secret(tok.Token), ExpiresAt: tok.ExpiresAt}, nil
+	return Token{Username: "x-access-token", Secret: secret.New(tok.Token), ExpiresAt: tok.ExpiresAt}, nil
 }
 
 // jwt is the App's proof of identity for the next ten minutes (RS256,

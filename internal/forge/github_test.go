@@ -14,6 +14,7 @@ import (
 
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/forge/forgetest"
+	"berth.dev/berth/internal/secret"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -35,7 +36,7 @@ func TestGitHubHostAndCloneURL(t *testing.T) {
 		{"http://127.0.0.1:8080", "127.0.0.1:8080", "http://127.0.0.1:8080/acme/app.git"},
 	}
 	for _, tt := range tests {
-		g, err := forge.NewGitHub(forge.GitHubConfig{URL: tt.url, AppID: appID, Key: forge.Secret(key)}, http.DefaultClient, time.Now)
+		g, err := forge.NewGitHub(forge.GitHubConfig{URL: tt.url, AppID: appID, Key: secret.New(string(key))}, http.DefaultClient, time.Now)
 		if err != nil {
 			t.Fatalf("NewGitHub(URL %q): %v", tt.url, err)
 		}
@@ -67,15 +68,15 @@ func TestNewGitHubRefuses(t *testing.T) {
 		cfg  forge.GitHubConfig
 		want string // in the error
 	}{
-		{"no app id", forge.GitHubConfig{Key: forge.Secret(key)}, "App id"},
-		{"app id of two words", forge.GitHubConfig{AppID: "42 43", Key: forge.Secret(key)}, "App id"},
+		{"no app id", forge.GitHubConfig{Key: secret.New(string(key))}, "App id"},
+		{"app id of two words", forge.GitHubConfig{AppID: "42 43", Key: secret.New(string(key))}, "App id"},
 		{"no key", forge.GitHubConfig{AppID: appID}, "key"},
-		{"not a key", forge.GitHubConfig{AppID: appID, Key: "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC"}, "key"},
-		{"an EC key", forge.GitHubConfig{AppID: appID, Key: forge.Secret(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: ecDER}))}, "RSA private key"},
-		{"a public key", forge.GitHubConfig{AppID: appID, Key: forge.Secret(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER}))}, "RSA private key"},
-		{"ftp URL", forge.GitHubConfig{URL: "ftp://ghe.example.com/api/v3", AppID: appID, Key: forge.Secret(key)}, "URL"},
-		{"URL with a password", forge.GitHubConfig{URL: "https://u:hunter2@ghe.example.com/api/v3", AppID: appID, Key: forge.Secret(key)}, "URL"},
-		{"URL with a query", forge.GitHubConfig{URL: "https://ghe.example.com/api/v3?x=1", AppID: appID, Key: forge.Secret(key)}, "URL"},
+		{"not a key", forge.GitHubConfig{AppID: appID, Key: secret.New("MIIEvQIBADANBgkqhkiG9w0BAQEFAASC")}, "key"},
+		{"an EC key", forge.GitHubConfig{AppID: appID, Key: secret.New(string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: ecDER})))}, "RSA private key"},
+		{"a public key", forge.GitHubConfig{AppID: appID, Key: secret.New(string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER})))}, "RSA private key"},
+		{"ftp URL", forge.GitHubConfig{URL: "ftp://ghe.example.com/api/v3", AppID: appID, Key: secret.New(string(key))}, "URL"},
+		{"URL with a password", forge.GitHubConfig{URL: "https://u:hunter2@ghe.example.com/api/v3", AppID: appID, Key: secret.New(string(key))}, "URL"},
+		{"URL with a query", forge.GitHubConfig{URL: "https://ghe.example.com/api/v3?x=1", AppID: appID, Key: secret.New(string(key))}, "URL"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -132,12 +133,12 @@ func TestGitHubToken(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := forge.GitHubConfig{URL: stand.URL(), AppID: appID, Key: forge.Secret(pemKey)}
+			cfg := forge.GitHubConfig{URL: stand.URL(), AppID: appID, Key: secret.New(string(pemKey))}
 			if tt.appID != "" {
 				cfg.AppID = tt.appID
 			}
 			if tt.key != nil {
-				cfg.Key = forge.Secret(tt.key)
+				cfg.Key = secret.New(string(tt.key))
 			}
 			clock := now
 			if !tt.now.IsZero() {
@@ -178,7 +179,7 @@ func TestGitHubToken(t *testing.T) {
 				t.Fatalf("the stand-in minted %d tokens, want 1", len(minted)-before)
 			}
 			m := minted[len(minted)-1]
-			want := forge.Token{Username: "x-access-token", Secret: forge.Secret(m.Token), ExpiresAt: m.ExpiresAt}
+			want := forge.Token{Username: "x-access-token", Secret: secret.New(m.Token), ExpiresAt: m.ExpiresAt}
 			if diff := cmp.Diff(want, tok); diff != "" {
 				t.Errorf("Token(%s) (-want +got):\n%s", tt.repo, diff)
 			}
@@ -205,7 +206,7 @@ func TestGitHubToken(t *testing.T) {
 func TestGitHubTokenOtherHost(t *testing.T) {
 	_, key := forgetest.NewAppKey(t)
 	// No server: the address is refused before any call.
-	g, err := forge.NewGitHub(forge.GitHubConfig{AppID: appID, Key: forge.Secret(key)}, http.DefaultClient, time.Now)
+	g, err := forge.NewGitHub(forge.GitHubConfig{AppID: appID, Key: secret.New(string(key))}, http.DefaultClient, time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +219,7 @@ func TestGitHubTokenOtherHost(t *testing.T) {
 func TestGitHubRevoke(t *testing.T) {
 	key, pemKey := forgetest.NewAppKey(t)
 	stand := forgetest.NewGitHub(t, appID, &key.PublicKey, "acme/app")
-	g, err := forge.NewGitHub(forge.GitHubConfig{URL: stand.URL(), AppID: appID, Key: forge.Secret(pemKey)}, stand.Client(), time.Now)
+	g, err := forge.NewGitHub(forge.GitHubConfig{URL: stand.URL(), AppID: appID, Key: secret.New(string(pemKey))}, stand.Client(), time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +235,7 @@ func TestGitHubRevoke(t *testing.T) {
 func TestGitHubGit(t *testing.T) {
 	key, pemKey := forgetest.NewAppKey(t)
 	stand := forgetest.NewGitHub(t, appID, &key.PublicKey, "acme/app", "acme/other")
-	g, err := forge.NewGitHub(forge.GitHubConfig{URL: stand.URL(), AppID: appID, Key: forge.Secret(pemKey)}, stand.Client(), time.Now)
+	g, err := forge.NewGitHub(forge.GitHubConfig{URL: stand.URL(), AppID: appID, Key: secret.New(string(pemKey))}, stand.Client(), time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"berth.dev/berth/internal/secret"
 )
 
 // GitLabConfig is how the deployment reaches its GitLab (SPEC S9, S16).
@@ -18,7 +20,7 @@ type GitLabConfig struct {
 	// Token is the deployment's token, api scope, held by a Maintainer of
 	// the projects (the file BERTH_SANDBOX_GIT_TOKEN_FILE names). Spaces and
 	// line ends around it are trimmed.
-	Token Secret
+	Token secret.Secret
 }
 
 // GitLab mints project access tokens: one project, Developer role,
@@ -127,7 +129,7 @@ func (g *GitLab) token(ctx context.Context, r Repo, until time.Time) (Token, err
 	return Token{
 		ID:        project + "/" + strconv.FormatInt(tok.ID, 10),
 		Username:  "oauth2",
-		Secret:    Secret(tok.Token),
+		Secret:    secret.New(tok.Token),
 		ExpiresAt: expires,
 	}, nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/forge/forgetest"
+	"berth.dev/berth/internal/secret"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -32,7 +33,7 @@ func TestGitLabHostAndCloneURL(t *testing.T) {
 		{"http://127.0.0.1:8080", "127.0.0.1:8080", "http://127.0.0.1:8080/group/sub/app.git"},
 	}
 	for _, tt := range tests {
-		g, err := forge.NewGitLab(forge.GitLabConfig{URL: tt.url, Token: adminToken}, http.DefaultClient, time.Now)
+		g, err := forge.NewGitLab(forge.GitLabConfig{URL: tt.url, Token: secret.New(adminToken)}, http.DefaultClient, time.Now)
 		if err != nil {
 			t.Fatalf("NewGitLab(URL %q): %v", tt.url, err)
 		}
@@ -52,10 +53,10 @@ func TestNewGitLabRefuses(t *testing.T) {
 		want string // in the error
 	}{
 		{"no token", forge.GitLabConfig{}, "token"},
-		{"blank token file", forge.GitLabConfig{Token: " \n"}, "token"},
-		{"two lines", forge.GitLabConfig{Token: "glpat-one\nglpat-two\n"}, "token"},
-		{"ftp URL", forge.GitLabConfig{URL: "ftp://gitlab.example.com", Token: adminToken}, "URL"},
-		{"URL with a password", forge.GitLabConfig{URL: "https://root:hunter2@gitlab.example.com", Token: adminToken}, "URL"},
+		{"blank token file", forge.GitLabConfig{Token: secret.New(" \n")}, "token"},
+		{"two lines", forge.GitLabConfig{Token: secret.New("glpat-one\nglpat-two\n")}, "token"},
+		{"ftp URL", forge.GitLabConfig{URL: "ftp://gitlab.example.com", Token: secret.New(adminToken)}, "URL"},
+		{"URL with a password", forge.GitLabConfig{URL: "https://root:hunter2@gitlab.example.com", Token: secret.New(adminToken)}, "URL"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -72,7 +73,7 @@ func TestNewGitLabRefuses(t *testing.T) {
 
 func TestGitLabTrimsToken(t *testing.T) {
 	stand := forgetest.NewGitLab(t, adminToken, "group/app")
-	g, err := forge.NewGitLab(forge.GitLabConfig{URL: stand.URL(), Token: "  " + adminToken + "\n"}, stand.Client(), time.Now)
+	g, err := forge.NewGitLab(forge.GitLabConfig{URL: stand.URL(), Token: secret.New("  " + adminToken + "\n")}, stand.Client(), time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,9 +111,9 @@ func TestGitLabToken(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := forge.GitLabConfig{URL: stand.URL(), Token: adminToken}
+			cfg := forge.GitLabConfig{URL: stand.URL(), Token: secret.New(adminToken)}
 			if tt.admin != "" {
-				cfg.Token = forge.Secret(tt.admin)
+				cfg.Token = secret.New(tt.admin)
 			}
 			g, err := forge.NewGitLab(cfg, stand.Client(), func() time.Time { return now })
 			if err != nil {
@@ -151,7 +152,7 @@ func TestGitLabToken(t *testing.T) {
 			wantTok := forge.Token{
 				ID:        strings.ReplaceAll(tt.repo, "/", "%2F") + "/" + strconv.FormatInt(m.ID, 10),
 				Username:  "oauth2",
-				Secret:    forge.Secret(m.Token),
+				Secret:    secret.New(m.Token),
 				ExpiresAt: tt.wantExpiry,
 			}
 			if diff := cmp.Diff(wantTok, tok); diff != "" {
@@ -186,7 +187,7 @@ func midnightAfter(t time.Time) time.Time {
 }
 
 func TestGitLabTokenOtherHost(t *testing.T) {
-	g, err := forge.NewGitLab(forge.GitLabConfig{Token: adminToken}, http.DefaultClient, time.Now)
+	g, err := forge.NewGitLab(forge.GitLabConfig{Token: secret.New(adminToken)}, http.DefaultClient, time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +199,7 @@ func TestGitLabTokenOtherHost(t *testing.T) {
 
 func TestGitLabRevoke(t *testing.T) {
 	stand := forgetest.NewGitLab(t, adminToken, "group/sub/app")
-	g, err := forge.NewGitLab(forge.GitLabConfig{URL: stand.URL(), Token: adminToken}, stand.Client(), time.Now)
+	g, err := forge.NewGitLab(forge.GitLabConfig{URL: stand.URL(), Token: secret.New(adminToken)}, stand.Client(), time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +230,7 @@ func TestGitLabRevoke(t *testing.T) {
 		}
 	}
 
-	bad, err := forge.NewGitLab(forge.GitLabConfig{URL: stand.URL(), Token: "glpat-not-the-admin"}, stand.Client(), time.Now)
+	bad, err := forge.NewGitLab(forge.GitLabConfig{URL: stand.URL(), Token: secret.New("glpat-not-the-admin")}, stand.Client(), time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +242,7 @@ func TestGitLabRevoke(t *testing.T) {
 
 func TestGitLabGit(t *testing.T) {
 	stand := forgetest.NewGitLab(t, adminToken, "group/sub/app", "group/other")
-	g, err := forge.NewGitLab(forge.GitLabConfig{URL: stand.URL(), Token: adminToken}, stand.Client(), time.Now)
+	g, err := forge.NewGitLab(forge.GitLabConfig{URL: stand.URL(), Token: secret.New(adminToken)}, stand.Client(), time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +261,7 @@ func TestGitLabGit(t *testing.T) {
 // body, which the stand-in must take as GitLab does.
 func TestGitLabGitLargePush(t *testing.T) {
 	stand := forgetest.NewGitLab(t, adminToken, "group/app")
-	g, err := forge.NewGitLab(forge.GitLabConfig{URL: stand.URL(), Token: adminToken}, stand.Client(), time.Now)
+	g, err := forge.NewGitLab(forge.GitLabConfig{URL: stand.URL(), Token: secret.New(adminToken)}, stand.Client(), time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"berth.dev/berth/internal/secret"
 )
 
 // LocalTokens keeps the tokens the local forge mints: only their hashes,
@@ -88,12 +90,12 @@ func (l *Local) Token(ctx context.Context, r Repo, _ time.Time) (Token, error) {
 		return Token{}, err
 	}
 	id := strings.ToLower(rand.Text()[:16])
-	secret := rand.Text()
-	t := LocalToken{ID: id, Repo: r.Path, Hash: hashToken(secret), ExpiresAt: l.now().Add(localTokenTTL)}
+	value := rand.Text()
+	t := LocalToken{ID: id, Repo: r.Path, Hash: hashToken(value), ExpiresAt: l.now().Add(localTokenTTL)}
 	if err := l.tokens.PutForgeToken(ctx, t); err != nil {
 		return Token{}, fmt.Errorf("local forge: %w", err)
 	}
-	return Token{ID: id, Username: "berth", Secret: Secret(localTokenPrefix + id + "_" + secret), ExpiresAt: t.ExpiresAt}, nil
+	return Token{ID: id, Username: "berth", Secret: secret.New(localTokenPrefix + id + "_" + value), ExpiresAt: t.ExpiresAt}, nil
 }
 
 // Revoke ends a local token at once.

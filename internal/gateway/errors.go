@@ -53,6 +53,8 @@ func (s *Server) errorStatus(w http.ResponseWriter, r *http.Request, err error) 
 		status, body = http.StatusBadRequest, api.Error{Code: api.CodeInvalid, Message: err.Error()}
 	case errors.Is(err, errUpstream):
 		status, body = http.StatusBadGateway, api.Error{Code: api.CodeUpstream, Message: err.Error()}
+	case errors.Is(err, errTooLarge):
+		status, body = http.StatusRequestEntityTooLarge, api.Error{Code: api.CodeTooLarge, Message: err.Error()}
 	case errors.As(err, &ambiguous):
 		status, body = http.StatusConflict, api.Error{Code: api.CodeAmbiguous, Message: err.Error()}
 		for _, id := range ambiguous.IDs {
@@ -94,7 +96,7 @@ var sentinels = []error{
 	account.ErrNotFound, account.ErrConflict, account.ErrInvalid, account.ErrForbidden, account.ErrUnauthenticated,
 	guardrail.ErrExceeded, tunnel.ErrUpgradeRequired,
 	inference.ErrBudget, inference.ErrNotAllowed, inference.ErrForbidden, inference.ErrUnknownModel,
-	inference.ErrUnavailable, inference.ErrInvalid, errUpstream,
+	inference.ErrUnavailable, inference.ErrInvalid, errUpstream, errTooLarge,
 }
 
 // tidy drops a trailing sentinel from a message: "only an administrator

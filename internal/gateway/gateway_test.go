@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -21,9 +23,11 @@ import (
 	"berth.dev/berth/internal/gateway"
 	"berth.dev/berth/internal/inference"
 	"berth.dev/berth/internal/metrics"
+	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
 	"berth.dev/berth/internal/usage"
+	"berth.dev/berth/internal/workspace"
 )
 
 const sshKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGQ0n8q0dvGXmfhT3x7Jt0yq4xNn6JkJ3sJ8QmV4c2Xk test@example"
@@ -69,6 +73,11 @@ type worldConfig struct {
 	// provider's handler; nil serves no models.
 	// url is where the gateway answers, as sandboxes reach it.
 	inference func(st *store.Store, accounts *account.Service, url string) (*inference.Service, http.Handler)
+	// runs makes agent sandboxes run claude-code and opencode on the fake
+	// driver, on a checkout of acme/app, started on runModel, their runs
+	// joined to what the gateway metered of them.
+	runs     bool
+	runModel string
 }
 
 // withForge makes a world on a remote forge.
@@ -134,10 +143,24 @@ func newWorld(t testing.TB, opts ...func(*worldConfig)) *world {
 		w.inference, scripted = cfg.inference(st, w.accounts, w.url)
 		sbOpts = append(sbOpts, sandbox.WithModelEnv(w.inference))
 	}
-	svc = sandbox.NewService(st, drv, w.accounts, sandbox.Config{
+	sbCfg := sandbox.Config{
 		Driver: "fake", Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""}, Template: tmpl, Audit: st,
 		Retention: 90 * 24 * time.Hour, Metrics: w.metrics, Forge: fg, PublicURL: w.url,
-	}, log, cfg.now, sbOpts...)
+	}
+	if cfg.runs {
+		// As serve.go prices runs: the catalog's prices over the vendors'.
+		prices := runner.ListPrices()
+		if w.inference != nil {
+			maps.Copy(prices, w.inference.Catalog().Prices())
+		}
+		sbCfg.Agents = sandbox.AgentConfig{
+			Images: map[string]string{"claude-code": "localhost/berth-agent-claude-code:latest", "opencode": "localhost/berth-agent-opencode:latest"},
+			Model:  cfg.runModel, LogDir: t.TempDir(), Prices: prices,
+		}
+		sbCfg.Workspaces = workspace.New(t.TempDir(), os.Getuid(), w.forge, workspace.Local{Forge: w.forge})
+		sbOpts = append(sbOpts, sandbox.WithSessionMeter(st))
+	}
+	svc = sandbox.NewService(st, drv, w.accounts, sbCfg, log, cfg.now, sbOpts...)
 	w.sandboxes = svc
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -21,6 +21,7 @@ import (
 	"berth.dev/berth/internal/gateway"
 	"berth.dev/berth/internal/githttp"
 	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/secret"
 )
 
 // seedRepo makes a git repository with one commit on main.
@@ -346,7 +347,7 @@ func TestGitThroughTheGatewayToGitHub(t *testing.T) {
 	w := newWorld(t, withForge(func(t testing.TB) (forge.Forge, gateway.Mirrors) {
 		key, pem := forgetest.NewAppKey(t)
 		gh = forgetest.NewGitHub(t, "4242", &key.PublicKey, "acme/app")
-		f, err := forge.NewGitHub(forge.GitHubConfig{URL: gh.URL(), AppID: "4242", Key: forge.Secret(pem)}, gh.Client(), time.Now)
+		f, err := forge.NewGitHub(forge.GitHubConfig{URL: gh.URL(), AppID: "4242", Key: secret.New(string(pem))}, gh.Client(), time.Now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -440,7 +441,7 @@ func TestGitLabTokenMode(t *testing.T) {
 	var gl *forgetest.GitLab
 	w := newWorld(t, withForge(func(t testing.TB) (forge.Forge, gateway.Mirrors) {
 		gl = forgetest.NewGitLab(t, "deploy-token", "group/app")
-		f, err := forge.NewGitLab(forge.GitLabConfig{URL: gl.URL(), Token: "deploy-token"}, gl.Client(), time.Now)
+		f, err := forge.NewGitLab(forge.GitLabConfig{URL: gl.URL(), Token: secret.New("deploy-token")}, gl.Client(), time.Now)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -26,6 +26,10 @@ import (
 // errUpstream is a model vendor that could not be reached.
 var errUpstream = errors.New("upstream unreachable")
 
+// errTooLarge is a model request whose body is over maxModelBody: 413 in
+// the vendor's shape, as the vendor itself answers one.
+var errTooLarge = errors.New("request too large")
+
 // maxModelBody caps a model request; Claude Code's are around 100 KB, and
 // images make them larger.
 const maxModelBody = 32 << 20
@@ -95,9 +99,9 @@ func (s *Server) proxyModel(w http.ResponseWriter, r *http.Request, d inference.
 		s.modelError(w, r, d, err)
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxModelBody))
+	body, err := readModelBody(w, r)
 	if err != nil {
-		s.modelError(w, r, d, fmt.Errorf("read the request: %v: %w", err, inference.ErrInvalid))
+		s.modelError(w, r, d, err)
 		return
 	}
 	call, err := inference.ReadCall(d, model, stream, body)
@@ -138,6 +142,25 @@ func (s *Server) proxyModel(w http.ResponseWriter, r *http.Request, d inference.
 	passOn(w, resp.Body, meter)
 }
 
+// readModelBody reads a model request's body, refusing one over
+// maxModelBody (told by its length ahead or found reading) with
+// errTooLarge.
+func readModelBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	tooLarge := fmt.Errorf("the request body is over the %d MiB limit: %w", maxModelBody>>20, errTooLarge)
+	if r.ContentLength > maxModelBody {
+		return nil, tooLarge
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxModelBody))
+	var over *http.MaxBytesError
+	switch {
+	case errors.As(err, &over):
+		return nil, tooLarge
+	case err != nil:
+		return nil, fmt.Errorf("read the request: %v: %w", err, inference.ErrInvalid)
+	}
+	return body, nil
+}
+
 // passOn copies an answer to the client and the meter as it arrives,
 // flushing each piece, so an event stream reaches the client event by
 // event, never held back whole. A client that goes away ends the copy.
@@ -162,8 +185,8 @@ func passOn(w http.ResponseWriter, from io.Reader, meter *inference.Meter) {
 }
 
 // sendUpstream sends an admitted request to its provider with the
-// provider's credential in the vendor's header. The caller's key, its
-// cookies and berth's own headers stay behind.
+// provider's credential in the vendor's header and, of the caller's
+// headers, only those upstreamHeader passes.
 func (s *Server) sendUpstream(r *http.Request, t *inference.Ticket) (*http.Response, error) {
 	prov := t.Provider
 	q := r.URL.Query()
@@ -191,8 +214,8 @@ func (s *Server) sendUpstream(r *http.Request, t *inference.Ticket) (*http.Respo
 		return nil, err
 	}
 	for k, vs := range r.Header {
-		if !dropRequestHeader(k) {
-			req.Header[k] = vs
+		if upstreamHeader(k) {
+			req.Header[http.CanonicalHeaderKey(k)] = vs
 		}
 	}
 	if req.Header.Get("Content-Type") == "" {
@@ -225,18 +248,25 @@ func upstreamPath(path string, t *inference.Ticket) string {
 	return path[:i+1] + url.PathEscape(t.Model.Upstream) + ":" + method
 }
 
-// dropRequestHeader says which of the caller's headers never go upstream:
-// its credentials, cookies, berth's own, what the proxy sets itself, and
-// hop-by-hop headers. Accept-Encoding stays behind so the answer comes
-// uncompressed and the meter can read it.
-func dropRequestHeader(k string) bool {
+// upstreamHeader says which of the caller's headers go on to the vendor:
+// an allow-list of what the vendors' APIs read to understand a request
+// (its content type and what the client accepts, Anthropic's API version
+// and beta features, OpenAI's beta switches) and the client's name. The
+// vendor needs nothing else: the credential is the deployment's, set by
+// the proxy, and the request is the gateway's. So the caller's network
+// identity (Forwarded, X-Forwarded-*, X-Real-IP, Via, True-Client-IP,
+// CF-Connecting-IP and whatever the next proxy invents), its key and
+// cookies, berth's own headers, account headers that would bill another
+// organisation (OpenAI-Organization, OpenAI-Project, X-Goog-User-Project),
+// SDK fingerprints and hop-by-hop headers all stay behind; a deny-list
+// would miss the next such header. Accept-Encoding stays behind too, so
+// the answer comes uncompressed and the meter can read it.
+func upstreamHeader(k string) bool {
 	switch http.CanonicalHeaderKey(k) {
-	case "Authorization", "X-Api-Key", "X-Goog-Api-Key", "Cookie", "Host", "Content-Length", "Accept-Encoding",
-		"Connection", "Keep-Alive", "Proxy-Authorization", "Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade":
+	case "Content-Type", "Accept", "User-Agent", "Anthropic-Version", "Anthropic-Beta", "Openai-Beta":
 		return true
 	}
-	k = strings.ToLower(k)
-	return strings.HasPrefix(k, "x-berth-") || strings.HasPrefix(k, "x-forwarded-")
+	return false
 }
 
 // copyHeader copies an upstream's answer headers but its cookies, its

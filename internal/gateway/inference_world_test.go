@@ -188,7 +188,7 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func newModelWorld(t testing.TB) *modelWorld {
+func newModelWorld(t testing.TB, opts ...func(*worldConfig)) *modelWorld {
 	t.Helper()
 	m := &modelWorld{vendors: map[inference.Kind]*vendor{}, creds: map[string]string{
 		"TEST_ANTHROPIC_KEY": "sk-ant-" + account.NewID("cred"),
@@ -213,13 +213,13 @@ func newModelWorld(t testing.TB) *modelWorld {
 	}
 	// Every log line of the gateway, at debug, for the secrets test.
 	log := slog.New(slog.NewJSONHandler(m.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	m.world = newWorld(t, func(c *worldConfig) {
+	m.world = newWorld(t, append([]func(*worldConfig){func(c *worldConfig) {
 		c.log = log
 		c.inference = func(st *store.Store, accounts *account.Service, url string) (*inference.Service, http.Handler) {
 			return inference.NewService(inference.Options{Catalog: cat, Store: st, Accounts: accounts, Audit: st, PublicURL: url, Log: log}),
 				m.vendors[inference.KindScripted]
 		}
-	})
+	}}, opts...)...)
 	return m
 }
 
@@ -227,6 +227,17 @@ func newModelWorld(t testing.TB) *modelWorld {
 // that vendor's clients put theirs, naming session when not empty. edit
 // may change the body before it is sent.
 func (m *modelWorld) call(t testing.TB, d inference.Dialect, model string, stream bool, key, session string, edit func(map[string]any)) *http.Response {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(m.request(t, d, model, stream, key, session, edit))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+// request is the request call sends.
+func (m *modelWorld) request(t testing.TB, d inference.Dialect, model string, stream bool, key, session string, edit func(map[string]any)) *http.Request {
 	t.Helper()
 	var (
 		path string
@@ -276,12 +287,7 @@ func (m *modelWorld) call(t testing.TB, d inference.Dialect, model string, strea
 	if session != "" {
 		req.Header.Set("X-Berth-Session", session)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { resp.Body.Close() })
-	return resp
+	return req
 }
 
 // answer reads a whole answer.

@@ -43,7 +43,7 @@ func apiRun(sb sandbox.Sandbox, r sandbox.Run) *api.Run {
 		Runner: r.Runner, Model: cmp.Or(t.Model, r.Model), State: string(r.State), Error: r.Error,
 		Branch: r.Branch, Commit: r.Commit,
 		Usage:      apiTokens(t.Usage),
-		CostSource: t.Cost.String(), SessionID: t.SessionID, Turns: t.Turns,
+		CostSource: t.Cost.String(), PriceBasis: t.PriceBasis, SessionID: t.SessionID, Turns: t.Turns,
 		Lines: r.Lines, IgnoredLines: r.Ignored, StartedAt: r.StartedAt, EndedAt: timePtr(r.EndedAt),
 	}
 	if t.Cost != runner.CostUnknown {
@@ -55,14 +55,30 @@ func apiRun(sb sandbox.Sandbox, r sandbox.Run) *api.Run {
 		out.ExitCode = &code
 	}
 	if m := r.Metered; m != nil {
-		out.Metered = &api.Metered{Requests: m.Requests, Usage: apiTokens(m.Usage), CostUSD: m.CostUSD, Models: m.Models}
+		out.Metered = &api.Metered{Requests: m.Requests, Usage: apiTokens(m.Usage), CostUSD: m.CostUSD, Models: m.Models, Unmetered: m.Unmetered}
 	}
-	out.Mismatch = r.Mismatch
+	out.Difference = apiDifference(r.Difference)
 	if sb.Role == sandbox.RoleReviewer {
 		v := r.Review
 		out.Review = &api.Review{Outcome: string(v.Outcome), Summary: v.Summary, SHA256: v.SHA256, Reason: v.Reason, File: v.File}
 	}
 	out.Outputs, out.Results = r.Outputs, r.Results
+	return out
+}
+
+func apiDifference(d *sandbox.Difference) *api.Difference {
+	if d == nil {
+		return nil
+	}
+	out := &api.Difference{Tokens: d.Tokens, Cost: d.Cost, Summary: d.Summary, Causes: []api.Cause{}}
+	for _, c := range d.Causes {
+		ac := api.Cause{Kind: string(c.Kind), Message: c.Message, Requests: c.Requests}
+		if c.Requests > 0 {
+			u, usd := apiTokens(c.Usage), c.CostUSD
+			ac.Usage, ac.CostUSD = &u, &usd
+		}
+		out.Causes = append(out.Causes, ac)
+	}
 	return out
 }
 

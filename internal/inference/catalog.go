@@ -12,6 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"berth.dev/berth/internal/runner"
+	"berth.dev/berth/internal/secret"
 )
 
 // Config is the operator's inference file (BERTH_INFERENCE_FILE): the
@@ -95,7 +96,7 @@ type Provider struct {
 	// from; "" for a provider that takes none.
 	CredentialEnv string
 	// Credential is that variable's value. It never leaves the gateway.
-	Credential Secret
+	Credential secret.Secret
 	// Script is the scripted provider's script: a scenario name or a file.
 	Script string
 }
@@ -178,7 +179,7 @@ func NewCatalog(cfg Config, getenv func(string) string) (*Catalog, error) {
 			if pc.CredentialEnv != "" {
 				if !envNameRE.MatchString(pc.CredentialEnv) || strings.HasPrefix(pc.CredentialEnv, "BERTH_") {
 					bad("%s: credential_env %q is not a variable name outside BERTH_", at, pc.CredentialEnv)
-				} else if p.Credential = Secret(strings.TrimSpace(getenv(pc.CredentialEnv))); p.Credential == "" {
+				} else if p.Credential = secret.New(strings.TrimSpace(getenv(pc.CredentialEnv))); p.Credential.IsZero() {
 					bad("%s: credential_env %s is not set in the gateway's environment", at, pc.CredentialEnv)
 				}
 			}

@@ -49,6 +49,10 @@ func googleStatus(status int) string {
 		return "PERMISSION_DENIED"
 	case 404:
 		return "NOT_FOUND"
+	case 413:
+		// Google's APIs call a payload over their limit an invalid
+		// argument.
+		return "INVALID_ARGUMENT"
 	case 502:
 		return "UNAVAILABLE"
 	}

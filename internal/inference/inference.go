@@ -21,7 +21,6 @@ package inference
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"time"
 )
@@ -137,23 +136,6 @@ func (k Kind) Speaks(d Dialect) bool {
 	}
 	return false
 }
-
-// Secret is a provider's credential. It redacts itself when printed or
-// logged; only the proxy reads it, with Reveal, to set the upstream's
-// header.
-type Secret string
-
-// String redacts the secret.
-func (Secret) String() string { return "[redacted]" }
-
-// GoString redacts the secret.
-func (Secret) GoString() string { return "[redacted]" }
-
-// LogValue redacts the secret for log/slog.
-func (Secret) LogValue() slog.Value { return slog.StringValue("[redacted]") }
-
-// Reveal returns the credential's value.
-func (s Secret) Reveal() string { return string(s) }
 
 // invalid returns an ErrInvalid naming what is wrong.
 func invalid(format string, args ...any) error {

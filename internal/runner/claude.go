@@ -2,6 +2,7 @@ package runner
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 )
 
@@ -151,12 +152,32 @@ func parseStreamJSON(t *Telemetry, line []byte, known func(string) bool) Outcome
 				t.setModel(m)
 			}
 		}
+		if b := priceBasis(l.ModelUsage); b != "" {
+			t.PriceBasis = b
+		}
 		t.Error = ""
 		if l.IsError || strings.HasPrefix(l.Subtype, "error") {
 			t.fail(resultMessage(l))
 		}
 	}
 	return Parsed
+}
+
+// priceBasis is what a result's per-model usage says its costs were
+// priced at (costBasis), the models' bases joined when they differ; ""
+// when none says.
+func priceBasis(models map[string]json.RawMessage) string {
+	var bases []string
+	for _, raw := range models {
+		var u struct {
+			CostBasis string `json:"costBasis"`
+		}
+		if json.Unmarshal(raw, &u) == nil && u.CostBasis != "" && !slices.Contains(bases, u.CostBasis) {
+			bases = append(bases, clip(u.CostBasis, maxName))
+		}
+	}
+	slices.Sort(bases)
+	return strings.Join(bases, ", ")
 }
 
 // firstText is the text of a message's first text block, if any.

@@ -25,7 +25,9 @@ func (gemini) ContainerArgs(o Options) ([]string, error) {
 func (gemini) Credentials() []string { return []string{"GEMINI_API_KEY"} }
 
 // Env points Gemini CLI at the gateway (no /v1: it appends /v1beta/…) and
-// trusts the workspace, which would otherwise be a prompt.
+// trusts the workspace, which would otherwise be a prompt. The session
+// header comes through GEMINI_CLI_CUSTOM_HEADERS ("X-Berth-Session: <id>"),
+// which the gateway hands every agent sandbox (SPEC S15).
 func (gemini) Env(g Gateway) ([]EnvVar, error) {
 	base, err := g.baseURL()
 	if err != nil {

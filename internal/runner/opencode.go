@@ -23,6 +23,12 @@ func (opencode) ContainerArgs(o Options) ([]string, error) {
 	return args, nil
 }
 
+// Uncounted: OpenCode first asks the small model for its session's
+// title, without tools, and reports only the agent's steps.
+func (opencode) Uncounted() string {
+	return "OpenCode does not count the call that titles its session (made before its first step, without tools)"
+}
+
 // Credentials: opencode.json reads the key as {env:BERTH_API_KEY}.
 func (opencode) Credentials() []string { return []string{keyVar} }
 

@@ -68,6 +68,15 @@ type VendorDirect interface {
 	VendorDirect() string
 }
 
+// Uncounted is implemented by a runner whose CLI makes model calls it
+// leaves out of the totals it reports, so the gateway meters more than
+// the run says. Which calls they were is found in the gateway's records
+// (their tokens are exactly the difference); Uncounted says what they are.
+type Uncounted interface {
+	// Uncounted names the calls the CLI does not count, as a clause.
+	Uncounted() string
+}
+
 // Options is what the host decides for one run.
 type Options struct {
 	// Model is the routed model, as the gateway names it. Required.

@@ -21,6 +21,10 @@ type Telemetry struct {
 	CostUSD float64 `json:"cost_usd"`
 	// Cost says where CostUSD comes from.
 	Cost CostSource `json:"cost"`
+	// PriceBasis is what the CLI says it priced its own cost at, when it
+	// says: Claude Code's costBasis, "list" for its list prices or
+	// "unknown" for a model it does not know (it guesses).
+	PriceBasis string `json:"price_basis,omitempty"`
 	// Model is the model that ran: the one the stream names, else the one
 	// set before parsing.
 	Model string `json:"model,omitempty"`

@@ -9,14 +9,14 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
-	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/quantity"
+	"berth.dev/berth/internal/secret"
 )
 
 // environment is what the gateway hands a sandbox (SPEC S15), with the
 // caller's additions. It holds the sandbox's key; drivers pass it by name.
-func (s *Service) environment(ctx context.Context, sb Sandbox, secret account.Secret, token forge.Token) (map[string]string, error) {
+func (s *Service) environment(ctx context.Context, sb Sandbox, key secret.Secret, token forge.Token) (map[string]string, error) {
 	owner, err := s.accounts.User(ctx, sb.Owner)
 	if err != nil {
 		return nil, fmt.Errorf("owner of %s: %w", sb.ID, err)
@@ -31,7 +31,7 @@ func (s *Service) environment(ctx context.Context, sb Sandbox, secret account.Se
 		}
 	}
 	base := strings.TrimSuffix(s.cfg.PublicURL, "/")
-	set("BERTH_API_KEY", secret.Reveal())
+	set("BERTH_API_KEY", key.Reveal())
 	set("BERTH_BASE_URL", base)
 	if base != "" {
 		set("OPENAI_BASE_URL", base+"/v1")
@@ -44,8 +44,13 @@ func (s *Service) environment(ctx context.Context, sb Sandbox, secret account.Se
 	set("BERTH_SANDBOX_EXPIRES", sb.ExpiresAt.UTC().Format(time.RFC3339))
 	set("BERTH_AUTHORIZED_KEYS", strings.Join(sb.SSHKeys, "\n"))
 	if sb.Purpose == PurposeAgent {
+		// The session header of every model call (SPEC S14): Claude Code
+		// and Gemini CLI read extra headers from their own variable, both
+		// as "Name: value"; the other runners' config files name
+		// BERTH_SESSION.
 		set("BERTH_SESSION", string(sb.ID))
 		set("ANTHROPIC_CUSTOM_HEADERS", "X-Berth-Session: "+string(sb.ID))
+		set("GEMINI_CLI_CUSTOM_HEADERS", "X-Berth-Session: "+string(sb.ID))
 	}
 	if err := s.addModelEnv(ctx, sb, env); err != nil {
 		return nil, err

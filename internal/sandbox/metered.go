@@ -2,19 +2,36 @@ package sandbox
 
 import (
 	"context"
-	"fmt"
 
 	"berth.dev/berth/internal/runner"
 )
 
 // Metered is what the gateway itself metered of one session's model calls
-// (SPEC S14): the authoritative side of a run's tokens, beside what the
-// agent reported.
+// (SPEC S14): the authoritative side of a run's tokens and cost, beside
+// what the agent reported.
 type Metered struct {
 	Requests int
 	Usage    runner.Usage
-	CostUSD  float64
-	Models   []string
+	// CostUSD is what the gateway charged: what budgets count.
+	CostUSD float64
+	Models  []string
+	// Unmetered counts the successful answers that said no usage (a
+	// stream cut short), charged their worst case, UnmeteredCostUSD in
+	// all, and no tokens.
+	Unmetered        int
+	UnmeteredCostUSD float64
+}
+
+// MeteredCall is one model call as the gateway metered it.
+type MeteredCall struct {
+	Model  string // the model that answered
+	Status int    // the upstream's HTTP status; 0 when it never answered
+	Usage  runner.Usage
+	// CostUSD is what it was charged.
+	CostUSD float64
+	// Metered is false when the answer said no usage: CostUSD is then
+	// its worst case and Usage is zero.
+	Metered bool
 }
 
 // SessionMeter reads what the gateway metered of a sandbox's model calls:
@@ -22,14 +39,21 @@ type Metered struct {
 // whether or not its CLI could name the session.
 type SessionMeter interface {
 	MeteredOfSandbox(ctx context.Context, id ID) (Metered, error)
+	// MeteredCallsOfSandbox lists them one by one, oldest first, at most
+	// limit of them.
+	MeteredCallsOfSandbox(ctx context.Context, id ID, limit int) ([]MeteredCall, error)
 }
 
 // WithSessionMeter joins the gateway's metering to runs.
 func WithSessionMeter(m SessionMeter) Option { return func(s *Service) { s.meter = m } }
 
-// addMetered puts the gateway's figures on a run and says whether they
-// differ from the agent's. A run still going is not compared: calls may
-// be in flight on either side.
+// maxComparedCalls bounds the calls read one by one to explain a run's
+// difference; a run with more is compared on its totals alone.
+const maxComparedCalls = 10000
+
+// addMetered puts the gateway's figures on a run and, once it is over,
+// how they differ from the agent's and why. A run still going is not
+// compared: calls may be in flight on either side.
 func (s *Service) addMetered(ctx context.Context, run *Run) error {
 	if s.meter == nil {
 		return nil
@@ -38,25 +62,19 @@ func (s *Service) addMetered(ctx context.Context, run *Run) error {
 	if err != nil {
 		return err
 	}
-	run.Metered = &m
-	run.Mismatch = ""
-	if run.State != RunRunning {
-		run.Mismatch = mismatch(run.Telemetry.Usage, m.Usage)
+	run.Metered, run.Difference = &m, nil
+	if run.State == RunRunning {
+		return nil
 	}
+	c := comparison{runner: run.Runner, agent: run.Telemetry, metered: m, prices: s.prices(), list: runner.ListPrices()}
+	if c.needsCalls() {
+		if c.calls, err = s.meter.MeteredCallsOfSandbox(ctx, run.Sandbox, maxComparedCalls+1); err != nil {
+			return err
+		}
+		if len(c.calls) > maxComparedCalls {
+			c.calls = nil
+		}
+	}
+	run.Difference = c.difference()
 	return nil
-}
-
-// mismatch words a difference between the agent's tokens and the
-// gateway's; "" when they agree. Reasoning is left out: not every CLI
-// reports it apart.
-func mismatch(agent, gateway runner.Usage) string {
-	if agent.Input == gateway.Input && agent.CacheRead == gateway.CacheRead &&
-		agent.CacheWrite == gateway.CacheWrite && agent.Output == gateway.Output {
-		return ""
-	}
-	return fmt.Sprintf("the agent reported %s; the gateway metered %s", words(agent), words(gateway))
-}
-
-func words(u runner.Usage) string {
-	return fmt.Sprintf("%d in, %d cache read, %d cache write, %d out", u.Input, u.CacheRead, u.CacheWrite, u.Output)
 }

@@ -160,7 +160,7 @@ func (s *Service) gitEnv(sb Sandbox, t forge.Token) map[string]string {
 	if sb.Branch != "" {
 		env["BERTH_BRANCH"] = sb.Branch
 	}
-	if t.Secret != "" {
+	if !t.Secret.IsZero() {
 		env["BERTH_GIT_USERNAME"] = t.Username
 		env["BERTH_GIT_TOKEN"] = t.Secret.Reveal()
 		env["BERTH_GIT_TOKEN_EXPIRES"] = strconv.FormatInt(t.ExpiresAt.Unix(), 10)

@@ -44,13 +44,13 @@ type Run struct {
 	Lines     int // stdout lines of the agent's stream read (a kelos image's markers and outputs are not)
 	Ignored   int // of them, not in the runner's vocabulary
 	// Metered is what the gateway metered of the run's model calls; nil
-	// without inference. Mismatch says how it differs from Telemetry once
-	// the run is over ("" when it does not). Neither is stored: both are
-	// read when the run is.
-	Metered   *Metered
-	Mismatch  string
-	StartedAt time.Time
-	EndedAt   time.Time
+	// without inference. Difference says how Telemetry differs from it
+	// once the run is over, and why (nil when they agree). Neither is
+	// stored: both are worked out when the run is read.
+	Metered    *Metered
+	Difference *Difference
+	StartedAt  time.Time
+	EndedAt    time.Time
 
 	// Review is a reviewer run's outcome (SPEC S13.5): held from its start
 	// until a clean run's verdict is digested. Its Outcome is "" for an

@@ -252,6 +252,10 @@ func TestAgentSandboxGetsASession(t *testing.T) {
 	if env["BERTH_SESSION"] != string(sb.ID) || env["ANTHROPIC_CUSTOM_HEADERS"] != "X-Berth-Session: "+string(sb.ID) || env["BERTH_TASK"] != "fix it" {
 		t.Errorf("agent env: session %q, headers %q, task %q", env["BERTH_SESSION"], env["ANTHROPIC_CUSTOM_HEADERS"], env["BERTH_TASK"])
 	}
+	// Gemini CLI reads its extra headers as "Name: value, Name: value".
+	if got := env["GEMINI_CLI_CUSTOM_HEADERS"]; got != "X-Berth-Session: "+string(sb.ID) {
+		t.Errorf("GEMINI_CLI_CUSTOM_HEADERS %q, want the session header", got)
+	}
 	if _, err := e.svc.Suspend(t.Context(), e.alice, "fix"); !errors.Is(err, sandbox.ErrConflict) {
 		t.Errorf("suspend agent sandbox: err = %v, want ErrConflict", err)
 	}

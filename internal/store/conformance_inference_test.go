@@ -91,11 +91,16 @@ func testInference(t *testing.T, st *store.Store) {
 			t.Fatal(err)
 		}
 	}
+	// An answer that said no usage: charged its worst case, no tokens.
+	if err := st.RecordInference(ctx, inference.Record{At: t0, Org: fx.org.ID, Project: fx.prj.ID, User: "usr_x", Key: "key_3",
+		Sandbox: "sbx_3", Session: "sbx_3", Provider: "p", Model: "m", Dialect: inference.Gemini, Status: 200, CostUSD: 0.25}); err != nil {
+		t.Fatal(err)
+	}
 	m, err := st.MeteredOfSandbox(ctx, "sbx_3")
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantM := sandbox.Metered{Requests: 2, Usage: runner.Usage{Input: 20, Output: 2}, CostUSD: 1, Models: []string{"m"}}
+	wantM := sandbox.Metered{Requests: 3, Usage: runner.Usage{Input: 20, Output: 2}, CostUSD: 1.25, Models: []string{"m"}, Unmetered: 1, UnmeteredCostUSD: 0.25}
 	if diff := cmp.Diff(wantM, m); diff != "" {
 		t.Errorf("MeteredOfSandbox(sbx_3) (-want +got):\n%s", diff)
 	}
@@ -103,7 +108,19 @@ func testInference(t *testing.T, st *store.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(by) != 1 || by["sbx_3"].Requests != 2 || by["sbx_3"].CostUSD != 1 {
-		t.Errorf("MeteredBySandbox = %+v, want sbx_3's two requests only", by)
+	if diff := cmp.Diff(map[sandbox.ID]sandbox.Metered{"sbx_3": {Requests: 3, Usage: runner.Usage{Input: 20, Output: 2}, CostUSD: 1.25, Unmetered: 1, UnmeteredCostUSD: 0.25}}, by); diff != "" {
+		t.Errorf("MeteredBySandbox, want sbx_3's requests only (-want +got):\n%s", diff)
+	}
+	// One by one, oldest first, as many as asked.
+	calls, err := st.MeteredCallsOfSandbox(ctx, "sbx_3", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := sandbox.MeteredCall{Model: "m", Status: 200, Usage: runner.Usage{Input: 10, Output: 1}, CostUSD: 0.5, Metered: true}
+	if diff := cmp.Diff([]sandbox.MeteredCall{one, one, {Model: "m", Status: 200, CostUSD: 0.25}}, calls); diff != "" {
+		t.Errorf("MeteredCallsOfSandbox(sbx_3) (-want +got):\n%s", diff)
+	}
+	if calls, err := st.MeteredCallsOfSandbox(ctx, "sbx_3", 2); err != nil || len(calls) != 2 {
+		t.Errorf("MeteredCallsOfSandbox(sbx_3, 2) = %d calls, %v; want 2", len(calls), err)
 	}
 }

@@ -240,7 +240,8 @@ func (s *Store) SessionUsage(ctx context.Context, session string) (inference.Ses
 func (s *Store) MeteredOfSandbox(ctx context.Context, id sandbox.ID) (sandbox.Metered, error) {
 	var m sandbox.Metered
 	rows, err := s.db.QueryContext(ctx, `
-		SELECT model, COUNT(*), SUM(input), SUM(cache_read), SUM(cache_write), SUM(output), SUM(reasoning), SUM(cost_usd)
+		SELECT model, COUNT(*), SUM(input), SUM(cache_read), SUM(cache_write), SUM(output), SUM(reasoning), SUM(cost_usd),
+			SUM(1 - metered), SUM(CASE WHEN metered = 0 THEN cost_usd ELSE 0 END)
 		FROM inference_usage WHERE sandbox_id = $1 GROUP BY model ORDER BY MIN(seq)`, string(id))
 	if err != nil {
 		return m, fmt.Errorf("metered usage of %s: %w", id, err)
@@ -248,12 +249,12 @@ func (s *Store) MeteredOfSandbox(ctx context.Context, id sandbox.ID) (sandbox.Me
 	defer rows.Close()
 	for rows.Next() {
 		var (
-			model            string
-			n                int
-			in, cr, cw, o, r int64
-			cost             float64
+			model               string
+			n, unmetered        int
+			in, cr, cw, o, r    int64
+			cost, unmeteredCost float64
 		)
-		if err := rows.Scan(&model, &n, &in, &cr, &cw, &o, &r, &cost); err != nil {
+		if err := rows.Scan(&model, &n, &in, &cr, &cw, &o, &r, &cost, &unmetered, &unmeteredCost); err != nil {
 			return m, fmt.Errorf("metered usage of %s: %w", id, err)
 		}
 		m.Requests += n
@@ -263,9 +264,38 @@ func (s *Store) MeteredOfSandbox(ctx context.Context, id sandbox.ID) (sandbox.Me
 		m.Usage.Output += o
 		m.Usage.Reasoning += r
 		m.CostUSD += cost
+		m.Unmetered += unmetered
+		m.UnmeteredCostUSD += unmeteredCost
 		m.Models = append(m.Models, model)
 	}
 	return m, rows.Err()
+}
+
+// MeteredCallsOfSandbox lists one sandbox's metered model calls one by
+// one, oldest first, at most limit of them: what a run's difference from
+// the gateway's count is explained from.
+func (s *Store) MeteredCallsOfSandbox(ctx context.Context, id sandbox.ID, limit int) ([]sandbox.MeteredCall, error) {
+	rows, err := s.db.QueryContext(ctx, `
+		SELECT model, status, input, cache_read, cache_write, output, reasoning, cost_usd, metered
+		FROM inference_usage WHERE sandbox_id = $1 ORDER BY seq LIMIT $2`, string(id), limit)
+	if err != nil {
+		return nil, fmt.Errorf("metered calls of %s: %w", id, err)
+	}
+	defer rows.Close()
+	var out []sandbox.MeteredCall
+	for rows.Next() {
+		var (
+			c       sandbox.MeteredCall
+			metered int
+		)
+		if err := rows.Scan(&c.Model, &c.Status, &c.Usage.Input, &c.Usage.CacheRead, &c.Usage.CacheWrite, &c.Usage.Output,
+			&c.Usage.Reasoning, &c.CostUSD, &metered); err != nil {
+			return nil, fmt.Errorf("metered calls of %s: %w", id, err)
+		}
+		c.Metered = metered != 0
+		out = append(out, c)
+	}
+	return out, rows.Err()
 }
 
 // MeteredBySandbox sums what the gateway metered of each sandbox's model
@@ -273,7 +303,8 @@ func (s *Store) MeteredOfSandbox(ctx context.Context, id sandbox.ID) (sandbox.Me
 // organisation ("" for every one): the usage report's tokens and cost.
 func (s *Store) MeteredBySandbox(ctx context.Context, org string, since time.Time) (map[sandbox.ID]sandbox.Metered, error) {
 	rows, err := s.db.QueryContext(ctx, `
-		SELECT sandbox_id, COUNT(*), SUM(input), SUM(cache_read), SUM(cache_write), SUM(output), SUM(reasoning), SUM(cost_usd)
+		SELECT sandbox_id, COUNT(*), SUM(input), SUM(cache_read), SUM(cache_write), SUM(output), SUM(reasoning), SUM(cost_usd),
+			SUM(1 - metered), SUM(CASE WHEN metered = 0 THEN cost_usd ELSE 0 END)
 		FROM inference_usage WHERE sandbox_id <> '' AND ($1 = '' OR org_id = $1) AND at >= $2
 		GROUP BY sandbox_id`, org, timeArg(since))
 	if err != nil {
@@ -287,7 +318,8 @@ func (s *Store) MeteredBySandbox(ctx context.Context, org string, since time.Tim
 			m    sandbox.Metered
 			cost float64
 		)
-		if err := rows.Scan(&id, &m.Requests, &m.Usage.Input, &m.Usage.CacheRead, &m.Usage.CacheWrite, &m.Usage.Output, &m.Usage.Reasoning, &cost); err != nil {
+		if err := rows.Scan(&id, &m.Requests, &m.Usage.Input, &m.Usage.CacheRead, &m.Usage.CacheWrite, &m.Usage.Output, &m.Usage.Reasoning, &cost,
+			&m.Unmetered, &m.UnmeteredCostUSD); err != nil {
 			return nil, fmt.Errorf("metered usage by sandbox: %w", err)
 		}
 		m.CostUSD = cost

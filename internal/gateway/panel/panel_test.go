@@ -357,7 +357,7 @@ func TestAgentSandboxShowsItsRun(t *testing.T) {
 	b := w.browser(t)
 	b.signIn(w.keys["alice"])
 	pg := b.get("/sandboxes/" + string(sb.ID))
-	for _, want := range []string{"claude-code", "claude-sonnet-4-5", "berth/fix", "out", "(native)", "Done: wrote f.txt and committed it."} {
+	for _, want := range []string{"claude-code", "claude-sonnet-4-5", "berth/fix", "out", "(native, cost basis list)", "Done: wrote f.txt and committed it."} {
 		if !strings.Contains(pg.body, want) {
 			t.Errorf("the agent sandbox's page lacks %q", want)
 		}

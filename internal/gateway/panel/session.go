@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"berth.dev/berth/internal/secret"
 )
 
 // The panel's cookies. Each is HttpOnly and SameSite=Strict, and Secure
@@ -29,19 +31,19 @@ const (
 // nonce drawn at that sign-in.
 type session struct {
 	nonce string
-	key   string
+	key   secret.Secret
 }
 
-func newSession(key string) session { return session{nonce: rand.Text(), key: key} }
+func newSession(key string) session { return session{nonce: rand.Text(), key: secret.New(key)} }
 
-func (s session) value() string { return s.nonce + "." + s.key }
+func (s session) value() string { return s.nonce + "." + s.key.Reveal() }
 
 func parseSession(v string) (session, bool) {
 	nonce, key, ok := strings.Cut(v, ".")
 	if !ok || nonce == "" || key == "" {
 		return session{}, false
 	}
-	return session{nonce: nonce, key: key}, true
+	return session{nonce: nonce, key: secret.New(key)}, true
 }
 
 // csrf is the token every form of this session carries: a MAC of the
@@ -49,7 +51,7 @@ func parseSession(v string) (session, bool) {
 // has it, and no state is kept (it survives a restart and works across
 // gateways). It says nothing of the key.
 func (s session) csrf() string {
-	mac := hmac.New(sha256.New, []byte(s.key))
+	mac := hmac.New(sha256.New, []byte(s.key.Reveal()))
 	mac.Write([]byte("berth panel form\x00" + s.nonce))
 	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
 }
@@ -101,7 +103,7 @@ func (p *Panel) signedIn(w http.ResponseWriter, r *http.Request) (caller, bool) 
 		p.toSignIn(w, r, "")
 		return caller{}, false
 	}
-	pr, err := p.accounts.Authenticate(r.Context(), sess.key)
+	pr, err := p.accounts.Authenticate(r.Context(), sess.key.Reveal())
 	if err != nil {
 		p.toSignIn(w, r, "Your key no longer works: sign in again.")
 		return caller{}, false

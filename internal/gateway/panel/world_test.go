@@ -23,6 +23,7 @@ import (
 	"berth.dev/berth/internal/gateway"
 	"berth.dev/berth/internal/guardrail"
 	"berth.dev/berth/internal/quantity"
+	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
 	"berth.dev/berth/internal/usage"
@@ -81,11 +82,19 @@ func (w *world) ago(d time.Duration) { w.offset.Store(int64(-d)) }
 type worldOption func(*worldConfig)
 
 type worldConfig struct {
-	driver string
+	driver  string
+	metered bool
+	prices  runner.Prices
 }
 
 // noDriver makes a deployment that runs no sandboxes.
 func noDriver(c *worldConfig) { c.driver = "" }
+
+// metered joins runs to what the gateway metered of them (the store's
+// records of their model calls), at the deployment's prices.
+func metered(prices runner.Prices) worldOption {
+	return func(c *worldConfig) { c.metered, c.prices = true, prices }
+}
 
 func newWorld(t testing.TB, opts ...worldOption) *world {
 	t.Helper()
@@ -120,15 +129,19 @@ func newWorld(t testing.TB, opts ...worldOption) *world {
 		t.Fatal(err)
 	}
 	logs := t.TempDir()
+	var sbOpts []sandbox.Option
+	if cfg.metered {
+		sbOpts = append(sbOpts, sandbox.WithSessionMeter(st))
+	}
 	svc = sandbox.NewService(st, drv, w.accounts, sandbox.Config{
 		Driver: cfg.driver, Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""}, Template: tmpl, Audit: st,
 		Retention: 90 * 24 * time.Hour, Forge: local, PublicURL: w.url,
 		Agents: sandbox.AgentConfig{
-			Images: map[string]string{"claude-code": "localhost/berth-agent-claude-code:latest"},
-			Model:  "claude-sonnet-4-5", LogDir: logs,
+			Images: map[string]string{"claude-code": "localhost/berth-agent-claude-code:latest", "opencode": "localhost/berth-agent-opencode:latest"},
+			Model:  "claude-sonnet-4-5", LogDir: logs, Prices: cfg.prices,
 		},
 		Workspaces: workspace.New(t.TempDir(), os.Getuid(), local, workspace.Local{Forge: local}),
-	}, log, w.now)
+	}, log, w.now, sbOpts...)
 	w.sandboxes = svc
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -199,12 +212,22 @@ func git(t testing.TB, dir string, args ...string) {
 // a file and prints the stream Claude Code printed doing it.
 func (w *world) agentRun(t testing.TB, user, name string) sandbox.Sandbox {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "runner", "testdata", "streams", "claude-tool.jsonl"))
+	return w.agentRunOf(t, user, name, "claude-code", "claude-tool", nil)
+}
+
+// agentRunOf is agentRun with runner rn printing a captured stream; during
+// is called as the agent runs (the gateway metering its calls).
+func (w *world) agentRunOf(t testing.TB, user, name, rn, stream string, during func(sandbox.Spec)) sandbox.Sandbox {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "runner", "testdata", "streams", stream+".jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	w.drv.SetAgent(func(spec sandbox.Spec) ([]string, int) {
+		if during != nil {
+			during(spec)
+		}
 		if err := os.WriteFile(filepath.Join(spec.Run.Work, "f.txt"), []byte("hello\n"), 0o644); err != nil {
 			t.Error(err)
 		}
@@ -213,7 +236,7 @@ func (w *world) agentRun(t testing.TB, user, name string) sandbox.Sandbox {
 		return lines, 0
 	})
 	sb, err := w.sandboxes.Create(t.Context(), w.principal(user), sandbox.CreateRequest{Name: name, Purpose: "agent", Class: "standard",
-		Repo: "acme/app", Branch: "main", Task: "write f.txt and commit it", Runner: "claude-code"})
+		Repo: "acme/app", Branch: "main", Task: "write f.txt and commit it", Runner: rn})
 	if err != nil {
 		t.Fatalf("create agent sandbox %s: %v", name, err)
 	}
