@@ -244,7 +244,7 @@ func (s *Service) end(ctx context.Context, actor string, sb Sandbox, to State, r
 		// The task never outlives its sandbox, nor does its checkout.
 		removePrompt(sb, s.work.Dir(sb))
 		s.removeCheckout(ctx, sb)
-		s.runEnded(ctx, sb, to, reason)
+		s.runEnded(ctx, sb, to, actor, reason)
 	}
 	return out, nil
 }
