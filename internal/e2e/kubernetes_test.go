@@ -72,13 +72,7 @@ func TestAgentRunOnKubernetes(t *testing.T) {
 	t.Run("clean run", func(t *testing.T) {
 		g, ns := k.gateway(t, "berth-e2e", pushingScript(t, modelserver.Turn{Text: modelserver.DoneText}))
 		bare := g.seedRepo("acme/app")
-		sb, err := g.operator.CreateSandbox(t.Context(), api.CreateSandbox{Name: "fix-k8s", Purpose: "agent", Repo: "acme/app",
-			Task: "Write f.txt and commit it.", Runner: "claude-code"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		obj, pod := k.runPod(t, g, ns, sb.ID)
-		end := k.waitEnd(t, g, sb.ID, pod)
+		sb, obj, pod, end := k.run(t, g, ns, "fix-k8s", "Write f.txt and commit it.")
 		if end.State != "terminated" || end.Run == nil || end.Run.State != "succeeded" {
 			log, _ := g.berthErr("sandbox", "logs", sb.Name)
 			t.Fatalf("sandbox %s (%s), run %+v; run log:\n%s\npod:\n%s", end.State, end.Reason, end.Run, log, g.podmanMay("logs", pod))
@@ -125,13 +119,7 @@ func TestAgentRunOnKubernetes(t *testing.T) {
 		g, ns := k.gateway(t, "berth-e2e-failed", pushingScript(t,
 			modelserver.Turn{Error: &modelserver.Failure{Status: 400, Message: "mock: scripted failure after the push"}}))
 		bare := g.seedRepo("acme/app")
-		sb, err := g.operator.CreateSandbox(t.Context(), api.CreateSandbox{Name: "pushy-k8s", Purpose: "agent", Repo: "acme/app",
-			Task: "Push your branch yourself, then stop.", Runner: "claude-code"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, pod := k.runPod(t, g, ns, sb.ID)
-		end := k.waitEnd(t, g, sb.ID, pod)
+		sb, _, _, end := k.run(t, g, ns, "pushy-k8s", "Push your branch yourself, then stop.")
 		log := g.runLogHas(t, sb.Name, 10*time.Second, "[remote rejected]", agentPushRefused)
 		if end.State != "failed" || end.Run == nil || end.Run.State != "failed" || end.Run.ExitCode == nil || *end.Run.ExitCode == 0 {
 			t.Errorf("sandbox %s (%s), run %+v; want failed with the agent's exit code\nlog:\n%s", end.State, end.Reason, end.Run, log)
@@ -282,15 +270,23 @@ func (k *kubeWorld) runPod(t *testing.T, g *gateway, ns, id string) (*unstructur
 	return obj, pod
 }
 
-// waitEnd waits for sandbox id to end, its run with it.
-func (k *kubeWorld) waitEnd(t *testing.T, g *gateway, id, pod string) api.Sandbox {
+// run creates an agent sandbox of claude-code on acme/app, runs its pod,
+// and waits for it to end, its run with it. It returns the sandbox as
+// created, its Sandbox object, its pod and the sandbox as it ended.
+func (k *kubeWorld) run(t *testing.T, g *gateway, ns, name, task string) (api.Sandbox, *unstructured.Unstructured, string, api.Sandbox) {
 	t.Helper()
-	return g.waitSandbox(g.operator, id, 4*time.Minute, func(sb api.Sandbox, late bool) bool {
+	sb, err := g.operator.CreateSandbox(t.Context(), api.CreateSandbox{Name: name, Purpose: "agent", Repo: "acme/app", Task: task, Runner: "claude-code"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, pod := k.runPod(t, g, ns, sb.ID)
+	end := g.waitSandbox(g.operator, sb.ID, 4*time.Minute, func(sb api.Sandbox, late bool) bool {
 		if late {
 			t.Fatalf("sandbox %s is still %s; the pod printed:\n%s", sb.Name, sb.State, g.podmanMay("logs", pod))
 		}
 		return (sb.State == "terminated" || sb.State == "failed") && sb.Run != nil && sb.Run.State != "running"
 	})
+	return sb, obj, pod, end
 }
 
 // waitSandboxObject waits for the Sandbox the driver makes for id.

@@ -3,7 +3,6 @@ package gateway_test
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -108,18 +107,7 @@ func TestInMachineBundleOverHTTP(t *testing.T) {
 	ctx := t.Context()
 	report := func(key string, body []byte) (int, string) {
 		t.Helper()
-		req, err := http.NewRequestWithContext(ctx, "POST", w.url+api.RunExitPath, bytes.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+key)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return w.call(t, "POST", api.RunExitPath, key, bytes.NewReader(body))
 	}
 	start := func(name string) (string, []byte, string) {
 		t.Helper()

@@ -37,18 +37,7 @@ func TestInMachineRunThroughTheGateway(t *testing.T) {
 	}
 	call := func(method, path, bearer, body string) (int, string) {
 		t.Helper()
-		req, err := http.NewRequestWithContext(ctx, method, w.url+path, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+bearer)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return w.call(t, method, path, bearer, strings.NewReader(body))
 	}
 
 	if code, _ := call("GET", api.RunTaskPath, w.ownerKey, ""); code != http.StatusForbidden {
@@ -148,6 +137,24 @@ func TestInMachineRunThroughTheGateway(t *testing.T) {
 	if code, _ := call("GET", api.RunTaskPath, key, ""); code != http.StatusUnauthorized && code != http.StatusConflict {
 		t.Errorf("task after the run: %d, want the ended sandbox's key refused", code)
 	}
+}
+
+// call makes one request of the gateway with bearer as the key and
+// returns the answer's status and body.
+func (w *runWorld) call(t *testing.T, method, path, bearer string, body io.Reader) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, w.url+path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+bearer)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
 
 // TestReviewerPushesNothing: a reviewer's key may clone its repository

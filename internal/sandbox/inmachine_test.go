@@ -76,8 +76,8 @@ func branchOf(t *testing.T, e *env, name string) string {
 // TestInMachineRun: on a driver whose agent runs happen in their machines,
 // the machine is started with no host checkout and no task in its
 // environment, asks for the task, streams its output (telemetry and log as
-// a followed run's), and its exit report concludes the run: the branch it
-// pushed is checked against the repository, and the sandbox terminates.
+// a followed run's), and its exit report concludes the run: the bundle it
+// sent becomes its branch, and the sandbox terminates.
 func TestInMachineRun(t *testing.T) {
 	e := newEnv(t, agents(t))
 	svc := inMachine(t, e)

@@ -61,6 +61,16 @@ func agent(name string) sandbox.Sandbox {
 	return sandbox.Sandbox{ID: sandbox.ID("sbx_" + name), Name: name, Repo: "acme/app", Branch: "main"}
 }
 
+// checkout prepares sb's checkout, as a run's start does.
+func (h *host) checkout(t testing.TB, sb sandbox.Sandbox) string {
+	t.Helper()
+	dir, err := h.w.Prepare(t.Context(), sb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 func git(t testing.TB, dir string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("git", args...)
@@ -100,10 +110,7 @@ func TestPushLandsTheAgentsWork(t *testing.T) {
 	h := newHost(t)
 	ctx := t.Context()
 	sb := agent("fix")
-	dir, err := h.w.Prepare(ctx, sb)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := h.checkout(t, sb)
 	if b, c, err := h.w.Push(ctx, sb, dir); err != nil || b != "" || c != "" {
 		t.Fatalf("push of an untouched checkout: %q %q %v; want nothing", b, c, err)
 	}
@@ -128,10 +135,7 @@ func TestPushRunsNothingOfTheAgents(t *testing.T) {
 	h := newHost(t)
 	ctx := t.Context()
 	sb := agent("fix")
-	dir, err := h.w.Prepare(ctx, sb)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := h.checkout(t, sb)
 	want := commit(t, dir, "f.txt")
 	marker := filepath.Join(t.TempDir(), "ran")
 	script := "#!/bin/sh\necho \"$0\" >> " + marker + "\n"
@@ -203,10 +207,7 @@ func TestPushFollowsNoLinkOut(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHost(t)
 			sb := agent("fix")
-			dir, err := h.w.Prepare(t.Context(), sb)
-			if err != nil {
-				t.Fatal(err)
-			}
+			dir := h.checkout(t, sb)
 			commit(t, dir, "f.txt")
 			tt.plant(t, h, dir)
 			b, c, err := h.w.Push(t.Context(), sb, dir)
