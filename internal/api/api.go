@@ -307,12 +307,21 @@ type Run struct {
 	// one the run was started on.
 	Model string `json:"model"`
 	State string `json:"state"` // running, succeeded or failed
-	// ExitCode is the agent's exit code; nil while the run goes. -1 when
-	// its machine vanished.
-	ExitCode *int   `json:"exit_code"`
-	Error    string `json:"error,omitempty"`  // why it failed, when it did
-	Branch   string `json:"branch,omitempty"` // the branch its work was pushed to
-	Commit   string `json:"commit,omitempty"` // and the commit; empty when it committed nothing
+	// ExitCode is the agent's exit code (its machine's); nil while the
+	// run goes, and for a run that never exited: its sandbox was ended
+	// under it (Ended), or its machine never started or vanished.
+	ExitCode *int `json:"exit_code"`
+	// Ended says how a run ended that did not exit: the state its sandbox
+	// was moved to under it, terminated or failed. EndedBy names who did
+	// it: a user (EndedByID is their id), or "berth" for berth itself
+	// (the sweep, at the sandbox's expiry; a machine that never started
+	// or vanished). Both are empty for a run that exited or still goes.
+	Ended     string `json:"ended,omitempty"`
+	EndedBy   string `json:"ended_by,omitempty"`
+	EndedByID string `json:"ended_by_id,omitempty"`
+	Error     string `json:"error,omitempty"`  // why it failed, when it did
+	Branch    string `json:"branch,omitempty"` // the branch its work was pushed to
+	Commit    string `json:"commit,omitempty"` // and the commit; empty when it committed nothing
 	// Usage is the run's tokens as the agent reported them.
 	Usage Tokens `json:"usage"`
 	// CostUSD is the run's cost in US dollars as the agent reported it (or
@@ -461,14 +470,17 @@ const (
 	RunExitPath   = "/sandbox/v1/run/exit"
 )
 
-// RunExit is what an in-machine run reports once its agent exited: its
-// exit code, the commit it pushed to berth/<name> through the gateway
-// ("" when none), why its push failed, and the verdict file it found in
-// its checkout (SPEC S13.5; base64 in JSON, at most 64 KiB) with where it
-// was, or why it took none.
+// RunExit is what an in-machine run reports, once, when its agent exited:
+// its exit code; after a clean exit its work, a git bundle of the commits
+// on its clone's commit whose one ref is Commit (base64 in JSON, at most
+// 64 MiB; "" and none when it made no commit), which the gateway makes
+// berth/<name> once it has concluded the run clean; why it could not hand
+// its work over; and the verdict file it found in its checkout (SPEC
+// S13.5; base64, at most 64 KiB) with where it was, or why it took none.
 type RunExit struct {
 	ExitCode     int    `json:"exit_code"`
 	Commit       string `json:"commit,omitempty"`
+	Bundle       []byte `json:"bundle,omitempty"`
 	Error        string `json:"error,omitempty"`
 	Verdict      []byte `json:"verdict,omitempty"`
 	VerdictFile  string `json:"verdict_file,omitempty"`

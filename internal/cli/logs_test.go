@@ -3,6 +3,7 @@ package cli_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -85,6 +86,9 @@ func newAgentGateway(t *testing.T, opts ...func(*agentSetup)) *agentGateway {
 			if err := st.RecordInference(context.Background(), r); err != nil {
 				t.Error(err)
 			}
+		}
+		if _, err := os.Stat(spec.Run.Work); err != nil {
+			return g.lines, 143 // terminated meanwhile: its checkout is gone
 		}
 		if err := os.WriteFile(filepath.Join(spec.Run.Work, "hello.txt"), []byte("hello\n"), 0o644); err != nil {
 			t.Error(err)
@@ -272,5 +276,58 @@ func TestSandboxLogsAndRun(t *testing.T) {
 	code, _, errs = g.berth(t, "sandbox", "logs", "nope")
 	if code != 1 || !strings.Contains(errs, "not_found") {
 		t.Errorf("logs of an unknown sandbox: exit %d, stderr %q; want 1 and not_found", code, errs)
+	}
+}
+
+// TestSandboxShowsWhoEndedARun (issue 14, item 9): a run terminated under
+// its agent shows no exit code it never had; show and its JSON say it was
+// terminated, and by whom.
+func TestSandboxShowsWhoEndedARun(t *testing.T) {
+	g := newAgentGateway(t)
+	c := client.New(g.url, g.key, nil)
+	sb, err := c.CreateSandbox(t.Context(), api.CreateSandbox{Name: "fix", Purpose: "agent", Repo: "acme/app", Task: "add a greeting", Runner: "claude-code"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-g.started
+	if code, _, errs := g.berth(t, "sandbox", "terminate", "fix"); code != 0 {
+		t.Fatalf("terminate exited %d: %s", code, errs)
+	}
+	g.release()
+	var run *api.Run
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		got, err := c.Sandbox(t.Context(), sb.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if run = got.Run; run != nil && run.State != "running" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the run is still %+v", run)
+		}
+	}
+	code, out, errs := g.berth(t, "sandbox", "show", "fix")
+	if code != 0 {
+		t.Fatalf("show exited %d: %s", code, errs)
+	}
+	wantLines(t, "show of a terminated run", out, `^run: +failed$`, `^ended: +terminated by alice \(usr_[a-z0-9]+\), before the agent exited$`,
+		`^run error: +the sandbox ended \(terminated\) before the run did: terminated by alice$`)
+	if strings.Contains(out, "exit code:") {
+		t.Errorf("show gives a run that never exited an exit code:\n%s", out)
+	}
+	code, out, errs = g.berth(t, "sandbox", "show", "fix", "--output", "json")
+	if code != 0 {
+		t.Fatalf("show --output json exited %d: %s", code, errs)
+	}
+	var got struct {
+		Run map[string]any `json:"run"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("show --output json: %v\n%s", err, out)
+	}
+	if code, ok := got.Run["exit_code"]; !ok || code != nil || got.Run["ended"] != "terminated" || got.Run["ended_by"] != "alice" || got.Run["ended_by_id"] == "" {
+		t.Errorf("run in JSON: exit_code %v (present %v), ended %v by %v (%v); want null, terminated by alice",
+			code, ok, got.Run["ended"], got.Run["ended_by"], got.Run["ended_by_id"])
 	}
 }

@@ -349,6 +349,14 @@ func showRun(row func(k, v string), now time.Time, sb api.Sandbox) {
 	if r.ExitCode != nil {
 		row("exit code", strconv.Itoa(*r.ExitCode))
 	}
+	if r.Ended != "" {
+		// It never exited: say who ended it, not a code it never had.
+		by := r.EndedBy
+		if r.EndedByID != "" {
+			by += " (" + r.EndedByID + ")"
+		}
+		row("ended", r.Ended+" by "+by+", before the agent exited")
+	}
 	row("run error", r.Error)
 	switch {
 	case r.Commit != "":

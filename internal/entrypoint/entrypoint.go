@@ -34,11 +34,15 @@
 // above. Each line of the agent's output goes unchanged to berth-init's own
 // stdout or stderr, and marked "o " or "e " to the gateway in one streaming
 // POST /sandbox/v1/run/output (sent whole again if that breaks). SIGTERM
-// and SIGINT are handed to the agent. After a clean exit a moved HEAD is
-// pushed to berth/<name>; POST /sandbox/v1/run/exit then reports the exit
-// code, the commit pushed and why a push failed, as it reports any failure
-// after the configuration was accepted. berth-init exits with the agent's
-// code, or 1 when the push or the report failed.
+// and SIGINT are handed to the agent, which cannot read berth-init's memory
+// (PR_SET_DUMPABLE 0). It never pushes (the sandbox's key may only fetch):
+// after a clean exit a moved HEAD becomes a git bundle of the commits since
+// the clone (at most 64 MiB), and POST /sandbox/v1/run/exit reports, once,
+// the exit code, that bundle and its commit, or why it could not be made,
+// as it reports any failure after the configuration was accepted; the
+// gateway makes the bundle berth/<name> once it has concluded the run
+// clean. berth-init exits with the agent's code, or 1 when the bundle or
+// the report failed.
 //
 // Otherwise, at each start of the container (a resumed sandbox starts it
 // again on the same HOME volume) it:
@@ -78,8 +82,8 @@
 //	BERTH_RUNNER_FILES        agent-run: JSON [{"path": "<relative to HOME>",
 //	                          "content": "…"}, …], the runner's config files
 //	BERTH_IMAGE_CHECK=1       agent-run: report instead of exec (berth image check)
-//	BERTH_RUN_PUSH=no         in-machine run: push nothing (a reviewer's run; its
-//	                          verdict file goes to the gateway with the exit report)
+//	BERTH_RUN_PUSH=no         in-machine run: hand over no work (a reviewer's run;
+//	                          its verdict file goes to the gateway with the exit report)
 //	BERTH_RUN_REPORT          agent-run: "gateway" for the in-machine run, which
 //	                          needs BERTH_REPO (http or https), BERTH_BASE_URL,
 //	                          BERTH_API_KEY and BERTH_SANDBOX_NAME; unset: the

@@ -23,9 +23,12 @@ import (
 
 // The in-machine run (BERTH_RUN_REPORT=gateway; see the package comment).
 // On Kubernetes there is no host directory to clone into, and the gateway
-// cannot read a pod's log or wait on its exit code: the machine clones,
-// runs and pushes itself, and tells the gateway everything over HTTP with
-// the sandbox's own key (runreport.go).
+// cannot read a pod's log or wait on its exit code: the machine clones and
+// runs itself, and tells the gateway everything over HTTP with the
+// sandbox's own key (runreport.go). It never pushes: the key may only
+// fetch. After a clean exit the agent's work goes to the gateway as a git
+// bundle with the exit report, and the gateway makes it berth/<name> once
+// it has concluded the run clean.
 
 // runReportGateway is the one value BERTH_RUN_REPORT takes.
 const runReportGateway = "gateway"
@@ -76,6 +79,9 @@ func loadInMachine(c config) []error {
 // would tell it.
 func (r *starter) inMachineRun(args []string) int {
 	ctx := context.Background()
+	if err := undumpable(); err != nil {
+		r.logf("keep the agent out of berth-init's memory (PR_SET_DUMPABLE): %v", err)
+	}
 	gw := newRunGateway(r.cfg, r.env, r.retryDelay, r.logf)
 	rep, code := r.runInMachine(ctx, gw, args)
 	if err := gw.reportExit(ctx, rep); err != nil {
@@ -131,20 +137,20 @@ func (r *starter) runInMachine(ctx context.Context, gw *runGateway, args []strin
 	rep := r.takeVerdict()
 	switch {
 	case code != 0:
-		r.logf("not pushing: the agent did not exit 0")
+		r.logf("not handing over the work: the agent did not exit 0")
 		rep.ExitCode = code
 		return rep, code
 	case r.cfg.noPush:
-		r.logf("not pushing: this run's work is its verdict (BERTH_RUN_PUSH=no)")
+		r.logf("not handing over the work: this run's work is its verdict (BERTH_RUN_PUSH=no)")
 		return rep, 0
 	}
-	commit, err := r.pushRun(envv, base)
+	bundle, commit, err := r.bundleWork(envv, base)
 	if err != nil {
-		r.logf("push: %v", err)
+		r.logf("hand over the work: %v", err)
 		rep.Error = err.Error()
 		return rep, exitFailure
 	}
-	rep.Commit = commit
+	rep.Commit, rep.Bundle = commit, bundle
 	return rep, 0
 }
 
@@ -210,24 +216,47 @@ func ignorePattern(path string) string {
 	return strings.NewReplacer(`\`, `\\`, `*`, `\*`, `?`, `\?`, `[`, `\[`).Replace(path)
 }
 
-// pushRun pushes the agent's work to berth/<name>, the one branch a run may
-// write (SPEC S9), when HEAD moved from the cloned commit base, and returns
-// the commit it pushed: "" when there was nothing to push.
-func (r *starter) pushRun(envv []string, base string) (string, error) {
+// maxBundle is the most work an in-machine run may hand the gateway
+// (sandbox.MaxBundle; berth-init keeps to the standard library).
+const maxBundle = 64 << 20
+
+// bundleWork makes the agent's work, when HEAD moved from the cloned
+// commit base, a git bundle of the commits since base with HEAD its one
+// ref, and returns it and HEAD: nothing when there was no commit. The
+// gateway verifies it and makes it berth/<name> after a clean run; the
+// machine holds no right to push.
+func (r *starter) bundleWork(envv []string, base string) ([]byte, string, error) {
 	head, err := r.git(r.cfg.work, envv, "rev-parse", "HEAD")
 	if err != nil {
-		return "", err
+		return nil, "", err
 	}
 	if head == base {
-		r.logf("HEAD is still at the cloned %s: nothing to push", base)
-		return "", nil
+		r.logf("HEAD is still at the cloned %s: no work to hand over", base)
+		return nil, "", nil
 	}
-	branch := "berth/" + r.cfg.name
-	if _, err := r.git(r.cfg.work, envv, "push", "--quiet", "origin", "HEAD:refs/heads/"+branch); err != nil {
-		return "", err
+	dir, err := os.MkdirTemp("", "berth-work-")
+	if err != nil {
+		return nil, "", err
 	}
-	r.logf("pushed %s at %s", branch, head)
-	return head, nil
+	defer os.RemoveAll(dir)
+	file := filepath.Join(dir, "work.bundle")
+	if _, err := r.git(r.cfg.work, envv, "bundle", "create", "--quiet", file, "HEAD", "^"+base); err != nil {
+		return nil, "", err
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, "", err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxBundle+1))
+	if err != nil {
+		return nil, "", err
+	}
+	if len(b) > maxBundle {
+		return nil, "", fmt.Errorf("the agent's work (its commits since %.12s) is a bundle of more than %d MiB, the most an in-machine run may hand the gateway", base, maxBundle>>20)
+	}
+	r.logf("handing the gateway berth/%s at %s: a bundle of %d bytes", r.cfg.name, head, len(b))
+	return b, head, nil
 }
 
 // git runs git in dir with envv (the agent's git settings) and returns its

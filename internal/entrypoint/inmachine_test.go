@@ -28,6 +28,7 @@ const inMachineKey = "berth_sk_inmachine_secret"
 type exitReport struct {
 	ExitCode int    `json:"exit_code"`
 	Commit   string `json:"commit"`
+	Bundle   []byte `json:"bundle"`
 	Error    string `json:"error"`
 }
 
@@ -42,7 +43,9 @@ type verdictReport struct {
 // which check the sandbox's key and record what came, and the git
 // endpoint, git http-backend over the bare repository, behind the key as
 // the Basic auth password. Anything else fails the test; it serves the
-// routes at api's paths, which berth-init repeats.
+// routes at api's paths, which berth-init repeats. Like the gateway, its
+// git endpoint refuses every push of the run's key: the machine never
+// pushes.
 type fakeGateway struct {
 	t    *testing.T
 	srv  *httptest.Server
@@ -51,7 +54,6 @@ type fakeGateway struct {
 	// breakOutput is what the first POST /sandbox/v1/run/output gets:
 	// "" (served), "500" or "close" (the connection is dropped).
 	breakOutput string
-	refusePush  bool
 
 	mu          sync.Mutex
 	taskCalls   int
@@ -108,8 +110,9 @@ func newFakeGateway(t *testing.T, task string) *fakeGateway {
 			http.Error(w, "berth: the sandbox's own key, please", http.StatusUnauthorized)
 			return
 		}
-		if g.refusePush && strings.Contains(r.URL.RawQuery+r.URL.Path, "git-receive-pack") {
-			http.Error(w, "berth: berth/* only", http.StatusForbidden)
+		if strings.Contains(r.URL.RawQuery+r.URL.Path, "git-receive-pack") {
+			t.Errorf("berth-init pushed: %s %s", r.Method, r.URL)
+			http.Error(w, "berth: the host pushes an agent's work after a clean exit", http.StatusForbidden)
 			return
 		}
 		backend.ServeHTTP(w, r)
@@ -185,6 +188,20 @@ func (g *fakeGateway) verdicts() []verdictReport {
 	return slices.Clone(g.verdictsGot)
 }
 
+// land takes the bundle of an exit report into the bare repository as
+// refs/heads/<name>, as the gateway does after a clean run, and returns
+// where it is.
+func (g *fakeGateway) land(t *testing.T, bundle []byte, name string) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "work.bundle")
+	if err := os.WriteFile(file, bundle, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	gitOut(t, g.bare, "bundle", "verify", "-q", file)
+	gitOut(t, g.bare, "fetch", "-q", file, "HEAD:refs/heads/"+name)
+	return g.branch(name)
+}
+
 // branch is where refs/heads/<name> of the bare repository is; "" when
 // it does not exist.
 func (g *fakeGateway) branch(name string) string {
@@ -206,6 +223,7 @@ echo 'thinking' >&2
 printf '{"type":"task","bytes":%d}\n' "${#task}"
 head -c 200000 /dev/zero | tr '\0' x; echo
 echo done > agent.txt
+if [ -n "$AGENT_BIG" ]; then head -c 68000000 /dev/urandom > big.bin; fi
 if [ -n "$AGENT_VERDICT" ]; then printf '%s' "$AGENT_VERDICT" > .berth-review-verdict.json; fi
 git add -A && git commit -q -m "agent work" >&2 || exit 9
 printf '{"type":"result"}'
@@ -307,12 +325,19 @@ func TestInMachineRun(t *testing.T) {
 		t.Errorf("the agent's stderr at the gateway = %q, want it to start with %q", stderr, "e thinking\n")
 	}
 
-	pushed := g.branch("berth/fix-1")
-	if pushed == "" || pushed == base {
-		t.Fatalf("berth/fix-1 is at %q (feature at %s); want the agent's commit; stderr:\n%s", pushed, base, h.stderr.String())
+	if at := g.branch("berth/fix-1"); at != "" {
+		t.Fatalf("berth-init pushed berth/fix-1 at %s; the machine never pushes", at)
 	}
-	if diff := cmp.Diff([]exitReport{{ExitCode: 0, Commit: pushed}}, exits); diff != "" {
-		t.Errorf("exit report (-want +got):\n%s", diff)
+	rep := exits[0]
+	if rep.ExitCode != 0 || rep.Commit == "" || rep.Commit == base || len(rep.Bundle) == 0 || rep.Error != "" {
+		t.Fatalf("exit report %+v; want exit 0, the agent's commit and its bundle; stderr:\n%s", rep, h.stderr.String())
+	}
+	pushed := g.land(t, rep.Bundle, "berth/fix-1")
+	if pushed != rep.Commit {
+		t.Errorf("the bundle holds %s, the report says %s", pushed, rep.Commit)
+	}
+	if processDumpable() {
+		t.Errorf("berth-init left itself dumpable: the agent (its uid) could read its memory")
 	}
 	tree, _ := exec.Command("git", "--git-dir", g.bare, "ls-tree", "--name-only", "berth/fix-1").Output()
 	if want := "FEATURE\nREADME\nagent.txt\n"; string(tree) != want {
@@ -358,7 +383,7 @@ func TestInMachineRunAgentFails(t *testing.T) {
 	}
 	_, outputs, exits := g.got()
 	if diff := cmp.Diff([]exitReport{{ExitCode: 3}}, exits); diff != "" {
-		t.Errorf("exit report (-want +got):\n%s", diff)
+		t.Errorf("exit report (-want +got): a failed run hands over no work\n%s", diff)
 	}
 	if len(outputs) != 1 {
 		t.Errorf("the gateway got %d outputs, want 1", len(outputs))
@@ -382,8 +407,8 @@ func TestInMachineRunResendsABrokenOutput(t *testing.T) {
 			if stdout != wantOutput() || !strings.HasPrefix(stderr, "e thinking\n") {
 				t.Errorf("the resent output lacks lines: stdout %.100q…, stderr %q", stdout, stderr)
 			}
-			if len(exits) != 1 || exits[0].Commit == "" || exits[0].Commit != g.branch("berth/fix-1") {
-				t.Errorf("exit reports %+v, want one with the pushed commit", exits)
+			if len(exits) != 1 || exits[0].Commit == "" || g.land(t, exits[0].Bundle, "berth/fix-1") != exits[0].Commit {
+				t.Errorf("exit reports %+v, want one with the agent's commit and its bundle", exits)
 			}
 			if !strings.Contains(h.stderr.String(), "sending it again") {
 				t.Errorf("stderr does not say the output was sent again:\n%s", h.stderr.String())
@@ -392,20 +417,22 @@ func TestInMachineRunResendsABrokenOutput(t *testing.T) {
 	}
 }
 
-func TestInMachineRunPushRefused(t *testing.T) {
+// TestInMachineRunWorkTooLarge: work over the 64 MiB the gateway takes is
+// not sent: the report says why, and berth-init exits 1.
+func TestInMachineRunWorkTooLarge(t *testing.T) {
 	g := newFakeGateway(t, testPrompt)
-	g.refusePush = true
 	h, work := inMachine(t, g)
+	h.vars["AGENT_BIG"] = "1"
 	if code := h.inMachine(work); code != 1 {
-		t.Fatalf("Main = %d, want 1 after a failed push; stderr:\n%s", code, h.stderr.String())
+		t.Fatalf("Main = %d, want 1; stderr:\n%s", code, h.stderr.String())
 	}
 	_, _, exits := g.got()
 	if len(exits) != 1 {
 		t.Fatalf("exit reports %+v, want one", exits)
 	}
 	rep := exits[0]
-	if rep.ExitCode != 0 || rep.Commit != "" || !strings.HasPrefix(rep.Error, "git push: ") || !strings.Contains(rep.Error, "403") {
-		t.Errorf("exit report %+v, want the agent's 0, no commit, and git's reason", rep)
+	if rep.ExitCode != 0 || rep.Bundle != nil || !strings.Contains(rep.Error, "more than 64 MiB") {
+		t.Errorf("exit report: exit %d, %d bytes of bundle, %q; want the agent's 0, no bundle, and the limit named", rep.ExitCode, len(rep.Bundle), rep.Error)
 	}
 }
 

@@ -39,9 +39,14 @@ const (
 // runReport is the body of POST /sandbox/v1/run/exit.
 type runReport struct {
 	ExitCode int `json:"exit_code"`
-	// Commit is what was pushed to berth/<name>; "" for nothing.
+	// Commit is the agent's HEAD after a clean exit, the one ref of
+	// Bundle; "" for no commit.
 	Commit string `json:"commit"`
-	// Error says why the push (or the run before the agent) failed.
+	// Bundle is the agent's work: its commits since the clone, as a git
+	// bundle (base64 in JSON).
+	Bundle []byte `json:"bundle,omitempty"`
+	// Error says why the work could not be handed over (or why the run
+	// failed before the agent).
 	Error string `json:"error"`
 	// The verdict file the agent left in the checkout (a reviewer's, SPEC
 	// S13.5), as found and read here, or why none was taken: the gateway
@@ -87,16 +92,35 @@ func (g *runGateway) task(ctx context.Context) ([]byte, error) {
 	return task, err
 }
 
-// reportExit tells the gateway how the run ended.
+// reportExit tells the gateway how the run ended, and logs what the
+// gateway made of it: the run's work lands only through it.
 func (g *runGateway) reportExit(ctx context.Context, rep runReport) error {
 	body, err := json.Marshal(rep)
 	if err != nil {
 		return err
 	}
-	return g.retry(ctx, "report the exit", func() (bool, error) {
-		_, again, err := g.call(ctx, g.hc, http.MethodPost, runExitPath, "application/json", bytes.NewReader(body))
+	var answer []byte
+	err = g.retry(ctx, "report the exit", func() (bool, error) {
+		var again bool
+		var err error
+		answer, again, err = g.call(ctx, g.hc, http.MethodPost, runExitPath, "application/json", bytes.NewReader(body))
 		return again, err
 	})
+	if err != nil {
+		return err
+	}
+	var run struct{ State, Error, Branch, Commit string }
+	if json.Unmarshal(answer, &run) == nil && run.State != "" {
+		switch {
+		case run.Error != "":
+			g.logf("the gateway concluded the run %s: %s", run.State, run.Error)
+		case run.Commit != "":
+			g.logf("the gateway concluded the run %s: %s is at %s", run.State, run.Branch, run.Commit)
+		default:
+			g.logf("the gateway concluded the run %s", run.State)
+		}
+	}
+	return nil
 }
 
 // retry calls try up to runTries times, delay apart, while it fails in a

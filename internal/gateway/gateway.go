@@ -146,7 +146,7 @@ const (
 	userKey                     // a person's key; a sandbox's key is refused
 	operatorKey                 // an operator's key
 	own                         // the handler authenticates (git's Basic auth) and reads bodies of any size
-	sandboxStream               // a sandbox's own key, and a body of any size (a run's output)
+	sandboxStream               // a sandbox's own key, and a body the handler bounds (a run's output, its exit report)
 )
 
 // route is one entry of the API. The OpenAPI description is checked against
@@ -205,7 +205,9 @@ func (s *Server) routes() []route {
 		// its output and reports its exit with its sandbox's key.
 		{"GET", api.RunTaskPath, anyKey, s.runTask},
 		{"POST", api.RunOutputPath, sandboxStream, s.runOutput},
-		{"POST", api.RunExitPath, anyKey, s.runExit},
+		// The exit report carries the run's work (a bundle): it bounds
+		// its body itself.
+		{"POST", api.RunExitPath, sandboxStream, s.runExit},
 		// The one-time bootstrap token is the credential; the handler checks it.
 		{"POST", api.BootstrapPath, public, s.bootstrap},
 

@@ -19,8 +19,10 @@ import (
 // their machines (Kubernetes), the test plays the machine with nothing but
 // what its spec holds (its key and the clone URL) and the gateway's routes:
 // git clones through the gateway, asks for the task, streams the output,
-// pushes berth/<name> through the ref policy, reports its exit. The run ends
-// as a followed one does: its log, its telemetry, its branch, terminated.
+// and reports its exit with its work as a git bundle; its key pushes
+// nothing, not even its own branch. The run ends as a followed one does:
+// its log, its telemetry, its branch (the gateway's landing of the
+// bundle), terminated.
 func TestInMachineRunThroughTheGateway(t *testing.T) {
 	w := newRunWorld(t, func(d *fake.Driver) sandbox.Driver { return fake.NewInMachine(d) })
 	ctx := t.Context()
@@ -35,18 +37,7 @@ func TestInMachineRunThroughTheGateway(t *testing.T) {
 	}
 	call := func(method, path, bearer, body string) (int, string) {
 		t.Helper()
-		req, err := http.NewRequestWithContext(ctx, method, w.url+path, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+bearer)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return w.call(t, method, path, bearer, strings.NewReader(body))
 	}
 
 	if code, _ := call("GET", api.RunTaskPath, w.ownerKey, ""); code != http.StatusForbidden {
@@ -59,16 +50,26 @@ func TestInMachineRunThroughTheGateway(t *testing.T) {
 	dir := t.TempDir()
 	run(t, dir, "git", "clone", "-q", "--depth", "1", "--branch", "main", withAuth(t, repo, "sandbox", key), "work")
 	work := filepath.Join(dir, "work")
+	base := run(t, work, "git", "rev-parse", "HEAD")
 	if err := os.WriteFile(filepath.Join(work, "hello.txt"), []byte("hello\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	run(t, work, "git", "add", "-A")
 	run(t, work, "git", "commit", "-q", "-m", "add a greeting")
-	if out := refuse(t, work, "push", "-q", "origin", "HEAD:refs/heads/main"); !strings.Contains(out, "never writes the default branch") {
-		t.Errorf("push to main: %s; want refused by the ref policy", out)
+	for _, ref := range []string{"HEAD:refs/heads/main", "HEAD:refs/heads/berth/fix"} {
+		if out := refuse(t, work, "push", "-q", "origin", ref); !strings.Contains(out, "[remote rejected]") || !strings.Contains(out, sandbox.AgentPushRefused) {
+			t.Errorf("push %s with the run's key: %s; want a remote rejection saying the host pushes", ref, out)
+		}
 	}
-	run(t, work, "git", "push", "-q", "origin", "HEAD:refs/heads/berth/fix")
+	if at := w.branch(t, "fix"); at != "" {
+		t.Fatalf("the run's key pushed berth/fix at %s", at)
+	}
 	commit := run(t, work, "git", "rev-parse", "HEAD")
+	run(t, work, "git", "bundle", "create", "-q", filepath.Join(dir, "work.bundle"), "HEAD", "^"+base)
+	bundle, err := os.ReadFile(filepath.Join(dir, "work.bundle"))
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	// The output as berth-init streams it, in one request as it comes.
 	stream := runnertest.Stream(t, "claude-tool")
@@ -97,7 +98,7 @@ func TestInMachineRunThroughTheGateway(t *testing.T) {
 		t.Errorf("output with the owner's key: %d, want 403", code)
 	}
 
-	body, _ := json.Marshal(api.RunExit{ExitCode: 0, Commit: commit})
+	body, _ := json.Marshal(api.RunExit{ExitCode: 0, Commit: commit, Bundle: bundle})
 	code, out := call("POST", api.RunExitPath, key, string(body))
 	if code != http.StatusOK {
 		t.Fatalf("exit: %d %s", code, out)
@@ -109,6 +110,12 @@ func TestInMachineRunThroughTheGateway(t *testing.T) {
 	if got.State != "succeeded" || got.Branch != "berth/fix" || got.Commit != commit || got.Lines != len(stream) || got.Usage.Output == 0 {
 		t.Errorf("run: %s %q on %s@%s, %d lines, %+v; want succeeded on berth/fix@%s, %d lines, tokens",
 			got.State, got.Error, got.Branch, got.Commit, got.Lines, got.Usage, commit, len(stream))
+	}
+	if at := w.branch(t, "fix"); at != commit {
+		t.Errorf("berth/fix is at %q, want the bundle's %s", at, commit)
+	}
+	if code, out := call("POST", api.RunExitPath, key, string(body)); code != http.StatusUnauthorized && code != http.StatusConflict {
+		t.Errorf("a second report: %d %s, want refused", code, out)
 	}
 	final, err := w.owner.Sandbox(ctx, sb.ID)
 	if err != nil {
@@ -130,6 +137,24 @@ func TestInMachineRunThroughTheGateway(t *testing.T) {
 	if code, _ := call("GET", api.RunTaskPath, key, ""); code != http.StatusUnauthorized && code != http.StatusConflict {
 		t.Errorf("task after the run: %d, want the ended sandbox's key refused", code)
 	}
+}
+
+// call makes one request of the gateway with bearer as the key and
+// returns the answer's status and body.
+func (w *runWorld) call(t *testing.T, method, path, bearer string, body io.Reader) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, w.url+path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+bearer)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
 
 // TestReviewerPushesNothing: a reviewer's key may clone its repository

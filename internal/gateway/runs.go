@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -50,9 +51,15 @@ func apiRun(sb sandbox.Sandbox, r sandbox.Run) *api.Run {
 		usd := t.CostUSD
 		out.CostUSD = &usd
 	}
-	if r.State != sandbox.RunRunning {
+	if r.Exited {
 		code := r.ExitCode
 		out.ExitCode = &code
+	}
+	if r.Ended != "" {
+		out.Ended, out.EndedBy, out.EndedByID = string(r.Ended), cmp.Or(r.EndedByName, r.EndedBy), r.EndedBy
+		if r.EndedBy == "" {
+			out.EndedBy = "berth"
+		}
 	}
 	if m := r.Metered; m != nil {
 		out.Metered = &api.Metered{Requests: m.Requests, Usage: apiTokens(m.Usage), CostUSD: m.CostUSD, Models: m.Models, Unmetered: m.Unmetered}
@@ -212,14 +219,33 @@ func (s *Server) runOutput(w http.ResponseWriter, r *http.Request, p account.Pri
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// maxRunExit bounds an exit report: its bundle in base64, and room for
+// the rest (a verdict is at most 64 KiB).
+const maxRunExit = sandbox.MaxBundle/3*4 + 1<<20
+
 // runExit concludes an in-machine run and answers the run as it ended.
 func (s *Server) runExit(w http.ResponseWriter, r *http.Request, p account.Principal) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRunExit))
+	if errors.As(err, new(*http.MaxBytesError)) {
+		s.writeError(w, r, &sandbox.InvalidError{Field: "bundle", Reason: fmt.Sprintf(
+			"the exit report is over %d MiB: an in-machine run hands the gateway at most %d MiB of work as a git bundle", maxRunExit>>20, sandbox.MaxBundle>>20)})
+		return
+	}
+	if err != nil {
+		s.writeError(w, r, &sandbox.InvalidError{Field: "body", Reason: "unreadable: " + err.Error()})
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
 	var req api.RunExit
 	if err := decode(r, &req); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	sb, run, err := s.sandboxes.RunExit(r.Context(), p, sandbox.RunReport{ExitCode: req.ExitCode, Commit: req.Commit, Error: req.Error,
+	if len(req.Bundle) > sandbox.MaxBundle {
+		s.writeError(w, r, &sandbox.InvalidError{Field: "bundle", Reason: fmt.Sprintf("%d bytes, over the %d MiB limit of an in-machine run's work", len(req.Bundle), sandbox.MaxBundle>>20)})
+		return
+	}
+	sb, run, err := s.sandboxes.RunExit(r.Context(), p, sandbox.RunReport{ExitCode: req.ExitCode, Commit: req.Commit, Bundle: req.Bundle, Error: req.Error,
 		Verdict: req.Verdict, VerdictFile: req.VerdictFile, VerdictError: req.VerdictError})
 	if err != nil {
 		s.writeError(w, r, err)

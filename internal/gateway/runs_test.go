@@ -39,6 +39,8 @@ import (
 type runWorld struct {
 	url                    string
 	drv                    *fake.Driver
+	forge                  *forge.Local
+	st                     *store.Store
 	owner, member, foreign *client.Client
 	ownerKey               string
 }
@@ -62,6 +64,7 @@ func newRunWorld(t *testing.T, wrap ...func(*fake.Driver) sandbox.Driver) *runWo
 	if _, err := local.Import(ctx, "acme/app", seedRepo(t)); err != nil {
 		t.Fatal(err)
 	}
+	w.forge, w.st = local, st
 	var svc *sandbox.Service
 	accounts := account.NewService(st, st, time.Now, func(ctx context.Context, org string) error { return svc.SeedClasses(ctx, org) }, st, log)
 	var drv sandbox.Driver = w.drv
@@ -138,6 +141,20 @@ func (w *runWorld) heldAgent(t *testing.T) (started chan struct{}, release func(
 		return lines, 0
 	})
 	return started, release
+}
+
+// branch is where berth/<name> of acme/app is; "" when it is not there.
+func (w *runWorld) branch(t *testing.T, name string) string {
+	t.Helper()
+	bare, err := w.forge.Path(forge.Repo{Path: "acme/app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("git", "--git-dir", bare, "rev-parse", "--verify", "--quiet", "refs/heads/berth/"+name).Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
 }
 
 func (w *runWorld) createAgent(t *testing.T, name string) api.Sandbox {

@@ -18,11 +18,13 @@ import (
 // its output). The machine does the host's part itself, through the
 // gateway and with the sandbox's own key only: berth-init clones the
 // repository through the gateway's git endpoint, asks for the task
-// (RunTask), streams the agent's output (RunOutput), pushes berth/<name>
-// through the gateway's ref policy, and reports the agent's exit
-// (RunExit). The run's telemetry, log and ending are the same as a
-// host-followed run's; what the machine says of its push is checked
-// against the repository.
+// (RunTask), streams the agent's output (RunOutput), and reports the
+// agent's exit (RunExit) with its work as a git bundle. The key pushes
+// nothing (GitAccess): the container never pushes, on any driver. The
+// gateway lands the bundle as berth/<name> once it has concluded the run
+// clean, as the host pushes a followed run's checkout, and discards it
+// otherwise. The run's telemetry, log and ending are the same as a
+// host-followed run's.
 
 // The variable that tells berth-init to run in this mode, and the one
 // that tells it not to push (a reviewer's run).
@@ -61,10 +63,15 @@ func (s *Service) checkInMachine(class Class) error {
 // RunReport is what an in-machine run says once its agent exited.
 type RunReport struct {
 	ExitCode int
-	// Commit is what it pushed to berth/<name> through the gateway; ""
-	// when the agent made no commit (or did not exit 0).
+	// Commit is the agent's HEAD after a clean exit, the one ref of
+	// Bundle; "" when the agent made no commit (or did not exit 0).
 	Commit string
-	// Error says why its push failed.
+	// Bundle is the agent's work after a clean exit: a git bundle of its
+	// commits on the clone's commit, at most MaxBundle bytes. Untrusted:
+	// the agent shared the machine.
+	Bundle []byte
+	// Error says why the machine could not hand its work over (or run
+	// the agent at all).
 	Error string
 	// Verdict is the verdict file the machine found in its checkout (SPEC
 	// S13.5), as it read it, at VerdictFile; VerdictError says why it
@@ -94,8 +101,11 @@ func (s *Service) reporting(ctx context.Context, p account.Principal) (Sandbox, 
 	if err != nil {
 		return Sandbox{}, Run{}, err
 	}
-	if run.State != RunRunning {
+	switch {
+	case run.State != RunRunning:
 		return Sandbox{}, Run{}, fmt.Errorf("the run of sandbox %s is over (%s): %w", sb.Name, run.State, ErrConflict)
+	case !run.EndedAt.IsZero():
+		return Sandbox{}, Run{}, fmt.Errorf("the run of sandbox %s has reported its end: %w", sb.Name, ErrConflict)
 	}
 	return sb, run, nil
 }
@@ -161,9 +171,12 @@ func (s *Service) RunOutput(ctx context.Context, p account.Principal, body io.Re
 		s.log.WarnContext(ctx, "run output lines without their stream's mark", "sandbox", sb.ID, "count", malformed)
 	}
 	// What was read counts even when the stream broke: the machine sends
-	// it whole again.
+	// it whole again. Only the telemetry: the run may have reported its
+	// end meanwhile.
 	run, _ = rr.result()
-	s.saveRun(ctx, run)
+	if err := s.store.PutRunTelemetry(ctx, run); err != nil {
+		s.log.WarnContext(ctx, "could not save a run's telemetry", "sandbox", sb.ID, "err", err)
+	}
 	if err != nil {
 		return fmt.Errorf("run output: read: %v: %w", err, ErrInvalid)
 	}
@@ -171,23 +184,31 @@ func (s *Service) RunOutput(ctx context.Context, p account.Principal, body io.Re
 }
 
 // RunExit concludes an in-machine run: its agent exited rep.ExitCode, and
-// after a clean exit it pushed rep.Commit to berth/<name>, which must be
-// where that branch now is. The sandbox ends as a host-followed run's does.
+// after a clean exit rep.Bundle holds its work. The sandbox ends as a
+// host-followed run's does, and the bundle becomes berth/<name> only when
+// the run is concluded clean (exit 0, no error in its stream, not a
+// reviewer's). A run reports once: a second report, even one racing the
+// first, is refused, so an agent that reports with the run's key ends its
+// own run.
 func (s *Service) RunExit(ctx context.Context, p account.Principal, rep RunReport) (Sandbox, Run, error) {
 	sb, run, err := s.reporting(ctx, p)
 	if err != nil {
 		return Sandbox{}, Run{}, fmt.Errorf("run exit: %w", err)
 	}
+	now := s.now()
+	if err := s.store.ClaimRunEnd(ctx, sb.ID, now); err != nil {
+		return Sandbox{}, Run{}, fmt.Errorf("run exit: %w", err)
+	}
 	defer s.serving(ctx, sb.ID)()
 	run.Telemetry.Settle(s.prices())
-	run.EndedAt = s.now()
-	run.ExitCode = rep.ExitCode
+	run.EndedAt = now
+	run.Exited, run.ExitCode = true, rep.ExitCode
 	if rep.ExitCode != 0 && rep.Error != "" {
 		// berth-init's own failure (the clone, the task), or why the agent
 		// could not start: its words, not just a code.
 		run.State, run.Error = RunFailed, fmt.Sprintf("in its machine (exit %d): %s", rep.ExitCode, rep.Error)
 	}
-	s.concludeRun(ctx, sb, run, kelos.SetupNone, s.checkPushed(rep), reportedVerdict(rep))
+	s.concludeRun(ctx, sb, run, kelos.SetupNone, s.landBundle(rep), reportedVerdict(rep))
 	out, err := s.store.GetRun(ctx, sb.ID)
 	if err != nil {
 		return Sandbox{}, Run{}, fmt.Errorf("run exit: %w", err)
@@ -210,27 +231,19 @@ func reportedVerdict(rep RunReport) verdictFunc {
 	}
 }
 
-// checkPushed is the push of an in-machine run: done by the machine, each
-// ref update checked and audited by the gateway's git endpoint as it
-// came. What is left is to see that the branch is where the machine says.
-func (s *Service) checkPushed(rep RunReport) pushFunc {
-	return func(ctx context.Context, sb Sandbox) (string, string, error) {
-		if rep.Error != "" {
-			return "", "", errors.New(rep.Error)
-		}
-		branch := "berth/" + sb.Name
-		at, err := s.work.BranchAt(ctx, sb)
-		if err != nil {
-			return "", "", fmt.Errorf("read %s: %w", branch, err)
-		}
+// landBundle is the push of an in-machine run, called only once the run
+// is concluded clean: the gateway takes the bundle its machine sent into
+// the repository it serves, as the host pushes a followed run's checkout.
+func (s *Service) landBundle(rep RunReport) pushFunc {
+	return s.audited(func(ctx context.Context, sb Sandbox) (string, string, error) {
 		switch {
-		case rep.Commit == "" && at == "":
+		case rep.Error != "":
+			return "", "", errors.New(rep.Error)
+		case len(rep.Bundle) == 0 && rep.Commit != "":
+			return "", "", fmt.Errorf("the machine reported commit %s but sent no bundle of it", rep.Commit)
+		case len(rep.Bundle) == 0:
 			return "", "", nil // no commit: nothing to push
-		case rep.Commit == "":
-			return "", "", fmt.Errorf("the machine reported nothing pushed, but %s is at %s", branch, at)
-		case at != rep.Commit:
-			return "", "", fmt.Errorf("the machine reported %s pushed to %s, which is at %q", rep.Commit, branch, at)
 		}
-		return branch, rep.Commit, nil
-	}
+		return s.work.PushBundle(ctx, sb, rep.Bundle, rep.Commit)
+	})
 }

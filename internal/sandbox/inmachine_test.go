@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -33,30 +34,50 @@ func (e *env) sandboxKey(sb sandbox.Sandbox, owner account.Principal) account.Pr
 	return account.Principal{User: owner.User, Sandbox: string(sb.ID), KeyID: sb.KeyID}
 }
 
-// pushAs pushes a commit to berth/<name> of acme/app as the machine would
-// through the gateway, and returns it.
-func pushAs(t *testing.T, e *env, name string) string {
+// bundleAs makes what a machine sends with its exit report: a shallow
+// clone of acme/app, a commit of file on it, and the bundle of that
+// commit. It returns the bundle and the commit.
+func bundleAs(t *testing.T, e *env, file string) ([]byte, string) {
 	t.Helper()
 	src, err := e.local.Path(forge.Repo{Host: "gateway.test:8080", Path: "acme/app"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	gitIn(t, dir, "clone", "-q", "file://"+src, ".")
-	if err := os.WriteFile(filepath.Join(dir, "hello.txt"), []byte("hello\n"), 0o644); err != nil {
+	gitIn(t, dir, "clone", "-q", "--depth", "1", "file://"+src, ".")
+	base := gitIn(t, dir, "rev-parse", "HEAD")
+	if err := os.WriteFile(filepath.Join(dir, file), []byte("hello\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	gitIn(t, dir, "add", "-A")
-	gitIn(t, dir, "commit", "-q", "-m", "add a greeting")
-	gitIn(t, dir, "push", "-q", "origin", "HEAD:refs/heads/berth/"+name)
-	return gitIn(t, dir, "rev-parse", "HEAD")
+	gitIn(t, dir, "commit", "-q", "-m", "add "+file)
+	gitIn(t, dir, "bundle", "create", "-q", filepath.Join(dir, ".git", "work.bundle"), "HEAD", "^"+base)
+	b, err := os.ReadFile(filepath.Join(dir, ".git", "work.bundle"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, gitIn(t, dir, "rev-parse", "HEAD")
+}
+
+// branchOf is where berth/<name> of acme/app is; "" when absent.
+func branchOf(t *testing.T, e *env, name string) string {
+	t.Helper()
+	src, err := e.local.Path(forge.Repo{Path: "acme/app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("git", "--git-dir", src, "rev-parse", "--verify", "--quiet", "refs/heads/berth/"+name).Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
 }
 
 // TestInMachineRun: on a driver whose agent runs happen in their machines,
 // the machine is started with no host checkout and no task in its
 // environment, asks for the task, streams its output (telemetry and log as
-// a followed run's), and its exit report concludes the run: the branch it
-// pushed is checked against the repository, and the sandbox terminates.
+// a followed run's), and its exit report concludes the run: the bundle it
+// sent becomes its branch, and the sandbox terminates.
 func TestInMachineRun(t *testing.T) {
 	e := newEnv(t, agents(t))
 	svc := inMachine(t, e)
@@ -118,13 +139,22 @@ func TestInMachineRun(t *testing.T) {
 		t.Errorf("run log has %d lines (want %d, the output once) ending %q", n, len(stream)+1, log[max(0, len(log)-40):])
 	}
 
-	commit := pushAs(t, e, "fix")
-	gotSB, got, err := svc.RunExit(ctx, key, sandbox.RunReport{ExitCode: 0, Commit: commit})
+	// The machine's key fetches but never pushes: its work comes with
+	// its report.
+	_, _, rules, err := svc.GitAccess(ctx, key, "acme/app")
+	if err != nil || rules.ReadOnly != sandbox.AgentPushRefused {
+		t.Errorf("git access of the run's key: rules %+v, %v; want fetch only, saying the host pushes", rules, err)
+	}
+	bundle, commit := bundleAs(t, e, "hello.txt")
+	gotSB, got, err := svc.RunExit(ctx, key, sandbox.RunReport{ExitCode: 0, Commit: commit, Bundle: bundle})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.State != sandbox.RunSucceeded || got.Branch != "berth/fix" || got.Commit != commit || gotSB.ID != sb.ID {
-		t.Errorf("run after the exit report: %s %q %s@%s; want succeeded on berth/fix@%s", got.State, got.Error, got.Branch, got.Commit, commit)
+	if got.State != sandbox.RunSucceeded || got.Branch != "berth/fix" || got.Commit != commit || gotSB.ID != sb.ID || !got.Exited || got.ExitCode != 0 {
+		t.Errorf("run after the exit report: %s %q %s@%s, exited %v %d; want succeeded on berth/fix@%s, exited 0", got.State, got.Error, got.Branch, got.Commit, got.Exited, got.ExitCode, commit)
+	}
+	if at := branchOf(t, e, "fix"); at != commit {
+		t.Errorf("berth/fix is at %q, want the bundle's %s", at, commit)
 	}
 	end := e.waitState(t, sb.ID, sandbox.StateTerminated)
 	if end.Reason != "its task finished" {
@@ -135,8 +165,8 @@ func TestInMachineRun(t *testing.T) {
 	}
 }
 
-// TestInMachineRunReportsChecked: a reported commit that is not where the
-// branch is fails the run; a machine that stops without a report fails
+// TestInMachineRunReportsChecked: a reported commit that is not its
+// bundle's fails the run; a machine that stops without a report fails
 // its sandbox at the next sweep, its run with it.
 func TestInMachineRunReportsChecked(t *testing.T) {
 	e := newEnv(t, agents(t))
@@ -145,12 +175,13 @@ func TestInMachineRunReportsChecked(t *testing.T) {
 
 	sb := e.agentRun(t, "claude-code")
 	e.waitState(t, sb.ID, sandbox.StateRunning)
-	_, got, err := svc.RunExit(ctx, e.sandboxKey(sb, e.alice), sandbox.RunReport{ExitCode: 0, Commit: strings.Repeat("a", 40)})
+	bundle, commit := bundleAs(t, e, "hello.txt")
+	_, got, err := svc.RunExit(ctx, e.sandboxKey(sb, e.alice), sandbox.RunReport{ExitCode: 0, Commit: strings.Repeat("a", 40), Bundle: bundle})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.State != sandbox.RunFailed || !strings.Contains(got.Error, "berth/fix") {
-		t.Errorf("run with a commit that is not on its branch: %s %q; want failed, naming the branch", got.State, got.Error)
+	if got.State != sandbox.RunFailed || !strings.Contains(got.Error, "its bundle holds "+commit) || branchOf(t, e, "fix") != "" {
+		t.Errorf("run with a commit that is not its bundle's: %s %q, berth/fix at %q; want failed, saying so, no branch", got.State, got.Error, branchOf(t, e, "fix"))
 	}
 	e.waitState(t, sb.ID, sandbox.StateFailed)
 

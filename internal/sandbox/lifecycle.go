@@ -223,6 +223,11 @@ func (s *Service) end(ctx context.Context, actor string, sb Sandbox, to State, r
 		return Sandbox{}, err
 	}
 	s.revokeCredentials(ctx, sb, "")
+	if s.agentRun(sb) && !next.Live() {
+		// The run's record first: removing the machine ends its follower,
+		// which must find the run closed, and by whom.
+		s.runEnded(ctx, sb, to, actor, reason)
+	}
 	if s.driver == nil {
 		return out, nil
 	}
@@ -244,7 +249,6 @@ func (s *Service) end(ctx context.Context, actor string, sb Sandbox, to State, r
 		// The task never outlives its sandbox, nor does its checkout.
 		removePrompt(sb, s.work.Dir(sb))
 		s.removeCheckout(ctx, sb)
-		s.runEnded(ctx, sb, to, reason)
 	}
 	return out, nil
 }

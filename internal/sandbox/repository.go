@@ -230,8 +230,13 @@ func (s *Service) GitAccess(ctx context.Context, p account.Principal, path strin
 	if sb.Purpose == PurposeAgent {
 		rules.Only = forge.AgentBranch(sb.Name)
 	}
-	if sb.Role == RoleReviewer {
+	switch {
+	case sb.Role == RoleReviewer:
 		rules.ReadOnly = "a reviewer pushes nothing: its work is its verdict (" + review.FileName + ")"
+	case s.agentRun(sb):
+		// Whatever it pushed mid-run would outlive a failed or terminated
+		// run: its work reaches the branch only through the host.
+		rules.ReadOnly = AgentPushRefused
 	}
 	return sb, r, rules, nil
 }

@@ -32,17 +32,30 @@ const (
 // Run is one agent execution in an agent sandbox (SPEC S2, S13): the runner,
 // its telemetry as the agent reported it, and what came out.
 type Run struct {
-	Sandbox   ID
-	Runner    string
-	Model     string // the model the run was started on
-	State     RunState
-	ExitCode  int
-	Error     string // why it failed, when it did
-	Branch    string // the branch its work was pushed to
-	Commit    string // and the commit
-	Telemetry runner.Telemetry
-	Lines     int // stdout lines of the agent's stream read (a kelos image's markers and outputs are not)
-	Ignored   int // of them, not in the runner's vocabulary
+	Sandbox ID
+	Runner  string
+	Model   string // the model the run was started on
+	State   RunState
+	// Exited says the run's machine exited, with ExitCode. A run that did
+	// not has no exit code: its sandbox was ended under it (Ended), or its
+	// machine never started or vanished.
+	Exited   bool
+	ExitCode int
+	// Ended is how a run ended that did not exit: the state its sandbox
+	// was moved to under it (terminated: by a user, or by the sweep at its
+	// expiry; failed: its machine never started or vanished); "" for a
+	// run that exited or still goes. EndedBy is the user who ended it, ""
+	// for berth itself (the sweep), and EndedByName their name, read with
+	// the run.
+	Ended       State
+	EndedBy     string
+	EndedByName string
+	Error       string // why it failed, when it did
+	Branch      string // the branch its work was pushed to
+	Commit      string // and the commit
+	Telemetry   runner.Telemetry
+	Lines       int // stdout lines of the agent's stream read (a kelos image's markers and outputs are not)
+	Ignored     int // of them, not in the runner's vocabulary
 	// Metered is what the gateway metered of the run's model calls; nil
 	// without inference. Difference says how Telemetry differs from it
 	// once the run is over, and why (nil when they agree). Neither is
@@ -72,15 +85,16 @@ type Workspaces interface {
 	// Push pushes the checkout's HEAD to the sandbox's branch,
 	// refs/heads/berth/<name>, and returns the branch and the commit.
 	// Nothing to push (no commit since the clone) is not an error: the
-	// commit is then "".
+	// commit is then "". The checkout is the agent's: no git is run in it.
 	Push(ctx context.Context, sb Sandbox, dir string) (branch, commit string, err error)
+	// PushBundle makes the one ref of bundle, a git bundle of an
+	// in-machine run's commits on its clone (at most MaxBundle bytes,
+	// untrusted), the sandbox's branch, and returns the branch and the
+	// commit, which must be commit.
+	PushBundle(ctx context.Context, sb Sandbox, bundle []byte, commit string) (branch, commitOut string, err error)
 	// BranchFree refuses a run whose branch berth/<name> exists already:
 	// what Prepare checks first, for a run that has no host checkout.
 	BranchFree(ctx context.Context, sb Sandbox) error
-	// BranchAt is the commit berth/<name> points at in the repository the
-	// gateway serves ("" when there is none): what an in-machine run
-	// pushed through the gateway.
-	BranchAt(ctx context.Context, sb Sandbox) (string, error)
 	// Dir is where sb's checkout is (or would be).
 	Dir(sb Sandbox) string
 	// Remove deletes the checkout.
@@ -114,8 +128,8 @@ type RunSpec struct {
 	// with InMachineRuns: Work is "", and berth-init (BERTH_RUN_REPORT=
 	// gateway in the environment) clones the repository through the
 	// gateway into /work, fetches the task, streams its output to the
-	// gateway, pushes berth/<name> through the gateway's ref policy, and
-	// reports the agent's exit there.
+	// gateway, and reports the agent's exit there with its work as a git
+	// bundle (it pushes nothing).
 	InMachine bool
 }
 
@@ -130,6 +144,14 @@ type InMachineRuns interface {
 
 // promptFile is where the host puts a run's task (SPEC S13.2).
 const promptFile = ".berth-prompt.txt"
+
+// MaxBundle bounds the work an in-machine run hands the gateway with its
+// exit report, a git bundle: 64 MiB.
+const MaxBundle = 64 << 20
+
+// AgentPushRefused is why an agent run's key may not push (SPEC S13.1):
+// the container never pushes; the host takes its work after a clean exit.
+const AgentPushRefused = "the host pushes an agent's work after a clean exit: an agent run's key may fetch, never push"
 
 // AgentConfig is how the deployment runs agents (SPEC S13).
 type AgentConfig struct {
@@ -484,10 +506,12 @@ func (rr *runReader) line(ctx context.Context, stdout bool, b []byte) {
 	}
 }
 
-// save writes the telemetry read so far to the run's record.
+// save writes the telemetry read so far to the run's record, and nothing
+// else of it: the run may have been ended meanwhile (its sandbox
+// terminated), and that record stands.
 func (rr *runReader) save(ctx context.Context) {
 	rr.run.Telemetry, rr.run.Lines, rr.run.Ignored = rr.tel, rr.lines, rr.ignored
-	if err := rr.s.store.PutRun(ctx, rr.run); err != nil {
+	if err := rr.s.store.PutRunTelemetry(ctx, rr.run); err != nil {
 		rr.s.log.WarnContext(ctx, "could not save a run's telemetry", "sandbox", rr.sb.ID, "err", err)
 	}
 }
@@ -536,10 +560,12 @@ func (s *Service) finishRun(ctx context.Context, run Run, work string, setup kel
 	run.Telemetry.Settle(s.prices())
 	run.EndedAt = s.now()
 	if sb.State != StateRunning && sb.State != StateStarting {
-		// Terminated or expired meanwhile: nothing to push.
-		run.State, run.Error = RunFailed, "the sandbox ended ("+string(sb.State)+") before the run did"
+		// Terminated or expired meanwhile: nothing to push, and no exit
+		// of its own.
+		run.State, run.Error, run.Ended = RunFailed, "the sandbox ended ("+string(sb.State)+") before the run did", sb.State
 		if saved, err := s.store.GetRun(ctx, sb.ID); err == nil && saved.State != RunRunning {
-			run.Error, run.EndedAt = saved.Error, saved.EndedAt // what end said, with the telemetry read since
+			// What end said, with the telemetry read since.
+			run.Error, run.EndedAt, run.Ended, run.EndedBy = saved.Error, saved.EndedAt, saved.Ended, saved.EndedBy
 		}
 		run.holdReview(run.Error)
 		s.removeCheckout(ctx, sb)
@@ -549,24 +575,39 @@ func (s *Service) finishRun(ctx context.Context, run Run, work string, setup kel
 	m, err := s.driver.Inspect(ctx, sb.ID)
 	switch {
 	case err != nil:
-		run.State, run.Error, run.ExitCode = RunFailed, "its machine is gone", -1
+		run.State, run.Error, run.Ended = RunFailed, "its machine is gone", StateFailed
 	case m.Status == MachineRunning:
 		return // not over yet: the next sweep follows again
 	default:
-		run.ExitCode = m.ExitCode
+		run.Exited, run.ExitCode = true, m.ExitCode
 	}
 	s.concludeRun(ctx, sb, run, setup, s.hostPush(work), func(dest string) review.Result { return review.Collect(work, dest) })
 }
 
 // pushFunc takes a clean run's work to berth/<name> and says where it
-// went: the host pushes its checkout, or the gateway checks what an
-// in-machine run pushed through it. commit is "" when there was nothing.
+// went: the host pushes its checkout, or the gateway lands the bundle an
+// in-machine run sent. commit is "" when there was nothing.
 type pushFunc func(ctx context.Context, sb Sandbox) (branch, commit string, err error)
 
-// hostPush pushes the host's checkout in work, audited like any push.
+// hostPush pushes the host's checkout in work.
 func (s *Service) hostPush(work string) pushFunc {
+	return s.audited(func(ctx context.Context, sb Sandbox) (string, string, error) {
+		return s.work.Push(ctx, sb, work)
+	})
+}
+
+// errEnded says a run's sandbox ended (terminated, expired) before its
+// work was taken: the work is discarded, and the end recorded the run.
+var errEnded = errors.New("the sandbox ended before its run's work was taken")
+
+// audited is push, audited like any push, and only while the run's
+// sandbox still runs: one terminated meanwhile leaves no branch.
+func (s *Service) audited(push pushFunc) pushFunc {
 	return func(ctx context.Context, sb Sandbox) (string, string, error) {
-		branch, commit, err := s.work.Push(ctx, sb, work)
+		if cur, err := s.store.GetSandbox(ctx, sb.ID); err != nil || (cur.State != StateRunning && cur.State != StateStarting) {
+			return "", "", errEnded
+		}
+		branch, commit, err := push(ctx, sb)
 		if err != nil {
 			s.GitRefused(ctx, sb, map[string]string{forge.AgentBranch(sb.Name): err.Error()})
 			return "", "", err
@@ -604,9 +645,14 @@ func (s *Service) concludeRun(ctx context.Context, sb Sandbox, run Run, setup ke
 			run.State = RunSucceeded // a reviewer pushes nothing: its verdict is its work
 		default:
 			branch, commit, err := push(ctx, sb)
-			if err != nil {
+			switch {
+			case errors.Is(err, errEnded):
+				// Ended meanwhile: its end recorded the run and removed
+				// what it had.
+				return
+			case err != nil:
 				run.State, run.Error = RunFailed, "push: "+err.Error()
-			} else {
+			default:
 				run.State, run.Branch, run.Commit = RunSucceeded, branch, commit
 			}
 		}
@@ -650,6 +696,11 @@ func (s *Service) RunOf(ctx context.Context, sb Sandbox) (Run, error) {
 	if err := s.addMetered(ctx, &run); err != nil {
 		s.log.WarnContext(ctx, "could not read what the gateway metered of a run", "sandbox", sb.ID, "err", err)
 	}
+	if run.EndedBy != "" {
+		if u, err := s.accounts.User(ctx, run.EndedBy); err == nil {
+			run.EndedByName = u.Name
+		}
+	}
 	return run, nil
 }
 
@@ -686,7 +737,7 @@ func (s *Service) openRunFile(ctx context.Context, p account.Principal, ref stri
 // its checkout.
 func (s *Service) finishUnstarted(ctx context.Context, sb Sandbox, reason string) {
 	if run, err := s.store.GetRun(ctx, sb.ID); err == nil {
-		run.State, run.Error, run.EndedAt = RunFailed, reason, s.now()
+		run.State, run.Error, run.EndedAt, run.Ended = RunFailed, reason, s.now(), StateFailed
 		run.holdReview(reason)
 		s.saveRun(ctx, run)
 	}
@@ -694,13 +745,14 @@ func (s *Service) finishUnstarted(ctx context.Context, sb Sandbox, reason string
 }
 
 // runEnded closes the record of a run whose sandbox ended under it
-// (terminated, expired, failed): no push, and the reason says why.
-func (s *Service) runEnded(ctx context.Context, sb Sandbox, to State, reason string) {
+// (terminated, expired, failed) by actor ("" for berth itself): no push,
+// no exit code (its agent did not exit), and the reason says why.
+func (s *Service) runEnded(ctx context.Context, sb Sandbox, to State, actor, reason string) {
 	run, err := s.store.GetRun(ctx, sb.ID)
 	if err != nil || run.State != RunRunning {
 		return
 	}
-	run.State, run.EndedAt = RunFailed, s.now()
+	run.State, run.EndedAt, run.Ended, run.EndedBy = RunFailed, s.now(), to, actor
 	run.Error = "the sandbox ended (" + string(to) + ") before the run did"
 	if reason != "" {
 		run.Error += ": " + reason

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"berth.dev/berth/internal/review"
 	"berth.dev/berth/internal/sandbox"
@@ -26,22 +27,55 @@ func (s *Store) PutRun(ctx context.Context, r sandbox.Run) error {
 	if err != nil {
 		return fmt.Errorf("put run of %s: results: %w", r.Sandbox, err)
 	}
+	exited := 0
+	if r.Exited {
+		exited = 1
+	}
 	_, err = s.db.ExecContext(ctx, `
 		INSERT INTO runs (sandbox_id, runner, model, state, exit_code, error, branch, commit_id, telemetry, lines, ignored, started_at, ended_at,
-			review_outcome, review_summary, review_sha256, review_reason, review_file, outputs, results)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
+			review_outcome, review_summary, review_sha256, review_reason, review_file, outputs, results, exited, ended, ended_by)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)
 		ON CONFLICT (sandbox_id) DO UPDATE SET
 			runner = excluded.runner, model = excluded.model, state = excluded.state, exit_code = excluded.exit_code,
 			error = excluded.error, branch = excluded.branch, commit_id = excluded.commit_id, telemetry = excluded.telemetry,
-			lines = excluded.lines, ignored = excluded.ignored, started_at = excluded.started_at, ended_at = excluded.ended_at,
+			lines = excluded.lines, ignored = excluded.ignored, started_at = excluded.started_at,
+			ended_at = COALESCE(excluded.ended_at, runs.ended_at),
+			exited = excluded.exited, ended = excluded.ended, ended_by = excluded.ended_by,
 			review_outcome = excluded.review_outcome, review_summary = excluded.review_summary,
 			review_sha256 = excluded.review_sha256, review_reason = excluded.review_reason, review_file = excluded.review_file,
 			outputs = excluded.outputs, results = excluded.results`,
 		string(r.Sandbox), r.Runner, r.Model, string(r.State), r.ExitCode, r.Error, r.Branch, r.Commit, string(tel),
 		r.Lines, r.Ignored, timeArg(r.StartedAt), timeArg(r.EndedAt),
-		string(r.Review.Outcome), r.Review.Summary, r.Review.SHA256, r.Review.Reason, r.Review.File, outputs, results)
+		string(r.Review.Outcome), r.Review.Summary, r.Review.SHA256, r.Review.Reason, r.Review.File, outputs, results,
+		exited, string(r.Ended), r.EndedBy)
 	if err != nil {
 		return fmt.Errorf("put run of %s: %w", r.Sandbox, err)
+	}
+	return nil
+}
+
+// PutRunTelemetry writes a run's telemetry and line counts only.
+func (s *Store) PutRunTelemetry(ctx context.Context, r sandbox.Run) error {
+	tel, err := json.Marshal(r.Telemetry)
+	if err != nil {
+		return fmt.Errorf("put telemetry of the run of %s: %w", r.Sandbox, err)
+	}
+	if _, err := s.db.ExecContext(ctx, `UPDATE runs SET telemetry = $2, lines = $3, ignored = $4 WHERE sandbox_id = $1`,
+		string(r.Sandbox), string(tel), r.Lines, r.Ignored); err != nil {
+		return fmt.Errorf("put telemetry of the run of %s: %w", r.Sandbox, err)
+	}
+	return nil
+}
+
+// ClaimRunEnd sets the end of a run that is still running and has none.
+func (s *Store) ClaimRunEnd(ctx context.Context, id sandbox.ID, at time.Time) error {
+	res, err := s.db.ExecContext(ctx, `UPDATE runs SET ended_at = $2 WHERE sandbox_id = $1 AND state = $3 AND ended_at IS NULL`,
+		string(id), timeArg(at), string(sandbox.RunRunning))
+	if err != nil {
+		return fmt.Errorf("claim the end of the run of %s: %w", id, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return fmt.Errorf("the run of %s is over or has reported its end: %w", id, sandbox.ErrConflict)
 	}
 	return nil
 }
@@ -49,14 +83,15 @@ func (s *Store) PutRun(ctx context.Context, r sandbox.Run) error {
 // GetRun reads an agent sandbox's run; sandbox.ErrNotFound without one.
 func (s *Store) GetRun(ctx context.Context, id sandbox.ID) (sandbox.Run, error) {
 	r := sandbox.Run{Sandbox: id}
-	var state, tel, outcome string
+	var state, tel, outcome, endedAs string
 	var started, ended sql.NullInt64
 	var outputs, results sql.NullString
+	var exited int
 	err := s.db.QueryRowContext(ctx, `SELECT runner, model, state, exit_code, error, branch, commit_id, telemetry, lines, ignored, started_at, ended_at,
-			review_outcome, review_summary, review_sha256, review_reason, review_file, outputs, results
+			review_outcome, review_summary, review_sha256, review_reason, review_file, outputs, results, exited, ended, ended_by
 		FROM runs WHERE sandbox_id = $1`, string(id)).
 		Scan(&r.Runner, &r.Model, &state, &r.ExitCode, &r.Error, &r.Branch, &r.Commit, &tel, &r.Lines, &r.Ignored, &started, &ended,
-			&outcome, &r.Review.Summary, &r.Review.SHA256, &r.Review.Reason, &r.Review.File, &outputs, &results)
+			&outcome, &r.Review.Summary, &r.Review.SHA256, &r.Review.Reason, &r.Review.File, &outputs, &results, &exited, &endedAs, &r.EndedBy)
 	if errors.Is(err, sql.ErrNoRows) {
 		return sandbox.Run{}, fmt.Errorf("run of %s: %w", id, sandbox.ErrNotFound)
 	}
@@ -64,6 +99,7 @@ func (s *Store) GetRun(ctx context.Context, id sandbox.ID) (sandbox.Run, error) 
 		return sandbox.Run{}, fmt.Errorf("get run of %s: %w", id, err)
 	}
 	r.State, r.Review.Outcome = sandbox.RunState(state), review.Outcome(outcome)
+	r.Exited, r.Ended = exited != 0, sandbox.State(endedAs)
 	r.StartedAt, r.EndedAt = timeOf(started), timeOf(ended)
 	if err := json.Unmarshal([]byte(tel), &r.Telemetry); err != nil {
 		return sandbox.Run{}, fmt.Errorf("run of %s: telemetry: %w", id, err)

@@ -201,7 +201,27 @@ func testRunRoundTrip(t *testing.T, st *store.Store) {
 	if _, err := st.GetRun(t.Context(), sb.ID); !errors.Is(err, sandbox.ErrNotFound) {
 		t.Fatalf("GetRun before any = %v, want ErrNotFound", err)
 	}
-	run := sandbox.Run{Sandbox: sb.ID, Runner: "pi", Model: "m", State: sandbox.RunSucceeded, ExitCode: 0,
+	run := sandbox.Run{Sandbox: sb.ID, Runner: "pi", Model: "m", State: sandbox.RunRunning, StartedAt: t0}
+	if err := st.PutRun(t.Context(), run); err != nil {
+		t.Fatal(err)
+	}
+	// An in-machine run's end is claimed once.
+	if err := st.ClaimRunEnd(t.Context(), sb.ID, t0.Add(time.Minute)); err != nil {
+		t.Fatalf("claim the end: %v", err)
+	}
+	if err := st.ClaimRunEnd(t.Context(), sb.ID, t0.Add(2*time.Minute)); !errors.Is(err, sandbox.ErrConflict) {
+		t.Fatalf("claim the end again: %v, want a conflict", err)
+	}
+	// Telemetry saved meanwhile changes nothing else; a run put without
+	// its end keeps the one it has.
+	run.Lines = 3
+	if err := st.PutRunTelemetry(t.Context(), run); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := st.GetRun(t.Context(), sb.ID); err != nil || got.Lines != 3 || got.State != sandbox.RunRunning || !got.EndedAt.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("after the telemetry: %+v, %v", got, err)
+	}
+	run = sandbox.Run{Sandbox: sb.ID, Runner: "pi", Model: "m", State: sandbox.RunSucceeded, Exited: true, ExitCode: 0,
 		Branch: "berth/task", Commit: "abc", Lines: 12, Ignored: 1, StartedAt: t0, EndedAt: t0.Add(time.Minute)}
 	run.Telemetry.Usage.Input, run.Telemetry.Usage.Output, run.Telemetry.CostUSD = 240, 34, 0.0012
 	run.Telemetry.Cost = runner.CostNative
@@ -212,6 +232,7 @@ func testRunRoundTrip(t *testing.T, st *store.Store) {
 		t.Fatal(err)
 	}
 	run.State, run.Error = sandbox.RunFailed, "again"
+	run.Exited, run.Ended, run.EndedBy = false, sandbox.StateTerminated, fx.ann.ID
 	run.Review = run.Review.Hold("the agent exited 1")
 	if err := st.PutRun(t.Context(), run); err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"berth.dev/berth/internal/forge"
@@ -117,46 +118,35 @@ func (w *Workspaces) owner(sb sandbox.Sandbox) int {
 	return w.uid
 }
 
-// Push pushes the checkout's HEAD to refs/heads/berth/<name> in the source
-// (and on to the forge, for a mirror). A checkout with no commit of the
-// agent's pushes nothing and says so with an empty commit.
+// Push takes the checkout's HEAD to refs/heads/berth/<name> in the source
+// (and on to the forge, for a mirror), through a bundle made from a view
+// of the checkout's objects and landed from a quarantine (land.go): the
+// host runs no git in the .git the agent wrote. A checkout with no commit
+// of the agent's pushes nothing and says so with an empty commit.
 func (w *Workspaces) Push(ctx context.Context, sb sandbox.Sandbox, dir string) (string, string, error) {
-	head, err := w.run(ctx, dir, "rev-parse", "HEAD")
+	q, format, done, err := w.quarantine(ctx, sb)
 	if err != nil {
 		return "", "", err
 	}
-	// The clone is shallow: its only commit is where the run started.
-	count, err := w.run(ctx, dir, "rev-list", "--count", "HEAD")
+	defer done()
+	env, head, base, doneView, err := w.view(dir, format)
 	if err != nil {
 		return "", "", err
 	}
-	if count == "1" {
+	defer doneView()
+	// The clone is shallow: its boundary is where the run started.
+	if slices.Contains(base, head) {
 		return "", "", nil
 	}
-	repo := w.repo(sb)
-	src, err := w.source.Dir(ctx, repo)
-	if err != nil {
-		return "", "", err
+	file := filepath.Join(q, "work.bundle")
+	args := []string{"bundle", "create", "--quiet", file, "HEAD"}
+	for _, b := range base {
+		args = append(args, "^"+b)
 	}
-	ref := forge.AgentBranch(sb.Name)
-	switch old := w.branchAt(ctx, src, ref); old {
-	case "":
-		if _, err := w.run(ctx, dir, "push", "--quiet", "file://"+src, "HEAD:"+ref); err != nil {
-			return "", "", err
-		}
-	case head:
-		// Pushed already: a gateway restarted before it recorded the run
-		// finishes it again. It still goes on to the forge below (the
-		// mirror's push is a force push of the same commit).
-	default:
-		// Made by somebody else while the run ran (Prepare saw none).
-		return "", "", fmt.Errorf("%s got a branch %s from elsewhere while this run ran; the run's commit %s was not pushed over it",
-			sb.Repo, strings.TrimPrefix(ref, "refs/heads/"), head)
+	if _, err := w.safe(ctx, q, env, args...); err != nil {
+		return "", "", fmt.Errorf("bundle the agent's work: %w", err)
 	}
-	if err := w.source.Pushed(ctx, repo, []forge.RefUpdate{{Old: strings.Repeat("0", len(head)), New: head, Ref: ref}}); err != nil {
-		return "", "", err
-	}
-	return strings.TrimPrefix(ref, "refs/heads/"), head, nil
+	return w.land(ctx, sb, q, file, head)
 }
 
 // BranchFree refuses a run whose branch berth/<name> exists already in the
@@ -179,17 +169,6 @@ func (w *Workspaces) branchFree(ctx context.Context, sb sandbox.Sandbox, src str
 			sb.Repo, sb.Name)
 	}
 	return nil
-}
-
-// BranchAt is the commit sb's branch berth/<name> points at in the
-// repository the gateway serves, "" when there is no such branch: what an
-// in-machine run pushed through the gateway.
-func (w *Workspaces) BranchAt(ctx context.Context, sb sandbox.Sandbox) (string, error) {
-	src, err := w.source.Dir(ctx, w.repo(sb))
-	if err != nil {
-		return "", err
-	}
-	return w.branchAt(ctx, src, forge.AgentBranch(sb.Name)), nil
 }
 
 // branchAt is the commit ref points at in the bare repository src, or ""

@@ -10,7 +10,9 @@
 // Agent runs (SPEC S13) run whole in their pod (sandbox.InMachineRuns):
 // a pod can mount no checkout of the gateway's, and the gateway follows
 // no pod's output, so berth-init clones through the gateway, fetches the
-// task, streams the agent's output there, pushes and reports the exit.
+// task, streams the agent's output there and reports the exit with the
+// agent's work as a git bundle, which the gateway lands after a clean run
+// (the pod's key pushes nothing).
 // Runs that need the host's checkout, and images of the kelos contract,
 // are refused (sandbox.ErrUnavailable).
 //

@@ -249,8 +249,8 @@ func (c Config) pod(sb sandbox.Sandbox, env map[string]string, probeSSH bool) (P
 // read-only root, and the only writable places emptyDirs that die with
 // the pod: /work, the working directory, where berth-init clones through
 // the gateway; /tmp; and HOME, where it writes the runner's files. No
-// volume claim, whatever the class's disk: the checkout is pushed or lost
-// with the run. The image's own entrypoint (berth-init) stays; run.Args
+// volume claim, whatever the class's disk: the checkout's work goes to the
+// gateway with the exit report, or is lost with the run. The image's own entrypoint (berth-init) stays; run.Args
 // fill its "$@". restartPolicy stays Never (pod): the agent's exit ends
 // the run, which berth-init has reported to the gateway, and the
 // controller marks the Sandbox Finished.

@@ -437,3 +437,37 @@ func TestUsageScreen(t *testing.T) {
 		t.Errorf("a member reads usage: %d, want 403 as the API answers", pg.status)
 	}
 }
+
+// TestTerminatedRunSaysWhoEndedIt (issue 14, item 9): the run view of a
+// run terminated under its agent names who ended it and shows no exit
+// code; a run that exited shows its code.
+func TestTerminatedRunSaysWhoEndedIt(t *testing.T) {
+	w := newWorld(t)
+	done := w.agentRun(t, "alice", "done")
+	started, release := make(chan struct{}), make(chan struct{})
+	w.drv.SetAgent(func(sandbox.Spec) ([]string, int) {
+		close(started)
+		<-release
+		return nil, 143
+	})
+	sb, err := w.sandboxes.Create(t.Context(), w.principal("alice"), sandbox.CreateRequest{Name: "stop", Purpose: "agent", Class: "standard",
+		Repo: "acme/app", Branch: "main", Task: "never mind", Runner: "claude-code"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	if _, err := w.sandboxes.Terminate(t.Context(), w.principal("alice"), "stop"); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	w.wait(t, sb.ID, func(sb sandbox.Sandbox) bool { return !sb.Live() })
+	b := w.browser(t)
+	b.signIn(w.keys["alice"])
+	pg := b.get("/sandboxes/" + string(sb.ID))
+	if !strings.Contains(pg.body, "failed, terminated by alice before the agent exited") || strings.Contains(pg.body, "exit code") {
+		t.Errorf("the terminated run's page does not say who ended it, or gives it an exit code:\n%s", pg.body)
+	}
+	if pg := b.get("/sandboxes/" + string(done.ID)); !strings.Contains(pg.body, "succeeded, exit code 0") {
+		t.Errorf("the finished run's page lacks its exit code")
+	}
+}
