@@ -69,6 +69,8 @@ type worldConfig struct {
 	// provider's handler; nil serves no models.
 	// url is where the gateway answers, as sandboxes reach it.
 	inference func(st *store.Store, accounts *account.Service, url string) (*inference.Service, http.Handler)
+	// sandbox changes the sandbox service's configuration (to run agents).
+	sandbox func(w *world, c *sandbox.Config)
 }
 
 // withForge makes a world on a remote forge.
@@ -134,10 +136,14 @@ func newWorld(t testing.TB, opts ...func(*worldConfig)) *world {
 		w.inference, scripted = cfg.inference(st, w.accounts, w.url)
 		sbOpts = append(sbOpts, sandbox.WithModelEnv(w.inference))
 	}
-	svc = sandbox.NewService(st, drv, w.accounts, sandbox.Config{
+	sbCfg := sandbox.Config{
 		Driver: "fake", Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""}, Template: tmpl, Audit: st,
 		Retention: 90 * 24 * time.Hour, Metrics: w.metrics, Forge: fg, PublicURL: w.url,
-	}, log, cfg.now, sbOpts...)
+	}
+	if cfg.sandbox != nil {
+		cfg.sandbox(w, &sbCfg)
+	}
+	svc = sandbox.NewService(st, drv, w.accounts, sbCfg, log, cfg.now, sbOpts...)
 	w.sandboxes = svc
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
