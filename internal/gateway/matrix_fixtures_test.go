@@ -6,8 +6,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/sandbox"
 )
 
@@ -26,10 +28,26 @@ var fixtures = map[string]fixture{
 	"new-suspended":    {make: (*matrix).newSuspended, state: (*matrix).sandboxState},
 	"new-owner-key":    {make: func(m *matrix, t *testing.T) string { return m.newKey(t, "alice") }, state: (*matrix).keyState},
 	"new-operator-key": {make: func(m *matrix, t *testing.T) string { return m.newKey(t, "ops") }, state: (*matrix).keyState},
+	"new-co-admin-key": {make: func(m *matrix, t *testing.T) string { return m.newKey(t, "carol") }, state: (*matrix).keyState},
 	"new-class":        {make: (*matrix).newClass, state: (*matrix).classState},
 	"new-member":       {make: func(m *matrix, t *testing.T) string { return m.newUser(t, account.RoleMember, false) }, state: (*matrix).userState},
 	"new-disabled":     {make: func(m *matrix, t *testing.T) string { return m.newUser(t, account.RoleMember, true) }, state: (*matrix).userState},
 	"new-operator":     {make: func(m *matrix, t *testing.T) string { return m.newUser(t, account.RoleOperator, false) }, state: (*matrix).userState},
+
+	// Users of acme to invite: a member who has never had a key, an
+	// operator who has never had one, and a member whose one key was
+	// revoked.
+	"new-invitee":          {make: func(m *matrix, t *testing.T) string { return m.newUser(t, account.RoleMember, false) }, state: (*matrix).invitationsOf},
+	"new-operator-invitee": {make: func(m *matrix, t *testing.T) string { return m.newUser(t, account.RoleOperator, false) }, state: (*matrix).invitationsOf},
+	"new-former-keyholder": {make: (*matrix).newFormerKeyholder, state: (*matrix).invitationsOf},
+	// Invitations to redeem, each the secret sent: a live one, a live
+	// one's id with a wrong secret, one used, one replaced by a newer
+	// one, one expired.
+	"new-invitation":          {make: (*matrix).newInvitation, state: (*matrix).invitationState},
+	"new-wrong-secret":        {make: (*matrix).newWrongSecret, state: (*matrix).invitationState},
+	"new-used-invitation":     {make: (*matrix).newUsedInvitation, state: (*matrix).invitationState},
+	"new-replaced-invitation": {make: (*matrix).newReplacedInvitation, state: (*matrix).invitationState},
+	"new-expired-invitation":  {make: (*matrix).newExpiredInvitation, state: (*matrix).invitationState},
 }
 
 func (m *matrix) next() int { m.n++; return m.n }
@@ -121,6 +139,110 @@ func (m *matrix) userState(t *testing.T, id string) string {
 	return "disabled " + strconv.FormatBool(u.Disabled)
 }
 
+// newFormerKeyholder is a member of acme who had a key, revoked since.
+func (m *matrix) newFormerKeyholder(t *testing.T) string {
+	t.Helper()
+	op := m.principal(t, m.opKey)
+	id := m.newUser(t, account.RoleMember, false)
+	k, err := m.accounts.CreateKey(t.Context(), op, id, "lost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.accounts.RevokeKey(t.Context(), op, k.Key.ID); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// invitationsOf counts the invitations issued for a user, as the audit
+// log records them: the one trace of an invitation read without its
+// secret.
+func (m *matrix) invitationsOf(t *testing.T, id string) string {
+	t.Helper()
+	u, err := m.accounts.User(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, err := m.st.ListAudit(t.Context(), audit.Filter{Org: u.Org, Limit: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range evs {
+		if e.Action == audit.InvitationCreate && e.Target == u.Name {
+			n++
+		}
+	}
+	return fmt.Sprintf("%d invitations issued", n)
+}
+
+// invite has acme's administrator invite a user, and returns the
+// invitation's secret.
+func (m *matrix) invite(t *testing.T, user string) string {
+	t.Helper()
+	inv, err := m.accounts.Invite(t.Context(), m.principal(t, m.keys[cAdmin]), "acme", user, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return inv.Secret.Reveal()
+}
+
+func (m *matrix) newInvitation(t *testing.T) string {
+	t.Helper()
+	return m.invite(t, m.newUser(t, account.RoleMember, false))
+}
+
+func (m *matrix) newWrongSecret(t *testing.T) string {
+	t.Helper()
+	secret := m.newInvitation(t)
+	return secret[:strings.LastIndex(secret, "_")+1] + "NOTTHESECRET"
+}
+
+func (m *matrix) newUsedInvitation(t *testing.T) string {
+	t.Helper()
+	secret := m.newInvitation(t)
+	if _, err := m.accounts.Redeem(t.Context(), secret, "first", "192.0.2.1"); err != nil {
+		t.Fatal(err)
+	}
+	return secret
+}
+
+func (m *matrix) newReplacedInvitation(t *testing.T) string {
+	t.Helper()
+	user := m.newUser(t, account.RoleMember, false)
+	first := m.invite(t, user)
+	m.invite(t, user)
+	return first
+}
+
+// newExpiredInvitation stores an invitation whose life ended an hour ago:
+// the service issues none that short, and the world's clock is the real
+// one.
+func (m *matrix) newExpiredInvitation(t *testing.T) string {
+	t.Helper()
+	now := time.Now()
+	inv, secret := account.NewInvitation(m.newUser(t, account.RoleMember, false), m.users["ada"].ID, false, now.Add(-2*time.Hour), now.Add(-time.Hour))
+	if err := m.st.CreateInvitation(t.Context(), inv); err != nil {
+		t.Fatal(err)
+	}
+	return secret.Reveal()
+}
+
+// invitationState is whether an invitation was used, and for which key,
+// or replaced.
+func (m *matrix) invitationState(t *testing.T, secret string) string {
+	t.Helper()
+	id, _, ok := account.ParseInvitation(secret)
+	if !ok {
+		t.Fatalf("%q is not an invitation", secret)
+	}
+	inv, err := m.st.GetInvitation(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("used %t (key %q), replaced %t", !inv.RedeemedAt.IsZero(), inv.Key, !inv.ReplacedAt.IsZero())
+}
+
 // watches are what a row's refused requests must leave as they were,
 // each read as the operator.
 var watches = map[string]func(m *matrix, t *testing.T) string{
@@ -152,9 +274,11 @@ var watches = map[string]func(m *matrix, t *testing.T) string{
 		s, err := m.inference.Settings(t.Context(), m.principal(t, m.opKey), "acme", "default")
 		return fmt.Sprintf("%+v %v", s.Settings, err)
 	},
-	"acme's classes":  (*matrix).acmeClasses,
-	"operator's keys": func(m *matrix, t *testing.T) string { return m.keysOf(t, "ops") },
-	"owner's keys":    func(m *matrix, t *testing.T) string { return m.keysOf(t, "alice") },
+	"acme's classes":      (*matrix).acmeClasses,
+	"operator's keys":     func(m *matrix, t *testing.T) string { return m.keysOf(t, "ops") },
+	"owner's keys":        func(m *matrix, t *testing.T) string { return m.keysOf(t, "alice") },
+	"co-admin's keys":     func(m *matrix, t *testing.T) string { return m.keysOf(t, "carol") },
+	"owner's invitations": func(m *matrix, t *testing.T) string { return m.invitationsOf(t, m.users["alice"].ID) },
 	"owner's sandboxes": func(m *matrix, t *testing.T) string {
 		sbs, err := m.st.ListSandboxes(t.Context(), sandbox.Filter{Owner: m.users["alice"].ID, Ended: true})
 		return fmt.Sprint(len(sbs), err)

@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"net/url"
+	"strings"
 
 	"berth.dev/berth/internal/api"
 )
@@ -29,8 +30,9 @@ import (
 // no key, a revoked one or garbage.
 //
 // {name} is an object of the world: {dev}, {agent}, {reviewed} (a reviewer
-// run that ended with its verdict), {operator} and {owner} (user ids),
-// {acme} (the organisation's id), {ssh-key}; {new-…} is a fresh object for
+// run that ended with its verdict), {operator}, {owner} and {co-admin}
+// (user ids), {owner-key} (alice's key), {acme} (the organisation's id),
+// {ssh-key}; {new-…} is a fresh object for
 // the cell (see fixtures), kept until a cell changes it. acme-only is a
 // class only acme has; ml a project of acme's.
 //
@@ -78,16 +80,64 @@ func matrixRows() []row {
 
 		// Keys (issue 14, items 1 and 2): a person's keys are theirs; only
 		// they and an operator mint them. Nobody below an operator sees or
-		// touches an operator's keys (not found); an administrator sees a
-		// member's and may revoke them, but may not mint one (forbidden).
+		// touches an operator's keys (not found); an administrator sees
+		// their organisation's members' and administrators' keys and may
+		// revoke them, but may not mint one (forbidden): they invite.
+		// carol ({co-admin}) is another administrator of acme.
 		{want: "200 200 200 200 200 200 403 403 403 401 401 401", route: "GET /api/v1/keys", what: "one's own", req: get("/api/v1/keys")},
-		{want: "200 404 404 404 404 404 403 403 403 401 401 401", route: "GET /api/v1/keys", what: "the operator's", req: get("/api/v1/keys?user={operator}"), issue: "item 1"},
+		{want: "200 404 404 404 404 404 403 403 403 401 401 401", route: "GET /api/v1/keys", what: "the operator's", req: get("/api/v1/keys?user={operator}")},
 		{want: "200 200 404 200 404 404 403 403 403 401 401 401", route: "GET /api/v1/keys", what: "the owner's", req: get("/api/v1/keys?user={owner}")},
+		{want: "200 200 404 404 404 404 403 403 403 401 401 401", route: "GET /api/v1/keys", what: "another administrator's", req: get("/api/v1/keys?user={co-admin}")},
 		{want: "201 201 201 201 201 201 403 403 403 401 401 401", route: "POST /api/v1/keys", what: "for oneself", req: post("/api/v1/keys", `{"name":"mine"}`), watch: "owner's keys"},
-		{want: "201 404 404 404 404 404 403 403 403 401 401 401", route: "POST /api/v1/keys", what: "for the operator", req: post("/api/v1/keys", `{"user":"{operator}"}`), watch: "operator's keys", issue: "item 1"},
-		{want: "201 403 404 201 404 404 403 403 403 401 401 401", route: "POST /api/v1/keys", what: "for the owner", req: post("/api/v1/keys", `{"user":"{owner}"}`), watch: "owner's keys", issue: "item 2"},
+		{want: "201 404 404 404 404 404 403 403 403 401 401 401", route: "POST /api/v1/keys", what: "for the operator", req: post("/api/v1/keys", `{"user":"{operator}"}`), watch: "operator's keys"},
+		{want: "201 403 404 201 404 404 403 403 403 401 401 401", route: "POST /api/v1/keys", what: "for the owner", req: post("/api/v1/keys", `{"user":"{owner}"}`), watch: "owner's keys"},
+		{want: "201 403 404 404 404 404 403 403 403 401 401 401", route: "POST /api/v1/keys", what: "for another administrator", req: post("/api/v1/keys", `{"user":"{co-admin}"}`),
+			watch: "co-admin's keys"},
 		{want: "204 204 404 204 404 404 403 403 403 401 401 401", route: "DELETE /api/v1/keys/{id}", what: "the owner's", req: del("/api/v1/keys/{new-owner-key}")},
-		{want: "204 404 404 404 404 404 403 403 403 401 401 401", route: "DELETE /api/v1/keys/{id}", what: "the operator's", req: del("/api/v1/keys/{new-operator-key}"), issue: "item 1"},
+		{want: "204 404 404 404 404 404 403 403 403 401 401 401", route: "DELETE /api/v1/keys/{id}", what: "the operator's", req: del("/api/v1/keys/{new-operator-key}")},
+		{want: "204 204 404 404 404 404 403 403 403 401 401 401", route: "DELETE /api/v1/keys/{id}", what: "another administrator's", req: del("/api/v1/keys/{new-co-admin-key}")},
+
+		// Invitations (issue 14, item 2): an administrator invites a user of
+		// theirs who has never had a key; an operator anyone (a recovery
+		// invitation). An operator is not found below operator.
+		{want: "201 201 404 403 403 404 403 403 403 401 401 401", route: "POST /api/v1/orgs/{org}/users/{user}/invitation", what: "a user who never had a key",
+			req: post("/api/v1/orgs/acme/users/{new-invitee}/invitation", `{}`)},
+		{want: "201 403 404 403 403 404 403 403 403 401 401 401", route: "POST /api/v1/orgs/{org}/users/{user}/invitation", what: "a user whose key was revoked",
+			req: post("/api/v1/orgs/acme/users/{new-former-keyholder}/invitation", `{}`)},
+		{want: "201 403 404 403 403 404 403 403 403 401 401 401", route: "POST /api/v1/orgs/{org}/users/{user}/invitation", what: "the owner, who has keys",
+			req: post("/api/v1/orgs/acme/users/{owner}/invitation", `{"ttl":"1h"}`), watch: "owner's invitations"},
+		{want: "201 404 404 403 403 404 403 403 403 401 401 401", route: "POST /api/v1/orgs/{org}/users/{user}/invitation", what: "an operator",
+			req: post("/api/v1/orgs/acme/users/{new-operator-invitee}/invitation", `{}`)},
+		{want: "400 400 404 403 403 404 403 403 403 401 401 401", route: "POST /api/v1/orgs/{org}/users/{user}/invitation", what: "for 30 days",
+			req: post("/api/v1/orgs/acme/users/{new-invitee}/invitation", `{"ttl":"30d"}`), field: "ttl"},
+		// A ttl that is no duration is refused before anything is looked
+		// up, as a body that is no JSON is: it says nothing of acme.
+		{want: "400 400 400 400 400 400 403 403 403 401 401 401", route: "POST /api/v1/orgs/{org}/users/{user}/invitation", what: "for soon",
+			req: post("/api/v1/orgs/acme/users/{new-invitee}/invitation", `{"ttl":"soon"}`), field: "ttl"},
+		// Redeeming is public: the invitation is the credential, and the
+		// caller's own key, sent as a bearer key, is ignored. At most 10
+		// requests a minute per client address: each kind of caller has
+		// its own (callerTransport), and these 10 rows fit.
+		{want: "201 201 201 201 201 201 201 201 201 201 201 201", route: "POST " + api.InvitationRedeemPath, what: "a live invitation",
+			req: post(api.InvitationRedeemPath, `{"invitation":"{new-invitation}","key_name":"matrix"}`)},
+		{want: "401 401 401 401 401 401 401 401 401 401 401 401", route: "POST " + api.InvitationRedeemPath, what: "an unknown invitation",
+			req: post(api.InvitationRedeemPath, `{"invitation":"berth_inv_0123456789abcdef_NOSUCHINVITATION"}`)},
+		{want: "401 401 401 401 401 401 401 401 401 401 401 401", route: "POST " + api.InvitationRedeemPath, what: "garbage",
+			req: post(api.InvitationRedeemPath, `{"invitation":"let me in"}`)},
+		{want: "401 401 401 401 401 401 401 401 401 401 401 401", route: "POST " + api.InvitationRedeemPath, what: "a live invitation's id, a wrong secret",
+			req: post(api.InvitationRedeemPath, `{"invitation":"{new-wrong-secret}"}`)},
+		{want: "401 401 401 401 401 401 401 401 401 401 401 401", route: "POST " + api.InvitationRedeemPath, what: "a key",
+			req: post(api.InvitationRedeemPath, `{"invitation":"{owner-key}"}`), watch: "owner's keys"},
+		{want: "409 409 409 409 409 409 409 409 409 409 409 409", route: "POST " + api.InvitationRedeemPath, what: "used",
+			req: post(api.InvitationRedeemPath, `{"invitation":"{new-used-invitation}"}`)},
+		{want: "409 409 409 409 409 409 409 409 409 409 409 409", route: "POST " + api.InvitationRedeemPath, what: "replaced",
+			req: post(api.InvitationRedeemPath, `{"invitation":"{new-replaced-invitation}"}`)},
+		{want: "409 409 409 409 409 409 409 409 409 409 409 409", route: "POST " + api.InvitationRedeemPath, what: "expired",
+			req: post(api.InvitationRedeemPath, `{"invitation":"{new-expired-invitation}"}`)},
+		{want: "400 400 400 400 400 400 400 400 400 400 400 400", route: "POST " + api.InvitationRedeemPath, what: "no JSON",
+			req: post(api.InvitationRedeemPath, `{"invitation":`), field: "body"},
+		{want: "400 400 400 400 400 400 400 400 400 400 400 400", route: "POST " + api.InvitationRedeemPath, what: "over 4 KiB",
+			req: post(api.InvitationRedeemPath, `{"invitation":"`+strings.Repeat("x", 4<<10)+`"}`), field: "body"},
 		{want: "200 200 404 403 403 404 403 403 403 401 401 401", route: "GET /api/v1/audit", req: get("/api/v1/audit?org=acme")},
 
 		// Classes, usage.
@@ -102,7 +152,7 @@ func matrixRows() []row {
 		{want: "201 201 201 201 201 201 403 403 403 401 401 401", route: "POST /sandbox/v1/sandboxes", what: "in the default project",
 			req: post("/sandbox/v1/sandboxes", `{"name":"made-{n}","class":"standard","ssh_keys":["{ssh-key}"]}`), watch: "owner's sandboxes"},
 		{want: "201 201 400 403 403 403 403 403 403 401 401 401", route: "POST /sandbox/v1/sandboxes", what: "in acme's project ml",
-			req: post("/sandbox/v1/sandboxes", `{"name":"made-{n}","class":"standard","project":"ml","ssh_keys":["{ssh-key}"]}`)},
+			req: post("/sandbox/v1/sandboxes", `{"name":"made-{n}","class":"standard","project":"ml","ssh_keys":["{ssh-key}"]}`), field: "project"},
 		{want: "200 200 404 200 404 404 403 403 403 401 401 401", route: "GET /sandbox/v1/sandboxes/{ref}", req: get("/sandbox/v1/sandboxes/{dev}")},
 		{want: "200 200 404 200 404 404 403 403 403 401 401 401", route: "GET /sandbox/v1/sandboxes/{ref}", what: "by name", req: get("/sandbox/v1/sandboxes/dev")},
 		{want: "200 200 404 200 404 404 403 403 403 401 401 401", route: "POST /sandbox/v1/sandboxes/{ref}/suspend", req: post("/sandbox/v1/sandboxes/{new-sandbox}/suspend", "")},

@@ -88,9 +88,8 @@ type row struct {
 	// last rows spend the world's own sandboxes: they are sent after
 	// every other row.
 	last bool
-	// issue is the item of issue 14 whose fix some of the row's cells wait
-	// for; it is printed with their failures.
-	issue string
+	// field is the input field the row's 400s must name (its bad input).
+	field string
 	// want is one status per caller, in the order of the callers, apart
 	// by spaces: a number, or "in" for the panel's 303 to its sign-in
 	// page (not signed in).
@@ -139,6 +138,9 @@ func parseWant(t *testing.T, r row) [nCallers]expect {
 			t.Fatalf("row %s: %q is not a status", r.name(), s)
 		}
 		out[i] = expect{status: n}
+		if n == http.StatusBadRequest && r.field == "" {
+			t.Fatalf("row %s: a 400 must name the field at fault: give the row's field", r.name())
+		}
 	}
 	return out
 }
@@ -161,9 +163,13 @@ func TestAuthorizationMatrix(t *testing.T) {
 			}
 		}
 	}
+	wants := make([][nCallers]expect, len(ordered)) // the whole table is read before a cell is sent
+	for i, r := range ordered {
+		wants[i] = parseWant(t, r)
+	}
 	cells := 0
-	for _, r := range ordered {
-		want := parseWant(t, r)
+	for i, r := range ordered {
+		want := wants[i]
 		t.Run(r.name(), func(t *testing.T) {
 			made := map[string]string{} // the row's fresh objects, by placeholder
 			for c := range nCallers {
@@ -228,20 +234,20 @@ func (m *matrix) cell(t *testing.T, r row, c caller, want expect, made map[strin
 	after := snapshot()
 
 	got := expect{status: status, signIn: status == http.StatusSeeOther && strings.HasPrefix(header.Get("Location"), "/sign-in")}
-	issue := ""
-	if r.issue != "" {
-		issue = " [waits for issue 14 " + r.issue + "]"
-	}
-	if got != want {
-		t.Errorf("as %s: %s %s answered %s, want %s%s\n%.300s", c, r.req.method, expand(r.req.path), got, want, issue, body)
-	} else if code := apiCode(header, body); r.req.place == bearer && code != "" && !codeFits(status, code) {
-		t.Errorf("as %s: %s %s answered %d with code %q", c, r.req.method, expand(r.req.path), status, code)
+	e := apiError(header, body)
+	switch {
+	case got != want:
+		t.Errorf("as %s: %s %s answered %s, want %s\n%.300s", c, r.req.method, expand(r.req.path), got, want, body)
+	case r.req.place == bearer && e.Code != "" && !codeFits(status, e.Code):
+		t.Errorf("as %s: %s %s answered %d with code %q", c, r.req.method, expand(r.req.path), status, e.Code)
+	case status == http.StatusBadRequest && e.Field != r.field:
+		t.Errorf("as %s: %s %s answered 400 naming field %q, want %q\n%.300s", c, r.req.method, expand(r.req.path), e.Field, r.field, body)
 	}
 	for name, b := range before {
 		a := after[name]
 		switch {
 		case !want.success() && a != b:
-			t.Errorf("as %s: refused (%s), yet %s changed: %s → %s%s", c, got, name, b, a, issue)
+			t.Errorf("as %s: refused (%s), yet %s changed: %s → %s", c, got, name, b, a)
 		case want.success() && got == want && a == b && fixtures[name].make != nil:
 			t.Errorf("as %s: answered %s, yet %s did not change (%s)", c, got, name, b)
 		}
@@ -254,21 +260,20 @@ func (m *matrix) cell(t *testing.T, r row, c caller, want expect, made map[strin
 	}
 }
 
-// apiCode is the code of a JSON error answer; "" for any other answer.
-func apiCode(h http.Header, body string) string {
-	if !strings.HasPrefix(h.Get("Content-Type"), "application/json") {
-		return ""
-	}
+// apiError is a JSON error answer; zero for any other answer.
+func apiError(h http.Header, body string) api.Error {
 	var e api.Error
-	if json.Unmarshal([]byte(body), &e) != nil {
-		return ""
+	if !strings.HasPrefix(h.Get("Content-Type"), "application/json") || json.Unmarshal([]byte(body), &e) != nil {
+		return api.Error{}
 	}
-	return e.Code
+	return e
 }
 
 // codeFits says whether an error's code is the one its status stands for.
 func codeFits(status int, code string) bool {
 	switch status {
+	case http.StatusBadRequest:
+		return code == api.CodeInvalid
 	case http.StatusUnauthorized:
 		return code == api.CodeUnauthenticated
 	case http.StatusForbidden:

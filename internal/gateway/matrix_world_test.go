@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -69,8 +70,21 @@ type matrix struct {
 	users    map[string]account.User // by name
 	vars     map[string]string       // {name} → what it stands for
 	browsers map[caller]*browser
-	client   *http.Client
-	n        int // numbers the names cells make
+	client   *http.Client           // the world's own requests, from 127.0.0.1
+	clients  [nCallers]*http.Client // each kind of caller's (callerTransport)
+	n        int                    // numbers the names cells make
+}
+
+// callerTransport is c's own connection to the gateway: each kind of
+// caller sends from an address of its own, 127.0.0.10 and its column (the
+// whole of 127/8 is loopback), as different people's machines and
+// sandboxes do. The routes limited per client address (git credentials,
+// invitation redemption) count each caller apart, as they would.
+func callerTransport(t *testing.T, c caller) *http.Transport {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(10+c))}}
+	tr := &http.Transport{DialContext: d.DialContext}
+	t.Cleanup(tr.CloseIdleConnections)
+	return tr
 }
 
 func newMatrix(t *testing.T) *matrix {
@@ -99,8 +113,12 @@ func newMatrix(t *testing.T) *matrix {
 	})
 	m := &matrix{world: w, users: map[string]account.User{}, browsers: map[caller]*browser{},
 		client: &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+	for c := range nCallers {
+		m.clients[c] = &http.Client{Transport: callerTransport(t, c), CheckRedirect: m.client.CheckRedirect}
+	}
 	w.allowRepos(t, "acme")
 	_, oscar := w.userKey(t, "other", "oscar", "admin")
+	w.user(t, "acme", "carol", "admin") // another administrator of acme's, whose keys ada handles
 	op := m.principal(t, w.opKey)
 	for _, org := range []string{"acme", "other"} {
 		us, err := w.accounts.Users(ctx, op, org)
@@ -158,7 +176,7 @@ func newMatrix(t *testing.T) *matrix {
 		t.Fatal(err)
 	}
 	m.keys[cRevoked] = revoked.Secret.Reveal()
-	m.browsers[cRevoked] = m.signIn(t, m.keys[cRevoked])
+	m.browsers[cRevoked] = m.signIn(t, cRevoked)
 	if err := w.accounts.RevokeKey(ctx, op, revoked.Key.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -170,8 +188,9 @@ func newMatrix(t *testing.T) *matrix {
 		t.Fatal(err)
 	}
 	m.vars = map[string]string{
-		"operator": m.users["ops"].ID, "owner": m.users["alice"].ID, "acme": org.ID,
-		"dev": string(dev.ID), "agent": string(agent.ID), "rev": string(rev.ID), "reviewed": string(reviewed.ID), "ssh-key": sshKey,
+		"operator": m.users["ops"].ID, "owner": m.users["alice"].ID, "co-admin": m.users["carol"].ID, "acme": org.ID,
+		"owner-key": m.keys[cOwner],
+		"dev":       string(dev.ID), "agent": string(agent.ID), "rev": string(rev.ID), "reviewed": string(reviewed.ID), "ssh-key": sshKey,
 	}
 	return m
 }
@@ -243,20 +262,20 @@ func (m *matrix) do(t *testing.T, c *http.Client, req *http.Request) (int, http.
 	return resp.StatusCode, resp.Header, string(b)
 }
 
-// browser is a web browser on the panel: a cookie jar, redirects not
-// followed, and the token its forms carry.
+// browser is a web browser on the panel, on its caller's connection: a
+// cookie jar, redirects not followed, and the token its forms carry.
 type browser struct {
 	c    *http.Client
 	csrf string
 }
 
-func (m *matrix) newBrowser(t *testing.T) *browser {
+func (m *matrix) newBrowser(t *testing.T, c caller) *browser {
 	t.Helper()
 	jar, err := cookiejar.New(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &browser{c: &http.Client{Jar: jar, CheckRedirect: m.client.CheckRedirect}}
+	return &browser{c: &http.Client{Jar: jar, Transport: m.clients[c].Transport, CheckRedirect: m.client.CheckRedirect}}
 }
 
 var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
@@ -297,12 +316,12 @@ func (m *matrix) signInToken(t *testing.T, b *browser) string {
 	return f[1]
 }
 
-// signIn signs a new browser in with key through the sign-in form, and
-// reads a page for its forms' token.
-func (m *matrix) signIn(t *testing.T, key string) *browser {
+// signIn signs a new browser of c's in with c's key through the sign-in
+// form, and reads a page for its forms' token.
+func (m *matrix) signIn(t *testing.T, c caller) *browser {
 	t.Helper()
-	b := m.newBrowser(t)
-	if st, _, body := m.postForm(t, b, "/sign-in", url.Values{"csrf": {m.signInToken(t, b)}, "key": {key}}); st != http.StatusSeeOther {
+	b := m.newBrowser(t, c)
+	if st, _, body := m.postForm(t, b, "/sign-in", url.Values{"csrf": {m.signInToken(t, b)}, "key": {m.keys[c]}}); st != http.StatusSeeOther {
 		t.Fatalf("sign in: %d\n%s", st, body)
 	}
 	if st, _, _ := m.get(t, b, "/quotas"); st != http.StatusOK {
@@ -323,9 +342,9 @@ func (m *matrix) browser(t *testing.T, c caller) *browser {
 	var b *browser
 	switch c {
 	case cOperator, cAdmin, cForeignAdmin, cOwner, cMember, cForeignMember:
-		b = m.signIn(t, m.keys[c])
+		b = m.signIn(t, c)
 	default:
-		b = m.newBrowser(t)
+		b = m.newBrowser(t, c)
 		if m.keys[c] != "" {
 			u, _ := url.Parse(m.url)
 			b.c.Jar.SetCookies(u, []*http.Cookie{{Name: "berth_session", Value: "matrixnonce." + m.keys[c], Path: "/"}})
@@ -372,7 +391,7 @@ func (m *matrix) send(t *testing.T, r request, c caller, expand func(string) str
 		}
 		return m.postForm(t, b, path, form)
 	case signInForm:
-		b := m.newBrowser(t)
+		b := m.newBrowser(t, c)
 		return m.postForm(t, b, path, url.Values{"csrf": {m.signInToken(t, b)}, "key": {key}})
 	}
 	if r.place == queryKey && key != "" {
@@ -409,5 +428,5 @@ func (m *matrix) send(t *testing.T, r request, c caller, expand func(string) str
 			req.Header.Set("X-Goog-Api-Key", key)
 		}
 	}
-	return m.do(t, m.client, req)
+	return m.do(t, m.clients[c], req)
 }
