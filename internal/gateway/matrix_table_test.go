@@ -48,6 +48,8 @@ func matrixRows() []row {
 		classFile = "sandboxes:\n  - name: applied-{n}\n    image: localhost/berth-sandbox:1\n    isolation: standard\n"
 		settings  = `{"models":null,"budget_usd":null,"rate":null,"system_prompt":"matrix {n}"}`
 		gitPack   = "0000" // a fetch that wants nothing: git's flush packet
+		// redeemRoute is public: the invitation in its body is the credential.
+		redeemRoute = "POST " + api.InvitationRedeemPath
 	)
 	return []row{
 		//      op  adm xad own mem xmb eng agt rev rvk nil bad
@@ -118,26 +120,21 @@ func matrixRows() []row {
 		// caller's own key, sent as a bearer key, is ignored. At most 10
 		// requests a minute per client address: each kind of caller has
 		// its own (callerTransport), and these 10 rows fit.
-		{want: "201 201 201 201 201 201 201 201 201 201 201 201", route: "POST " + api.InvitationRedeemPath, what: "a live invitation",
+		{want: "201 201 201 201 201 201 201 201 201 201 201 201", route: redeemRoute, what: "a live invitation",
 			req: post(api.InvitationRedeemPath, `{"invitation":"{new-invitation}","key_name":"matrix"}`)},
-		{want: "401 401 401 401 401 401 401 401 401 401 401 401", route: "POST " + api.InvitationRedeemPath, what: "an unknown invitation",
-			req: post(api.InvitationRedeemPath, `{"invitation":"berth_inv_0123456789abcdef_NOSUCHINVITATION"}`)},
-		{want: "401 401 401 401 401 401 401 401 401 401 401 401", route: "POST " + api.InvitationRedeemPath, what: "garbage",
-			req: post(api.InvitationRedeemPath, `{"invitation":"let me in"}`)},
-		{want: "401 401 401 401 401 401 401 401 401 401 401 401", route: "POST " + api.InvitationRedeemPath, what: "a live invitation's id, a wrong secret",
-			req: post(api.InvitationRedeemPath, `{"invitation":"{new-wrong-secret}"}`)},
-		{want: "401 401 401 401 401 401 401 401 401 401 401 401", route: "POST " + api.InvitationRedeemPath, what: "a key",
-			req: post(api.InvitationRedeemPath, `{"invitation":"{owner-key}"}`), watch: "owner's keys"},
-		{want: "409 409 409 409 409 409 409 409 409 409 409 409", route: "POST " + api.InvitationRedeemPath, what: "used",
-			req: post(api.InvitationRedeemPath, `{"invitation":"{new-used-invitation}"}`)},
-		{want: "409 409 409 409 409 409 409 409 409 409 409 409", route: "POST " + api.InvitationRedeemPath, what: "replaced",
-			req: post(api.InvitationRedeemPath, `{"invitation":"{new-replaced-invitation}"}`)},
-		{want: "409 409 409 409 409 409 409 409 409 409 409 409", route: "POST " + api.InvitationRedeemPath, what: "expired",
-			req: post(api.InvitationRedeemPath, `{"invitation":"{new-expired-invitation}"}`)},
-		{want: "400 400 400 400 400 400 400 400 400 400 400 400", route: "POST " + api.InvitationRedeemPath, what: "no JSON",
+		{want: "401 401 401 401 401 401 401 401 401 401 401 401", route: redeemRoute, what: "an unknown invitation", req: redeem("berth_inv_0123456789abcdef_NOSUCHINVITATION")},
+		{want: "401 401 401 401 401 401 401 401 401 401 401 401", route: redeemRoute, what: "garbage", req: redeem("let me in")},
+		{want: "401 401 401 401 401 401 401 401 401 401 401 401", route: redeemRoute, what: "a live invitation's id, a wrong secret", req: redeem("{new-wrong-secret}")},
+		{want: "401 401 401 401 401 401 401 401 401 401 401 401", route: redeemRoute, what: "a key", req: redeem("{owner-key}"), watch: "owner's keys"},
+		{want: "409 409 409 409 409 409 409 409 409 409 409 409", route: redeemRoute, what: "used", req: redeem("{new-used-invitation}")},
+		{want: "409 409 409 409 409 409 409 409 409 409 409 409", route: redeemRoute, what: "replaced", req: redeem("{new-replaced-invitation}")},
+		{want: "409 409 409 409 409 409 409 409 409 409 409 409", route: redeemRoute, what: "expired", req: redeem("{new-expired-invitation}")},
+		{want: "400 400 400 400 400 400 400 400 400 400 400 400", route: redeemRoute, what: "no JSON",
 			req: post(api.InvitationRedeemPath, `{"invitation":`), field: "body"},
-		{want: "400 400 400 400 400 400 400 400 400 400 400 400", route: "POST " + api.InvitationRedeemPath, what: "over 4 KiB",
-			req: post(api.InvitationRedeemPath, `{"invitation":"`+strings.Repeat("x", 4<<10)+`"}`), field: "body"},
+		{want: "400 400 400 400 400 400 400 400 400 400 400 400", route: redeemRoute, what: "over 4 KiB",
+			req: redeem(strings.Repeat("x", 4<<10)), field: "body"},
+
+		// The audit log.
 		{want: "200 200 404 403 403 404 403 403 403 401 401 401", route: "GET /api/v1/audit", req: get("/api/v1/audit?org=acme")},
 
 		// Classes, usage.
@@ -250,6 +247,11 @@ func put(path, body string) request  { return request{method: "PUT", path: path,
 
 // in sends the request's credential in p instead of as a bearer key.
 func (r request) in(p place) request { r.place = p; return r }
+
+// redeem redeems an invitation.
+func redeem(invitation string) request {
+	return post(api.InvitationRedeemPath, `{"invitation":"`+invitation+`"}`)
+}
 
 // tunnelTo is the tunnel's upgrade.
 func tunnelTo(path string) request { return request{method: "GET", path: path, tunnel: true} }
