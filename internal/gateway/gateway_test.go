@@ -78,6 +78,8 @@ type worldConfig struct {
 	// joined to what the gateway metered of them.
 	runs     bool
 	runModel string
+	// sandbox changes the sandbox service's configuration (to run agents).
+	sandbox func(w *world, c *sandbox.Config)
 }
 
 // withForge makes a world on a remote forge.
@@ -159,6 +161,9 @@ func newWorld(t testing.TB, opts ...func(*worldConfig)) *world {
 		}
 		sbCfg.Workspaces = workspace.New(t.TempDir(), os.Getuid(), w.forge, workspace.Local{Forge: w.forge})
 		sbOpts = append(sbOpts, sandbox.WithSessionMeter(st))
+	}
+	if cfg.sandbox != nil {
+		cfg.sandbox(w, &sbCfg)
 	}
 	svc = sandbox.NewService(st, drv, w.accounts, sbCfg, log, cfg.now, sbOpts...)
 	w.sandboxes = svc

@@ -117,41 +117,72 @@ func parsePages(funcs template.FuncMap) map[string]*template.Template {
 	return pages
 }
 
+// route is one page or form of the panel: a ServeMux pattern and what
+// answers it.
+type route struct {
+	pattern string
+	handler http.Handler
+}
+
+// table is every page and form the panel serves. The gateway's
+// authorization matrix test reads it (Routes): a page without a row there
+// fails that test.
+func (p *Panel) table() []route {
+	rt := []route{
+		{"GET /assets/{file}", http.HandlerFunc(p.serveAsset)},
+		{"GET /sign-in", http.HandlerFunc(p.signInForm)},
+		{"POST /sign-in", http.HandlerFunc(p.signIn)},
+		{"POST /sign-out", p.form(p.signOut)},
+		{"GET /{$}", p.page(p.home)},
+	}
+	if p.driver != "" {
+		rt = append(rt,
+			route{"GET /sandboxes", p.page(p.listSandboxes)},
+			route{"GET /sandboxes/new", p.page(p.newSandbox)},
+			route{"POST /sandboxes/new", p.form(p.createSandbox)},
+			route{"GET /sandboxes/{ref}", p.page(p.showSandbox)},
+			route{"GET /sandboxes/{ref}/log", p.page(p.runLog)},
+			route{"POST /sandboxes/{ref}/{action}", p.form(p.act)},
+		)
+	}
+	return append(rt,
+		route{"GET /classes", p.page(p.listClasses)},
+		route{"GET /classes/new", p.page(p.newClass)},
+		route{"POST /classes/new", p.form(p.saveClass)},
+		route{"POST /classes/apply", p.form(p.applyClasses)},
+		route{"GET /classes/{name}/edit", p.page(p.editClass)},
+		route{"POST /classes/{name}/edit", p.form(p.saveClass)},
+		route{"POST /classes/{name}/delete", p.form(p.deleteClass)},
+
+		route{"GET /quotas", p.page(p.quotas)},
+		route{"GET /quotas/edit", p.page(p.editGuardrail)},
+		route{"POST /quotas/edit", p.form(p.saveGuardrail)},
+
+		route{"GET /usage", p.page(p.usageReport)},
+
+		route{"/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			p.plainError(w, r, http.StatusNotFound, "There is no page at "+r.URL.Path+".")
+		})},
+	)
+}
+
 func (p *Panel) routes() *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /assets/{file}", p.serveAsset)
-	mux.HandleFunc("GET /sign-in", p.signInForm)
-	mux.HandleFunc("POST /sign-in", p.signIn)
-	mux.Handle("POST /sign-out", p.form(p.signOut))
-	mux.Handle("GET /{$}", p.page(p.home))
-
-	if p.driver != "" {
-		mux.Handle("GET /sandboxes", p.page(p.listSandboxes))
-		mux.Handle("GET /sandboxes/new", p.page(p.newSandbox))
-		mux.Handle("POST /sandboxes/new", p.form(p.createSandbox))
-		mux.Handle("GET /sandboxes/{ref}", p.page(p.showSandbox))
-		mux.Handle("GET /sandboxes/{ref}/log", p.page(p.runLog))
-		mux.Handle("POST /sandboxes/{ref}/{action}", p.form(p.act))
+	for _, rt := range p.table() {
+		mux.Handle(rt.pattern, rt.handler)
 	}
-
-	mux.Handle("GET /classes", p.page(p.listClasses))
-	mux.Handle("GET /classes/new", p.page(p.newClass))
-	mux.Handle("POST /classes/new", p.form(p.saveClass))
-	mux.Handle("POST /classes/apply", p.form(p.applyClasses))
-	mux.Handle("GET /classes/{name}/edit", p.page(p.editClass))
-	mux.Handle("POST /classes/{name}/edit", p.form(p.saveClass))
-	mux.Handle("POST /classes/{name}/delete", p.form(p.deleteClass))
-
-	mux.Handle("GET /quotas", p.page(p.quotas))
-	mux.Handle("GET /quotas/edit", p.page(p.editGuardrail))
-	mux.Handle("POST /quotas/edit", p.form(p.saveGuardrail))
-
-	mux.Handle("GET /usage", p.page(p.usageReport))
-
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		p.plainError(w, r, http.StatusNotFound, "There is no page at "+r.URL.Path+".")
-	})
 	return mux
+}
+
+// Routes lists the patterns of every page and form the panel serves
+// ("GET /sandboxes", "POST /classes/{name}/delete", …), in the order they
+// are registered.
+func (p *Panel) Routes() []string {
+	var out []string
+	for _, rt := range p.table() {
+		out = append(out, rt.pattern)
+	}
+	return out
 }
 
 // ServeHTTP serves the panel with the headers every answer carries: no

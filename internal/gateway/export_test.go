@@ -1,0 +1,14 @@
+package gateway
+
+// Routes lists the route table as "METHOD path" patterns, for the external
+// tests (the authorization matrix).
+func (s *Server) Routes() []string {
+	var out []string
+	for _, rt := range s.routes() {
+		out = append(out, rt.method+" "+rt.path)
+	}
+	return out
+}
+
+// PanelRoutes lists the web panel's patterns.
+func (s *Server) PanelRoutes() []string { return s.panel.Routes() }
