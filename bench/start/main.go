@@ -150,7 +150,7 @@ func (p podman) engineer(ctx context.Context, image, pub string, i int) (time.Du
 
 func (p podman) agent(ctx context.Context, image string, i int) (time.Duration, error) {
 	name := fmt.Sprintf("bench-bare-agent-%d-%d", os.Getpid(), i)
-	env := []string{"BERTH_SANDBOX_ID=sbx_bench", "BERTH_SANDBOX_NAME=bench", "BERTH_SANDBOX_PURPOSE=agent", "BERTH_TASK=benchmark"}
+	env := []string{"BERTH_SANDBOX_ID=sbx_bench", "BERTH_SANDBOX_NAME=bench", "BERTH_SANDBOX_PURPOSE=agent"}
 	args := append([]string{"run", "-d", "--name", name}, hardened...)
 	for _, e := range env {
 		args = append(args, "--env", strings.SplitN(e, "=", 2)[0])

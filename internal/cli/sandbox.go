@@ -68,7 +68,14 @@ An engineer sandbox needs an ssh public key: the ones in ~/.ssh/*.pub are
 sent unless --ssh-key names a file. An agent sandbox needs --repo and
 --task (or --task-file); with --role reviewer its run pushes nothing and
 ends with a review verdict instead. --ttl above the class's or the guardrail's maximum
-is cut down to it. Only administrators may choose --project.`,
+is cut down to it. Only administrators may choose --project.
+
+A task is UTF-8 text of at most 1 MiB (1,048,576 bytes): the agent reads it
+from its prompt file on stdin, never from its environment. A class with
+contract: kelos takes at most 131,071 bytes, since its image gets the task
+as one argument. A longer task is refused. Past 128 KiB a task does not fit
+in one argument of a command line either: use --task-file FILE, or
+--task-file - for standard input.`,
 		Example: `  berth sandbox create dev --class standard
   berth sandbox create fix-123 --purpose agent --repo acme/app --task-file task.md --runner claude-code
   berth sandbox create scratch --ttl 2h --ssh-key ~/.ssh/work.pub --env EDITOR=vim`,
@@ -126,8 +133,8 @@ is cut down to it. Only administrators may choose --project.`,
 	f.StringVar(&req.TTL, "ttl", "", "lifetime, such as 2h or 3d; default the class's")
 	f.StringVar(&req.Repo, "repo", "", "the repository to check out")
 	f.StringVar(&req.Branch, "branch", "", "the branch to check out (default the repository's default)")
-	f.StringVar(&req.Task, "task", "", "an agent's task")
-	f.StringVar(&taskFile, "task-file", "", "read the agent's task from a file (- for standard input)")
+	f.StringVar(&req.Task, "task", "", "an agent's task (at most 1 MiB; 131,071 bytes for a kelos class)")
+	f.StringVar(&taskFile, "task-file", "", "read the agent's task from a file (- for standard input); limits as for --task")
 	f.StringVar(&req.Runner, "runner", "", "the agent CLI: claude-code, codex, opencode, gemini or pi (default: the class's runner, else the deployment's)")
 	f.StringVar(&req.Role, "role", "", "an agent's role: author (default; pushes its branch) or reviewer (pushes nothing, leaves a verdict)")
 	f.StringArrayVar(&keyFiles, "ssh-key", nil, "an ssh public key file (repeatable); default ~/.ssh/*.pub")

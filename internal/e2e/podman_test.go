@@ -6,8 +6,11 @@ package e2e_test
 
 import (
 	"context"
+	"errors"
 	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -237,4 +240,119 @@ func TestIsolatedTier(t *testing.T) {
 	if len(got) != 3 || !strings.Contains(got[0], "gvisor") || got[1] != "1001" || got[2] != "CapEff:\t0000000000000000" {
 		t.Errorf("in the isolated sandbox: %q, want a gVisor kernel, uid 1001, no capabilities", got)
 	}
+}
+
+// stallingPodman is a podman wrapper that stalls the first `podman run`
+// until released, after saying which env file it was given; every other
+// command goes to podman.
+type stallingPodman struct {
+	path, envFile, fifo string
+}
+
+func newStallingPodman(t *testing.T) stallingPodman {
+	t.Helper()
+	dir := t.TempDir()
+	p := stallingPodman{path: filepath.Join(dir, "podman"), envFile: filepath.Join(dir, "env-file"), fifo: filepath.Join(dir, "release")}
+	if err := syscall.Mkfifo(p.fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	script := `#!/bin/sh
+if [ "$1" = run ] && mkdir '` + dir + `/stalled' 2>/dev/null; then
+	prev=
+	for a; do
+		[ "$prev" = --env-file ] && printf '%s\n' "$a" > '` + p.envFile + `.tmp' && mv '` + p.envFile + `.tmp' '` + p.envFile + `'
+		prev=$a
+	done
+	read -r _ < '` + p.fifo + `'
+	exit 1
+fi
+exec podman "$@"
+`
+	if err := os.WriteFile(p.path, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.release)
+	return p
+}
+
+// stalled waits for the stalled run and returns its env file.
+func (p stallingPodman) stalled(t *testing.T, within time.Duration) string {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		b, err := os.ReadFile(p.envFile)
+		if err == nil {
+			return strings.TrimSpace(string(b))
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("podman run did not stall within %s", within)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// release lets the stalled run end (it fails); without one it does
+// nothing.
+func (p stallingPodman) release() {
+	if _, err := os.Stat(filepath.Join(filepath.Dir(p.path), "stalled")); err != nil {
+		return
+	}
+	// The open waits for the wrapper's read, which is past its mkdir.
+	opened := make(chan struct{})
+	go func() {
+		if f, err := os.OpenFile(p.fifo, os.O_WRONLY, 0); err == nil {
+			f.Close()
+		}
+		close(opened)
+	}()
+	select {
+	case <-opened:
+	case <-time.After(10 * time.Second):
+	}
+}
+
+// TestKilledDuringRunLeavesNoEnvFile: while podman run reads a container's
+// env file, it is 0600 in a 0700 directory; a gateway killed with SIGKILL
+// then leaves it behind, with the sandbox's key in it, and the next start
+// removes it.
+func TestKilledDuringRunLeavesNoEnvFile(t *testing.T) {
+	wrapper := newStallingPodman(t)
+	g := startGateway(t, "BERTH_SANDBOX_PODMAN_BINARY="+wrapper.path)
+	_, pub := sshKey(t)
+	sb, err := g.operator.CreateSandbox(context.Background(), api.CreateSandbox{Name: "stalled", Class: "standard", SSHKeys: []string{pub}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := wrapper.stalled(t, 2*time.Minute)
+	if dir := filepath.Join(g.root, "env"); filepath.Dir(file) != dir {
+		t.Errorf("the env file is %s, want it in %s", file, dir)
+	}
+	for path, want := range map[string]os.FileMode{file: 0o600, filepath.Dir(file): 0o700} {
+		if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != want {
+			t.Errorf("%s: %v (%v), want mode %v", path, fi.Mode().Perm(), err, want)
+		}
+	}
+	if b, err := os.ReadFile(file); err != nil || !strings.Contains("\n"+string(b), "\nBERTH_API_KEY=berth_") {
+		t.Errorf("the env file holds no sandbox key (%v): the test stalled the wrong run", err)
+	}
+
+	g.kill()
+	wrapper.release()
+	if _, err := os.Stat(file); err != nil {
+		t.Fatalf("after the kill the env file is gone already (%v): the test shows nothing", err)
+	}
+	g.start()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := os.Stat(file)
+		if errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("30s after the restart the env file %s is still there (%v)", file, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// The start the kill interrupted made no container: it failed.
+	g.waitState(g.operator, sb.ID, "failed", time.Minute)
 }

@@ -94,8 +94,10 @@
 //	                          adds, trades it once at BERTH_BASE_URL for the sandbox's
 //	                          environment (POST /sandbox/v1/bootstrap), then starts
 //
-// Start-only, never written to HOME: BERTH_TASK, BERTH_AUTHORIZED_KEYS,
-// BERTH_GIT_TOKEN, BERTH_PI_CONFIG, BERTH_PI_SETTINGS. Every other variable,
+// Start-only, never written to HOME: BERTH_AUTHORIZED_KEYS,
+// BERTH_GIT_TOKEN, BERTH_PI_CONFIG, BERTH_PI_SETTINGS, and BERTH_TASK, which
+// the gateway no longer sets (the task is the prompt file's, S13.2; an
+// engineer sandbox has none) but an older one did. Every other variable,
 // including PATH and those the caller added, reaches ssh sessions and shells,
 // except TERM, HOSTNAME, HOME, the shell's own (PWD, OLDPWD, SHLVL, _),
 // names that are not shell identifiers and values with a line break. In

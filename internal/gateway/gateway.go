@@ -270,7 +270,7 @@ func (s *Server) authenticate(rt route) http.Handler {
 			return
 		}
 		if rt.access != sandboxStream {
-			r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
+			r.Body = http.MaxBytesReader(w, r.Body, rt.maxBody())
 		}
 		if rt.access == public {
 			rt.handle(w, r, account.Principal{})
@@ -300,6 +300,18 @@ func (s *Server) authenticate(rt route) http.Handler {
 		}
 		rt.handle(w, r, p)
 	})
+}
+
+// maxBody bounds a request's body: 1 MiB, but a sandbox's create carries
+// a task of up to sandbox.MaxTask however JSON escapes it (six bytes for
+// a control character, or for the <, > and & Go's encoder escapes) and
+// 1 MiB for the rest.
+func (rt route) maxBody() int64 {
+	const body = 1 << 20
+	if rt.method == http.MethodPost && rt.path == "/sandbox/v1/sandboxes" {
+		return 6*sandbox.MaxTask + body
+	}
+	return body
 }
 
 func bearer(r *http.Request) (string, bool) {

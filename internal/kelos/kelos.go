@@ -27,8 +27,11 @@ const (
 	// Home is the agent user's home in the interface's reference images
 	// (useradd -m agent); the host mounts a fresh tmpfs there.
 	Home = "/home/agent"
-	// MaxPrompt is the longest prompt: it travels as one argument, and
-	// Linux refuses a single argument of 128 KiB or more (MAX_ARG_STRLEN).
+	// MaxPrompt is the longest prompt: it travels as one argument, of
+	// podman's command line and then of the container's process, and
+	// Linux refuses a single argument of 128 KiB or more with its NUL
+	// (MAX_ARG_STRLEN). Measured: 131,071 bytes reach $1, one more fails
+	// podman's own execve (E2BIG).
 	MaxPrompt = 128<<10 - 1
 )
 

@@ -12,8 +12,9 @@ import (
 type conversation struct {
 	model       string
 	stream      bool
-	toolResults int    // tool results the conversation holds
-	tools       []tool // function tools the request offers
+	toolResults int      // tool results the conversation holds
+	userTexts   []string // the texts of its user turns, in order
+	tools       []tool   // function tools the request offers
 	// jsonSchema is the schema of the JSON the request asks for (Gemini's
 	// router and other utility calls), nil when it asks for none.
 	jsonSchema json.RawMessage
@@ -52,6 +53,9 @@ const noShellText = "mock: no shell tool offered"
 // answer picks the turn for c and records the decision in rec.
 func (s *Server) answer(c conversation, rec *Request) reply {
 	rec.Model, rec.Stream, rec.ToolResults = c.model, c.stream, c.toolResults
+	for _, t := range c.userTexts {
+		rec.UserTexts = append(rec.UserTexts, TextOf(t))
+	}
 	if len(s.script.Turns) == 0 {
 		return reply{fail: &Failure{Status: http.StatusInternalServerError, Message: "modelserver: script has no turns"}}
 	}
@@ -201,4 +205,27 @@ func example(sc *schema, depth int) any {
 		return false
 	}
 	return nil
+}
+
+// contentTexts reads a message's content as the dialects write it: a
+// string, or a list of parts of which those of type kind carry "text".
+func contentTexts(raw json.RawMessage, kind string) []string {
+	var one string
+	if json.Unmarshal(raw, &one) == nil {
+		return []string{one}
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(raw, &parts) != nil {
+		return nil
+	}
+	var out []string
+	for _, p := range parts {
+		if p.Type == kind {
+			out = append(out, p.Text)
+		}
+	}
+	return out
 }

@@ -23,10 +23,14 @@ type anthropicRequest struct {
 	} `json:"tools"`
 }
 
-// conversation counts the user's tool_result blocks and lists the tools.
+// conversation counts the user's tool_result blocks, reads the user's
+// texts and lists the tools.
 func (q anthropicRequest) conversation() conversation {
 	c := conversation{model: q.Model, stream: q.Stream}
 	for _, m := range q.Messages {
+		if m.Role == "user" {
+			c.userTexts = append(c.userTexts, contentTexts(m.Content, "text")...)
+		}
 		var blocks []struct {
 			Type string `json:"type"`
 		}

@@ -135,11 +135,12 @@ func TestAnthropicStream(t *testing.T) {
 	})
 
 	reqs := srv.Requests()
+	prompt := []modelserver.Text{modelserver.TextOf("Create f.txt containing hi and commit it")}
 	want := []modelserver.Request{
 		{Method: "POST", Path: "/v1/messages", Dialect: modelserver.Anthropic, Model: "claude-sonnet-4-5", Stream: true,
-			Turn: 0, Credential: "X-Api-Key", Status: 200},
+			Turn: 0, UserTexts: prompt, Credential: "X-Api-Key", Status: 200},
 		{Method: "POST", Path: "/v1/messages", Dialect: modelserver.Anthropic, Model: "claude-sonnet-4-5", Stream: true,
-			ToolResults: 1, Turn: 1, Status: 200},
+			ToolResults: 1, Turn: 1, UserTexts: prompt, Status: 200},
 	}
 	if diff := cmp.Diff(want, reqs); diff != "" {
 		t.Errorf("Requests() (-want +got):\n%s", diff)

@@ -12,7 +12,8 @@ type chatRequest struct {
 	Model    string `json:"model"`
 	Stream   bool   `json:"stream"`
 	Messages []struct {
-		Role string `json:"role"`
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"` // a string, or a list of parts
 	} `json:"messages"`
 	Tools []struct {
 		Type     string `json:"type"`
@@ -23,12 +24,16 @@ type chatRequest struct {
 	} `json:"tools"`
 }
 
-// conversation counts the role "tool" messages and lists the tools.
+// conversation counts the role "tool" messages, reads the user's texts
+// and lists the tools.
 func (q chatRequest) conversation() conversation {
 	c := conversation{model: q.Model, stream: q.Stream}
 	for _, m := range q.Messages {
-		if m.Role == "tool" {
+		switch m.Role {
+		case "tool":
 			c.toolResults++
+		case "user":
+			c.userTexts = append(c.userTexts, contentTexts(m.Content, "text")...)
 		}
 	}
 	for _, t := range q.Tools {

@@ -10,7 +10,10 @@ import (
 // geminiRequest is what the server reads of a generateContent request.
 type geminiRequest struct {
 	Contents []struct {
+		Role  string `json:"role"`
 		Parts []struct {
+			Text             *string         `json:"text"`
+			Thought          bool            `json:"thought"`
 			FunctionResponse json.RawMessage `json:"functionResponse"`
 		} `json:"parts"`
 	} `json:"contents"`
@@ -28,14 +31,18 @@ type geminiRequest struct {
 	} `json:"generationConfig"`
 }
 
-// conversation counts the functionResponse parts, lists the declared
-// functions and notes a request for JSON (the router's call).
+// conversation counts the functionResponse parts, reads the user's texts
+// (a content without a role is the user's), lists the declared functions
+// and notes a request for JSON (the router's call).
 func (q geminiRequest) conversation(model string, stream bool) conversation {
 	c := conversation{model: model, stream: stream}
 	for _, content := range q.Contents {
 		for _, p := range content.Parts {
-			if len(p.FunctionResponse) > 0 {
+			switch {
+			case len(p.FunctionResponse) > 0:
 				c.toolResults++
+			case p.Text != nil && !p.Thought && (content.Role == "user" || content.Role == ""):
+				c.userTexts = append(c.userTexts, *p.Text)
 			}
 		}
 	}

@@ -81,11 +81,12 @@ func TestGeminiStream(t *testing.T) {
 		t.Errorf("parts after the result (-want +got):\n%s", diff)
 	}
 
+	prompt := []modelserver.Text{modelserver.TextOf("Create f.txt")}
 	want2 := []modelserver.Request{
 		{Method: "POST", Path: "/v1beta/models/gemini-2.5-pro:streamGenerateContent", Dialect: modelserver.Gemini,
-			Model: "gemini-2.5-pro", Stream: true, Turn: 0, Credential: "X-Goog-Api-Key", Status: 200},
+			Model: "gemini-2.5-pro", Stream: true, Turn: 0, UserTexts: prompt, Credential: "X-Goog-Api-Key", Status: 200},
 		{Method: "POST", Path: "/v1beta/models/gemini-2.5-pro:streamGenerateContent", Dialect: modelserver.Gemini,
-			Model: "gemini-2.5-pro", Stream: true, ToolResults: 1, Turn: 1, Status: 200},
+			Model: "gemini-2.5-pro", Stream: true, ToolResults: 1, Turn: 1, UserTexts: prompt, Status: 200},
 	}
 	if diff := cmp.Diff(want2, srv.Requests()); diff != "" {
 		t.Errorf("Requests() (-want +got):\n%s", diff)

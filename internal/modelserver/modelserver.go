@@ -13,6 +13,8 @@ package modelserver
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -73,11 +75,27 @@ type Request struct {
 	Turn int
 	// Session is the X-Berth-Session header.
 	Session string
+	// UserTexts are the texts of the conversation's user turns, in order,
+	// each as its digest: what a CLI made of its prompt can be checked
+	// without the server keeping a prompt.
+	UserTexts []Text
 	// Credential is the canonical name of the header that carried a key
 	// ("Authorization", "X-Api-Key", "X-Goog-Api-Key"), "key" for a key
 	// query parameter, or empty when none was presented.
 	Credential string
 	Status     int
+}
+
+// Text is one text a request carried, as its SHA-256 and its length.
+type Text struct {
+	SHA256 string // hex
+	Bytes  int
+}
+
+// TextOf is s as a request's Text.
+func TextOf(s string) Text {
+	sum := sha256.Sum256([]byte(s))
+	return Text{SHA256: hex.EncodeToString(sum[:]), Bytes: len(s)}
 }
 
 // Option configures a Server.

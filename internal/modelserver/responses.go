@@ -21,16 +21,26 @@ type responsesRequest struct {
 }
 
 // conversation counts the *_call_output items (Codex replays the whole
-// history in input, store:false) and lists the function tools.
+// history in input, store:false), reads the user's texts (input as one
+// string is one) and lists the function tools.
 func (q responsesRequest) conversation() conversation {
 	c := conversation{model: q.Model, stream: q.Stream}
 	var items []struct {
-		Type string `json:"type"`
+		Type    string          `json:"type"`
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
 	}
-	if json.Unmarshal(q.Input, &items) == nil {
+	var one string
+	switch {
+	case json.Unmarshal(q.Input, &one) == nil:
+		c.userTexts = []string{one}
+	case json.Unmarshal(q.Input, &items) == nil:
 		for _, it := range items {
-			if strings.HasSuffix(it.Type, "_call_output") {
+			switch {
+			case strings.HasSuffix(it.Type, "_call_output"):
 				c.toolResults++
+			case it.Role == "user" && (it.Type == "" || it.Type == "message"):
+				c.userTexts = append(c.userTexts, contentTexts(it.Content, "input_text")...)
 			}
 		}
 	}

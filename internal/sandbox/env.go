@@ -16,6 +16,11 @@ import (
 
 // environment is what the gateway hands a sandbox (SPEC S15), with the
 // caller's additions. It holds the sandbox's key; drivers pass it by name.
+// It never holds the task (no BERTH_TASK): whatever runs in the machine
+// could read it there, podman inspect shows it, and Linux caps one
+// variable at 128 KiB. An agent reads its task from the prompt file on
+// stdin (SPEC S13.2) or as $1 (a kelos image, S13.6); an engineer
+// sandbox has none.
 func (s *Service) environment(ctx context.Context, sb Sandbox, key secret.Secret, token forge.Token) (map[string]string, error) {
 	owner, err := s.accounts.User(ctx, sb.Owner)
 	if err != nil {
@@ -55,7 +60,6 @@ func (s *Service) environment(ctx context.Context, sb Sandbox, key secret.Secret
 	if err := s.addModelEnv(ctx, sb, env); err != nil {
 		return nil, err
 	}
-	set("BERTH_TASK", sb.Task)
 	for k, v := range s.gitEnv(sb, token) {
 		set(k, v)
 	}

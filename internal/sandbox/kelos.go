@@ -2,25 +2,9 @@ package sandbox
 
 import (
 	"maps"
-	"strings"
 
 	"berth.dev/berth/internal/kelos"
 )
-
-// checkTask refuses a task a kelos image cannot be given: it travels as
-// one argument (SPEC S13.6), which Linux bounds and which cannot hold NUL.
-func checkTask(c Contract, task string) error {
-	if c != ContractKelos {
-		return nil
-	}
-	if len(task) > kelos.MaxPrompt {
-		return invalid("task", "%d bytes: a kelos image takes its task as an argument, at most %d bytes", len(task), kelos.MaxPrompt)
-	}
-	if strings.ContainsRune(task, 0) {
-		return invalid("task", "holds a NUL byte, which an argument cannot")
-	}
-	return nil
-}
 
 // kelosEnv adds the reserved environment of the Kelos interface (SPEC
 // S13.6): the caller's variables of reserved names dropped so the host's

@@ -325,9 +325,9 @@ func (s *Service) prepareRun(ctx context.Context, spec *Spec) error {
 		if sb.Role == RoleReviewer {
 			spec.Env[runPushVar] = "no" // a reviewer's work is its verdict
 		}
-		// The machine asks for its task: it is not in the machine's spec,
-		// which whoever may read the cluster's objects can read.
-		delete(spec.Env, "BERTH_TASK")
+		// The machine asks for its task: it is not in the machine's spec
+		// (no environment holds it), which whoever may read the cluster's
+		// objects can read.
 		spec.Run = &RunSpec{Contract: sb.Contract, Args: args, Network: network, InMachine: true}
 	} else {
 		dir, err := s.work.Prepare(ctx, sb)

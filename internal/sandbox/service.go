@@ -203,6 +203,12 @@ func (s *Service) create(ctx context.Context, p account.Principal, req CreateReq
 	if err != nil {
 		return Sandbox{}, err
 	}
+	if purpose == PurposeAgent {
+		// The class says the image's contract, which bounds the task.
+		if err := checkTask(class.Contract, req.Task); err != nil {
+			return Sandbox{}, err
+		}
+	}
 	runtime, err := s.runtime(class)
 	if err != nil {
 		return Sandbox{}, err
@@ -252,9 +258,6 @@ func (s *Service) create(ctx context.Context, p account.Principal, req CreateReq
 			// SPEC S13: the runner's image, chosen per runner (a kelos
 			// class's own image, S13.6).
 			sb.Runner, sb.Image = name, image
-		}
-		if err := checkTask(class.Contract, req.Task); err != nil {
-			return Sandbox{}, err
 		}
 	}
 	key, secret := account.NewSandboxKey(p.User.ID, string(sb.ID), prj.ID, sb.ExpiresAt, now)

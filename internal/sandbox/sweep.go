@@ -277,6 +277,20 @@ func (s *Service) Sweep(ctx context.Context) (SweepResult, error) {
 			// sweep's again, even if the start has not quite returned.
 			continue
 		}
+		if sb.State == StateStarting {
+			// The list may be older than a start that ended since (a fast
+			// agent run): a start writes its row before it lets go, so the
+			// row read now says what it did. Only a row still starting is
+			// a start a restart interrupted.
+			fresh, err := s.store.GetSandbox(ctx, sb.ID)
+			if err != nil && !errors.Is(err, ErrNotFound) {
+				res.Errors[sb.ID] = err
+			}
+			if err != nil || !fresh.Live() {
+				continue // ended meanwhile: whoever ended it removes its machine
+			}
+			sb = fresh
+		}
 		if s.servedElsewhere(ctx, sb) {
 			continue
 		}

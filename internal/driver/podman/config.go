@@ -160,7 +160,7 @@ func (c Config) Env() []string {
 
 // WriteConfig writes containers.conf and storage.conf into StateDir.
 func (c Config) WriteConfig() error {
-	for _, dir := range []string{c.StateDir, filepath.Join(c.StateDir, "networks"), filepath.Join(c.StateDir, "libpod-tmp"), filepath.Join(c.StateDir, "env")} {
+	for _, dir := range []string{c.StateDir, filepath.Join(c.StateDir, "networks"), filepath.Join(c.StateDir, "libpod-tmp")} {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return fmt.Errorf("podman state: %w", err)
 		}

@@ -9,9 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,6 +51,15 @@ func New(cfg Config, log *slog.Logger) (*Driver, error) {
 	}
 	if err := cfg.WriteConfig(); err != nil {
 		return nil, err
+	}
+	// The env files hold sandboxes' keys: nobody but the gateway's user
+	// may look in their directory, whatever made it.
+	fixed, err := privateDir(cfg.envDir())
+	if err != nil {
+		return nil, fmt.Errorf("podman: env files: %w", err)
+	}
+	if fixed {
+		log.Warn("the env files' directory was open to others; it is 0700 now", "dir", cfg.envDir())
 	}
 	d := &Driver{cfg: cfg, log: log, dial: (&net.Dialer{Timeout: time.Second}).DialContext}
 	d.run = d.exec
@@ -237,11 +244,6 @@ func (d *Driver) create(ctx context.Context, spec sandbox.Spec) error {
 		return err
 	}
 	file, multiline := splitEnv(spec.Env)
-	envFile := filepath.Join(d.cfg.StateDir, "env", string(sb.ID)+".env")
-	if err := os.WriteFile(envFile, []byte(file), 0o600); err != nil {
-		return fmt.Errorf("podman: env file: %w", err)
-	}
-	defer os.Remove(envFile)
 	var procEnv []string
 	for _, k := range multiline {
 		if reserved(k) {
@@ -249,11 +251,22 @@ func (d *Driver) create(ctx context.Context, spec sandbox.Spec) error {
 		}
 		procEnv = append(procEnv, k+"="+spec.Env[k])
 	}
-	args := RunArgs(d.cfg, sb, multiline, envFile)
-	if spec.Run != nil {
-		args = AgentArgs(d.cfg, sb, *spec.Run, multiline, envFile)
+	envFile, err := writeEnvFile(d.cfg.envDir(), sb.ID, file)
+	if err != nil {
+		return fmt.Errorf("podman: env file: %w", err)
 	}
-	if _, err := d.run(ctx, procEnv, args...); err != nil {
+	args := RunArgs(d.cfg, sb, multiline, envFile.name())
+	if spec.Run != nil {
+		args = AgentArgs(d.cfg, sb, *spec.Run, multiline, envFile.name())
+	}
+	_, err = d.run(ctx, procEnv, args...)
+	// podman run -d has returned: the container is made (or never will
+	// be), and its environment is in podman's store. The key goes from the
+	// disk now, not after a clean-up below.
+	if rmErr := envFile.remove(); rmErr != nil {
+		d.log.WarnContext(ctx, "env file not removed", "sandbox", sb.ID, "err", rmErr)
+	}
+	if err != nil {
 		if alreadyExists(err) {
 			return err // another container by that name: not ours to remove
 		}

@@ -51,19 +51,21 @@ func (c runtimeContainer) created() time.Time {
 // only containers whose bundle lies in this driver's store are looked at,
 // and only those older than a couple of minutes; `delete --force` ends the
 // process and removes the state. It returns the ids it removed.
+//
+// First it removes the env files a gateway killed during `podman run`
+// left, each with a sandbox's key (envfile.go); their paths are among
+// what it returns. Either part's failure leaves the other to run.
 func (d *Driver) Tidy(ctx context.Context) ([]string, error) {
-	var (
-		removed []string
-		known   map[string]bool // podman's containers, listed once when needed
-	)
+	removed, envErr := d.tidyEnvFiles(ctx)
+	var known map[string]bool // podman's containers, listed once when needed
 	for _, bin := range d.runtimeBinaries() {
 		r, err := d.tidyRuntime(ctx, bin, &known)
 		removed = append(removed, r...)
 		if err != nil {
-			return removed, err
+			return removed, errors.Join(envErr, err)
 		}
 	}
-	return removed, nil
+	return removed, envErr
 }
 
 // runtimeBinaries are the OCI runtimes podman runs containers with:

@@ -17,14 +17,19 @@ fi
 
 root=rw
 touch /usr/.berth-probe 2>/dev/null || root=ro
+# $1 whole by its digest; itself too when it is short enough to read.
+prompt_bytes=$(printf %s "${1-}" | wc -c)
+prompt_sha256=$(printf %s "${1-}" | sha256sum | cut -d' ' -f1)
+prompt=${1-}
+[ "$prompt_bytes" -le 4096 ] || prompt=
 jq -cn \
-	--arg prompt "${1-}" --argjson args "$#" \
+	--arg prompt "$prompt" --argjson prompt_bytes "$prompt_bytes" --arg prompt_sha256 "$prompt_sha256" --argjson args "$#" \
 	--argjson uid "$(id -u)" --argjson gid "$(id -g)" \
 	--arg cwd "$PWD" --arg home "$HOME" \
 	--arg agent_type "${KELOS_AGENT_TYPE-}" --arg model "${KELOS_MODEL-}" \
 	--arg setup "${KELOS_SETUP_COMMAND-}" --arg setup_file "$(cat "$HOME/setup.txt" 2>/dev/null)" \
 	--arg root "$root" --arg cap_eff "$(awk '/^CapEff:/ {print $2}' /proc/self/status)" \
-	'{type: "kelos-test", prompt: $prompt, args: $args, uid: $uid, gid: $gid, cwd: $cwd, home: $home,
+	'{type: "kelos-test", prompt: $prompt, prompt_bytes: $prompt_bytes, prompt_sha256: $prompt_sha256, args: $args, uid: $uid, gid: $gid, cwd: $cwd, home: $home,
 	  agent_type: $agent_type, model: $model, setup: $setup, setup_file: $setup_file, root: $root, cap_eff: $cap_eff}'
 
 echo "hello from a kelos image" >kelos.txt
