@@ -1,11 +1,14 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -199,7 +202,11 @@ func (s *Service) create(ctx context.Context, p account.Principal, req CreateReq
 	if err != nil {
 		return Sandbox{}, err
 	}
-	class, err := s.chooseClass(ctx, org, req.Class, purpose)
+	classRunner := ""
+	if purpose == PurposeAgent {
+		classRunner = cmp.Or(req.Runner, s.cfg.Agents.Runner)
+	}
+	class, err := s.chooseClass(ctx, org, req.Class, purpose, classRunner)
 	if err != nil {
 		return Sandbox{}, err
 	}
@@ -381,9 +388,14 @@ func (s *Service) chooseProject(ctx context.Context, p account.Principal, org, r
 	return prj, nil
 }
 
-// chooseClass returns the named class, or, when none is named, the only
-// class of the organisation that allows the purpose.
-func (s *Service) chooseClass(ctx context.Context, org, name string, purpose Purpose) (Class, error) {
+// chooseClass returns the named class or, when none is named, the class a
+// user expects of the organisation's classes that allow the purpose: the
+// only one; else, for an agent sandbox, the one whose runner is the run's
+// (runnerName: the creator's, else the deployment's); else the one for that
+// purpose alone in berth's contract (its default: a kelos class is for one
+// agent's image, so it is named or found by its runner). Anything else is
+// refused listing the candidates.
+func (s *Service) chooseClass(ctx context.Context, org, name string, purpose Purpose, runnerName string) (Class, error) {
 	if name != "" {
 		c, err := s.store.GetClass(ctx, org, name)
 		if errors.Is(err, ErrNotFound) {
@@ -401,21 +413,38 @@ func (s *Service) chooseClass(ctx context.Context, org, name string, purpose Pur
 	if err != nil {
 		return Class{}, err
 	}
-	var fit []Class
-	var names []string
-	for _, c := range all {
-		if c.Allows(purpose) {
-			fit = append(fit, c)
-			names = append(names, c.Name)
+	fit := slices.DeleteFunc(all, func(c Class) bool { return !c.Allows(purpose) })
+	one := func(keep func(Class) bool) (Class, bool) {
+		var found []Class
+		for _, c := range fit {
+			if keep(c) {
+				found = append(found, c)
+			}
 		}
+		if len(found) == 1 {
+			return found[0], true
+		}
+		return Class{}, false
 	}
 	switch len(fit) {
-	case 1:
-		return fit[0], nil
 	case 0:
 		return Class{}, invalid("class", "your organisation has no class for %s sandboxes (an administrator adds one with berth sandbox apply)", purpose)
+	case 1:
+		return fit[0], nil
 	}
-	return Class{}, invalid("class", "is required: choose one of %v", names)
+	if purpose == PurposeAgent && runnerName != "" {
+		if c, ok := one(func(c Class) bool { return c.Runner == runnerName }); ok {
+			return c, nil
+		}
+	}
+	if c, ok := one(func(c Class) bool { return c.only(purpose) && c.Contract != ContractKelos }); ok {
+		return c, nil
+	}
+	names := make([]string, len(fit))
+	for i, c := range fit {
+		names[i] = c.Name
+	}
+	return Class{}, invalid("class", "is required: this organisation has %d %s classes (%s); name one with --class", len(fit), purpose, strings.Join(names, ", "))
 }
 
 // runtime maps a class's tier to the deployment's runtime, refusing a tier

@@ -287,7 +287,7 @@ func TestCreateRefusesBadRequests(t *testing.T) {
 		{"ttl not a duration", e.alice, with(func(r *sandbox.CreateRequest) { r.TTL = "soon" }), sandbox.ErrInvalid, "ttl", "duration"},
 		{"unknown class", e.alice, with(func(r *sandbox.CreateRequest) { r.Class = "huge" }), sandbox.ErrInvalid, "class", "no class"},
 		{"class for agents only", e.alice, with(func(r *sandbox.CreateRequest) { r.Class = "agent" }), sandbox.ErrInvalid, "class", "not for engineer"},
-		{"no class and several fit", e.alice, with(func(r *sandbox.CreateRequest) { r.Class = "" }), sandbox.ErrInvalid, "class", "choose one"},
+		{"no class and several fit", e.alice, with(func(r *sandbox.CreateRequest) { r.Class = "" }), sandbox.ErrInvalid, "class", "this organisation has 3 engineer classes (big, gpu, standard); name one with --class"},
 		{"BERTH_ variable", e.alice, with(func(r *sandbox.CreateRequest) { r.Env = map[string]string{"BERTH_X": "1"} }), sandbox.ErrInvalid, "env.BERTH_X", "gateway's"},
 		{"bad variable name", e.alice, with(func(r *sandbox.CreateRequest) { r.Env = map[string]string{"A-B": "1"} }), sandbox.ErrInvalid, "env.A-B", "not an environment variable"},
 		{"engineer without a key", e.alice, with(func(r *sandbox.CreateRequest) { r.SSHKeys = nil }), sandbox.ErrInvalid, "ssh_keys", "ssh public key"},
