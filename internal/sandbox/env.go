@@ -11,6 +11,7 @@ import (
 
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/quantity"
+	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/secret"
 )
 
@@ -79,18 +80,22 @@ func (s *Service) environment(ctx context.Context, sb Sandbox, key secret.Secret
 	return env, nil
 }
 
-// ModelEnv is what inference adds to a sandbox's environment (SPEC S14,
-// S15): BERTH_MODEL, ANTHROPIC_MODEL and Pi's files (BERTH_PI_CONFIG,
-// BERTH_PI_SETTINGS) for the models the sandbox's key may reach, and the
-// names of the gateway's vendor credentials, which a sandbox's environment
-// never holds.
+// ModelEnv is what inference tells sandboxes (SPEC S14, S15): the models a
+// project's key may reach, each with the APIs its provider speaks (an agent
+// run's model is chosen among them for its runner); BERTH_MODEL,
+// ANTHROPIC_MODEL and Pi's files (BERTH_PI_CONFIG, BERTH_PI_SETTINGS) for a
+// sandbox of a project, BERTH_MODEL the model given ("": the first the key
+// may reach); and the names of the gateway's vendor credentials, which a
+// sandbox's environment never holds.
 type ModelEnv interface {
-	SandboxEnv(ctx context.Context, org, project string) (map[string]string, error)
+	Reachable(ctx context.Context, org, project string) ([]runner.Model, error)
+	SandboxEnv(ctx context.Context, org, project, model string) (map[string]string, error)
 	Withheld() []string
 }
 
 // WithModelEnv gives the service the model variables of its sandboxes;
-// without it a sandbox is told no model.
+// without it a sandbox is told no model, and an agent run is refused: it
+// would have none to call.
 func WithModelEnv(m ModelEnv) Option { return func(s *Service) { s.modelEnv = m } }
 
 // addModelEnv sets the model variables in env and takes out every vendor
@@ -99,7 +104,7 @@ func (s *Service) addModelEnv(ctx context.Context, sb Sandbox, env map[string]st
 	if s.modelEnv == nil {
 		return nil
 	}
-	vars, err := s.modelEnv.SandboxEnv(ctx, sb.Org, sb.Project)
+	vars, err := s.modelEnv.SandboxEnv(ctx, sb.Org, sb.Project, sb.Model)
 	if err != nil {
 		return fmt.Errorf("models of %s: %w", sb.ID, err)
 	}

@@ -159,6 +159,7 @@ type CreateRequest struct {
 	Branch  string
 	Task    string
 	Runner  string
+	Model   string // the model an agent's run starts on; "": chosen for its runner
 	Role    string // author (the default) or reviewer; agent sandboxes only
 	SSHKeys []string
 	Env     map[string]string
@@ -267,6 +268,17 @@ func (s *Service) create(ctx context.Context, p account.Principal, req CreateReq
 			sb.Runner, sb.Image = name, image
 		}
 	}
+	if purpose == PurposeAgent {
+		// A model the run's runner can call, or the create is refused
+		// here, before anything starts.
+		run := ""
+		if s.agentRun(sb) {
+			run = sb.Runner
+		}
+		if sb.Model, err = s.chooseModel(ctx, org, prj, run, req.Model); err != nil {
+			return Sandbox{}, err
+		}
+	}
 	key, secret := account.NewSandboxKey(p.User.ID, string(sb.ID), prj.ID, sb.ExpiresAt, now)
 	sb.KeyID = key.ID
 	// The organisation's own max_sandboxes counts the whole organisation;
@@ -335,6 +347,9 @@ func (s *Service) checkRequestShape(purpose Purpose, req CreateRequest) error {
 		}
 		if req.Task != "" || req.Runner != "" {
 			return invalid("task", "only an agent sandbox takes a task or a runner (--purpose agent)")
+		}
+		if req.Model != "" {
+			return invalid("model", "only an agent sandbox takes a model (--purpose agent); an engineer sandbox's BERTH_MODEL is the first model its project may reach")
 		}
 	case PurposeAgent:
 		if req.Repo == "" || req.Task == "" {
