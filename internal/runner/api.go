@@ -1,6 +1,9 @@
 package runner
 
-import "slices"
+import (
+	"fmt"
+	"slices"
+)
 
 // API is a vendor's wire protocol for model calls, named as the gateway's
 // inference names its dialects. A CLI speaks some of them; a model is
@@ -32,14 +35,27 @@ func pick(speaks []API, m Model) (API, bool) {
 	return "", false
 }
 
-// apiOf is the API a config file writes m in: the first of speaks that m's
-// provider speaks, or, for a model whose APIs the gateway did not say (a
-// model the run names that is not in the gateway's list, as in berth
-// image check), the CLI's first. ok is false when m's provider speaks none
-// of them.
-func apiOf(speaks []API, m Model) (API, bool) {
-	if len(m.APIs) == 0 {
-		return speaks[0], true
+// callable pairs each of models with the API r's config writes it in: the
+// first of r's APIs that its provider speaks or, for a model whose APIs
+// the gateway did not say (one the run names that is not in the gateway's
+// list, as in berth image check), r's first. A model served in none of
+// r's APIs is left out; when it is the run's model (run), that is an
+// error: the run could not call it.
+func callable(r Runner, run string, models []Model) ([]Model, []API, error) {
+	var out []Model
+	var apis []API
+	for _, m := range models {
+		api, ok := r.APIs()[0], true
+		if len(m.APIs) > 0 {
+			api, ok = pick(r.APIs(), m)
+		}
+		if !ok {
+			if m.ID == run {
+				return nil, nil, fmt.Errorf("model %s is served in %v, none of which %s speaks", m.ID, m.APIs, r.Name())
+			}
+			continue
+		}
+		out, apis = append(out, m), append(apis, api)
 	}
-	return pick(speaks, m)
+	return out, apis, nil
 }

@@ -1,9 +1,6 @@
 package runner
 
-import (
-	"encoding/json"
-	"fmt"
-)
+import "encoding/json"
 
 // opencode runs OpenCode (`opencode run`), each model through the bundled
 // AI SDK provider of the API its provider speaks, to the gateway.
@@ -129,16 +126,13 @@ func (r opencode) Files(g Gateway, o Options) ([]File, error) {
 	p := opencodeProvider{NPM: "@ai-sdk/openai-compatible", Name: provider, Models: map[string]opencodeModel{}}
 	p.Options.APIKey = "{env:" + keyVar + "}"
 	p.Options.Headers = map[string]string{sessionHeader: "{env:" + sessionVar + "}"}
-	for _, m := range models {
-		api, ok := apiOf(r.APIs(), m)
-		if !ok {
-			if m.ID == o.Model {
-				return nil, fmt.Errorf("model %s is served in %v, none of which opencode speaks", m.ID, m.APIs)
-			}
-			continue
-		}
+	models, apis, err := callable(r, o.Model, models)
+	if err != nil {
+		return nil, err
+	}
+	for i, m := range models {
 		om := opencodeModel{Name: m.Name}
-		npm, path := opencodeAPI(api)
+		npm, path := opencodeAPI(apis[i])
 		om.Provider.NPM, om.Provider.API = npm, base+path
 		if m.ContextWindow > 0 && m.MaxTokens > 0 { // a zero limit would read as "none allowed"
 			om.Limit = &opencodeLimit{m.ContextWindow, m.MaxTokens}

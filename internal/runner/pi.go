@@ -1,7 +1,5 @@
 package runner
 
-import "fmt"
-
 // pi runs Pi (`pi`, @mariozechner/pi-coding-agent), each model in the API
 // its provider speaks, through the gateway.
 type pi struct{}
@@ -92,7 +90,7 @@ type piSettings struct {
 // the gateway do: every chat model the key may reach, routers after them,
 // the key named by its variable (BERTH_API_KEY) and never written, and the default
 // provider pinned to berth. Each model is written in the API its provider
-// speaks (piAPIs), at that API's base URL on the gateway; a model served in
+// speaks (piAPI), at that API's base URL on the gateway; a model served in
 // none Pi speaks is left out, and a run on one is refused. A model's price
 // goes in, so the cost Pi reports is the gateway's; a model without one
 // costs 0 to Pi, which Settle does not take for a real zero.
@@ -110,15 +108,12 @@ func (r pi) Files(g Gateway, o Options) ([]File, error) {
 		APIKey:  keyVar,
 		Headers: map[string]string{sessionHeader: sessionVar},
 	}
-	for _, m := range models {
-		api, ok := apiOf(r.APIs(), m)
-		if !ok {
-			if m.ID == o.Model {
-				return nil, fmt.Errorf("model %s is served in %v, none of which pi speaks", m.ID, m.APIs)
-			}
-			continue
-		}
-		name, path := piAPI(api)
+	models, apis, err := callable(r, o.Model, models)
+	if err != nil {
+		return nil, err
+	}
+	for i, m := range models {
+		name, path := piAPI(apis[i])
 		pm := piModel{ID: m.ID, Name: m.Name, API: name, BaseURL: base + path,
 			Reasoning: m.Reasoning, ContextWindow: m.ContextWindow, MaxTokens: m.MaxTokens}
 		if pr := m.Price; pr != nil {
