@@ -112,16 +112,3 @@ func TestSandboxEnvNamesTheRunsModel(t *testing.T) {
 		t.Errorf("SandboxEnv of a model the key may not reach: %v, want ErrNotAllowed", err)
 	}
 }
-
-// TestEveryDialectIsARunnerAPI: the dialects a provider speaks are named
-// as the runners name the APIs they speak.
-func TestEveryDialectIsARunnerAPI(t *testing.T) {
-	known := []runner.API{runner.APIAnthropic, runner.APIOpenAIChat, runner.APIOpenAIResponses, runner.APIGemini}
-	for _, k := range []inference.Kind{inference.KindAnthropic, inference.KindOpenAI, inference.KindGemini, inference.KindScripted} {
-		for _, d := range k.Dialects() {
-			if !slices.Contains(known, runner.API(d)) {
-				t.Errorf("kind %s speaks %s, which no runner knows", k, d)
-			}
-		}
-	}
-}
