@@ -221,7 +221,8 @@ func checkRunner(name string) error {
 // environment: the runner, its config files, its credentials (by name, the
 // sandbox's key as their value: every model call goes through the gateway),
 // its non-secret settings, and what its contract adds. It returns the
-// model the run starts on (the one chosen at create) and the "$@" slot.
+// model the run starts on (the one chosen at create, in BERTH_MODEL) and
+// the "$@" slot.
 // The configs list every model the key may reach, each in the API its
 // provider speaks.
 func (s *Service) runEnv(ctx context.Context, sb Sandbox, env map[string]string) (model string, args []string, err error) {
@@ -229,7 +230,7 @@ func (s *Service) runEnv(ctx context.Context, sb Sandbox, env map[string]string)
 	if err != nil {
 		return "", nil, err
 	}
-	model = sb.Model
+	model = env["BERTH_MODEL"]
 	reach, err := s.reachable(ctx, sb.Org, sb.Project)
 	if err != nil {
 		return "", nil, err

@@ -146,11 +146,7 @@ type Sandbox struct {
 	Branch    string
 	Task      string
 	Runner    string
-	// Model is the model an agent run starts on (BERTH_MODEL, SPEC S15),
-	// chosen at create for its runner (chooseModel). It is not stored: it
-	// travels with the start, and the run's record keeps it (Run.Model).
-	Model string
-	Role  Role // an agent sandbox's; "" for an engineer's
+	Role      Role // an agent sandbox's; "" for an engineer's
 	// Contract is the interface its image implements, and SetupCommand a
 	// kelos image's setup command: the class's at creation.
 	Contract     Contract

@@ -268,14 +268,15 @@ func (s *Service) create(ctx context.Context, p account.Principal, req CreateReq
 			sb.Runner, sb.Image = name, image
 		}
 	}
+	// The model an agent run starts on: one its runner can call, or the
+	// create is refused here, before anything starts.
+	var model string
 	if purpose == PurposeAgent {
-		// A model the run's runner can call, or the create is refused
-		// here, before anything starts.
 		run := ""
 		if s.agentRun(sb) {
 			run = sb.Runner
 		}
-		if sb.Model, err = s.chooseModel(ctx, org, prj, run, req.Model); err != nil {
+		if model, err = s.chooseModel(ctx, org, prj, run, req.Model); err != nil {
 			return Sandbox{}, err
 		}
 	}
@@ -327,7 +328,7 @@ func (s *Service) create(ctx context.Context, p account.Principal, req CreateReq
 			return Sandbox{}, fmt.Errorf("repository %s: %w", sb.Repo, err)
 		}
 	}
-	env, err := s.environment(ctx, sb, secret, token)
+	env, err := s.environment(ctx, sb, secret, token, model)
 	if err != nil {
 		s.done(sb.ID)
 		s.fail(ctx, sb.ID, err.Error())
