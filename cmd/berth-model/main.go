@@ -2,7 +2,7 @@
 // an address, for the README's offline demo: a stand-in for the model
 // vendors that real agent CLIs talk to.
 //
-//	berth-model [-addr 127.0.0.1:8765] [-script file.json | -scenario text|tool|error]
+//	berth-model [-addr 127.0.0.1:8765] [-script file.json | -scenario text|tool|error] [-vendor anthropic|openai|gemini -key-env NAME]
 package main
 
 import (
@@ -14,7 +14,7 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }

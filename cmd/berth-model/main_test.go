@@ -48,7 +48,7 @@ func TestRunServesScriptFile(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	stdout, stderr := &syncBuffer{}, &syncBuffer{}
 	code := make(chan int, 1)
-	go func() { code <- run(ctx, []string{"-addr", "127.0.0.1:0", "-script", path}, stdout, stderr) }()
+	go func() { code <- run(ctx, []string{"-addr", "127.0.0.1:0", "-script", path}, os.Getenv, stdout, stderr) }()
 
 	var url string
 	for deadline := time.Now().Add(10 * time.Second); url == "" && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
@@ -97,11 +97,16 @@ func TestRunRefusesBadInput(t *testing.T) {
 		{"unknown flag", []string{"-port", "1"}, 2},
 		{"address taken or invalid", []string{"-addr", "127.0.0.1:-1"}, 1},
 		{"help", []string{"-h"}, 0},
+		{"unknown vendor", []string{"-vendor", "cohere", "-key-env", "VENDOR_KEY"}, 2},
+		{"vendor without a key", []string{"-vendor", "openai"}, 2},
+		{"vendor key unset", []string{"-vendor", "openai", "-key-env", "UNSET_KEY"}, 2},
+		{"key without a vendor", []string{"-key-env", "VENDOR_KEY"}, 2},
 	}
+	getenv := func(k string) string { return map[string]string{"VENDOR_KEY": "sk-test"}[k] }
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			if got := run(t.Context(), tt.args, &stdout, &stderr); got != tt.want {
+			if got := run(t.Context(), tt.args, getenv, &stdout, &stderr); got != tt.want {
 				t.Errorf("run(%q) = %d, want %d; stderr %s", tt.args, got, tt.want, stderr.String())
 			}
 			if stdout.Len() != 0 {
@@ -148,5 +153,60 @@ func TestStopsOnSignal(t *testing.T) {
 				t.Fatalf("still running 10s after %s", sig)
 			}
 		})
+	}
+}
+
+// TestRunAsVendor: -vendor serves that vendor's API alone, to the key of
+// the variable -key-env names.
+func TestRunAsVendor(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	stdout, stderr := &syncBuffer{}, &syncBuffer{}
+	getenv := func(k string) string { return map[string]string{"VENDOR_KEY": "sk-test"}[k] }
+	code := make(chan int, 1)
+	go func() {
+		code <- run(ctx, []string{"-addr", "127.0.0.1:0", "-scenario", "text", "-vendor", "anthropic", "-key-env", "VENDOR_KEY"}, getenv, stdout, stderr)
+	}()
+	var url string
+	for deadline := time.Now().Add(10 * time.Second); url == "" && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if m := listening.FindStringSubmatch(stdout.String()); m != nil {
+			url = m[1]
+			if m[2] != "scenario text, as anthropic" {
+				t.Errorf("announced %q, want the scenario and the vendor", m[2])
+			}
+		}
+	}
+	if url == "" {
+		t.Fatalf("no listening line; stdout %q stderr %q", stdout.String(), stderr.String())
+	}
+	for _, tt := range []struct {
+		path, key string
+		want      int
+	}{
+		{"/v1/messages", "sk-test", 200},
+		{"/v1/messages", "sk-other", 401},
+		{"/v1/chat/completions", "sk-test", 404},
+	} {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+tt.path, strings.NewReader(`{"model":"m","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("X-Api-Key", tt.key)
+		req.Header.Set("Anthropic-Version", "2023-06-01")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tt.want {
+			t.Errorf("POST %s with key %s: %d, want %d", tt.path, tt.key, resp.StatusCode, tt.want)
+		}
+	}
+	if strings.Contains(stderr.String(), "sk-test") {
+		t.Errorf("the key is in the log: %s", stderr.String())
+	}
+	cancel()
+	if c := <-code; c != 0 {
+		t.Errorf("run = %d, want 0", c)
 	}
 }

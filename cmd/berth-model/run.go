@@ -13,13 +13,16 @@ import (
 )
 
 // run serves until ctx is done and returns the exit code: 0 after a
-// signal, 1 when it cannot start, 2 for a bad command line.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// signal, 1 when it cannot start, 2 for a bad command line. getenv reads
+// the variable -key-env names.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("berth-model", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:8765", "address to listen on")
 	file := fs.String("script", "", "JSON script file (overrides -scenario)")
 	scenario := fs.String("scenario", modelserver.ScenarioTool, "ready script: text, tool or error")
+	vendorName := fs.String("vendor", "", "stand in for one vendor alone: anthropic, openai or gemini (its API, paths and key header only); unset serves every dialect at any path")
+	keyEnv := fs.String("key-env", "", "with -vendor: the NAME of the variable holding the key the vendor requires")
 	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
 		return 0
 	} else if err != nil {
@@ -28,6 +31,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "berth-model: unexpected argument %q\n", fs.Arg(0))
 		return 2
+	}
+	var opts []modelserver.Option
+	switch vendor, ok := modelserver.ParseVendor(*vendorName); {
+	case *vendorName == "" && *keyEnv != "":
+		fmt.Fprintln(stderr, "berth-model: -key-env needs -vendor")
+		return 2
+	case *vendorName == "":
+	case !ok:
+		fmt.Fprintf(stderr, "berth-model: -vendor %q: want anthropic, openai or gemini\n", *vendorName)
+		return 2
+	case *keyEnv == "" || getenv(*keyEnv) == "":
+		// The key by name only: never on the command line.
+		fmt.Fprintln(stderr, "berth-model: -vendor needs -key-env naming a set variable that holds the key")
+		return 2
+	default:
+		opts = append(opts, modelserver.AsVendor(vendor, getenv(*keyEnv)))
 	}
 	what := "scenario " + *scenario
 	script, err := modelserver.Scenario(*scenario)
@@ -44,8 +63,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "berth-model:", err)
 		return 1
 	}
+	if *vendorName != "" {
+		what += ", as " + *vendorName
+	}
 	fmt.Fprintf(stdout, "berth-model: listening on http://%s (%s)\n", ln.Addr(), what)
-	srv := modelserver.New(script, modelserver.WithLogger(slog.New(slog.NewTextHandler(stderr, nil))))
+	srv := modelserver.New(script, append(opts, modelserver.WithLogger(slog.New(slog.NewTextHandler(stderr, nil))))...)
 	if err := srv.Serve(ctx, ln); err != nil {
 		fmt.Fprintln(stderr, "berth-model:", err)
 		return 1

@@ -428,6 +428,7 @@ type CreateSandbox struct {
 	Branch  string            `json:"branch,omitempty"`
 	Task    string            `json:"task,omitempty"`
 	Runner  string            `json:"runner,omitempty"`
+	Model   string            `json:"model,omitempty"`    // agent sandboxes: the model the run starts on; default one its runner speaks
 	Role    string            `json:"role,omitempty"`     // agent sandboxes: author (default) or reviewer
 	SSHKeys []string          `json:"ssh_keys,omitempty"` // authorized_keys lines
 	Env     map[string]string `json:"env,omitempty"`

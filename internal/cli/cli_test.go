@@ -51,6 +51,7 @@ func TestScripts(t *testing.T) {
 			"jsonget":     jsonGet,
 			"perm":        perm,
 			"exits":       exits,
+			"enableclass": enableClass,
 		},
 	})
 }
@@ -72,6 +73,11 @@ func setup(e *testscript.Env) error {
 	e.Setenv("BERTH_ADDR", "127.0.0.1:"+port)
 	e.Setenv("BERTH_URL", "http://127.0.0.1:"+port)
 	e.Setenv("BERTH_SWEEP_INTERVAL", "1s")
+	examples, err := filepath.Abs(filepath.Join("..", "..", "examples"))
+	if err != nil {
+		return err
+	}
+	e.Setenv("EXAMPLES", examples) // the repository's examples, as a user copies them
 	if os.Getenv("GORACE") == "" {
 		// A race-enabled binary sleeps a second at exit by default; every
 		// berth command of a script would pay it.
@@ -228,4 +234,35 @@ func exits(ts *testscript.TestScript, neg bool, args []string) {
 	if got != want {
 		ts.Fatalf("%s exited with %d, want %d", args[1], got, want)
 	}
+}
+
+// enableClass copies a sandboxes file, enabling the class NAME that it
+// shows commented out, as a user does: the "# - name: NAME" line and the
+// commented lines under it lose their "# ".
+//
+//	enableclass SRC NAME DST
+func enableClass(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 3 {
+		ts.Fatalf("usage: enableclass SRC NAME DST")
+	}
+	var out strings.Builder
+	indent, found := "", false
+	for line := range strings.Lines(ts.ReadFile(args[0])) {
+		trimmed := strings.TrimLeft(line, " ")
+		lead := line[:len(line)-len(trimmed)]
+		switch {
+		case strings.TrimSpace(trimmed) == "# - name: "+args[1]:
+			indent, found = lead, true
+			line = lead + strings.TrimPrefix(trimmed, "# ")
+		case indent != "" && lead == indent && strings.HasPrefix(trimmed, "#   "):
+			line = lead + strings.TrimPrefix(trimmed, "# ")
+		default:
+			indent = ""
+		}
+		out.WriteString(line)
+	}
+	if !found {
+		ts.Fatalf("%s shows no commented-out class %s", args[0], args[1])
+	}
+	ts.Check(os.WriteFile(ts.MkAbs(args[2]), []byte(out.String()), 0o644))
 }

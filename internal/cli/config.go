@@ -60,7 +60,7 @@ type Config struct {
 	// runner=image pairs); a runner without one is refused (SPEC S13).
 	RunnerImages map[string]string
 	AgentRunner  string // BERTH_AGENT_RUNNER: the runner of a run that names none
-	AgentModel   string // BERTH_AGENT_MODEL: the model runs start on; "" the project's first
+	AgentModel   string // BERTH_AGENT_MODEL: the model runs start on where it fits the runner; "" the first that does
 	AgentNetwork string // BERTH_AGENT_NETWORK: allowlist (default) or open
 	// InferenceFile is BERTH_INFERENCE_FILE: the model providers and
 	// models the gateway serves (SPEC S14); unset serves none. Models is
@@ -127,8 +127,9 @@ var settingsHelp = `Settings (environment variables, read once at start-up):
   BERTH_AGENT_RUNNER                the runner of an agent sandbox that names none and whose
                                     class has no runner: (default: claude-code when it has an
                                     image, else the only one)
-  BERTH_AGENT_MODEL                 the model agent runs start on (default: the first model
-                                    the sandbox's project may reach)
+  BERTH_AGENT_MODEL                 the model agent runs start on when the project may reach
+                                    it and the runner speaks its provider's API (else, and by
+                                    default: the first such model the project may reach)
   BERTH_AGENT_NETWORK               podman: allowlist (default: runs reach the gateway and
                                     nothing else; berth admin agent-network makes it) or open.
                                     On Kubernetes the sandboxes' NetworkPolicy decides.

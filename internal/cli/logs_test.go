@@ -25,6 +25,7 @@ import (
 	"berth.dev/berth/internal/gateway"
 	"berth.dev/berth/internal/guardrail"
 	"berth.dev/berth/internal/inference"
+	"berth.dev/berth/internal/inference/inferencetest"
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
@@ -127,7 +128,7 @@ func newAgentGateway(t *testing.T, opts ...func(*agentSetup)) *agentGateway {
 			Model:  "claude-sonnet-4-5", LogDir: t.TempDir(), Prices: setup.prices,
 		},
 		Workspaces: workspace.New(t.TempDir(), os.Getuid(), local, workspace.Local{Forge: local}),
-	}, log, time.Now, sbOpts...)
+	}, log, time.Now, append(sbOpts, sandbox.WithModelEnv(inferencetest.Scripted(t, st, accounts, g.url)))...)
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); svc.Run(runCtx, time.Hour) }()

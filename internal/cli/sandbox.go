@@ -67,8 +67,15 @@ is running (or has failed).
 An engineer sandbox needs an ssh public key: the ones in ~/.ssh/*.pub are
 sent unless --ssh-key names a file. An agent sandbox needs --repo and
 --task (or --task-file); with --role reviewer its run pushes nothing and
-ends with a review verdict instead. --ttl above the class's or the guardrail's maximum
-is cut down to it. Only administrators may choose --project.
+ends with a review verdict instead. Its run starts on a model its runner
+can call (one the project may reach, served in the runner's API): --model,
+else the deployment's BERTH_AGENT_MODEL when it is one, else the first; a
+create that no model fits is refused, saying why.
+
+Without --class: the only class for the purpose; else, for an agent, the
+one whose runner is the run's; else the one for that purpose alone (not a
+kelos class). --ttl above the class's or the guardrail's maximum is cut
+down to it. Only administrators may choose --project.
 
 A task is UTF-8 text of at most 1 MiB (1,048,576 bytes): the agent reads it
 from its prompt file on stdin, never from its environment. A class with
@@ -127,7 +134,7 @@ in one argument of a command line either: use --task-file FILE, or
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&req.Class, "class", "", "the class (berth sandbox classes lists them); default the only one that fits")
+	f.StringVar(&req.Class, "class", "", "the class (berth sandbox classes lists them); default the only one that fits, else the runner's, else the one for the purpose alone")
 	f.StringVar(&req.Purpose, "purpose", "engineer", "engineer or agent")
 	f.StringVar(&req.Project, "project", "", "the project (administrators); default the organisation's oldest")
 	f.StringVar(&req.TTL, "ttl", "", "lifetime, such as 2h or 3d; default the class's")
@@ -136,6 +143,7 @@ in one argument of a command line either: use --task-file FILE, or
 	f.StringVar(&req.Task, "task", "", "an agent's task (at most 1 MiB; 131,071 bytes for a kelos class)")
 	f.StringVar(&taskFile, "task-file", "", "read the agent's task from a file (- for standard input); limits as for --task")
 	f.StringVar(&req.Runner, "runner", "", "the agent CLI: claude-code, codex, opencode, gemini or pi (default: the class's runner, else the deployment's)")
+	f.StringVar(&req.Model, "model", "", "the model the agent's run starts on (berth model list); default the deployment's, else the first its runner can call")
 	f.StringVar(&req.Role, "role", "", "an agent's role: author (default; pushes its branch) or reviewer (pushes nothing, leaves a verdict)")
 	f.StringArrayVar(&keyFiles, "ssh-key", nil, "an ssh public key file (repeatable); default ~/.ssh/*.pub")
 	f.StringArrayVar(&env, "env", nil, "an environment variable K=V for the sandbox's life (repeatable; not BERTH_*)")

@@ -40,6 +40,13 @@ func agentImage(r string) string { return "localhost/berth-agent-" + r + ":lates
 // when the test ends.
 func startAgentGateway(t *testing.T, inferenceFile string, runners ...string) *gateway {
 	t.Helper()
+	return startAgentGatewayWith(t, inferenceFile, nil, runners...)
+}
+
+// startAgentGatewayWith is startAgentGateway with env added to the
+// gateway's environment.
+func startAgentGatewayWith(t *testing.T, inferenceFile string, env []string, runners ...string) *gateway {
+	t.Helper()
 	root := podmanRoot(t)
 	if os.Geteuid() != 0 {
 		t.Skip("the allowlist network needs root (iptables)")
@@ -63,11 +70,11 @@ func startAgentGateway(t *testing.T, inferenceFile string, runners ...string) *g
 	_, _ = rand.Read(b)
 	n, _ := rand.Int(rand.Reader, big.NewInt(100))
 	network := "berth-e2e-" + hex.EncodeToString(b)
-	g := startGateway(t,
-		"BERTH_INFERENCE_FILE="+inference,
-		"BERTH_RUNNER_IMAGES="+strings.Join(images, ","),
-		"BERTH_SANDBOX_PODMAN_AGENT_NETWORK="+network,
-	)
+	g := startGateway(t, append([]string{
+		"BERTH_INFERENCE_FILE=" + inference,
+		"BERTH_RUNNER_IMAGES=" + strings.Join(images, ","),
+		"BERTH_SANDBOX_PODMAN_AGENT_NETWORK=" + network,
+	}, env...)...)
 	g.berth("admin", "agent-network", "--bridge", "bte"+hex.EncodeToString(b), "--subnet", fmt.Sprintf("10.89.%d.0/24", 100+n.Int64()))
 	t.Cleanup(func() {
 		if _, err := g.berthErr("admin", "agent-network", "--remove", "--bridge", "bte"+hex.EncodeToString(b)); err != nil {

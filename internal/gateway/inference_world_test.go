@@ -20,10 +20,12 @@ import (
 	"berth.dev/berth/internal/store"
 )
 
-// vendor stands in for a model vendor: the real vendor's auth check in
-// front of the scripted model server. It fails the test on a request
-// without the deployment's credential in that vendor's own header, or
-// with a berth key anywhere, and records what it received.
+// vendor stands in for a model vendor: the scripted model server standing
+// in for that vendor alone (modelserver.AsVendor: its paths, its header,
+// the fields its API requires; anything else refused as the vendor does).
+// It fails the test on a request without the deployment's credential in
+// that vendor's own header, or with a berth key anywhere, and records what
+// it received.
 type vendor struct {
 	t    testing.TB
 	kind inference.Kind
@@ -45,7 +47,11 @@ type received struct {
 }
 
 func newVendor(t testing.TB, kind inference.Kind, cred string) *vendor {
-	return &vendor{t: t, kind: kind, cred: cred, keep: true, srv: modelserver.New(modelserver.Script{Turns: []modelserver.Turn{{Text: modelserver.HelloText}}})}
+	var opts []modelserver.Option
+	if v, ok := modelserver.ParseVendor(string(kind)); ok {
+		opts = append(opts, modelserver.AsVendor(v, cred)) // the scripted provider serves everything
+	}
+	return &vendor{t: t, kind: kind, cred: cred, keep: true, srv: modelserver.New(modelserver.Script{Turns: []modelserver.Turn{{Text: modelserver.HelloText}}}, opts...)}
 }
 
 func (v *vendor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -190,6 +196,14 @@ func (s *syncBuffer) String() string {
 
 func newModelWorld(t testing.TB, opts ...func(*worldConfig)) *modelWorld {
 	t.Helper()
+	return newModelWorldOf(t, inferenceFile, opts...)
+}
+
+// newModelWorldOf is a model world whose inference file is file, with the
+// Anthropic, OpenAI and Gemini stand-ins' URLs in its %[1]s, %[2]s and
+// %[3]s; opts change the world.
+func newModelWorldOf(t testing.TB, file string, opts ...func(*worldConfig)) *modelWorld {
+	t.Helper()
 	m := &modelWorld{vendors: map[inference.Kind]*vendor{}, creds: map[string]string{
 		"TEST_ANTHROPIC_KEY": "sk-ant-" + account.NewID("cred"),
 		"TEST_OPENAI_KEY":    "sk-oai-" + account.NewID("cred"),
@@ -203,7 +217,7 @@ func newModelWorld(t testing.TB, opts ...func(*worldConfig)) *modelWorld {
 		t.Cleanup(srv.Close)
 		m.vendors[kind], urls[kind] = v, srv.URL
 	}
-	cfg, err := inference.ParseConfig(strings.NewReader(fmt.Sprintf(inferenceFile, urls[inference.KindAnthropic], urls[inference.KindOpenAI], urls[inference.KindGemini])))
+	cfg, err := inference.ParseConfig(strings.NewReader(fmt.Sprintf(file, urls[inference.KindAnthropic], urls[inference.KindOpenAI], urls[inference.KindGemini])))
 	if err != nil {
 		t.Fatal(err)
 	}

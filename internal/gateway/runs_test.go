@@ -24,6 +24,7 @@ import (
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/gateway"
 	"berth.dev/berth/internal/guardrail"
+	"berth.dev/berth/internal/inference/inferencetest"
 	"berth.dev/berth/internal/runner/runnertest"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
@@ -79,7 +80,7 @@ func newRunWorld(t *testing.T, wrap ...func(*fake.Driver) sandbox.Driver) *runWo
 			Model:  "claude-sonnet-4-5", LogDir: t.TempDir(),
 		},
 		Workspaces: workspace.New(t.TempDir(), os.Getuid(), local, workspace.Local{Forge: local}),
-	}, log, time.Now)
+	}, log, time.Now, sandbox.WithModelEnv(inferencetest.Scripted(t, st, accounts, w.url)))
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); svc.Run(runCtx, time.Hour) }()

@@ -90,7 +90,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request, p account
 	}
 	sb, err := s.sandboxes.Create(r.Context(), p, sandbox.CreateRequest{
 		Name: req.Name, Class: req.Class, Purpose: req.Purpose, Project: req.Project, TTL: req.TTL,
-		Repo: req.Repo, Branch: req.Branch, Task: req.Task, Runner: req.Runner, Role: req.Role, SSHKeys: req.SSHKeys, Env: req.Env,
+		Repo: req.Repo, Branch: req.Branch, Task: req.Task, Runner: req.Runner, Model: req.Model, Role: req.Role, SSHKeys: req.SSHKeys, Env: req.Env,
 	})
 	if err != nil {
 		s.writeError(w, r, err)

@@ -3,6 +3,7 @@ package inference
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -127,14 +128,14 @@ func describe(s Settings) string {
 	return strings.Join([]string{models, budget, rate, prompt}, ", ")
 }
 
-// SandboxEnv is what a sandbox of a project is told about models (SPEC
-// S15): BERTH_MODEL and ANTHROPIC_MODEL, the first chat model its key may
-// reach (else its first router), and Pi's models.json and settings.json
-// (BERTH_PI_CONFIG, BERTH_PI_SETTINGS) listing every model it may reach,
-// routers last, the key named by its variable (BERTH_API_KEY, which Pi
-// reads) and never written, and the default provider pinned to berth. A
-// sandbox whose key reaches no model gets none of them.
-func (s *Service) SandboxEnv(ctx context.Context, org, project string) (map[string]string, error) {
+// Reachable lists the models a key of a project may reach, as a sandbox's
+// runner sees them: chat models first and routers after them (SPEC S14),
+// each with its price and the APIs its provider speaks (a router's: those
+// of the target it routes to), so an agent run can be given a model its
+// CLI can call (runner.Speaks). None when the gateway serves no model or
+// the project may reach none. Budgets are not looked at: a request over
+// one is refused when it is made.
+func (s *Service) Reachable(ctx context.Context, org, project string) ([]runner.Model, error) {
 	if s.catalog.Empty() {
 		return nil, nil
 	}
@@ -146,16 +147,58 @@ func (s *Service) SandboxEnv(ctx context.Context, org, project string) (map[stri
 	if err != nil {
 		return nil, err
 	}
-	reach := pol.Reachable()
-	if len(reach) == 0 {
-		return nil, nil
+	var out []runner.Model
+	for _, m := range pol.Reachable() {
+		out = append(out, s.runnerModel(m, pol.Allows))
 	}
-	first := reach[0].ID
-	env := map[string]string{"BERTH_MODEL": first, "ANTHROPIC_MODEL": first}
+	return out, nil
+}
+
+// runnerModel is m as a runner's config lists it.
+func (s *Service) runnerModel(m Model, allowed func(string) bool) runner.Model {
+	rm := runner.Model{ID: m.ID, Name: m.Name, Router: m.Router(), Reasoning: m.Reasoning,
+		ContextWindow: m.ContextWindow, MaxTokens: m.MaxTokens}
+	if !m.Router() {
+		pr := m.Price
+		rm.Price = &pr
+	}
+	if target, ok := s.catalog.route(m, allowed); ok {
+		prov, _ := s.catalog.Provider(target.Provider)
+		for _, d := range prov.Kind.Dialects() {
+			rm.APIs = append(rm.APIs, runner.API(d))
+		}
+	}
+	return rm
+}
+
+// SandboxEnv is what a sandbox of a project is told about models (SPEC
+// S15): BERTH_MODEL and ANTHROPIC_MODEL, model (an agent run's, chosen for
+// its runner from Reachable) or else the first chat model its key may
+// reach (else its first router); and Pi's models.json and settings.json
+// (BERTH_PI_CONFIG, BERTH_PI_SETTINGS) listing every model it may reach,
+// routers last, each in the API its provider speaks, the key named by its
+// variable (BERTH_API_KEY, which Pi reads) and never written, the default
+// provider pinned to berth and the default model BERTH_MODEL's. A sandbox
+// whose key reaches no model gets none of them; a model it may not reach
+// is refused.
+func (s *Service) SandboxEnv(ctx context.Context, org, project, model string) (map[string]string, error) {
+	reach, err := s.Reachable(ctx, org, project)
+	if err != nil || len(reach) == 0 {
+		return nil, err
+	}
+	first := reach[0]
+	if model != "" {
+		i := slices.IndexFunc(reach, func(m runner.Model) bool { return m.ID == model })
+		if i < 0 {
+			return nil, fmt.Errorf("model %q: project %s may not reach it: %w", model, project, ErrNotAllowed)
+		}
+		first = reach[i]
+	}
+	env := map[string]string{"BERTH_MODEL": first.ID, "ANTHROPIC_MODEL": first.ID}
 	if s.publicURL == "" {
 		return env, nil
 	}
-	files, err := s.PiFiles(reach)
+	files, err := s.piFiles(reach, first.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -170,28 +213,15 @@ func (s *Service) SandboxEnv(ctx context.Context, org, project string) (map[stri
 	return env, nil
 }
 
-// PiFiles renders Pi's models.json and settings.json for the models a key
-// may reach (as Reachable orders them), pointed at the gateway, with the
-// first of them as Pi's default model.
-func (s *Service) PiFiles(reach []Model) ([]runner.File, error) {
-	if len(reach) == 0 {
-		return nil, fmt.Errorf("pi's files: no model to list: %w", ErrNotAllowed)
-	}
+// piFiles renders Pi's models.json and settings.json for the models a key
+// may reach (as Reachable lists them), pointed at the gateway, with model
+// as Pi's default.
+func (s *Service) piFiles(reach []runner.Model, model string) ([]runner.File, error) {
 	pi, err := runner.Get("pi")
 	if err != nil {
 		return nil, err
 	}
-	g := runner.Gateway{BaseURL: s.publicURL}
-	for _, m := range reach {
-		rm := runner.Model{ID: m.ID, Name: m.Name, Router: m.Router(), Reasoning: m.Reasoning,
-			ContextWindow: m.ContextWindow, MaxTokens: m.MaxTokens}
-		if !m.Router() {
-			pr := m.Price
-			rm.Price = &pr
-		}
-		g.Models = append(g.Models, rm)
-	}
-	return pi.Files(g, runner.Options{Model: reach[0].ID})
+	return pi.Files(runner.Gateway{BaseURL: s.publicURL, Models: reach}, runner.Options{Model: model})
 }
 
 // Withheld names the variables that must never reach a sandbox: the

@@ -23,6 +23,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"berth.dev/berth/internal/runner"
 )
 
 // Errors Admit and the settings methods return; the gateway maps them to
@@ -64,15 +66,16 @@ func (e *RateLimitError) Error() string {
 // Is makes errors.Is(err, ErrRateLimited) true.
 func (e *RateLimitError) Is(target error) bool { return target == ErrRateLimited }
 
-// Dialect is a vendor API.
+// Dialect is a vendor API, named as the runners name the APIs they speak
+// (runner.API).
 type Dialect string
 
 // The dialects the gateway speaks.
 const (
-	Anthropic       Dialect = "anthropic-messages" // POST /v1/messages
-	OpenAIChat      Dialect = "openai-chat"        // POST /v1/chat/completions
-	OpenAIResponses Dialect = "openai-responses"   // POST /v1/responses
-	Gemini          Dialect = "gemini"             // POST /v1beta/models/{model}:generateContent
+	Anthropic       = Dialect(runner.APIAnthropic)       // POST /v1/messages
+	OpenAIChat      = Dialect(runner.APIOpenAIChat)      // POST /v1/chat/completions
+	OpenAIResponses = Dialect(runner.APIOpenAIResponses) // POST /v1/responses
+	Gemini          = Dialect(runner.APIGemini)          // POST /v1beta/models/{model}:generateContent
 )
 
 // Path is where the gateway serves the dialect, for messages.

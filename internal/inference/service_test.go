@@ -36,7 +36,10 @@ type env struct {
 	opts        inference.Options // what svc was made with
 }
 
-func newEnv(t *testing.T) env {
+func newEnv(t *testing.T) env { return newEnvOf(t, file) }
+
+// newEnvOf is an env whose inference file is file.
+func newEnvOf(t *testing.T, file string) env {
 	t.Helper()
 	st, err := store.Open(t.Context(), t.TempDir()+"/berth.db")
 	if err != nil {

@@ -8,7 +8,9 @@
 // Every request is answered from a Script, decided from the request alone
 // (shared/notes/agent-clis.md, "What a scripted model server must
 // implement"), and every model call reports the same known Usage, so a
-// run's telemetry can be checked to the token.
+// run's telemetry can be checked to the token. With AsVendor it stands in
+// for one vendor alone, as a gateway's upstream: that vendor's paths, key
+// header and required fields, anything else refused as the vendor does.
 package modelserver
 
 import (
@@ -114,6 +116,10 @@ type Server struct {
 	usage  Usage
 	log    *slog.Logger
 	seq    atomic.Int64 // numbers response and call ids
+	// vendor, when set, is the one vendor the server stands in for
+	// (AsVendor), and vendorKey the key it requires.
+	vendor    Vendor
+	vendorKey string
 
 	mu       sync.Mutex
 	requests []Request
@@ -137,7 +143,8 @@ func (s *Server) Requests() []Request {
 }
 
 // Handler serves every dialect. Dispatch is on the path's suffix, so any
-// base URL prefix works (/v1, /v1beta, none, or a proxy's own).
+// base URL prefix works (/v1, /v1beta, none, or a proxy's own); AsVendor
+// narrows it to one vendor's own paths.
 func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serve) }
 
 // maxBody caps a request body; Claude Code's are around 100 KB.
@@ -154,6 +161,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 	path := r.URL.Path
 	switch {
+	case s.refuse(w, r, &rec):
 	case r.Method == http.MethodHead:
 		// Claude Code 2.1.197 probes HEAD / before its first call.
 		rec.Status = http.StatusOK

@@ -28,6 +28,9 @@ func (claudeCode) ContainerArgs(o Options) ([]string, error) {
 	return args, nil
 }
 
+// APIs: Claude Code speaks Anthropic Messages only.
+func (claudeCode) APIs() []API { return []API{APIAnthropic} }
+
 // Credentials: Claude Code sends ANTHROPIC_API_KEY as x-api-key; here it
 // carries the sandbox's gateway key.
 func (claudeCode) Credentials() []string { return []string{"ANTHROPIC_API_KEY"} }

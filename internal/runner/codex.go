@@ -25,6 +25,10 @@ func (codex) ContainerArgs(o Options) ([]string, error) {
 	return args, nil
 }
 
+// APIs: Codex speaks OpenAI Responses only (wire_api "chat" fails its
+// config load).
+func (codex) APIs() []API { return []API{APIOpenAIResponses} }
+
 // Credentials: config.toml names BERTH_API_KEY as the provider's env_key,
 // sent as a Bearer token.
 func (codex) Credentials() []string { return []string{keyVar} }

@@ -27,6 +27,9 @@ func (cursor) ContainerArgs(o Options) ([]string, error) {
 	return []string{"-p", "--output-format", "stream-json", "--force", "--trust", "--sandbox", "disabled", "--model", o.Model}, nil
 }
 
+// APIs: none of the gateway's; cursor talks to its vendor itself.
+func (cursor) APIs() []API { return nil }
+
 // Credentials: a Cursor API key, a vendor credential (see VendorDirect).
 func (cursor) Credentials() []string { return []string{"CURSOR_API_KEY"} }
 

@@ -20,6 +20,9 @@ func (gemini) ContainerArgs(o Options) ([]string, error) {
 	return []string{"-m", o.Model, "--output-format", "stream-json", "--yolo"}, nil
 }
 
+// APIs: the Gemini CLI speaks Gemini's generateContent only.
+func (gemini) APIs() []API { return []API{APIGemini} }
+
 // Credentials: Gemini CLI sends GEMINI_API_KEY as x-goog-api-key; here it
 // carries the sandbox's gateway key.
 func (gemini) Credentials() []string { return []string{"GEMINI_API_KEY"} }

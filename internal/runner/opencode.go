@@ -2,8 +2,8 @@ package runner
 
 import "encoding/json"
 
-// opencode runs OpenCode (`opencode run`), here through its bundled
-// OpenAI-compatible SDK to the gateway's /v1.
+// opencode runs OpenCode (`opencode run`), each model through the bundled
+// AI SDK provider of the API its provider speaks, to the gateway.
 type opencode struct{}
 
 func (opencode) Name() string   { return "opencode" }
@@ -28,6 +28,11 @@ func (opencode) ContainerArgs(o Options) ([]string, error) {
 func (opencode) Uncounted() string {
 	return "OpenCode does not count the call that titles its session (made before its first step, without tools)"
 }
+
+// APIs: OpenCode bundles the AI SDK's OpenAI-compatible (Chat
+// Completions), Anthropic and Google providers, and opencode.json names one
+// per model; Chat Completions first, the dialect it was first tested in.
+func (opencode) APIs() []API { return []API{APIOpenAIChat, APIAnthropic, APIGemini} }
 
 // Credentials: opencode.json reads the key as {env:BERTH_API_KEY}.
 func (opencode) Credentials() []string { return []string{keyVar} }
@@ -59,10 +64,11 @@ type opencodeConfig struct {
 }
 
 type opencodeProvider struct {
-	NPM     string `json:"npm"`
-	Name    string `json:"name"`
+	NPM  string `json:"npm"`
+	Name string `json:"name"`
+	// Options carry no baseURL: OpenCode would take it over every model's
+	// own.
 	Options struct {
-		BaseURL string            `json:"baseURL"`
 		APIKey  string            `json:"apiKey"`
 		Headers map[string]string `json:"headers"`
 	} `json:"options"`
@@ -70,9 +76,27 @@ type opencodeProvider struct {
 }
 
 type opencodeModel struct {
-	Name  string         `json:"name"`
+	Name string `json:"name"`
+	// Provider is the model's own SDK package and URL (OpenCode 1.18 takes
+	// them per model, over the provider's): its API's.
+	Provider struct {
+		NPM string `json:"npm"`
+		API string `json:"api"`
+	} `json:"provider"`
 	Limit *opencodeLimit `json:"limit,omitempty"`
 	Cost  *opencodeCost  `json:"cost,omitempty"`
+}
+
+// opencodeAPI is the bundled AI SDK package OpenCode calls an API with, and
+// that API's base URL on the gateway.
+func opencodeAPI(a API) (npm, path string) {
+	switch a {
+	case APIAnthropic:
+		return "@ai-sdk/anthropic", "/v1"
+	case APIGemini:
+		return "@ai-sdk/google", "/v1beta"
+	}
+	return "@ai-sdk/openai-compatible", "/v1"
 }
 
 type opencodeLimit struct {
@@ -89,20 +113,27 @@ type opencodeCost struct {
 }
 
 // Files renders ~/.config/opencode/opencode.json: the gateway as the one
-// provider with every model the key may reach (priced, so OpenCode's own
-// cost is the gateway's), every permission allowed (nobody is there to
-// answer), and snapshots, sharing and updates off.
-func (opencode) Files(g Gateway, o Options) ([]File, error) {
+// provider with every model the key may reach, each in the API its
+// provider speaks (a model served in none OpenCode speaks is left out, and
+// a run on one refused) and priced, so OpenCode's own cost is the
+// gateway's; every permission allowed (nobody is there to answer), and
+// snapshots, sharing and updates off.
+func (r opencode) Files(g Gateway, o Options) ([]File, error) {
 	base, models, err := g.forRun(o)
 	if err != nil {
 		return nil, err
 	}
 	p := opencodeProvider{NPM: "@ai-sdk/openai-compatible", Name: provider, Models: map[string]opencodeModel{}}
-	p.Options.BaseURL = base + "/v1"
 	p.Options.APIKey = "{env:" + keyVar + "}"
 	p.Options.Headers = map[string]string{sessionHeader: "{env:" + sessionVar + "}"}
-	for _, m := range models {
+	models, apis, err := callable(r, o.Model, models)
+	if err != nil {
+		return nil, err
+	}
+	for i, m := range models {
 		om := opencodeModel{Name: m.Name}
+		npm, path := opencodeAPI(apis[i])
+		om.Provider.NPM, om.Provider.API = npm, base+path
 		if m.ContextWindow > 0 && m.MaxTokens > 0 { // a zero limit would read as "none allowed"
 			om.Limit = &opencodeLimit{m.ContextWindow, m.MaxTokens}
 		}

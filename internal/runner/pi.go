@@ -1,7 +1,7 @@
 package runner
 
-// pi runs Pi (`pi`, @mariozechner/pi-coding-agent), here through its
-// openai-completions dialect to the gateway's /v1.
+// pi runs Pi (`pi`, @mariozechner/pi-coding-agent), each model in the API
+// its provider speaks, through the gateway.
 type pi struct{}
 
 func (pi) Name() string   { return "pi" }
@@ -21,6 +21,11 @@ func (pi) ContainerArgs(o Options) ([]string, error) {
 	return args, nil
 }
 
+// APIs: models.json gives each model its own api (openai-completions,
+// openai-responses, anthropic-messages, google-generative-ai); Chat
+// Completions first, the dialect it was first tested in.
+func (pi) APIs() []API { return []API{APIOpenAIChat, APIOpenAIResponses, APIAnthropic, APIGemini} }
+
 // Credentials: models.json names the key's variable, BERTH_API_KEY.
 func (pi) Credentials() []string { return []string{keyVar} }
 
@@ -35,15 +40,18 @@ type piModels struct {
 
 type piProvider struct {
 	BaseURL string            `json:"baseUrl"`
-	API     string            `json:"api"`
 	APIKey  string            `json:"apiKey"`
 	Headers map[string]string `json:"headers"`
 	Models  []piModel         `json:"models"`
 }
 
 type piModel struct {
-	ID            string  `json:"id"`
-	Name          string  `json:"name"`
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// API and BaseURL are the model's own (Pi 0.73 takes both per model,
+	// over the provider's): the API its provider speaks, in Pi's name.
+	API           string  `json:"api"`
+	BaseURL       string  `json:"baseUrl"`
 	Reasoning     bool    `json:"reasoning,omitempty"`
 	ContextWindow int     `json:"contextWindow,omitempty"`
 	MaxTokens     int     `json:"maxTokens,omitempty"`
@@ -58,6 +66,21 @@ type piCost struct {
 	CacheWrite float64 `json:"cacheWrite"`
 }
 
+// piAPI is Pi's name of an API it speaks, and where that API's base URL is
+// on the gateway: Pi's Anthropic client adds /v1 itself, its Google client
+// only the model's path.
+func piAPI(a API) (name, path string) {
+	switch a {
+	case APIOpenAIResponses:
+		return "openai-responses", "/v1"
+	case APIAnthropic:
+		return "anthropic-messages", ""
+	case APIGemini:
+		return "google-generative-ai", "/v1beta"
+	}
+	return "openai-completions", "/v1"
+}
+
 type piSettings struct {
 	DefaultProvider string `json:"defaultProvider"`
 	DefaultModel    string `json:"defaultModel"`
@@ -66,25 +89,33 @@ type piSettings struct {
 // Files renders ~/.pi/agent/models.json and settings.json as SPEC S14 has
 // the gateway do: every chat model the key may reach, routers after them,
 // the key named by its variable (BERTH_API_KEY) and never written, and the default
-// provider pinned to berth. A model's price goes in, so the cost Pi reports
-// is the gateway's; a model without one costs 0 to Pi, which Settle does
-// not take for a real zero.
-func (pi) Files(g Gateway, o Options) ([]File, error) {
+// provider pinned to berth. Each model is written in the API its provider
+// speaks (piAPI), at that API's base URL on the gateway; a model served in
+// none Pi speaks is left out, and a run on one is refused. A model's price
+// goes in, so the cost Pi reports is the gateway's; a model without one
+// costs 0 to Pi, which Settle does not take for a real zero.
+func (r pi) Files(g Gateway, o Options) ([]File, error) {
 	base, models, err := g.forRun(o)
 	if err != nil {
 		return nil, err
 	}
 	p := piProvider{
+		// Pi wants a provider's base URL even when every model has its own.
 		BaseURL: base + "/v1",
-		API:     "openai-completions",
 		// Pi reads a value that names a set variable as that variable's
 		// value (resolveConfigValue in Pi 0.73): a bare name, not ${NAME},
 		// which it would send as it stands.
 		APIKey:  keyVar,
 		Headers: map[string]string{sessionHeader: sessionVar},
 	}
-	for _, m := range models {
-		pm := piModel{ID: m.ID, Name: m.Name, Reasoning: m.Reasoning, ContextWindow: m.ContextWindow, MaxTokens: m.MaxTokens}
+	models, apis, err := callable(r, o.Model, models)
+	if err != nil {
+		return nil, err
+	}
+	for i, m := range models {
+		name, path := piAPI(apis[i])
+		pm := piModel{ID: m.ID, Name: m.Name, API: name, BaseURL: base + path,
+			Reasoning: m.Reasoning, ContextWindow: m.ContextWindow, MaxTokens: m.MaxTokens}
 		if pr := m.Price; pr != nil {
 			pm.Cost = &piCost{pr.Input, pr.Output, pr.CacheRead, pr.CacheWrite}
 		}

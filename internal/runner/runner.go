@@ -36,6 +36,11 @@ type Runner interface {
 	// a run never starts on the CLI's default model.
 	ContainerArgs(o Options) ([]string, error)
 
+	// APIs are the model APIs the CLI can call the gateway in, its
+	// preferred first (Speaks picks from them); none for a CLI that talks
+	// to its vendor itself. A run's model must be served in one of them.
+	APIs() []API
+
 	// Credentials are the environment variables the CLI reads its key
 	// from, by name only; the host forwards exactly these (-e NAME) with
 	// values from its own environment. For the runners that reach models
@@ -116,6 +121,10 @@ type Model struct {
 	// their own runs (pi, opencode) are given it so their native cost is
 	// the gateway's.
 	Price *Price
+	// APIs are the APIs the model's provider speaks (a router's: its
+	// target's); nil is unknown. The CLIs that reach models in several
+	// APIs (pi, opencode) write each model in one of its own.
+	APIs []API
 }
 
 // EnvVar is one environment variable.

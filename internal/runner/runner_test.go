@@ -51,16 +51,18 @@ func TestVendorDirect(t *testing.T) {
 }
 
 // sampleGateway is a gateway as the goldens render against it: chat models
-// with and without prices, a router listed first to show it moves last.
+// with and without prices, each from a provider of its own API (Anthropic,
+// OpenAI, Gemini), a router listed first to show it moves last.
 func sampleGateway() runner.Gateway {
 	return runner.Gateway{
 		BaseURL: "http://host.containers.internal:8080/",
 		Models: []runner.Model{
-			{ID: "auto", Name: "Auto (routed)", Router: true},
+			{ID: "auto", Name: "Auto (routed)", Router: true, APIs: []runner.API{runner.APIAnthropic}},
 			{ID: "claude-sonnet-4-5", Name: "Claude Sonnet 4.5", Reasoning: true, ContextWindow: 200000, MaxTokens: 64000,
-				Price: &runner.Price{Input: 3, Output: 15, CacheRead: 0.3, CacheWrite: 3.75}},
-			{ID: "gpt-5", Reasoning: true, ContextWindow: 400000, MaxTokens: 128000, Price: &runner.Price{Input: 1.25, Output: 10, CacheRead: 0.125}},
-			{ID: "gemini-2.5-pro"},
+				Price: &runner.Price{Input: 3, Output: 15, CacheRead: 0.3, CacheWrite: 3.75}, APIs: []runner.API{runner.APIAnthropic}},
+			{ID: "gpt-5", Reasoning: true, ContextWindow: 400000, MaxTokens: 128000, Price: &runner.Price{Input: 1.25, Output: 10, CacheRead: 0.125},
+				APIs: []runner.API{runner.APIOpenAIChat, runner.APIOpenAIResponses}},
+			{ID: "gemini-2.5-pro", APIs: []runner.API{runner.APIGemini}},
 		},
 	}
 }
@@ -256,5 +258,67 @@ func TestSettle(t *testing.T) {
 				t.Errorf("after Settle: %v USD (%v), want %v USD (%v)", tel.CostUSD, tel.Cost, tt.wantUSD, tt.wantFrom)
 			}
 		})
+	}
+}
+
+// TestSpeaks: each runner calls a model in the first of its own APIs the
+// model's provider speaks, and none when they share none.
+func TestSpeaks(t *testing.T) {
+	var (
+		anthropic = runner.Model{ID: "c", APIs: []runner.API{runner.APIAnthropic}}
+		openai    = runner.Model{ID: "g", APIs: []runner.API{runner.APIOpenAIChat, runner.APIOpenAIResponses}}
+		gemini    = runner.Model{ID: "m", APIs: []runner.API{runner.APIGemini}}
+		scripted  = runner.Model{ID: "s", APIs: []runner.API{runner.APIAnthropic, runner.APIOpenAIChat, runner.APIOpenAIResponses, runner.APIGemini}}
+	)
+	for _, tt := range []struct {
+		runner string
+		model  runner.Model
+		want   runner.API // "": none
+	}{
+		{"claude-code", anthropic, runner.APIAnthropic},
+		{"claude-code", openai, ""},
+		{"claude-code", gemini, ""},
+		{"claude-code", scripted, runner.APIAnthropic},
+		{"codex", openai, runner.APIOpenAIResponses},
+		{"codex", anthropic, ""},
+		{"codex", scripted, runner.APIOpenAIResponses},
+		{"gemini", gemini, runner.APIGemini},
+		{"gemini", openai, ""},
+		{"opencode", openai, runner.APIOpenAIChat},
+		{"opencode", anthropic, runner.APIAnthropic},
+		{"opencode", gemini, runner.APIGemini},
+		{"opencode", runner.Model{ID: "r", APIs: []runner.API{runner.APIOpenAIResponses}}, ""},
+		{"pi", openai, runner.APIOpenAIChat},
+		{"pi", anthropic, runner.APIAnthropic},
+		{"pi", gemini, runner.APIGemini},
+		{"pi", scripted, runner.APIOpenAIChat},
+		{"cursor", scripted, ""},
+		{"claude-code", runner.Model{ID: "unknown"}, ""},
+	} {
+		r, _ := runner.Get(tt.runner)
+		got, ok := runner.Speaks(r, tt.model)
+		if got != tt.want || ok != (tt.want != "") {
+			t.Errorf("Speaks(%s, %s %v) = %q, %v; want %q", tt.runner, tt.model.ID, tt.model.APIs, got, ok, tt.want)
+		}
+	}
+}
+
+// TestConfigsLeaveOutWhatTheCLICannotCall: pi and opencode list only the
+// models served in an API they speak, and refuse a run on another.
+func TestConfigsLeaveOutWhatTheCLICannotCall(t *testing.T) {
+	g := sampleGateway()
+	g.Models = append(g.Models, runner.Model{ID: "alien", APIs: []runner.API{"bedrock-converse"}})
+	for _, name := range []string{"pi", "opencode"} {
+		r, _ := runner.Get(name)
+		files, err := r.Files(g, runner.Options{Model: "claude-sonnet-4-5"})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if strings.Contains(string(files[0].Content), "alien") {
+			t.Errorf("%s lists a model served in no API it speaks:\n%s", name, files[0].Content)
+		}
+		if _, err := r.Files(g, runner.Options{Model: "alien"}); err == nil || !strings.Contains(err.Error(), "none of which "+name+" speaks") {
+			t.Errorf("%s: a run on a model it cannot call rendered (err %v), want it refused", name, err)
+		}
 	}
 }

@@ -77,7 +77,7 @@ func TestRunExplainsItsDifferenceFromTheGateway(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t, agents(t), func(c *sandbox.Config) { c.Agents.Prices = runner.Prices{"claude-sonnet-4-5": tt.price} })
-			e.svc = sandbox.NewService(e.st, e.drv, e.accounts, e.cfg, slog.New(slog.NewTextHandler(t.Output(), nil)), e.clock.Now, sandbox.WithSessionMeter(e.st))
+			e.svc = sandbox.NewService(e.st, e.drv, e.accounts, e.cfg, slog.New(slog.NewTextHandler(t.Output(), nil)), e.clock.Now, append(e.opts, sandbox.WithSessionMeter(e.st))...)
 			e.drv.SetAgent(func(spec sandbox.Spec) ([]string, int) {
 				sb := spec.Sandbox
 				for _, r := range tt.calls {

@@ -11,6 +11,7 @@ import (
 
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/quantity"
+	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/secret"
 )
 
@@ -20,8 +21,10 @@ import (
 // could read it there, podman inspect shows it, and Linux caps one
 // variable at 128 KiB. An agent reads its task from the prompt file on
 // stdin (SPEC S13.2) or as $1 (a kelos image, S13.6); an engineer
-// sandbox has none.
-func (s *Service) environment(ctx context.Context, sb Sandbox, key secret.Secret, token forge.Token) (map[string]string, error) {
+// sandbox has none. model is an agent run's, chosen for its runner at
+// create (its BERTH_MODEL, which the run's start reads); "" tells the
+// sandbox the first model its key may reach.
+func (s *Service) environment(ctx context.Context, sb Sandbox, key secret.Secret, token forge.Token, model string) (map[string]string, error) {
 	owner, err := s.accounts.User(ctx, sb.Owner)
 	if err != nil {
 		return nil, fmt.Errorf("owner of %s: %w", sb.ID, err)
@@ -57,7 +60,7 @@ func (s *Service) environment(ctx context.Context, sb Sandbox, key secret.Secret
 		set("ANTHROPIC_CUSTOM_HEADERS", "X-Berth-Session: "+string(sb.ID))
 		set("GEMINI_CLI_CUSTOM_HEADERS", "X-Berth-Session: "+string(sb.ID))
 	}
-	if err := s.addModelEnv(ctx, sb, env); err != nil {
+	if err := s.addModelEnv(ctx, sb, model, env); err != nil {
 		return nil, err
 	}
 	for k, v := range s.gitEnv(sb, token) {
@@ -79,27 +82,32 @@ func (s *Service) environment(ctx context.Context, sb Sandbox, key secret.Secret
 	return env, nil
 }
 
-// ModelEnv is what inference adds to a sandbox's environment (SPEC S14,
-// S15): BERTH_MODEL, ANTHROPIC_MODEL and Pi's files (BERTH_PI_CONFIG,
-// BERTH_PI_SETTINGS) for the models the sandbox's key may reach, and the
-// names of the gateway's vendor credentials, which a sandbox's environment
-// never holds.
+// ModelEnv is what inference tells sandboxes (SPEC S14, S15): the models a
+// project's key may reach, each with the APIs its provider speaks (an agent
+// run's model is chosen among them for its runner); BERTH_MODEL,
+// ANTHROPIC_MODEL and Pi's files (BERTH_PI_CONFIG, BERTH_PI_SETTINGS) for a
+// sandbox of a project, BERTH_MODEL the model given ("": the first the key
+// may reach); and the names of the gateway's vendor credentials, which a
+// sandbox's environment never holds.
 type ModelEnv interface {
-	SandboxEnv(ctx context.Context, org, project string) (map[string]string, error)
+	Reachable(ctx context.Context, org, project string) ([]runner.Model, error)
+	SandboxEnv(ctx context.Context, org, project, model string) (map[string]string, error)
 	Withheld() []string
 }
 
 // WithModelEnv gives the service the model variables of its sandboxes;
-// without it a sandbox is told no model.
+// without it a sandbox is told no model, and an agent run is refused: it
+// would have none to call.
 func WithModelEnv(m ModelEnv) Option { return func(s *Service) { s.modelEnv = m } }
 
-// addModelEnv sets the model variables in env and takes out every vendor
-// credential's name, whoever put it there.
-func (s *Service) addModelEnv(ctx context.Context, sb Sandbox, env map[string]string) error {
+// addModelEnv sets the model variables in env, BERTH_MODEL model ("": the
+// first sb's key may reach), and takes out every vendor credential's name,
+// whoever put it there.
+func (s *Service) addModelEnv(ctx context.Context, sb Sandbox, model string, env map[string]string) error {
 	if s.modelEnv == nil {
 		return nil
 	}
-	vars, err := s.modelEnv.SandboxEnv(ctx, sb.Org, sb.Project)
+	vars, err := s.modelEnv.SandboxEnv(ctx, sb.Org, sb.Project, model)
 	if err != nil {
 		return fmt.Errorf("models of %s: %w", sb.ID, err)
 	}

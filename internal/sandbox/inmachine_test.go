@@ -23,7 +23,7 @@ import (
 // make.
 func inMachine(t *testing.T, e *env) *sandbox.Service {
 	t.Helper()
-	svc := sandbox.NewService(e.st, fake.NewInMachine(e.drv), e.accounts, e.cfg, slog.New(slog.NewTextHandler(t.Output(), nil)), e.clock.Now)
+	svc := sandbox.NewService(e.st, fake.NewInMachine(e.drv), e.accounts, e.cfg, slog.New(slog.NewTextHandler(t.Output(), nil)), e.clock.Now, e.opts...)
 	e.svc = svc
 	e.run(t)
 	return svc
@@ -246,7 +246,7 @@ func TestRunLogAcrossReplicas(t *testing.T) {
 	cfg.Agents.Logs = e.st.RunLogs()
 	e.cfg = cfg
 	a := inMachine(t, e)
-	b := sandbox.NewService(e.st, fake.NewInMachine(e.drv), e.accounts, cfg, slog.New(slog.NewTextHandler(t.Output(), nil)), e.clock.Now)
+	b := sandbox.NewService(e.st, fake.NewInMachine(e.drv), e.accounts, cfg, slog.New(slog.NewTextHandler(t.Output(), nil)), e.clock.Now, e.opts...)
 	ctx := t.Context()
 	sb := e.agentRun(t, "claude-code")
 	e.waitState(t, sb.ID, sandbox.StateRunning)

@@ -112,7 +112,7 @@ func (s *Service) resume(ctx context.Context, p account.Principal, ref string) (
 		}
 		spec = Spec{Sandbox: next, Replace: true}
 		if !next.FromPool { // a pool's machine fetches it (Bootstrap)
-			if spec.Env, err = s.environment(ctx, next, secret, token); err != nil {
+			if spec.Env, err = s.environment(ctx, next, secret, token, ""); err != nil {
 				return Sandbox{}, err
 			}
 		}

@@ -94,7 +94,7 @@ func TestReplicasShareTheSweep(t *testing.T) {
 	all := &seats{leader: "a", holds: map[sandbox.ID]map[string]int{}}
 	replica := func(name string) *sandbox.Service {
 		return sandbox.NewService(e.st, e.drv, e.accounts, e.cfg, slog.New(slog.NewTextHandler(t.Output(), nil)).With("replica", name),
-			e.clock.Now, sandbox.WithReplicas(seat{name, all}))
+			e.clock.Now, append(e.opts, sandbox.WithReplicas(seat{name, all}))...)
 	}
 	a, b := replica("a"), replica("b")
 
@@ -145,7 +145,7 @@ func TestIdleClockAcrossReplicas(t *testing.T) {
 	all := &seats{leader: "b", holds: map[sandbox.ID]map[string]int{}}
 	replica := func(name string) *sandbox.Service {
 		return sandbox.NewService(e.st, e.drv, e.accounts, e.cfg, slog.New(slog.NewTextHandler(t.Output(), nil)).With("replica", name),
-			e.clock.Now, sandbox.WithReplicas(seat{name, all}))
+			e.clock.Now, append(e.opts, sandbox.WithReplicas(seat{name, all}))...)
 	}
 	a, b := replica("a"), replica("b")
 	runCtx, cancel := context.WithCancel(ctx)

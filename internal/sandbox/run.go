@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -220,18 +221,28 @@ func checkRunner(name string) error {
 // environment: the runner, its config files, its credentials (by name, the
 // sandbox's key as their value: every model call goes through the gateway),
 // its non-secret settings, and what its contract adds. It returns the
-// model the run starts on and the "$@" slot.
-func (s *Service) runEnv(sb Sandbox, env map[string]string) (model string, args []string, err error) {
+// model the run starts on (the one chosen at create, in BERTH_MODEL) and
+// the "$@" slot.
+// The configs list every model the key may reach, each in the API its
+// provider speaks.
+func (s *Service) runEnv(ctx context.Context, sb Sandbox, env map[string]string) (model string, args []string, err error) {
 	r, err := runner.Get(sb.Runner)
 	if err != nil {
 		return "", nil, err
 	}
-	model = s.runModel(env)
-	rm := runner.Model{ID: model, Name: model}
-	if p, ok := s.prices()[model]; ok {
-		rm.Price = &p // a CLI that prices its own calls (OpenCode) prices them as the gateway does
+	model = env["BERTH_MODEL"]
+	reach, err := s.reachable(ctx, sb.Org, sb.Project)
+	if err != nil {
+		return "", nil, err
 	}
-	g := runner.Gateway{BaseURL: strings.TrimSuffix(s.cfg.PublicURL, "/"), Models: []runner.Model{rm}}
+	i := slices.IndexFunc(reach, func(m runner.Model) bool { return m.ID == model })
+	if model == "" || i < 0 {
+		return "", nil, fmt.Errorf("model %q is not one the sandbox's key may reach now (it may reach %s)", model, listModels(reach))
+	}
+	if _, ok := runner.Speaks(r, reach[i]); !ok {
+		return "", nil, fmt.Errorf("model %s is served in %s, which %s does not speak", model, joinAPIs(reach[i].APIs), sb.Runner)
+	}
+	g := runner.Gateway{BaseURL: strings.TrimSuffix(s.cfg.PublicURL, "/"), Models: reach}
 	env["BERTH_RUNNER"] = sb.Runner
 	env["BERTH_MODEL"], env["ANTHROPIC_MODEL"] = model, model
 	for _, name := range r.Credentials() {
@@ -290,24 +301,11 @@ func (s *Service) prices() runner.Prices {
 // piRendered names the variables inference renders Pi's files into.
 var piRendered = map[string]string{".pi/agent/models.json": "BERTH_PI_CONFIG", ".pi/agent/settings.json": "BERTH_PI_SETTINGS"}
 
-// runModel is the model a run starts on: the deployment's
-// (BERTH_AGENT_MODEL), else the first the sandbox's project may reach
-// (inference put it in BERTH_MODEL), else claude-sonnet-4-5.
-func (s *Service) runModel(env map[string]string) string {
-	if s.cfg.Agents.Model != "" {
-		return s.cfg.Agents.Model
-	}
-	if m := env["BERTH_MODEL"]; m != "" {
-		return m
-	}
-	return "claude-sonnet-4-5"
-}
-
 // prepareRun makes the checkout, puts the task in it, and turns spec into
 // an agent run's. On error nothing is left behind.
 func (s *Service) prepareRun(ctx context.Context, spec *Spec) error {
 	sb := spec.Sandbox
-	model, args, err := s.runEnv(sb, spec.Env)
+	model, args, err := s.runEnv(ctx, sb, spec.Env)
 	if err != nil {
 		return fmt.Errorf("runner %s: %w", sb.Runner, err)
 	}

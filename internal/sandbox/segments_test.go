@@ -104,7 +104,7 @@ func TestGatewayDownChargesUpToExpiry(t *testing.T) {
 	e.drv.Exit(long.ID, 0) // its process ends at 11:01, nobody notices
 	e.clock.Advance(8 * time.Hour)
 
-	restarted := sandbox.NewService(e.st, e.drv, e.accounts, e.cfg, slog.New(slog.NewTextHandler(t.Output(), nil)), e.clock.Now)
+	restarted := sandbox.NewService(e.st, e.drv, e.accounts, e.cfg, slog.New(slog.NewTextHandler(t.Output(), nil)), e.clock.Now, e.opts...)
 	if _, err := restarted.Sweep(ctx); err != nil { // what Run does first
 		t.Fatal(err)
 	}

@@ -1,11 +1,14 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -156,6 +159,7 @@ type CreateRequest struct {
 	Branch  string
 	Task    string
 	Runner  string
+	Model   string // the model an agent's run starts on; "": chosen for its runner
 	Role    string // author (the default) or reviewer; agent sandboxes only
 	SSHKeys []string
 	Env     map[string]string
@@ -199,7 +203,11 @@ func (s *Service) create(ctx context.Context, p account.Principal, req CreateReq
 	if err != nil {
 		return Sandbox{}, err
 	}
-	class, err := s.chooseClass(ctx, org, req.Class, purpose)
+	classRunner := ""
+	if purpose == PurposeAgent {
+		classRunner = cmp.Or(req.Runner, s.cfg.Agents.Runner)
+	}
+	class, err := s.chooseClass(ctx, org, req.Class, purpose, classRunner)
 	if err != nil {
 		return Sandbox{}, err
 	}
@@ -260,6 +268,18 @@ func (s *Service) create(ctx context.Context, p account.Principal, req CreateReq
 			sb.Runner, sb.Image = name, image
 		}
 	}
+	// The model an agent run starts on: one its runner can call, or the
+	// create is refused here, before anything starts.
+	var model string
+	if purpose == PurposeAgent {
+		run := ""
+		if s.agentRun(sb) {
+			run = sb.Runner
+		}
+		if model, err = s.chooseModel(ctx, org, prj, run, req.Model); err != nil {
+			return Sandbox{}, err
+		}
+	}
 	key, secret := account.NewSandboxKey(p.User.ID, string(sb.ID), prj.ID, sb.ExpiresAt, now)
 	sb.KeyID = key.ID
 	// The organisation's own max_sandboxes counts the whole organisation;
@@ -308,7 +328,7 @@ func (s *Service) create(ctx context.Context, p account.Principal, req CreateReq
 			return Sandbox{}, fmt.Errorf("repository %s: %w", sb.Repo, err)
 		}
 	}
-	env, err := s.environment(ctx, sb, secret, token)
+	env, err := s.environment(ctx, sb, secret, token, model)
 	if err != nil {
 		s.done(sb.ID)
 		s.fail(ctx, sb.ID, err.Error())
@@ -328,6 +348,9 @@ func (s *Service) checkRequestShape(purpose Purpose, req CreateRequest) error {
 		}
 		if req.Task != "" || req.Runner != "" {
 			return invalid("task", "only an agent sandbox takes a task or a runner (--purpose agent)")
+		}
+		if req.Model != "" {
+			return invalid("model", "only an agent sandbox takes a model (--purpose agent); an engineer sandbox's BERTH_MODEL is the first model its project may reach")
 		}
 	case PurposeAgent:
 		if req.Repo == "" || req.Task == "" {
@@ -381,9 +404,14 @@ func (s *Service) chooseProject(ctx context.Context, p account.Principal, org, r
 	return prj, nil
 }
 
-// chooseClass returns the named class, or, when none is named, the only
-// class of the organisation that allows the purpose.
-func (s *Service) chooseClass(ctx context.Context, org, name string, purpose Purpose) (Class, error) {
+// chooseClass returns the named class or, when none is named, the class a
+// user expects of the organisation's classes that allow the purpose: the
+// only one; else, for an agent sandbox, the one whose runner is the run's
+// (runnerName: the creator's, else the deployment's); else the one for that
+// purpose alone in berth's contract (its default: a kelos class is for one
+// agent's image, so it is named or found by its runner). Anything else is
+// refused listing the candidates.
+func (s *Service) chooseClass(ctx context.Context, org, name string, purpose Purpose, runnerName string) (Class, error) {
 	if name != "" {
 		c, err := s.store.GetClass(ctx, org, name)
 		if errors.Is(err, ErrNotFound) {
@@ -401,21 +429,38 @@ func (s *Service) chooseClass(ctx context.Context, org, name string, purpose Pur
 	if err != nil {
 		return Class{}, err
 	}
-	var fit []Class
-	var names []string
-	for _, c := range all {
-		if c.Allows(purpose) {
-			fit = append(fit, c)
-			names = append(names, c.Name)
+	fit := slices.DeleteFunc(all, func(c Class) bool { return !c.Allows(purpose) })
+	one := func(keep func(Class) bool) (Class, bool) {
+		var found []Class
+		for _, c := range fit {
+			if keep(c) {
+				found = append(found, c)
+			}
 		}
+		if len(found) == 1 {
+			return found[0], true
+		}
+		return Class{}, false
 	}
 	switch len(fit) {
-	case 1:
-		return fit[0], nil
 	case 0:
 		return Class{}, invalid("class", "your organisation has no class for %s sandboxes (an administrator adds one with berth sandbox apply)", purpose)
+	case 1:
+		return fit[0], nil
 	}
-	return Class{}, invalid("class", "is required: choose one of %v", names)
+	if purpose == PurposeAgent && runnerName != "" {
+		if c, ok := one(func(c Class) bool { return c.Runner == runnerName }); ok {
+			return c, nil
+		}
+	}
+	if c, ok := one(func(c Class) bool { return c.only(purpose) && c.Contract != ContractKelos }); ok {
+		return c, nil
+	}
+	names := make([]string, len(fit))
+	for i, c := range fit {
+		names[i] = c.Name
+	}
+	return Class{}, invalid("class", "is required: this organisation has %d %s classes (%s); name one with --class", len(fit), purpose, strings.Join(names, ", "))
 }
 
 // runtime maps a class's tier to the deployment's runtime, refusing a tier

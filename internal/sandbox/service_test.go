@@ -15,6 +15,7 @@ import (
 	"berth.dev/berth/internal/fakeclock"
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/guardrail"
+	"berth.dev/berth/internal/inference/inferencetest"
 	"berth.dev/berth/internal/quantity"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
@@ -59,6 +60,7 @@ type env struct {
 	accounts *account.Service
 	svc      *sandbox.Service
 	cfg      sandbox.Config
+	opts     []sandbox.Option // the service's: its models, when it runs agents
 	clock    *fakeclock.Clock
 
 	operator, admin, alice, bob, stranger account.Principal
@@ -100,7 +102,11 @@ func newEnv(t *testing.T, opts ...option) *env {
 	e.cfg = cfg
 	log := slog.New(slog.NewTextHandler(t.Output(), nil))
 	e.accounts = account.NewService(st, st, e.clock.Now, func(ctx context.Context, org string) error { return e.svc.SeedClasses(ctx, org) }, st, log)
-	e.svc = sandbox.NewService(st, e.drv, e.accounts, cfg, log, e.clock.Now)
+	if cfg.Workspaces != nil {
+		// A deployment that runs agents serves their models.
+		e.opts = append(e.opts, sandbox.WithModelEnv(inferencetest.Scripted(t, st, e.accounts, "http://gateway.test:8080")))
+	}
+	e.svc = sandbox.NewService(st, e.drv, e.accounts, cfg, log, e.clock.Now, e.opts...)
 
 	org, _, op, _, err := e.accounts.Bootstrap(ctx, "acme", "default", "ops")
 	if err != nil {
@@ -287,7 +293,7 @@ func TestCreateRefusesBadRequests(t *testing.T) {
 		{"ttl not a duration", e.alice, with(func(r *sandbox.CreateRequest) { r.TTL = "soon" }), sandbox.ErrInvalid, "ttl", "duration"},
 		{"unknown class", e.alice, with(func(r *sandbox.CreateRequest) { r.Class = "huge" }), sandbox.ErrInvalid, "class", "no class"},
 		{"class for agents only", e.alice, with(func(r *sandbox.CreateRequest) { r.Class = "agent" }), sandbox.ErrInvalid, "class", "not for engineer"},
-		{"no class and several fit", e.alice, with(func(r *sandbox.CreateRequest) { r.Class = "" }), sandbox.ErrInvalid, "class", "choose one"},
+		{"no class and several fit", e.alice, with(func(r *sandbox.CreateRequest) { r.Class = "" }), sandbox.ErrInvalid, "class", "this organisation has 3 engineer classes (big, gpu, standard); name one with --class"},
 		{"BERTH_ variable", e.alice, with(func(r *sandbox.CreateRequest) { r.Env = map[string]string{"BERTH_X": "1"} }), sandbox.ErrInvalid, "env.BERTH_X", "gateway's"},
 		{"bad variable name", e.alice, with(func(r *sandbox.CreateRequest) { r.Env = map[string]string{"A-B": "1"} }), sandbox.ErrInvalid, "env.A-B", "not an environment variable"},
 		{"engineer without a key", e.alice, with(func(r *sandbox.CreateRequest) { r.SSHKeys = nil }), sandbox.ErrInvalid, "ssh_keys", "ssh public key"},

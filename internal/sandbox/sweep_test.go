@@ -37,7 +37,7 @@ func (s *staleList) ListSandboxes(ctx context.Context, f sandbox.Filter) ([]sand
 func TestSweepTakesNoEndedStartForAnInterruptedOne(t *testing.T) {
 	e := newEnv(t, agents(t))
 	st := &staleList{Store: e.st, listed: make(chan struct{}), proceed: make(chan struct{})}
-	svc := sandbox.NewService(st, e.drv, e.accounts, e.cfg, slog.New(slog.NewTextHandler(t.Output(), nil)), e.clock.Now)
+	svc := sandbox.NewService(st, e.drv, e.accounts, e.cfg, slog.New(slog.NewTextHandler(t.Output(), nil)), e.clock.Now, e.opts...)
 	following, finish := make(chan struct{}), make(chan struct{})
 	e.drv.SetAgent(func(sandbox.Spec) ([]string, int) {
 		close(following) // the start is over: the run is followed

@@ -113,7 +113,7 @@ func (s *Service) bootstrap(ctx context.Context, token string) (map[string]strin
 				return Sandbox{}, fmt.Errorf("repository %s: %w", next.Repo, err)
 			}
 		}
-		if env, err = s.environment(ctx, next, secret, tok); err != nil {
+		if env, err = s.environment(ctx, next, secret, tok, ""); err != nil {
 			return Sandbox{}, err
 		}
 		// Not s.write: the state stays, only the key changes.

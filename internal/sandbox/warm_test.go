@@ -112,7 +112,7 @@ func withPools(t *testing.T, e *env, warm bool) *poolDriver {
 	d := &poolDriver{f: e.drv, expiries: map[sandbox.ID]time.Time{}, final: map[sandbox.ID]bool{}}
 	cfg := e.cfg
 	cfg.Driver, cfg.Warm = "kubernetes", warm
-	e.svc = sandbox.NewService(e.st, d, e.accounts, cfg, slog.New(slog.NewTextHandler(t.Output(), nil)), e.clock.Now)
+	e.svc = sandbox.NewService(e.st, d, e.accounts, cfg, slog.New(slog.NewTextHandler(t.Output(), nil)), e.clock.Now, e.opts...)
 	const warmClass = "sandboxes:\n  - name: warm\n    image: localhost/berth-sandbox:1\n    isolation: standard\n    warm: 2\n    purposes: [engineer]\n"
 	if _, err := e.svc.ApplyClasses(t.Context(), e.admin, "", strings.NewReader(warmClass)); err != nil {
 		t.Fatal(err)

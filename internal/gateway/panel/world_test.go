@@ -22,6 +22,7 @@ import (
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/gateway"
 	"berth.dev/berth/internal/guardrail"
+	"berth.dev/berth/internal/inference/inferencetest"
 	"berth.dev/berth/internal/quantity"
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
@@ -141,7 +142,7 @@ func newWorld(t testing.TB, opts ...worldOption) *world {
 			Model:  "claude-sonnet-4-5", LogDir: logs, Prices: cfg.prices,
 		},
 		Workspaces: workspace.New(t.TempDir(), os.Getuid(), local, workspace.Local{Forge: local}),
-	}, log, w.now, sbOpts...)
+	}, log, w.now, append(sbOpts, sandbox.WithModelEnv(inferencetest.Scripted(t, st, w.accounts, w.url)))...)
 	w.sandboxes = svc
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -1,0 +1,76 @@
+package sandbox_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"berth.dev/berth/internal/sandbox"
+)
+
+// TestAgentClassChosenAsAUserExpects: an agent create that names no class
+// gets the only agent class; else the one whose runner is the run's (the
+// creator's, else the deployment's); else the one class for agents alone
+// in berth's contract (a kelos class is for one agent's image); anything
+// else is refused listing the candidates. The organisation starts with
+// the test file's classes: "agent" the only one for agents.
+func TestAgentClassChosenAsAUserExpects(t *testing.T) {
+	class := func(name, runner, contract string, purposes ...string) sandbox.ClassSpec {
+		c := sandbox.ClassSpec{Name: name, Image: "localhost/berth-agent:1", Isolation: "standard", Purposes: purposes, Runner: runner, Contract: contract}
+		if contract == "kelos" {
+			c.Image = kelosImage
+		}
+		return c
+	}
+	for _, tt := range []struct {
+		name    string
+		add     []sandbox.ClassSpec
+		runner  string // the creator's; the deployment's is claude-code
+		want    string // the class chosen, or
+		refused string // what the refusal says
+	}{
+		{name: "the only agent class", want: "agent"},
+		{name: "a kelos class beside it", add: []sandbox.ClassSpec{class("kelos-claude", "", "kelos", "agent")}, runner: "claude-code", want: "agent"},
+		{name: "a kelos class, no runner named", add: []sandbox.ClassSpec{class("kelos-claude", "", "kelos", "agent")}, want: "agent"},
+		{name: "a class for both purposes beside it", add: []sandbox.ClassSpec{class("general", "", "")}, want: "agent"},
+		{name: "the creator's runner's class", add: []sandbox.ClassSpec{class("codexes", "codex", "", "agent")}, runner: "codex", want: "codexes"},
+		{name: "the deployment's runner's class", add: []sandbox.ClassSpec{class("claudes", "claude-code", "", "agent")}, want: "claudes"},
+		{name: "a kelos class of the runner", add: []sandbox.ClassSpec{class("kelos-claude", "claude-code", "kelos", "agent")}, runner: "claude-code", want: "kelos-claude"},
+		{name: "two agent classes", add: []sandbox.ClassSpec{class("agent-big", "", "", "agent")},
+			refused: "class: is required: this organisation has 2 agent classes (agent, agent-big); name one with --class"},
+		{name: "two of the runner's", add: []sandbox.ClassSpec{class("claudes", "claude-code", "", "agent"), class("claudes-big", "claude-code", "", "agent")},
+			refused: "this organisation has 3 agent classes (agent, claudes, claudes-big); name one with --class"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, agents(t), func(c *sandbox.Config) {
+				c.Agents.Runner = "claude-code"
+				c.Agents.Images["codex"] = "localhost/berth-agent-codex:latest"
+			})
+			var add []sandbox.Class
+			for _, s := range tt.add {
+				c, err := sandbox.ParseClass(s)
+				if err != nil {
+					t.Fatal(err)
+				}
+				add = append(add, c)
+			}
+			if _, err := e.st.PutClasses(t.Context(), e.acme.ID, add); err != nil {
+				t.Fatal(err)
+			}
+			sb, err := e.svc.Create(t.Context(), e.alice, sandbox.CreateRequest{Name: "fix", Purpose: "agent", Repo: "acme/app", Task: "t", Runner: tt.runner})
+			if tt.refused != "" {
+				var inv *sandbox.InvalidError
+				if !errors.As(err, &inv) || inv.Field != "class" || !strings.Contains(err.Error(), tt.refused) {
+					t.Fatalf("create: %v; want refused naming class: %s", err, tt.refused)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sb.Class != tt.want {
+				t.Errorf("class %s, want %s", sb.Class, tt.want)
+			}
+		})
+	}
+}
