@@ -116,6 +116,8 @@ func codeFor(status int) string {
 		return api.CodeConflict
 	case http.StatusUpgradeRequired:
 		return api.CodeUpgradeRequired
+	case http.StatusRequestEntityTooLarge:
+		return api.CodeTooLarge
 	case http.StatusTooManyRequests:
 		return api.CodeRateLimited
 	case http.StatusPaymentRequired:

@@ -65,8 +65,9 @@ func TestCreateTakesATaskUpToItsLimit(t *testing.T) {
 		var got api.Error
 		_ = json.NewDecoder(resp.Body).Decode(&got)
 		resp.Body.Close()
-		if resp.StatusCode != http.StatusBadRequest || got.Field != "body" || !strings.Contains(got.Message, "larger than "+c.limit) {
-			t.Errorf("POST %s of %d bytes: %d %+v, want 400 naming the body and %s", c.path, len(body), resp.StatusCode, got, c.limit)
+		if resp.StatusCode != http.StatusRequestEntityTooLarge || got.Code != api.CodeTooLarge || got.Field != "body" ||
+			!strings.Contains(got.Message, "larger than "+c.limit) {
+			t.Errorf("POST %s of %d bytes: %d %+v, want 413 too_large naming the body and %s", c.path, len(body), resp.StatusCode, got, c.limit)
 		}
 	}
 }
