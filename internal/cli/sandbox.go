@@ -139,7 +139,7 @@ in one argument of a command line either: use --task-file FILE, or
 	f.StringVar(&req.Project, "project", "", "the project (administrators); default the organisation's oldest")
 	f.StringVar(&req.TTL, "ttl", "", "lifetime, such as 2h or 3d; default the class's")
 	f.StringVar(&req.Repo, "repo", "", "the repository to check out")
-	f.StringVar(&req.Branch, "branch", "", "the branch to check out (default the repository's default)")
+	f.StringVar(&req.Branch, "branch", "", "the branch to check out (default the repository's default): a name git takes, at most 255 bytes")
 	f.StringVar(&req.Task, "task", "", "an agent's task (at most 1 MiB; 131,071 bytes for a kelos class)")
 	f.StringVar(&taskFile, "task-file", "", "read the agent's task from a file (- for standard input); limits as for --task")
 	f.StringVar(&req.Runner, "runner", "", "the agent CLI: claude-code, codex, opencode, gemini or pi (default: the class's runner, else the deployment's)")

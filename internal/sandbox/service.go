@@ -368,8 +368,13 @@ func (s *Service) checkRequestShape(purpose Purpose, req CreateRequest) error {
 			return invalid(fmt.Sprintf("ssh_keys[%d]", i), "%v", err)
 		}
 	}
-	if req.Branch != "" && req.Repo == "" {
-		return invalid("branch", "a branch needs a repository (--repo)")
+	if req.Branch != "" {
+		if req.Repo == "" {
+			return invalid("branch", "a branch needs a repository (--repo)")
+		}
+		if err := forge.CheckBranch(req.Branch); err != nil {
+			return invalid("branch", "%v", err)
+		}
 	}
 	if req.Repo != "" && s.cfg.Forge == nil {
 		return fmt.Errorf("repository %s asked for, but this deployment has no git forge (BERTH_SANDBOX_GIT_FORGE is unset): %w", req.Repo, ErrUnavailable)
