@@ -569,7 +569,11 @@ func newApplyCmd(g *globals) *cobra.Command {
 		Long: `Create or change the classes a sandboxes file names (a YAML document with a
 top-level sandboxes: list, the format of BERTH_SANDBOXES_FILE). The whole
 file is checked first; if any entry is wrong nothing is applied. Classes
-the file does not name are left alone.`,
+the file does not name are left alone.
+
+The file holds at most 1 MiB, as written and with its YAML aliases
+expanded, and at most 100 classes (an organisation too); each field has a
+bound, such as 1 KiB for a description (README.md, Limits).`,
 		Example: `  berth sandbox apply -f classes.yaml`,
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

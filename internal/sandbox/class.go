@@ -121,6 +121,9 @@ func (c Class) Spec() ClassSpec {
 // ParseClass checks a spec and fills in the defaults. Every problem is
 // reported at once, each naming its field.
 func ParseClass(s ClassSpec) (Class, error) {
+	if errs := checkSpecBounds(s); len(errs) > 0 {
+		return Class{}, errors.Join(errs...)
+	}
 	var errs []error
 	c := Class{Name: s.Name, Description: s.Description, Image: strings.TrimSpace(s.Image), Warm: s.Warm}
 	if err := CheckName("name", s.Name); err != nil {
@@ -273,11 +276,16 @@ func classTTL(field, s string, def time.Duration) (time.Duration, error) {
 // ParseClassFile reads a sandboxes file: a YAML (or JSON) document with a
 // top-level `sandboxes:` list. It validates the whole file and returns
 // every problem, each with its entry, line and field; unknown fields and
-// duplicate names are errors. Nothing is returned unless all is well.
+// duplicate names are errors. Nothing is returned unless all is well. The
+// file, and the file with its YAML aliases expanded, hold at most
+// MaxClassFile bytes, and name at most MaxClasses classes.
 func ParseClassFile(r io.Reader) ([]Class, error) {
-	data, err := io.ReadAll(r)
+	data, err := io.ReadAll(io.LimitReader(r, MaxClassFile+1))
 	if err != nil {
 		return nil, err
+	}
+	if len(data) > MaxClassFile {
+		return nil, errFileTooLarge()
 	}
 	var doc struct {
 		Sandboxes yaml.Node `yaml:"sandboxes"`
@@ -290,8 +298,14 @@ func ParseClassFile(r io.Reader) ([]Class, error) {
 		}
 		return nil, invalid(classFileTopLevel, "%v", err)
 	}
+	if err := checkExpansion(&doc.Sandboxes); err != nil {
+		return nil, err
+	}
 	if doc.Sandboxes.Kind != yaml.SequenceNode {
 		return nil, invalid(classFileTopLevel, "the file needs a top-level sandboxes: list")
+	}
+	if n := len(doc.Sandboxes.Content); n > MaxClasses {
+		return nil, invalid(classFileTopLevel, "the file names %d classes; at most %d", n, MaxClasses)
 	}
 	var (
 		classes []Class
@@ -300,7 +314,7 @@ func ParseClassFile(r io.Reader) ([]Class, error) {
 	)
 	for i, n := range doc.Sandboxes.Content {
 		where := fmt.Sprintf("sandboxes[%d] (line %d)", i, n.Line)
-		if name := fieldOf(n, "name"); name != "" {
+		if name := fieldOf(n, "name"); name != "" && len(name) <= maxWord {
 			where = fmt.Sprintf("sandboxes[%d] %s (line %d)", i, name, n.Line)
 			if j, dup := seen[name]; dup {
 				errs = append(errs, fmt.Errorf("%s: %w", where, invalid("name", "%q is also sandboxes[%d]", name, j)))
@@ -339,6 +353,10 @@ func (e *FileError) Error() string {
 
 // Is makes a FileError an ErrInvalid.
 func (e *FileError) Is(target error) bool { return target == ErrInvalid }
+
+// Unwrap gives errors.As each problem: the first InvalidError names the
+// field of the first problem.
+func (e *FileError) Unwrap() []error { return e.Errs }
 
 func prefixEach(where string, err error) []error {
 	var out []error
