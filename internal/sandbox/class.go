@@ -287,19 +287,41 @@ func ParseClassFile(r io.Reader) ([]Class, error) {
 	if len(data) > MaxClassFile {
 		return nil, errFileTooLarge()
 	}
-	var doc struct {
-		Sandboxes yaml.Node `yaml:"sandboxes"`
-	}
+	// Read as nodes only: decoding into Go values has the YAML library
+	// compare every key of a mapping with every other, so the file's
+	// shape is checked first (checkShape), and only then is each entry
+	// decoded.
+	var root yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&doc); err != nil {
+	if err := dec.Decode(&root); err != nil {
 		if errors.Is(err, io.EOF) {
 			return nil, invalid(classFileTopLevel, "the file is empty; it needs a top-level sandboxes: list")
 		}
 		return nil, invalid(classFileTopLevel, "%v", err)
 	}
-	if err := checkExpansion(&doc.Sandboxes); err != nil {
+	if err := dec.Decode(new(yaml.Node)); !errors.Is(err, io.EOF) {
+		return nil, invalid(classFileTopLevel, "the file holds more than one YAML document (---); a sandboxes file is one")
+	}
+	if err := checkExpansion(&root); err != nil {
 		return nil, err
+	}
+	if err := checkShape(&root); err != nil {
+		return nil, err
+	}
+	var doc struct{ Sandboxes yaml.Node }
+	if len(root.Content) == 1 && root.Content[0].Kind == yaml.MappingNode {
+		top := root.Content[0]
+		var unknown []error
+		for k := 0; k+1 < len(top.Content); k += 2 {
+			if key := top.Content[k]; key.Value == classFileTopLevel {
+				doc.Sandboxes = *top.Content[k+1]
+			} else {
+				unknown = append(unknown, fmt.Errorf("line %d: unknown field %s (a sandboxes file has only sandboxes:)", key.Line, key.Value))
+			}
+		}
+		if len(unknown) > 0 {
+			return nil, invalid(classFileTopLevel, "%v", &FileError{Errs: unknown})
+		}
 	}
 	if doc.Sandboxes.Kind != yaml.SequenceNode {
 		return nil, invalid(classFileTopLevel, "the file needs a top-level sandboxes: list")
@@ -344,12 +366,19 @@ func ParseClassFile(r io.Reader) ([]Class, error) {
 type FileError struct{ Errs []error }
 
 func (e *FileError) Error() string {
-	lines := make([]string, len(e.Errs))
+	var lines []string
 	for i, err := range e.Errs {
-		lines[i] = err.Error()
+		if i == maxProblems {
+			lines = append(lines, fmt.Sprintf("… and %d more problems", len(e.Errs)-i))
+			break
+		}
+		lines = append(lines, err.Error())
 	}
 	return strings.Join(lines, "\n")
 }
+
+// maxProblems is how many problems a FileError lists; the rest it counts.
+const maxProblems = 20
 
 // Is makes a FileError an ErrInvalid.
 func (e *FileError) Is(target error) bool { return target == ErrInvalid }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"berth.dev/berth/internal/sandbox"
 )
@@ -221,5 +222,48 @@ func TestCreateBoundsItsFields(t *testing.T) {
 	if _, err := e.svc.Create(t.Context(), e.alice, sandbox.CreateRequest{Name: "dev", Class: "standard", SSHKeys: keys[:sandbox.MaxSSHKeys],
 		Env: vars(2, 32<<10-8)}); err != nil {
 		t.Errorf("a sandbox at the bounds: %v", err)
+	}
+}
+
+// TestClassFileRefusalsStayCheap: what YAML makes expensive is refused
+// before it costs anything, with a short answer: a mapping with a key
+// twice (which the YAML library would compare pair by pair, reporting
+// every pair), a top-level mapping of many unknown keys (compared the same
+// way: a 1 MiB file took 41 s and gave a 9.7 MB answer), a second
+// document, and problems by the thousand (the first 20 are listed).
+func TestClassFileRefusalsStayCheap(t *testing.T) {
+	keys := func(format string, n int) string {
+		var b strings.Builder
+		for i := range n {
+			fmt.Fprintf(&b, format, i)
+		}
+		return b.String()
+	}
+	big := keys("k%d: 1\n", 150_000)
+	big = big[:strings.LastIndexByte(big[:sandbox.MaxClassFile-20], '\n')+1] + "sandboxes: []\n"
+	for _, tt := range []struct{ name, file, want string }{
+		{"a key twice", "sandboxes:\n  - name: a\n    image: x\n" + strings.Repeat("    name: a\n", 300), `line 4: name is also on line 2`},
+		{"unknown top-level keys", keys("k%d: 1\n", 5000) + "sandboxes: []\n", `line 1: unknown field k0 (a sandboxes file has only sandboxes:)`},
+		{"a 1 MiB file of them", big, "unknown field k0"},
+		{"a top-level key twice", "sandboxes: []\nsandboxes: []\n", "line 2: sandboxes is also on line 1"},
+		{"a second document", "sandboxes: []\n---\nsandboxes: [{name: a}]\n", "holds more than one YAML document"},
+		{"problems by the thousand", "sandboxes:\n" + keys("  - {name: c%d, image: x, cpu: \"0\", memory: \"0\", disk: \"0\"}\n", 100),
+			"and 280 more problems"},
+	} {
+		start := time.Now()
+		_, err := sandbox.ParseClassFile(strings.NewReader(tt.file))
+		took := time.Since(start)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: %.300v; want it refused saying %q", tt.name, err, tt.want)
+			continue
+		}
+		if n := len(err.Error()); n > 16<<10 {
+			t.Errorf("%s: a %d-byte file's refusal is %d bytes", tt.name, len(tt.file), n)
+		}
+		// Generous for a loaded machine; the quadratic comparisons take
+		// tens of seconds.
+		if took > 10*time.Second {
+			t.Errorf("%s: refusing a %d-byte file took %v", tt.name, len(tt.file), took)
+		}
 	}
 }

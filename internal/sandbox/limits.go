@@ -1,6 +1,8 @@
 package sandbox
 
 import (
+	"fmt"
+
 	"go.yaml.in/yaml/v3"
 
 	"berth.dev/berth/internal/quantity"
@@ -97,6 +99,41 @@ func checkExpansion(n *yaml.Node) error {
 	if !walk(n) {
 		return invalid(classFileTopLevel, "the file, its YAML aliases expanded, is larger than %s (%d bytes), the most a sandboxes file holds",
 			quantity.Bytes(MaxClassFile), MaxClassFile)
+	}
+	return nil
+}
+
+// checkShape refuses what would make decoding costly or ambiguous: a
+// mapping with a key twice, anywhere in the document (the YAML library
+// would find it too, but by comparing every key of a mapping with every
+// other, and report each pair). The walk does not follow aliases: what
+// they name is in the tree already. A document that is not a mapping is
+// left to the caller to refuse.
+func checkShape(root *yaml.Node) error {
+	var errs []error
+	var walk func(n *yaml.Node)
+	walk = func(n *yaml.Node) {
+		if n.Kind == yaml.MappingNode {
+			seen := make(map[string]int, len(n.Content)/2)
+			for k := 0; k+1 < len(n.Content); k += 2 {
+				key := n.Content[k]
+				if key.Kind != yaml.ScalarNode {
+					continue
+				}
+				if line, dup := seen[key.Value]; dup {
+					errs = append(errs, fmt.Errorf("line %d: %s is also on line %d", key.Line, key.Value, line))
+					continue
+				}
+				seen[key.Value] = key.Line
+			}
+		}
+		for _, c := range n.Content {
+			walk(c)
+		}
+	}
+	walk(root)
+	if len(errs) > 0 {
+		return invalid(classFileTopLevel, "a key is given twice: %v", &FileError{Errs: errs})
 	}
 	return nil
 }
