@@ -161,6 +161,10 @@ func TestFreeTextIsBounded(t *testing.T) {
 	if !errors.As(err, &e) || e.Field != "name" {
 		t.Errorf("a key name with a newline: %v; want 400 invalid on name", err)
 	}
+	status, _, b := postJSON(t, w.url+api.InvitationRedeemPath, "POST", "", []byte(`{"invitation":"x","key_name":"`+strings.Repeat("k", 101)+`"}`))
+	if err := json.Unmarshal(b, &e); err != nil || status != http.StatusBadRequest || e.Field != "key_name" || !strings.Contains(e.Message, "at most 100") {
+		t.Errorf("redeeming with a key name of 101 bytes: %d %s; want 400 invalid on key_name naming 100", status, b)
+	}
 }
 
 // TestClassAliasBombOverHTTP: the issue's file through PUT
