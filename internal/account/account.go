@@ -108,6 +108,27 @@ func CheckUserName(s string) error {
 	return nil
 }
 
+// The bounds of what a user and a key are given as free text: both are
+// stored and shown in every list of them.
+const (
+	MaxEmail   = 254 // the longest address SMTP carries (RFC 5321)
+	MaxKeyName = 100
+)
+
+// CheckText refuses free text (an email address, a key's name) longer
+// than limit bytes or holding a control character.
+func CheckText(field, s string, limit int) error {
+	if len(s) > limit {
+		return Invalid(field, "is %d bytes; at most %d", len(s), limit)
+	}
+	for _, c := range s {
+		if c < 0x20 || c == 0x7f {
+			return Invalid(field, "holds a control character")
+		}
+	}
+	return nil
+}
+
 // NewID returns a fresh random id with the given prefix, such as "org".
 func NewID(prefix string) string {
 	return prefix + "_" + strings.ToLower(rand.Text()[:20])

@@ -67,6 +67,9 @@ func (s *Service) Invite(ctx context.Context, p Principal, orgRef, userRef strin
 // it was meant for learns at once that someone else may hold a key as
 // them. Every refusal of a known invitation is in the audit log.
 func (s *Service) Redeem(ctx context.Context, token, keyName, from string) (Enrollment, error) {
+	if err := CheckText("key_name", keyName, MaxKeyName); err != nil {
+		return Enrollment{}, err
+	}
 	id, secret, ok := ParseInvitation(token)
 	if !ok {
 		return Enrollment{}, fmt.Errorf("not a berth invitation: %w", ErrUnauthenticated)

@@ -294,6 +294,9 @@ func (s *Service) CreateUser(ctx context.Context, p Principal, orgRef, name, ema
 	if err := CheckUserName(name); err != nil {
 		return User{}, err
 	}
+	if err := CheckText("email", email, MaxEmail); err != nil {
+		return User{}, err
+	}
 	u := User{ID: NewID("usr"), Org: org.ID, Name: name, Email: email, Role: role, CreatedAt: s.now()}
 	if err := s.store.CreateUser(ctx, u); err != nil {
 		return User{}, fmt.Errorf("create user: %w", err)
@@ -340,6 +343,9 @@ func (s *Service) keyUser(ctx context.Context, p Principal, ref string) (User, e
 // Only the user themselves and operators mint a user's keys
 // (Principal.CanMintKeyFor); an administrator invites a new user instead.
 func (s *Service) CreateKey(ctx context.Context, p Principal, userRef, name string) (NewKeyResult, error) {
+	if err := CheckText("name", name, MaxKeyName); err != nil {
+		return NewKeyResult{}, err
+	}
 	u, err := s.keyUser(ctx, p, userRef)
 	if err != nil {
 		return NewKeyResult{}, err

@@ -23,12 +23,26 @@ const (
 	CodeUnavailable     = "unavailable"       // 409: the deployment cannot do this (no driver, unmapped tier, no forge)
 	CodeNoGitCredential = "no_git_credential" // 409: the forge gave no token (SPEC S9)
 	CodeUpgradeRequired = "upgrade_required"  // 426: the tunnel's Upgrade header was stripped (SPEC S10)
+	CodeTooLarge        = "too_large"         // 413: the request's body is over its route's limit (a model route: its vendor's shape); Field is "body"
 	CodeRateLimited     = "rate_limited"      // 429
 	CodeBudgetExceeded  = "budget_exceeded"   // 402: a request does not fit what is left of an inference budget (SPEC S14)
 	CodeUpstream        = "upstream"          // 502: the model vendor could not be reached
-	CodeTooLarge        = "too_large"         // 413: a model request's body is over the limit
 	CodeInternal        = "internal"          // 500: details are in the gateway's log, not here
 )
+
+// MaxBody is the most a request body may hold unless its route says
+// otherwise (the OpenAPI description gives such a route's limit as
+// x-berth-body-limit). A body over its route's limit is refused whole with
+// 413 too_large naming the field "body" and the limit, on every route that
+// reads one and on the web panel's forms.
+const MaxBody = 1 << 20
+
+// MaxList is the most entries a list answer holds. A list that had more
+// is cut there, and the answer carries the header TruncatedHeader.
+const MaxList = 1000
+
+// TruncatedHeader is set ("true") on a list answer cut at MaxList.
+const TruncatedHeader = "Berth-Truncated"
 
 // Error is the body of every non-2xx answer.
 type Error struct {

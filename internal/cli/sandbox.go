@@ -139,7 +139,7 @@ in one argument of a command line either: use --task-file FILE, or
 	f.StringVar(&req.Project, "project", "", "the project (administrators); default the organisation's oldest")
 	f.StringVar(&req.TTL, "ttl", "", "lifetime, such as 2h or 3d; default the class's")
 	f.StringVar(&req.Repo, "repo", "", "the repository to check out")
-	f.StringVar(&req.Branch, "branch", "", "the branch to check out (default the repository's default)")
+	f.StringVar(&req.Branch, "branch", "", "the branch to check out (default the repository's default): a name git takes, at most 255 bytes")
 	f.StringVar(&req.Task, "task", "", "an agent's task (at most 1 MiB; 131,071 bytes for a kelos class)")
 	f.StringVar(&taskFile, "task-file", "", "read the agent's task from a file (- for standard input); limits as for --task")
 	f.StringVar(&req.Runner, "runner", "", "the agent CLI: claude-code, codex, opencode, gemini or pi (default: the class's runner, else the deployment's)")
@@ -569,7 +569,11 @@ func newApplyCmd(g *globals) *cobra.Command {
 		Long: `Create or change the classes a sandboxes file names (a YAML document with a
 top-level sandboxes: list, the format of BERTH_SANDBOXES_FILE). The whole
 file is checked first; if any entry is wrong nothing is applied. Classes
-the file does not name are left alone.`,
+the file does not name are left alone.
+
+The file holds at most 1 MiB, as written and with its YAML aliases
+expanded, and at most 100 classes (an organisation too); each field has a
+bound, such as 1 KiB for a description (README.md, Limits).`,
 		Example: `  berth sandbox apply -f classes.yaml`,
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

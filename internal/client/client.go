@@ -25,6 +25,7 @@ type Client struct {
 	base string
 	key  secret.Secret
 	http *http.Client
+	warn func(string) // nil: none
 }
 
 // New returns a Client for the gateway at base (such as
@@ -34,6 +35,13 @@ func New(base, key string, hc *http.Client) *Client {
 		hc = http.DefaultClient
 	}
 	return &Client{base: strings.TrimSuffix(base, "/"), key: secret.New(key), http: hc}
+}
+
+// WithWarnings makes c tell warn when an answer says the gateway cut a
+// list at api.MaxList entries, and returns c.
+func (c *Client) WithWarnings(warn func(string)) *Client {
+	c.warn = warn
+	return c
 }
 
 // do sends a request with a JSON body (when in is not nil) and decodes a
@@ -56,6 +64,9 @@ func (c *Client) send(ctx context.Context, method, path, contentType string, bod
 		return err
 	}
 	defer resp.Body.Close()
+	if resp.Header.Get(api.TruncatedHeader) == "true" && c.warn != nil {
+		c.warn(fmt.Sprintf("the gateway cut the list at %d entries (GET %s): narrow it to see the rest", api.MaxList, path))
+	}
 	if out == nil || resp.StatusCode == http.StatusNoContent {
 		return nil
 	}
@@ -116,6 +127,8 @@ func codeFor(status int) string {
 		return api.CodeConflict
 	case http.StatusUpgradeRequired:
 		return api.CodeUpgradeRequired
+	case http.StatusRequestEntityTooLarge:
+		return api.CodeTooLarge
 	case http.StatusTooManyRequests:
 		return api.CodeRateLimited
 	case http.StatusPaymentRequired:

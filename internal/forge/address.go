@@ -37,6 +37,12 @@ func Parse(addr, host string) (Repo, error) {
 	if err := CheckPath(path); err != nil {
 		return Repo{}, err
 	}
+	if strings.HasSuffix(path, ".git") {
+		// app.git.git would be a repository app.git, which neither GitHub
+		// nor GitLab allows, and which the ".git" trimmed once more (by
+		// allowed_repos, say) would take for app.
+		return Repo{}, fmt.Errorf("%q: a repository's name does not end in .git: %w", addr, ErrBadAddress)
+	}
 	if host != "" && !strings.Contains(path, "/") {
 		return Repo{}, fmt.Errorf("%q: a repository on %s is owner/name: %w", addr, host, ErrBadAddress)
 	}

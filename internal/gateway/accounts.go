@@ -22,6 +22,7 @@ func (s *Server) listOrgs(w http.ResponseWriter, r *http.Request, p account.Prin
 		s.writeError(w, r, err)
 		return
 	}
+	orgs = capList(w, orgs)
 	out := make([]api.Organisation, len(orgs))
 	for i, o := range orgs {
 		out[i] = apiOrg(o)
@@ -58,6 +59,7 @@ func (s *Server) listProjects(w http.ResponseWriter, r *http.Request, p account.
 		s.writeError(w, r, err)
 		return
 	}
+	prjs = capList(w, prjs)
 	out := make([]api.Project, len(prjs))
 	for i, prj := range prjs {
 		out[i] = apiProject(prj, i == 0)
@@ -85,6 +87,7 @@ func (s *Server) listUsers(w http.ResponseWriter, r *http.Request, p account.Pri
 		s.writeError(w, r, err)
 		return
 	}
+	users = capList(w, users)
 	out := make([]api.User, len(users))
 	for i, u := range users {
 		out[i] = apiUser(u)
@@ -146,6 +149,7 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request, p account.Prin
 		s.writeError(w, r, err)
 		return
 	}
+	keys = capList(w, keys)
 	out := make([]api.Key, len(keys))
 	for i, k := range keys {
 		out[i] = apiKey(k)

@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -156,8 +157,8 @@ func TestInMachineBundleOverHTTP(t *testing.T) {
 		t.Errorf("a bundle over the limit: %d %s; want 400 naming bundle and the limit", code, out)
 	}
 	code, out = report(key, bytes.Repeat([]byte("x"), sandbox.MaxBundle/3*4+2<<20))
-	if code != http.StatusBadRequest || !strings.Contains(out, `"field": "bundle"`) || !strings.Contains(out, "MiB") {
-		t.Errorf("a report too large to read: %d %s; want 400 naming bundle and the limit", code, out)
+	if code != http.StatusRequestEntityTooLarge || !strings.Contains(out, `"field": "body"`) || !strings.Contains(out, fmt.Sprintf("larger than %d bytes", sandbox.MaxBundle/3*4+1<<20)) {
+		t.Errorf("a report too large to read: %d %s; want 413 naming the body and the limit (the gateway's one body rule)", code, out)
 	}
 
 	key, bundle, commit = start("ended")

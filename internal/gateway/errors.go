@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"net/http"
 	"strconv"
@@ -33,8 +34,18 @@ func (s *Server) errorStatus(w http.ResponseWriter, r *http.Request, err error) 
 		sbInvalid *sandbox.InvalidError
 		acInvalid *account.InvalidError
 		rateLimit *inference.RateLimitError
+		tooLarge  *http.MaxBytesError
 	)
 	switch {
+	// The one body rule (limitBody): whoever read the body, a body over
+	// its route's limit gets this answer.
+	case errors.As(err, &tooLarge):
+		limit := byteSize(tooLarge.Limit)
+		if !strings.HasSuffix(limit, " bytes") {
+			limit += fmt.Sprintf(" (%d bytes)", tooLarge.Limit)
+		}
+		status, body = http.StatusRequestEntityTooLarge, api.Error{Code: api.CodeTooLarge, Field: "body",
+			Message: "body: larger than " + limit + ", the most this route takes"}
 	// The model routes' refusals (SPEC S14). None is a status vendor
 	// clients retry (408, 409, 429 aside, 5xx) except the rate limit,
 	// which says when.

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -269,8 +270,9 @@ func (s *Server) authenticate(rt route) http.Handler {
 			rt.handle(w, r, account.Principal{})
 			return
 		}
-		if rt.access != sandboxStream {
-			r.Body = http.MaxBytesReader(w, r.Body, rt.maxBody())
+		if err := limitBody(w, r, s.bodyLimit(rt)); err != nil {
+			s.writeError(w, r, err)
+			return
 		}
 		if rt.access == public {
 			rt.handle(w, r, account.Principal{})
@@ -302,18 +304,6 @@ func (s *Server) authenticate(rt route) http.Handler {
 	})
 }
 
-// maxBody bounds a request's body: 1 MiB, but a sandbox's create carries
-// a task of up to sandbox.MaxTask however JSON escapes it (six bytes for
-// a control character, or for the <, > and & Go's encoder escapes) and
-// 1 MiB for the rest.
-func (rt route) maxBody() int64 {
-	const body = 1 << 20
-	if rt.method == http.MethodPost && rt.path == "/sandbox/v1/sandboxes" {
-		return 6*sandbox.MaxTask + body
-	}
-	return body
-}
-
 func bearer(r *http.Request) (string, bool) {
 	h := r.Header.Get("Authorization")
 	token, ok := strings.CutPrefix(h, "Bearer ")
@@ -338,17 +328,69 @@ func (s *Server) health(w http.ResponseWriter, _ *http.Request, _ account.Princi
 	writeJSON(w, http.StatusOK, api.Health{Status: "ok", Version: s.version, Driver: s.driver})
 }
 
-// decode reads a JSON body into v, refusing unknown fields.
+// bodyLimits are the routes ("METHOD path", as in routes) whose body may
+// hold more, or less, than api.MaxBody. A route here says so in
+// openapi.yaml as x-berth-body-limit (a test checks both ways).
+func (s *Server) bodyLimits() map[string]int64 {
+	return map[string]int64{
+		// A sandbox's create carries a task of up to sandbox.MaxTask
+		// however JSON escapes it (six bytes for a control character, or
+		// for the <, > and & Go's encoder escapes) and 1 MiB for the rest.
+		"POST /sandbox/v1/sandboxes": 6*sandbox.MaxTask + api.MaxBody,
+		// An in-machine run's exit report carries its work as a bundle.
+		"POST " + api.RunExitPath: maxRunExit,
+		// Anybody may send one; it holds a secret and a key's name.
+		"POST " + api.InvitationRedeemPath: maxRedeemBody,
+	}
+}
+
+// bodyLimit is the most rt's body may hold, or -1 when rt reads a stream
+// (a run's output, git) or its handler limits what it reads itself (the
+// model routes, which answer in their vendor's shape).
+func (s *Server) bodyLimit(rt route) int64 {
+	if n, ok := s.bodyLimits()[rt.method+" "+rt.path]; ok {
+		return n
+	}
+	if rt.access == own || rt.access == sandboxStream {
+		return -1
+	}
+	return api.MaxBody
+}
+
+// limitBody is the one body rule: a body over limit (-1: none) is refused
+// whole with an *http.MaxBytesError, which writeError answers 413. It is
+// refused here when its announced length is too long, else by the first
+// read that reaches the limit, whoever reads it.
+func limitBody(w http.ResponseWriter, r *http.Request, limit int64) error {
+	if limit < 0 {
+		return nil
+	}
+	if r.ContentLength > limit {
+		return &http.MaxBytesError{Limit: limit}
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
+	return nil
+}
+
+// decode is the one JSON decoder of request bodies: one JSON value of v's
+// type, no unknown field, nothing after it but white space. A body over
+// the route's limit keeps its *http.MaxBytesError, so it is answered 413.
 func decode(r *http.Request, v any) error {
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		if tooBig, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			return &sandbox.InvalidError{Field: "body", Reason: "larger than " + byteSize(tooBig.Limit)}
+		if errors.As(err, new(*http.MaxBytesError)) {
+			return fmt.Errorf("read the body: %w", err)
 		}
 		return &sandbox.InvalidError{Field: "body", Reason: "not the JSON this route takes: " + err.Error()}
 	}
-	return nil
+	switch _, err := dec.Token(); {
+	case errors.Is(err, io.EOF):
+		return nil
+	case errors.As(err, new(*http.MaxBytesError)):
+		return fmt.Errorf("read the body: %w", err)
+	}
+	return &sandbox.InvalidError{Field: "body", Reason: "holds more after its JSON value; send one value and nothing after it"}
 }
 
 // byteSize words a body limit: "1 MiB", "4 KiB".
@@ -360,6 +402,16 @@ func byteSize(n int64) string {
 		return fmt.Sprintf("%d KiB", n>>10)
 	}
 	return fmt.Sprintf("%d bytes", n)
+}
+
+// capList cuts a list answer at api.MaxList entries, saying so in the
+// api.TruncatedHeader header.
+func capList[T any](w http.ResponseWriter, items []T) []T {
+	if len(items) <= api.MaxList {
+		return items
+	}
+	w.Header().Set(api.TruncatedHeader, "true")
+	return items[:api.MaxList]
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -86,13 +86,13 @@ func (s *Server) getInference(w http.ResponseWriter, r *http.Request, p account.
 
 // putInference writes them whole: a field left out clears it.
 func (s *Server) putInference(w http.ResponseWriter, r *http.Request, p account.Principal) {
-	if s.inference == nil {
-		s.writeError(w, r, inference.ErrUnavailable)
-		return
-	}
 	var req api.InferenceSettings
 	if err := decode(r, &req); err != nil {
 		s.writeError(w, r, err)
+		return
+	}
+	if s.inference == nil {
+		s.writeError(w, r, inference.ErrUnavailable)
 		return
 	}
 	set := inference.Settings{Models: req.Models, BudgetUSD: req.BudgetUSD, SystemPrompt: req.SystemPrompt}

@@ -189,7 +189,7 @@ func TestInvitationOverHTTP(t *testing.T) {
 		{"garbage", `{"invitation": "berth_inv_0123456789abcdef_nope"}`, http.StatusUnauthorized, ""},
 		{"a key", `{"invitation": "` + w.opKey + `"}`, http.StatusUnauthorized, ""},
 		{"unknown field", `{"invitation": "x", "user": "dan"}`, http.StatusBadRequest, "body"},
-		{"over 4 KiB", `{"invitation": "` + strings.Repeat("a", 5000) + `"}`, http.StatusBadRequest, "body"},
+		{"over 4 KiB", `{"invitation": "` + strings.Repeat("a", 5000) + `"}`, http.StatusRequestEntityTooLarge, "body"},
 	} {
 		status, _, b := postJSON(t, w.url+api.InvitationRedeemPath, "POST", "", []byte(tc.body))
 		var ae api.Error

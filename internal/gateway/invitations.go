@@ -47,7 +47,6 @@ func (s *Server) redeemInvitation(w http.ResponseWriter, r *http.Request, _ acco
 	if s.rateLimited(w, r, s.enrollLimit, "invitation") {
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, maxRedeemBody)
 	var req api.RedeemInvitation
 	if err := decode(r, &req); err != nil {
 		s.meter.CredentialRequested("invitation", "refused")

@@ -131,7 +131,7 @@ func matrixRows() []row {
 		{want: "409 409 409 409 409 409 409 409 409 409 409 409", route: redeemRoute, what: "expired", req: redeem("{new-expired-invitation}")},
 		{want: "400 400 400 400 400 400 400 400 400 400 400 400", route: redeemRoute, what: "no JSON",
 			req: post(api.InvitationRedeemPath, `{"invitation":`), field: "body"},
-		{want: "400 400 400 400 400 400 400 400 400 400 400 400", route: redeemRoute, what: "over 4 KiB",
+		{want: "413 413 413 413 413 413 413 413 413 413 413 413", route: redeemRoute, what: "over 4 KiB",
 			req: redeem(strings.Repeat("x", 4<<10)), field: "body"},
 
 		// The audit log.

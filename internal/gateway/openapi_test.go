@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"berth.dev/berth/internal/api"
 )
 
 // TestOpenAPIDescribesEveryRoute checks the OpenAPI description against the
@@ -42,6 +44,55 @@ func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 	for _, op := range described {
 		if !slices.Contains(served, op) {
 			t.Errorf("openapi.yaml describes %s, which is not served", op)
+		}
+	}
+}
+
+// TestOpenAPIGivesEveryBodyLimit checks each route's body limit against
+// the description: a route under the body rule with a limit other than
+// api.MaxBody gives it as x-berth-body-limit, and describes the 413; a
+// stream says "none"; every entry of bodyLimits names a route.
+func TestOpenAPIGivesEveryBodyLimit(t *testing.T) {
+	var doc struct {
+		Paths map[string]map[string]yaml.Node `yaml:"paths"`
+	}
+	if err := yaml.Unmarshal(openAPI, &doc); err != nil {
+		t.Fatalf("openapi.yaml does not parse: %v", err)
+	}
+	s := &Server{}
+	named := map[string]bool{}
+	for _, rt := range s.routes() {
+		key := rt.method + " " + rt.path
+		named[key] = true
+		var op struct {
+			Limit     any            `yaml:"x-berth-body-limit"`
+			Responses map[string]any `yaml:"responses"`
+		}
+		node := doc.Paths[strings.ReplaceAll(rt.path, "...}", "}")][strings.ToLower(rt.method)]
+		if err := node.Decode(&op); err != nil {
+			t.Fatalf("%s: %v", key, err)
+		}
+		limit := s.bodyLimit(rt)
+		switch {
+		case limit < 0 && (strings.HasPrefix(rt.path, "/v1/") || strings.HasPrefix(rt.path, "/v1beta/")):
+			// The model routes limit their bodies themselves and answer in
+			// their vendor's shape.
+		case limit < 0:
+			if (rt.method == "POST" || rt.method == "PUT") && op.Limit != "none" {
+				t.Errorf("%s reads its body as a stream; openapi.yaml says x-berth-body-limit %v, want none", key, op.Limit)
+			}
+		case limit == api.MaxBody && op.Limit != nil:
+			t.Errorf("%s takes api.MaxBody; openapi.yaml says x-berth-body-limit %v", key, op.Limit)
+		case limit != api.MaxBody && op.Limit != limit && op.Limit != int(limit):
+			t.Errorf("%s takes %d bytes; openapi.yaml says x-berth-body-limit %v", key, limit, op.Limit)
+		}
+		if limit >= 0 && (rt.method == "POST" || rt.method == "PUT") && op.Responses["413"] == nil {
+			t.Errorf("%s: openapi.yaml describes no 413", key)
+		}
+	}
+	for key := range s.bodyLimits() {
+		if !named[key] {
+			t.Errorf("bodyLimits names %q, which is not a route", key)
 		}
 	}
 }

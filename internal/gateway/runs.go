@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -219,23 +218,12 @@ func (s *Server) runOutput(w http.ResponseWriter, r *http.Request, p account.Pri
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// maxRunExit bounds an exit report: its bundle in base64, and room for
-// the rest (a verdict is at most 64 KiB).
+// maxRunExit bounds an exit report (bodyLimits): its bundle in base64,
+// and room for the rest (a verdict is at most 64 KiB).
 const maxRunExit = sandbox.MaxBundle/3*4 + 1<<20
 
 // runExit concludes an in-machine run and answers the run as it ended.
 func (s *Server) runExit(w http.ResponseWriter, r *http.Request, p account.Principal) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRunExit))
-	if errors.As(err, new(*http.MaxBytesError)) {
-		s.writeError(w, r, &sandbox.InvalidError{Field: "bundle", Reason: fmt.Sprintf(
-			"the exit report is over %d MiB: an in-machine run hands the gateway at most %d MiB of work as a git bundle", maxRunExit>>20, sandbox.MaxBundle>>20)})
-		return
-	}
-	if err != nil {
-		s.writeError(w, r, &sandbox.InvalidError{Field: "body", Reason: "unreadable: " + err.Error()})
-		return
-	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
 	var req api.RunExit
 	if err := decode(r, &req); err != nil {
 		s.writeError(w, r, err)

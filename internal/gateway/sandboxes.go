@@ -16,6 +16,7 @@ func (s *Server) listClasses(w http.ResponseWriter, r *http.Request, p account.P
 		s.writeError(w, r, err)
 		return
 	}
+	classes = capList(w, classes)
 	out := make([]api.ClassStatus, len(classes))
 	for i, c := range classes {
 		out[i] = api.ClassStatus{Class: apiClass(c.Class), Startable: c.Startable, Reason: c.Reason}
@@ -52,11 +53,13 @@ func (s *Server) deleteClass(w http.ResponseWriter, r *http.Request, p account.P
 func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request, p account.Principal) {
 	q := r.URL.Query()
 	all, _ := strconv.ParseBool(q.Get("all"))
-	sbs, err := s.sandboxes.List(r.Context(), p, sandbox.ListOptions{Class: q.Get("class"), Purpose: q.Get("purpose"), All: all})
+	sbs, err := s.sandboxes.List(r.Context(), p, sandbox.ListOptions{Class: q.Get("class"), Purpose: q.Get("purpose"), All: all,
+		Limit: api.MaxList + 1})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
+	sbs = capList(w, sbs)
 	owners := map[string]string{}
 	out := api.SandboxList{Sandboxes: make([]api.Sandbox, len(sbs))}
 	for i, sb := range sbs {

@@ -16,6 +16,7 @@ func (s *Server) usageReport(w http.ResponseWriter, r *http.Request, p account.P
 		s.writeError(w, r, err)
 		return
 	}
+	rep.Rows = capList(w, rep.Rows) // the total still counts every row
 	out := api.UsageReport{By: string(rep.By), Organisation: rep.Org, Since: rep.Since, Until: rep.Until,
 		Rows: make([]api.UsageRow, len(rep.Rows)), Total: apiUsageRow(rep.Total)}
 	for i, row := range rep.Rows {
@@ -35,10 +36,15 @@ func apiUsageRow(r usage.Row) api.UsageRow {
 
 func (s *Server) auditLog(w http.ResponseWriter, r *http.Request, p account.Principal) {
 	q := r.URL.Query()
-	entries, err := s.usage.Audit(r.Context(), p, usage.AuditQuery{Sandbox: q.Get("sandbox"), Since: q.Get("since"), Org: q.Get("org")})
+	entries, err := s.usage.Audit(r.Context(), p, usage.AuditQuery{Sandbox: q.Get("sandbox"), Since: q.Get("since"), Org: q.Get("org"),
+		Limit: api.MaxList + 1})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
+	}
+	if len(entries) > api.MaxList { // oldest first: the newest are kept
+		w.Header().Set(api.TruncatedHeader, "true")
+		entries = entries[len(entries)-api.MaxList:]
 	}
 	out := api.AuditLog{Events: make([]api.AuditEvent, len(entries))}
 	for i, e := range entries {

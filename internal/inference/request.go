@@ -123,10 +123,50 @@ func (c Call) rewrite(original []byte, upstream, system string) ([]byte, error) 
 			}
 		}
 	}
-	if !changed {
+	// Sent as it came only when it names each field once: the gateway
+	// read a field given twice by its last value, as Go does, and a
+	// vendor reading the first would run (and bill) another call than the
+	// one admitted. Encoded again, each field is there once.
+	if !changed && topLevelKeys(original) == len(c.body) {
 		return original, nil
 	}
 	return marshalJSON(c.body)
+}
+
+// topLevelKeys counts the keys of the JSON object b at its top level,
+// repeats included; b is an object json.Unmarshal took.
+func topLevelKeys(b []byte) int {
+	n, depth := 0, 0
+	inString, escaped, wantKey := false, false, false
+	for _, c := range b {
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+			if depth == 1 && wantKey {
+				n++
+				wantKey = false
+			}
+		case '{', '[':
+			depth++
+			wantKey = depth == 1
+		case '}', ']':
+			depth--
+		case ',':
+			wantKey = depth == 1
+		}
+	}
+	return n
 }
 
 // withSystem returns the field that carries the system prompt in the

@@ -121,6 +121,9 @@ func (c Class) Spec() ClassSpec {
 // ParseClass checks a spec and fills in the defaults. Every problem is
 // reported at once, each naming its field.
 func ParseClass(s ClassSpec) (Class, error) {
+	if errs := checkSpecBounds(s); len(errs) > 0 {
+		return Class{}, errors.Join(errs...)
+	}
 	var errs []error
 	c := Class{Name: s.Name, Description: s.Description, Image: strings.TrimSpace(s.Image), Warm: s.Warm}
 	if err := CheckName("name", s.Name); err != nil {
@@ -273,25 +276,58 @@ func classTTL(field, s string, def time.Duration) (time.Duration, error) {
 // ParseClassFile reads a sandboxes file: a YAML (or JSON) document with a
 // top-level `sandboxes:` list. It validates the whole file and returns
 // every problem, each with its entry, line and field; unknown fields and
-// duplicate names are errors. Nothing is returned unless all is well.
+// duplicate names are errors. Nothing is returned unless all is well. The
+// file, and the file with its YAML aliases expanded, hold at most
+// MaxClassFile bytes, and name at most MaxClasses classes.
 func ParseClassFile(r io.Reader) ([]Class, error) {
-	data, err := io.ReadAll(r)
+	data, err := io.ReadAll(io.LimitReader(r, MaxClassFile+1))
 	if err != nil {
 		return nil, err
 	}
-	var doc struct {
-		Sandboxes yaml.Node `yaml:"sandboxes"`
+	if len(data) > MaxClassFile {
+		return nil, errFileTooLarge()
 	}
+	// Read as nodes only: decoding into Go values has the YAML library
+	// compare every key of a mapping with every other, so the file's
+	// shape is checked first (checkShape), and only then is each entry
+	// decoded.
+	var root yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&doc); err != nil {
+	if err := dec.Decode(&root); err != nil {
 		if errors.Is(err, io.EOF) {
 			return nil, invalid(classFileTopLevel, "the file is empty; it needs a top-level sandboxes: list")
 		}
 		return nil, invalid(classFileTopLevel, "%v", err)
 	}
+	if err := dec.Decode(new(yaml.Node)); !errors.Is(err, io.EOF) {
+		return nil, invalid(classFileTopLevel, "the file holds more than one YAML document (---); a sandboxes file is one")
+	}
+	if err := checkExpansion(&root); err != nil {
+		return nil, err
+	}
+	if err := checkShape(&root); err != nil {
+		return nil, err
+	}
+	var doc struct{ Sandboxes yaml.Node }
+	if len(root.Content) == 1 && root.Content[0].Kind == yaml.MappingNode {
+		top := root.Content[0]
+		var unknown []error
+		for k := 0; k+1 < len(top.Content); k += 2 {
+			if key := top.Content[k]; key.Value == classFileTopLevel {
+				doc.Sandboxes = *top.Content[k+1]
+			} else {
+				unknown = append(unknown, fmt.Errorf("line %d: unknown field %s (a sandboxes file has only sandboxes:)", key.Line, key.Value))
+			}
+		}
+		if len(unknown) > 0 {
+			return nil, invalid(classFileTopLevel, "%v", &FileError{Errs: unknown})
+		}
+	}
 	if doc.Sandboxes.Kind != yaml.SequenceNode {
 		return nil, invalid(classFileTopLevel, "the file needs a top-level sandboxes: list")
+	}
+	if n := len(doc.Sandboxes.Content); n > MaxClasses {
+		return nil, invalid(classFileTopLevel, "the file names %d classes; at most %d", n, MaxClasses)
 	}
 	var (
 		classes []Class
@@ -300,7 +336,7 @@ func ParseClassFile(r io.Reader) ([]Class, error) {
 	)
 	for i, n := range doc.Sandboxes.Content {
 		where := fmt.Sprintf("sandboxes[%d] (line %d)", i, n.Line)
-		if name := fieldOf(n, "name"); name != "" {
+		if name := fieldOf(n, "name"); name != "" && len(name) <= maxWord {
 			where = fmt.Sprintf("sandboxes[%d] %s (line %d)", i, name, n.Line)
 			if j, dup := seen[name]; dup {
 				errs = append(errs, fmt.Errorf("%s: %w", where, invalid("name", "%q is also sandboxes[%d]", name, j)))
@@ -330,15 +366,26 @@ func ParseClassFile(r io.Reader) ([]Class, error) {
 type FileError struct{ Errs []error }
 
 func (e *FileError) Error() string {
-	lines := make([]string, len(e.Errs))
+	var lines []string
 	for i, err := range e.Errs {
-		lines[i] = err.Error()
+		if i == maxProblems {
+			lines = append(lines, fmt.Sprintf("… and %d more problems", len(e.Errs)-i))
+			break
+		}
+		lines = append(lines, err.Error())
 	}
 	return strings.Join(lines, "\n")
 }
 
+// maxProblems is how many problems a FileError lists; the rest it counts.
+const maxProblems = 20
+
 // Is makes a FileError an ErrInvalid.
 func (e *FileError) Is(target error) bool { return target == ErrInvalid }
+
+// Unwrap gives errors.As each problem: the first InvalidError names the
+// field of the first problem.
+func (e *FileError) Unwrap() []error { return e.Errs }
 
 func prefixEach(where string, err error) []error {
 	var out []error

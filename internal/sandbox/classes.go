@@ -85,6 +85,9 @@ func (s *Service) ApplyClasses(ctx context.Context, p account.Principal, orgRef 
 	if err != nil {
 		return Applied{}, err
 	}
+	if err := s.checkClassCount(ctx, org, classes); err != nil {
+		return Applied{}, err
+	}
 	var refused []error
 	for _, c := range classes {
 		current := ""
@@ -130,6 +133,24 @@ func (s *Service) ApplyClasses(ctx context.Context, p account.Principal, orgRef 
 			Detail: fmt.Sprintf("%s: image %s, tier %s, cpu %s, memory %s", how, c.Image, c.Isolation, c.CPU, c.Memory)})
 	}
 	return res, nil
+}
+
+// checkClassCount refuses an apply after which org would have more than
+// MaxClasses classes, so a list of them stays bounded. (Two applies at
+// once may together pass it by what each adds; neither passes alone.)
+func (s *Service) checkClassCount(ctx context.Context, org account.Organisation, classes []Class) error {
+	have, err := s.store.ListClasses(ctx, org.ID)
+	if err != nil {
+		return fmt.Errorf("apply classes: %w", err)
+	}
+	names := map[string]bool{}
+	for _, c := range append(have, classes...) {
+		names[c.Name] = true
+	}
+	if len(names) > MaxClasses {
+		return invalid(classFileTopLevel, "%s would have %d classes; at most %d (berth sandbox delete-class removes one)", org.Name, len(names), MaxClasses)
+	}
+	return nil
 }
 
 // DeleteClass removes one class. Sandboxes made from it keep their own copy

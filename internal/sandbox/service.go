@@ -363,13 +363,21 @@ func (s *Service) checkRequestShape(purpose Purpose, req CreateRequest) error {
 			return invalid("runner", "%q is not a runner (one of %v)", req.Runner, runner.Names())
 		}
 	}
+	if len(req.SSHKeys) > MaxSSHKeys {
+		return invalid("ssh_keys", "%d keys; at most %d", len(req.SSHKeys), MaxSSHKeys)
+	}
 	for i, k := range req.SSHKeys {
 		if err := checkAuthorizedKey(k); err != nil {
 			return invalid(fmt.Sprintf("ssh_keys[%d]", i), "%v", err)
 		}
 	}
-	if req.Branch != "" && req.Repo == "" {
-		return invalid("branch", "a branch needs a repository (--repo)")
+	if req.Branch != "" {
+		if req.Repo == "" {
+			return invalid("branch", "a branch needs a repository (--repo)")
+		}
+		if err := forge.CheckBranch(req.Branch); err != nil {
+			return invalid("branch", "%v", err)
+		}
 	}
 	if req.Repo != "" && s.cfg.Forge == nil {
 		return fmt.Errorf("repository %s asked for, but this deployment has no git forge (BERTH_SANDBOX_GIT_FORGE is unset): %w", req.Repo, ErrUnavailable)
@@ -571,6 +579,7 @@ type ListOptions struct {
 	Class   string
 	Purpose string
 	All     bool // include ended sandboxes
+	Limit   int  // the newest Limit only; 0: all
 }
 
 // List returns the sandboxes the caller may see: their own, their
@@ -579,7 +588,7 @@ func (s *Service) List(ctx context.Context, p account.Principal, opt ListOptions
 	if p.Sandbox != "" {
 		return nil, nil
 	}
-	f := Filter{Class: opt.Class, Ended: opt.All}
+	f := Filter{Class: opt.Class, Ended: opt.All, Limit: opt.Limit}
 	if opt.Purpose != "" {
 		pp, err := ParsePurpose(opt.Purpose)
 		if err != nil {

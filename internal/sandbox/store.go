@@ -87,6 +87,8 @@ type Filter struct {
 	Ended bool
 	// CreatedSince keeps the sandboxes created at or after it.
 	CreatedSince time.Time
+	// Limit keeps the newest Limit sandboxes; 0 keeps them all.
+	Limit int
 }
 
 // Update is one state change of a sandbox.

@@ -233,6 +233,10 @@ func (s *Store) ListSandboxes(ctx context.Context, f sandbox.Filter) ([]sandbox.
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
 	q += " ORDER BY s.created_at DESC, s.seq DESC"
+	if f.Limit > 0 {
+		args = append(args, f.Limit)
+		q += fmt.Sprintf(" LIMIT $%d", len(args))
+	}
 	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list sandboxes: %w", err)

@@ -15,6 +15,7 @@ type AuditQuery struct {
 	Sandbox string // a sandbox's id, or a name resolved as for the sandbox commands
 	Since   string // a duration back from now such as "24h"; "" is DefaultAuditWindow
 	Org     string // an organisation id or name; "" is the caller's, or every one for an operator
+	Limit   int    // the newest Limit events; 0 is the store's default (1000)
 }
 
 // DefaultAuditWindow is how far back the audit log is read unless asked
@@ -47,7 +48,7 @@ func (s *Service) auditLog(ctx context.Context, p account.Principal, q AuditQuer
 	if err != nil {
 		return nil, err
 	}
-	f := audit.Filter{Org: sc.org, Since: s.now().Add(-d)}
+	f := audit.Filter{Org: sc.org, Since: s.now().Add(-d), Limit: q.Limit}
 	switch ref := q.Sandbox; {
 	case strings.HasPrefix(ref, "sbx_"):
 		// An id is taken as it is: the organisation filter keeps what the

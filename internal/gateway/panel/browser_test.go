@@ -3,6 +3,8 @@ package panel_test
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -402,4 +404,41 @@ func findSandbox(t *testing.T, w *world, name string) sandbox.Sandbox {
 	}
 	t.Fatalf("no sandbox %s", name)
 	return sandbox.Sandbox{}
+}
+
+// TestBrowserSignInStaysOnTheGateway: a sign-in link whose next page a
+// browser would read as another origin (a tab, a backslash, an encoded
+// or a doubled slash) leaves the browser on the gateway after signing in.
+// The other origin is a server of the test's own, so a browser sent there
+// is seen arriving.
+func TestBrowserSignInStaysOnTheGateway(t *testing.T) {
+	c := newChrome(t)
+	w := newWorld(t)
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) {
+		fmt.Fprint(rw, `<!doctype html><title>elsewhere</title><p id="elsewhere">another origin</p>`)
+	}))
+	t.Cleanup(elsewhere.Close)
+	other := strings.TrimPrefix(elsewhere.URL, "http://")
+	for _, next := range []string{"/%09/" + other + "/", "/%5C" + other + "/", `/\` + other + "/", "//" + other + "/", "/.//" + other + "/"} {
+		ctx := c.tab()
+		c.run(ctx, "sign in with next "+next,
+			chromedp.Navigate(w.url+"/sign-in?next="+next),
+			chromedp.WaitVisible(chromedp.CSS("#key")),
+			chromedp.KeyEvent(w.keys["alice"]),
+			chromedp.KeyEvent(kb.Enter),
+		)
+		// Signed in, the browser shows the panel's menu; sent away, the
+		// other origin's page (or, where the panel's form-action policy
+		// stops the redirect, nothing new).
+		wait, cancel := context.WithTimeout(ctx, 15*time.Second)
+		_, landed := chromedp.Run(wait, chromedp.WaitVisible(chromedp.CSS(`nav[aria-label=Main], #elsewhere`)))
+		cancel()
+		loc, err := chromedp.Run(ctx, chromedp.Location())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if landed != nil || !strings.HasPrefix(loc, w.url+"/") || strings.HasPrefix(loc, w.url+"/sign-in") {
+			t.Errorf("signed in from /sign-in?next=%s: the browser is at %s (%v), not on a page of the gateway %s", next, loc, landed, w.url)
+		}
+	}
 }

@@ -281,6 +281,16 @@ func (p *Panel) fail(w http.ResponseWriter, r *http.Request, c caller, err error
 	p.render(w, r, status, "error", p.view(c, r, http.StatusText(status), "", errorPage{Status: status, Code: body.Code, Message: body.Message}))
 }
 
+// formError is the answer to a form that could not be read: over its
+// limit, the gateway's one answer to a body too large (413 too_large);
+// otherwise 400.
+func (p *Panel) formError(w http.ResponseWriter, r *http.Request, err error) (int, api.Error) {
+	if errors.As(err, new(*http.MaxBytesError)) {
+		return p.status(w, r, err)
+	}
+	return http.StatusBadRequest, api.Error{Code: api.CodeInvalid, Message: "The form could not be read."}
+}
+
 // plainError answers an error to somebody who may not be signed in.
 func (p *Panel) plainError(w http.ResponseWriter, r *http.Request, status int, msg string) {
 	p.render(w, r, status, "error", &view{Title: http.StatusText(status), Body: errorPage{Status: status, Message: msg}})
@@ -298,17 +308,18 @@ func (p *Panel) page(h func(w http.ResponseWriter, r *http.Request, c caller)) h
 }
 
 // form wraps a handler of a form: a signed-in caller, a body of at most
-// 1 MiB, and the form's token checked before anything is done.
+// api.MaxBody, and the form's token checked before anything is done.
 func (p *Panel) form(h func(w http.ResponseWriter, r *http.Request, c caller)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
+		r.Body = http.MaxBytesReader(w, r.Body, api.MaxBody)
 		c, ok := p.signedIn(w, r)
 		if !ok {
 			return
 		}
 		if err := r.ParseForm(); err != nil {
-			p.render(w, r, http.StatusBadRequest, "error", p.view(c, r, "Bad request", "",
-				errorPage{Status: http.StatusBadRequest, Code: api.CodeInvalid, Message: "The form could not be read (at most 1 MiB)."}))
+			status, body := p.formError(w, r, err)
+			p.render(w, r, status, "error", p.view(c, r, http.StatusText(status), "",
+				errorPage{Status: status, Code: body.Code, Message: body.Message}))
 			return
 		}
 		if !c.sess.checkCSRF(r.PostForm.Get("csrf")) {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
 )
@@ -82,7 +83,7 @@ type sandboxList struct {
 
 func (p *Panel) listSandboxes(w http.ResponseWriter, r *http.Request, c caller) {
 	all := r.URL.Query().Get("all") == "1"
-	sbs, err := p.sandboxes.List(r.Context(), c.Principal, sandbox.ListOptions{All: all})
+	sbs, err := p.sandboxes.List(r.Context(), c.Principal, sandbox.ListOptions{All: all, Limit: api.MaxList})
 	if err != nil {
 		p.fail(w, r, c, err)
 		return

@@ -27,6 +27,10 @@ const (
 	flashCookie = "berth_flash"
 )
 
+// signInLimit is the most the sign-in form's body holds: a key and a
+// page to go back to.
+const signInLimit = 64 << 10
+
 // session is a signed-in browser: the API key it signed in with, and a
 // nonce drawn at that sign-in.
 type session struct {
@@ -150,9 +154,10 @@ func (p *Panel) renderSignIn(w http.ResponseWriter, r *http.Request, status int,
 // signIn checks the key as every API call does and keeps it in the
 // session cookie. The key is never logged, and never put in a page.
 func (p *Panel) signIn(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	r.Body = http.MaxBytesReader(w, r.Body, signInLimit)
 	if err := r.ParseForm(); err != nil {
-		p.plainError(w, r, http.StatusBadRequest, "The form could not be read.")
+		status, body := p.formError(w, r, err)
+		p.plainError(w, r, status, body.Message)
 		return
 	}
 	next := localPath(r.PostForm.Get("next"))
@@ -189,10 +194,61 @@ func (p *Panel) signOut(w http.ResponseWriter, r *http.Request, _ caller) {
 }
 
 // localPath keeps a next page only when it is a path of this gateway, so
-// the sign-in form cannot send anybody elsewhere.
+// the sign-in form cannot send anybody elsewhere; anything else is "".
+// Browsers read a Location more loosely than url.Parse: they drop tabs
+// and newlines anywhere and spaces and control characters around it
+// ("/\t/evil" is "//evil"), read a backslash as a slash, and resolve dot
+// segments ("/.//evil"). So the address must be printable ASCII without a
+// backslash, an absolute path with no scheme, host or userinfo, and its
+// path, decoded and with dot segments resolved, must not start with "//"
+// nor hold a backslash or a control character.
 func localPath(s string) string {
-	if !strings.HasPrefix(s, "/") || strings.HasPrefix(s, "//") || strings.ContainsAny(s, "\\\r\n") {
+	if !strings.HasPrefix(s, "/") || !printable(s) || strings.Contains(s, "\\") {
+		return ""
+	}
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" {
+		return ""
+	}
+	if !printable(u.Path) || strings.Contains(u.Path, "\\") || strings.HasPrefix(resolveDots(u.Path), "//") {
 		return ""
 	}
 	return s
+}
+
+// printable reports whether s is printable ASCII: no control character,
+// no space, nothing beyond 0x7e.
+func printable(s string) bool {
+	for i := range len(s) {
+		if s[i] <= ' ' || s[i] >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// resolveDots removes the dot segments of an absolute path as a browser
+// does (RFC 3986 §5.2.4), keeping empty segments: "/a/..//b" is "//b".
+func resolveDots(p string) string {
+	var out []string
+	segs := strings.Split(p, "/")
+	for i, seg := range segs {
+		last := i == len(segs)-1
+		switch seg {
+		case ".":
+			if last {
+				out = append(out, "")
+			}
+		case "..":
+			if len(out) > 1 {
+				out = out[:len(out)-1]
+			}
+			if last {
+				out = append(out, "")
+			}
+		default:
+			out = append(out, seg)
+		}
+	}
+	return strings.Join(out, "/")
 }

@@ -1,0 +1,144 @@
+package sandbox
+
+import (
+	"fmt"
+
+	"go.yaml.in/yaml/v3"
+
+	"berth.dev/berth/internal/quantity"
+)
+
+// The bounds of a class and of a sandboxes file (SPEC S4). Each field is
+// bounded where it is read, so the sandboxes file at start-up, `berth
+// sandbox apply -f` (PUT /sandbox/v1/classes) and the panel's class forms
+// refuse the same things; and an organisation's classes are bounded in
+// number, so every list of them is bounded too.
+const (
+	// MaxClassFile is the most a sandboxes file holds, in bytes, both as
+	// written and as its YAML aliases expand.
+	MaxClassFile = 1 << 20
+	// MaxClasses is the most classes a file names and an organisation has.
+	MaxClasses = 100
+	// MaxDescription is the longest description, in bytes.
+	MaxDescription = 1 << 10
+	// MaxImage is the longest image reference, in bytes.
+	MaxImage = 512
+	// maxWord is the longest value of a field that is one word or number
+	// (isolation, cpu, memory, disk, the TTLs, git, contract, runner, each
+	// purpose).
+	maxWord = 64
+	// MaxSetupArgs is the most arguments a setup command has, and
+	// MaxSetupCommand the most bytes they hold together.
+	MaxSetupArgs    = 64
+	MaxSetupCommand = 16 << 10
+)
+
+// checkSpecBounds refuses the fields of s past their bounds. ParseClass
+// reads nothing further of a spec it refuses, so no message repeats a
+// value of any length.
+func checkSpecBounds(s ClassSpec) []error {
+	var errs []error
+	long := func(field, v string, limit int) {
+		if len(v) > limit {
+			errs = append(errs, invalid(field, "is %d bytes; at most %d", len(v), limit))
+		}
+	}
+	long("name", s.Name, maxWord)
+	long("description", s.Description, MaxDescription)
+	long("image", s.Image, MaxImage)
+	for _, f := range []struct{ name, v string }{{"isolation", s.Isolation}, {"cpu", s.CPU}, {"memory", s.Memory}, {"disk", s.Disk},
+		{"default_ttl", s.DefaultTTL}, {"max_ttl", s.MaxTTL}, {"git", s.Git}, {"contract", s.Contract}, {"runner", s.Runner}} {
+		long(f.name, f.v, maxWord)
+	}
+	if len(s.Purposes) > 2 {
+		errs = append(errs, invalid("purposes", "has %d entries; at most 2 (engineer, agent)", len(s.Purposes)))
+	} else {
+		for _, p := range s.Purposes {
+			long("purposes", p, maxWord)
+		}
+	}
+	size := 0
+	for _, a := range s.SetupCommand {
+		size += len(a)
+	}
+	switch {
+	case len(s.SetupCommand) > MaxSetupArgs:
+		errs = append(errs, invalid("setup_command", "has %d arguments; at most %d", len(s.SetupCommand), MaxSetupArgs))
+	case size > MaxSetupCommand:
+		errs = append(errs, invalid("setup_command", "is %d bytes; at most %d", size, MaxSetupCommand))
+	}
+	return errs
+}
+
+// checkExpansion refuses a document whose YAML aliases expand it past
+// MaxClassFile bytes, before anything decodes it: a small file that
+// aliases one long string thousands of times would otherwise become a
+// huge class in memory, in the database and in every list of classes.
+// Aliases within the budget are fine (a shared setup command, say). The
+// walk stops as soon as the budget is spent, so it costs no more than the
+// budget whatever the document; every node counts at least one byte, so a
+// cycle ends too.
+func checkExpansion(n *yaml.Node) error {
+	budget := MaxClassFile
+	var walk func(n *yaml.Node) bool
+	walk = func(n *yaml.Node) bool {
+		budget -= 1 + len(n.Value)
+		if budget < 0 {
+			return false
+		}
+		if n.Kind == yaml.AliasNode && n.Alias != nil {
+			return walk(n.Alias)
+		}
+		for _, c := range n.Content {
+			if !walk(c) {
+				return false
+			}
+		}
+		return true
+	}
+	if !walk(n) {
+		return invalid(classFileTopLevel, "the file, its YAML aliases expanded, is larger than %s (%d bytes), the most a sandboxes file holds",
+			quantity.Bytes(MaxClassFile), MaxClassFile)
+	}
+	return nil
+}
+
+// checkShape refuses what would make decoding costly or ambiguous: a
+// mapping with a key twice, anywhere in the document (the YAML library
+// would find it too, but by comparing every key of a mapping with every
+// other, and report each pair). The walk does not follow aliases: what
+// they name is in the tree already. A document that is not a mapping is
+// left to the caller to refuse.
+func checkShape(root *yaml.Node) error {
+	var errs []error
+	var walk func(n *yaml.Node)
+	walk = func(n *yaml.Node) {
+		if n.Kind == yaml.MappingNode {
+			seen := make(map[string]int, len(n.Content)/2)
+			for k := 0; k+1 < len(n.Content); k += 2 {
+				key := n.Content[k]
+				if key.Kind != yaml.ScalarNode {
+					continue
+				}
+				if line, dup := seen[key.Value]; dup {
+					errs = append(errs, fmt.Errorf("line %d: %s is also on line %d", key.Line, key.Value, line))
+					continue
+				}
+				seen[key.Value] = key.Line
+			}
+		}
+		for _, c := range n.Content {
+			walk(c)
+		}
+	}
+	walk(root)
+	if len(errs) > 0 {
+		return invalid(classFileTopLevel, "a key is given twice: %v", &FileError{Errs: errs})
+	}
+	return nil
+}
+
+// errFileTooLarge refuses a sandboxes file longer than MaxClassFile.
+func errFileTooLarge() error {
+	return invalid(classFileTopLevel, "the file is larger than %s (%d bytes), the most a sandboxes file holds", quantity.Bytes(MaxClassFile), MaxClassFile)
+}
