@@ -18,13 +18,13 @@ import (
 // listModels answers GET /api/v1/models: what the caller's key may reach
 // (berth model list).
 func (s *Server) listModels(w http.ResponseWriter, r *http.Request, p account.Principal) {
-	if s.inference == nil {
-		writeJSON(w, http.StatusOK, api.ModelList{Models: []api.Model{}})
-		return
-	}
 	lp, err := readPage(r, "models", nil)
 	if err != nil {
 		s.writeError(w, r, err)
+		return
+	}
+	if s.inference == nil {
+		writeJSON(w, http.StatusOK, api.ModelList{Models: []api.Model{}})
 		return
 	}
 	ms, err := s.inference.Models(r.Context(), p)

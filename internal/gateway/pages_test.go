@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/api"
@@ -307,5 +310,55 @@ func TestEveryListPages(t *testing.T) {
 	defer resp.Body.Close()
 	if err := json.NewDecoder(resp.Body).Decode(&later); err != nil || len(later) != 1 || later[0].Default {
 		t.Errorf("the second page of projects: %+v, %v; want one, not the default", later, err)
+	}
+}
+
+// TestListRoutesTakeLimit: every operation openapi.yaml marks x-berth-list
+// declares limit and cursor and refuses a limit out of bounds naming it.
+func TestListRoutesTakeLimit(t *testing.T) {
+	w := newWorld(t)
+	b, err := os.ReadFile("openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Paths map[string]map[string]yaml.Node `yaml:"paths"`
+	}
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	fill := strings.NewReplacer("{org}", "acme")
+	lists := 0
+	for path, ops := range doc.Paths {
+		node, ok := ops["get"]
+		if !ok {
+			continue
+		}
+		var op struct {
+			List       bool `yaml:"x-berth-list"`
+			Parameters []struct {
+				Ref string `yaml:"$ref"`
+			} `yaml:"parameters"`
+		}
+		if err := node.Decode(&op); err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		if !op.List {
+			continue
+		}
+		lists++
+		var refs []string
+		for _, p := range op.Parameters {
+			refs = append(refs, p.Ref)
+		}
+		if !slices.Contains(refs, "#/components/parameters/limit") || !slices.Contains(refs, "#/components/parameters/cursor") {
+			t.Errorf("GET %s is a list without the limit and cursor parameters: %v", path, refs)
+		}
+		if status, e := refusal(t, w, w.opKey, fill.Replace(path)+"?limit=0"); status != http.StatusBadRequest || e.Field != "limit" {
+			t.Errorf("GET %s?limit=0: %d %+v; want 400 naming limit", path, status, e)
+		}
+	}
+	if lists != 9 {
+		t.Errorf("%d list operations; want 9 (organisations, projects, users, keys, audit, classes, usage, sandboxes, models)", lists)
 	}
 }
