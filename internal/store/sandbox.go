@@ -245,11 +245,19 @@ func (s *Store) PageSandboxes(ctx context.Context, f sandbox.Filter, pg paging.R
 	if cond != "" {
 		where = append(where, cond)
 	}
-	q := `SELECT ` + sandboxColumns + `, s.seq FROM sandboxes s`
+	from := ` FROM sandboxes s`
 	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
+		from += " WHERE " + strings.Join(where, " AND ")
 	}
-	return listPage(ctx, s.db, "list sandboxes", q+tail, args, pg, func(row rowScanner) (sandbox.Sandbox, paging.Key, error) {
+	q := `SELECT ` + sandboxColumns + `, s.seq` + from + tail
+	if pg.Fetch() > 0 {
+		// The page's rows are chosen first, by their keys alone, so the
+		// running time's subqueries run for those rows only (SQLite
+		// computes them for every row it sorts).
+		q = `SELECT ` + sandboxColumns + `, s.seq FROM (SELECT s.seq` + from + tail + `) page JOIN sandboxes s ON s.seq = page.seq` +
+			` ORDER BY s.created_at DESC, s.seq DESC`
+	}
+	return listPage(ctx, s.db, "list sandboxes", q, args, pg, func(row rowScanner) (sandbox.Sandbox, paging.Key, error) {
 		var seq int64
 		sb, err := scanSandbox(row, &seq)
 		return sb, paging.Key{At: sb.CreatedAt.UnixNano(), Seq: seq}, err
