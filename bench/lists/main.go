@@ -123,8 +123,19 @@ func fill(ctx context.Context, g target, n, clients int, create api.CreateSandbo
 	if have > n {
 		return fmt.Errorf("holds %d sandboxes, more than the %d asked for", have, n)
 	}
+	return spread(clients, have, n, func(i int) error {
+		req := create
+		req.Name = fmt.Sprintf("list-%d", i)
+		_, err := c.CreateSandbox(ctx, req)
+		return err
+	})
+}
+
+// spread runs f(i) for every i from start to n-1, clients at a time, and
+// returns the first error.
+func spread(clients, start, n int, f func(i int) error) error {
 	var next atomic.Int64
-	next.Store(int64(have))
+	next.Store(int64(start))
 	errs := make(chan error, clients)
 	var wg sync.WaitGroup
 	for range clients {
@@ -134,9 +145,7 @@ func fill(ctx context.Context, g target, n, clients int, create api.CreateSandbo
 				if i >= int64(n) {
 					return
 				}
-				req := create
-				req.Name = fmt.Sprintf("list-%d", i)
-				if _, err := c.CreateSandbox(ctx, req); err != nil {
+				if err := f(int(i)); err != nil {
 					errs <- err
 					return
 				}
@@ -205,35 +214,18 @@ func get(ctx context.Context, g target, path string) (*http.Response, error) {
 func measure(ctx context.Context, g target, clients, lists int) (round, error) {
 	lat := make([]time.Duration, lists)
 	sizes := make([]int64, lists)
-	var next atomic.Int64
-	errs := make(chan error, clients)
-	var wg sync.WaitGroup
-	for range clients {
-		wg.Go(func() {
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(lists) {
-					return
-				}
-				start := time.Now()
-				resp, err := get(ctx, g, "/sandbox/v1/sandboxes")
-				if err != nil {
-					errs <- err
-					return
-				}
-				sizes[i], err = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				lat[i] = time.Since(start)
-				if err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
+	err := spread(clients, 0, lists, func(i int) error {
+		start := time.Now()
+		resp, err := get(ctx, g, "/sandbox/v1/sandboxes")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		sizes[i], err = io.Copy(io.Discard, resp.Body)
+		lat[i] = time.Since(start)
+		return err
+	})
+	if err != nil {
 		return round{}, err
 	}
 	slices.Sort(lat)

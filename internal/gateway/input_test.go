@@ -21,21 +21,14 @@ import (
 // error and the next page's target from its Link header.
 func list(t *testing.T, w *world, key, path, field string) (status, n int, e api.Error, next string) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), "GET", w.url+path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := getAs(t, w, key, path)
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		_ = json.NewDecoder(resp.Body).Decode(&e)
 		return resp.StatusCode, 0, e, ""
 	}
 	var items []json.RawMessage
+	var err error
 	if field == "" {
 		err = json.NewDecoder(resp.Body).Decode(&items)
 	} else {
@@ -48,6 +41,29 @@ func list(t *testing.T, w *world, key, path, field string) (status, n int, e api
 		t.Fatalf("GET %s: %v", path, err)
 	}
 	return resp.StatusCode, len(items), e, nextOf(resp.Header.Get("Link"))
+}
+
+// with adds a query parameter ("name=value") to path.
+func with(path, param string) string {
+	if strings.Contains(path, "?") {
+		return path + "&" + param
+	}
+	return path + "?" + param
+}
+
+// getAs GETs path with key; the caller closes the answer's body.
+func getAs(t *testing.T, w *world, key, path string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), "GET", w.url+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
 }
 
 var nextRE = regexp.MustCompile(`^<([^>]+)>; rel="next"$`)
@@ -111,21 +127,17 @@ func TestListsAreBounded(t *testing.T) {
 		{"/sandbox/v1/sandboxes?all=true", "sandboxes"},
 		{"/api/v1/audit?since=1h", "events"},
 	} {
-		sep := "?"
-		if strings.Contains(tt.path, "?") {
-			sep = "&"
-		}
 		for _, c := range []struct {
-			query string
-			want  int
-		}{{"", api.DefaultLimit}, {sep + "limit=7", 7}, {sep + fmt.Sprintf("limit=%d", api.MaxLimit), api.MaxLimit}} {
-			status, got, e, next := list(t, w, w.opKey, tt.path+c.query, tt.field)
+			path string
+			want int
+		}{{tt.path, api.DefaultLimit}, {with(tt.path, "limit=7"), 7}, {with(tt.path, fmt.Sprintf("limit=%d", api.MaxLimit)), api.MaxLimit}} {
+			status, got, e, next := list(t, w, w.opKey, c.path, tt.field)
 			if status != http.StatusOK || got != c.want || next == "" {
-				t.Errorf("GET %s: %d, %d entries, next %q (%v); want %d and a next page", tt.path+c.query, status, got, next, e, c.want)
+				t.Errorf("GET %s: %d, %d entries, next %q (%v); want %d and a next page", c.path, status, got, next, e, c.want)
 			}
 		}
 		for _, bad := range []string{"0", "-1", "x", fmt.Sprint(api.MaxLimit + 1)} {
-			status, _, e, _ := list(t, w, w.opKey, tt.path+sep+"limit="+bad, tt.field)
+			status, _, e, _ := list(t, w, w.opKey, with(tt.path, "limit="+bad), tt.field)
 			if status != http.StatusBadRequest || e.Field != "limit" || !strings.Contains(e.Message, fmt.Sprint(api.MaxLimit)) {
 				t.Errorf("GET %s limit=%s: %d %+v; want 400 naming limit and its maximum", tt.path, bad, status, e)
 			}

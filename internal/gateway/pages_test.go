@@ -23,15 +23,7 @@ import (
 // the next page's target; any answer but 200 fails the test.
 func entries(t *testing.T, w *world, key, path, field string) (ids []string, next string) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), "GET", w.url+path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := getAs(t, w, key, path)
 	defer resp.Body.Close()
 	var body json.RawMessage
 	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || resp.StatusCode != http.StatusOK {
@@ -271,17 +263,13 @@ func TestEveryListPages(t *testing.T) {
 		{"/api/v1/audit", "events"},
 		{"/sandbox/v1/usage?by=class", "rows"},
 	} {
-		sep := "?"
-		if strings.Contains(l.path, "?") {
-			sep = "&"
-		}
-		whole, next := entries(t, w, w.opKey, l.path+sep+fmt.Sprintf("limit=%d", api.MaxLimit), l.field)
+		whole, next := entries(t, w, w.opKey, with(l.path, fmt.Sprintf("limit=%d", api.MaxLimit)), l.field)
 		if len(whole) < 2 || next != "" {
 			t.Fatalf("GET %s: %d entries, next %q; want at least 2 on one page", l.path, len(whole), next)
 		}
 		for _, limit := range []int{1, 2} {
 			var got []string
-			for path := l.path + sep + fmt.Sprintf("limit=%d", limit); path != ""; {
+			for path := with(l.path, fmt.Sprintf("limit=%d", limit)); path != ""; {
 				var ids []string
 				ids, path = entries(t, w, w.opKey, path, l.field)
 				if len(ids) > limit {
@@ -301,12 +289,7 @@ func TestEveryListPages(t *testing.T) {
 	}
 	var later []api.Project
 	_, next := entries(t, w, w.opKey, "/api/v1/orgs/acme/projects?limit=1", "")
-	req, _ := http.NewRequestWithContext(ctx, "GET", w.url+next, nil)
-	req.Header.Set("Authorization", "Bearer "+w.opKey)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := getAs(t, w, w.opKey, next)
 	defer resp.Body.Close()
 	if err := json.NewDecoder(resp.Body).Decode(&later); err != nil || len(later) != 1 || later[0].Default {
 		t.Errorf("the second page of projects: %+v, %v; want one, not the default", later, err)
