@@ -90,7 +90,7 @@ type sandboxList struct {
 const panelSandboxes = "panel sandboxes"
 
 // listSandboxes shows a page of api.DefaultLimit sandboxes, newest first,
-// with a link to the next: the cursor (package page) carries whether ended
+// with a link to the next: the cursor (package paging) carries whether ended
 // ones are shown, sealed under the session's key as the API's are.
 func (p *Panel) listSandboxes(w http.ResponseWriter, r *http.Request, c caller) {
 	q := r.URL.Query()
