@@ -197,13 +197,14 @@ func inferenceTable(tw *tabwriter.Writer, st api.InferenceStatus) {
 func newModelCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "model", Short: "Models the gateway serves to your key (SPEC S14)"}
 	var output string
+	var limit int
 	list := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
-		Short:   "List the models your key may reach, chat models first, routers after",
+		Short:   "List the models your key may reach, chat models first, routers after, each by id",
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.client()
+			c, err := g.listClient(limit)
 			if err != nil {
 				return err
 			}
@@ -224,6 +225,7 @@ func newModelCmd(g *globals) *cobra.Command {
 		},
 	}
 	outputFlag(list, &output)
+	limitFlag(list, &limit)
 	cmd.AddCommand(list)
 	return cmd
 }

@@ -16,6 +16,7 @@ import (
 func newSandboxUsageCmd(g *globals) *cobra.Command {
 	var o client.UsageOptions
 	var output string
+	var limit int
 	cmd := &cobra.Command{
 		Use:   "usage",
 		Short: "What sandboxes ran, and for how long, by project, user or class (administrators)",
@@ -43,7 +44,7 @@ models' prices: tokens in count the cached ones too.`,
   berth sandbox usage --by class --org acme -o json`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.client()
+			c, err := g.listClient(limit)
 			if err != nil {
 				return err
 			}
@@ -58,6 +59,7 @@ models' prices: tokens in count the cached ones too.`,
 	cmd.Flags().StringVar(&o.Since, "since", "", "the sandboxes created in this window back from now, such as 7d or 12h\n(default 30d, or the retention if shorter)")
 	cmd.Flags().StringVar(&o.Org, "org", "", "organisation name or id (default yours; an operator's: every organisation)")
 	outputFlag(cmd, &output)
+	limitFlag(cmd, &limit)
 	return cmd
 }
 
@@ -96,6 +98,7 @@ func hms(secs int64) string {
 func newAuditCmd(g *globals) *cobra.Command {
 	var o client.AuditOptions
 	var output string
+	var limit int
 	cmd := &cobra.Command{
 		Use:   "audit",
 		Short: "Who did what: the audit log (administrators)",
@@ -106,14 +109,14 @@ or refused (with the client's address), classes applied or deleted,
 guardrails set, and organisations, projects and users created.
 
 Administrators see their organisation's log; operators every
-organisation's, or one's with --org. Members are refused. At most the
-newest 1000 events of the window are shown.`,
+organisation's, or one's with --org. Members are refused. Every event of
+the window is shown (--limit N: the oldest N).`,
 		Example: `  berth audit
   berth audit --sandbox dev --since 7d
   berth audit --org acme -o json`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.client()
+			c, err := g.listClient(limit)
 			if err != nil {
 				return err
 			}
@@ -141,5 +144,6 @@ newest 1000 events of the window are shown.`,
 	cmd.Flags().StringVar(&o.Since, "since", "24h", "how far back, such as 7d or 30m")
 	cmd.Flags().StringVar(&o.Org, "org", "", "organisation name or id (default yours; an operator's: every organisation)")
 	outputFlag(cmd, &output)
+	limitFlag(cmd, &limit)
 	return cmd
 }

@@ -16,6 +16,7 @@ import (
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/client"
 	"berth.dev/berth/internal/driver/fake"
+	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/tunnel/tunneltest"
 )
@@ -103,7 +104,7 @@ func TestTunnelAuthorisationMatrix(t *testing.T) {
 		})
 	}
 	// The administrator's attempt is on the record.
-	events, err := w.st.ListAudit(ctx, audit.Filter{Sandbox: sb.ID})
+	events, _, err := w.st.ListAudit(ctx, audit.Filter{Sandbox: sb.ID}, paging.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +254,7 @@ func TestTunnelActivityAndAudit(t *testing.T) {
 	c.Close()
 	var events []audit.Event
 	waitFor(t, "the tunnel's audit event", func() bool {
-		events, err = w.st.ListAudit(ctx, audit.Filter{Sandbox: sb.ID})
+		events, _, err = w.st.ListAudit(ctx, audit.Filter{Sandbox: sb.ID}, paging.Request{})
 		events = shells(events)
 		return err == nil && len(events) > 0
 	})
@@ -282,7 +283,7 @@ func TestTunnelIdleClose(t *testing.T) {
 	c := w.ownersTunnel(t, sb)
 	closedByGateway(t, "a quiet tunnel", c)
 	waitFor(t, "the idle close to be recorded", func() bool {
-		events, err := w.st.ListAudit(t.Context(), audit.Filter{Sandbox: sb.ID})
+		events, _, err := w.st.ListAudit(t.Context(), audit.Filter{Sandbox: sb.ID}, paging.Request{})
 		events = shells(events)
 		return err == nil && len(events) == 1 && strings.Contains(events[0].Detail, "ended idle")
 	})
@@ -303,7 +304,7 @@ func TestCloseTunnels(t *testing.T) {
 	}
 	closedByGateway(t, "a tunnel after CloseTunnels", c)
 	// CloseTunnels returned after the tunnel was recorded.
-	events, err := w.st.ListAudit(t.Context(), audit.Filter{Sandbox: sb.ID})
+	events, _, err := w.st.ListAudit(t.Context(), audit.Filter{Sandbox: sb.ID}, paging.Request{})
 	events = shells(events)
 	if err != nil || len(events) != 1 || !strings.Contains(events[0].Detail, "ended stopped") {
 		t.Errorf("audit after CloseTunnels: %+v, %v; want the shell, ended stopped", events, err)

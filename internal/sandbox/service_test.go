@@ -326,7 +326,7 @@ func TestCreateRefusesBadRequests(t *testing.T) {
 			}
 		})
 	}
-	if got, _ := e.svc.List(t.Context(), e.operator, sandbox.ListOptions{All: true}); len(got) != 0 {
+	if got, _, _ := e.svc.List(t.Context(), e.operator, sandbox.ListOptions{All: true}); len(got) != 0 {
 		t.Fatalf("refused creates left %d sandboxes behind", len(got))
 	}
 }
