@@ -82,6 +82,7 @@ type Leased struct {
 	Spent  float64 // recorded this month
 	Others float64 // what other replicas' live leases hold
 	Mine   float64 // what the asking replica's lease holds
+	Have   bool    // the asking replica has a lease, expired or not
 }
 
 // Release is what the record of a settled request takes off the leases of
@@ -103,6 +104,8 @@ type shared struct {
 	// orgs take turns per organisation: one change of its leases at a
 	// time (a buffered channel of one is a lock a context can leave).
 	orgs map[string]chan struct{}
+	// wait is what the requests waiting for a turn need of each lease.
+	wait map[leaseKey]float64
 	// renewed is when the leases were last renewed.
 	renewed time.Time
 }
@@ -127,7 +130,8 @@ type lease struct {
 }
 
 func newShared(leases Leases) *shared {
-	return &shared{leases: leases, replica: "rep_" + rand.Text()[:16], held: map[leaseKey]*lease{}, orgs: map[string]chan struct{}{}}
+	return &shared{leases: leases, replica: "rep_" + rand.Text()[:16], held: map[leaseKey]*lease{}, orgs: map[string]chan struct{}{},
+		wait: map[leaseKey]float64{}}
 }
 
 func keyOf(lim limit, month time.Time) leaseKey { return leaseKey{lim.scope, month.UnixNano()} }
@@ -140,7 +144,11 @@ func (l *shared) reserve(ctx context.Context, limits []limit, amount float64, no
 	if l.take(r, now) {
 		return r, nil
 	}
+	// While it waits for its organisation's turn, the grant under way
+	// takes what this request needs too: one transaction for a crowd.
+	l.waiting(r, 1)
 	unlock, err := l.lockOrg(ctx, limits[0].org)
+	l.waiting(r, -1)
 	if err != nil {
 		return reservation{}, err
 	}
@@ -159,6 +167,19 @@ func (l *shared) reserve(ctx context.Context, limits []limit, amount float64, no
 		return r, nil
 	}
 	return reservation{}, errors.New("the budget's lease moved under three grants in a row; try again")
+}
+
+// waiting counts r in (sign 1) or out (-1) of the requests that wait for
+// their organisation's turn to ask for a grant.
+func (l *shared) waiting(r reservation, sign float64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, lim := range r.limits {
+		k := keyOf(lim, r.month)
+		if l.wait[k] += sign * r.amount; sign < 0 && l.wait[k] <= 1e-12*r.amount {
+			delete(l.wait, k)
+		}
+	}
 }
 
 // take reserves r against this replica's leases if every one has room
@@ -190,42 +211,58 @@ func (l *shared) take(r reservation, now time.Time) bool {
 func (l *shared) grant(ctx context.Context, r reservation, now time.Time) error {
 	g := LeaseGrant{Replica: l.replica, Org: r.limits[0].org, Month: r.month, Now: now, Expires: now.Add(leaseTTL)}
 	// must is what each lease has to hold afterwards: its requests in
-	// flight and r, and never less than it holds now. (Requests admitted
-	// meanwhile on what it held beyond its requests may leave r short
-	// after all: reserve asks again.)
-	must := make([]float64, len(r.limits))
+	// flight and r, and never less than it holds now; crowd adds the
+	// requests waiting their turn, when the budget has room for them.
+	// (Requests admitted meanwhile on what it held beyond its requests
+	// may leave r short after all: reserve asks again.)
+	must, crowd := make([]float64, len(r.limits)), make([]float64, len(r.limits))
 	l.mu.Lock()
 	for i, lim := range r.limits {
+		k := keyOf(lim, r.month)
 		g.Projects = append(g.Projects, lim.project)
 		must[i] = r.amount
-		if x := l.held[keyOf(lim, r.month)]; x != nil {
+		if x := l.held[k]; x != nil {
 			must[i] = max(x.amount, x.reserved+r.amount)
 		}
+		crowd[i] = must[i] + l.wait[k]
 	}
 	l.mu.Unlock()
-	var after []float64 // each lease once written
 	add := make([]float64, len(r.limits))
+	meant := make([]float64, len(r.limits)) // each lease once written, had nothing settled meanwhile
+	have := make([]bool, len(r.limits))     // the database had the lease
 	err := l.leases.Lease(ctx, g, func(fs []Leased) ([]float64, error) {
 		if len(fs) != len(r.limits) {
 			return nil, fmt.Errorf("the store read %d budgets of %d", len(fs), len(r.limits))
 		}
-		after = after[:0]
-		for i, f := range fs {
-			lim := r.limits[i]
-			free := lim.budget - f.Spent - f.Others - f.Mine
-			short := must[i] - f.Mine
-			if short > free {
-				return nil, overBudget(lim, f.Spent, f.Others+f.Mine, r.amount, " and the replicas' leases")
+		fits := func(must []float64) bool {
+			for i, f := range fs {
+				if must[i]-f.Mine > r.limits[i].budget-f.Spent-f.Others-f.Mine {
+					return false
+				}
 			}
-			add[i], after = 0, append(after, f.Mine)
+			return true
+		}
+		switch {
+		case fits(crowd):
+			must = crowd
+		case !fits(must):
+			for i, f := range fs {
+				if lim := r.limits[i]; must[i]-f.Mine > lim.budget-f.Spent-f.Others-f.Mine {
+					return nil, overBudget(lim, f.Spent, f.Others+f.Mine, r.amount, " and the replicas' leases")
+				}
+			}
+		}
+		for i, f := range fs {
+			free := r.limits[i].budget - f.Spent - f.Others - f.Mine
+			short := must[i] - f.Mine
+			add[i], meant[i], have[i] = 0, f.Mine, f.Have
 			if short > 0 {
 				room := (free - short) / leaseShare
 				if room < r.amount {
 					room = 0
 				}
 				room = min(room, leaseRoom*r.amount)
-				// Mine plus what it lacks may round a hair under must.
-				add[i], after[i] = short+room, max(f.Mine+short+room, must[i]+room)
+				add[i], meant[i] = short+room, must[i]+room
 			}
 		}
 		return add, nil
@@ -236,6 +273,10 @@ func (l *shared) grant(ctx context.Context, r reservation, now time.Time) error 
 		}
 		return fmt.Errorf("lease of %s's budget: %w", r.limits[0].name, err)
 	}
+	// The database added to the lease as it then was, which requests
+	// settled since the figures were read may have lowered: so does this
+	// replica's view, by the same sums. A lease the database had lost
+	// (expired, removed by another replica) is what was written now.
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for i, lim := range r.limits {
@@ -245,7 +286,17 @@ func (l *shared) grant(ctx context.Context, r reservation, now time.Time) error 
 			x = &lease{org: lim.org, project: lim.project, month: r.month}
 			l.held[k] = x
 		}
-		x.amount, x.budget, x.expires = after[i], lim.budget, g.Expires
+		if !have[i] {
+			x.amount = 0
+		}
+		x.amount += add[i]
+		// The sum in this order may round a hair under what was meant,
+		// and refuse the very request it was asked for; a settle meanwhile
+		// lowers it by a whole reservation, which stays.
+		if d := meant[i] - x.amount; d > 0 && d <= 1e-12*meant[i] {
+			x.amount = meant[i]
+		}
+		x.budget, x.expires = lim.budget, g.Expires
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package inference_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -69,7 +70,8 @@ func reservationOf(t *testing.T, e env, body string) float64 {
 
 // TestBudgetsHoldAcrossReplicas sends back-to-back bursts of requests
 // split between two replicas, each burst's admitted requests all in flight
-// at once, until a whole burst is refused. Every request holds its worst
+// at once (or each settled as the others are admitted), until a whole
+// burst is refused. Every request holds its worst
 // case while in flight and costs at most that, so what the requests in
 // flight when the budget ran out can add to it is what they cost beyond
 // their reservations: nothing. The bound asserted is therefore exact:
@@ -83,9 +85,14 @@ func TestBudgetsHoldAcrossReplicas(t *testing.T) {
 	for _, c := range []struct {
 		name  string
 		usage string // the answer's usage; "" says none: charged the worst case
+		// hold keeps a burst's admitted requests in flight until the whole
+		// burst was admitted or refused; else each settles at once, while
+		// others are being admitted.
+		hold bool
 	}{
-		{"charged the worst case", ""},
-		{"metered below it", `{"usage":{"input_tokens":30,"output_tokens":100}}`},
+		{"charged the worst case", "", true},
+		{"metered below it", `{"usage":{"input_tokens":30,"output_tokens":100}}`, true},
+		{"settled as others are admitted", `{"usage":{"input_tokens":30,"output_tokens":100}}`, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			rs := replicas(t, 2)
@@ -100,6 +107,9 @@ func TestBudgetsHoldAcrossReplicas(t *testing.T) {
 					tried, ended sync.WaitGroup
 				)
 				inFlight := make(chan struct{})
+				if !c.hold {
+					close(inFlight)
+				}
 				for i := range 32 {
 					r := rs[i%2]
 					tried.Add(1)
@@ -127,7 +137,9 @@ func TestBudgetsHoldAcrossReplicas(t *testing.T) {
 					})
 				}
 				tried.Wait()
-				close(inFlight)
+				if c.hold {
+					close(inFlight)
+				}
 				ended.Wait()
 				bursts++
 				return n
@@ -211,5 +223,72 @@ func TestCrashedReplicasLeaseStopsCounting(t *testing.T) {
 	}
 	if held := st.ReservedUSD; held < 20*worst*0.9999 || held > 20.5*worst {
 		t.Errorf("the leases hold $%.6f; want b's 20 requests in flight ($%.6f) and nothing of a's", held, 20*worst)
+	}
+}
+
+// settleDuring is the database's leases with a hook: the next grant runs
+// during once it has read the figures, before it writes.
+type settleDuring struct {
+	inference.Leases
+	during func()
+}
+
+func (s *settleDuring) Lease(ctx context.Context, g inference.LeaseGrant, decide func([]inference.Leased) ([]float64, error)) error {
+	return s.Leases.Lease(ctx, g, func(fs []inference.Leased) ([]float64, error) {
+		add, err := decide(fs)
+		if f := s.during; f != nil {
+			s.during = nil
+			f()
+		}
+		return add, err
+	})
+}
+
+// TestGrantWhileARequestSettles: a request that settles while its
+// replica's grant is between reading the budget and writing its lease
+// lowers the lease in the database, and the replica's view of it too, so
+// the replica admits no more than the database knows it holds, and with
+// another replica's requests the budget is not passed.
+func TestGrantWhileARequestSettles(t *testing.T) {
+	rs := replicas(t, 2)
+	a, b := rs[0], rs[1]
+	hook := &settleDuring{Leases: a.st}
+	a.opts.Leases = hook
+	a.svc = inference.NewService(a.opts)
+	body := `{"model":"cheap","max_tokens":1000,"messages":[]}`
+	worst := reservationOf(t, a, body)
+	budget := 3.5 * worst
+	a.set(t, "default", inference.Settings{BudgetUSD: &budget})
+	var held []*inference.Ticket
+	first, err := admit(t, a, a.user, inference.Anthropic, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The second request's grant reads the lease holding the first; the
+	// first settles (charged its worst case) before the grant writes.
+	hook.during = func() {
+		if _, err := a.svc.Settle(t.Context(), first, 200, nil); err != nil {
+			t.Error(err)
+		}
+	}
+	second, err := admit(t, a, a.user, inference.Anthropic, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held = append(held, second)
+	if hook.during != nil {
+		t.Fatal("the second request took no grant")
+	}
+	for _, r := range []env{a, b, a, b} {
+		if tk, err := admit(t, r, r.user, inference.Anthropic, body); err == nil {
+			held = append(held, tk)
+		} else if !errors.Is(err, inference.ErrBudget) {
+			t.Fatal(err)
+		}
+	}
+	// One charged, the rest in flight at their worst case: what the budget
+	// can pay is three.
+	if 1+len(held) > 3 {
+		t.Errorf("%d admitted in all against a budget that pays for 3", 1+len(held))
 	}
 }

@@ -59,7 +59,7 @@ func testLeases(t *testing.T, st *store.Store) {
 		t.Errorf("b's grant saw %+v, want %+v", got, want)
 	}
 	// A grant adds to what the lease holds.
-	if got, want := grant("rep_a", now, 1, 1), []inference.Leased{{Spent: 3, Others: 20, Mine: 10}, {Spent: 1, Others: 20, Mine: 5}}; !cmp.Equal(got, want) {
+	if got, want := grant("rep_a", now, 1, 1), []inference.Leased{{Spent: 3, Others: 20, Mine: 10, Have: true}, {Spent: 1, Others: 20, Mine: 5, Have: true}}; !cmp.Equal(got, want) {
 		t.Errorf("a's second grant saw %+v, want %+v", got, want)
 	}
 	// A refusal writes nothing.
@@ -113,7 +113,7 @@ func testLeases(t *testing.T, st *store.Store) {
 		t.Errorf("the organisation after a's renewal removed b's expired leases: %v, want %v", got, want)
 	}
 	// b, back, finds its lease gone and starts again from nothing.
-	if got := grant("rep_b", expired, 1, 1); got[0].Mine != 0 || got[0].Others != 9 {
+	if got := grant("rep_b", expired, 1, 1); got[0].Mine != 0 || got[0].Have || got[0].Others != 9 {
 		t.Errorf("b after its leases were removed saw %+v, want none of its own and a's 9", got[0])
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"berth.dev/berth/internal/inference"
@@ -22,19 +23,16 @@ var _ inference.Leases = (*Store)(nil)
 // leases never wait on each other in a cycle.
 
 // Lease reads each scope's month and writes the replica's leases as
-// decide says, under the organisation's lock.
+// decide says, under the organisation's lock: four round trips with the
+// transaction's own, whatever the scopes.
 func (s *Store) Lease(ctx context.Context, g inference.LeaseGrant, decide func([]inference.Leased) ([]float64, error)) error {
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		if err := s.serialize(ctx, tx, "budget:"+g.Org); err != nil {
 			return err
 		}
-		fs := make([]inference.Leased, len(g.Projects))
-		for i, p := range g.Projects {
-			f, err := leased(ctx, tx, g.Org, p, g.Month, g.Now, g.Replica)
-			if err != nil {
-				return err
-			}
-			fs[i] = f
+		fs, err := leased(ctx, tx, g.Org, g.Projects, g.Month, g.Now, g.Replica)
+		if err != nil {
+			return err
 		}
 		add, err := decide(fs)
 		if err != nil {
@@ -43,53 +41,77 @@ func (s *Store) Lease(ctx context.Context, g inference.LeaseGrant, decide func([
 		if len(add) != len(g.Projects) {
 			return fmt.Errorf("lease of %s: %d amounts for %d budgets", scope(g.Org, ""), len(add), len(g.Projects))
 		}
+		// One statement writes them in the order given, the order the
+		// records' transactions lock them in.
+		var rows []string
+		args := []any{g.Org, timeArg(g.Month), g.Replica, timeArg(g.Expires)}
 		for i, p := range g.Projects {
-			if _, err := tx.ExecContext(ctx, `
-				INSERT INTO inference_leases (org_id, project_id, month, replica, amount, expires_at)
-				VALUES ($1, $2, $3, $4, $5, $6)
-				ON CONFLICT (org_id, project_id, month, replica) DO UPDATE SET
-					amount = inference_leases.amount + excluded.amount, expires_at = excluded.expires_at`,
-				g.Org, p, timeArg(g.Month), g.Replica, add[i], timeArg(g.Expires)); err != nil {
-				return fmt.Errorf("lease of %s: %w", scope(g.Org, p), err)
-			}
+			rows = append(rows, fmt.Sprintf("($1, $%d, $2, $3, $%d, $4)", len(args)+1, len(args)+2))
+			args = append(args, p, add[i])
+		}
+		if _, err := tx.ExecContext(ctx, `
+			INSERT INTO inference_leases (org_id, project_id, month, replica, amount, expires_at)
+			VALUES `+strings.Join(rows, ", ")+`
+			ON CONFLICT (org_id, project_id, month, replica) DO UPDATE SET
+				amount = inference_leases.amount + excluded.amount, expires_at = excluded.expires_at`, args...); err != nil {
+			return fmt.Errorf("lease of %s: %w", scope(g.Org, ""), err)
 		}
 		return nil
 	})
 }
 
-// leased reads one scope's month in one statement, so a record committed
+// leased reads scopes' month in one statement, so a record committed
 // meanwhile is either in the spend with its lease lowered or in neither.
 // The replica's own lease counts even expired: Lease writes on top of it.
-func leased(ctx context.Context, q queryer, org, project string, month, now time.Time, replica string) (inference.Leased, error) {
-	var f inference.Leased
-	err := q.QueryRowContext(ctx, `SELECT (`+spentSQL(project)+`),
-		(SELECT COALESCE(SUM(amount), 0) FROM inference_leases
-			WHERE org_id = $1 AND project_id = $2 AND month = $3 AND expires_at > $4 AND replica <> $5),
-		(SELECT COALESCE(SUM(amount), 0) FROM inference_leases
-			WHERE org_id = $1 AND project_id = $2 AND month = $3 AND replica = $5)`,
-		org, project, timeArg(month), timeArg(now), replica).Scan(&f.Spent, &f.Others, &f.Mine)
+func leased(ctx context.Context, q queryer, org string, projects []string, month, now time.Time, replica string) ([]inference.Leased, error) {
+	var parts []string
+	args := []any{org, timeArg(month), timeArg(now), replica}
+	for i, p := range projects {
+		args = append(args, p)
+		n := len(args) // the project's parameter
+		spent := `SELECT COALESCE(SUM(cost_usd), 0) FROM inference_usage WHERE org_id = $1 AND at >= $2`
+		if p != "" {
+			spent += fmt.Sprintf(` AND project_id = $%d`, n)
+		}
+		lease := fmt.Sprintf(`FROM inference_leases WHERE org_id = $1 AND project_id = $%d AND month = $2`, n)
+		parts = append(parts, fmt.Sprintf(`SELECT %d, (%s),
+			(SELECT COALESCE(SUM(amount), 0) %s AND expires_at > $3 AND replica <> $4),
+			(SELECT COALESCE(SUM(amount), 0) %s AND replica = $4),
+			(SELECT COUNT(*) %s AND replica = $4)`, i, spent, lease, lease, lease))
+	}
+	rows, err := q.QueryContext(ctx, strings.Join(parts, " UNION ALL ")+" ORDER BY 1", args...)
 	if err != nil {
-		return inference.Leased{}, fmt.Errorf("budget of %s: %w", scope(org, project), err)
+		return nil, fmt.Errorf("budgets of %s: %w", scope(org, ""), err)
 	}
-	return f, nil
-}
-
-// spentSQL sums a scope's records since $3: the organisation's ($2 empty)
-// across its projects, or one project's.
-func spentSQL(project string) string {
-	q := `SELECT COALESCE(SUM(cost_usd), 0) FROM inference_usage WHERE org_id = $1 AND at >= $3`
-	if project != "" {
-		q += ` AND project_id = $2`
+	defer rows.Close()
+	out := make([]inference.Leased, len(projects))
+	for rows.Next() {
+		var (
+			i    int
+			f    inference.Leased
+			have int
+		)
+		if err := rows.Scan(&i, &f.Spent, &f.Others, &f.Mine, &have); err != nil {
+			return nil, fmt.Errorf("budgets of %s: %w", scope(org, ""), err)
+		}
+		f.Have = have > 0
+		out[i] = f
 	}
-	return q
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("budgets of %s: %w", scope(org, ""), err)
+	}
+	return out, nil
 }
 
 // LeaseStatus reads a scope's month: its spend and what the live leases
 // of every replica hold.
 func (s *Store) LeaseStatus(ctx context.Context, org, project string, month, now time.Time) (spent, held float64, err error) {
 	// No replica is named: every live lease is another's.
-	f, err := leased(ctx, s.db, org, project, month, now, "")
-	return f.Spent, f.Others, err
+	fs, err := leased(ctx, s.db, org, []string{project}, month, now, "")
+	if err != nil {
+		return 0, 0, err
+	}
+	return fs[0].Spent, fs[0].Others, nil
 }
 
 // ReturnLease takes amount off a replica's lease of a scope.
