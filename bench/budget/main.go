@@ -306,11 +306,26 @@ func (b *bench) untilRefused(key string, size int) (admitted, bursts int, err er
 	return admitted, bursts, errors.New("the budget never ran out")
 }
 
-// charged sums what the database recorded against an organisation.
+// charged sums what the database recorded against an organisation, once
+// the answered requests have all settled (a gateway records an answer
+// after its client has it whole): three reads in a row alike.
 func (b *bench) charged(ctx context.Context, orgID string) (float64, error) {
-	var c float64
-	err := b.db.QueryRowContext(ctx, `SELECT COALESCE(SUM(cost_usd), 0) FROM inference_usage WHERE org_id = $1`, orgID).Scan(&c)
-	return c, err
+	last, same := -1.0, 0
+	for deadline := time.Now().Add(10 * time.Second); same < 3; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return 0, errors.New("the spend did not settle in 10s")
+		}
+		var c float64
+		if err := b.db.QueryRowContext(ctx, `SELECT COALESCE(SUM(cost_usd), 0) FROM inference_usage WHERE org_id = $1`, orgID).Scan(&c); err != nil {
+			return 0, err
+		}
+		if c == last && c > 0 {
+			same++
+		} else {
+			last, same = c, 0
+		}
+	}
+	return last, nil
 }
 
 var mayCost = regexp.MustCompile(`may cost up to \$([0-9.]+)`)
