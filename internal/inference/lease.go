@@ -27,7 +27,7 @@ import (
 // third of it before (Service.Run); a lease unused since the last renewal
 // gives back its room, or goes once nothing in flight holds it. A replica
 // that dies renews nothing: its leases stop counting leaseTTL after its
-// last renewal and are removed by the next replica to look.
+// last renewal and are removed by another replica's next renewal.
 
 // leaseTTL is how long a lease counts without being renewed: how long a
 // dead replica's requests can hold a budget.
@@ -48,10 +48,10 @@ const (
 // project's.
 type Leases interface {
 	// Lease changes one replica's leases of an organisation's budgets at
-	// once, under a lock of the organisation's that every Lease takes:
-	// it removes the organisation's expired leases, reads each scope's
-	// figures (Leased, read together so no record falls between them) and
-	// hands them to decide, which returns what to add to each of the
+	// once, under a lock of the organisation's that every Lease takes: it
+	// reads each scope's figures (Leased, read together so no record falls
+	// between them; other replicas' leases expired at g.Now count no more)
+	// and hands them to decide, which returns what to add to each of the
 	// replica's leases; they are written with g.Expires. decide's error is
 	// returned as it is, and nothing is written.
 	Lease(ctx context.Context, g LeaseGrant, decide func([]Leased) ([]float64, error)) error

@@ -9,7 +9,7 @@
 -- amount is what the lease holds: granted, less what recorded requests
 -- released (in the transaction that records them). A lease whose
 -- expires_at has passed (its replica died) counts no more and is removed
--- by the next replica to look.
+-- by another replica's next renewal.
 
 -- +goose Up
 CREATE TABLE inference_leases (
