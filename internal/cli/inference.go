@@ -12,6 +12,7 @@ import (
 
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/client"
+	"berth.dev/berth/internal/quantity"
 )
 
 // newInferenceCmd is `berth project inference` (project true: it takes a
@@ -168,10 +169,10 @@ func inferenceTable(tw *tabwriter.Writer, st api.InferenceStatus) {
 	fmt.Fprintf(tw, "models\t%s\n", models)
 	budget := "no budget"
 	if s.BudgetUSD != nil {
-		budget = fmt.Sprintf("$%.2f a month", *s.BudgetUSD)
+		budget = quantity.USD(*s.BudgetUSD) + " a month"
 	}
 	fmt.Fprintf(tw, "budget\t%s\n", budget)
-	fmt.Fprintf(tw, "spent\t$%.4f in %s, $%.4f held by requests in flight\n", st.SpentUSD, st.Month.Format("2006-01"), st.ReservedUSD)
+	fmt.Fprintf(tw, "spent\t%s in %s, %s held by requests in flight\n", quantity.USD(st.SpentUSD), st.Month.Format("2006-01"), quantity.USD(st.ReservedUSD))
 	rate := "no limit"
 	if s.Rate != nil {
 		rate = *s.Rate

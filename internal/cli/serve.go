@@ -301,6 +301,12 @@ func serve(ctx context.Context, cfg Config, env Env) error {
 		a.sandboxes.Run(gctx, cfg.SweepInterval)
 		return nil
 	})
+	if a.inference != nil {
+		g.Go(func() error {
+			a.inference.Run(gctx) // renews the budgets' leases of replicas
+			return nil
+		})
+	}
 	g.Go(func() error {
 		<-gctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)

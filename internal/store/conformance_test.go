@@ -42,6 +42,7 @@ func runConformance(t *testing.T, open func(t *testing.T) *store.Store) {
 	t.Run("CountSandboxes", func(t *testing.T) { testCountSandboxes(t, open(t)) })
 	t.Run("ConcurrentAdmission", func(t *testing.T) { testConcurrentAdmission(t, open(t)) })
 	t.Run("Inference", func(t *testing.T) { testInference(t, open(t)) })
+	t.Run("Leases", func(t *testing.T) { testLeases(t, open(t)) })
 	t.Run("Runs", func(t *testing.T) { testRunRoundTrip(t, open(t)) })
 	t.Run("RunLogs", func(t *testing.T) { testRunLogs(t, open(t)) })
 	t.Run("Audit", func(t *testing.T) { testAudit(t, open(t)) })
