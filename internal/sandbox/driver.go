@@ -69,6 +69,11 @@ type Machine struct {
 	// a finished pod, which the sweep fails whatever its exit code (SPEC
 	// S11), where podman suspends an engineer sandbox that exited 0.
 	Final bool
+	// FinishedAt is when a stopped machine's process ended, as its runtime
+	// tells (podman's exit time; on Kubernetes when the controller saw
+	// the pod finish or go); zero when the runtime does not say. The
+	// running segment closes then, not when the gateway noticed (SPEC S8).
+	FinishedAt time.Time
 }
 
 // Expirer is the capability of a driver whose machines carry their expiry

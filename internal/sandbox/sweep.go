@@ -340,14 +340,19 @@ func (s *Service) Sweep(ctx context.Context) (SweepResult, error) {
 func (s *Service) sweepOne(ctx context.Context, sb Sandbox, m Machine, has, machine bool, res *SweepResult) error {
 	now := s.now()
 	if !now.Before(sb.ExpiresAt) && CanMove(sb.State, StateExpired) {
+		// A machine that stopped before its expiry stopped the clock then.
+		var exited time.Time
+		if machine && m.Status == MachineStopped {
+			exited = m.FinishedAt
+		}
 		if sb.Purpose == PurposeAgent {
-			_, err := s.end(ctx, "", sb, StateTerminated, "expired")
+			_, err := s.endAt(ctx, "", sb, StateTerminated, "expired", exited)
 			if err == nil {
 				res.Ended = append(res.Ended, sb.ID)
 			}
 			return err
 		}
-		_, err := s.end(ctx, "", sb, StateExpired, "expired")
+		_, err := s.endAt(ctx, "", sb, StateExpired, "expired", exited)
 		if err == nil {
 			res.Expired = append(res.Expired, sb.ID)
 		}
@@ -367,7 +372,7 @@ func (s *Service) sweepOne(ctx context.Context, sb Sandbox, m Machine, has, mach
 		case m.Detail != "":
 			reason += " (" + m.Detail + ")"
 		}
-		_, err := s.end(ctx, "", sb, StateFailed, reason)
+		_, err := s.endAt(ctx, "", sb, StateFailed, reason, m.FinishedAt)
 		if err == nil {
 			res.Failed = append(res.Failed, sb.ID)
 		}
@@ -419,21 +424,24 @@ func (s *Service) sweepOne(ctx context.Context, sb Sandbox, m Machine, has, mach
 			if m.Detail != "" {
 				reason += " (" + m.Detail + ")"
 			}
-			_, err := s.end(ctx, "", sb, StateFailed, reason)
+			_, err := s.endAt(ctx, "", sb, StateFailed, reason, m.FinishedAt)
 			if err == nil {
 				res.Failed = append(res.Failed, sb.ID)
 			}
 			return err
 		case m.Status == MachineStopped && m.ExitCode == 0 && sb.Purpose == PurposeEngineer:
 			next, _ := sb.Transition(StateSuspended)
-			next.Reason = "its process exited 0 (" + m.Detail + ")"
-			_, err := s.write(ctx, "", sb, Update{Sandbox: next, From: StateRunning, At: s.clamp(sb)})
+			next.Reason = "its process exited 0"
+			if m.Detail != "" {
+				next.Reason += " (" + m.Detail + ")"
+			}
+			_, err := s.write(ctx, "", sb, Update{Sandbox: next, From: StateRunning, At: s.stoppedAt(sb, m.FinishedAt)})
 			if err == nil {
 				res.Suspended = append(res.Suspended, sb.ID)
 			}
 			return err
 		case m.Status == MachineStopped && m.ExitCode == 0:
-			_, err := s.end(ctx, "", sb, StateTerminated, "its task finished")
+			_, err := s.endAt(ctx, "", sb, StateTerminated, "its task finished", m.FinishedAt)
 			if err == nil {
 				res.Ended = append(res.Ended, sb.ID)
 			}
@@ -443,7 +451,7 @@ func (s *Service) sweepOne(ctx context.Context, sb Sandbox, m Machine, has, mach
 			if m.Detail != "" {
 				reason += ": " + m.Detail
 			}
-			_, err := s.end(ctx, "", sb, StateFailed, reason)
+			_, err := s.endAt(ctx, "", sb, StateFailed, reason, m.FinishedAt)
 			if err == nil {
 				res.Failed = append(res.Failed, sb.ID)
 			}

@@ -168,6 +168,44 @@ func Run(t *testing.T, o Options) {
 		}
 	})
 
+	t.Run("StoppedSaysWhen", func(t *testing.T) {
+		d := o.NewDriver(t)
+		spec := Spec(o)
+		id := spec.Sandbox.ID
+		t.Cleanup(func() { _ = d.Remove(context.Background(), id) })
+		began := time.Now()
+		start(t, d, spec)
+		if m, err := d.Inspect(t.Context(), id); err != nil || !m.FinishedAt.IsZero() {
+			t.Fatalf("Inspect(running) = %+v, %v: a running machine has no exit time", m, err)
+		}
+		if err := d.Stop(t.Context(), id); err != nil {
+			t.Fatal(err)
+		}
+		// Said when known (a runtime may tell it only later), and then
+		// when it was: after the start, not after now. Kubernetes says it
+		// to the second.
+		check := func(what string, m sandbox.Machine) {
+			t.Helper()
+			if at := m.FinishedAt; !at.IsZero() && (at.Before(began.Add(-time.Second)) || at.After(time.Now().Add(time.Second))) {
+				t.Errorf("%s of a machine started at %v and stopped since: finished at %v", what, began, at)
+			}
+		}
+		m, err := d.Inspect(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check("Inspect", m)
+		ms, err := d.List(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range ms {
+			if m.ID == id {
+				check("List", m)
+			}
+		}
+	})
+
 	t.Run("Reach", func(t *testing.T) {
 		d := o.NewDriver(t)
 		r, ok := d.(sandbox.Reacher)

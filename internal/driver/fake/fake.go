@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"berth.dev/berth/internal/sandbox"
 )
@@ -18,6 +19,7 @@ import (
 type machine struct {
 	status   sandbox.MachineStatus
 	exitCode int
+	finished time.Time // when it last stopped
 	env      map[string]string
 	spec     sandbox.Sandbox
 	run      *sandbox.RunSpec
@@ -56,6 +58,7 @@ type Driver struct {
 	agent     Agent
 	leftovers []string         // what Tidy removes next
 	onStop    func(sandbox.ID) // called by Stop once the machine stopped
+	now       func() time.Time // the clock of machines' exit times
 }
 
 // SetAgent makes agent runs run a, once each, when followed.
@@ -83,7 +86,7 @@ func (d *Driver) Follow(ctx context.Context, id sandbox.ID, line func(stdout boo
 		}
 		d.mu.Lock()
 		if m.status == sandbox.MachineRunning {
-			m.status, m.exitCode = sandbox.MachineStopped, exit
+			d.stopped(m, exit)
 		}
 		m.end()
 		d.mu.Unlock()
@@ -96,9 +99,10 @@ func (d *Driver) Follow(ctx context.Context, id sandbox.ID, line func(stdout boo
 	return nil
 }
 
-// New returns an empty Driver.
+// New returns an empty Driver on the wall clock.
 func New() *Driver {
-	return &Driver{machines: map[sandbox.ID]*machine{}, failStart: map[sandbox.ID]error{}, pointed: map[sandbox.ID]map[int]string{}}
+	return &Driver{machines: map[sandbox.ID]*machine{}, failStart: map[sandbox.ID]error{}, pointed: map[sandbox.ID]map[int]string{},
+		now: time.Now}
 }
 
 var (
@@ -106,6 +110,19 @@ var (
 	_ sandbox.Reacher = (*Driver)(nil)
 	_ sandbox.Tidier  = (*Driver)(nil)
 )
+
+// SetClock makes now the clock machines' exit times are read on, as a
+// test's controlled clock.
+func (d *Driver) SetClock(now func() time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.now = now
+}
+
+// stopped marks m, running, stopped now with code. d.mu is held.
+func (d *Driver) stopped(m *machine, code int) {
+	m.status, m.exitCode, m.finished = sandbox.MachineStopped, code, d.now()
+}
 
 // Start makes the machine for spec run.
 func (d *Driver) Start(ctx context.Context, spec sandbox.Spec) error {
@@ -151,7 +168,7 @@ func (d *Driver) Stop(_ context.Context, id sandbox.ID) error {
 		return fmt.Errorf("fake: %w: %s", sandbox.ErrNotFound, id)
 	}
 	if m.status == sandbox.MachineRunning {
-		m.status, m.exitCode = sandbox.MachineStopped, 143
+		d.stopped(m, 143)
 	}
 	m.end()
 	if f := d.onStop; f != nil {
@@ -179,8 +196,8 @@ func (d *Driver) Remove(_ context.Context, id sandbox.ID) error {
 	defer d.mu.Unlock()
 	if m, ok := d.machines[id]; ok {
 		m.end()
+		delete(d.machines, id)
 	}
-	delete(d.machines, id)
 	return nil
 }
 
@@ -192,7 +209,15 @@ func (d *Driver) Inspect(_ context.Context, id sandbox.ID) (sandbox.Machine, err
 	if !ok {
 		return sandbox.Machine{}, fmt.Errorf("fake: %w: %s", sandbox.ErrNotFound, id)
 	}
-	return sandbox.Machine{ID: id, Status: m.status, ExitCode: m.exitCode}, nil
+	return m.machine(id), nil
+}
+
+func (m *machine) machine(id sandbox.ID) sandbox.Machine {
+	out := sandbox.Machine{ID: id, Status: m.status, ExitCode: m.exitCode}
+	if m.status == sandbox.MachineStopped {
+		out.FinishedAt = m.finished
+	}
+	return out
 }
 
 // List returns every machine, ordered by id.
@@ -201,18 +226,18 @@ func (d *Driver) List(context.Context) ([]sandbox.Machine, error) {
 	defer d.mu.Unlock()
 	out := make([]sandbox.Machine, 0, len(d.machines))
 	for _, id := range slices.Sorted(maps.Keys(d.machines)) {
-		m := d.machines[id]
-		out = append(out, sandbox.Machine{ID: id, Status: m.status, ExitCode: m.exitCode})
+		out = append(out, d.machines[id].machine(id))
 	}
 	return out, nil
 }
 
-// Exit makes a running machine's process end with code, as if it exited.
+// Exit makes a running machine's process end with code, as if it exited,
+// now on the driver's clock.
 func (d *Driver) Exit(id sandbox.ID, code int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if m, ok := d.machines[id]; ok {
-		m.status, m.exitCode = sandbox.MachineStopped, code
+		d.stopped(m, code)
 		m.end()
 	}
 }

@@ -333,26 +333,31 @@ func (d *Driver) Inspect(ctx context.Context, id sandbox.ID) (sandbox.Machine, e
 
 // machine reads the controller's conditions: a finished pod is final (it
 // cannot restart, SPEC S11), expired and suspended sandboxes are stopped,
-// anything else runs or is on its way.
+// anything else runs or is on its way. A stopped machine finished when
+// the condition that says so last changed: when the controller saw the
+// pod end or go (the driver reads no pods, so no container's exit time).
 func machine(id sandbox.ID, sb Sandbox) sandbox.Machine {
 	m := sandbox.Machine{ID: id, Status: sandbox.MachineRunning}
 	ready := meta.FindStatusCondition(sb.Status.Conditions, condReady)
 	finished := meta.FindStatusCondition(sb.Status.Conditions, condFinished)
 	switch {
 	case finished != nil && finished.Status == metav1.ConditionTrue:
-		m.Status, m.Final, m.Detail = sandbox.MachineStopped, true, describe(finished)
+		m.Status, m.Final, m.Detail, m.FinishedAt = sandbox.MachineStopped, true, describe(finished), finished.LastTransitionTime.Time
 		if finished.Reason != reasonPodSucceeded {
 			m.ExitCode = 1
 		}
 	case ready != nil && (ready.Reason == reasonPodSucceeded || ready.Reason == reasonPodFailed):
-		m.Status, m.Final, m.Detail = sandbox.MachineStopped, true, describe(ready)
+		m.Status, m.Final, m.Detail, m.FinishedAt = sandbox.MachineStopped, true, describe(ready), ready.LastTransitionTime.Time
 		if ready.Reason == reasonPodFailed {
 			m.ExitCode = 1
 		}
 	case ready != nil && (ready.Reason == reasonSandboxExpired || ready.Reason == reasonClaimExpired):
-		m.Status, m.Detail = sandbox.MachineStopped, "expired: the cluster stopped it at its shutdownTime"
+		m.Status, m.Detail, m.FinishedAt = sandbox.MachineStopped, "expired: the cluster stopped it at its shutdownTime", ready.LastTransitionTime.Time
 	case sb.Spec.OperatingMode == modeSuspended:
 		m.Status, m.Detail = sandbox.MachineStopped, "suspended"
+		if c := meta.FindStatusCondition(sb.Status.Conditions, condSuspended); c != nil && c.Status == metav1.ConditionTrue {
+			m.FinishedAt = c.LastTransitionTime.Time
+		}
 	}
 	return m
 }
