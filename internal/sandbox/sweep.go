@@ -63,13 +63,20 @@ func (s *Service) busy(id ID) bool {
 // then waits for the starts in flight. It sweeps once before anything else,
 // so what should have ended while the gateway was down ends now (SPEC S11).
 // Among replicas only the leader sweeps (see Replicas); the others ask
-// again at every interval, and one takes over when the leader dies.
+// again at every interval, and one takes over when the leader dies. With
+// a Watcher driver the leader also handles each machine the driver says
+// stopped or vanished at once, as the sweep would, and sweeps again when
+// the watch comes back after breaking.
 func (s *Service) Run(ctx context.Context, interval time.Duration) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	if s.driver == nil {
 		<-ctx.Done()
 		return
+	}
+	changes, lost := make(chan ID, 1024), make(chan struct{}, 1)
+	if w, ok := s.driver.(Watcher); ok {
+		wg.Go(func() { s.watch(ctx, w, changes, lost) })
 	}
 	leading := false
 	s.sweepIfLeader(ctx, &leading)
@@ -79,6 +86,12 @@ func (s *Service) Run(ctx context.Context, interval time.Duration) {
 		select {
 		case <-ctx.Done():
 			return
+		case id := <-changes:
+			if leading {
+				wg.Go(func() { s.machineChanged(ctx, id) })
+			}
+		case <-lost:
+			s.sweepIfLeader(ctx, &leading)
 		case job := <-s.starts:
 			wg.Go(func() { s.start(ctx, job.spec) })
 		case id := <-s.follows:
@@ -271,31 +284,8 @@ func (s *Service) Sweep(ctx context.Context) (SweepResult, error) {
 	keep := map[ID]bool{}
 	for _, sb := range live {
 		keep[sb.ID] = true
-		if sb.State != StateRunning && s.busy(sb.ID) {
-			// Its start is queued or under way. Once the row says running
-			// the start has written all it will, and the sandbox is the
-			// sweep's again, even if the start has not quite returned.
-			continue
-		}
-		if sb.State == StateStarting {
-			// The list may be older than a start that ended since (a fast
-			// agent run): a start writes its row before it lets go, so the
-			// row read now says what it did. Only a row still starting is
-			// a start a restart interrupted.
-			fresh, err := s.store.GetSandbox(ctx, sb.ID)
-			if err != nil && !errors.Is(err, ErrNotFound) {
-				res.Errors[sb.ID] = err
-			}
-			if err != nil || !fresh.Live() {
-				continue // ended meanwhile: whoever ended it removes its machine
-			}
-			sb = fresh
-		}
-		if s.servedElsewhere(ctx, sb) {
-			continue
-		}
 		m, has := byID[sb.ID]
-		if err := s.sweepOne(ctx, sb, m, has, has && !m.VolumeOnly, &res); err != nil && !errors.Is(err, ErrConflict) {
+		if err := s.sweepLive(ctx, sb, m, has, &res); err != nil {
 			res.Errors[sb.ID] = err
 		}
 	}
@@ -333,6 +323,41 @@ func (s *Service) Sweep(ctx context.Context) (SweepResult, error) {
 		}
 	}
 	return res, nil
+}
+
+// sweepLive is the sweep's handling of one live sandbox, given what the
+// driver holds for it (m; has false when nothing): the sweep's for every
+// live sandbox, and the service's for one whose machine the driver says
+// changed (Watcher) or a tunnel found stopped (sweepSandbox). A start in
+// flight and what another replica serves are left alone.
+func (s *Service) sweepLive(ctx context.Context, sb Sandbox, m Machine, has bool, res *SweepResult) error {
+	if sb.State != StateRunning && s.busy(sb.ID) {
+		// Its start is queued or under way. Once the row says running
+		// the start has written all it will, and the sandbox is the
+		// sweep's again, even if the start has not quite returned.
+		return nil
+	}
+	if sb.State == StateStarting {
+		// The list may be older than a start that ended since (a fast
+		// agent run): a start writes its row before it lets go, so the
+		// row read now says what it did. Only a row still starting is
+		// a start a restart interrupted.
+		fresh, err := s.store.GetSandbox(ctx, sb.ID)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		if err != nil || !fresh.Live() {
+			return nil // ended meanwhile: whoever ended it removes its machine
+		}
+		sb = fresh
+	}
+	if s.servedElsewhere(ctx, sb) {
+		return nil
+	}
+	if err := s.sweepOne(ctx, sb, m, has, has && !m.VolumeOnly, res); err != nil && !errors.Is(err, ErrConflict) {
+		return err
+	}
+	return nil
 }
 
 // sweepOne handles one live sandbox. has says the driver holds anything

@@ -6,6 +6,7 @@ package fake
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -59,6 +60,14 @@ type Driver struct {
 	leftovers []string         // what Tidy removes next
 	onStop    func(sandbox.ID) // called by Stop once the machine stopped
 	now       func() time.Time // the clock of machines' exit times
+	watchers  map[*watcher]bool
+	broken    chan struct{} // while not nil, watches fail (BreakWatch)
+}
+
+// watcher is one Watch under way: the machines that changed, in order.
+type watcher struct {
+	changed chan sandbox.ID
+	broke   chan struct{}
 }
 
 // SetAgent makes agent runs run a, once each, when followed.
@@ -86,7 +95,7 @@ func (d *Driver) Follow(ctx context.Context, id sandbox.ID, line func(stdout boo
 		}
 		d.mu.Lock()
 		if m.status == sandbox.MachineRunning {
-			d.stopped(m, exit)
+			d.stopped(id, m, exit)
 		}
 		m.end()
 		d.mu.Unlock()
@@ -102,13 +111,14 @@ func (d *Driver) Follow(ctx context.Context, id sandbox.ID, line func(stdout boo
 // New returns an empty Driver on the wall clock.
 func New() *Driver {
 	return &Driver{machines: map[sandbox.ID]*machine{}, failStart: map[sandbox.ID]error{}, pointed: map[sandbox.ID]map[int]string{},
-		now: time.Now}
+		now: time.Now, watchers: map[*watcher]bool{}}
 }
 
 var (
 	_ sandbox.Driver  = (*Driver)(nil)
 	_ sandbox.Reacher = (*Driver)(nil)
 	_ sandbox.Tidier  = (*Driver)(nil)
+	_ sandbox.Watcher = (*Driver)(nil)
 )
 
 // SetClock makes now the clock machines' exit times are read on, as a
@@ -119,9 +129,72 @@ func (d *Driver) SetClock(now func() time.Time) {
 	d.now = now
 }
 
-// stopped marks m, running, stopped now with code. d.mu is held.
-func (d *Driver) stopped(m *machine, code int) {
+// stopped marks m, running, stopped now with code, and tells the watches.
+// d.mu is held.
+func (d *Driver) stopped(id sandbox.ID, m *machine, code int) {
 	m.status, m.exitCode, m.finished = sandbox.MachineStopped, code, d.now()
+	d.tell(id)
+}
+
+// tell passes a machine's change to every watch; a watch that cannot
+// keep up misses it, as a real one can. d.mu is held.
+func (d *Driver) tell(id sandbox.ID) {
+	for w := range d.watchers {
+		select {
+		case w.changed <- id:
+		default:
+		}
+	}
+}
+
+// Watch tells changed of every machine that stops (Stop, Exit, an agent
+// run's end) or goes (Remove, Vanish) until ctx is done, or until
+// BreakWatch breaks it.
+func (d *Driver) Watch(ctx context.Context, changed func(sandbox.ID)) error {
+	w := &watcher{changed: make(chan sandbox.ID, 1024), broke: make(chan struct{})}
+	d.mu.Lock()
+	if d.broken != nil {
+		d.mu.Unlock()
+		return errors.New("fake: the watch is broken")
+	}
+	d.watchers[w] = true
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		delete(d.watchers, w)
+		d.mu.Unlock()
+	}()
+	for {
+		select {
+		case id := <-w.changed:
+			changed(id)
+		case <-w.broke:
+			return errors.New("fake: the watch broke")
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// BreakWatch ends every watch with an error, and fails every watch
+// started until release is called: what changes meanwhile is told to
+// nobody, as a real watch misses what happens while it is down.
+func (d *Driver) BreakWatch() (release func()) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.broken = make(chan struct{})
+	for w := range d.watchers {
+		close(w.broke)
+		delete(d.watchers, w)
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			d.mu.Lock()
+			d.broken = nil
+			d.mu.Unlock()
+		})
+	}
 }
 
 // Start makes the machine for spec run.
@@ -168,7 +241,7 @@ func (d *Driver) Stop(_ context.Context, id sandbox.ID) error {
 		return fmt.Errorf("fake: %w: %s", sandbox.ErrNotFound, id)
 	}
 	if m.status == sandbox.MachineRunning {
-		d.stopped(m, 143)
+		d.stopped(id, m, 143)
 	}
 	m.end()
 	if f := d.onStop; f != nil {
@@ -197,6 +270,7 @@ func (d *Driver) Remove(_ context.Context, id sandbox.ID) error {
 	if m, ok := d.machines[id]; ok {
 		m.end()
 		delete(d.machines, id)
+		d.tell(id)
 	}
 	return nil
 }
@@ -237,7 +311,7 @@ func (d *Driver) Exit(id sandbox.ID, code int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if m, ok := d.machines[id]; ok {
-		d.stopped(m, code)
+		d.stopped(id, m, code)
 		m.end()
 	}
 }
