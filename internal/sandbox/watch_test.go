@@ -1,6 +1,7 @@
 package sandbox_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -72,4 +73,36 @@ func TestABrokenWatchIsCaughtUpBySweeping(t *testing.T) {
 	e.drv.Exit(sb.ID, 137)
 	release()
 	e.within(t, sb.ID, sandbox.StateFailed, 5*time.Second)
+}
+
+// TestATunnelToAStoppedMachineSaysSo: a machine that stopped behind the
+// gateway's back while nothing watched (here: the service's background
+// work is stopped) is found by the tunnel, handled then as the sweep
+// would, and the refusal is the sandbox's new state in berth's words, not
+// the driver's.
+func TestATunnelToAStoppedMachineSaysSo(t *testing.T) {
+	e := newEnv(t)
+	stop := e.run(t)
+	crash, clean := e.engineer(t, e.alice, "crash"), e.engineer(t, e.alice, "clean")
+	e.waitState(t, crash.ID, sandbox.StateRunning)
+	e.waitState(t, clean.ID, sandbox.StateRunning)
+	stop()
+	e.drv.Exit(crash.ID, 137)
+	e.drv.Exit(clean.ID, 0)
+	for _, tt := range []struct {
+		sb    sandbox.Sandbox
+		state sandbox.State
+		words string
+	}{
+		{crash, sandbox.StateFailed, "sandbox crash is failed (its process exited 137); a failed sandbox is over"},
+		{clean, sandbox.StateSuspended, "sandbox clean is suspended (its process exited 0); resume it first (berth sandbox resume clean)"},
+	} {
+		_, err := e.svc.Connect(t.Context(), e.alice, tt.sb.Name, 2222)
+		if !errors.Is(err, sandbox.ErrConflict) || !strings.Contains(err.Error(), tt.words) || strings.Contains(err.Error(), "fake") {
+			t.Errorf("tunnel to %s: %v, want a conflict saying %q", tt.sb.Name, err, tt.words)
+		}
+		if got, _ := e.st.GetSandbox(t.Context(), tt.sb.ID); got.State != tt.state {
+			t.Errorf("%s after the tunnel found it stopped: %s, want %s", tt.sb.Name, got.State, tt.state)
+		}
+	}
 }
