@@ -138,7 +138,8 @@ var settingsHelp = `Settings (environment variables, read once at start-up):
                                     and stays on the gateway); unset: no models
   BERTH_USAGE_RETENTION             how long ended sandboxes and their usage are kept, and so
                                     how far back usage reports reach (default 90d)
-  BERTH_SWEEP_INTERVAL              how often the sweep runs (default 30s)`
+  BERTH_SWEEP_INTERVAL              how often the sweep runs (default 30s); a machine that stops
+                                    by itself is noticed at once, from the runtime's events`
 
 // LoadConfig reads the settings through getenv, applies defaults and
 // validates them, reporting every problem at once.

@@ -28,7 +28,9 @@ core-seconds (running seconds by the sandbox's cores).
 A sandbox counts whole in the window it was created in: all its running
 time, however long ago it was suspended or resumed. Running time stops the
 moment a sandbox is suspended, ends or expires, never runs past its
-expiry, and runs on while the gateway is down (up to the expiry).
+expiry, and runs on while the gateway is down (up to the expiry) unless
+its machine stopped: then it stops when the machine did, as its runtime
+tells it.
 
 --since reaches back no further than BERTH_USAGE_RETENTION (default 90d),
 after which ended sandboxes are deleted.

@@ -152,6 +152,14 @@ func TestTunnelRefusals(t *testing.T) {
 	_, err = w.owner.Tunnel(ctx, sb.ID, 2222)
 	check("a suspended sandbox", err, http.StatusConflict, api.CodeConflict, "resume it first (berth sandbox resume dev)")
 
+	// A machine that died behind the gateway's back: the sandbox says so,
+	// in berth's words (not the driver's), whether the driver's watch or
+	// the tunnel found it first.
+	crashed := w.reachable(t, "crashed")
+	w.drv.Exit(sandbox.ID(crashed.ID), 137)
+	_, err = w.owner.Tunnel(ctx, crashed.ID, 2222)
+	check("a sandbox whose process died", err, http.StatusConflict, api.CodeConflict, "sandbox crashed is failed (its process exited 137); a failed sandbox is over")
+
 	resp, err := http.Get(w.url + "/sandbox/v1/dev/tcp/ssh")
 	if err != nil {
 		t.Fatal(err)
