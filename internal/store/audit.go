@@ -14,7 +14,7 @@ var _ audit.Recorder = (*Store)(nil)
 
 // Record appends an audit event.
 func (s *Store) Record(ctx context.Context, e audit.Event) error {
-	return insertAudit(ctx, s.db, e)
+	return s.autocommit(ctx, patient, func(q queryer) error { return insertAudit(ctx, q, e) })
 }
 
 // insertAudit appends e through db, the database or a transaction whose

@@ -71,7 +71,7 @@ func (s *Store) GetClass(ctx context.Context, org, name string) (sandbox.Class, 
 // does not exist is sandbox.ErrNotFound.
 func (s *Store) PutClasses(ctx context.Context, org string, classes []sandbox.Class) ([]string, error) {
 	var created []string
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, bounded, func(tx *sql.Tx) error {
 		created = nil
 		// What was created is read before the upserts write it.
 		if err := s.serialize(ctx, tx, "classes:"+org); err != nil {
@@ -140,7 +140,7 @@ func upsertClass(ctx context.Context, tx *sql.Tx, org string, c sandbox.Class) e
 // DeleteClass removes one of an organisation's classes; one it does not
 // have is sandbox.ErrNotFound. Sandboxes made from it keep their copy.
 func (s *Store) DeleteClass(ctx context.Context, org, name string) error {
-	res, err := s.db.ExecContext(ctx, `DELETE FROM classes WHERE org_id = $1 AND name = $2`, org, name)
+	res, err := s.exec(ctx, bounded, `DELETE FROM classes WHERE org_id = $1 AND name = $2`, org, name)
 	if err != nil {
 		return fmt.Errorf("delete class %s: %w", name, err)
 	}

@@ -48,7 +48,7 @@ func (s *Store) PutGuardrail(ctx context.Context, org, project string, g guardra
 	if err != nil {
 		return fmt.Errorf("put guardrail of %s: allowed_repos: %w", scope(org, project), err)
 	}
-	_, err = s.db.ExecContext(ctx, `
+	_, err = s.exec(ctx, bounded, `
 		INSERT INTO guardrails (org_id, project_id, max_sandboxes, max_sandbox_memory, max_sandbox_cpu, max_sandbox_ttl, allowed_repos)
 		VALUES ($1, $2, $3, $4, $5, $6, $7)
 		ON CONFLICT (org_id, project_id) DO UPDATE SET

@@ -52,7 +52,7 @@ func (p prefixed) Scan(dest ...any) error { return p.rows.Scan(append([]any{p.fi
 
 // AddBootstrap keeps a bootstrap token's hash.
 func (s *Store) AddBootstrap(ctx context.Context, t sandbox.BootstrapToken) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO bootstrap_tokens (hash, sandbox_id, created_at, expires_at) VALUES ($1, $2, $3, $4)`,
+	_, err := s.exec(ctx, patient, `INSERT INTO bootstrap_tokens (hash, sandbox_id, created_at, expires_at) VALUES ($1, $2, $3, $4)`,
 		t.Hash, string(t.Sandbox), timeArg(t.CreatedAt), timeArg(t.ExpiresAt))
 	switch constraintOf(err) {
 	case foreignKeyConstraint:
@@ -71,10 +71,12 @@ func (s *Store) AddBootstrap(ctx context.Context, t sandbox.BootstrapToken) erro
 // replicas) cannot both win.
 func (s *Store) UseBootstrap(ctx context.Context, hash string, at time.Time) (sandbox.ID, error) {
 	var id string
-	err := s.db.QueryRowContext(ctx, `
-		UPDATE bootstrap_tokens SET used_at = $1
-		WHERE hash = $2 AND used_at IS NULL AND expires_at > $1
-		RETURNING sandbox_id`, timeArg(at), hash).Scan(&id)
+	err := s.autocommit(ctx, patient, func(q queryer) error {
+		return q.QueryRowContext(ctx, `
+			UPDATE bootstrap_tokens SET used_at = $1
+			WHERE hash = $2 AND used_at IS NULL AND expires_at > $1
+			RETURNING sandbox_id`, timeArg(at), hash).Scan(&id)
+	})
 	switch {
 	case notFound(err):
 		return "", fmt.Errorf("bootstrap token: %w", sandbox.ErrNotFound)
