@@ -44,16 +44,19 @@ func newStalled(t *testing.T) stalled {
 	return stalled{st: st, path: path, fx: fx, sb: sb, key: key}
 }
 
+// stallCase is a write and how to tell it was written.
+type stallCase struct {
+	name    string
+	write   func(ctx context.Context, s stalled) error
+	written func(ctx context.Context, s stalled) bool
+}
+
 // TestBoundedWritesAreBusyUnderAStall: a write that starts something new,
 // stalled past its wait, is overload.ErrBusy (the gateway's 503) and has
 // written nothing; before, it waited SQLite's 10 s busy timeout and came
 // back as SQLITE_BUSY, a 500.
 func TestBoundedWritesAreBusyUnderAStall(t *testing.T) {
-	tests := []struct {
-		name    string
-		write   func(ctx context.Context, s stalled) error
-		written func(ctx context.Context, s stalled) bool
-	}{
+	tests := []stallCase{
 		{"create a sandbox",
 			func(ctx context.Context, s stalled) error {
 				sb, key := newSandbox(s.fx, s.fx.ann, "new", t0)
@@ -105,11 +108,7 @@ func TestBoundedWritesAreBusyUnderAStall(t *testing.T) {
 // stall ends. Before, it failed with SQLITE_BUSY after the busy timeout
 // and the change was lost (the service logged it and went on).
 func TestStateWritesWaitOutAStall(t *testing.T) {
-	tests := []struct {
-		name    string
-		write   func(ctx context.Context, s stalled) error
-		written func(ctx context.Context, s stalled) bool
-	}{
+	tests := []stallCase{
 		{"a state change",
 			func(ctx context.Context, s stalled) error {
 				next := s.sb
