@@ -17,17 +17,11 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"database/sql"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"net/http"
-	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -37,9 +31,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
-
+	"berth.dev/berth/bench/internal/scratch"
 	"berth.dev/berth/bench/internal/stats"
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/client"
@@ -125,7 +117,7 @@ func run(o options) error {
 	res := map[key][]point{}
 	var loads []float64 // the 1-minute load after each point
 	for r := range o.runs {
-		fmt.Fprintf(os.Stderr, "run %d/%d, load %s\n", r+1, o.runs, loadavg())
+		fmt.Fprintf(os.Stderr, "run %d/%d, load %s\n", r+1, o.runs, scratch.LoadAvg())
 		order := slices.Clone(builds)
 		if r%2 == 1 {
 			// Alternate so drift in the machine's load touches both alike.
@@ -142,11 +134,11 @@ func run(o options) error {
 					}
 					k := key{db, b, n}
 					res[k] = append(res[k], p)
-					if l, err := strconv.ParseFloat(strings.Fields(loadavg() + " ")[0], 64); err == nil {
+					if l, err := strconv.ParseFloat(strings.Fields(scratch.LoadAvg() + " ")[0], 64); err == nil {
 						loads = append(loads, l)
 					}
 					fmt.Fprintf(os.Stderr, "  %-10s %-6s %3d clients: %7.1f creates/s, p50 %7.1f ms, p99 %7.1f ms, worst %7.1f ms%s, load %s\n",
-						db, b, n, p.rate, ms(p.p50), ms(p.p99), ms(p.max), statusText(p.status), loadavg())
+						db, b, n, p.rate, ms(p.p50), ms(p.p99), ms(p.max), statusText(p.status), scratch.LoadAvg())
 				}
 			}
 		}
@@ -258,19 +250,6 @@ func statusText(s map[int]int) string {
 	return ", not created: " + strings.Join(parts, " ")
 }
 
-// loadavg is the machine's load over 1, 5 and 15 minutes.
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
-}
-
 // measure starts the point's gateways on a fresh database, makes creates
 // sandboxes with n clients spread over them, and stops them.
 func measure(bin, classes, db, pgURL string, n, creates int) (point, error) {
@@ -281,27 +260,28 @@ func measure(bin, classes, db, pgURL string, n, creates int) (point, error) {
 	defer os.RemoveAll(dir)
 	dbURL := filepath.Join(dir, "berth.db")
 	if db != "sqlite" {
-		u, drop, err := schema(pgURL)
+		u, _, drop, err := scratch.Schema(context.Background(), pgURL, "bench_load_")
 		if err != nil {
 			return point{}, err
 		}
 		defer drop()
 		dbURL = u
 	}
-	var gws []*gateway
+	var gws []*scratch.Gateway
 	defer func() {
 		for _, g := range gws {
-			g.stop()
+			g.Stop()
 		}
 	}()
 	for i := range replicasOf[db] {
-		g, err := startGateway(bin, classes, filepath.Join(dir, strconv.Itoa(i)), dbURL)
+		g, err := scratch.Start(bin, filepath.Join(dir, strconv.Itoa(i)), dbURL,
+			"BERTH_SANDBOX_DRIVER=fake", "BERTH_SANDBOXES_FILE="+classes, "BERTH_LOG_LEVEL=warn")
 		if err != nil {
 			return point{}, err
 		}
 		gws = append(gws, g)
 	}
-	key, err := gws[0].bootstrap()
+	key, err := gws[0].Bootstrap()
 	if err != nil {
 		return point{}, err
 	}
@@ -317,7 +297,7 @@ func measure(bin, classes, db, pgURL string, n, creates int) (point, error) {
 	)
 	began := time.Now()
 	for c := range n {
-		cl := client.New(gws[c%len(gws)].url, key, hc)
+		cl := client.New(gws[c%len(gws)].URL, key, hc)
 		wg.Go(func() {
 			for {
 				i := next.Add(1) - 1
@@ -351,9 +331,9 @@ func measure(bin, classes, db, pgURL string, n, creates int) (point, error) {
 		return point{}, fmt.Errorf("no create succeeded: %v", status)
 	}
 	for _, g := range gws {
-		log := g.output()
+		log := g.Output()
 		if n := strings.Count(log, `"level":"ERROR"`); n > 0 {
-			fmt.Fprintf(os.Stderr, "  (gateway %s logged %d errors; first: %s)\n", g.url, n, firstError(log))
+			fmt.Fprintf(os.Stderr, "  (gateway %s logged %d errors; first: %s)\n", g.URL, n, firstError(log))
 		}
 	}
 	return point{rate: float64(len(done)) / took.Seconds(), p50: stats.Percentile(done, 50), p99: stats.Percentile(done, 99),
@@ -367,136 +347,6 @@ func firstError(log string) string {
 		}
 	}
 	return ""
-}
-
-// gateway is one `berth serve` process.
-type gateway struct {
-	url string
-	env []string
-	bin string
-	cmd *exec.Cmd
-	log string // the file of its output
-}
-
-// output is what the gateway printed so far.
-func (g *gateway) output() string {
-	b, _ := os.ReadFile(g.log)
-	return string(b)
-}
-
-func startGateway(bin, classes, dir, dbURL string) (*gateway, error) {
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, err
-	}
-	g := &gateway{url: "http://127.0.0.1:" + port, bin: bin, log: filepath.Join(dir, "serve.log")}
-	out, err := os.Create(g.log)
-	if err != nil {
-		return nil, err
-	}
-	defer out.Close() // the process has its own copy
-	g.env = append(os.Environ(),
-		"HOME="+dir,
-		"BERTH_DATA_DIR="+filepath.Join(dir, "data"),
-		"BERTH_DATABASE_URL="+dbURL,
-		"BERTH_ADDR=127.0.0.1:"+port,
-		"BERTH_URL="+g.url,
-		"BERTH_SANDBOX_DRIVER=fake",
-		"BERTH_SANDBOXES_FILE="+classes,
-		"BERTH_LOG_LEVEL=warn",
-	)
-	g.cmd = exec.Command(bin, "serve")
-	g.cmd.Env = g.env
-	g.cmd.Stdout, g.cmd.Stderr = out, out
-	if err := g.cmd.Start(); err != nil {
-		return nil, err
-	}
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		resp, err := http.Get(g.url + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return g, nil
-			}
-		}
-		if g.cmd.ProcessState != nil {
-			break
-		}
-	}
-	g.stop()
-	return nil, fmt.Errorf("gateway on %s did not answer: %s", g.url, g.output())
-}
-
-func (g *gateway) stop() {
-	_ = g.cmd.Process.Signal(os.Interrupt)
-	done := make(chan struct{})
-	go func() { _ = g.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		_ = g.cmd.Process.Kill()
-		<-done
-	}
-}
-
-// bootstrap makes the first organisation and its operator and returns the
-// operator's key.
-func (g *gateway) bootstrap() (string, error) {
-	cmd := exec.Command(g.bin, "admin", "bootstrap", "-o", "json")
-	cmd.Env = g.env
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("bootstrap: %w", err)
-	}
-	var b api.Bootstrap
-	if err := json.Unmarshal(out, &b); err != nil {
-		return "", fmt.Errorf("bootstrap: %w: %s", err, out)
-	}
-	return b.Key.Secret, nil
-}
-
-// schema makes a schema of its own in the database pgURL names and returns
-// a URL whose search_path is it, and a function that drops it.
-func schema(pgURL string) (string, func(), error) {
-	cfg, err := pgx.ParseConfig(pgURL)
-	if err != nil {
-		return "", nil, err
-	}
-	db := stdlib.OpenDB(*cfg)
-	name := "load_" + strings.ToLower(rand.Text()[:12])
-	if _, err := db.Exec(`CREATE SCHEMA ` + name); err != nil {
-		db.Close()
-		return "", nil, fmt.Errorf("create schema: %w", err)
-	}
-	u, err := url.Parse(pgURL)
-	if err != nil {
-		db.Close()
-		return "", nil, err
-	}
-	q := u.Query()
-	q.Set("search_path", name)
-	u.RawQuery = q.Encode()
-	return u.String(), func() { dropSchema(db, name) }, nil
-}
-
-func dropSchema(db *sql.DB, name string) {
-	defer db.Close()
-	if _, err := db.Exec(`DROP SCHEMA ` + name + ` CASCADE`); err != nil {
-		fmt.Fprintf(os.Stderr, "bench: drop schema %s: %v\n", name, err)
-	}
-}
-
-func freePort() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	_, port, err := net.SplitHostPort(l.Addr().String())
-	return port, err
 }
 
 // sshKey is the sandboxes' public key; the fake driver never uses it.
