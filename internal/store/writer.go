@@ -24,7 +24,10 @@ import (
 // and throughput fell as clients grew. So the gateway serialises its own
 // writes: one writer at a time in the order they asked (queue), each
 // handed the turn by the one before it, and SQLite's lock is only ever
-// contested by another process (an admin command on the same file).
+// contested by another process (an admin command on the same file). A
+// pool of one connection for writes would serialise them too, but
+// database/sql hands a freed connection to a waiter at random and bounds
+// no wait but the context's.
 //
 // How long a write waits for its turn depends on what it is (turn).
 // PostgreSQL has no queue: it waits on its own row and advisory locks,
