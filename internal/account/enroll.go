@@ -102,7 +102,11 @@ func (s *Service) Redeem(ctx context.Context, token, keyName, from string) (Enro
 		keyName = "enrolled"
 	}
 	k, keySecret := NewKey(u.ID, keyName, now)
-	err = s.store.RedeemInvitation(ctx, inv.ID, now, from, k)
+	err = s.store.RedeemInvitation(ctx, inv.ID, now, from, k,
+		audit.Event{At: now, Org: u.Org, Actor: u.ID, Action: audit.InvitationRedeem, Target: inv.ID,
+			Detail: fmt.Sprintf("used from %s for %s's key %s", from, u.Name, k.ID)},
+		audit.Event{At: now, Org: u.Org, Actor: u.ID, Action: audit.KeyCreate, Target: k.ID,
+			Detail: keyDetail(u, k) + ", by invitation " + inv.ID})
 	if errors.Is(err, ErrConflict) {
 		// Something came first: another use, a newer invitation, or a key.
 		if again, gerr := s.store.GetInvitation(ctx, inv.ID); gerr == nil {
@@ -118,10 +122,6 @@ func (s *Service) Redeem(ctx context.Context, token, keyName, from string) (Enro
 		return Enrollment{}, fmt.Errorf("redeem invitation: %w", err)
 	}
 	inv.RedeemedAt, inv.RedeemedFrom, inv.Key = now, from, k.ID
-	s.record(ctx, audit.Event{Org: u.Org, Actor: u.ID, Action: audit.InvitationRedeem, Target: inv.ID,
-		Detail: fmt.Sprintf("used from %s for %s's key %s", from, u.Name, k.ID)})
-	s.record(ctx, audit.Event{Org: u.Org, Actor: u.ID, Action: audit.KeyCreate, Target: k.ID,
-		Detail: keyDetail(u, k) + ", by invitation " + inv.ID})
 	org, err := s.store.GetOrganisation(ctx, u.Org)
 	if err != nil {
 		return Enrollment{}, fmt.Errorf("redeem invitation: %w", err)

@@ -112,7 +112,7 @@ func (s *Service) resume(ctx context.Context, p account.Principal, ref string) (
 		}
 		spec = Spec{Sandbox: next, Replace: true}
 		if !next.FromPool { // a pool's machine fetches it (Bootstrap)
-			if spec.Env, err = s.environment(ctx, next, secret, token, ""); err != nil {
+			if spec.Env, err = s.environment(ctx, next, secret, token); err != nil {
 				return Sandbox{}, err
 			}
 		}
@@ -231,9 +231,9 @@ func (s *Service) end(ctx context.Context, actor string, sb Sandbox, to State, r
 	if s.driver == nil {
 		return out, nil
 	}
-	if !next.Live() || (to == StateFailed && sb.neverRan()) {
+	if !next.Live() {
 		// Gone for good, or failed before it ever ran: its volume holds
-		// nothing worth keeping.
+		// nothing worth keeping (Sandbox.HoldsVolume).
 		err = s.driver.Remove(ctx, sb.ID)
 	} else if err = s.driver.Stop(ctx, sb.ID); errors.Is(err, ErrNotFound) {
 		err = nil

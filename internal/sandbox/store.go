@@ -22,13 +22,15 @@ type Store interface {
 	// counts the live sandboxes of sb's organisation and project and hands
 	// the counts to admit; an error from admit aborts the insert. Admission
 	// is race-free: concurrent creates are serialised (SPEC S7). A live
-	// sandbox of the same owner and name is ErrConflict.
-	CreateSandbox(ctx context.Context, sb Sandbox, key account.Key, admit func(Live) error) error
+	// sandbox of the same owner and name is ErrConflict. events are what
+	// the create records (SPEC S17), committed with it.
+	CreateSandbox(ctx context.Context, sb Sandbox, key account.Key, admit func(Live) error, events ...audit.Event) error
 	GetSandbox(ctx context.Context, id ID) (Sandbox, error)
 	ListSandboxes(ctx context.Context, f Filter) ([]Sandbox, error)
 	// UpdateSandbox writes u.Sandbox if the row is still in state u.From,
 	// else ErrConflict; in the same transaction it opens or closes the
-	// running segment and revokes or replaces the sandbox's key.
+	// running segment, revokes or replaces the sandbox's key, and records
+	// u.Audit.
 	UpdateSandbox(ctx context.Context, u Update) error
 	// SaveActivity moves the sandbox's ActiveAt forward to at (never back:
 	// replicas save what they saw in any order). A sandbox that is gone

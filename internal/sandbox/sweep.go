@@ -46,6 +46,9 @@ func (s *Service) done(id ID) {
 	s.mu.Lock()
 	release, ok := s.inflight[id]
 	delete(s.inflight, id)
+	if ok {
+		s.startEnded()
+	}
 	s.mu.Unlock()
 	if ok {
 		release()
@@ -63,7 +66,8 @@ func (s *Service) busy(id ID) bool {
 // then waits for the starts in flight. It sweeps once before anything else,
 // so what should have ended while the gateway was down ends now (SPEC S11).
 // Among replicas only the leader sweeps (see Replicas); the others ask
-// again at every interval, and one takes over when the leader dies.
+// again at every interval, and one takes over when the leader dies. After
+// Shutdown it only starts what is queued.
 func (s *Service) Run(ctx context.Context, interval time.Duration) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -75,19 +79,24 @@ func (s *Service) Run(ctx context.Context, interval time.Duration) {
 	s.sweepIfLeader(ctx, &leading)
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	stopping, tick, follows := s.stopping, t.C, s.follows
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-stopping:
+			// Shutdown: no sweep, no run followed again; the starts
+			// queued and under way go on until ctx ends.
+			stopping, tick, follows = nil, nil, nil
 		case job := <-s.starts:
 			wg.Go(func() { s.start(ctx, job.spec) })
-		case id := <-s.follows:
+		case id := <-follows:
 			wg.Go(func() {
 				if sb, err := s.store.GetSandbox(ctx, id); err == nil && sb.State == StateRunning {
 					s.follow(ctx, sb, "")
 				}
 			})
-		case <-t.C:
+		case <-tick:
 			s.saveAllActivity(ctx)
 			s.sweepIfLeader(ctx, &leading)
 		}
@@ -121,22 +130,24 @@ func (s *Service) start(ctx context.Context, spec Spec) {
 	if s.agentRun(spec.Sandbox) && spec.Env != nil {
 		if err := s.prepareRun(ctx, &spec); err != nil {
 			s.log.WarnContext(ctx, "agent run not prepared", "sandbox", id, "err", err)
-			s.startFailed(ctx, spec, err.Error())
+			s.startFailed(ctx, spec, "its run could not be prepared: "+err.Error())
 			return
 		}
 	}
 	err := s.driver.Start(ctx, spec)
 	if ctx.Err() != nil {
-		// The gateway is stopping; the start-up sweep finishes this one.
+		// The gateway stopped without waiting; the start-up sweep
+		// finishes this one.
 		return
 	}
 	if err != nil {
 		s.log.WarnContext(ctx, "sandbox did not start", "sandbox", id, "err", err)
+		reason := startReason(err)
 		if spec.Run != nil {
 			removePrompt(spec.Sandbox, spec.Run.Work)
-			s.finishUnstarted(ctx, spec.Sandbox, "start: "+err.Error())
+			s.finishUnstarted(ctx, spec.Sandbox, reason)
 		}
-		s.startFailed(ctx, spec, "start: "+err.Error())
+		s.startFailed(ctx, spec, reason)
 		return
 	}
 	sb, err := s.store.GetSandbox(ctx, id)
@@ -289,6 +300,11 @@ func (s *Service) Sweep(ctx context.Context) (SweepResult, error) {
 			if err != nil || !fresh.Live() {
 				continue // ended meanwhile: whoever ended it removes its machine
 			}
+			if fresh.State != StateStarting {
+				// Its start ended after the machines were listed, which
+				// may not show the machine it made: the next sweep looks.
+				continue
+			}
 			sb = fresh
 		}
 		if s.servedElsewhere(ctx, sb) {
@@ -386,18 +402,16 @@ func (s *Service) sweepOne(ctx context.Context, sb Sandbox, m Machine, has, mach
 	}
 	switch sb.State {
 	case StateStarting:
-		if machine {
-			// A restart interrupted the start (a create the killed gateway
-			// left half done, or the wait for readiness): start it again.
+		// A stop interrupted the start: nobody holds it (servedElsewhere).
+		if machine && m.Status == MachineRunning {
+			// Its machine was made and runs, with the key it was given:
+			// wait for it to be ready again.
 			s.enqueue(ctx, Spec{Sandbox: sb})
-			res.Resumed = append(res.Resumed, sb.ID)
-			return nil
+		} else if err := s.finishStart(ctx, sb); err != nil {
+			return s.failUnfinished(ctx, sb, err, res)
 		}
-		_, err := s.end(ctx, "", sb, StateFailed, "its start was interrupted (the gateway stopped)")
-		if err == nil {
-			res.Failed = append(res.Failed, sb.ID)
-		}
-		return err
+		res.Resumed = append(res.Resumed, sb.ID)
+		return nil
 	case StateRunning:
 		switch {
 		case machine && m.Status == MachineRunning && s.idle(sb, now) && !s.heldElsewhere(ctx, sb.ID):
@@ -450,16 +464,10 @@ func (s *Service) sweepOne(ctx context.Context, sb Sandbox, m Machine, has, mach
 			return err
 		}
 	case StateSuspended, StateExpired, StateFailed:
-		// Such a machine must not run. A create that a crash left behind
-		// can finish after its row failed: remove what never ran, stop
-		// what holds work.
-		switch {
-		case has && sb.State == StateFailed && sb.neverRan():
-			if err := s.driver.Remove(ctx, sb.ID); err != nil {
-				return err
-			}
-			res.Removed = append(res.Removed, sb.ID)
-		case has && m.Status == MachineRunning:
+		// Such a machine must not run: stop what holds work. (A failed
+		// sandbox that never ran is not live; the reconciler below removes
+		// whatever a crash left of it.)
+		if has && m.Status == MachineRunning {
 			if err := s.driver.Stop(ctx, sb.ID); err != nil && !errors.Is(err, ErrNotFound) {
 				return err
 			}

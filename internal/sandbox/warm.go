@@ -113,24 +113,25 @@ func (s *Service) bootstrap(ctx context.Context, token string) (map[string]strin
 				return Sandbox{}, fmt.Errorf("repository %s: %w", next.Repo, err)
 			}
 		}
-		if env, err = s.environment(ctx, next, secret, tok, ""); err != nil {
+		if env, err = s.environment(ctx, next, secret, tok); err != nil {
 			return Sandbox{}, err
 		}
-		// Not s.write: the state stays, only the key changes.
-		if err := s.store.UpdateSandbox(ctx, Update{Sandbox: next, From: sb.State, At: now, NewKey: &key}); err != nil {
-			if errors.Is(err, ErrConflict) {
-				return Sandbox{}, fmt.Errorf("%w: %w", errMoved, err)
-			}
-			return Sandbox{}, err
-		}
-		base := audit.Event{At: now, Org: sb.Org, Sandbox: string(sb.ID)}
+		// Not s.write: the state stays, only the key changes; its events
+		// are committed with it.
+		u := Update{Sandbox: next, From: sb.State, At: now, NewKey: &key}
 		for _, e := range []audit.Event{
 			{Action: audit.KeyRevoke, Target: sb.KeyID, Detail: "the key of sandbox " + sb.Name + ", replaced at bootstrap"},
 			{Action: audit.KeyCreate, Target: key.ID, Detail: "the key of sandbox " + sb.Name},
 			{Action: audit.CredentialIssue, Target: "environment", Detail: "fetched with its bootstrap token"},
 		} {
-			e.At, e.Org, e.Sandbox = base.At, base.Org, base.Sandbox
-			s.record(ctx, e)
+			e.At, e.Org, e.Sandbox = now, sb.Org, string(sb.ID)
+			u.Audit = append(u.Audit, e)
+		}
+		if err := s.store.UpdateSandbox(ctx, u); err != nil {
+			if errors.Is(err, ErrConflict) {
+				return Sandbox{}, fmt.Errorf("%w: %w", errMoved, err)
+			}
+			return Sandbox{}, err
 		}
 		return next, nil
 	})

@@ -7,12 +7,13 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/audit"
 )
 
 // Bootstrap writes the first organisation, its project, an operator and
-// the operator's key in one transaction. It is account.ErrConflict when any
-// organisation exists.
-func (s *Store) Bootstrap(ctx context.Context, org account.Organisation, project account.Project, user account.User, key account.Key) error {
+// the operator's key in one transaction, with events, what it records. It
+// is account.ErrConflict when any organisation exists.
+func (s *Store) Bootstrap(ctx context.Context, org account.Organisation, project account.Project, user account.User, key account.Key, events ...audit.Event) error {
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		// Two replicas bootstrapping at once must not both find none.
 		if err := s.serialize(ctx, tx, "bootstrap"); err != nil {
@@ -34,7 +35,10 @@ func (s *Store) Bootstrap(ctx context.Context, org account.Organisation, project
 		if err := insertUser(ctx, tx, user); err != nil {
 			return err
 		}
-		return insertKey(ctx, tx, key)
+		if err := insertKey(ctx, tx, key); err != nil {
+			return err
+		}
+		return insertAudits(ctx, tx, events)
 	})
 }
 
@@ -264,10 +268,19 @@ func (s *Store) ListUsers(ctx context.Context, org string) ([]account.User, erro
 	return out, nil
 }
 
-// CreateKey writes a key. An id already used is account.ErrConflict; a user
-// who does not exist is account.ErrNotFound.
-func (s *Store) CreateKey(ctx context.Context, k account.Key) error {
-	return insertKey(ctx, s.db, k)
+// CreateKey writes a key, and events with it in one transaction. An id
+// already used is account.ErrConflict; a user who does not exist is
+// account.ErrNotFound.
+func (s *Store) CreateKey(ctx context.Context, k account.Key, events ...audit.Event) error {
+	if len(events) == 0 {
+		return insertKey(ctx, s.db, k)
+	}
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		if err := insertKey(ctx, tx, k); err != nil {
+			return err
+		}
+		return insertAudits(ctx, tx, events)
+	})
 }
 
 // insertKey writes k, with account's errors.
@@ -343,8 +356,9 @@ func (s *Store) ListKeys(ctx context.Context, user string) ([]account.Key, error
 }
 
 // RevokeKey marks a key revoked at at, unless it already is (the first
-// revocation time stands). A key that does not exist is account.ErrNotFound.
-func (s *Store) RevokeKey(ctx context.Context, id string, at time.Time) error {
+// revocation time stands), and records events in the same transaction
+// when it did. A key that does not exist is account.ErrNotFound.
+func (s *Store) RevokeKey(ctx context.Context, id string, at time.Time, events ...audit.Event) error {
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		var one int
 		err := tx.QueryRowContext(ctx, `SELECT 1 FROM keys WHERE id = $1`, id).Scan(&one)
@@ -354,10 +368,14 @@ func (s *Store) RevokeKey(ctx context.Context, id string, at time.Time) error {
 		case err != nil:
 			return fmt.Errorf("revoke key %s: %w", id, err)
 		}
-		if err := revokeKey(ctx, tx, id, at); err != nil {
+		res, err := tx.ExecContext(ctx, `UPDATE keys SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL`, timeArg(at), id)
+		if err != nil {
 			return fmt.Errorf("revoke key %s: %w", id, err)
 		}
-		return nil
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return err // revoked already: nothing changed, nothing to record
+		}
+		return insertAudits(ctx, tx, events)
 	})
 }
 

@@ -31,6 +31,17 @@ func insertAudit(ctx context.Context, db queryer, e audit.Event) error {
 	return nil
 }
 
+// insertAudits appends events in order through q, the transaction of the
+// change they record.
+func insertAudits(ctx context.Context, q queryer, events []audit.Event) error {
+	for _, e := range events {
+		if err := insertAudit(ctx, q, e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // ListAudit returns events oldest first, narrowed by f; at most f.Limit
 // (default 1000) of the newest that match.
 func (s *Store) ListAudit(ctx context.Context, f audit.Filter) ([]audit.Event, error) {

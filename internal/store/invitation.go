@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/audit"
 )
 
 // CreateInvitation writes inv and marks the user's earlier unused
@@ -95,8 +96,8 @@ func (s *Store) GetInvitation(ctx context.Context, id string) (account.Invitatio
 // at: not used, not replaced, not expired, and, unless it is a recovery
 // invitation, its user has never had a key. Otherwise it is
 // account.ErrConflict and nothing is written; an unknown id is
-// account.ErrNotFound.
-func (s *Store) RedeemInvitation(ctx context.Context, id string, at time.Time, from string, k account.Key) error {
+// account.ErrNotFound. events are recorded with it.
+func (s *Store) RedeemInvitation(ctx context.Context, id string, at time.Time, from string, k account.Key, events ...audit.Event) error {
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		if err := s.serialize(ctx, tx, "invitations:"+k.User); err != nil {
 			return err
@@ -120,6 +121,9 @@ func (s *Store) RedeemInvitation(ctx context.Context, id string, at time.Time, f
 			}
 			return fmt.Errorf("invitation %s is no longer usable: %w", id, account.ErrConflict)
 		}
-		return insertKey(ctx, tx, k)
+		if err := insertKey(ctx, tx, k); err != nil {
+			return err
+		}
+		return insertAudits(ctx, tx, events)
 	})
 }
