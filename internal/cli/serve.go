@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,7 +17,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
-	"golang.org/x/sync/errgroup"
 
 	"berth.dev/berth/internal/account"
 	"k8s.io/client-go/dynamic"
@@ -290,28 +288,53 @@ func serve(ctx context.Context, cfg Config, env Env) error {
 	log.Info("berth is serving", "addr", ln.Addr().String(), "public_url", cfg.PublicURL,
 		"driver", cfg.Driver, "data_dir", cfg.DataDir, "version", Version)
 
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			return err
-		}
-		return nil
-	})
-	g.Go(func() error {
-		a.sandboxes.Run(gctx, cfg.SweepInterval)
-		return nil
-	})
-	g.Go(func() error {
-		<-gctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		defer cancel()
-		err := srv.Shutdown(sctx)
-		gw.CloseTunnels() // the connections Shutdown does not know of
+	// The sandbox service's background work runs until the very end: a
+	// signal (ctx) first stops what takes new work, then lets what is in
+	// flight finish (drain).
+	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRun()
+	ran := make(chan struct{})
+	go func() {
+		defer close(ran)
+		a.sandboxes.Run(runCtx, cfg.SweepInterval)
+	}()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served: // the listener failed
+		stopRun()
+		<-ran
 		return err
-	})
-	err = g.Wait()
-	log.Info("berth stopped")
-	return err
+	case <-ctx.Done():
+	}
+	return drain(log, cfg.ShutdownGrace, srv, gw, a.sandboxes, stopRun, ran)
+}
+
+// drain is a graceful stop, bounded by grace: the listener closes (no new
+// request, no new tunnel), the requests in flight end, then the sandbox
+// starts in flight (a create that answered 201 is running when the
+// gateway exits), then the open tunnels close, last. Should grace run out
+// (or a second signal come: cmd/berth exits at once then), the gateway
+// exits without waiting, leaving what a crash leaves: the starts' podman
+// processes finish on their own, and the next gateway's start-up sweep
+// finishes the rest.
+func drain(log *slog.Logger, grace time.Duration, srv *http.Server, gw *gateway.Server, sandboxes *sandbox.Service,
+	stopRun context.CancelFunc, ran <-chan struct{}) error {
+	began := time.Now()
+	log.Info("berth is stopping: finishing the requests and starts in flight", "grace", grace, "starts", sandboxes.InFlight())
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	httpErr := srv.Shutdown(ctx)
+	if err := sandboxes.Shutdown(ctx); err != nil {
+		gw.CloseTunnels()
+		log.Warn("berth stopped before every start finished; the next start-up sweep finishes them", "err", err, "took", time.Since(began))
+		return fmt.Errorf("stopping: %w", err)
+	}
+	gw.CloseTunnels() // the connections Shutdown does not know of
+	stopRun()         // agent runs' followers: the next gateway follows them again
+	<-ran
+	log.Info("berth stopped", "took", time.Since(began))
+	return httpErr
 }
 
 // agentPrices prices agent runs: the models of BERTH_INFERENCE_FILE at
