@@ -291,8 +291,10 @@ func serve(ctx context.Context, cfg Config, env Env) error {
 	// The sandbox service's background work runs until the very end: a
 	// signal (ctx) first stops what takes new work, then lets what is in
 	// flight finish (drain).
+	// It is not cancelled on the way out unless drain says so: cancelling
+	// it kills the starts' podman processes, which a gateway that exits
+	// without waiting leaves to finish, as a crash does.
 	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopRun()
 	ran := make(chan struct{})
 	go func() {
 		defer close(ran)
@@ -333,8 +335,12 @@ func drain(log *slog.Logger, grace time.Duration, srv *http.Server, gw *gateway.
 	gw.CloseTunnels() // the connections Shutdown does not know of
 	stopRun()         // agent runs' followers: the next gateway follows them again
 	<-ran
+	if httpErr != nil {
+		log.Warn("berth stopped before every request ended", "err", httpErr, "took", time.Since(began))
+		return fmt.Errorf("stopping: requests still in flight: %w", httpErr)
+	}
 	log.Info("berth stopped", "took", time.Since(began))
-	return httpErr
+	return nil
 }
 
 // agentPrices prices agent runs: the models of BERTH_INFERENCE_FILE at

@@ -31,20 +31,17 @@ import (
 func (g *gateway) createMany(t *testing.T, c *client.Client, n int, prefix, pub string) []string {
 	t.Helper()
 	ids := make([]string, n)
+	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
 			sb, err := c.CreateSandbox(context.Background(), api.CreateSandbox{Name: fmt.Sprintf("%s-%d", prefix, i), Class: "standard", SSHKeys: []string{pub}})
-			if err != nil {
-				t.Errorf("create %s-%d: %v", prefix, i, err)
-				return
-			}
-			ids[i] = sb.ID
+			ids[i], errs[i] = sb.ID, err
 		})
 	}
 	wg.Wait()
-	if t.Failed() {
-		t.FailNow()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatalf("creates %s-*: %v", prefix, err)
 	}
 	return ids
 }

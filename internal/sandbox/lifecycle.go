@@ -327,8 +327,12 @@ func (s *Service) write(ctx context.Context, actor string, prev Sandbox, u Updat
 		}
 		return Sandbox{}, err
 	}
-	s.log.InfoContext(ctx, "sandbox state changed", "sandbox", u.Sandbox.ID, "from", u.From, "to", u.Sandbox.State,
-		"reason", u.Sandbox.Reason, "user", actor)
+	if u.From != u.Sandbox.State {
+		s.log.InfoContext(ctx, "sandbox state changed", "sandbox", u.Sandbox.ID, "from", u.From, "to", u.Sandbox.State,
+			"reason", u.Sandbox.Reason, "user", actor)
+	} else {
+		s.log.InfoContext(ctx, "sandbox changed", "sandbox", u.Sandbox.ID, "state", u.From, "new_key", u.NewKey != nil, "user", actor)
+	}
 	return s.store.GetSandbox(ctx, u.Sandbox.ID)
 }
 
