@@ -20,14 +20,14 @@ type Store interface {
 	// Every write below that takes events appends them to the audit log in
 	// the transaction of its change (SPEC S17: the log never misses one).
 	Bootstrap(ctx context.Context, org Organisation, project Project, user User, key Key, events ...audit.Event) error
-	CreateOrganisation(ctx context.Context, org Organisation, project Project) error
+	CreateOrganisation(ctx context.Context, org Organisation, project Project, events ...audit.Event) error
 	GetOrganisation(ctx context.Context, ref string) (Organisation, error)
 	ListOrganisations(ctx context.Context) ([]Organisation, error)
-	CreateProject(ctx context.Context, p Project) error
+	CreateProject(ctx context.Context, p Project, events ...audit.Event) error
 	GetProject(ctx context.Context, org, ref string) (Project, error)
 	// ListProjects returns org's projects, oldest (the default) first.
 	ListProjects(ctx context.Context, org string) ([]Project, error)
-	CreateUser(ctx context.Context, u User) error
+	CreateUser(ctx context.Context, u User, events ...audit.Event) error
 	GetUser(ctx context.Context, id string) (User, error)
 	FindUser(ctx context.Context, org, ref string) (User, error)
 	ListUsers(ctx context.Context, org string) ([]User, error)
@@ -41,7 +41,7 @@ type Store interface {
 	// invitations replaced at inv.CreatedAt, in one transaction. Unless inv
 	// is a recovery invitation, a user who has ever had a key is
 	// ErrConflict (checked in that transaction).
-	CreateInvitation(ctx context.Context, inv Invitation) error
+	CreateInvitation(ctx context.Context, inv Invitation, events ...audit.Event) error
 	GetInvitation(ctx context.Context, id string) (Invitation, error)
 	// RedeemInvitation marks invitation id used at at from the address
 	// from and writes k, in one transaction, if the invitation is still
@@ -78,12 +78,10 @@ func NewService(store Store, guardrails GuardrailStore, now func() time.Time, se
 	return &Service{store: store, guardrails: guardrails, now: now, seed: seed, audit: rec, log: log}
 }
 
-// record appends an audit event stamped now, after the change it records:
-// for the writes that take no events yet (organisations, projects, users,
-// invitations issued, guardrails) and for refusals, which change nothing.
-// Keys minted or revoked record theirs in the transaction of the change.
-// The change has been made, so a failure to record is logged, not
-// returned.
+// record appends an audit event stamped now, on its own: for refusals,
+// which change nothing. Every change records its events in the
+// transaction that makes it (the store's writes take them). A failure to
+// record is logged, not returned.
 func (s *Service) record(ctx context.Context, e audit.Event) {
 	if e.At.IsZero() {
 		e.At = s.now()
@@ -181,11 +179,12 @@ func (s *Service) CreateOrganisation(ctx context.Context, p Principal, name, pro
 	now := s.now()
 	org := Organisation{ID: NewID("org"), Name: name, CreatedAt: now}
 	prj := Project{ID: NewID("prj"), Org: org.ID, Name: project, CreatedAt: now}
-	if err := s.store.CreateOrganisation(ctx, org, prj); err != nil {
+	if err := s.store.CreateOrganisation(ctx, org, prj,
+		audit.Event{At: now, Org: org.ID, Actor: p.User.ID, Action: audit.OrgCreate, Target: org.Name, Detail: org.ID},
+		audit.Event{At: now, Org: org.ID, Actor: p.User.ID, Action: audit.ProjectCreate, Target: prj.Name, Detail: prj.ID + ", the default"},
+	); err != nil {
 		return Organisation{}, Project{}, fmt.Errorf("create organisation: %w", err)
 	}
-	s.record(ctx, audit.Event{Org: org.ID, Actor: p.User.ID, Action: audit.OrgCreate, Target: org.Name, Detail: org.ID})
-	s.record(ctx, audit.Event{Org: org.ID, Actor: p.User.ID, Action: audit.ProjectCreate, Target: prj.Name, Detail: prj.ID + ", the default"})
 	if err := s.seedOrg(ctx, org.ID); err != nil {
 		return Organisation{}, Project{}, err
 	}
@@ -244,10 +243,10 @@ func (s *Service) CreateProject(ctx context.Context, p Principal, orgRef, name s
 		return Project{}, err
 	}
 	prj := Project{ID: NewID("prj"), Org: org.ID, Name: name, CreatedAt: s.now()}
-	if err := s.store.CreateProject(ctx, prj); err != nil {
+	e := audit.Event{At: prj.CreatedAt, Org: org.ID, Actor: p.User.ID, Action: audit.ProjectCreate, Target: prj.Name, Detail: prj.ID}
+	if err := s.store.CreateProject(ctx, prj, e); err != nil {
 		return Project{}, fmt.Errorf("create project: %w", err)
 	}
-	s.record(ctx, audit.Event{Org: org.ID, Actor: p.User.ID, Action: audit.ProjectCreate, Target: prj.Name, Detail: prj.ID})
 	return prj, nil
 }
 
@@ -305,10 +304,10 @@ func (s *Service) CreateUser(ctx context.Context, p Principal, orgRef, name, ema
 		return User{}, err
 	}
 	u := User{ID: NewID("usr"), Org: org.ID, Name: name, Email: email, Role: role, CreatedAt: s.now()}
-	if err := s.store.CreateUser(ctx, u); err != nil {
+	e := audit.Event{At: u.CreatedAt, Org: org.ID, Actor: p.User.ID, Action: audit.UserCreate, Target: u.Name, Detail: u.ID + ", " + string(u.Role)}
+	if err := s.store.CreateUser(ctx, u, e); err != nil {
 		return User{}, fmt.Errorf("create user: %w", err)
 	}
-	s.record(ctx, audit.Event{Org: org.ID, Actor: p.User.ID, Action: audit.UserCreate, Target: u.Name, Detail: u.ID + ", " + string(u.Role)})
 	return u, nil
 }
 

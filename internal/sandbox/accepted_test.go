@@ -330,6 +330,49 @@ func TestAuditCommittedWithTheChange(t *testing.T) {
 	if !slices.Equal(keys, []string{audit.KeyCreate, audit.KeyRevoke}) {
 		t.Errorf("audit of key %s: %v, want created and revoked once", k.Key.ID, keys)
 	}
+
+	// Every other change of the account and sandbox services too.
+	before, err := e.st.ListAudit(ctx, audit.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := accounts.CreateProject(ctx, e.admin, "", "ml"); err != nil {
+		t.Fatal(err)
+	}
+	u, err := accounts.CreateUser(ctx, e.admin, "", "carol", "", account.RoleMember)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := accounts.Invite(ctx, e.admin, "", u.ID, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := accounts.SetGuardrail(ctx, e.admin, "", "", guardrail.Guardrail{MaxSandboxes: ptr(9), AllowedRepos: []string{"acme"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := accounts.CreateOrganisation(ctx, e.operator, "initech", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.ApplyClasses(ctx, e.admin, "", strings.NewReader("sandboxes:\n  - name: small\n    image: localhost/berth-sandbox:1\n    isolation: standard\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.svc.DeleteClass(ctx, e.admin, "", "small"); err != nil {
+		t.Fatal(err)
+	}
+	after, err := e.st.ListAudit(ctx, audit.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, ev := range after[len(before):] {
+		got = append(got, ev.Action+" "+ev.Target)
+	}
+	others := []string{
+		"project.create ml", "user.create carol", "invitation.create carol", "guardrail.set organisation",
+		"org.create initech", "project.create default", "class.apply small", "class.delete small",
+	}
+	if !slices.Equal(got, others) {
+		t.Errorf("audit of the other changes:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(others, "\n"))
+	}
 }
 
 // machinesFirst is the fake driver whose listing of machines is taken,

@@ -14,9 +14,10 @@ type Store interface {
 	// GetClass is ErrNotFound for a class the organisation does not have.
 	GetClass(ctx context.Context, org, name string) (Class, error)
 	// PutClasses upserts every class in one transaction and returns the
-	// names of those that did not exist before.
-	PutClasses(ctx context.Context, org string, classes []Class) (created []string, err error)
-	DeleteClass(ctx context.Context, org, name string) error
+	// names of those that did not exist before. It and DeleteClass record
+	// events with their write.
+	PutClasses(ctx context.Context, org string, classes []Class, events ...audit.Event) (created []string, err error)
+	DeleteClass(ctx context.Context, org, name string, events ...audit.Event) error
 
 	// CreateSandbox inserts sb and its key in one transaction that first
 	// counts the live sandboxes of sb's organisation and project and hands
@@ -38,9 +39,11 @@ type Store interface {
 	SaveActivity(ctx context.Context, id ID, at time.Time) error
 
 	// Repository credentials handed to sandboxes, and the refs they created.
-	AddCredential(ctx context.Context, c Credential) error
+	// AddCredential, RevokeCredential and AddBootstrap record events with
+	// their write (RevokeCredential only when it revokes).
+	AddCredential(ctx context.Context, c Credential, events ...audit.Event) error
 	LiveCredentials(ctx context.Context, id ID) ([]Credential, error)
-	RevokeCredential(ctx context.Context, id ID, tokenID string, at time.Time) error
+	RevokeCredential(ctx context.Context, id ID, tokenID string, at time.Time, events ...audit.Event) error
 	AddCreatedRef(ctx context.Context, id ID, ref string) error
 	DeleteCreatedRef(ctx context.Context, id ID, ref string) error
 	CreatedRefs(ctx context.Context, id ID) (map[string]bool, error)
@@ -66,7 +69,7 @@ type Store interface {
 	// AddBootstrap keeps a one-time bootstrap token's hash; UseBootstrap
 	// marks the token of hash used at at and returns its sandbox, once:
 	// ErrNotFound for a token unknown, used or expired.
-	AddBootstrap(ctx context.Context, t BootstrapToken) error
+	AddBootstrap(ctx context.Context, t BootstrapToken, events ...audit.Event) error
 	UseBootstrap(ctx context.Context, hash string, at time.Time) (ID, error)
 }
 

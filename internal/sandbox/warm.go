@@ -54,11 +54,11 @@ func (s *Service) issueBootstrap(ctx context.Context, sb Sandbox) (string, error
 	secret := "bst_" + rand.Text()
 	now := s.now()
 	t := BootstrapToken{Hash: hashToken(secret), Sandbox: sb.ID, CreatedAt: now, ExpiresAt: now.Add(BootstrapTTL)}
-	if err := s.store.AddBootstrap(ctx, t); err != nil {
+	e := audit.Event{At: now, Org: sb.Org, Sandbox: string(sb.ID), Action: audit.CredentialIssue, Target: "bootstrap token",
+		Detail: "one-time, for the warm pool machine to fetch its environment, until " + stamp(t.ExpiresAt)}
+	if err := s.store.AddBootstrap(ctx, t, e); err != nil {
 		return "", fmt.Errorf("bootstrap token: %w", err)
 	}
-	s.record(ctx, audit.Event{At: now, Org: sb.Org, Sandbox: string(sb.ID), Action: audit.CredentialIssue, Target: "bootstrap token",
-		Detail: "one-time, for the warm pool machine to fetch its environment, until " + stamp(t.ExpiresAt)})
 	return secret, nil
 }
 

@@ -43,13 +43,16 @@ func (s *Store) Bootstrap(ctx context.Context, org account.Organisation, project
 }
 
 // CreateOrganisation writes an organisation and its first project in one
-// transaction. A name taken is account.ErrConflict.
-func (s *Store) CreateOrganisation(ctx context.Context, org account.Organisation, project account.Project) error {
+// transaction, with events. A name taken is account.ErrConflict.
+func (s *Store) CreateOrganisation(ctx context.Context, org account.Organisation, project account.Project, events ...audit.Event) error {
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		if err := insertOrganisation(ctx, tx, org); err != nil {
 			return err
 		}
-		return insertProject(ctx, tx, project)
+		if err := insertProject(ctx, tx, project); err != nil {
+			return err
+		}
+		return insertAudits(ctx, tx, events)
 	})
 }
 
@@ -108,11 +111,11 @@ func (s *Store) ListOrganisations(ctx context.Context) ([]account.Organisation, 
 	return out, nil
 }
 
-// CreateProject writes a project. A name its organisation already uses is
-// account.ErrConflict; an organisation that does not exist is
-// account.ErrNotFound.
-func (s *Store) CreateProject(ctx context.Context, p account.Project) error {
-	return insertProject(ctx, s.db, p)
+// CreateProject writes a project, with events. A name its organisation
+// already uses is account.ErrConflict; an organisation that does not
+// exist is account.ErrNotFound.
+func (s *Store) CreateProject(ctx context.Context, p account.Project, events ...audit.Event) error {
+	return s.withEvents(ctx, events, func(q queryer) error { return insertProject(ctx, q, p) })
 }
 
 func insertProject(ctx context.Context, q queryer, p account.Project) error {
@@ -179,11 +182,11 @@ func (s *Store) ListProjects(ctx context.Context, org string) ([]account.Project
 	return out, nil
 }
 
-// CreateUser writes a user. A name its organisation already uses is
+// CreateUser writes a user, with events. A name its organisation already uses is
 // account.ErrConflict; an organisation that does not exist is
 // account.ErrNotFound.
-func (s *Store) CreateUser(ctx context.Context, u account.User) error {
-	return insertUser(ctx, s.db, u)
+func (s *Store) CreateUser(ctx context.Context, u account.User, events ...audit.Event) error {
+	return s.withEvents(ctx, events, func(q queryer) error { return insertUser(ctx, q, u) })
 }
 
 func insertUser(ctx context.Context, q queryer, u account.User) error {
@@ -272,15 +275,7 @@ func (s *Store) ListUsers(ctx context.Context, org string) ([]account.User, erro
 // already used is account.ErrConflict; a user who does not exist is
 // account.ErrNotFound.
 func (s *Store) CreateKey(ctx context.Context, k account.Key, events ...audit.Event) error {
-	if len(events) == 0 {
-		return insertKey(ctx, s.db, k)
-	}
-	return s.inTx(ctx, func(tx *sql.Tx) error {
-		if err := insertKey(ctx, tx, k); err != nil {
-			return err
-		}
-		return insertAudits(ctx, tx, events)
-	})
+	return s.withEvents(ctx, events, func(q queryer) error { return insertKey(ctx, q, k) })
 }
 
 // insertKey writes k, with account's errors.

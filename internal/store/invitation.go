@@ -11,10 +11,10 @@ import (
 )
 
 // CreateInvitation writes inv and marks the user's earlier unused
-// invitations replaced, in one transaction. Unless inv is a recovery
-// invitation, a user who has ever had a key is account.ErrConflict; a
-// user who does not exist is account.ErrNotFound.
-func (s *Store) CreateInvitation(ctx context.Context, inv account.Invitation) error {
+// invitations replaced, in one transaction, with events. Unless inv is a
+// recovery invitation, a user who has ever had a key is
+// account.ErrConflict; a user who does not exist is account.ErrNotFound.
+func (s *Store) CreateInvitation(ctx context.Context, inv account.Invitation, events ...audit.Event) error {
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		// An invitation issued and one redeemed at once, for the same
 		// user, must not both pass the check of the other (PostgreSQL; on
@@ -54,7 +54,7 @@ func (s *Store) CreateInvitation(ctx context.Context, inv account.Invitation) er
 		if err != nil {
 			return fmt.Errorf("insert invitation %s: %w", inv.ID, err)
 		}
-		return nil
+		return insertAudits(ctx, tx, events)
 	})
 }
 
