@@ -85,7 +85,7 @@ type Config struct {
 // cold start many times over: on the 2-core development machine, page
 // cache dropped and a new gateway, one engineer sandbox ran 0.7 s after
 // its create and ten created at once 1.6 s after; ten in flight under the
-// load of other work drained in 3 s (README, Stopping and crashes).
+// load of other work drained in 2–9 s (README, Stopping and crashes).
 const DefaultShutdownGrace = time.Minute
 
 // settings lists every setting LoadConfig reads, for `berth serve --help`.
