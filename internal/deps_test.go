@@ -30,6 +30,8 @@ func TestImportDirection(t *testing.T) {
 		// secret is a leaf both the gateway and berth-init import.
 		{"secret", []string{module, "database/sql", "net/http"}},
 		{"api", []string{module}},
+		// paging is a leaf the domain, the store, the gateway and the panel share.
+		{"paging", []string{module, "database/sql", "net/http"}},
 		{"runner", []string{module, "database/sql", "net/http"}},
 		// inference is pure: the gateway does its HTTP, the store its SQL.
 		{"inference", append([]string{"database/sql", "k8s.io/", "net/http", "sandbox", "modelserver", "github.com/prometheus/"}, adapters...)},

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/secret"
 )
 
@@ -22,19 +23,21 @@ type Store interface {
 	Bootstrap(ctx context.Context, org Organisation, project Project, user User, key Key, events ...audit.Event) error
 	CreateOrganisation(ctx context.Context, org Organisation, project Project, events ...audit.Event) error
 	GetOrganisation(ctx context.Context, ref string) (Organisation, error)
-	ListOrganisations(ctx context.Context) ([]Organisation, error)
+	// The lists read a page (paging.Request) and return the key of its last
+	// entry when more follow, oldest first.
+	ListOrganisations(ctx context.Context, pg paging.Request) ([]Organisation, *paging.Key, error)
 	CreateProject(ctx context.Context, p Project, events ...audit.Event) error
 	GetProject(ctx context.Context, org, ref string) (Project, error)
 	// ListProjects returns org's projects, oldest (the default) first.
-	ListProjects(ctx context.Context, org string) ([]Project, error)
+	ListProjects(ctx context.Context, org string, pg paging.Request) ([]Project, *paging.Key, error)
 	CreateUser(ctx context.Context, u User, events ...audit.Event) error
 	GetUser(ctx context.Context, id string) (User, error)
 	FindUser(ctx context.Context, org, ref string) (User, error)
-	ListUsers(ctx context.Context, org string) ([]User, error)
+	ListUsers(ctx context.Context, org string, pg paging.Request) ([]User, *paging.Key, error)
 	SetUserDisabled(ctx context.Context, id string, disabled bool) error
 	CreateKey(ctx context.Context, k Key, events ...audit.Event) error
 	GetKey(ctx context.Context, id string) (Key, error)
-	ListKeys(ctx context.Context, user string) ([]Key, error)
+	ListKeys(ctx context.Context, user string, pg paging.Request) ([]Key, *paging.Key, error)
 	// RevokeKey records events only when it revokes a live key.
 	RevokeKey(ctx context.Context, id string, at time.Time, events ...audit.Event) error
 	// CreateInvitation writes inv and marks the user's earlier unused
@@ -201,17 +204,20 @@ func (s *Service) seedOrg(ctx context.Context, org string) error {
 	return nil
 }
 
-// Organisations lists what p may see: every organisation for an operator,
-// otherwise p's own.
-func (s *Service) Organisations(ctx context.Context, p Principal) ([]Organisation, error) {
+// Organisations lists a page of what p may see, oldest first: every
+// organisation for an operator, otherwise p's own.
+func (s *Service) Organisations(ctx context.Context, p Principal, pg paging.Request) ([]Organisation, *paging.Key, error) {
 	if p.IsOperator() {
-		return s.store.ListOrganisations(ctx)
+		return s.store.ListOrganisations(ctx, pg)
+	}
+	if pg.After != nil { // the one organisation was the first page
+		return nil, nil, nil
 	}
 	org, err := s.store.GetOrganisation(ctx, p.User.Org)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return []Organisation{org}, nil
+	return []Organisation{org}, nil, nil
 }
 
 // Organisation finds an organisation p belongs to (or any, for an
@@ -250,13 +256,14 @@ func (s *Service) CreateProject(ctx context.Context, p Principal, orgRef, name s
 	return prj, nil
 }
 
-// Projects lists an organisation's projects, the default first.
-func (s *Service) Projects(ctx context.Context, p Principal, orgRef string) ([]Project, error) {
+// Projects lists a page of an organisation's projects, oldest first: the
+// first page's first is the default.
+func (s *Service) Projects(ctx context.Context, p Principal, orgRef string, pg paging.Request) ([]Project, *paging.Key, error) {
 	org, err := s.Organisation(ctx, p, orgRef)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return s.store.ListProjects(ctx, org.ID)
+	return s.store.ListProjects(ctx, org.ID, pg)
 }
 
 // Project finds one of an organisation's projects by id or name. A project
@@ -274,7 +281,7 @@ func (s *Service) Project(ctx context.Context, org, ref string) (Project, error)
 
 // DefaultProject returns an organisation's oldest project.
 func (s *Service) DefaultProject(ctx context.Context, org string) (Project, error) {
-	prjs, err := s.store.ListProjects(ctx, org)
+	prjs, _, err := s.store.ListProjects(ctx, org, paging.Request{Limit: 1})
 	if err != nil {
 		return Project{}, err
 	}
@@ -311,13 +318,13 @@ func (s *Service) CreateUser(ctx context.Context, p Principal, orgRef, name, ema
 	return u, nil
 }
 
-// Users lists an organisation's users.
-func (s *Service) Users(ctx context.Context, p Principal, orgRef string) ([]User, error) {
+// Users lists a page of an organisation's users, oldest first.
+func (s *Service) Users(ctx context.Context, p Principal, orgRef string, pg paging.Request) ([]User, *paging.Key, error) {
 	org, err := s.Organisation(ctx, p, orgRef)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return s.store.ListUsers(ctx, org.ID)
+	return s.store.ListUsers(ctx, org.ID, pg)
 }
 
 // User returns a user by id, for display.
@@ -368,13 +375,14 @@ func (s *Service) CreateKey(ctx context.Context, p Principal, userRef, name stri
 	return NewKeyResult{Key: k, Secret: secret}, nil
 }
 
-// Keys lists a user's keys (empty: p's), without secrets.
-func (s *Service) Keys(ctx context.Context, p Principal, userRef string) ([]Key, error) {
+// Keys lists a page of a user's keys (empty: p's), oldest first, without
+// secrets.
+func (s *Service) Keys(ctx context.Context, p Principal, userRef string, pg paging.Request) ([]Key, *paging.Key, error) {
 	u, err := s.keyUser(ctx, p, userRef)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return s.store.ListKeys(ctx, u.ID)
+	return s.store.ListKeys(ctx, u.ID, pg)
 }
 
 // RevokeKey ends a key at once. p may revoke their own keys and, as an

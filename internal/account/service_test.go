@@ -13,6 +13,7 @@ import (
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/fakeclock"
+	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/secret"
 	"berth.dev/berth/internal/store"
 )
@@ -88,7 +89,7 @@ func (e *env) auth(t *testing.T, s secret.Secret) account.Principal {
 // redemptions returns acme's invitation.redeem events.
 func (e *env) redemptions(t *testing.T) []audit.Event {
 	t.Helper()
-	events, err := e.st.ListAudit(t.Context(), audit.Filter{Org: e.ops.User.Org})
+	events, _, err := e.st.ListAudit(t.Context(), audit.Filter{Org: e.ops.User.Org}, paging.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +123,7 @@ func TestOperatorsKeysDoNotExistBelowOperator(t *testing.T) {
 		for _, ref := range []string{"ops", e.ops.User.ID} {
 			_, err := e.accounts.CreateKey(ctx, who.p, ref, "stolen")
 			wantIs(t, who.name+": CreateKey("+ref+")", err, account.ErrNotFound)
-			_, err = e.accounts.Keys(ctx, who.p, ref)
+			_, _, err = e.accounts.Keys(ctx, who.p, ref, paging.Request{})
 			wantIs(t, who.name+": Keys("+ref+")", err, account.ErrNotFound)
 			_, err = e.accounts.Invite(ctx, who.p, "", ref, 0)
 			if who.p.User.Role == account.RoleAdmin {
@@ -133,7 +134,7 @@ func TestOperatorsKeysDoNotExistBelowOperator(t *testing.T) {
 		}
 		wantIs(t, who.name+": RevokeKey(the operator's)", e.accounts.RevokeKey(ctx, who.p, e.opsKey), account.ErrNotFound)
 	}
-	keys, err := e.accounts.Keys(ctx, e.ops, "")
+	keys, _, err := e.accounts.Keys(ctx, e.ops, "", paging.Request{})
 	if err != nil || len(keys) != 1 || !keys[0].RevokedAt.IsZero() {
 		t.Errorf("the operator's keys = %+v, %v; want the bootstrap key, live", keys, err)
 	}
@@ -154,12 +155,12 @@ func TestAKeyIsMintedOnlyByItsUserOrAnOperator(t *testing.T) {
 	wantIs(t, "another organisation's administrator: CreateKey(alice)", err, account.ErrNotFound)
 	_, err = e.accounts.CreateKey(ctx, e.alice, "carol", "")
 	wantIs(t, "member: CreateKey(another's)", err, account.ErrNotFound)
-	if keys, _ := e.accounts.Keys(ctx, e.ops, e.dan.ID); len(keys) != 0 {
+	if keys, _, _ := e.accounts.Keys(ctx, e.ops, e.dan.ID, paging.Request{}); len(keys) != 0 {
 		t.Fatalf("refused mints left keys for dan: %+v", keys)
 	}
 
 	// Incident response: the administrator lists alice's keys and revokes one.
-	keys, err := e.accounts.Keys(ctx, e.ada, "alice")
+	keys, _, err := e.accounts.Keys(ctx, e.ada, "alice", paging.Request{})
 	if err != nil || len(keys) != 1 {
 		t.Fatalf("administrator: Keys(alice) = %+v, %v; want her one key", keys, err)
 	}
@@ -211,7 +212,7 @@ func TestInvitationIsUsedOnce(t *testing.T) {
 			}
 		}
 	}
-	if keys, _ := e.accounts.Keys(ctx, e.ops, e.dan.ID); len(keys) != 1 {
+	if keys, _, _ := e.accounts.Keys(ctx, e.ops, e.dan.ID, paging.Request{}); len(keys) != 1 {
 		t.Errorf("dan has %d keys after two uses, want 1", len(keys))
 	}
 	events := e.redemptions(t)
@@ -274,7 +275,7 @@ func TestInvitationRefusals(t *testing.T) {
 	if err != nil && !strings.Contains(err.Error(), "expired") {
 		t.Errorf("Redeem(expired) = %q, want it to say expired", err)
 	}
-	if keys, _ := e.accounts.Keys(ctx, e.ops, e.dan.ID); len(keys) != 0 {
+	if keys, _, _ := e.accounts.Keys(ctx, e.ops, e.dan.ID, paging.Request{}); len(keys) != 0 {
 		t.Errorf("refused redemptions gave dan keys: %+v", keys)
 	}
 
@@ -338,7 +339,7 @@ func TestReinvitingAnEnrolledUser(t *testing.T) {
 		_, err := e.accounts.Invite(ctx, e.ada, "", ref, 0)
 		wantIs(t, "administrator: Invite("+ref+", who has a key)", err, account.ErrForbidden)
 	}
-	keys, _ := e.accounts.Keys(ctx, e.ada, "dan")
+	keys, _, _ := e.accounts.Keys(ctx, e.ada, "dan", paging.Request{})
 	for _, k := range keys {
 		if err := e.accounts.RevokeKey(ctx, e.ada, k.ID); err != nil {
 			t.Fatal(err)

@@ -37,12 +37,18 @@ const (
 // reads one and on the web panel's forms.
 const MaxBody = 1 << 20
 
-// MaxList is the most entries a list answer holds. A list that had more
-// is cut there, and the answer carries the header TruncatedHeader.
-const MaxList = 1000
-
-// TruncatedHeader is set ("true") on a list answer cut at MaxList.
-const TruncatedHeader = "Berth-Truncated"
+// Every list route answers one page at a time. Its query takes limit, the
+// most entries the page holds (DefaultLimit when not given; from 1 to
+// MaxLimit, else 400 invalid naming limit), and cursor, where the page
+// starts. An answer that is not the list's last page carries a Link
+// header (RFC 8288) whose rel="next" target is the next page's path with
+// its cursor: opaque, good for the caller's key and that list only, and
+// holding the list's filters (a filter sent with it must be the same or
+// left out). A bad cursor is 400 invalid naming cursor.
+const (
+	DefaultLimit = 100
+	MaxLimit     = 1000
+)
 
 // Error is the body of every non-2xx answer.
 type Error struct {

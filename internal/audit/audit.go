@@ -62,7 +62,6 @@ type Filter struct {
 	Org     string
 	Sandbox string
 	Since   time.Time
-	Limit   int // 0: the store's default
 }
 
 // Discard is a Recorder that keeps nothing, for tests that do not look.

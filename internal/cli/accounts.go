@@ -95,6 +95,7 @@ func newWhoamiCmd(g *globals) *cobra.Command {
 func newOrgCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "org", Short: "Organisations (operators create them)"}
 	var project, output string
+	var limit int
 	create := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Create an organisation with its default project (operators)",
@@ -116,10 +117,10 @@ func newOrgCmd(g *globals) *cobra.Command {
 	list := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
-		Short:   "List the organisations you may see",
+		Short:   "List the organisations you may see, oldest first",
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.client()
+			c, err := g.listClient(limit)
 			if err != nil {
 				return err
 			}
@@ -136,6 +137,7 @@ func newOrgCmd(g *globals) *cobra.Command {
 		},
 	}
 	outputFlag(list, &output)
+	limitFlag(list, &limit)
 	cmd.AddCommand(create, list, newInferenceCmd(g, false))
 	return cmd
 }
@@ -143,6 +145,7 @@ func newOrgCmd(g *globals) *cobra.Command {
 func newProjectCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "project", Short: "Projects of an organisation (the oldest is the default)"}
 	var org, output string
+	var limit int
 	create := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Create a project (administrators)",
@@ -167,10 +170,10 @@ func newProjectCmd(g *globals) *cobra.Command {
 	list := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
-		Short:   "List an organisation's projects, the default first",
+		Short:   "List an organisation's projects, oldest (the default) first",
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.client()
+			c, err := g.listClient(limit)
 			if err != nil {
 				return err
 			}
@@ -198,6 +201,7 @@ func newProjectCmd(g *globals) *cobra.Command {
 		c.Flags().StringVar(&org, "org", "", "organisation name or id (default yours)")
 	}
 	outputFlag(list, &output)
+	limitFlag(list, &limit)
 	cmd.AddCommand(create, list, newInferenceCmd(g, true))
 	return cmd
 }
@@ -206,6 +210,7 @@ func newUserCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "user", Short: "Users of an organisation"}
 	var org, role, email, output, ttl string
 	var withKey, invite bool
+	var limit int
 	create := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Create a user (administrators; only operators make operators)",
@@ -322,10 +327,10 @@ a user who lost every key.`,
 	list := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
-		Short:   "List an organisation's users",
+		Short:   "List an organisation's users, oldest first",
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.client()
+			c, err := g.listClient(limit)
 			if err != nil {
 				return err
 			}
@@ -382,6 +387,7 @@ a user who lost every key.`,
 		c.Flags().StringVar(&org, "org", "", "organisation name or id (default yours)")
 	}
 	outputFlag(list, &output)
+	limitFlag(list, &limit)
 	cmd.AddCommand(create, inviteCmd, list, disable, enable)
 	return cmd
 }
@@ -407,6 +413,7 @@ func printInvitation(tw *tabwriter.Writer, inv api.Invitation, url string) {
 func newKeyCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "key", Short: "API keys (stored hashed; a secret is shown once)"}
 	var user, name, output string
+	var limit int
 	create := &cobra.Command{
 		Use:   "create",
 		Short: "Mint a key for yourself (operators: also for anyone, with --user)",
@@ -435,10 +442,10 @@ user in with an invitation (berth user create NAME --invite), never a key.`,
 	list := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
-		Short:   "List keys, without their secrets",
+		Short:   "List keys, oldest first, without their secrets",
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.client()
+			c, err := g.listClient(limit)
 			if err != nil {
 				return err
 			}
@@ -461,6 +468,7 @@ user in with an invitation (berth user create NAME --invite), never a key.`,
 		},
 	}
 	outputFlag(list, &output)
+	limitFlag(list, &limit)
 	create.Flags().StringVar(&user, "user", "", "operators: the user name or id to mint it for (default you)")
 	list.Flags().StringVar(&user, "user", "", "user name or id (default you; administrators: a user of your organisation)")
 	revoke := &cobra.Command{

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -19,7 +20,9 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/cli"
+	"berth.dev/berth/internal/client"
 )
 
 // TestMain makes the test binary double as the berth command, so scripts
@@ -52,6 +55,7 @@ func TestScripts(t *testing.T) {
 			"perm":        perm,
 			"exits":       exits,
 			"enableclass": enableClass,
+			"mksandboxes": mkSandboxes,
 		},
 	})
 }
@@ -265,4 +269,26 @@ func enableClass(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("%s shows no commented-out class %s", args[0], args[1])
 	}
 	ts.Check(os.WriteFile(ts.MkAbs(args[2]), []byte(out.String()), 0o644))
+}
+
+// mkSandboxes creates N sandboxes named PREFIX0 to PREFIX<N-1>, one after
+// the other, of the class standard with the ssh key in KEYFILE, through
+// the API with $BERTH_API_KEY: many sandboxes for a list, without a
+// process per create.
+//
+//	mksandboxes N PREFIX KEYFILE
+func mkSandboxes(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 3 {
+		ts.Fatalf("usage: mksandboxes N PREFIX KEYFILE")
+	}
+	n, err := strconv.Atoi(args[0])
+	ts.Check(err)
+	c := client.New(ts.Getenv("BERTH_URL"), ts.Getenv("BERTH_API_KEY"), nil)
+	key := strings.TrimSpace(ts.ReadFile(args[2]))
+	for i := range n {
+		if _, err := c.CreateSandbox(context.Background(), api.CreateSandbox{Name: fmt.Sprintf("%s%d", args[1], i), Class: "standard",
+			SSHKeys: []string{key}}); err != nil {
+			ts.Fatalf("create %s%d: %v", args[1], i, err)
+		}
+	}
 }

@@ -149,7 +149,8 @@ var settingsHelp = `Settings (environment variables, read once at start-up):
                                     and stays on the gateway); unset: no models
   BERTH_USAGE_RETENTION             how long ended sandboxes and their usage are kept, and so
                                     how far back usage reports reach (default 90d)
-  BERTH_SWEEP_INTERVAL              how often the sweep runs (default 30s)
+  BERTH_SWEEP_INTERVAL              how often the sweep runs (default 30s); a machine that stops
+                                    by itself is noticed at once, from the runtime's events
   BERTH_SHUTDOWN_GRACE              on SIGTERM or SIGINT, how long the gateway lets the requests
                                     and sandbox starts in flight finish before it exits anyway
                                     (default 1m; a second signal exits at once). A start it

@@ -24,15 +24,17 @@ import (
 // draining is a gateway as serve wires it, on the fake driver and a real
 // SQLite store, served on a loopback listener, for drain's tests.
 type draining struct {
-	st      *store.Store
-	drv     *fake.Driver
-	svc     *sandbox.Service
-	gw      *gateway.Server
-	srv     *http.Server
-	addr    string
-	c       *client.Client
-	stopRun context.CancelFunc
-	ran     chan struct{}
+	st   *store.Store
+	drv  *fake.Driver
+	svc  *sandbox.Service
+	gw   *gateway.Server
+	srv  *http.Server
+	addr string
+	c    *client.Client
+	run  *background
+	// slow holds a request to /test/slow until it is closed, and slowIn
+	// tells when one came: a request in flight at the stop.
+	slow, slowIn chan struct{}
 }
 
 func newDraining(t *testing.T) *draining {
@@ -48,7 +50,7 @@ func newDraining(t *testing.T) *draining {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(t.Output(), nil))
-	d := &draining{st: st, drv: fake.New(), ran: make(chan struct{})}
+	d := &draining{st: st, drv: fake.New(), slow: make(chan struct{}), slowIn: make(chan struct{}, 1)}
 	accounts := account.NewService(st, st, time.Now, func(ctx context.Context, org string) error { return d.svc.SeedClasses(ctx, org) }, st, log)
 	d.svc = sandbox.NewService(st, d.drv, accounts, sandbox.Config{Driver: "fake", Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""},
 		Template: classes, Audit: st}, log, time.Now)
@@ -58,13 +60,17 @@ func newDraining(t *testing.T) *draining {
 		t.Fatal(err)
 	}
 	d.addr = ln.Addr().String()
-	d.srv = &http.Server{Handler: d.gw.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	mux := http.NewServeMux()
+	mux.Handle("/", d.gw.Handler())
+	mux.HandleFunc("/test/slow", func(w http.ResponseWriter, r *http.Request) {
+		d.slowIn <- struct{}{}
+		<-d.slow
+	})
+	d.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	d.srv.RegisterOnShutdown(d.gw.StopStreams)
 	go func() { _ = d.srv.Serve(ln) }()
-	runCtx, stopRun := context.WithCancel(context.Background())
-	d.stopRun = stopRun
-	go func() { defer close(d.ran); d.svc.Run(runCtx, time.Hour) }()
-	t.Cleanup(func() { stopRun(); <-d.ran; d.gw.CloseTunnels(); d.srv.Close() })
+	d.run = goBackground(ctx, func(ctx context.Context) { d.svc.Run(ctx, time.Hour) })
+	t.Cleanup(func() { d.run.halt(); d.gw.CloseTunnels(); d.srv.Close() })
 	_, _, _, key, err := accounts.Bootstrap(ctx, "acme", "default", "ops")
 	if err != nil {
 		t.Fatal(err)
@@ -75,11 +81,33 @@ func newDraining(t *testing.T) *draining {
 
 // drain runs serve's drain with grace and returns its result when it ends.
 func (d *draining) drain(t *testing.T, grace time.Duration) <-chan error {
+	return d.drainLeases(t, grace, nil)
+}
+
+// drainLeases is drain with leases as the budgets' lease renewals.
+func (d *draining) drainLeases(t *testing.T, grace time.Duration, leases *background) <-chan error {
 	done := make(chan error, 1)
 	go func() {
-		done <- drain(slog.New(slog.NewTextHandler(t.Output(), nil)), grace, d.srv, d.gw, d.svc, d.stopRun, d.ran)
+		done <- drain(slog.New(slog.NewTextHandler(t.Output(), nil)), grace, d.srv, d.gw, d.svc, d.run, leases)
 	}()
 	return done
+}
+
+// closed waits until the gateway's listener refuses connections.
+func (d *draining) closed(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", d.addr, time.Second)
+		if err != nil {
+			return
+		}
+		c.Close()
+		if time.Now().After(deadline) {
+			t.Fatal("the gateway still accepts connections 10 s into its stop")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // create makes an engineer sandbox through the API.
@@ -141,18 +169,7 @@ func TestDrainFinishesStartsAndClosesTunnelsLast(t *testing.T) {
 	late := d.create(t, "late") // accepted; its start waits for the driver
 	done := d.drain(t, time.Minute)
 
-	deadline = time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", d.addr, time.Second)
-		if err != nil {
-			break // the listener is closed
-		}
-		c.Close()
-		if time.Now().After(deadline) {
-			t.Fatal("the gateway still accepts connections 10 s into its stop")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	d.closed(t)
 	if err := say("still there"); err != nil {
 		t.Fatalf("the tunnel opened before the stop does not carry bytes while a start is in flight: %v", err)
 	}
@@ -200,5 +217,51 @@ func TestDrainGraceRunsOut(t *testing.T) {
 	}
 	if s := d.state(t, sb.ID); s != sandbox.StateStarting {
 		t.Errorf("the start it did not wait for is %s, want starting", s)
+	}
+}
+
+// TestDrainRenewsLeasesUntilRequestsEnd: the budgets' leases are renewed
+// while a request is in flight after the stop (a model request reserves
+// against them, and a lease not renewed expires under it), and given back
+// once the requests have ended, before drain returns.
+func TestDrainRenewsLeasesUntilRequestsEnd(t *testing.T) {
+	d := newDraining(t)
+	given := make(chan struct{})
+	leases := goBackground(t.Context(), func(ctx context.Context) { <-ctx.Done(); close(given) })
+	answered := make(chan error, 1)
+	go func() {
+		resp, err := http.Get("http://" + d.addr + "/test/slow")
+		if err == nil {
+			resp.Body.Close()
+		}
+		answered <- err
+	}()
+	<-d.slowIn
+	done := d.drainLeases(t, time.Minute, leases)
+	d.closed(t)
+	select {
+	case <-given:
+		t.Fatal("the leases were given back while a request was in flight")
+	case err := <-done:
+		t.Fatalf("drain returned (%v) with a request in flight", err)
+	default:
+	}
+
+	close(d.slow)
+	if err := <-answered; err != nil {
+		t.Fatalf("the request in flight at the stop: %v", err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("drain = %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("drain did not return once the request ended")
+	}
+	select {
+	case <-given:
+	default:
+		t.Error("drain returned with the leases still renewed")
 	}
 }

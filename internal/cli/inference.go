@@ -12,6 +12,7 @@ import (
 
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/client"
+	"berth.dev/berth/internal/quantity"
 )
 
 // newInferenceCmd is `berth project inference` (project true: it takes a
@@ -168,10 +169,10 @@ func inferenceTable(tw *tabwriter.Writer, st api.InferenceStatus) {
 	fmt.Fprintf(tw, "models\t%s\n", models)
 	budget := "no budget"
 	if s.BudgetUSD != nil {
-		budget = fmt.Sprintf("$%.2f a month", *s.BudgetUSD)
+		budget = quantity.USD(*s.BudgetUSD) + " a month"
 	}
 	fmt.Fprintf(tw, "budget\t%s\n", budget)
-	fmt.Fprintf(tw, "spent\t$%.4f in %s, $%.4f held by requests in flight\n", st.SpentUSD, st.Month.Format("2006-01"), st.ReservedUSD)
+	fmt.Fprintf(tw, "spent\t%s in %s, %s held by requests in flight\n", quantity.USD(st.SpentUSD), st.Month.Format("2006-01"), quantity.USD(st.ReservedUSD))
 	rate := "no limit"
 	if s.Rate != nil {
 		rate = *s.Rate
@@ -197,13 +198,14 @@ func inferenceTable(tw *tabwriter.Writer, st api.InferenceStatus) {
 func newModelCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "model", Short: "Models the gateway serves to your key (SPEC S14)"}
 	var output string
+	var limit int
 	list := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
-		Short:   "List the models your key may reach, chat models first, routers after",
+		Short:   "List the models your key may reach, chat models first, routers after, each by id",
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.client()
+			c, err := g.listClient(limit)
 			if err != nil {
 				return err
 			}
@@ -224,6 +226,7 @@ func newModelCmd(g *globals) *cobra.Command {
 		},
 	}
 	outputFlag(list, &output)
+	limitFlag(list, &limit)
 	cmd.AddCommand(list)
 	return cmd
 }

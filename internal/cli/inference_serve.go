@@ -24,8 +24,8 @@ func buildInference(cfg Config, st *store.Store, accounts *account.Service, log 
 	opts := inference.Options{Catalog: cfg.Models, Store: st, Accounts: accounts, Audit: st,
 		PublicURL: cfg.SandboxPublicURL, Log: log, Now: time.Now}
 	if st.Shared() {
-		// Replicas: each sees the others' spend within a second.
-		opts.SpendRefresh = time.Second
+		// Replicas share the budgets through leases in the database.
+		opts.Leases = st
 	}
 	svc := inference.NewService(opts)
 	var scripted http.Handler

@@ -95,8 +95,20 @@ func (g *globals) clientAndURL() (*client.Client, string, error) {
 		key = lf.Key
 	}
 	url := g.gatewayURL(lf)
-	warn := func(msg string) { fmt.Fprintln(g.env.Stderr, "warning: "+msg) }
-	return client.New(url, key, g.env.HTTP).WithWarnings(warn), url, nil
+	return client.New(url, key, g.env.HTTP), url, nil
+}
+
+// listClient is client for a list command given --limit n: its lists stop
+// after n entries (0: every one).
+func (g *globals) listClient(n int) (*client.Client, error) {
+	if n < 0 {
+		return nil, fmt.Errorf("--limit %d: give how many entries to show, 1 or more (leave it out for every one)", n)
+	}
+	c, err := g.client()
+	if err != nil {
+		return nil, err
+	}
+	return c.WithLimit(n), nil
 }
 
 func newLoginCmd(g *globals) *cobra.Command {

@@ -19,6 +19,12 @@ func outputFlag(cmd *cobra.Command, dst *string) {
 	cmd.Flags().VarP((*formatValue)(dst), "output", "o", "output format: table or json")
 }
 
+// limitFlag adds --limit to a list command. Without it the command shows
+// the whole list, which the client reads from the gateway a page at a time.
+func limitFlag(cmd *cobra.Command, dst *int) {
+	cmd.Flags().IntVar(dst, "limit", 0, "show the first N only (default every one; the gateway is asked a page at a time)")
+}
+
 // formatValue is the value of -o: table or json.
 type formatValue string
 

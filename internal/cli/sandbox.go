@@ -235,13 +235,14 @@ func waitReady(ctx context.Context, env Env, c *client.Client, sb api.Sandbox, t
 func newSandboxListCmd(g *globals) *cobra.Command {
 	var class, purpose, output string
 	var all bool
+	var limit int
 	cmd := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
-		Short:   "List the sandboxes you may see (live ones; --all for ended too)",
+		Short:   "List the sandboxes you may see, newest first (live ones; --all for ended too)",
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.client()
+			c, err := g.listClient(limit)
 			if err != nil {
 				return err
 			}
@@ -267,6 +268,7 @@ func newSandboxListCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&purpose, "purpose", "", "only engineer or only agent sandboxes")
 	cmd.Flags().BoolVar(&all, "all", false, "include ended sandboxes")
 	outputFlag(cmd, &output)
+	limitFlag(cmd, &limit)
 	return cmd
 }
 
@@ -526,12 +528,13 @@ first.`,
 
 func newClassesCmd(g *globals) *cobra.Command {
 	var org, output string
+	var limit int
 	cmd := &cobra.Command{
 		Use:   "classes",
 		Short: "List the classes of your organisation and whether you could start each now",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.client()
+			c, err := g.listClient(limit)
 			if err != nil {
 				return err
 			}
@@ -558,6 +561,7 @@ func newClassesCmd(g *globals) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&org, "org", "", "organisation name or id (operators; default yours)")
 	outputFlag(cmd, &output)
+	limitFlag(cmd, &limit)
 	return cmd
 }
 

@@ -144,16 +144,27 @@ once with berth sandbox config.`,
 
 // shellable refuses, before ssh starts, a sandbox it could not reach, with
 // what to do instead.
+// It says why the sandbox is in its state, as the gateway's tunnel does.
 func shellable(sb api.Sandbox) error {
-	switch {
-	case sb.Purpose != "engineer":
+	if sb.Purpose != "engineer" {
 		return fmt.Errorf("sandbox %s is an agent sandbox: nothing attaches to it", sb.Name)
-	case sb.State == "suspended" || sb.State == "expired":
-		return fmt.Errorf("sandbox %s is %s; resume it first (berth sandbox resume %s)", sb.Name, sb.State, sb.Name)
-	case sb.State != "running":
-		return fmt.Errorf("sandbox %s is %s, not running", sb.Name, sb.State)
 	}
-	return nil
+	if sb.State == "running" {
+		return nil
+	}
+	msg := fmt.Sprintf("sandbox %s is %s", sb.Name, sb.State)
+	if sb.Reason != "" && sb.Reason != sb.State {
+		msg += " (" + sb.Reason + ")"
+	}
+	switch sb.State {
+	case "suspended", "expired":
+		msg += fmt.Sprintf("; resume it first (berth sandbox resume %s)", sb.Name)
+	case "failed":
+		msg += fmt.Sprintf("; a failed sandbox is over: its volume is kept until it is terminated (berth sandbox terminate %s)", sb.Name)
+	default:
+		msg += ", not running"
+	}
+	return errors.New(msg)
 }
 
 // runSSH replaces this process with ssh when the environment allows

@@ -16,6 +16,7 @@ import (
 func newSandboxUsageCmd(g *globals) *cobra.Command {
 	var o client.UsageOptions
 	var output string
+	var limit int
 	cmd := &cobra.Command{
 		Use:   "usage",
 		Short: "What sandboxes ran, and for how long, by project, user or class (administrators)",
@@ -27,7 +28,9 @@ core-seconds (running seconds by the sandbox's cores).
 A sandbox counts whole in the window it was created in: all its running
 time, however long ago it was suspended or resumed. Running time stops the
 moment a sandbox is suspended, ends or expires, never runs past its
-expiry, and runs on while the gateway is down (up to the expiry).
+expiry, and runs on while the gateway is down (up to the expiry) unless
+its machine stopped: then it stops when the machine did, as its runtime
+tells it.
 
 --since reaches back no further than BERTH_USAGE_RETENTION (default 90d),
 after which ended sandboxes are deleted.
@@ -43,7 +46,7 @@ models' prices: tokens in count the cached ones too.`,
   berth sandbox usage --by class --org acme -o json`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.client()
+			c, err := g.listClient(limit)
 			if err != nil {
 				return err
 			}
@@ -58,6 +61,7 @@ models' prices: tokens in count the cached ones too.`,
 	cmd.Flags().StringVar(&o.Since, "since", "", "the sandboxes created in this window back from now, such as 7d or 12h\n(default 30d, or the retention if shorter)")
 	cmd.Flags().StringVar(&o.Org, "org", "", "organisation name or id (default yours; an operator's: every organisation)")
 	outputFlag(cmd, &output)
+	limitFlag(cmd, &limit)
 	return cmd
 }
 
@@ -96,6 +100,7 @@ func hms(secs int64) string {
 func newAuditCmd(g *globals) *cobra.Command {
 	var o client.AuditOptions
 	var output string
+	var limit int
 	cmd := &cobra.Command{
 		Use:   "audit",
 		Short: "Who did what: the audit log (administrators)",
@@ -106,14 +111,14 @@ or refused (with the client's address), classes applied or deleted,
 guardrails set, and organisations, projects and users created.
 
 Administrators see their organisation's log; operators every
-organisation's, or one's with --org. Members are refused. At most the
-newest 1000 events of the window are shown.`,
+organisation's, or one's with --org. Members are refused. Every event of
+the window is shown (--limit N: the oldest N).`,
 		Example: `  berth audit
   berth audit --sandbox dev --since 7d
   berth audit --org acme -o json`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.client()
+			c, err := g.listClient(limit)
 			if err != nil {
 				return err
 			}
@@ -141,5 +146,6 @@ newest 1000 events of the window are shown.`,
 	cmd.Flags().StringVar(&o.Since, "since", "24h", "how far back, such as 7d or 30m")
 	cmd.Flags().StringVar(&o.Org, "org", "", "organisation name or id (default yours; an operator's: every organisation)")
 	outputFlag(cmd, &output)
+	limitFlag(cmd, &limit)
 	return cmd
 }

@@ -1,6 +1,9 @@
 // Package client is the Go client of the gateway's API, used by the CLI and
 // by tests. Every non-2xx answer comes back as an *api.Error carrying the
 // gateway's code, so callers branch with errors.As, not on message text.
+// Every list method reads the list's pages one after the other (each
+// answer's Link rel="next"), so it returns the whole list, or its first n
+// entries on a client from WithLimit(n).
 package client
 
 import (
@@ -12,6 +15,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -25,7 +29,7 @@ type Client struct {
 	base string
 	key  secret.Secret
 	http *http.Client
-	warn func(string) // nil: none
+	max  int // the most entries a list method returns; 0: every one
 }
 
 // New returns a Client for the gateway at base (such as
@@ -37,11 +41,12 @@ func New(base, key string, hc *http.Client) *Client {
 	return &Client{base: strings.TrimSuffix(base, "/"), key: secret.New(key), http: hc}
 }
 
-// WithWarnings makes c tell warn when an answer says the gateway cut a
-// list at api.MaxList entries, and returns c.
-func (c *Client) WithWarnings(warn func(string)) *Client {
-	c.warn = warn
-	return c
+// WithLimit returns a copy of c whose list methods stop after n entries
+// (n <= 0: every entry), asking the gateway for no more than that.
+func (c *Client) WithLimit(n int) *Client {
+	cp := *c
+	cp.max = max(n, 0)
+	return &cp
 }
 
 // do sends a request with a JSON body (when in is not nil) and decodes a
@@ -64,8 +69,9 @@ func (c *Client) send(ctx context.Context, method, path, contentType string, bod
 		return err
 	}
 	defer resp.Body.Close()
-	if resp.Header.Get(api.TruncatedHeader) == "true" && c.warn != nil {
-		c.warn(fmt.Sprintf("the gateway cut the list at %d entries (GET %s): narrow it to see the rest", api.MaxList, path))
+	if next, ok := out.(*nextPage); ok {
+		next.cursor = cursorOf(resp.Header.Get("Link"))
+		out = next.answer
 	}
 	if out == nil || resp.StatusCode == http.StatusNoContent {
 		return nil
@@ -161,10 +167,9 @@ func (c *Client) Whoami(ctx context.Context) (api.Whoami, error) {
 	return out, c.do(ctx, "GET", "/api/v1/whoami", nil, &out)
 }
 
-// Orgs lists the organisations the caller may see.
+// Orgs lists the organisations the caller may see, oldest first.
 func (c *Client) Orgs(ctx context.Context) ([]api.Organisation, error) {
-	var out []api.Organisation
-	return out, c.do(ctx, "GET", "/api/v1/orgs", nil, &out)
+	return list(ctx, c, "/api/v1/orgs", all[api.Organisation])
 }
 
 // CreateOrg creates an organisation (operators).
@@ -179,10 +184,9 @@ func (c *Client) Org(ctx context.Context, ref string) (api.Organisation, error) 
 	return out, c.do(ctx, "GET", "/api/v1/orgs/"+esc(ref), nil, &out)
 }
 
-// Projects lists an organisation's projects, the default first.
+// Projects lists an organisation's projects, oldest (the default) first.
 func (c *Client) Projects(ctx context.Context, org string) ([]api.Project, error) {
-	var out []api.Project
-	return out, c.do(ctx, "GET", "/api/v1/orgs/"+esc(org)+"/projects", nil, &out)
+	return list(ctx, c, "/api/v1/orgs/"+esc(org)+"/projects", all[api.Project])
 }
 
 // CreateProject adds a project to an organisation.
@@ -191,10 +195,9 @@ func (c *Client) CreateProject(ctx context.Context, org, name string) (api.Proje
 	return out, c.do(ctx, "POST", "/api/v1/orgs/"+esc(org)+"/projects", api.CreateProject{Name: name}, &out)
 }
 
-// Users lists an organisation's users.
+// Users lists an organisation's users, oldest first.
 func (c *Client) Users(ctx context.Context, org string) ([]api.User, error) {
-	var out []api.User
-	return out, c.do(ctx, "GET", "/api/v1/orgs/"+esc(org)+"/users", nil, &out)
+	return list(ctx, c, "/api/v1/orgs/"+esc(org)+"/users", all[api.User])
 }
 
 // CreateUser adds a user to an organisation.
@@ -224,14 +227,9 @@ func (c *Client) SetGuardrail(ctx context.Context, org, project string, g api.Gu
 	return out, c.do(ctx, "PUT", guardrailPath(org, project), g, &out)
 }
 
-// Keys lists a user's keys ("" for the caller's).
+// Keys lists a user's keys ("" for the caller's), oldest first.
 func (c *Client) Keys(ctx context.Context, user string) ([]api.Key, error) {
-	var out []api.Key
-	path := "/api/v1/keys"
-	if user != "" {
-		path += "?user=" + url.QueryEscape(user)
-	}
-	return out, c.do(ctx, "GET", path, nil, &out)
+	return list(ctx, c, "/api/v1/keys"+query(map[string]string{"user": user}), all[api.Key])
 }
 
 // CreateKey mints a key; its secret is in the answer only.
@@ -266,10 +264,9 @@ func orgQuery(org string) string {
 	return "?org=" + url.QueryEscape(org)
 }
 
-// Classes lists an organisation's classes ("" for the caller's).
+// Classes lists an organisation's classes ("" for the caller's) by name.
 func (c *Client) Classes(ctx context.Context, org string) ([]api.ClassStatus, error) {
-	var out []api.ClassStatus
-	return out, c.do(ctx, "GET", "/sandbox/v1/classes"+orgQuery(org), nil, &out)
+	return list(ctx, c, "/sandbox/v1/classes"+orgQuery(org), all[api.ClassStatus])
 }
 
 // ApplyClasses sends a sandboxes file (YAML or JSON) to be applied.
@@ -290,7 +287,7 @@ type ListOptions struct {
 	All     bool
 }
 
-// Sandboxes lists the sandboxes the caller may see.
+// Sandboxes lists the sandboxes the caller may see, newest first.
 func (c *Client) Sandboxes(ctx context.Context, o ListOptions) ([]api.Sandbox, error) {
 	q := url.Values{}
 	if o.Class != "" {
@@ -306,8 +303,7 @@ func (c *Client) Sandboxes(ctx context.Context, o ListOptions) ([]api.Sandbox, e
 	if len(q) > 0 {
 		path += "?" + q.Encode()
 	}
-	var out api.SandboxList
-	return out.Sandboxes, c.do(ctx, "GET", path, nil, &out)
+	return list(ctx, c, path, func(l *api.SandboxList) []api.Sandbox { return l.Sandboxes })
 }
 
 // CreateSandbox asks for a sandbox; it comes back starting.
@@ -394,10 +390,23 @@ type UsageOptions struct {
 	Org   string
 }
 
-// Usage reads a usage report (administrators and operators).
+// Usage reads a usage report (administrators and operators): its rows
+// from every page, the rest from the first.
 func (c *Client) Usage(ctx context.Context, o UsageOptions) (api.UsageReport, error) {
 	var out api.UsageReport
-	return out, c.do(ctx, "GET", "/sandbox/v1/usage"+query(map[string]string{"by": o.By, "since": o.Since, "org": o.Org}), nil, &out)
+	first := true
+	rows, err := list(ctx, c, "/sandbox/v1/usage"+query(map[string]string{"by": o.By, "since": o.Since, "org": o.Org}),
+		func(r *api.UsageReport) []api.UsageRow {
+			if first {
+				out, first = *r, false
+			}
+			return r.Rows
+		})
+	if err != nil {
+		return api.UsageReport{}, err
+	}
+	out.Rows = rows
+	return out, nil
 }
 
 // AuditOptions narrow a read of the audit log. Empty fields take the
@@ -410,8 +419,8 @@ type AuditOptions struct {
 
 // Audit reads the audit log, oldest first (administrators and operators).
 func (c *Client) Audit(ctx context.Context, o AuditOptions) ([]api.AuditEvent, error) {
-	var out api.AuditLog
-	return out.Events, c.do(ctx, "GET", "/api/v1/audit"+query(map[string]string{"sandbox": o.Sandbox, "since": o.Since, "org": o.Org}), nil, &out)
+	return list(ctx, c, "/api/v1/audit"+query(map[string]string{"sandbox": o.Sandbox, "since": o.Since, "org": o.Org}),
+		func(l *api.AuditLog) []api.AuditEvent { return l.Events })
 }
 
 // query encodes the non-empty values as a query string, "" when none is.
@@ -478,8 +487,89 @@ func (c *Client) SetInference(ctx context.Context, org, project string, s api.In
 	return out, c.do(ctx, "PUT", inferencePath(org, project), s, &out)
 }
 
-// Models lists the models the caller's key may reach.
+// Models lists the models the caller's key may reach: chat models first,
+// routers after, each kind by id.
 func (c *Client) Models(ctx context.Context) ([]api.Model, error) {
-	var out api.ModelList
-	return out.Models, c.do(ctx, "GET", "/api/v1/models", nil, &out)
+	return list(ctx, c, "/api/v1/models", func(l *api.ModelList) []api.Model { return l.Models })
+}
+
+// nextPage is a list answer being read: the answer's body goes to answer,
+// and cursor is set to the next page's cursor, "" on the last page.
+type nextPage struct {
+	answer any
+	cursor string
+}
+
+// list reads the list at path (its query holding the list's filters),
+// page after page, into entries: each answer is decoded into an A, whose
+// entries get returns. It stops at the list's end or after c.max entries.
+func list[T, A any](ctx context.Context, c *Client, path string, get func(*A) []T) ([]T, error) {
+	out := []T{} // an empty list is [] in JSON, as the gateway sent it
+	cursor := ""
+	for {
+		q := url.Values{}
+		if c.max > 0 {
+			q.Set("limit", strconv.Itoa(min(c.max-len(out), api.MaxLimit)))
+		}
+		if cursor != "" {
+			q.Set("cursor", cursor)
+		}
+		p := path
+		switch {
+		case len(q) > 0 && strings.Contains(path, "?"):
+			p += "&" + q.Encode()
+		case len(q) > 0:
+			p += "?" + q.Encode()
+		}
+		var a A
+		next := &nextPage{answer: &a}
+		if err := c.do(ctx, "GET", p, nil, next); err != nil {
+			return nil, err
+		}
+		out = append(out, get(&a)...)
+		if next.cursor == "" || (c.max > 0 && len(out) >= c.max) {
+			break
+		}
+		if next.cursor == cursor {
+			return nil, fmt.Errorf("GET %s: the gateway gave the same next page twice", path)
+		}
+		cursor = next.cursor
+	}
+	if c.max > 0 && len(out) > c.max {
+		out = out[:c.max]
+	}
+	return out, nil
+}
+
+// all is the entries of an answer that is a JSON array.
+func all[T any](a *[]T) []T { return *a }
+
+// cursorOf is the cursor of the rel="next" target of a Link header (RFC
+// 8288), "" when it names none. Only the cursor is taken: the next page is
+// the same route, whatever path a proxy in between showed the gateway.
+func cursorOf(link string) string {
+	for part := range strings.SplitSeq(link, ",") {
+		target, params, ok := strings.Cut(strings.TrimSpace(part), ";")
+		if !ok || !isNext(params) {
+			continue
+		}
+		u, err := url.Parse(strings.Trim(strings.TrimSpace(target), "<>"))
+		if err != nil {
+			return ""
+		}
+		return u.Query().Get("cursor")
+	}
+	return ""
+}
+
+// isNext reports whether a Link's parameters say rel="next" (rel may list
+// several relations).
+func isNext(params string) bool {
+	for p := range strings.SplitSeq(params, ";") {
+		name, v, ok := strings.Cut(strings.TrimSpace(p), "=")
+		if ok && strings.EqualFold(strings.TrimSpace(name), "rel") && slices.Contains(strings.Fields(strings.Trim(strings.TrimSpace(v), `"`)), "next") {
+			return true
+		}
+	}
+	return false
 }

@@ -314,6 +314,18 @@ func (g *gateway) ip(id string) string {
 	return g.podman("inspect", "--format", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", "berth-"+id)
 }
 
+// waitEnded polls the API until the sandbox has ended (terminated or
+// failed), as the operator sees it.
+func (g *gateway) waitEnded(id string, within time.Duration) api.Sandbox {
+	g.t.Helper()
+	return g.waitSandbox(g.operator, id, within, func(sb api.Sandbox, late bool) bool {
+		if late {
+			g.t.Fatalf("sandbox %s is still %s after %s", sb.Name, sb.State, within)
+		}
+		return sb.State == "terminated" || sb.State == "failed"
+	})
+}
+
 // waitState polls the API until the sandbox is in state want.
 func (g *gateway) waitState(c *client.Client, id, want string, within time.Duration) api.Sandbox {
 	g.t.Helper()

@@ -176,10 +176,29 @@ models:
 	}
 }
 
+// kelosClass applies an agent class named name that runs the Kelos-shaped
+// test image (buildKelosImage) for claude-code, with extra lines of YAML.
+func (g *gateway) kelosClass(name, extra string) {
+	g.t.Helper()
+	image := buildKelosImage(g.t, g.root)
+	if _, err := g.operator.ApplyClasses(context.Background(), "", strings.NewReader(`sandboxes:
+  - name: `+name+`
+    image: `+image+`
+    isolation: standard
+    cpu: "1"
+    memory: 1Gi
+    purposes: [agent]
+    contract: kelos
+    runner: claude-code
+`+extra+"\n")); err != nil {
+		g.t.Fatal(err)
+	}
+}
+
 // buildKelosImage builds the Kelos-shaped test image (the podman driver's
 // testdata) into the shared root under a tag of its own, removed when the
 // test ends.
-func buildKelosImage(t *testing.T, root string) string {
+func buildKelosImage(t testing.TB, root string) string {
 	t.Helper()
 	tag := "localhost/berth-e2e-kelos-" + strings.ToLower(rand.Text()[:8]) + ":latest"
 	dir := filepath.Join("..", "driver", "podman", "testdata", "kelos")
@@ -203,21 +222,9 @@ func buildKelosImage(t *testing.T, root string) string {
 // create, naming the task and the limit.
 func TestKelosImageGetsItsTaskAsItsArgument(t *testing.T) {
 	g := startAgentGateway(t, inferenceYAML, "claude-code")
-	image := buildKelosImage(t, g.root)
+	g.kelosClass("kelos", "")
 	g.seedRepo("acme/app")
 	ctx := context.Background()
-	if _, err := g.operator.ApplyClasses(ctx, "", strings.NewReader(`sandboxes:
-  - name: kelos
-    image: `+image+`
-    isolation: standard
-    cpu: "1"
-    memory: 1Gi
-    purposes: [agent]
-    contract: kelos
-    runner: claude-code
-`)); err != nil {
-		t.Fatal(err)
-	}
 	for _, tt := range []struct {
 		n    int
 		make func(string, int) string

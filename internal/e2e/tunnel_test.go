@@ -57,6 +57,21 @@ func (g *gateway) newMember(t *testing.T, name string) *person {
 }
 
 // run runs a program as the person and returns its standard output.
+// engineer creates an engineer sandbox of the person's with their ssh
+// key, and waits until it runs.
+func (p *person) engineer(g *gateway, name string) api.Sandbox {
+	p.t.Helper()
+	pub, err := os.ReadFile(p.key + ".pub")
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	sb, err := p.api.CreateSandbox(context.Background(), api.CreateSandbox{Name: name, Class: "standard", SSHKeys: []string{strings.TrimSpace(string(pub))}})
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return g.waitState(p.api, sb.ID, "running", 2*time.Minute)
+}
+
 func (p *person) run(name string, args ...string) string {
 	p.t.Helper()
 	cmd := exec.Command(name, args...)
@@ -84,17 +99,8 @@ func (p *person) sshArgs() []string {
 // shows in the sandbox's connections.
 func TestSSHThroughTheGateway(t *testing.T) {
 	g := startGateway(t)
-	ctx := context.Background()
 	alice := g.newMember(t, "alice")
-	pub, err := os.ReadFile(alice.key + ".pub")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sb, err := alice.api.CreateSandbox(ctx, api.CreateSandbox{Name: "dev", Class: "standard", SSHKeys: []string{strings.TrimSpace(string(pub))}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.waitState(alice.api, sb.ID, "running", 2*time.Minute)
+	sb := alice.engineer(g, "dev")
 
 	// One step: berth sandbox ssh.
 	got := lines(alice.run(berthBin, "sandbox", "ssh", "dev", "-i", alice.key, "--", "id -un; id -u; echo $BERTH_SANDBOX_NAME"))

@@ -17,12 +17,17 @@ func (s *Server) whoami(w http.ResponseWriter, r *http.Request, p account.Princi
 }
 
 func (s *Server) listOrgs(w http.ResponseWriter, r *http.Request, p account.Principal) {
-	orgs, err := s.accounts.Organisations(r.Context(), p)
+	lp, err := readPage(r, "orgs", nil)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	orgs = capList(w, orgs)
+	orgs, next, err := s.accounts.Organisations(r.Context(), p, lp.req)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	setNext(w, r, lp, next)
 	out := make([]api.Organisation, len(orgs))
 	for i, o := range orgs {
 		out[i] = apiOrg(o)
@@ -54,15 +59,20 @@ func (s *Server) getOrg(w http.ResponseWriter, r *http.Request, p account.Princi
 }
 
 func (s *Server) listProjects(w http.ResponseWriter, r *http.Request, p account.Principal) {
-	prjs, err := s.accounts.Projects(r.Context(), p, r.PathValue("org"))
+	lp, err := readPage(r, "projects of "+r.PathValue("org"), nil)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	prjs = capList(w, prjs)
+	prjs, next, err := s.accounts.Projects(r.Context(), p, r.PathValue("org"), lp.req)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	setNext(w, r, lp, next)
 	out := make([]api.Project, len(prjs))
 	for i, prj := range prjs {
-		out[i] = apiProject(prj, i == 0)
+		out[i] = apiProject(prj, i == 0 && lp.req.After == nil) // oldest first: the default
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -82,12 +92,17 @@ func (s *Server) createProject(w http.ResponseWriter, r *http.Request, p account
 }
 
 func (s *Server) listUsers(w http.ResponseWriter, r *http.Request, p account.Principal) {
-	users, err := s.accounts.Users(r.Context(), p, r.PathValue("org"))
+	lp, err := readPage(r, "users of "+r.PathValue("org"), nil)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	users = capList(w, users)
+	users, next, err := s.accounts.Users(r.Context(), p, r.PathValue("org"), lp.req)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	setNext(w, r, lp, next)
 	out := make([]api.User, len(users))
 	for i, u := range users {
 		out[i] = apiUser(u)
@@ -144,12 +159,17 @@ func (s *Server) putGuardrail(w http.ResponseWriter, r *http.Request, p account.
 }
 
 func (s *Server) listKeys(w http.ResponseWriter, r *http.Request, p account.Principal) {
-	keys, err := s.accounts.Keys(r.Context(), p, r.URL.Query().Get("user"))
+	lp, err := readPage(r, "keys", map[string]string{"user": r.URL.Query().Get("user")})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	keys = capList(w, keys)
+	keys, next, err := s.accounts.Keys(r.Context(), p, lp.filters["user"], lp.req)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	setNext(w, r, lp, next)
 	out := make([]api.Key, len(keys))
 	for i, k := range keys {
 		out[i] = apiKey(k)

@@ -14,6 +14,7 @@ import (
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/driver/fake"
+	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/runner/runnertest"
 	"berth.dev/berth/internal/sandbox"
 )
@@ -81,7 +82,7 @@ func TestAgentRunKeyNeverPushes(t *testing.T) {
 			case tt.exit == 0 && (end.Run == nil || end.Run.Commit == "" || at != end.Run.Commit):
 				t.Errorf("clean run: berth/fix at %q, run %+v; want the host's push of its checkout", at, end.Run)
 			}
-			events, err := w.st.ListAudit(t.Context(), audit.Filter{Sandbox: sb.ID})
+			events, _, err := w.st.ListAudit(t.Context(), audit.Filter{Sandbox: sb.ID}, paging.Request{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -16,6 +16,7 @@ import (
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/client"
 	"berth.dev/berth/internal/fakeclock"
+	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/sandbox"
 )
 
@@ -129,7 +130,7 @@ func TestNoSecretInLogsOrAuditLog(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	events, err := w.st.ListAudit(ctx, audit.Filter{})
+	events, _, err := w.st.ListAudit(ctx, audit.Filter{}, paging.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -404,16 +404,6 @@ func byteSize(n int64) string {
 	return fmt.Sprintf("%d bytes", n)
 }
 
-// capList cuts a list answer at api.MaxList entries, saying so in the
-// api.TruncatedHeader header.
-func capList[T any](w http.ResponseWriter, items []T) []T {
-	if len(items) <= api.MaxList {
-		return items
-	}
-	w.Header().Set(api.TruncatedHeader, "true")
-	return items[:api.MaxList]
-}
-
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)

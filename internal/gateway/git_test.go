@@ -20,6 +20,7 @@ import (
 	"berth.dev/berth/internal/forge/forgetest"
 	"berth.dev/berth/internal/gateway"
 	"berth.dev/berth/internal/githttp"
+	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/secret"
 )
@@ -190,7 +191,7 @@ func TestGitThroughTheGateway(t *testing.T) {
 		t.Errorf("fetch with a revoked key: %s", out)
 	}
 
-	events, err := w.st.ListAudit(t.Context(), audit.Filter{Sandbox: sb.ID})
+	events, _, err := w.st.ListAudit(t.Context(), audit.Filter{Sandbox: sb.ID}, paging.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,17 +4,25 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/inference"
+	"berth.dev/berth/internal/paging"
 )
 
 // listModels answers GET /api/v1/models: what the caller's key may reach
 // (berth model list).
 func (s *Server) listModels(w http.ResponseWriter, r *http.Request, p account.Principal) {
+	lp, err := readPage(r, "models", nil)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	if s.inference == nil {
 		writeJSON(w, http.StatusOK, api.ModelList{Models: []api.Model{}})
 		return
@@ -24,6 +32,11 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request, p account.Pr
 		s.writeError(w, r, err)
 		return
 	}
+	// The catalog is in memory: a page of it in its order, chat models
+	// first, each kind by id.
+	slices.SortStableFunc(ms, func(a, b inference.Model) int { return strings.Compare(modelKey(a).Name, modelKey(b).Name) })
+	ms, next := paging.Slice(ms, lp.req, modelKey, paging.ByName)
+	setNext(w, r, lp, next)
 	out := api.ModelList{Models: []api.Model{}}
 	for _, m := range ms {
 		am := api.Model{ID: m.ID, Name: m.Name, Provider: m.Provider, Router: m.Targets, ContextWindow: m.ContextWindow, MaxTokens: m.MaxTokens}
@@ -33,6 +46,15 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request, p account.Pr
 		out.Models = append(out.Models, am)
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// modelKey is where a model sits in the list of GET /api/v1/models.
+func modelKey(m inference.Model) paging.Key {
+	kind := "0"
+	if m.Router() {
+		kind = "1"
+	}
+	return paging.Key{Name: kind + "\x00" + m.ID}
 }
 
 // vendorModels answers GET /v1/models, authenticated as the model routes

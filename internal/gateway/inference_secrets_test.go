@@ -9,6 +9,7 @@ import (
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/inference"
+	"berth.dev/berth/internal/paging"
 )
 
 // TestModelSecretsStayOnGateway: a sandbox is told its models and Pi's
@@ -83,7 +84,7 @@ func TestModelSecretsStayOnGateway(t *testing.T) {
 	}
 	answer(t, m.call(t, inference.Anthropic, claudeModel, true, key, sb, nil))
 
-	events, err := m.st.ListAudit(t.Context(), audit.Filter{})
+	events, _, err := m.st.ListAudit(t.Context(), audit.Filter{}, paging.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}

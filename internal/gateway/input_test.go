@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -15,47 +16,76 @@ import (
 	"berth.dev/berth/internal/sandbox"
 )
 
-// list GETs path with the operator's key and returns how many entries
-// the answer's list at key holds ("" for a top-level list) and whether it
-// says it was cut.
-func list(t *testing.T, w *world, path, key string) (int, bool) {
+// list GETs path with key and returns the status, how many entries the
+// answer's list at field holds ("" for a top-level list), the answer's
+// error and the next page's target from its Link header.
+func list(t *testing.T, w *world, key, path, field string) (status, n int, e api.Error, next string) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), "GET", w.url+path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+w.opKey)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := getAs(t, w, key, path)
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s", path, resp.Status)
+		_ = json.NewDecoder(resp.Body).Decode(&e)
+		return resp.StatusCode, 0, e, ""
 	}
 	var items []json.RawMessage
-	if key == "" {
+	var err error
+	if field == "" {
 		err = json.NewDecoder(resp.Body).Decode(&items)
 	} else {
 		var obj map[string]json.RawMessage
 		if err = json.NewDecoder(resp.Body).Decode(&obj); err == nil {
-			err = json.Unmarshal(obj[key], &items)
+			err = json.Unmarshal(obj[field], &items)
 		}
 	}
 	if err != nil {
 		t.Fatalf("GET %s: %v", path, err)
 	}
-	return len(items), resp.Header.Get(api.TruncatedHeader) == "true"
+	return resp.StatusCode, len(items), e, nextOf(resp.Header.Get("Link"))
 }
 
-// TestListsAreBounded: every list answer holds at most api.MaxList
-// entries, and one cut there says so; the client hands that on as a
-// warning. The audit log keeps the newest.
+// with adds a query parameter ("name=value") to path.
+func with(path, param string) string {
+	if strings.Contains(path, "?") {
+		return path + "&" + param
+	}
+	return path + "?" + param
+}
+
+// getAs GETs path with key; the caller closes the answer's body.
+func getAs(t *testing.T, w *world, key, path string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), "GET", w.url+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+var nextRE = regexp.MustCompile(`^<([^>]+)>; rel="next"$`)
+
+// nextOf is the target of a Link header's rel="next", "" without one.
+func nextOf(link string) string {
+	if m := nextRE.FindStringSubmatch(link); m != nil {
+		return m[1]
+	}
+	return ""
+}
+
+// TestListsAreBounded: every list answer holds one page, api.DefaultLimit
+// entries unless limit asks for another number up to api.MaxLimit (more
+// is refused naming limit), with a Link to the next page; the client
+// follows the pages to the whole list. The audit log, oldest first, is
+// whole too: its oldest and its newest events are in it.
 func TestListsAreBounded(t *testing.T) {
 	w := newWorld(t)
 	ctx := t.Context()
 	op := account.Principal{User: mustWhoami(t, w.operator)}
-	n := api.MaxList + 1
+	n := api.MaxLimit + 1
 	var last account.User
 	for i := range n {
 		u, err := w.accounts.CreateUser(ctx, op, "acme", fmt.Sprintf("user%04d", i), "", account.RoleMember)
@@ -90,47 +120,52 @@ func TestListsAreBounded(t *testing.T) {
 		SSHKeys: []string{sshKey}}); err != nil {
 		t.Fatal(err)
 	}
-	for _, tt := range []struct{ path, key string }{
+	for _, tt := range []struct{ path, field string }{
 		{"/api/v1/orgs/acme/users", ""},
 		{"/api/v1/keys", ""},
 		{"/sandbox/v1/sandboxes", "sandboxes"},
 		{"/sandbox/v1/sandboxes?all=true", "sandboxes"},
 		{"/api/v1/audit?since=1h", "events"},
 	} {
-		got, cut := list(t, w, tt.path, tt.key)
-		if got != api.MaxList || !cut {
-			t.Errorf("GET %s: %d entries, cut %v; want %d and the %s header", tt.path, got, cut, api.MaxList, api.TruncatedHeader)
+		for _, c := range []struct {
+			path string
+			want int
+		}{{tt.path, api.DefaultLimit}, {with(tt.path, "limit=7"), 7}, {with(tt.path, fmt.Sprintf("limit=%d", api.MaxLimit)), api.MaxLimit}} {
+			status, got, e, next := list(t, w, w.opKey, c.path, tt.field)
+			if status != http.StatusOK || got != c.want || next == "" {
+				t.Errorf("GET %s: %d, %d entries, next %q (%v); want %d and a next page", c.path, status, got, next, e, c.want)
+			}
+		}
+		for _, bad := range []string{"0", "-1", "x", fmt.Sprint(api.MaxLimit + 1)} {
+			status, _, e, _ := list(t, w, w.opKey, with(tt.path, "limit="+bad), tt.field)
+			if status != http.StatusBadRequest || e.Field != "limit" || !strings.Contains(e.Message, fmt.Sprint(api.MaxLimit)) {
+				t.Errorf("GET %s limit=%s: %d %+v; want 400 naming limit and its maximum", tt.path, bad, status, e)
+			}
 		}
 	}
-	if got, cut := list(t, w, "/api/v1/orgs/acme/projects", ""); got != 1 || cut {
-		t.Errorf("a short list: %d entries, cut %v", got, cut)
+	if status, got, _, next := list(t, w, w.opKey, "/api/v1/orgs/acme/projects", ""); status != http.StatusOK || got != 1 || next != "" {
+		t.Errorf("a short list: %d, %d entries, next %q; want one and no next page", status, got, next)
 	}
-	// The audit log keeps the newest: the sandbox made last is in it, the
-	// users made first are not.
+	// The client follows the pages to the end.
+	users, err := w.operator.Users(ctx, "acme")
+	if err != nil || len(users) < n {
+		t.Errorf("client: %d users, %v; want at least %d", len(users), err, n)
+	}
+	sbs, err := w.operator.Sandboxes(ctx, client.ListOptions{})
+	if err != nil || len(sbs) != n+1 {
+		t.Errorf("client: %d sandboxes, %v; want %d", len(sbs), err, n+1)
+	}
 	log, err := w.operator.Audit(ctx, client.AuditOptions{Since: "1h"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	newest := false
+	newest, oldest := false, false
 	for _, e := range log {
 		newest = newest || e.Action == "sandbox.create" && e.Target == "newest"
-		if e.Action == "user.create" && e.Target == "user0000" {
-			t.Errorf("the audit log holds %s %s, one of its oldest events; want the newest 1000", e.Action, e.Target)
-		}
+		oldest = oldest || e.Action == "user.create" && e.Target == "user0000"
 	}
-	if !newest {
-		t.Error("the audit log does not hold the newest event, the last sandbox's creation")
-	}
-	var warnings []string
-	c := client.New(w.url, w.opKey, nil).WithWarnings(func(s string) { warnings = append(warnings, s) })
-	if _, err := c.Users(ctx, "acme"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Projects(ctx, "acme"); err != nil {
-		t.Fatal(err)
-	}
-	if len(warnings) != 1 || !strings.Contains(warnings[0], "cut the list at 1000 entries (GET /api/v1/orgs/acme/users)") {
-		t.Errorf("warnings: %q; want one, for the users", warnings)
+	if !newest || !oldest {
+		t.Errorf("the audit log read through its pages holds its newest event %v, its oldest %v; want both", newest, oldest)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/sandbox"
 )
 
@@ -163,7 +164,7 @@ func (m *matrix) invitationsOf(t *testing.T, id string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	evs, err := m.st.ListAudit(t.Context(), audit.Filter{Org: u.Org, Limit: 1 << 20})
+	evs, _, err := m.st.ListAudit(t.Context(), audit.Filter{Org: u.Org}, paging.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,15 +248,15 @@ func (m *matrix) invitationState(t *testing.T, secret string) string {
 // each read as the operator.
 var watches = map[string]func(m *matrix, t *testing.T) string{
 	"organisations": func(m *matrix, t *testing.T) string {
-		orgs, err := m.accounts.Organisations(t.Context(), m.principal(t, m.opKey))
+		orgs, _, err := m.accounts.Organisations(t.Context(), m.principal(t, m.opKey), paging.Request{})
 		return fmt.Sprint(len(orgs), err)
 	},
 	"acme's projects": func(m *matrix, t *testing.T) string {
-		prjs, err := m.accounts.Projects(t.Context(), m.principal(t, m.opKey), "acme")
+		prjs, _, err := m.accounts.Projects(t.Context(), m.principal(t, m.opKey), "acme", paging.Request{})
 		return fmt.Sprint(len(prjs), err)
 	},
 	"acme's users": func(m *matrix, t *testing.T) string {
-		us, err := m.accounts.Users(t.Context(), m.principal(t, m.opKey), "acme")
+		us, _, err := m.accounts.Users(t.Context(), m.principal(t, m.opKey), "acme", paging.Request{})
 		return fmt.Sprint(len(us), err)
 	},
 	"acme's guardrail": func(m *matrix, t *testing.T) string {
@@ -322,7 +323,7 @@ func (m *matrix) runLog(t *testing.T, id string) string {
 // acmeClasses is acme's classes, one a line.
 func (m *matrix) acmeClasses(t *testing.T) string {
 	t.Helper()
-	cs, err := m.sandboxes.Classes(t.Context(), m.principal(t, m.opKey), "acme")
+	cs, _, err := m.sandboxes.Classes(t.Context(), m.principal(t, m.opKey), "acme", paging.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,7 +337,7 @@ func (m *matrix) acmeClasses(t *testing.T) string {
 
 func (m *matrix) keysOf(t *testing.T, user string) string {
 	t.Helper()
-	ks, err := m.accounts.Keys(t.Context(), m.principal(t, m.opKey), m.users[user].ID)
+	ks, _, err := m.accounts.Keys(t.Context(), m.principal(t, m.opKey), m.users[user].ID, paging.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}

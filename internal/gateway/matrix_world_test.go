@@ -18,6 +18,7 @@ import (
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/driver/fake"
 	"berth.dev/berth/internal/inference"
+	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
 	"berth.dev/berth/internal/tunnel"
@@ -121,7 +122,7 @@ func newMatrix(t *testing.T) *matrix {
 	w.user(t, "acme", "carol", "admin") // another administrator of acme's, whose keys ada handles
 	op := m.principal(t, w.opKey)
 	for _, org := range []string{"acme", "other"} {
-		us, err := w.accounts.Users(ctx, op, org)
+		us, _, err := w.accounts.Users(ctx, op, org, paging.Request{})
 		if err != nil {
 			t.Fatal(err)
 		}

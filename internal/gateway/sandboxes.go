@@ -11,12 +11,17 @@ import (
 )
 
 func (s *Server) listClasses(w http.ResponseWriter, r *http.Request, p account.Principal) {
-	classes, err := s.sandboxes.Classes(r.Context(), p, r.URL.Query().Get("org"))
+	lp, err := readPage(r, "classes", map[string]string{"org": r.URL.Query().Get("org")})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	classes = capList(w, classes)
+	classes, next, err := s.sandboxes.Classes(r.Context(), p, lp.filters["org"], lp.req)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	setNext(w, r, lp, next)
 	out := make([]api.ClassStatus, len(classes))
 	for i, c := range classes {
 		out[i] = api.ClassStatus{Class: apiClass(c.Class), Startable: c.Startable, Reason: c.Reason}
@@ -52,14 +57,23 @@ func (s *Server) deleteClass(w http.ResponseWriter, r *http.Request, p account.P
 
 func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request, p account.Principal) {
 	q := r.URL.Query()
-	all, _ := strconv.ParseBool(q.Get("all"))
-	sbs, err := s.sandboxes.List(r.Context(), p, sandbox.ListOptions{Class: q.Get("class"), Purpose: q.Get("purpose"), All: all,
-		Limit: api.MaxList + 1})
+	all := ""
+	if b, _ := strconv.ParseBool(q.Get("all")); b {
+		all = "true"
+	}
+	lp, err := readPage(r, "sandboxes", map[string]string{"class": q.Get("class"), "purpose": q.Get("purpose"), "all": all})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	sbs = capList(w, sbs)
+	f := lp.filters
+	sbs, next, err := s.sandboxes.List(r.Context(), p, sandbox.ListOptions{Class: f["class"], Purpose: f["purpose"], All: f["all"] == "true",
+		Page: lp.req})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	setNext(w, r, lp, next)
 	owners := map[string]string{}
 	out := api.SandboxList{Sandboxes: make([]api.Sandbox, len(sbs))}
 	for i, sb := range sbs {

@@ -16,6 +16,7 @@ import (
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/client"
 	"berth.dev/berth/internal/driver/fake"
+	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/tunnel/tunneltest"
 )
@@ -103,7 +104,7 @@ func TestTunnelAuthorisationMatrix(t *testing.T) {
 		})
 	}
 	// The administrator's attempt is on the record.
-	events, err := w.st.ListAudit(ctx, audit.Filter{Sandbox: sb.ID})
+	events, _, err := w.st.ListAudit(ctx, audit.Filter{Sandbox: sb.ID}, paging.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,6 +151,14 @@ func TestTunnelRefusals(t *testing.T) {
 	}
 	_, err = w.owner.Tunnel(ctx, sb.ID, 2222)
 	check("a suspended sandbox", err, http.StatusConflict, api.CodeConflict, "resume it first (berth sandbox resume dev)")
+
+	// A machine that died behind the gateway's back: the sandbox says so,
+	// in berth's words (not the driver's), whether the driver's watch or
+	// the tunnel found it first.
+	crashed := w.reachable(t, "crashed")
+	w.drv.Exit(sandbox.ID(crashed.ID), 137)
+	_, err = w.owner.Tunnel(ctx, crashed.ID, 2222)
+	check("a sandbox whose process died", err, http.StatusConflict, api.CodeConflict, "sandbox crashed is failed (its process exited 137); a failed sandbox is over")
 
 	resp, err := http.Get(w.url + "/sandbox/v1/dev/tcp/ssh")
 	if err != nil {
@@ -253,7 +262,7 @@ func TestTunnelActivityAndAudit(t *testing.T) {
 	c.Close()
 	var events []audit.Event
 	waitFor(t, "the tunnel's audit event", func() bool {
-		events, err = w.st.ListAudit(ctx, audit.Filter{Sandbox: sb.ID})
+		events, _, err = w.st.ListAudit(ctx, audit.Filter{Sandbox: sb.ID}, paging.Request{})
 		events = shells(events)
 		return err == nil && len(events) > 0
 	})
@@ -282,7 +291,7 @@ func TestTunnelIdleClose(t *testing.T) {
 	c := w.ownersTunnel(t, sb)
 	closedByGateway(t, "a quiet tunnel", c)
 	waitFor(t, "the idle close to be recorded", func() bool {
-		events, err := w.st.ListAudit(t.Context(), audit.Filter{Sandbox: sb.ID})
+		events, _, err := w.st.ListAudit(t.Context(), audit.Filter{Sandbox: sb.ID}, paging.Request{})
 		events = shells(events)
 		return err == nil && len(events) == 1 && strings.Contains(events[0].Detail, "ended idle")
 	})
@@ -303,7 +312,7 @@ func TestCloseTunnels(t *testing.T) {
 	}
 	closedByGateway(t, "a tunnel after CloseTunnels", c)
 	// CloseTunnels returned after the tunnel was recorded.
-	events, err := w.st.ListAudit(t.Context(), audit.Filter{Sandbox: sb.ID})
+	events, _, err := w.st.ListAudit(t.Context(), audit.Filter{Sandbox: sb.ID}, paging.Request{})
 	events = shells(events)
 	if err != nil || len(events) != 1 || !strings.Contains(events[0].Detail, "ended stopped") {
 		t.Errorf("audit after CloseTunnels: %+v, %v; want the shell, ended stopped", events, err)

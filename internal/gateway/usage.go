@@ -11,12 +11,18 @@ import (
 
 func (s *Server) usageReport(w http.ResponseWriter, r *http.Request, p account.Principal) {
 	q := r.URL.Query()
-	rep, err := s.usage.Report(r.Context(), p, usage.Query{By: q.Get("by"), Since: q.Get("since"), Org: q.Get("org")})
+	lp, err := readPage(r, "usage", map[string]string{"by": q.Get("by"), "since": q.Get("since"), "org": q.Get("org")})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	rep.Rows = capList(w, rep.Rows) // the total still counts every row
+	f := lp.filters
+	rep, err := s.usage.Report(r.Context(), p, usage.Query{By: f["by"], Since: f["since"], Org: f["org"], Page: lp.req})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	setNext(w, r, lp, rep.Next) // the total counts every row, of every page
 	out := api.UsageReport{By: string(rep.By), Organisation: rep.Org, Since: rep.Since, Until: rep.Until,
 		Rows: make([]api.UsageRow, len(rep.Rows)), Total: apiUsageRow(rep.Total)}
 	for i, row := range rep.Rows {
@@ -36,16 +42,18 @@ func apiUsageRow(r usage.Row) api.UsageRow {
 
 func (s *Server) auditLog(w http.ResponseWriter, r *http.Request, p account.Principal) {
 	q := r.URL.Query()
-	entries, err := s.usage.Audit(r.Context(), p, usage.AuditQuery{Sandbox: q.Get("sandbox"), Since: q.Get("since"), Org: q.Get("org"),
-		Limit: api.MaxList + 1})
+	lp, err := readPage(r, "audit", map[string]string{"sandbox": q.Get("sandbox"), "since": q.Get("since"), "org": q.Get("org")})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	if len(entries) > api.MaxList { // oldest first: the newest are kept
-		w.Header().Set(api.TruncatedHeader, "true")
-		entries = entries[len(entries)-api.MaxList:]
+	f := lp.filters
+	entries, next, err := s.usage.Audit(r.Context(), p, usage.AuditQuery{Sandbox: f["sandbox"], Since: f["since"], Org: f["org"], Page: lp.req})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
 	}
+	setNext(w, r, lp, next)
 	out := api.AuditLog{Events: make([]api.AuditEvent, len(entries))}
 	for i, e := range entries {
 		out.Events[i] = api.AuditEvent{ID: e.ID, At: e.At, Organisation: e.Org, Actor: e.Actor, ActorName: e.ActorName,

@@ -9,6 +9,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/quantity"
 	"berth.dev/berth/internal/runner"
 )
 
@@ -20,9 +21,11 @@ type Status struct {
 	ProjectName string
 	Settings    Settings
 	// Month is the first instant of the month SpentUSD counts (UTC).
-	Month       time.Time
-	SpentUSD    float64
-	ReservedUSD float64 // held by requests in flight
+	Month    time.Time
+	SpentUSD float64
+	// ReservedUSD is held by requests in flight; with replicas, what
+	// their leases hold (their requests in flight and room for the next).
+	ReservedUSD float64
 	// Reachable are the models a key of this scope may reach: the
 	// organisation's list narrowed by the project's.
 	Reachable []string
@@ -93,7 +96,7 @@ func (s *Service) status(ctx context.Context, org string, prj account.Project) (
 		return Status{}, err
 	}
 	now := s.now()
-	spent, reserved, err := s.ledger.spentNow(ctx, org, prj.ID, now)
+	spent, reserved, err := s.ledger.status(ctx, org, prj.ID, now)
 	if err != nil {
 		return Status{}, err
 	}
@@ -115,7 +118,7 @@ func describe(s Settings) string {
 	}
 	budget := "no budget"
 	if s.BudgetUSD != nil {
-		budget = fmt.Sprintf("budget $%.2f a month", *s.BudgetUSD)
+		budget = "budget " + quantity.USD(*s.BudgetUSD) + " a month"
 	}
 	rate := "no rate limit"
 	if s.Rate != nil {

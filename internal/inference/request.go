@@ -22,13 +22,24 @@ type Call struct {
 
 	body map[string]json.RawMessage
 	size int
+	// choices is how many answers the request asks for (Chat's n,
+	// Gemini's candidateCount), each up to MaxOutput; at least 1.
+	choices int
+	// tools counts the tools the request declares, builtin those the
+	// vendor runs or describes itself (Anthropic's typed tools,
+	// Responses' web_search, Gemini's googleSearch): their prompts are
+	// the vendor's, not in the body.
+	tools, builtin int
+	// cacheWrite: the request marks content for the prompt cache
+	// (Anthropic's cache_control), which is charged above the input rate.
+	cacheWrite bool
 }
 
 // ReadCall reads a request body of dialect d. Gemini names the model and
 // whether it streams in the path, so model and stream are given for it;
 // the other dialects carry them in the body and ignore the arguments.
 func ReadCall(d Dialect, model string, stream bool, body []byte) (Call, error) {
-	c := Call{Dialect: d, Model: model, Stream: stream, size: len(body)}
+	c := Call{Dialect: d, Model: model, Stream: stream, size: len(body), choices: 1}
 	if err := json.Unmarshal(body, &c.body); err != nil || c.body == nil {
 		return Call{}, invalid("the body is not a JSON object")
 	}
@@ -54,11 +65,17 @@ func ReadCall(d Dialect, model string, stream bool, body []byte) (Call, error) {
 	default:
 		return Call{}, invalid("dialect %q is not served", d)
 	}
+	tools := c.body["tools"]
 	switch d {
 	case Anthropic:
 		c.MaxOutput = num(c.body, "max_tokens")
+		c.cacheWrite = bytes.Contains(body, []byte(`"cache_control"`))
 	case OpenAIChat:
 		c.MaxOutput = num(c.body, "max_completion_tokens", "max_tokens")
+		c.choices = max(num(c.body, "n"), 1)
+		if tools == nil {
+			tools = c.body["functions"] // the older name of the same
+		}
 	case OpenAIResponses:
 		c.MaxOutput = num(c.body, "max_output_tokens")
 	case Gemini:
@@ -69,11 +86,38 @@ func ReadCall(d Dialect, model string, stream bool, body []byte) (Call, error) {
 			_ = json.Unmarshal(g, &gc)
 		}
 		c.MaxOutput = num(gc, "maxOutputTokens", "max_output_tokens")
+		c.choices = max(num(gc, "candidateCount", "candidate_count"), 1)
 	}
+	c.tools, c.builtin = countTools(d, tools)
 	if c.Model == "" {
 		return Call{}, invalid("the request names no model")
 	}
 	return c, nil
+}
+
+// countTools counts the tools a request declares, and of them those the
+// vendor runs or describes itself: a typed tool other than a function
+// (Anthropic's bash_…, computer_…; Responses' web_search, file_search), or
+// a Gemini tool that declares no functions (googleSearch, codeExecution).
+func countTools(d Dialect, raw json.RawMessage) (n, builtin int) {
+	var tools []map[string]json.RawMessage
+	if json.Unmarshal(raw, &tools) != nil {
+		return 0, 0
+	}
+	for _, t := range tools {
+		if d == Gemini {
+			if t["functionDeclarations"] == nil && t["function_declarations"] == nil {
+				builtin++
+			}
+			continue
+		}
+		var kind string
+		_ = json.Unmarshal(t["type"], &kind)
+		if kind != "" && kind != "function" && kind != "custom" {
+			builtin++
+		}
+	}
+	return len(tools), builtin
 }
 
 // Size is the body's length in bytes.

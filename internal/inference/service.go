@@ -59,6 +59,10 @@ type Record struct {
 	// Metered is false when a successful answer said no usage (a stream
 	// cut short): the request was charged its reservation, its worst case.
 	Metered bool
+	// Lease is what the record takes off the leases of the replica that
+	// admitted the request, in the transaction that writes it (lease.go);
+	// zero on a gateway alone with its database.
+	Lease Release
 }
 
 // SessionUsage is what the gateway metered for one session: an agent
@@ -89,11 +93,12 @@ type Options struct {
 	Log *slog.Logger
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
-	// SpendRefresh is how often a month's spend is read again from the
-	// store, for gateways that share it (PostgreSQL replicas): each then
-	// sees what the others charged. 0 reads it once a month: right for
-	// the one gateway of an SQLite file.
-	SpendRefresh time.Duration
+	// Leases, when set, keeps the budgets in leases in the database, for
+	// gateways that share it (PostgreSQL replicas): what they admit
+	// together never passes a budget. Nil keeps reservations in this
+	// process: exact for the one gateway of an SQLite file. With leases,
+	// Run must run.
+	Leases Leases
 }
 
 // Service decides and meters model requests.
@@ -105,7 +110,7 @@ type Service struct {
 	publicURL string
 	log       *slog.Logger
 	now       func() time.Time
-	ledger    *ledger
+	ledger    ledger
 	limiter   *limiter
 
 	mu       sync.Mutex
@@ -137,8 +142,50 @@ func NewService(o Options) *Service {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	var l ledger = newLocal(o.Store.InferenceSpend)
+	if o.Leases != nil {
+		l = newShared(o.Leases)
+	}
 	return &Service{catalog: o.Catalog, store: o.Store, accounts: o.Accounts, audit: o.Audit, publicURL: o.PublicURL,
-		log: o.Log, now: o.Now, ledger: newLedger(o.Store.InferenceSpend, o.SpendRefresh), limiter: newLimiter(), policies: map[policyKey]cachedPolicy{}}
+		log: o.Log, now: o.Now, ledger: l, limiter: newLimiter(), policies: map[policyKey]cachedPolicy{}}
+}
+
+// Run renews the budgets' leases (Options.Leases) a third of their life
+// before they expire, until ctx is done; then it gives back what they
+// hold beyond the requests in flight. Without leases it only waits.
+func (s *Service) Run(ctx context.Context) {
+	sh, ok := s.ledger.(*shared)
+	if !ok {
+		<-ctx.Done()
+		return
+	}
+	tick := time.NewTicker(leaseTTL / 3)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			stop, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if err := sh.renew(stop, s.now(), true); err != nil {
+				s.log.Warn("the budgets' leases were not given back; they expire in "+leaseTTL.String(), "err", err)
+			}
+			return
+		case <-tick.C:
+			if err := s.RenewLeases(ctx); err != nil {
+				s.log.WarnContext(ctx, "budgets' leases", "err", err)
+			}
+		}
+	}
+}
+
+// RenewLeases renews this gateway's leases of budgets: those unused since
+// the last renewal give back their room first, or go when no request in
+// flight holds them. Run calls it; without leases it does nothing.
+func (s *Service) RenewLeases(ctx context.Context) error {
+	if sh, ok := s.ledger.(*shared); ok {
+		return sh.renew(ctx, s.now(), false)
+	}
+	return nil
 }
 
 // keyPolicy is Policy through a short cache: the model routes read it on
@@ -282,20 +329,40 @@ func (s *Service) Admit(ctx context.Context, p account.Principal, call Call, bod
 		}
 	}
 	if t.Body, err = call.rewrite(body, target.Upstream, system); err != nil {
-		s.ledger.settle(t.res, t.rec.Org, t.rec.Project, 0, now)
+		s.ledger.settle(t.res, t.rec.Org, t.rec.Project, 0, false, now)
 		return nil, err
 	}
 	return t, nil
 }
 
-// promptOverhead is what a vendor adds to a prompt on its side (the tool
-// use system prompt, message framing), in tokens, for the worst case.
-const promptOverhead = 2048
+// What a vendor adds to a prompt on its side, in tokens, for the worst
+// case: a request that declares tools gets the vendor's tool-use system
+// prompt (Anthropic's is 346 tokens), and each tool the vendor describes
+// itself its own (Anthropic's text editor 700, computer use 735 plus a
+// system prompt of up to 499).
+const (
+	toolUseOverhead = 512
+	builtinOverhead = 1024
+)
 
-// worstCase is the most a request can cost: every byte of its body (and
-// the system prompt added) a prompt token at the dearest input rate
-// (cache writes cost more than input), plus its output cap at the output
-// rate. No tokenizer makes more tokens than bytes, so the bound holds.
+// worstCase is the most a request can cost (SPEC S14): its input at the
+// dearest rate it can be charged, plus its output cap at the output rate,
+// for each answer it asks for.
+//
+// Input: every byte of the body and of the system prompt added is a prompt
+// token (no vendor's tokenizer makes more tokens than bytes, and the JSON
+// around the text outweighs the vendor's framing of each message), plus
+// the vendors' tool prompts; never more than the model's context window
+// when the file names one. The rate is the input rate, or the cache-write
+// rate when the request marks content for the cache (the only input
+// charged above the input rate).
+//
+// Output: the request's own cap (max_tokens, max_completion_tokens,
+// max_output_tokens, generationConfig.maxOutputTokens; reasoning and
+// thinking count in it), never more than the model's maximum. A request
+// that names no cap may get the model's maximum (max_tokens in the
+// inference file), so that is reserved; for a model the file gives none,
+// default_max_output_tokens (32000 unless set).
 func worstCase(c Call, m Model, defaultMax, systemLen int) float64 {
 	out := c.MaxOutput
 	if out == 0 {
@@ -304,9 +371,23 @@ func worstCase(c Call, m Model, defaultMax, systemLen int) float64 {
 	if out == 0 {
 		out = defaultMax
 	}
+	if m.MaxTokens > 0 {
+		// A vendor refuses a cap over the model's maximum.
+		out = min(out, m.MaxTokens)
+	}
+	in := c.size + systemLen + c.builtin*builtinOverhead
+	if c.tools > 0 {
+		in += toolUseOverhead
+	}
+	if m.ContextWindow > 0 {
+		in = min(in, m.ContextWindow)
+	}
 	p := m.Price
-	in := float64(c.size + systemLen + promptOverhead)
-	return (in*max(p.Input, p.CacheRead, p.CacheWrite) + float64(out)*p.Output) / 1e6
+	rate := max(p.Input, p.CacheRead)
+	if c.cacheWrite {
+		rate = max(rate, p.CacheWrite)
+	}
+	return (float64(in)*rate + float64(out)*float64(max(c.choices, 1))*p.Output) / 1e6
 }
 
 // Settle ends an admitted request: status is the upstream's answer (0 when
@@ -331,9 +412,11 @@ func (s *Service) Settle(ctx context.Context, t *Ticket, status int, meter *Mete
 		r.CostUSD = t.worst
 	}
 	// Recorded before the ledger counts it: a month read from the store
-	// in between then counts it twice, never not at all.
+	// in between then counts it twice, never not at all. The record takes
+	// the reservation off the replica's lease as it commits.
+	r.Lease = s.ledger.release(t.res)
 	err := s.store.RecordInference(ctx, r)
-	s.ledger.settle(t.res, r.Org, r.Project, r.CostUSD, s.now())
+	s.ledger.settle(t.res, r.Org, r.Project, r.CostUSD, err == nil, s.now())
 	if err != nil {
 		return r, fmt.Errorf("record inference of %s: %w", r.Model, err)
 	}

@@ -1,6 +1,7 @@
 // Package quantity parses and prints the sizes and lifetimes people type in
 // classes, guardrails and the CLI: cores ("4", "4000m", "0.5"), bytes
-// ("16Gi", "512Mi", "1G") and durations with days ("8h", "7d", "1d12h").
+// ("16Gi", "512Mi", "1G") and durations with days ("8h", "7d", "1d12h");
+// and prints the US dollars of budgets ("$0.028").
 package quantity
 
 import (
@@ -126,4 +127,28 @@ func FormatDuration(d time.Duration) string {
 		return strconv.FormatInt(int64(d/time.Minute), 10) + "m"
 	}
 	return d.String()
+}
+
+// USD prints an amount of US dollars as exactly as it is known, and at
+// least to the cent: "$25.00", "$0.028", "$0.0000375". What float
+// arithmetic adds past the ninth decimal (a thousandth of a token at $1 a
+// million) is left out, so a sum prints as it would on paper ("$0.30",
+// not "$0.30000000000000004"), and nothing is rounded to the cent that a
+// budget of a few cents would need.
+func USD(v float64) string {
+	r := math.Round(v*1e9) / 1e9
+	switch {
+	case r == 0:
+		return "$0.00" // and never "$-0.00"
+	case math.IsNaN(r) || math.IsInf(r, 0):
+		return "$" + strconv.FormatFloat(r, 'f', -1, 64)
+	}
+	s := strconv.FormatFloat(r, 'f', -1, 64)
+	switch dot := strings.IndexByte(s, '.'); {
+	case dot < 0:
+		s += ".00"
+	case len(s)-dot == 2:
+		s += "0"
+	}
+	return "$" + s
 }

@@ -80,3 +80,26 @@ func TestParseDuration(t *testing.T) {
 		}
 	}
 }
+
+func TestUSD(t *testing.T) {
+	for _, c := range []struct {
+		v    float64
+		want string
+	}{
+		{25, "$25.00"},
+		{0.028, "$0.028"},
+		{0.03, "$0.03"},
+		{2.5, "$2.50"},
+		{0, "$0.00"},
+		{-0.0000000001, "$0.00"},
+		{0.1 + 0.2, "$0.30"},
+		{0.0000375, "$0.0000375"},
+		{0.00000005, "$0.00000005"},
+		{1234.5678, "$1234.5678"},
+		{-1.5, "$-1.50"},
+	} {
+		if got := quantity.USD(c.v); got != c.want {
+			t.Errorf("USD(%v) = %q, want %q", c.v, got, c.want)
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/guardrail"
+	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/runner/runnertest"
 	"berth.dev/berth/internal/sandbox"
 )
@@ -39,7 +40,7 @@ func runService(t *testing.T, svc *sandbox.Service) {
 // actions lists the audit log's entries of a sandbox as "action target".
 func (e *env) actions(t *testing.T, id sandbox.ID) []string {
 	t.Helper()
-	events, err := e.st.ListAudit(t.Context(), audit.Filter{Sandbox: string(id)})
+	events, _, err := e.st.ListAudit(t.Context(), audit.Filter{Sandbox: string(id)}, paging.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,7 +318,7 @@ func TestAuditCommittedWithTheChange(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	events, err := e.st.ListAudit(ctx, audit.Filter{})
+	events, _, err := e.st.ListAudit(ctx, audit.Filter{}, paging.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,7 +333,7 @@ func TestAuditCommittedWithTheChange(t *testing.T) {
 	}
 
 	// Every other change of the account and sandbox services too.
-	before, err := e.st.ListAudit(ctx, audit.Filter{})
+	before, _, err := e.st.ListAudit(ctx, audit.Filter{}, paging.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,7 +359,7 @@ func TestAuditCommittedWithTheChange(t *testing.T) {
 	if err := e.svc.DeleteClass(ctx, e.admin, "", "small"); err != nil {
 		t.Fatal(err)
 	}
-	after, err := e.st.ListAudit(ctx, audit.Filter{})
+	after, _, err := e.st.ListAudit(ctx, audit.Filter{}, paging.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}

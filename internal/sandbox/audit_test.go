@@ -10,6 +10,7 @@ import (
 
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/guardrail"
+	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/sandbox"
 )
 
@@ -20,7 +21,7 @@ func TestAuditOneEntryPerAction(t *testing.T) {
 	e := newEnv(t)
 	e.run(t)
 	ctx := t.Context()
-	before, err := e.st.ListAudit(ctx, audit.Filter{})
+	before, _, err := e.st.ListAudit(ctx, audit.Filter{}, paging.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +70,7 @@ func TestAuditOneEntryPerAction(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	all, err := e.st.ListAudit(ctx, audit.Filter{})
+	all, _, err := e.st.ListAudit(ctx, audit.Filter{}, paging.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}

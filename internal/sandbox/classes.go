@@ -10,6 +10,7 @@ import (
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/guardrail"
+	"berth.dev/berth/internal/paging"
 )
 
 // ClassStatus is a class with whether the caller could start one in the
@@ -20,24 +21,25 @@ type ClassStatus struct {
 	Reason    string
 }
 
-// Classes lists an organisation's classes (empty orgRef: the caller's) and
-// whether the default project's quota lets the caller start each one.
-func (s *Service) Classes(ctx context.Context, p account.Principal, orgRef string) ([]ClassStatus, error) {
+// Classes lists a page of an organisation's classes by name (empty
+// orgRef: the caller's) and whether the default project's quota lets the
+// caller start each one, and the key of its last one when more follow.
+func (s *Service) Classes(ctx context.Context, p account.Principal, orgRef string, pg paging.Request) ([]ClassStatus, *paging.Key, error) {
 	org, err := s.accounts.Organisation(ctx, p, orgRef)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	classes, err := s.store.ListClasses(ctx, org.ID)
+	classes, next, err := s.store.ListClasses(ctx, org.ID, pg)
 	if err != nil {
-		return nil, fmt.Errorf("list classes: %w", err)
+		return nil, nil, fmt.Errorf("list classes: %w", err)
 	}
 	prj, err := s.accounts.DefaultProject(ctx, org.ID)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	g, err := s.accounts.EffectiveGuardrail(ctx, org.ID, prj.ID)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out := make([]ClassStatus, len(classes))
 	for i, c := range classes {
@@ -46,7 +48,7 @@ func (s *Service) Classes(ctx context.Context, p account.Principal, orgRef strin
 			out[i].Startable, out[i].Reason = false, reason
 		}
 	}
-	return out, nil
+	return out, next, nil
 }
 
 func (s *Service) whyNot(c Class, g guardrail.Guardrail) string {
@@ -134,7 +136,7 @@ func (s *Service) ApplyClasses(ctx context.Context, p account.Principal, orgRef 
 // MaxClasses classes, so a list of them stays bounded. (Two applies at
 // once may together pass it by what each adds; neither passes alone.)
 func (s *Service) checkClassCount(ctx context.Context, org account.Organisation, classes []Class) error {
-	have, err := s.store.ListClasses(ctx, org.ID)
+	have, _, err := s.store.ListClasses(ctx, org.ID, paging.Request{})
 	if err != nil {
 		return fmt.Errorf("apply classes: %w", err)
 	}

@@ -69,6 +69,25 @@ type Machine struct {
 	// a finished pod, which the sweep fails whatever its exit code (SPEC
 	// S11), where podman suspends an engineer sandbox that exited 0.
 	Final bool
+	// FinishedAt is when a stopped machine's process ended, as its runtime
+	// tells (podman's exit time; on Kubernetes when the controller saw
+	// the pod finish or go); zero when the runtime does not say. The
+	// running segment closes then, not when the gateway noticed (SPEC S8).
+	FinishedAt time.Time
+}
+
+// Watcher is the capability of a driver that hears of its machines as
+// they change (podman's events, a Kubernetes watch): the service handles a
+// machine that stopped or vanished at once, as the sweep would, rather
+// than at the next sweep. The sweep stays the safety net: a watch misses
+// what happens while it is down.
+type Watcher interface {
+	// Watch calls changed with the id of each machine of the deployment
+	// that may have stopped or vanished, until ctx is done (nil) or the
+	// watch breaks (its error; the service watches again after a
+	// while). A change may be told twice, or of a machine that did not
+	// change: the service looks at the machine itself.
+	Watch(ctx context.Context, changed func(ID)) error
 }
 
 // Expirer is the capability of a driver whose machines carry their expiry

@@ -144,9 +144,15 @@ func (s *Service) suspendIdle(ctx context.Context, sb Sandbox) error {
 		return err
 	}
 	next.Reason = "idle for " + quantity.FormatDuration(s.cfg.IdleSuspend)
-	if err := s.driver.Stop(ctx, sb.ID); err != nil && !errors.Is(err, ErrNotFound) {
+	// The row first, as Suspend does: a machine stopped under a row still
+	// running is one that stopped by itself to whoever looks meanwhile
+	// (the driver's watch, another sweep), and fails.
+	if _, err = s.write(ctx, "", sb, Update{Sandbox: next, From: StateRunning, At: s.clamp(sb)}); err != nil {
 		return err
 	}
-	_, err = s.write(ctx, "", sb, Update{Sandbox: next, From: StateRunning, At: s.clamp(sb)})
-	return err
+	if err := s.driver.Stop(ctx, sb.ID); err != nil && !errors.Is(err, ErrNotFound) {
+		// The row is right; the sweep stops what must not run.
+		s.log.WarnContext(ctx, "driver could not stop an idle sandbox's machine", "sandbox", sb.ID, "err", err)
+	}
+	return nil
 }

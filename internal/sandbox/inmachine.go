@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/kelos"
@@ -208,7 +209,7 @@ func (s *Service) RunExit(ctx context.Context, p account.Principal, rep RunRepor
 		// could not start: its words, not just a code.
 		run.State, run.Error = RunFailed, fmt.Sprintf("in its machine (exit %d): %s", rep.ExitCode, rep.Error)
 	}
-	s.concludeRun(ctx, sb, run, kelos.SetupNone, s.landBundle(rep), reportedVerdict(rep))
+	s.concludeRun(ctx, sb, run, kelos.SetupNone, s.landBundle(rep), reportedVerdict(rep), time.Time{})
 	out, err := s.store.GetRun(ctx, sb.ID)
 	if err != nil {
 		return Sandbox{}, Run{}, fmt.Errorf("run exit: %w", err)

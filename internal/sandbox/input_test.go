@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/sandbox"
 )
 
@@ -38,7 +39,7 @@ func TestCreateRefusesBadBranches(t *testing.T) {
 			}
 		}
 	}
-	if got, _ := e.svc.List(t.Context(), e.operator, sandbox.ListOptions{All: true}); len(got) != 0 {
+	if got, _, _ := e.svc.List(t.Context(), e.operator, sandbox.ListOptions{All: true}); len(got) != 0 {
 		t.Fatalf("refused creates left %d sandboxes behind", len(got))
 	}
 	if _, err := e.svc.Create(t.Context(), e.alice, sandbox.CreateRequest{Name: "dev", Class: "standard", SSHKeys: []string{testKey},
@@ -67,7 +68,7 @@ func aliasBomb(size, n int) string {
 // small one. Aliases within the budget still work.
 func TestApplyRefusesAliasExpansion(t *testing.T) {
 	e := newEnv(t)
-	before, err := e.svc.Classes(t.Context(), e.admin, "")
+	before, _, err := e.svc.Classes(t.Context(), e.admin, "", paging.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +88,7 @@ func TestApplyRefusesAliasExpansion(t *testing.T) {
 			t.Fatalf("%s (%d bytes written): %.300v; want it refused on sandboxes naming the 1 MiB limit", tt.name, len(file), err)
 		}
 	}
-	after, err := e.svc.Classes(t.Context(), e.admin, "")
+	after, _, err := e.svc.Classes(t.Context(), e.admin, "", paging.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +165,7 @@ func TestClassFieldsAreBounded(t *testing.T) {
 		!strings.Contains(err.Error(), "names 101 classes; at most 100") {
 		t.Errorf("a file of 101 classes: %v", err)
 	}
-	have, err := e.svc.Classes(t.Context(), e.admin, "")
+	have, _, err := e.svc.Classes(t.Context(), e.admin, "", paging.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}

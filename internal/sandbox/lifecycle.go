@@ -210,6 +210,13 @@ func (s *Service) Terminate(ctx context.Context, p account.Principal, ref string
 // a failed engineer sandbox keep the volume, unless it failed before it
 // ever ran.
 func (s *Service) end(ctx context.Context, actor string, sb Sandbox, to State, reason string) (Sandbox, error) {
+	return s.endAt(ctx, actor, sb, to, reason, time.Time{})
+}
+
+// endAt is end for a sandbox whose machine stopped by itself at exited,
+// as its runtime says (zero: not known): its running time ends there
+// (stoppedAt).
+func (s *Service) endAt(ctx context.Context, actor string, sb Sandbox, to State, reason string, exited time.Time) (Sandbox, error) {
 	next, err := sb.Transition(to)
 	if err != nil {
 		return Sandbox{}, err
@@ -218,7 +225,7 @@ func (s *Service) end(ctx context.Context, actor string, sb Sandbox, to State, r
 	if !next.Live() {
 		next.EndedAt = s.now()
 	}
-	out, err := s.write(ctx, actor, sb, Update{Sandbox: next, From: sb.State, At: s.clamp(sb), RevokeKey: true})
+	out, err := s.write(ctx, actor, sb, Update{Sandbox: next, From: sb.State, At: s.stoppedAt(sb, exited), RevokeKey: true})
 	if err != nil {
 		return Sandbox{}, err
 	}
@@ -288,6 +295,22 @@ func (s *Service) clamp(sb Sandbox) time.Time {
 		return sb.ExpiresAt
 	}
 	return now
+}
+
+// stoppedAt is when a running segment of sb closes for a machine that
+// stopped by itself at exited, as its runtime says: then, however late the
+// gateway noticed (it was down, or a change went untold), but never past
+// the expiry nor before the segment opened (SPEC S8). Zero exited is not
+// known: the segment closes now (clamp).
+func (s *Service) stoppedAt(sb Sandbox, exited time.Time) time.Time {
+	at := s.clamp(sb)
+	if exited.IsZero() || !exited.Before(at) {
+		return at
+	}
+	if exited.Before(sb.RunningSince) {
+		return sb.RunningSince
+	}
+	return exited
 }
 
 func expiredError(sb Sandbox) error {

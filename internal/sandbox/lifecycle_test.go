@@ -12,6 +12,7 @@ import (
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/guardrail"
+	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/sandbox"
 )
 
@@ -48,7 +49,7 @@ func TestSuspendWhileTheSweepLooks(t *testing.T) {
 	if now, _ := e.svc.Get(ctx, e.alice, "dev"); now.State != sandbox.StateSuspended {
 		t.Errorf("row after the sweep: %s (%s), want suspended", now.State, now.Reason)
 	}
-	entries, err := e.st.ListAudit(ctx, audit.Filter{})
+	entries, _, err := e.st.ListAudit(ctx, audit.Filter{}, paging.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,8 +133,8 @@ func TestSuspendResumeExtendTerminate(t *testing.T) {
 	if again.ID == sb.ID {
 		t.Fatal("the new sandbox reused the old id")
 	}
-	live, _ := e.svc.List(ctx, e.alice, sandbox.ListOptions{})
-	all, _ := e.svc.List(ctx, e.alice, sandbox.ListOptions{All: true})
+	live, _, _ := e.svc.List(ctx, e.alice, sandbox.ListOptions{})
+	all, _, _ := e.svc.List(ctx, e.alice, sandbox.ListOptions{All: true})
 	if len(live) != 1 || len(all) != 2 {
 		t.Errorf("list: %d live, %d with --all; want 1 and 2", len(live), len(all))
 	}
@@ -238,7 +239,7 @@ func TestSweepNoticesMachines(t *testing.T) {
 		t.Error("the reconciler left a machine the database does not know")
 	}
 	// A failed engineer sandbox still counts and keeps its name until terminated.
-	live, _ := e.svc.List(ctx, e.alice, sandbox.ListOptions{})
+	live, _, _ := e.svc.List(ctx, e.alice, sandbox.ListOptions{})
 	names := map[string]bool{}
 	for _, sb := range live {
 		names[sb.Name] = true
@@ -328,7 +329,7 @@ func TestConcurrentCreatesRespectMaxSandboxes(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	live, err := e.svc.List(ctx, e.operator, sandbox.ListOptions{})
+	live, _, err := e.svc.List(ctx, e.operator, sandbox.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -91,11 +91,7 @@ func (s *Service) connect(ctx context.Context, p account.Principal, ref string, 
 		return nil, fmt.Errorf("nothing attaches to an agent sandbox: %w", ErrConflict)
 	}
 	if sb.State != StateRunning {
-		hint := ""
-		if sb.State == StateSuspended || sb.State == StateExpired {
-			hint = fmt.Sprintf("; resume it first (berth sandbox resume %s)", sb.Name)
-		}
-		return nil, fmt.Errorf("sandbox %s is %s%s: %w", sb.Name, sb.State, hint, ErrConflict)
+		return nil, notRunning(sb)
 	}
 	reach, ok := s.driver.(Reacher)
 	if !ok {
@@ -106,18 +102,51 @@ func (s *Service) connect(ctx context.Context, p account.Principal, ref string, 
 	}
 	addr, err := reach.Addr(ctx, sb.ID, port)
 	if err != nil {
-		return nil, fmt.Errorf("driver: %w", err)
+		return nil, s.unreachable(ctx, sb, fmt.Errorf("driver: %w", err))
 	}
 	conn, err := s.dial(ctx, "tcp", addr)
 	if err != nil {
 		s.log.WarnContext(ctx, "sandbox does not answer", "sandbox", sb.ID, "port", port, "err", err)
-		return nil, fmt.Errorf("sandbox %s does not answer on port %d: %w", sb.Name, port, ErrUnavailable)
+		return nil, s.unreachable(ctx, sb, fmt.Errorf("sandbox %s does not answer on port %d: %w", sb.Name, port, ErrUnavailable))
 	}
 	s.ConnectionOpened(sb.ID)
 	// Held while open: the idle clock of another replica's sweep does not
 	// see this connection.
 	release := s.hold(ctx, sb.ID)
 	return &Connection{Conn: conn, Sandbox: sb, Port: port, svc: s, caller: p, opened: s.now(), release: release}, nil
+}
+
+// notRunning is why a sandbox that is not running has no tunnel, in its
+// state's words: why it is in it, and what its owner can do.
+func notRunning(sb Sandbox) error {
+	msg := fmt.Sprintf("sandbox %s is %s", sb.Name, sb.State)
+	if sb.Reason != "" && sb.Reason != string(sb.State) {
+		msg += " (" + sb.Reason + ")"
+	}
+	switch sb.State {
+	case StateSuspended, StateExpired:
+		msg += fmt.Sprintf("; resume it first (berth sandbox resume %s)", sb.Name)
+	case StateFailed:
+		msg += fmt.Sprintf("; a failed sandbox is over: its volume is kept until it is terminated (berth sandbox terminate %s)", sb.Name)
+	}
+	return fmt.Errorf("%s: %w", msg, ErrConflict)
+}
+
+// unreachable is why a running sandbox could not be reached (err), unless
+// its machine has stopped or gone behind the gateway's back: then the
+// sandbox is handled at once, as the sweep would, and the answer is its
+// new state's, in berth's words rather than the driver's or the dialler's.
+func (s *Service) unreachable(ctx context.Context, sb Sandbox, err error) error {
+	if m, ierr := s.driver.Inspect(ctx, sb.ID); ierr == nil && m.Status == MachineRunning {
+		return err
+	}
+	if herr := s.sweepSandbox(ctx, sb.ID); herr != nil {
+		s.log.WarnContext(ctx, "could not handle a sandbox whose machine stopped", "sandbox", sb.ID, "err", herr)
+	}
+	if now, gerr := s.store.GetSandbox(ctx, sb.ID); gerr == nil && now.State != StateRunning {
+		return notRunning(now)
+	}
+	return err
 }
 
 func orNone(driver string) string {

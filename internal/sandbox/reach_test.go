@@ -9,6 +9,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/tunnel/tunneltest"
 )
@@ -57,7 +58,7 @@ func TestConnectionKeepsTheSandboxAwake(t *testing.T) {
 		t.Fatalf("31 quiet minutes after the close: suspended %v, want the sandbox", res.Suspended)
 	}
 
-	all, err := e.st.ListAudit(ctx, audit.Filter{Sandbox: string(sb.ID)})
+	all, _, err := e.st.ListAudit(ctx, audit.Filter{Sandbox: string(sb.ID)}, paging.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,7 +46,7 @@ func TestRetentionDeletesEndedSandboxes(t *testing.T) {
 	if _, err := e.st.GetKey(ctx, gone.KeyID); err == nil {
 		t.Error("its key is still in the database")
 	}
-	all, _ := e.svc.List(ctx, e.operator, sandbox.ListOptions{All: true})
+	all, _, _ := e.svc.List(ctx, e.operator, sandbox.ListOptions{All: true})
 	if len(all) != 2 {
 		t.Errorf("after retention %d sandboxes listed, want 2 (the old live one, the recently ended one)", len(all))
 	}

@@ -571,6 +571,7 @@ func (s *Service) finishRun(ctx context.Context, run Run, work string, setup kel
 		return
 	}
 	m, err := s.driver.Inspect(ctx, sb.ID)
+	var exited time.Time
 	switch {
 	case err != nil:
 		run.State, run.Error, run.Ended = RunFailed, "its machine is gone", StateFailed
@@ -578,8 +579,12 @@ func (s *Service) finishRun(ctx context.Context, run Run, work string, setup kel
 		return // not over yet: the next sweep follows again
 	default:
 		run.Exited, run.ExitCode = true, m.ExitCode
+		// Followed again after a restart, it may have exited long ago:
+		// the run ended, and its sandbox's clock stops, when it did.
+		exited = s.stoppedAt(sb, m.FinishedAt)
+		run.EndedAt = exited
 	}
-	s.concludeRun(ctx, sb, run, setup, s.hostPush(work), func(dest string) review.Result { return review.Collect(work, dest) })
+	s.concludeRun(ctx, sb, run, setup, s.hostPush(work), func(dest string) review.Result { return review.Collect(work, dest) }, exited)
 }
 
 // pushFunc takes a clean run's work to berth/<name> and says where it
@@ -620,8 +625,10 @@ func (s *Service) audited(push pushFunc) pushFunc {
 // concludeRun decides how a run whose agent exited (run.ExitCode, or
 // run.State already failed) ended, takes its work with push after a clean
 // run, records it, and ends the sandbox: terminated after a clean run,
-// failed otherwise.
-func (s *Service) concludeRun(ctx context.Context, sb Sandbox, run Run, setup kelos.Setup, push pushFunc, verdict verdictFunc) {
+// failed otherwise. exited is when its machine stopped, as its runtime
+// says (zero: it has not, or it is not known): the sandbox's running time
+// ends there.
+func (s *Service) concludeRun(ctx context.Context, sb Sandbox, run Run, setup kelos.Setup, push pushFunc, verdict verdictFunc, exited time.Time) {
 	if run.State != RunFailed {
 		switch {
 		case setup == kelos.SetupError:
@@ -673,7 +680,7 @@ func (s *Service) concludeRun(ctx context.Context, sb Sandbox, run Run, setup ke
 		if !CanMove(cur.State, to) {
 			return cur, nil
 		}
-		return s.end(ctx, "", cur, to, reason)
+		return s.endAt(ctx, "", cur, to, reason, exited)
 	}); err != nil && !errors.Is(err, ErrConflict) {
 		s.log.ErrorContext(ctx, "could not end a finished run's sandbox", "sandbox", sb.ID, "err", err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/forge"
+	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/runner/runnertest"
 	"berth.dev/berth/internal/sandbox"
@@ -162,7 +163,7 @@ func TestAgentRunPushesItsWorkAndReportsItsUsage(t *testing.T) {
 		t.Errorf("a stranger read the run log: err = %v, want ErrNotFound", err)
 	}
 
-	entries, err := e.st.ListAudit(t.Context(), audit.Filter{})
+	entries, _, err := e.st.ListAudit(t.Context(), audit.Filter{}, paging.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}

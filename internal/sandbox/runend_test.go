@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/runner/runnertest"
 	"berth.dev/berth/internal/sandbox"
 )
@@ -106,7 +107,7 @@ func TestInMachineRunReportsOnce(t *testing.T) {
 	if at := branchOf(t, e, "fix"); at != commit {
 		t.Errorf("berth/fix is at %q, want the first report's %s", at, commit)
 	}
-	events, err := e.st.ListAudit(ctx, audit.Filter{Sandbox: string(sb.ID)})
+	events, _, err := e.st.ListAudit(ctx, audit.Filter{Sandbox: string(sb.ID)}, paging.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}

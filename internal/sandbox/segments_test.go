@@ -1,11 +1,13 @@
 package sandbox_test
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"testing"
 	"time"
 
+	"berth.dev/berth/internal/runner/runnertest"
 	"berth.dev/berth/internal/sandbox"
 )
 
@@ -79,7 +81,9 @@ func TestSegmentsFollowTheLifecycle(t *testing.T) {
 // TestGatewayDownChargesUpToExpiry: while the gateway is down nothing
 // sweeps. When it comes back, a sandbox that expired meanwhile is charged
 // up to its expiry and not past it, one whose machine stopped by itself is
-// charged until the start-up sweep notices, and a suspended one nothing.
+// charged until its machine stopped, as the driver says (not until the
+// start-up sweep noticed, SPEC S8 as issue 15 has it), even when its
+// expiry passed too, and a suspended one nothing.
 func TestGatewayDownChargesUpToExpiry(t *testing.T) {
 	e := newEnv(t)
 	stop := e.run(t)
@@ -90,8 +94,9 @@ func TestGatewayDownChargesUpToExpiry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	crashed := e.engineer(t, e.alice, "crashed") // 4h too
 	parked := e.engineer(t, e.bob, "parked")
-	for _, id := range []sandbox.ID{expiring.ID, long.ID, parked.ID} {
+	for _, id := range []sandbox.ID{expiring.ID, long.ID, crashed.ID, parked.ID} {
 		e.waitState(t, id, sandbox.StateRunning)
 	}
 	e.clock.Advance(time.Minute)
@@ -101,7 +106,8 @@ func TestGatewayDownChargesUpToExpiry(t *testing.T) {
 
 	stop() // the gateway goes down for ten hours
 	e.clock.Advance(2 * time.Hour)
-	e.drv.Exit(long.ID, 0) // its process ends at 11:01, nobody notices
+	e.drv.Exit(long.ID, 0)      // its process ends at 11:01, nobody notices
+	e.drv.Exit(crashed.ID, 137) // and this one's, before its expiry at 13:00
 	e.clock.Advance(8 * time.Hour)
 
 	restarted := sandbox.NewService(e.st, e.drv, e.accounts, e.cfg, slog.New(slog.NewTextHandler(t.Output(), nil)), e.clock.Now, e.opts...)
@@ -111,8 +117,11 @@ func TestGatewayDownChargesUpToExpiry(t *testing.T) {
 	if got := e.checkRan(t, expiring.ID, 4*time.Hour, time.Time{}); got.State != sandbox.StateExpired {
 		t.Errorf("expiring: %s, want expired", got.State)
 	}
-	if got := e.checkRan(t, long.ID, 10*time.Hour+time.Minute, time.Time{}); got.State != sandbox.StateSuspended {
+	if got := e.checkRan(t, long.ID, 2*time.Hour+time.Minute, time.Time{}); got.State != sandbox.StateSuspended {
 		t.Errorf("long: %s, want suspended (its process exited 0)", got.State)
+	}
+	if got := e.checkRan(t, crashed.ID, 2*time.Hour+time.Minute, time.Time{}); got.State != sandbox.StateExpired {
+		t.Errorf("crashed: %s, want expired (the sweep came after its expiry)", got.State)
 	}
 	e.checkRan(t, parked.ID, time.Minute, time.Time{})
 	if got := e.clock.Now().Sub(t0); got != 10*time.Hour+time.Minute {
@@ -156,4 +165,56 @@ func TestNothingIsChargedPastExpiryBeforeTheSweep(t *testing.T) {
 		t.Error("the replaced key still authenticates")
 	}
 	e.checkRan(t, sb.ID, 4*time.Hour, t0.Add(4*time.Hour+20*time.Second))
+}
+
+// TestAnAgentThatExitsWhileTheGatewayIsDownIsChargedToItsExit: the run's
+// container exits while no gateway runs; the gateway that comes back an
+// half an hour later follows the run again, finishes it, and closes its sandbox's
+// running time at the container's exit, not at the restart (issue 15).
+func TestAnAgentThatExitsWhileTheGatewayIsDownIsChargedToItsExit(t *testing.T) {
+	e := newEnv(t, agents(t))
+	release, running := make(chan struct{}), make(chan struct{}, 2)
+	e.drv.SetAgent(func(sandbox.Spec) ([]string, int) {
+		running <- struct{}{}
+		<-release // the agent works until the test lets it finish
+		return runnertest.Stream(t, "claude-text"), 0
+	})
+	log := slog.New(slog.NewTextHandler(t.Output(), nil))
+	runFor := func(svc *sandbox.Service) (cancel func(), done chan struct{}) {
+		ctx, cancel := context.WithCancel(context.Background())
+		done = make(chan struct{})
+		go func() { defer close(done); svc.Run(ctx, time.Hour) }()
+		return cancel, done
+	}
+	down, stopped := runFor(e.svc)
+	sb := e.agentRun(t, "claude-code")
+	<-running
+	opened := e.within(t, sb.ID, sandbox.StateRunning, 10*time.Second).RunningSince
+
+	// The gateway goes down 3 minutes in; the agent exits 4 minutes later;
+	// the gateway is back half an hour after that (the run's lifetime is
+	// an hour).
+	e.clock.Advance(3 * time.Minute)
+	down()
+	e.clock.Advance(4 * time.Minute)
+	exit := e.clock.Now()
+	e.drv.Exit(sb.ID, 0)
+	close(release) // its follower, cut off, returns without finishing it
+	<-stopped
+	e.clock.Advance(30 * time.Minute)
+
+	restarted := sandbox.NewService(e.st, e.drv, e.accounts, e.cfg, log, e.clock.Now, e.opts...)
+	up, ran := runFor(restarted)
+	t.Cleanup(func() { up(); <-ran })
+	end := e.within(t, sb.ID, sandbox.StateTerminated, 10*time.Second)
+	if got := end.FirstRan.Add(end.Ran); !got.Equal(exit) || !end.FirstRan.Equal(opened) {
+		t.Errorf("running time %v → %v (%v), want it to end at the exit, %v", end.FirstRan, got, end.Ran, exit)
+	}
+	run, err := e.svc.RunOf(t.Context(), end)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.State != sandbox.RunSucceeded || !run.EndedAt.Equal(exit) {
+		t.Errorf("run %s (%s), ended %v; want succeeded, ended at the exit %v", run.State, run.Error, run.EndedAt, exit)
+	}
 }

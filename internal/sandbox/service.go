@@ -16,6 +16,7 @@ import (
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/guardrail"
+	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/quantity"
 	"berth.dev/berth/internal/runner"
 )
@@ -436,7 +437,7 @@ func (s *Service) chooseClass(ctx context.Context, org, name string, purpose Pur
 		}
 		return c, nil
 	}
-	all, err := s.store.ListClasses(ctx, org)
+	all, _, err := s.store.ListClasses(ctx, org, paging.Request{})
 	if err != nil {
 		return Class{}, err
 	}
@@ -582,20 +583,23 @@ type ListOptions struct {
 	Class   string
 	Purpose string
 	All     bool // include ended sandboxes
-	Limit   int  // the newest Limit only; 0: all
+	// Page is the page to read: at most Page.Limit (0: every one) after
+	// Page.After, newest first.
+	Page paging.Request
 }
 
-// List returns the sandboxes the caller may see: their own, their
-// organisation's for an administrator, every one for an operator.
-func (s *Service) List(ctx context.Context, p account.Principal, opt ListOptions) ([]Sandbox, error) {
+// List returns a page of the sandboxes the caller may see, newest first
+// (their own, their organisation's for an administrator, every one for an
+// operator), and the key of its last one when more follow.
+func (s *Service) List(ctx context.Context, p account.Principal, opt ListOptions) ([]Sandbox, *paging.Key, error) {
 	if p.Sandbox != "" {
-		return nil, nil
+		return nil, nil, nil
 	}
-	f := Filter{Class: opt.Class, Ended: opt.All, Limit: opt.Limit}
+	f := Filter{Class: opt.Class, Ended: opt.All}
 	if opt.Purpose != "" {
 		pp, err := ParsePurpose(opt.Purpose)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		f.Purpose = pp
 	}
@@ -606,7 +610,7 @@ func (s *Service) List(ctx context.Context, p account.Principal, opt ListOptions
 	default:
 		f.Org, f.Owner = p.User.Org, p.User.ID
 	}
-	return s.store.ListSandboxes(ctx, f)
+	return s.store.PageSandboxes(ctx, f, opt.Page)
 }
 
 // RunningTime is the sandbox's running time now.

@@ -84,6 +84,7 @@ func newEnv(t *testing.T, opts ...option) *env {
 		t.Fatal(err)
 	}
 	e := &env{st: st, drv: fake.New(), clock: fakeclock.New(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))}
+	e.drv.SetClock(e.clock.Now) // machines exit on the test's clock
 	e.local = forge.NewLocal(t.TempDir(), "http://gateway.test:8080", st, e.clock.Now)
 	if _, err := e.local.Import(ctx, "acme/app", seedRepo(t)); err != nil {
 		t.Fatal(err)
@@ -180,7 +181,14 @@ func (e *env) engineer(t *testing.T, p account.Principal, name string) sandbox.S
 // waitState polls until the sandbox is in state want.
 func (e *env) waitState(t *testing.T, id sandbox.ID, want sandbox.State) sandbox.Sandbox {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	return e.within(t, id, want, 10*time.Second)
+}
+
+// within polls the row until the sandbox is in state want, failing the
+// test when d passes first.
+func (e *env) within(t *testing.T, id sandbox.ID, want sandbox.State, d time.Duration) sandbox.Sandbox {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	for {
 		sb, err := e.st.GetSandbox(t.Context(), id)
 		if err != nil {
@@ -190,7 +198,7 @@ func (e *env) waitState(t *testing.T, id sandbox.ID, want sandbox.State) sandbox
 			return sb
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("sandbox %s is %s (%s), want %s", id, sb.State, sb.Reason, want)
+			t.Fatalf("sandbox %s (%s) is %s (%s) %s later, want %s", sb.Name, id, sb.State, sb.Reason, d, want)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -326,7 +334,7 @@ func TestCreateRefusesBadRequests(t *testing.T) {
 			}
 		})
 	}
-	if got, _ := e.svc.List(t.Context(), e.operator, sandbox.ListOptions{All: true}); len(got) != 0 {
+	if got, _, _ := e.svc.List(t.Context(), e.operator, sandbox.ListOptions{All: true}); len(got) != 0 {
 		t.Fatalf("refused creates left %d sandboxes behind", len(got))
 	}
 }

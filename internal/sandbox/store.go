@@ -6,11 +6,14 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/paging"
 )
 
 // Store is what the sandbox service needs from the database.
 type Store interface {
-	ListClasses(ctx context.Context, org string) ([]Class, error)
+	// ListClasses returns a page of an organisation's classes by name, and
+	// the key of its last one when more follow.
+	ListClasses(ctx context.Context, org string, pg paging.Request) ([]Class, *paging.Key, error)
 	// GetClass is ErrNotFound for a class the organisation does not have.
 	GetClass(ctx context.Context, org, name string) (Class, error)
 	// PutClasses upserts every class in one transaction and returns the
@@ -28,6 +31,9 @@ type Store interface {
 	CreateSandbox(ctx context.Context, sb Sandbox, key account.Key, admit func(Live) error, events ...audit.Event) error
 	GetSandbox(ctx context.Context, id ID) (Sandbox, error)
 	ListSandboxes(ctx context.Context, f Filter) ([]Sandbox, error)
+	// PageSandboxes is a page of ListSandboxes, and the key of its last
+	// sandbox when more follow.
+	PageSandboxes(ctx context.Context, f Filter, pg paging.Request) ([]Sandbox, *paging.Key, error)
 	// UpdateSandbox writes u.Sandbox if the row is still in state u.From,
 	// else ErrConflict; in the same transaction it opens or closes the
 	// running segment, revokes or replaces the sandbox's key, and records
@@ -92,8 +98,6 @@ type Filter struct {
 	Ended bool
 	// CreatedSince keeps the sandboxes created at or after it.
 	CreatedSince time.Time
-	// Limit keeps the newest Limit sandboxes; 0 keeps them all.
-	Limit int
 }
 
 // Update is one state change of a sandbox.

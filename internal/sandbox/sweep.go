@@ -66,8 +66,11 @@ func (s *Service) busy(id ID) bool {
 // then waits for the starts in flight. It sweeps once before anything else,
 // so what should have ended while the gateway was down ends now (SPEC S11).
 // Among replicas only the leader sweeps (see Replicas); the others ask
-// again at every interval, and one takes over when the leader dies. After
-// Shutdown it only starts what is queued.
+// again at every interval, and one takes over when the leader dies. With
+// a Watcher driver the leader also handles each machine the driver says
+// stopped or vanished at once, as the sweep would, and sweeps again when
+// the watch comes back after breaking. After Shutdown it only starts what
+// is queued.
 func (s *Service) Run(ctx context.Context, interval time.Duration) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -75,19 +78,30 @@ func (s *Service) Run(ctx context.Context, interval time.Duration) {
 		<-ctx.Done()
 		return
 	}
+	changes, lost := make(chan ID, 1024), make(chan struct{}, 1)
+	if w, ok := s.driver.(Watcher); ok {
+		wg.Go(func() { s.watch(ctx, w, changes, lost) })
+	}
 	leading := false
 	s.sweepIfLeader(ctx, &leading)
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	stopping, tick, follows := s.stopping, t.C, s.follows
+	stopping, tick, follows, changed, broke := s.stopping, t.C, s.follows, changes, lost
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-stopping:
-			// Shutdown: no sweep, no run followed again; the starts
-			// queued and under way go on until ctx ends.
-			stopping, tick, follows = nil, nil, nil
+			// Shutdown: no sweep, no machine handled, no run followed
+			// again; the starts queued and under way go on until ctx
+			// ends. The next gateway's start-up sweep sees the rest.
+			stopping, tick, follows, changed, broke = nil, nil, nil, nil, nil
+		case id := <-changed:
+			if leading {
+				wg.Go(func() { s.machineChanged(ctx, id) })
+			}
+		case <-broke:
+			s.sweepIfLeader(ctx, &leading)
 		case job := <-s.starts:
 			wg.Go(func() { s.start(ctx, job.spec) })
 		case id := <-follows:
@@ -282,36 +296,8 @@ func (s *Service) Sweep(ctx context.Context) (SweepResult, error) {
 	keep := map[ID]bool{}
 	for _, sb := range live {
 		keep[sb.ID] = true
-		if sb.State != StateRunning && s.busy(sb.ID) {
-			// Its start is queued or under way. Once the row says running
-			// the start has written all it will, and the sandbox is the
-			// sweep's again, even if the start has not quite returned.
-			continue
-		}
-		if sb.State == StateStarting {
-			// The list may be older than a start that ended since (a fast
-			// agent run): a start writes its row before it lets go, so the
-			// row read now says what it did. Only a row still starting is
-			// a start a restart interrupted.
-			fresh, err := s.store.GetSandbox(ctx, sb.ID)
-			if err != nil && !errors.Is(err, ErrNotFound) {
-				res.Errors[sb.ID] = err
-			}
-			if err != nil || !fresh.Live() {
-				continue // ended meanwhile: whoever ended it removes its machine
-			}
-			if fresh.State != StateStarting {
-				// Its start ended after the machines were listed, which
-				// may not show the machine it made: the next sweep looks.
-				continue
-			}
-			sb = fresh
-		}
-		if s.servedElsewhere(ctx, sb) {
-			continue
-		}
 		m, has := byID[sb.ID]
-		if err := s.sweepOne(ctx, sb, m, has, has && !m.VolumeOnly, &res); err != nil && !errors.Is(err, ErrConflict) {
+		if err := s.sweepLive(ctx, sb, m, has, &res); err != nil {
 			res.Errors[sb.ID] = err
 		}
 	}
@@ -351,19 +337,64 @@ func (s *Service) Sweep(ctx context.Context) (SweepResult, error) {
 	return res, nil
 }
 
+// sweepLive is the sweep's handling of one live sandbox, given what the
+// driver holds for it (m; has false when nothing): the sweep's for every
+// live sandbox, and the service's for one whose machine the driver says
+// changed (Watcher) or a tunnel found stopped (sweepSandbox). A start in
+// flight and what another replica serves are left alone.
+func (s *Service) sweepLive(ctx context.Context, sb Sandbox, m Machine, has bool, res *SweepResult) error {
+	if sb.State != StateRunning && s.busy(sb.ID) {
+		// Its start is queued or under way. Once the row says running
+		// the start has written all it will, and the sandbox is the
+		// sweep's again, even if the start has not quite returned.
+		return nil
+	}
+	if sb.State == StateStarting {
+		// The list may be older than a start that ended since (a fast
+		// agent run): a start writes its row before it lets go, so the
+		// row read now says what it did. Only a row still starting is
+		// a start a restart interrupted.
+		fresh, err := s.store.GetSandbox(ctx, sb.ID)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		if err != nil || !fresh.Live() {
+			return nil // ended meanwhile: whoever ended it removes its machine
+		}
+		if fresh.State != StateStarting {
+			// Its start ended after the machines were listed, which
+			// may not show the machine it made: the next sweep looks.
+			return nil
+		}
+		sb = fresh
+	}
+	if s.servedElsewhere(ctx, sb) {
+		return nil
+	}
+	if err := s.sweepOne(ctx, sb, m, has, has && !m.VolumeOnly, res); err != nil && !errors.Is(err, ErrConflict) {
+		return err
+	}
+	return nil
+}
+
 // sweepOne handles one live sandbox. has says the driver holds anything
 // for it (a machine or just its volume), running that a machine exists.
 func (s *Service) sweepOne(ctx context.Context, sb Sandbox, m Machine, has, machine bool, res *SweepResult) error {
 	now := s.now()
 	if !now.Before(sb.ExpiresAt) && CanMove(sb.State, StateExpired) {
+		// A machine that stopped before its expiry stopped the clock then.
+		var exited time.Time
+		if machine && m.Status == MachineStopped {
+			exited = m.FinishedAt
+		}
 		if sb.Purpose == PurposeAgent {
-			_, err := s.end(ctx, "", sb, StateTerminated, "expired")
+			_, err := s.endAt(ctx, "", sb, StateTerminated, "expired", exited)
 			if err == nil {
 				res.Ended = append(res.Ended, sb.ID)
 			}
 			return err
 		}
-		_, err := s.end(ctx, "", sb, StateExpired, "expired")
+		_, err := s.endAt(ctx, "", sb, StateExpired, "expired", exited)
 		if err == nil {
 			res.Expired = append(res.Expired, sb.ID)
 		}
@@ -383,7 +414,7 @@ func (s *Service) sweepOne(ctx context.Context, sb Sandbox, m Machine, has, mach
 		case m.Detail != "":
 			reason += " (" + m.Detail + ")"
 		}
-		_, err := s.end(ctx, "", sb, StateFailed, reason)
+		_, err := s.endAt(ctx, "", sb, StateFailed, reason, m.FinishedAt)
 		if err == nil {
 			res.Failed = append(res.Failed, sb.ID)
 		}
@@ -433,21 +464,24 @@ func (s *Service) sweepOne(ctx context.Context, sb Sandbox, m Machine, has, mach
 			if m.Detail != "" {
 				reason += " (" + m.Detail + ")"
 			}
-			_, err := s.end(ctx, "", sb, StateFailed, reason)
+			_, err := s.endAt(ctx, "", sb, StateFailed, reason, m.FinishedAt)
 			if err == nil {
 				res.Failed = append(res.Failed, sb.ID)
 			}
 			return err
 		case m.Status == MachineStopped && m.ExitCode == 0 && sb.Purpose == PurposeEngineer:
 			next, _ := sb.Transition(StateSuspended)
-			next.Reason = "its process exited 0 (" + m.Detail + ")"
-			_, err := s.write(ctx, "", sb, Update{Sandbox: next, From: StateRunning, At: s.clamp(sb)})
+			next.Reason = "its process exited 0"
+			if m.Detail != "" {
+				next.Reason += " (" + m.Detail + ")"
+			}
+			_, err := s.write(ctx, "", sb, Update{Sandbox: next, From: StateRunning, At: s.stoppedAt(sb, m.FinishedAt)})
 			if err == nil {
 				res.Suspended = append(res.Suspended, sb.ID)
 			}
 			return err
 		case m.Status == MachineStopped && m.ExitCode == 0:
-			_, err := s.end(ctx, "", sb, StateTerminated, "its task finished")
+			_, err := s.endAt(ctx, "", sb, StateTerminated, "its task finished", m.FinishedAt)
 			if err == nil {
 				res.Ended = append(res.Ended, sb.ID)
 			}
@@ -457,7 +491,7 @@ func (s *Service) sweepOne(ctx context.Context, sb Sandbox, m Machine, has, mach
 			if m.Detail != "" {
 				reason += ": " + m.Detail
 			}
-			_, err := s.end(ctx, "", sb, StateFailed, reason)
+			_, err := s.endAt(ctx, "", sb, StateFailed, reason, m.FinishedAt)
 			if err == nil {
 				res.Failed = append(res.Failed, sb.ID)
 			}

@@ -13,6 +13,7 @@ import (
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/driver/fake"
+	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/sandbox"
 )
 
@@ -166,7 +167,7 @@ func TestWarmPoolSandboxFetchesItsEnvironmentOnce(t *testing.T) {
 	if _, err := e.svc.Bootstrap(ctx, "bst_NOTATOKEN"); !errors.Is(err, account.ErrUnauthenticated) {
 		t.Errorf("Bootstrap(unknown) = %v, want ErrUnauthenticated", err)
 	}
-	events, err := e.st.ListAudit(ctx, audit.Filter{Sandbox: string(sb.ID)})
+	events, _, err := e.st.ListAudit(ctx, audit.Filter{Sandbox: string(sb.ID)}, paging.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}

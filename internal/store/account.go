@@ -8,6 +8,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/paging"
 )
 
 // Bootstrap writes the first organisation, its project, an operator and
@@ -88,27 +89,25 @@ func (s *Store) GetOrganisation(ctx context.Context, ref string) (account.Organi
 	return o, nil
 }
 
-// ListOrganisations returns every organisation, oldest first.
-func (s *Store) ListOrganisations(ctx context.Context) ([]account.Organisation, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id, name, created_at FROM organisations ORDER BY created_at, seq`)
-	if err != nil {
-		return nil, fmt.Errorf("list organisations: %w", err)
+// ListOrganisations returns a page of the organisations, oldest first,
+// and the key of its last one when more follow.
+func (s *Store) ListOrganisations(ctx context.Context, pg paging.Request) ([]account.Organisation, *paging.Key, error) {
+	var args []any
+	cond, tail := keyset(oldestFirst, "", pg, &args)
+	q := `SELECT id, name, created_at, seq FROM organisations`
+	if cond != "" {
+		q += " WHERE " + cond
 	}
-	defer rows.Close()
-	var out []account.Organisation
-	for rows.Next() {
+	return listPage(ctx, s.db, "list organisations", q+tail, args, pg, func(row rowScanner) (account.Organisation, paging.Key, error) {
 		var o account.Organisation
 		var created sql.NullInt64
-		if err := rows.Scan(&o.ID, &o.Name, &created); err != nil {
-			return nil, fmt.Errorf("list organisations: %w", err)
+		var seq int64
+		if err := row.Scan(&o.ID, &o.Name, &created, &seq); err != nil {
+			return o, paging.Key{}, err
 		}
 		o.CreatedAt = timeOf(created)
-		out = append(out, o)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list organisations: %w", err)
-	}
-	return out, nil
+		return o, paging.Key{At: created.Int64, Seq: seq}, nil
+	})
 }
 
 // CreateProject writes a project, with events. A name its organisation
@@ -135,10 +134,11 @@ func insertProject(ctx context.Context, q queryer, p account.Project) error {
 
 const projectColumns = `id, org_id, name, created_at`
 
-func scanProject(row interface{ Scan(...any) error }) (account.Project, error) {
+// scanProject reads projectColumns, then extra.
+func scanProject(row rowScanner, extra ...any) (account.Project, error) {
 	var p account.Project
 	var created sql.NullInt64
-	if err := row.Scan(&p.ID, &p.Org, &p.Name, &created); err != nil {
+	if err := row.Scan(append([]any{&p.ID, &p.Org, &p.Name, &created}, extra...)...); err != nil {
 		return account.Project{}, err
 	}
 	p.CreatedAt = timeOf(created)
@@ -161,25 +161,11 @@ func (s *Store) GetProject(ctx context.Context, org, ref string) (account.Projec
 	return p, nil
 }
 
-// ListProjects returns org's projects, oldest (the default) first.
-func (s *Store) ListProjects(ctx context.Context, org string) ([]account.Project, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+projectColumns+` FROM projects WHERE org_id = $1 ORDER BY created_at, seq`, org)
-	if err != nil {
-		return nil, fmt.Errorf("list projects: %w", err)
-	}
-	defer rows.Close()
-	var out []account.Project
-	for rows.Next() {
-		p, err := scanProject(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list projects: %w", err)
-		}
-		out = append(out, p)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list projects: %w", err)
-	}
-	return out, nil
+// ListProjects returns a page of org's projects, oldest (the default)
+// first, and the key of its last one when more follow.
+func (s *Store) ListProjects(ctx context.Context, org string, pg paging.Request) ([]account.Project, *paging.Key, error) {
+	return listOldestFirst(ctx, s.db, "list projects", projectColumns, "projects", "org_id", org, pg, scanProject,
+		func(x account.Project) time.Time { return x.CreatedAt })
 }
 
 // CreateUser writes a user, with events. A name its organisation already uses is
@@ -208,12 +194,13 @@ func insertUser(ctx context.Context, q queryer, u account.User) error {
 
 const userColumns = `id, org_id, name, email, role, created_at, disabled`
 
-func scanUser(row interface{ Scan(...any) error }) (account.User, error) {
+// scanUser reads userColumns, then extra.
+func scanUser(row rowScanner, extra ...any) (account.User, error) {
 	var u account.User
 	var role string
 	var created sql.NullInt64
 	var disabled int
-	if err := row.Scan(&u.ID, &u.Org, &u.Name, &u.Email, &role, &created, &disabled); err != nil {
+	if err := row.Scan(append([]any{&u.ID, &u.Org, &u.Name, &u.Email, &role, &created, &disabled}, extra...)...); err != nil {
 		return account.User{}, err
 	}
 	u.Disabled = disabled != 0
@@ -250,25 +237,11 @@ func (s *Store) FindUser(ctx context.Context, org, ref string) (account.User, er
 	return u, nil
 }
 
-// ListUsers returns org's users, oldest first.
-func (s *Store) ListUsers(ctx context.Context, org string) ([]account.User, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+userColumns+` FROM users WHERE org_id = $1 ORDER BY created_at, seq`, org)
-	if err != nil {
-		return nil, fmt.Errorf("list users: %w", err)
-	}
-	defer rows.Close()
-	var out []account.User
-	for rows.Next() {
-		u, err := scanUser(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list users: %w", err)
-		}
-		out = append(out, u)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list users: %w", err)
-	}
-	return out, nil
+// ListUsers returns a page of org's users, oldest first, and the key of
+// its last one when more follow.
+func (s *Store) ListUsers(ctx context.Context, org string, pg paging.Request) ([]account.User, *paging.Key, error) {
+	return listOldestFirst(ctx, s.db, "list users", userColumns, "users", "org_id", org, pg, scanUser,
+		func(x account.User) time.Time { return x.CreatedAt })
 }
 
 // CreateKey writes a key, and events with it in one transaction. An id
@@ -306,10 +279,11 @@ func execInsertKey(ctx context.Context, q queryer, k account.Key) error {
 
 const keyColumns = `id, user_id, name, sandbox_id, project_id, hash, created_at, expires_at, revoked_at`
 
-func scanKey(row interface{ Scan(...any) error }) (account.Key, error) {
+// scanKey reads keyColumns, then extra.
+func scanKey(row rowScanner, extra ...any) (account.Key, error) {
 	var k account.Key
 	var created, expires, revoked sql.NullInt64
-	if err := row.Scan(&k.ID, &k.User, &k.Name, &k.Sandbox, &k.Project, &k.Hash, &created, &expires, &revoked); err != nil {
+	if err := row.Scan(append([]any{&k.ID, &k.User, &k.Name, &k.Sandbox, &k.Project, &k.Hash, &created, &expires, &revoked}, extra...)...); err != nil {
 		return account.Key{}, err
 	}
 	k.CreatedAt, k.ExpiresAt, k.RevokedAt = timeOf(created), timeOf(expires), timeOf(revoked)
@@ -328,26 +302,11 @@ func (s *Store) GetKey(ctx context.Context, id string) (account.Key, error) {
 	return k, nil
 }
 
-// ListKeys returns a user's keys, oldest first, revoked and expired ones
-// included.
-func (s *Store) ListKeys(ctx context.Context, user string) ([]account.Key, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+keyColumns+` FROM keys WHERE user_id = $1 ORDER BY created_at, seq`, user)
-	if err != nil {
-		return nil, fmt.Errorf("list keys: %w", err)
-	}
-	defer rows.Close()
-	var out []account.Key
-	for rows.Next() {
-		k, err := scanKey(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list keys: %w", err)
-		}
-		out = append(out, k)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list keys: %w", err)
-	}
-	return out, nil
+// ListKeys returns a page of a user's keys, oldest first, revoked and
+// expired ones included, and the key of its last one when more follow.
+func (s *Store) ListKeys(ctx context.Context, user string, pg paging.Request) ([]account.Key, *paging.Key, error) {
+	return listOldestFirst(ctx, s.db, "list keys", keyColumns, "keys", "user_id", user, pg, scanKey,
+		func(x account.Key) time.Time { return x.CreatedAt })
 }
 
 // RevokeKey marks a key revoked at at, unless it already is (the first

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/paging"
 )
 
 var _ audit.Recorder = (*Store)(nil)
@@ -56,9 +57,12 @@ func insertAudits(ctx context.Context, q queryer, events []audit.Event) error {
 	return nil
 }
 
-// ListAudit returns events oldest first, narrowed by f; at most f.Limit
-// (default 1000) of the newest that match.
-func (s *Store) ListAudit(ctx context.Context, f audit.Filter) ([]audit.Event, error) {
+// ListAudit returns a page of the events f selects, oldest first (by
+// seq, the order they were recorded in), and the key of its last one when
+// more follow. A page after the first takes f.Since as passed: every event
+// after its key was recorded after the first page's, so a window that
+// moved on meanwhile drops none of them.
+func (s *Store) ListAudit(ctx context.Context, f audit.Filter, pg paging.Request) ([]audit.Event, *paging.Key, error) {
 	var where []string
 	var args []any
 	add := func(cond string, v any) {
@@ -71,33 +75,22 @@ func (s *Store) ListAudit(ctx context.Context, f audit.Filter) ([]audit.Event, e
 	if f.Sandbox != "" {
 		add("sandbox_id = $%d", f.Sandbox)
 	}
-	if !f.Since.IsZero() {
+	if !f.Since.IsZero() && pg.After == nil {
 		add("at >= $%d", timeArg(f.Since))
 	}
-	limit := f.Limit
-	if limit <= 0 {
-		limit = 1000
+	cond, tail := keyset(bySeq, "", pg, &args)
+	if cond != "" {
+		where = append(where, cond)
 	}
 	q := `SELECT seq, at, org_id, actor_id, sandbox_id, action, target, outcome, detail FROM audit`
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
-	args = append(args, limit)
-	q = fmt.Sprintf(`SELECT * FROM (%s ORDER BY seq DESC LIMIT $%d) newest ORDER BY seq`, q, len(args))
-	rows, err := s.db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list audit: %w", err)
-	}
-	defer rows.Close()
-	var out []audit.Event
-	for rows.Next() {
+	return listPage(ctx, s.db, "list audit", q+tail, args, pg, func(row rowScanner) (audit.Event, paging.Key, error) {
 		var e audit.Event
 		var at sql.NullInt64
-		if err := rows.Scan(&e.ID, &at, &e.Org, &e.Actor, &e.Sandbox, &e.Action, &e.Target, &e.Outcome, &e.Detail); err != nil {
-			return nil, fmt.Errorf("list audit: %w", err)
-		}
+		err := row.Scan(&e.ID, &at, &e.Org, &e.Actor, &e.Sandbox, &e.Action, &e.Target, &e.Outcome, &e.Detail)
 		e.At = timeOf(at)
-		out = append(out, e)
-	}
-	return out, rows.Err()
+		return e, paging.Key{Seq: e.ID}, err
+	})
 }

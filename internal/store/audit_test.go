@@ -7,6 +7,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
 )
@@ -23,7 +24,7 @@ func testAudit(t *testing.T, st *store.Store) {
 			t.Fatalf("Record %d: %v", i, err)
 		}
 	}
-	all, err := st.ListAudit(t.Context(), audit.Filter{})
+	all, _, err := st.ListAudit(t.Context(), audit.Filter{}, paging.Request{})
 	if err != nil || len(all) != 4 || all[0].Action != audit.SandboxCreate || all[3].Outcome != audit.Refused || !all[1].At.Equal(t0.Add(time.Minute)) {
 		t.Fatalf("ListAudit = %+v, %v", all, err)
 	}
@@ -35,16 +36,21 @@ func testAudit(t *testing.T, st *store.Store) {
 		want int
 	}{
 		{audit.Filter{Org: "org_a"}, 3}, {audit.Filter{Sandbox: "sbx_1"}, 2}, {audit.Filter{Since: t0.Add(90 * time.Second)}, 2},
-		{audit.Filter{Org: "org_a", Limit: 1}, 1},
 	} {
-		got, err := st.ListAudit(t.Context(), tc.f)
+		got, _, err := st.ListAudit(t.Context(), tc.f, paging.Request{})
 		if err != nil || len(got) != tc.want {
 			t.Errorf("ListAudit(%+v) = %d events, %v; want %d", tc.f, len(got), err, tc.want)
 		}
 	}
-	newest, _ := st.ListAudit(t.Context(), audit.Filter{Org: "org_a", Limit: 1})
-	if len(newest) == 1 && newest[0].Action != audit.GitPush {
-		t.Errorf("Limit keeps %s, want the newest (git.push)", newest[0].Action)
+	// Pages, oldest first: two, then the rest after the second's key;
+	// a window that moved on meanwhile drops nothing after the key.
+	first, next, err := st.ListAudit(t.Context(), audit.Filter{Org: "org_a"}, paging.Request{Limit: 2})
+	if err != nil || len(first) != 2 || first[1].Action != audit.ShellOpen || next == nil || next.Seq != first[1].ID {
+		t.Fatalf("first page = %+v, next %+v, %v; want create and shell.open, and the key of the latter", first, next, err)
+	}
+	rest, next, err := st.ListAudit(t.Context(), audit.Filter{Org: "org_a", Since: t0.Add(time.Hour)}, paging.Request{Limit: 2, After: next})
+	if err != nil || len(rest) != 1 || rest[0].Action != audit.GitPush || next != nil {
+		t.Errorf("second page = %+v, next %+v, %v; want git.push alone and no more", rest, next, err)
 	}
 }
 
@@ -57,7 +63,7 @@ func testAuditWithTheChange(t *testing.T, st *store.Store) {
 	fx := newFixture(t, st, "acme")
 	count := func(action string) int {
 		t.Helper()
-		all, err := st.ListAudit(ctx, audit.Filter{})
+		all, _, err := st.ListAudit(ctx, audit.Filter{}, paging.Request{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/quantity"
 	"berth.dev/berth/internal/sandbox"
 )
 
 const classColumns = `name, description, image, isolation, cpu, memory, disk, default_ttl, max_ttl, warm, purposes, git, contract, setup_command, runner`
 
-func scanClass(row interface{ Scan(...any) error }) (sandbox.Class, error) {
+func scanClass(row rowScanner) (sandbox.Class, error) {
 	var (
 		c                  sandbox.Class
 		isolation, git     string
@@ -38,25 +39,19 @@ func scanClass(row interface{ Scan(...any) error }) (sandbox.Class, error) {
 	return c, nil
 }
 
-// ListClasses returns an organisation's classes by name.
-func (s *Store) ListClasses(ctx context.Context, org string) ([]sandbox.Class, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+classColumns+` FROM classes WHERE org_id = $1 ORDER BY name`, org)
-	if err != nil {
-		return nil, fmt.Errorf("list classes: %w", err)
+// ListClasses returns a page of an organisation's classes by name, and
+// the key of its last one when more follow.
+func (s *Store) ListClasses(ctx context.Context, org string, pg paging.Request) ([]sandbox.Class, *paging.Key, error) {
+	args := []any{org}
+	cond, tail := keyset(byName, "", pg, &args)
+	q := `SELECT ` + classColumns + ` FROM classes WHERE org_id = $1`
+	if cond != "" {
+		q += " AND " + cond
 	}
-	defer rows.Close()
-	var out []sandbox.Class
-	for rows.Next() {
-		c, err := scanClass(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list classes: %w", err)
-		}
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list classes: %w", err)
-	}
-	return out, nil
+	return listPage(ctx, s.db, "list classes", q+tail, args, pg, func(row rowScanner) (sandbox.Class, paging.Key, error) {
+		c, err := scanClass(row)
+		return c, paging.Key{Name: c.Name}, err
+	})
 }
 
 // GetClass returns one of an organisation's classes; one it does not have

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/store"
 )
 
@@ -48,7 +49,7 @@ func testInvitations(t *testing.T, st *store.Store) {
 	wantErr(t, "RedeemInvitation(replaced)", st.RedeemInvitation(ctx, first.ID, t0.Add(2*time.Minute), "192.0.2.1", k1), account.ErrConflict)
 	wantErr(t, "RedeemInvitation(expired)", st.RedeemInvitation(ctx, second.ID, expires, "192.0.2.1", k1), account.ErrConflict)
 	wantErr(t, "RedeemInvitation(unknown)", st.RedeemInvitation(ctx, "inv_nope", t0, "192.0.2.1", k1), account.ErrNotFound)
-	if keys, _ := st.ListKeys(ctx, fx.bob.ID); len(keys) != 0 {
+	if keys, _, _ := st.ListKeys(ctx, fx.bob.ID, paging.Request{}); len(keys) != 0 {
 		t.Fatalf("refused redemptions wrote keys: %v", keys)
 	}
 
@@ -81,7 +82,7 @@ func testInvitations(t *testing.T, st *store.Store) {
 	if !got.RedeemedAt.Equal(at) || got.RedeemedFrom != "192.0.2.7" || got.Key != wins[0] {
 		t.Errorf("redeemed invitation = at %v from %q key %q; want %v, 192.0.2.7, %s", got.RedeemedAt, got.RedeemedFrom, got.Key, at, wins[0])
 	}
-	if keys, _ := st.ListKeys(ctx, fx.bob.ID); len(keys) != 1 || keys[0].ID != wins[0] {
+	if keys, _, _ := st.ListKeys(ctx, fx.bob.ID, paging.Request{}); len(keys) != 1 || keys[0].ID != wins[0] {
 		t.Errorf("bob's keys after redemption = %v, want the one key %s", keys, wins[0])
 	}
 

@@ -11,6 +11,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
 )
@@ -99,7 +100,7 @@ func testClasses(t *testing.T, st *store.Store) {
 	if diff := cmp.Diff([]string{"small", "big"}, created); diff != "" {
 		t.Errorf("PutClasses created, in input order (-want +got):\n%s", diff)
 	}
-	got, err := st.ListClasses(ctx, acme.org.ID)
+	got, _, err := st.ListClasses(ctx, acme.org.ID, paging.Request{})
 	if err != nil {
 		t.Fatalf("ListClasses: %v", err)
 	}
@@ -129,7 +130,7 @@ func testClasses(t *testing.T, st *store.Store) {
 	}
 
 	// Classes belong to one organisation.
-	if got, err := st.ListClasses(ctx, globex.org.ID); err != nil || len(got) != 0 {
+	if got, _, err := st.ListClasses(ctx, globex.org.ID, paging.Request{}); err != nil || len(got) != 0 {
 		t.Errorf("ListClasses(another organisation) = %v, %v; want none", got, err)
 	}
 	_, err = st.GetClass(ctx, globex.org.ID, "big")
@@ -321,7 +322,7 @@ func testSandboxUpdate(t *testing.T, st *store.Store) {
 	if diff := cmp.Diff(next, mustGet(t, st, sb.ID)); diff != "" {
 		t.Errorf("GetSandbox after UpdateSandbox (-want +got):\n%s", diff)
 	}
-	log, err := st.ListAudit(ctx, audit.Filter{Sandbox: string(sb.ID)})
+	log, _, err := st.ListAudit(ctx, audit.Filter{Sandbox: string(sb.ID)}, paging.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/guardrail"
+	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/quantity"
 	"berth.dev/berth/internal/store"
 )
@@ -41,11 +42,13 @@ func runConformance(t *testing.T, open func(t *testing.T) *store.Store) {
 	t.Run("CountSandboxes", func(t *testing.T) { testCountSandboxes(t, open(t)) })
 	t.Run("ConcurrentAdmission", func(t *testing.T) { testConcurrentAdmission(t, open(t)) })
 	t.Run("Inference", func(t *testing.T) { testInference(t, open(t)) })
+	t.Run("Leases", func(t *testing.T) { testLeases(t, open(t)) })
 	t.Run("Runs", func(t *testing.T) { testRunRoundTrip(t, open(t)) })
 	t.Run("RunLogs", func(t *testing.T) { testRunLogs(t, open(t)) })
 	t.Run("Audit", func(t *testing.T) { testAudit(t, open(t)) })
 	t.Run("AuditWithTheChange", func(t *testing.T) { testAuditWithTheChange(t, open(t)) })
 	t.Run("WarmPools", func(t *testing.T) { testWarmPools(t, open(t)) })
+	t.Run("Pages", func(t *testing.T) { testPages(t, open(t)) })
 }
 
 // fixture is an organisation with a project and two users.
@@ -115,7 +118,7 @@ func testBootstrap(t *testing.T, st *store.Store) {
 	usr2 := account.User{ID: "usr_second", Org: org2.ID, Name: "root", Role: account.RoleOperator, CreatedAt: t0}
 	key2, _ := account.NewKey(usr2.ID, "bootstrap", t0)
 	wantErr(t, "second Bootstrap", st.Bootstrap(ctx, org2, prj2, usr2, key2), account.ErrConflict)
-	orgs, err := st.ListOrganisations(ctx)
+	orgs, _, err := st.ListOrganisations(ctx, paging.Request{})
 	if err != nil {
 		t.Fatalf("ListOrganisations: %v", err)
 	}
@@ -142,7 +145,7 @@ func testOrganisations(t *testing.T, st *store.Store) {
 	_, err := st.GetOrganisation(ctx, "initech")
 	wantErr(t, "GetOrganisation(unknown)", err, account.ErrNotFound)
 
-	got, err := st.ListOrganisations(ctx)
+	got, _, err := st.ListOrganisations(ctx, paging.Request{})
 	if err != nil {
 		t.Fatalf("ListOrganisations: %v", err)
 	}
@@ -170,7 +173,7 @@ func testProjects(t *testing.T, st *store.Store) {
 			t.Fatalf("CreateProject %s: %v", p.Name, err)
 		}
 	}
-	got, err := st.ListProjects(ctx, acme.org.ID)
+	got, _, err := st.ListProjects(ctx, acme.org.ID, paging.Request{})
 	if err != nil {
 		t.Fatalf("ListProjects: %v", err)
 	}
@@ -228,7 +231,7 @@ func testUsers(t *testing.T, st *store.Store) {
 	_, err = st.FindUser(ctx, globex.org.ID, acme.bob.ID)
 	wantErr(t, "FindUser(another organisation's user)", err, account.ErrNotFound)
 
-	users, err := st.ListUsers(ctx, globex.org.ID)
+	users, _, err := st.ListUsers(ctx, globex.org.ID, paging.Request{})
 	if err != nil {
 		t.Fatalf("ListUsers: %v", err)
 	}
@@ -268,7 +271,7 @@ func testKeys(t *testing.T, st *store.Store) {
 	if !got.Matches(token) || !got.Live(t0.Add(1000*time.Hour)) {
 		t.Errorf("a stored key without expiry should match its secret and stay live")
 	}
-	keys, err := st.ListKeys(ctx, fx.ann.ID)
+	keys, _, err := st.ListKeys(ctx, fx.ann.ID, paging.Request{})
 	if err != nil {
 		t.Fatalf("ListKeys: %v", err)
 	}

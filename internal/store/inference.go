@@ -97,7 +97,8 @@ const insertInferenceSQL = `
 		status, input, cache_read, cache_write, output, reasoning, cost_usd, metered)
 	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`
 
-// insertInference writes records in one transaction.
+// insertInference writes records in one transaction, with what they take
+// off their replicas' leases.
 func (s *Store) insertInference(ctx context.Context, rs []inference.Record) error {
 	insert, err := s.prepared(ctx, insertInferenceSQL)
 	if err != nil {
@@ -119,7 +120,7 @@ func (s *Store) insertInference(ctx context.Context, rs []inference.Record) erro
 				return err
 			}
 		}
-		return nil
+		return releaseLeases(ctx, tx, rs)
 	})
 }
 

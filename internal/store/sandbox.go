@@ -9,6 +9,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/quantity"
 	"berth.dev/berth/internal/sandbox"
 )
@@ -63,21 +64,24 @@ const updateSandboxSQL = `
 		from_pool = $31, model = $32
 	WHERE id = $1 AND state = $33`
 
-// selectSandbox reads a sandbox with its running time from the segments:
+// sandboxColumns read a sandbox with its running time from the segments:
 // the total of the closed ones, the start of the open one, and the start
 // of the first one.
-const selectSandbox = `
-	SELECT s.id, s.name, s.org_id, s.project_id, s.owner_id, s.purpose, s.class, s.image, s.isolation,
+const sandboxColumns = `
+	s.id, s.name, s.org_id, s.project_id, s.owner_id, s.purpose, s.class, s.image, s.isolation,
 		s.runtime, s.cpu, s.memory, s.disk, s.state, s.reason, s.repo, s.branch, s.task, s.runner,
 		s.ssh_keys, s.env, s.key_id, s.created_at, s.expires_at, s.ended_at, s.git_mode, s.role,
 		s.contract, s.setup_command, s.from_pool, s.model, s.active_at,
 		(SELECT CAST(COALESCE(SUM(g.ended_at - g.started_at), 0) AS BIGINT) FROM segments g
 			WHERE g.sandbox_id = s.id AND g.ended_at IS NOT NULL),
 		(SELECT g.started_at FROM segments g WHERE g.sandbox_id = s.id AND g.ended_at IS NULL),
-		(SELECT MIN(g.started_at) FROM segments g WHERE g.sandbox_id = s.id)
-	FROM sandboxes s`
+		(SELECT MIN(g.started_at) FROM segments g WHERE g.sandbox_id = s.id)`
 
-func scanSandbox(row interface{ Scan(...any) error }) (sandbox.Sandbox, error) {
+// selectSandbox reads sandboxColumns of sandboxes s.
+const selectSandbox = `SELECT ` + sandboxColumns + ` FROM sandboxes s`
+
+// scanSandbox reads sandboxColumns, then extra.
+func scanSandbox(row rowScanner, extra ...any) (sandbox.Sandbox, error) {
 	var (
 		sb                             sandbox.Sandbox
 		id, purpose, isolation, state  string
@@ -88,9 +92,10 @@ func scanSandbox(row interface{ Scan(...any) error }) (sandbox.Sandbox, error) {
 		first, active                  sql.NullInt64
 		fromPool                       int
 	)
-	err := row.Scan(&id, &sb.Name, &sb.Org, &sb.Project, &sb.Owner, &purpose, &sb.Class, &sb.Image, &isolation,
+	err := row.Scan(append([]any{&id, &sb.Name, &sb.Org, &sb.Project, &sb.Owner, &purpose, &sb.Class, &sb.Image, &isolation,
 		&sb.Runtime, &cpu, &memory, &disk, &state, &sb.Reason, &sb.Repo, &sb.Branch, &sb.Task, &sb.Runner,
-		&sshKeys, &env, &sb.KeyID, &created, &expires, &ended, &gitMode, &role, &contract, &setup, &fromPool, &sb.Model, &active, &ran, &since, &first)
+		&sshKeys, &env, &sb.KeyID, &created, &expires, &ended, &gitMode, &role, &contract, &setup, &fromPool, &sb.Model, &active, &ran, &since, &first},
+		extra...)...)
 	if err != nil {
 		return sandbox.Sandbox{}, err
 	}
@@ -205,9 +210,17 @@ func (s *Store) GetSandbox(ctx context.Context, id sandbox.ID) (sandbox.Sandbox,
 	return sb, nil
 }
 
-// ListSandboxes returns the sandboxes f selects, newest first. Without
+// ListSandboxes returns every sandbox f selects, newest first. Without
 // f.Ended only live ones are returned.
 func (s *Store) ListSandboxes(ctx context.Context, f sandbox.Filter) ([]sandbox.Sandbox, error) {
+	sbs, _, err := s.PageSandboxes(ctx, f, paging.Request{})
+	return sbs, err
+}
+
+// PageSandboxes returns a page of the sandboxes f selects, newest first
+// (created_at, then seq), and the key of its last one when more follow.
+// It reads one row past the page, never more.
+func (s *Store) PageSandboxes(ctx context.Context, f sandbox.Filter, pg paging.Request) ([]sandbox.Sandbox, *paging.Key, error) {
 	var (
 		where []string
 		args  []any
@@ -230,32 +243,27 @@ func (s *Store) ListSandboxes(ctx context.Context, f sandbox.Filter) ([]sandbox.
 	if !f.Ended {
 		where = append(where, "s.live = 1")
 	}
-	q := selectSandbox
+	cond, tail := keyset(newestFirst, "s.", pg, &args)
+	if cond != "" {
+		where = append(where, cond)
+	}
+	from := ` FROM sandboxes s`
 	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
+		from += " WHERE " + strings.Join(where, " AND ")
 	}
-	q += " ORDER BY s.created_at DESC, s.seq DESC"
-	if f.Limit > 0 {
-		args = append(args, f.Limit)
-		q += fmt.Sprintf(" LIMIT $%d", len(args))
+	q := `SELECT ` + sandboxColumns + `, s.seq` + from + tail
+	if pg.Fetch() > 0 {
+		// The page's rows are chosen first, by their keys alone, so the
+		// running time's subqueries run for those rows only (SQLite
+		// computes them for every row it sorts).
+		q = `SELECT ` + sandboxColumns + `, s.seq FROM (SELECT s.seq` + from + tail + `) page JOIN sandboxes s ON s.seq = page.seq` +
+			` ORDER BY s.created_at DESC, s.seq DESC`
 	}
-	rows, err := s.db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list sandboxes: %w", err)
-	}
-	defer rows.Close()
-	var out []sandbox.Sandbox
-	for rows.Next() {
-		sb, err := scanSandbox(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list sandboxes: %w", err)
-		}
-		out = append(out, sb)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list sandboxes: %w", err)
-	}
-	return out, nil
+	return listPage(ctx, s.db, "list sandboxes", q, args, pg, func(row rowScanner) (sandbox.Sandbox, paging.Key, error) {
+		var seq int64
+		sb, err := scanSandbox(row, &seq)
+		return sb, paging.Key{At: sb.CreatedAt.UnixNano(), Seq: seq}, err
+	})
 }
 
 // SaveActivity moves a sandbox's active_at forward to at; an earlier at,

@@ -8,6 +8,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/paging"
 )
 
 // AuditQuery is what a read of the audit log asks for, as typed.
@@ -15,7 +16,9 @@ type AuditQuery struct {
 	Sandbox string // a sandbox's id, or a name resolved as for the sandbox commands
 	Since   string // a duration back from now such as "24h"; "" is DefaultAuditWindow
 	Org     string // an organisation id or name; "" is the caller's, or every one for an operator
-	Limit   int    // the newest Limit events; 0 is the store's default (1000)
+	// Page is the page to read, oldest first: at most Page.Limit events
+	// (0: every one) after Page.After.
+	Page paging.Request
 }
 
 // DefaultAuditWindow is how far back the audit log is read unless asked
@@ -28,27 +31,27 @@ type Entry struct {
 	ActorName string // "" when the actor is berth itself
 }
 
-// Audit reads the audit log, oldest first: the newest events of the
-// window, at most the store's default number. Administrators read their
+// Audit reads a page of the audit log's window, oldest first, and returns
+// the key of its last event when more follow. Administrators read their
 // organisation's, operators every one's.
-func (s *Service) Audit(ctx context.Context, p account.Principal, q AuditQuery) ([]Entry, error) {
-	out, err := s.auditLog(ctx, p, q)
+func (s *Service) Audit(ctx context.Context, p account.Principal, q AuditQuery) ([]Entry, *paging.Key, error) {
+	out, next, err := s.auditLog(ctx, p, q)
 	if err != nil {
-		return nil, fmt.Errorf("audit log: %w", err)
+		return nil, nil, fmt.Errorf("audit log: %w", err)
 	}
-	return out, nil
+	return out, next, nil
 }
 
-func (s *Service) auditLog(ctx context.Context, p account.Principal, q AuditQuery) ([]Entry, error) {
+func (s *Service) auditLog(ctx context.Context, p account.Principal, q AuditQuery) ([]Entry, *paging.Key, error) {
 	sc, err := s.scopeOf(ctx, p, q.Org, "the audit log")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	d, err := window("since", q.Since, DefaultAuditWindow, 0)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	f := audit.Filter{Org: sc.org, Since: s.now().Add(-d), Limit: q.Limit}
+	f := audit.Filter{Org: sc.org, Since: s.now().Add(-d)}
 	switch ref := q.Sandbox; {
 	case strings.HasPrefix(ref, "sbx_"):
 		// An id is taken as it is: the organisation filter keeps what the
@@ -58,13 +61,13 @@ func (s *Service) auditLog(ctx context.Context, p account.Principal, q AuditQuer
 	case ref != "":
 		sb, err := s.sandboxes.Get(ctx, p, ref)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		f.Sandbox = string(sb.ID)
 	}
-	events, err := s.store.ListAudit(ctx, f)
+	events, next, err := s.store.ListAudit(ctx, f, q.Page)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	n := s.names(ctx, p)
 	out := make([]Entry, len(events))
@@ -74,5 +77,5 @@ func (s *Service) auditLog(ctx context.Context, p account.Principal, q AuditQuer
 			out[i].ActorName = n.user(e.Actor)
 		}
 	}
-	return out, nil
+	return out, next, nil
 }

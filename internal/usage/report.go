@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
 )
@@ -36,6 +37,10 @@ type Query struct {
 	By    string
 	Since string // a duration back from now such as "30d"; "" is DefaultWindow
 	Org   string // an organisation id or name; "" is the caller's, or every one for an operator
+	// Page is the page of rows to read, in the report's order (see
+	// Row.Key): at most Page.Limit (0: every one) after Page.After. The
+	// total and the series count every row.
+	Page paging.Request
 }
 
 // Row is one group's usage. Every sandbox created in the report's window
@@ -90,6 +95,8 @@ type Report struct {
 	Since time.Time
 	Until time.Time
 	Rows  []Row
+	// Next is the key of the last row when more follow.
+	Next  *paging.Key
 	Total Row
 	// Series is the total over time: one point per Step from the Step
 	// holding Since to the one holding Until, each counting the sandboxes
@@ -186,8 +193,14 @@ func (s *Service) report(ctx context.Context, p account.Principal, q Query) (Rep
 		rep.Rows = append(rep.Rows, *r)
 	}
 	sortRows(rep.Rows)
+	rep.Rows, rep.Next = paging.Slice(rep.Rows, q.Page, Row.Key, paging.ByName)
 	return rep, nil
 }
+
+// Key is where r sits in a report's order (organisation, name, id) as one
+// string: NUL, which no name holds, sorts before every other byte, so the
+// strings sort as the rows do.
+func (r Row) Key() paging.Key { return paging.Key{Name: r.OrgName + "\x00" + r.Name + "\x00" + r.ID} }
 
 func groupOf(by By, sb sandbox.Sandbox) string {
 	switch by {

@@ -16,6 +16,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/quantity"
 	"berth.dev/berth/internal/sandbox"
 )
@@ -23,7 +24,9 @@ import (
 // Store is what the usage service reads.
 type Store interface {
 	ListSandboxes(ctx context.Context, f sandbox.Filter) ([]sandbox.Sandbox, error)
-	ListAudit(ctx context.Context, f audit.Filter) ([]audit.Event, error)
+	// ListAudit returns a page of the events f selects, oldest first, and
+	// the key of its last one when more follow.
+	ListAudit(ctx context.Context, f audit.Filter, pg paging.Request) ([]audit.Event, *paging.Key, error)
 	MeteredBySandbox(ctx context.Context, org string, since time.Time) (map[sandbox.ID]sandbox.Metered, error)
 }
 
@@ -31,8 +34,8 @@ type Store interface {
 // projects and users: who may read what, and the names to show.
 type Accounts interface {
 	Organisation(ctx context.Context, p account.Principal, ref string) (account.Organisation, error)
-	Projects(ctx context.Context, p account.Principal, orgRef string) ([]account.Project, error)
-	Users(ctx context.Context, p account.Principal, orgRef string) ([]account.User, error)
+	Projects(ctx context.Context, p account.Principal, orgRef string, pg paging.Request) ([]account.Project, *paging.Key, error)
+	Users(ctx context.Context, p account.Principal, orgRef string, pg paging.Request) ([]account.User, *paging.Key, error)
 	User(ctx context.Context, id string) (account.User, error)
 }
 
@@ -139,12 +142,12 @@ func (n *names) org(id string) string {
 func (n *names) in(org, id string) string {
 	if !n.loaded[org] {
 		n.loaded[org] = true
-		if prjs, err := n.accounts.Projects(n.ctx, n.p, org); err == nil {
+		if prjs, _, err := n.accounts.Projects(n.ctx, n.p, org, paging.Request{}); err == nil {
 			for _, p := range prjs {
 				n.byID[p.ID] = p.Name
 			}
 		}
-		if users, err := n.accounts.Users(n.ctx, n.p, org); err == nil {
+		if users, _, err := n.accounts.Users(n.ctx, n.p, org, paging.Request{}); err == nil {
 			for _, u := range users {
 				n.byID[u.ID] = u.Name
 			}

@@ -213,7 +213,7 @@ func TestWhoMayReadUsage(t *testing.T) {
 	if _, err := f.usage.Report(ctx, f.alice, usage.Query{}); !errors.Is(err, account.ErrForbidden) {
 		t.Errorf("a member: %v, want ErrForbidden", err)
 	}
-	if _, err := f.usage.Audit(ctx, f.alice, usage.AuditQuery{}); !errors.Is(err, account.ErrForbidden) {
+	if _, _, err := f.usage.Audit(ctx, f.alice, usage.AuditQuery{}); !errors.Is(err, account.ErrForbidden) {
 		t.Errorf("a member's audit: %v, want ErrForbidden", err)
 	}
 	for _, p := range []account.Principal{f.admin, f.operator} {

@@ -182,6 +182,104 @@ func Run(t *testing.T, o Options) {
 		}
 	})
 
+	t.Run("StoppedSaysWhen", func(t *testing.T) {
+		d := o.NewDriver(t)
+		spec := Spec(o)
+		id := spec.Sandbox.ID
+		t.Cleanup(func() { _ = d.Remove(context.Background(), id) })
+		began := time.Now()
+		start(t, d, spec)
+		if m, err := d.Inspect(t.Context(), id); err != nil || !m.FinishedAt.IsZero() {
+			t.Fatalf("Inspect(running) = %+v, %v: a running machine has no exit time", m, err)
+		}
+		if err := d.Stop(t.Context(), id); err != nil {
+			t.Fatal(err)
+		}
+		// Said when known (a runtime may tell it only later), and then
+		// when it was: after the start, not after now. Kubernetes says it
+		// to the second.
+		check := func(what string, m sandbox.Machine) {
+			t.Helper()
+			if at := m.FinishedAt; !at.IsZero() && (at.Before(began.Add(-time.Second)) || at.After(time.Now().Add(time.Second))) {
+				t.Errorf("%s of a machine started at %v and stopped since: finished at %v", what, began, at)
+			}
+		}
+		m, err := d.Inspect(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check("Inspect", m)
+		ms, err := d.List(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range ms {
+			if m.ID == id {
+				check("List", m)
+			}
+		}
+	})
+
+	t.Run("Watch", func(t *testing.T) {
+		d := o.NewDriver(t)
+		w, ok := d.(sandbox.Watcher)
+		if !ok {
+			t.Skip("the driver tells of no change as it happens (no sandbox.Watcher)")
+		}
+		changed, done := Watch(t, w)
+		spec := Spec(o)
+		id := spec.Sandbox.ID
+		t.Cleanup(func() { _ = d.Remove(context.Background(), id) })
+		// told waits within for the machine to be told of, after what the
+		// test did; false when it was not.
+		told := func(within time.Duration) bool {
+			t.Helper()
+			deadline := time.After(within)
+			for {
+				select {
+				case got := <-changed:
+					if got == id {
+						return true
+					}
+				case err := <-done:
+					t.Fatalf("Watch ended while the test watched: %v", err)
+				case <-deadline:
+					return false
+				}
+			}
+		}
+		drain := func() {
+			for len(changed) > 0 {
+				<-changed
+			}
+		}
+		// A watch may take a moment to start, and says nothing of when it
+		// has: the machine is started and stopped until its stop is told.
+		first := sandbox.Spec{Sandbox: spec.Sandbox, Env: spec.Env}
+		for deadline := time.Now().Add(o.Timeout); ; {
+			start(t, d, first)
+			first.Env = nil // the machine exists now: started again
+			drain()
+			if err := d.Stop(t.Context(), id); err != nil {
+				t.Fatal(err)
+			}
+			if told(2 * time.Second) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("Watch told of no stop of the machine within %s", o.Timeout)
+			}
+		}
+		// Now that it watches, a removal is told.
+		drain()
+		if err := d.Remove(t.Context(), id); err != nil {
+			t.Fatal(err)
+		}
+		if !told(o.Timeout) {
+			t.Fatalf("Watch did not tell of the machine's removal within %s", o.Timeout)
+		}
+	})
+
 	t.Run("Reach", func(t *testing.T) {
 		d := o.NewDriver(t)
 		r, ok := d.(sandbox.Reacher)
@@ -223,6 +321,30 @@ func Run(t *testing.T, o Options) {
 			t.Errorf("Addr(stopped) = %v, want ErrConflict", err)
 		}
 	})
+}
+
+// Watch runs w.Watch until the test ends, and returns the ids it tells
+// of and its error should it end before: it must end with nil once its
+// context is done.
+func Watch(t *testing.T, w sandbox.Watcher) (changed <-chan sandbox.ID, done <-chan error) {
+	ids := make(chan sandbox.ID, 1024)
+	ctx, cancel := context.WithCancel(context.Background())
+	ended := make(chan error, 1)
+	go func() {
+		ended <- w.Watch(ctx, func(id sandbox.ID) {
+			select {
+			case ids <- id:
+			default:
+			}
+		})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-ended; err != nil {
+			t.Errorf("Watch ended with %v when its context was done, want nil", err)
+		}
+	})
+	return ids, ended
 }
 
 // greeting reads the first line a server at addr says.

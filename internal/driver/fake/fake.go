@@ -6,11 +6,13 @@ package fake
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"berth.dev/berth/internal/sandbox"
 )
@@ -18,6 +20,7 @@ import (
 type machine struct {
 	status   sandbox.MachineStatus
 	exitCode int
+	finished time.Time // when it last stopped
 	env      map[string]string
 	spec     sandbox.Sandbox
 	run      *sandbox.RunSpec
@@ -56,6 +59,15 @@ type Driver struct {
 	agent     Agent
 	leftovers []string         // what Tidy removes next
 	onStop    func(sandbox.ID) // called by Stop once the machine stopped
+	now       func() time.Time // the clock of machines' exit times
+	watchers  map[*watcher]bool
+	broken    chan struct{} // while not nil, watches fail (BreakWatch)
+}
+
+// watcher is one Watch under way: the machines that changed, in order.
+type watcher struct {
+	changed chan sandbox.ID
+	broke   chan struct{}
 }
 
 // SetAgent makes agent runs run a, once each, when followed.
@@ -83,7 +95,7 @@ func (d *Driver) Follow(ctx context.Context, id sandbox.ID, line func(stdout boo
 		}
 		d.mu.Lock()
 		if m.status == sandbox.MachineRunning {
-			m.status, m.exitCode = sandbox.MachineStopped, exit
+			d.stopped(id, m, exit)
 		}
 		m.end()
 		d.mu.Unlock()
@@ -96,16 +108,94 @@ func (d *Driver) Follow(ctx context.Context, id sandbox.ID, line func(stdout boo
 	return nil
 }
 
-// New returns an empty Driver.
+// New returns an empty Driver on the wall clock.
 func New() *Driver {
-	return &Driver{machines: map[sandbox.ID]*machine{}, failStart: map[sandbox.ID]error{}, pointed: map[sandbox.ID]map[int]string{}}
+	return &Driver{machines: map[sandbox.ID]*machine{}, failStart: map[sandbox.ID]error{}, pointed: map[sandbox.ID]map[int]string{},
+		now: time.Now, watchers: map[*watcher]bool{}}
 }
 
 var (
 	_ sandbox.Driver  = (*Driver)(nil)
 	_ sandbox.Reacher = (*Driver)(nil)
 	_ sandbox.Tidier  = (*Driver)(nil)
+	_ sandbox.Watcher = (*Driver)(nil)
 )
+
+// SetClock makes now the clock machines' exit times are read on, as a
+// test's controlled clock.
+func (d *Driver) SetClock(now func() time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.now = now
+}
+
+// stopped marks m, running, stopped now with code, and tells the watches.
+// d.mu is held.
+func (d *Driver) stopped(id sandbox.ID, m *machine, code int) {
+	m.status, m.exitCode, m.finished = sandbox.MachineStopped, code, d.now()
+	d.tell(id)
+}
+
+// tell passes a machine's change to every watch; a watch that cannot
+// keep up misses it, as a real one can. d.mu is held.
+func (d *Driver) tell(id sandbox.ID) {
+	for w := range d.watchers {
+		select {
+		case w.changed <- id:
+		default:
+		}
+	}
+}
+
+// Watch tells changed of every machine that stops (Stop, Exit, an agent
+// run's end) or goes (Remove, Vanish) until ctx is done, or until
+// BreakWatch breaks it.
+func (d *Driver) Watch(ctx context.Context, changed func(sandbox.ID)) error {
+	w := &watcher{changed: make(chan sandbox.ID, 1024), broke: make(chan struct{})}
+	d.mu.Lock()
+	if d.broken != nil {
+		d.mu.Unlock()
+		return errors.New("fake: the watch is broken")
+	}
+	d.watchers[w] = true
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		delete(d.watchers, w)
+		d.mu.Unlock()
+	}()
+	for {
+		select {
+		case id := <-w.changed:
+			changed(id)
+		case <-w.broke:
+			return errors.New("fake: the watch broke")
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// BreakWatch ends every watch with an error, and fails every watch
+// started until release is called: what changes meanwhile is told to
+// nobody, as a real watch misses what happens while it is down.
+func (d *Driver) BreakWatch() (release func()) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.broken = make(chan struct{})
+	for w := range d.watchers {
+		close(w.broke)
+		delete(d.watchers, w)
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			d.mu.Lock()
+			d.broken = nil
+			d.mu.Unlock()
+		})
+	}
+}
 
 // Start makes the machine for spec run.
 func (d *Driver) Start(ctx context.Context, spec sandbox.Spec) error {
@@ -151,7 +241,7 @@ func (d *Driver) Stop(_ context.Context, id sandbox.ID) error {
 		return fmt.Errorf("fake: %w: %s", sandbox.ErrNotFound, id)
 	}
 	if m.status == sandbox.MachineRunning {
-		m.status, m.exitCode = sandbox.MachineStopped, 143
+		d.stopped(id, m, 143)
 	}
 	m.end()
 	if f := d.onStop; f != nil {
@@ -179,8 +269,9 @@ func (d *Driver) Remove(_ context.Context, id sandbox.ID) error {
 	defer d.mu.Unlock()
 	if m, ok := d.machines[id]; ok {
 		m.end()
+		delete(d.machines, id)
+		d.tell(id)
 	}
-	delete(d.machines, id)
 	return nil
 }
 
@@ -192,7 +283,15 @@ func (d *Driver) Inspect(_ context.Context, id sandbox.ID) (sandbox.Machine, err
 	if !ok {
 		return sandbox.Machine{}, fmt.Errorf("fake: %w: %s", sandbox.ErrNotFound, id)
 	}
-	return sandbox.Machine{ID: id, Status: m.status, ExitCode: m.exitCode}, nil
+	return m.machine(id), nil
+}
+
+func (m *machine) machine(id sandbox.ID) sandbox.Machine {
+	out := sandbox.Machine{ID: id, Status: m.status, ExitCode: m.exitCode}
+	if m.status == sandbox.MachineStopped {
+		out.FinishedAt = m.finished
+	}
+	return out
 }
 
 // List returns every machine, ordered by id.
@@ -201,18 +300,18 @@ func (d *Driver) List(context.Context) ([]sandbox.Machine, error) {
 	defer d.mu.Unlock()
 	out := make([]sandbox.Machine, 0, len(d.machines))
 	for _, id := range slices.Sorted(maps.Keys(d.machines)) {
-		m := d.machines[id]
-		out = append(out, sandbox.Machine{ID: id, Status: m.status, ExitCode: m.exitCode})
+		out = append(out, d.machines[id].machine(id))
 	}
 	return out, nil
 }
 
-// Exit makes a running machine's process end with code, as if it exited.
+// Exit makes a running machine's process end with code, as if it exited,
+// now on the driver's clock.
 func (d *Driver) Exit(id sandbox.ID, code int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if m, ok := d.machines[id]; ok {
-		m.status, m.exitCode = sandbox.MachineStopped, code
+		d.stopped(id, m, code)
 		m.end()
 	}
 }

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 
 	"berth.dev/berth/internal/sandbox"
@@ -35,6 +36,7 @@ var (
 	_ sandbox.Reacher = (*Driver)(nil)
 	_ sandbox.Expirer = (*Driver)(nil)
 	_ sandbox.Pools   = (*Driver)(nil)
+	_ sandbox.Watcher = (*Driver)(nil)
 
 	_ sandbox.InMachineRuns = (*Driver)(nil)
 )
@@ -333,28 +335,101 @@ func (d *Driver) Inspect(ctx context.Context, id sandbox.ID) (sandbox.Machine, e
 
 // machine reads the controller's conditions: a finished pod is final (it
 // cannot restart, SPEC S11), expired and suspended sandboxes are stopped,
-// anything else runs or is on its way.
+// anything else runs or is on its way. A stopped machine finished when
+// the condition that says so last changed: when the controller saw the
+// pod end or go (the driver reads no pods, so no container's exit time).
 func machine(id sandbox.ID, sb Sandbox) sandbox.Machine {
 	m := sandbox.Machine{ID: id, Status: sandbox.MachineRunning}
 	ready := meta.FindStatusCondition(sb.Status.Conditions, condReady)
 	finished := meta.FindStatusCondition(sb.Status.Conditions, condFinished)
 	switch {
 	case finished != nil && finished.Status == metav1.ConditionTrue:
-		m.Status, m.Final, m.Detail = sandbox.MachineStopped, true, describe(finished)
+		m.Status, m.Final, m.Detail, m.FinishedAt = sandbox.MachineStopped, true, describe(finished), finished.LastTransitionTime.Time
 		if finished.Reason != reasonPodSucceeded {
 			m.ExitCode = 1
 		}
 	case ready != nil && (ready.Reason == reasonPodSucceeded || ready.Reason == reasonPodFailed):
-		m.Status, m.Final, m.Detail = sandbox.MachineStopped, true, describe(ready)
+		m.Status, m.Final, m.Detail, m.FinishedAt = sandbox.MachineStopped, true, describe(ready), ready.LastTransitionTime.Time
 		if ready.Reason == reasonPodFailed {
 			m.ExitCode = 1
 		}
 	case ready != nil && (ready.Reason == reasonSandboxExpired || ready.Reason == reasonClaimExpired):
-		m.Status, m.Detail = sandbox.MachineStopped, "expired: the cluster stopped it at its shutdownTime"
+		m.Status, m.Detail, m.FinishedAt = sandbox.MachineStopped, "expired: the cluster stopped it at its shutdownTime", ready.LastTransitionTime.Time
 	case sb.Spec.OperatingMode == modeSuspended:
 		m.Status, m.Detail = sandbox.MachineStopped, "suspended"
+		if c := meta.FindStatusCondition(sb.Status.Conditions, condSuspended); c != nil && c.Status == metav1.ConditionTrue {
+			m.FinishedAt = c.LastTransitionTime.Time
+		}
 	}
 	return m
+}
+
+// Watch tells changed of each of the deployment's sandboxes whose Sandbox
+// stopped (finished, expired, suspended) or was deleted, from a watch on
+// Sandboxes by the deployment's labels (the role may watch them; it reads
+// no pods). A watch the API server closes is taken up again from the last
+// version seen; one that fails, or that is too old to take up (410
+// Gone), is the error: the service sweeps, and watches again.
+func (d *Driver) Watch(ctx context.Context, changed func(sandbox.ID)) error {
+	opts := metav1.ListOptions{LabelSelector: d.selector(""), Limit: 1}
+	list, err := d.sandboxes().List(ctx, opts)
+	if err != nil {
+		return fmt.Errorf("kubernetes: list Sandboxes: %w", err)
+	}
+	rv := list.GetResourceVersion()
+	for {
+		opened := time.Now()
+		w, err := d.sandboxes().Watch(ctx, metav1.ListOptions{LabelSelector: opts.LabelSelector, ResourceVersion: rv, AllowWatchBookmarks: true})
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("kubernetes: watch Sandboxes: %w", err)
+		}
+		rv, err = d.follow(ctx, w, rv, changed)
+		w.Stop()
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err != nil:
+			return err
+		case time.Since(opened) < time.Second:
+			return errors.New("kubernetes: the watch on Sandboxes closed at once")
+		}
+	}
+}
+
+// follow reads one watch until it closes, and returns the last resource
+// version it saw.
+func (d *Driver) follow(ctx context.Context, w watch.Interface, rv string, changed func(sandbox.ID)) (string, error) {
+	for {
+		var ev watch.Event
+		select {
+		case <-ctx.Done():
+			return rv, nil
+		case e, ok := <-w.ResultChan():
+			if !ok {
+				return rv, nil
+			}
+			ev = e
+		}
+		if ev.Type == watch.Error {
+			return rv, fmt.Errorf("kubernetes: watch Sandboxes: %w", apierrors.FromObject(ev.Object))
+		}
+		u, ok := ev.Object.(*unstructured.Unstructured)
+		if !ok {
+			continue
+		}
+		rv = u.GetResourceVersion()
+		id := sandbox.ID(u.GetLabels()[labelSandbox])
+		if id == "" || ev.Type == watch.Bookmark {
+			continue
+		}
+		var sb Sandbox
+		if ev.Type == watch.Deleted || (fromUnstructured(u, &sb) == nil && machine(id, sb).Status != sandbox.MachineRunning) {
+			changed(id)
+		}
+	}
 }
 
 func describe(c *metav1.Condition) string {

@@ -155,7 +155,14 @@ func newCluster(t *testing.T, warm bool, g *greeter) *cluster {
 // waitState polls the API until the sandbox is in state want.
 func (c *cluster) waitState(t *testing.T, ref, want string) api.Sandbox {
 	t.Helper()
-	deadline := time.Now().Add(45 * time.Second)
+	return c.within(t, ref, want, 45*time.Second)
+}
+
+// within polls the API until the sandbox is in state want, failing the
+// test when d passes first or it fails instead.
+func (c *cluster) within(t *testing.T, ref, want string, d time.Duration) api.Sandbox {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	for {
 		sb, err := c.api.Sandbox(t.Context(), ref)
 		if err != nil {
@@ -165,7 +172,7 @@ func (c *cluster) waitState(t *testing.T, ref, want string) api.Sandbox {
 			return sb
 		}
 		if time.Now().After(deadline) || (sb.State == "failed" && want != "failed") {
-			t.Fatalf("sandbox %s is %s (%s), want %s", ref, sb.State, sb.Reason, want)
+			t.Fatalf("sandbox %s is %s (%s) after %s, want %s", ref, sb.State, sb.Reason, d, want)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -343,6 +350,54 @@ func TestFinishedPodFails(t *testing.T) {
 			t.Fatalf("sandbox is %s after its pod finished, want failed", got.State)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestAFinishedOrDeletedSandboxIsNoticedAtOnce: the driver's watch on
+// Sandboxes tells the service of a pod that finished, or of a Sandbox
+// deleted behind berth's back, and the service fails its sandbox within a
+// couple of seconds, not at the next sweep (an hour away here). The
+// finished one's running time stops when the controller saw its pod end.
+func TestAFinishedOrDeletedSandboxIsNoticedAtOnce(t *testing.T) {
+	c := newCluster(t, false, newGreeter(t, nil))
+	ctx := t.Context()
+	var ids []string
+	for _, name := range []string{"fin", "gone"} {
+		sb, err := c.api.CreateSandbox(ctx, api.CreateSandbox{Name: name, Class: "standard", SSHKeys: []string{sshKey}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.waitState(t, sb.ID, "running")
+		ids = append(ids, sb.ID)
+	}
+	fin, gone := ids[0], ids[1]
+
+	c.ctl.finish(c.object(t, fin).GetName(), "PodFailed")
+	got := c.within(t, fin, "failed", 3*time.Second)
+	if !strings.Contains(got.Reason, "PodFailed") {
+		t.Errorf("reason %q does not say the pod failed", got.Reason)
+	}
+	var finished time.Time
+	conds, _, _ := unstructured.NestedSlice(c.object(t, fin).Object, "status", "conditions")
+	for _, x := range conds {
+		if m, _ := x.(map[string]any); m["type"] == "Finished" {
+			finished, _ = time.Parse(time.RFC3339, fmt.Sprint(m["lastTransitionTime"]))
+		}
+	}
+	row, err := c.st.GetSandbox(ctx, sandbox.ID(fin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if end := row.FirstRan.Add(row.Ran); finished.IsZero() || end.Sub(finished).Abs() > time.Second {
+		t.Errorf("running time ends at %v, want when the controller saw the pod finish, %v", end, finished)
+	}
+
+	obj := c.object(t, gone)
+	if err := c.dc.Resource(sandboxGVR).Namespace(c.ns).Delete(ctx, obj.GetName(), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.within(t, gone, "failed", 3*time.Second); !strings.Contains(got.Reason, "gone") {
+		t.Errorf("reason %q does not say its machine is gone", got.Reason)
 	}
 }
 

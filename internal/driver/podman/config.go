@@ -116,7 +116,10 @@ log_size_max = 1048576
 # crun fails on hybrid cgroups.
 runtime = "runc"
 tmp_dir = %q
-events_logger = "none"
+# The driver's watch reads the events (a container that dies is noticed at
+# once); the file is tmp_dir's events/events.log, cut at 1 MiB.
+events_logger = "file"
+events_logfile_max_size = "1m"
 exit_command_delay = 5
 
 [network]

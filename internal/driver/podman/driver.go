@@ -171,11 +171,12 @@ func lastLines(s string, n int) string {
 // inspected is the part of `podman inspect` the driver reads.
 type inspected struct {
 	State struct {
-		Status    string
-		Running   bool
-		ExitCode  int
-		OOMKilled bool
-		Error     string
+		Status     string
+		Running    bool
+		ExitCode   int
+		OOMKilled  bool
+		Error      string
+		FinishedAt time.Time // when it last exited; zero if it never did
 	}
 	NetworkSettings struct {
 		IPAddress string
@@ -461,9 +462,9 @@ func (d *Driver) Inspect(ctx context.Context, id sandbox.ID) (sandbox.Machine, e
 }
 
 func machine(id sandbox.ID, cur inspected) sandbox.Machine {
-	m := sandbox.Machine{ID: id, Status: sandbox.MachineStopped, ExitCode: cur.State.ExitCode, Detail: cur.State.Status}
+	m := sandbox.Machine{ID: id, Status: sandbox.MachineStopped, ExitCode: cur.State.ExitCode, Detail: cur.State.Status, FinishedAt: cur.State.FinishedAt}
 	if cur.State.Running {
-		m.Status, m.ExitCode = sandbox.MachineRunning, 0
+		m.Status, m.ExitCode, m.FinishedAt = sandbox.MachineRunning, 0, time.Time{}
 	}
 	if cur.State.OOMKilled {
 		m.Detail = "out of memory"
@@ -477,6 +478,7 @@ type listed struct {
 	Labels   map[string]string
 	State    string
 	ExitCode int
+	ExitedAt int64 // Unix seconds; podman ps says no finer
 }
 
 // List returns every sandbox this deployment has a container or a volume
@@ -500,8 +502,11 @@ func (d *Driver) List(ctx context.Context) ([]sandbox.Machine, error) {
 		}
 		seen[id] = true
 		m := sandbox.Machine{ID: id, Status: sandbox.MachineStopped, ExitCode: c.ExitCode, Detail: c.State}
-		if c.State == "running" {
+		switch {
+		case c.State == "running":
 			m.Status, m.ExitCode = sandbox.MachineRunning, 0
+		case c.ExitedAt > 0:
+			m.FinishedAt = time.Unix(c.ExitedAt, 0)
 		}
 		ms = append(ms, m)
 	}

@@ -13,11 +13,11 @@ import (
 
 // Follow streams an agent run's output, stdout and stderr apart, until
 // the container exits. podman logs --follow learns of an exit only from
-// podman's events, which this driver turns off (notes/podman.md §1: in 4.3
-// events.log grows without rotation), so alone it follows an exited
-// container for ever. podman wait polls instead: once it returns, the
-// follow is stopped and a plain podman logs delivers what the follow had
-// not, counted per stream in complete lines.
+// podman's events, so it follows an exited container for ever when it
+// cannot read them (an events file another podman configuration does not
+// write). podman wait polls instead: once it returns, the follow is
+// stopped and a plain podman logs delivers what the follow had not,
+// counted per stream in complete lines.
 func (d *Driver) Follow(ctx context.Context, id sandbox.ID, line func(stdout bool, b []byte)) error {
 	name := d.cfg.name(id)
 	var mu sync.Mutex // line is called from one goroutine at a time
@@ -69,7 +69,7 @@ func (d *Driver) Follow(ctx context.Context, id sandbox.ID, line func(stdout boo
 // only without follow: a follow that is stopped may have read part of a
 // line. The returned func waits for podman and the readers.
 func (d *Driver) logs(ctx context.Context, name string, follow bool, to [2]func([]byte)) (func() error, error) {
-	// Errors only: with events off, podman logs --follow complains that it
+	// Errors only: without events, podman logs --follow complains that it
 	// cannot wait for the exit, on the stderr that carries the container's.
 	args := []string{"--log-level=fatal", "logs"}
 	if follow {

@@ -250,7 +250,7 @@ func TestBrowserEngineerSandbox(t *testing.T) {
 	if got := c.flash(ctx); !strings.HasPrefix(got, "Extended dev: it now expires ") {
 		t.Errorf("after extend: %q", got)
 	}
-	sbs, err := w.sandboxes.List(t.Context(), w.principal("alice"), sandbox.ListOptions{})
+	sbs, _, err := w.sandboxes.List(t.Context(), w.principal("alice"), sandbox.ListOptions{})
 	if err != nil || len(sbs) != 1 {
 		t.Fatalf("alice's sandboxes: %v, %v", sbs, err)
 	}
@@ -393,7 +393,7 @@ func seedHistory(t *testing.T, w *world) {
 
 func findSandbox(t *testing.T, w *world, name string) sandbox.Sandbox {
 	t.Helper()
-	sbs, err := w.sandboxes.List(t.Context(), w.operator, sandbox.ListOptions{All: true})
+	sbs, _, err := w.sandboxes.List(t.Context(), w.operator, sandbox.ListOptions{All: true})
 	if err != nil {
 		t.Fatal(err)
 	}

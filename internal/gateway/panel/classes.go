@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/sandbox"
 )
 
@@ -25,7 +26,7 @@ func (p *Panel) listClasses(w http.ResponseWriter, r *http.Request, c caller) {
 }
 
 func (p *Panel) renderClasses(w http.ResponseWriter, r *http.Request, c caller, status int, body classList) {
-	classes, err := p.sandboxes.Classes(r.Context(), c.Principal, "")
+	classes, _, err := p.sandboxes.Classes(r.Context(), c.Principal, "", paging.Request{Limit: sandbox.MaxClasses})
 	if err != nil {
 		p.fail(w, r, c, err)
 		return
@@ -102,7 +103,7 @@ func kept(s sandbox.ClassSpec) []string {
 
 // class finds one of the caller's organisation's classes.
 func (p *Panel) class(r *http.Request, c caller, name string) (sandbox.ClassSpec, error) {
-	classes, err := p.sandboxes.Classes(r.Context(), c.Principal, "")
+	classes, _, err := p.sandboxes.Classes(r.Context(), c.Principal, "", paging.Request{Limit: sandbox.MaxClasses})
 	if err != nil {
 		return sandbox.ClassSpec{}, err
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/paging"
 )
 
 // nextTricks are addresses a sign-in link may carry as its next page that
@@ -105,7 +106,7 @@ func TestFormBodyOverTheLimit(t *testing.T) {
 	if pg.status != http.StatusRequestEntityTooLarge || !strings.Contains(pg.body, "(1048576 bytes)") {
 		t.Errorf("a class file form over 1 MiB: %d, want 413 naming the limit\n%s", pg.status, pg.body)
 	}
-	classes, err := w.sandboxes.Classes(t.Context(), w.principal("ada"), "")
+	classes, _, err := w.sandboxes.Classes(t.Context(), w.principal("ada"), "", paging.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"berth.dev/berth/internal/guardrail"
+	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/quantity"
 	"berth.dev/berth/internal/sandbox"
 )
@@ -265,7 +266,7 @@ func TestClassEditorKeepsWhatItDoesNotShow(t *testing.T) {
 
 func classSpec(t *testing.T, w *world, name string) sandbox.ClassSpec {
 	t.Helper()
-	classes, err := w.sandboxes.Classes(t.Context(), w.principal("ada"), "")
+	classes, _, err := w.sandboxes.Classes(t.Context(), w.principal("ada"), "", paging.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,9 @@ import (
 	"strings"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/guardrail"
+	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/quantity"
 )
 
@@ -27,6 +29,7 @@ type quota struct {
 type quotasPage struct {
 	Org    string
 	Scopes []quota
+	More   bool // the organisation has more than api.MaxLimit projects: the oldest are shown
 }
 
 func (p *Panel) quotas(w http.ResponseWriter, r *http.Request, c caller) {
@@ -41,7 +44,7 @@ func (p *Panel) quotas(w http.ResponseWriter, r *http.Request, c caller) {
 		p.fail(w, r, c, err)
 		return
 	}
-	projects, err := p.accounts.Projects(ctx, c.Principal, org.ID)
+	projects, more, err := p.accounts.Projects(ctx, c.Principal, org.ID, paging.Request{Limit: api.MaxLimit})
 	if err != nil {
 		p.fail(w, r, c, err)
 		return
@@ -60,7 +63,7 @@ func (p *Panel) quotas(w http.ResponseWriter, r *http.Request, c caller) {
 	}
 	top := quota{Written: og, InForce: og, Live: counts.Org}
 	top.Left, top.Unlimited = left(og.MaxSandboxes, counts.Org)
-	body := quotasPage{Org: org.Name, Scopes: []quota{top}}
+	body := quotasPage{Org: org.Name, Scopes: []quota{top}, More: more != nil}
 	for i, prj := range projects {
 		pg, err := p.accounts.Guardrail(ctx, c.Principal, org.ID, prj.ID)
 		if err != nil {

@@ -7,13 +7,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
 )
@@ -74,22 +75,51 @@ func (p *Panel) rows(ctx context.Context, sbs []sandbox.Sandbox) []sandboxRow {
 	return out
 }
 
-// sandboxList is the body of the sandboxes screen.
+// sandboxList is the body of the sandboxes screen: one page of the list.
 type sandboxList struct {
 	Rows      []sandboxRow
 	All       bool // ended sandboxes too
 	ShowOwner bool // the caller sees others' sandboxes
+	// Later is true past the first page; More is the next page's path,
+	// "" on the last.
+	Later bool
+	More  string
 }
 
+// panelSandboxes names the sandboxes screen's list in its cursors.
+const panelSandboxes = "panel sandboxes"
+
+// listSandboxes shows a page of api.DefaultLimit sandboxes, newest first,
+// with a link to the next: the cursor (package paging) carries whether ended
+// ones are shown, sealed under the session's key as the API's are.
 func (p *Panel) listSandboxes(w http.ResponseWriter, r *http.Request, c caller) {
-	all := r.URL.Query().Get("all") == "1"
-	sbs, err := p.sandboxes.List(r.Context(), c.Principal, sandbox.ListOptions{All: all, Limit: api.MaxList})
+	q := r.URL.Query()
+	all := q.Get("all") == "1"
+	pg := paging.Request{Limit: api.DefaultLimit}
+	if s := q.Get("cursor"); s != "" {
+		cur, err := paging.Open(c.sess.key.Reveal(), s)
+		if err == nil && cur.List != panelSandboxes {
+			err = paging.ErrBadCursor
+		}
+		if err != nil {
+			p.fail(w, r, c, &sandbox.InvalidError{Field: "cursor", Reason: err.Error() + "; start again from the first page"})
+			return
+		}
+		all, pg.After = cur.Filters["all"] == "1", &cur.After
+	}
+	sbs, next, err := p.sandboxes.List(r.Context(), c.Principal, sandbox.ListOptions{All: all, Page: pg})
 	if err != nil {
 		p.fail(w, r, c, err)
 		return
 	}
-	slices.SortStableFunc(sbs, func(a, b sandbox.Sandbox) int { return b.CreatedAt.Compare(a.CreatedAt) })
-	body := sandboxList{Rows: p.rows(r.Context(), sbs), All: all, ShowOwner: c.IsAdminOf(c.User.Org)}
+	body := sandboxList{Rows: p.rows(r.Context(), sbs), All: all, ShowOwner: c.IsAdminOf(c.User.Org), Later: pg.After != nil}
+	if next != nil {
+		f := map[string]string{}
+		if all {
+			f["all"] = "1"
+		}
+		body.More = "/sandboxes?cursor=" + url.QueryEscape(paging.Seal(c.sess.key.Reveal(), paging.Cursor{List: panelSandboxes, Filters: f, After: *next}))
+	}
 	p.render(w, r, http.StatusOK, "sandboxes", p.view(c, r, "Sandboxes", "sandboxes", body))
 }
 
@@ -264,10 +294,12 @@ func (p *Panel) newSandbox(w http.ResponseWriter, r *http.Request, c caller) {
 	p.renderCreate(w, r, c, http.StatusOK, f)
 }
 
-// lastSSHKeys offers the keys of the caller's newest sandbox that has any:
-// a browser cannot read ~/.ssh as the CLI does.
+// lastSSHKeys offers the keys of the caller's newest sandbox that has any,
+// among the newest api.MaxLimit engineer sandboxes they see: a browser
+// cannot read ~/.ssh as the CLI does.
 func (p *Panel) lastSSHKeys(ctx context.Context, c caller) string {
-	sbs, err := p.sandboxes.List(ctx, c.Principal, sandbox.ListOptions{All: true, Purpose: string(sandbox.PurposeEngineer)})
+	sbs, _, err := p.sandboxes.List(ctx, c.Principal, sandbox.ListOptions{All: true, Purpose: string(sandbox.PurposeEngineer),
+		Page: paging.Request{Limit: api.MaxLimit}})
 	if err != nil {
 		return ""
 	}
@@ -282,7 +314,7 @@ func (p *Panel) lastSSHKeys(ctx context.Context, c caller) string {
 
 func (p *Panel) renderCreate(w http.ResponseWriter, r *http.Request, c caller, status int, f createForm) {
 	ctx := r.Context()
-	classes, err := p.sandboxes.Classes(ctx, c.Principal, "")
+	classes, _, err := p.sandboxes.Classes(ctx, c.Principal, "", paging.Request{Limit: sandbox.MaxClasses})
 	if err != nil {
 		p.fail(w, r, c, err)
 		return
@@ -297,7 +329,7 @@ func (p *Panel) renderCreate(w http.ResponseWriter, r *http.Request, c caller, s
 		}
 	}
 	if c.IsAdminOf(c.User.Org) {
-		if f.Projects, err = p.accounts.Projects(ctx, c.Principal, ""); err != nil {
+		if f.Projects, _, err = p.accounts.Projects(ctx, c.Principal, "", paging.Request{Limit: api.MaxLimit}); err != nil {
 			p.fail(w, r, c, err)
 			return
 		}

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/usage"
 )
 
@@ -31,7 +33,7 @@ func (p *Panel) usageReport(w http.ResponseWriter, r *http.Request, c caller) {
 	if body.Since == "" {
 		body.Since = "30d"
 	}
-	rep, err := p.usage.Report(r.Context(), c.Principal, usage.Query{By: body.By, Since: body.Since})
+	rep, err := p.usage.Report(r.Context(), c.Principal, usage.Query{By: body.By, Since: body.Since, Page: paging.Request{Limit: api.MaxLimit}})
 	if err != nil {
 		p.fail(w, r, c, err)
 		return

@@ -1,0 +1,65 @@
+package podman
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/exec"
+	"time"
+
+	"berth.dev/berth/internal/runner"
+	"berth.dev/berth/internal/sandbox"
+)
+
+var _ sandbox.Watcher = (*Driver)(nil)
+
+// event is the part of a `podman events --format json` line the driver
+// reads: what happened, and the container's labels.
+type event struct {
+	Status     string
+	Attributes map[string]string
+}
+
+// Watch tells changed of each of the deployment's containers that dies or
+// is removed, from `podman events` on the driver's own store: the file
+// logger in its tmp_dir (containers.conf), filtered by the deployment's
+// label, from the moment Watch is called (--since: nothing is missed while
+// podman starts). It returns nil when ctx is done, or the error that ended
+// podman events.
+func (d *Driver) Watch(ctx context.Context, changed func(sandbox.ID)) error {
+	since := time.Now().UTC().Format(time.RFC3339Nano)
+	cmd := exec.CommandContext(ctx, d.cfg.Binary, "events", "--since", since, "--format", "json",
+		"--filter", "type=container", "--filter", "label="+labelDeployment+"="+d.cfg.Deployment)
+	cmd.Env = d.cfg.Env()
+	cmd.SysProcAttr = ownGroup() // ended by ctx, not by the gateway's signal
+	cmd.WaitDelay = 5 * time.Second
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("podman events: %w", err)
+	}
+	readErr := runner.ReadLines(out, false, func(b []byte) {
+		var e event
+		if json.Unmarshal(b, &e) != nil {
+			return
+		}
+		id := sandbox.ID(e.Attributes[labelSandbox])
+		if id == "" || (e.Status != "died" && e.Status != "remove") {
+			return
+		}
+		d.forgetAddrs() // its address may be another's soon
+		changed(id)
+	})
+	err = cmd.Wait()
+	if ctx.Err() != nil {
+		return nil
+	}
+	return &podmanError{args: []string{"events"}, err: cmp.Or(err, readErr, errors.New("it ended")), stderr: stderr.String()}
+}
