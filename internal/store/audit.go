@@ -32,6 +32,31 @@ func insertAudit(ctx context.Context, db queryer, e audit.Event) error {
 	return nil
 }
 
+// withEvents makes a write through write and records events with it, in
+// one transaction; without events it is the write alone.
+func (s *Store) withEvents(ctx context.Context, events []audit.Event, write func(q queryer) error) error {
+	if len(events) == 0 {
+		return write(s.db)
+	}
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		if err := write(tx); err != nil {
+			return err
+		}
+		return insertAudits(ctx, tx, events)
+	})
+}
+
+// insertAudits appends events in order through q, the transaction of the
+// change they record.
+func insertAudits(ctx context.Context, q queryer, events []audit.Event) error {
+	for _, e := range events {
+		if err := insertAudit(ctx, q, e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // ListAudit returns a page of the events f selects, oldest first (by
 // seq, the order they were recorded in), and the key of its last one when
 // more follow. A page after the first takes f.Since as passed: every event
