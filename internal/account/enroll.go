@@ -41,7 +41,12 @@ func (s *Service) Invite(ctx context.Context, p Principal, orgRef, userRef strin
 	}
 	now := s.now()
 	inv, secret := NewInvitation(u.ID, p.User.ID, p.IsOperator(), now, now.Add(ttl))
-	err = s.store.CreateInvitation(ctx, inv)
+	detail := fmt.Sprintf("%s for %s, single use, expires %s", inv.ID, u.Name, inv.ExpiresAt.Format(time.RFC3339))
+	if inv.Recovery {
+		detail += ", recovery"
+	}
+	err = s.store.CreateInvitation(ctx, inv,
+		audit.Event{At: now, Org: u.Org, Actor: p.User.ID, Action: audit.InvitationCreate, Target: u.Name, Detail: detail})
 	if errors.Is(err, ErrConflict) && !inv.Recovery {
 		return NewInvitationResult{}, fmt.Errorf("invite: %s has signed in before (a key of theirs exists), so only %s or an operator "+
 			"mints their keys; an operator can send a recovery invitation: %w", u.Name, u.Name, ErrForbidden)
@@ -49,11 +54,6 @@ func (s *Service) Invite(ctx context.Context, p Principal, orgRef, userRef strin
 	if err != nil {
 		return NewInvitationResult{}, fmt.Errorf("invite: %w", err)
 	}
-	detail := fmt.Sprintf("%s for %s, single use, expires %s", inv.ID, u.Name, inv.ExpiresAt.Format(time.RFC3339))
-	if inv.Recovery {
-		detail += ", recovery"
-	}
-	s.record(ctx, audit.Event{Org: u.Org, Actor: p.User.ID, Action: audit.InvitationCreate, Target: u.Name, Detail: detail})
 	return NewInvitationResult{Invitation: inv, User: u, Secret: secret}, nil
 }
 
@@ -102,7 +102,11 @@ func (s *Service) Redeem(ctx context.Context, token, keyName, from string) (Enro
 		keyName = "enrolled"
 	}
 	k, keySecret := NewKey(u.ID, keyName, now)
-	err = s.store.RedeemInvitation(ctx, inv.ID, now, from, k)
+	err = s.store.RedeemInvitation(ctx, inv.ID, now, from, k,
+		audit.Event{At: now, Org: u.Org, Actor: u.ID, Action: audit.InvitationRedeem, Target: inv.ID,
+			Detail: fmt.Sprintf("used from %s for %s's key %s", from, u.Name, k.ID)},
+		audit.Event{At: now, Org: u.Org, Actor: u.ID, Action: audit.KeyCreate, Target: k.ID,
+			Detail: keyDetail(u, k) + ", by invitation " + inv.ID})
 	if errors.Is(err, ErrConflict) {
 		// Something came first: another use, a newer invitation, or a key.
 		if again, gerr := s.store.GetInvitation(ctx, inv.ID); gerr == nil {
@@ -118,10 +122,6 @@ func (s *Service) Redeem(ctx context.Context, token, keyName, from string) (Enro
 		return Enrollment{}, fmt.Errorf("redeem invitation: %w", err)
 	}
 	inv.RedeemedAt, inv.RedeemedFrom, inv.Key = now, from, k.ID
-	s.record(ctx, audit.Event{Org: u.Org, Actor: u.ID, Action: audit.InvitationRedeem, Target: inv.ID,
-		Detail: fmt.Sprintf("used from %s for %s's key %s", from, u.Name, k.ID)})
-	s.record(ctx, audit.Event{Org: u.Org, Actor: u.ID, Action: audit.KeyCreate, Target: k.ID,
-		Detail: keyDetail(u, k) + ", by invitation " + inv.ID})
 	org, err := s.store.GetOrganisation(ctx, u.Org)
 	if err != nil {
 		return Enrollment{}, fmt.Errorf("redeem invitation: %w", err)

@@ -14,7 +14,7 @@ import (
 // repository list.
 type GuardrailStore interface {
 	GetGuardrail(ctx context.Context, org, project string) (guardrail.Guardrail, error)
-	PutGuardrail(ctx context.Context, org, project string, g guardrail.Guardrail) error
+	PutGuardrail(ctx context.Context, org, project string, g guardrail.Guardrail, events ...audit.Event) error
 }
 
 // Guardrail returns the guardrail set on an organisation, or on one of its
@@ -51,14 +51,14 @@ func (s *Service) SetGuardrail(ctx context.Context, p Principal, orgRef, project
 			return fmt.Errorf("set guardrail: an organisation's allowed_repos is set by an operator: %w", ErrForbidden)
 		}
 	}
-	if err := s.guardrails.PutGuardrail(ctx, org, prj, g); err != nil {
-		return fmt.Errorf("set guardrail: %w", err)
-	}
 	target := "organisation"
 	if prj != "" {
 		target = "project " + projectRef
 	}
-	s.record(ctx, audit.Event{Org: org, Actor: p.User.ID, Action: audit.GuardrailSet, Target: target, Detail: g.String()})
+	e := audit.Event{At: s.now(), Org: org, Actor: p.User.ID, Action: audit.GuardrailSet, Target: target, Detail: g.String()}
+	if err := s.guardrails.PutGuardrail(ctx, org, prj, g, e); err != nil {
+		return fmt.Errorf("set guardrail: %w", err)
+	}
 	return nil
 }
 

@@ -18,37 +18,40 @@ import (
 type Store interface {
 	// Bootstrap writes the first organisation, project, operator and key in
 	// one transaction, failing with ErrConflict when any organisation exists.
-	Bootstrap(ctx context.Context, org Organisation, project Project, user User, key Key) error
-	CreateOrganisation(ctx context.Context, org Organisation, project Project) error
+	// Every write below that takes events appends them to the audit log in
+	// the transaction of its change (SPEC S17: the log never misses one).
+	Bootstrap(ctx context.Context, org Organisation, project Project, user User, key Key, events ...audit.Event) error
+	CreateOrganisation(ctx context.Context, org Organisation, project Project, events ...audit.Event) error
 	GetOrganisation(ctx context.Context, ref string) (Organisation, error)
 	// The lists read a page (paging.Request) and return the key of its last
 	// entry when more follow, oldest first.
 	ListOrganisations(ctx context.Context, pg paging.Request) ([]Organisation, *paging.Key, error)
-	CreateProject(ctx context.Context, p Project) error
+	CreateProject(ctx context.Context, p Project, events ...audit.Event) error
 	GetProject(ctx context.Context, org, ref string) (Project, error)
 	// ListProjects returns org's projects, oldest (the default) first.
 	ListProjects(ctx context.Context, org string, pg paging.Request) ([]Project, *paging.Key, error)
-	CreateUser(ctx context.Context, u User) error
+	CreateUser(ctx context.Context, u User, events ...audit.Event) error
 	GetUser(ctx context.Context, id string) (User, error)
 	FindUser(ctx context.Context, org, ref string) (User, error)
 	ListUsers(ctx context.Context, org string, pg paging.Request) ([]User, *paging.Key, error)
 	SetUserDisabled(ctx context.Context, id string, disabled bool) error
-	CreateKey(ctx context.Context, k Key) error
+	CreateKey(ctx context.Context, k Key, events ...audit.Event) error
 	GetKey(ctx context.Context, id string) (Key, error)
 	ListKeys(ctx context.Context, user string, pg paging.Request) ([]Key, *paging.Key, error)
-	RevokeKey(ctx context.Context, id string, at time.Time) error
+	// RevokeKey records events only when it revokes a live key.
+	RevokeKey(ctx context.Context, id string, at time.Time, events ...audit.Event) error
 	// CreateInvitation writes inv and marks the user's earlier unused
 	// invitations replaced at inv.CreatedAt, in one transaction. Unless inv
 	// is a recovery invitation, a user who has ever had a key is
 	// ErrConflict (checked in that transaction).
-	CreateInvitation(ctx context.Context, inv Invitation) error
+	CreateInvitation(ctx context.Context, inv Invitation, events ...audit.Event) error
 	GetInvitation(ctx context.Context, id string) (Invitation, error)
 	// RedeemInvitation marks invitation id used at at from the address
 	// from and writes k, in one transaction, if the invitation is still
 	// usable then: not used, not replaced, not expired, and (unless it is
 	// a recovery invitation) its user has never had a key. Otherwise it is
 	// ErrConflict and nothing is written.
-	RedeemInvitation(ctx context.Context, id string, at time.Time, from string, k Key) error
+	RedeemInvitation(ctx context.Context, id string, at time.Time, from string, k Key, events ...audit.Event) error
 }
 
 // Service manages organisations, projects, users and keys, and
@@ -78,8 +81,10 @@ func NewService(store Store, guardrails GuardrailStore, now func() time.Time, se
 	return &Service{store: store, guardrails: guardrails, now: now, seed: seed, audit: rec, log: log}
 }
 
-// record appends an audit event stamped now. The change it records has
-// already been made, so a failure to record is logged, not returned.
+// record appends an audit event stamped now, on its own: for refusals,
+// which change nothing. Every change records its events in the
+// transaction that makes it (the store's writes take them). A failure to
+// record is logged, not returned.
 func (s *Service) record(ctx context.Context, e audit.Event) {
 	if e.At.IsZero() {
 		e.At = s.now()
@@ -106,22 +111,22 @@ func (s *Service) Bootstrap(ctx context.Context, orgName, projectName, userName 
 	prj := Project{ID: NewID("prj"), Org: org.ID, Name: projectName, CreatedAt: now}
 	usr := User{ID: NewID("usr"), Org: org.ID, Name: userName, Role: RoleOperator, CreatedAt: now}
 	key, secret := NewKey(usr.ID, "bootstrap", now)
-	if err := s.store.Bootstrap(ctx, org, prj, usr, key); err != nil {
-		if errors.Is(err, ErrConflict) {
-			return Organisation{}, Project{}, User{}, NewKeyResult{}, fmt.Errorf("bootstrap: the deployment already has an organisation: %w", ErrConflict)
-		}
-		return Organisation{}, Project{}, User{}, NewKeyResult{}, fmt.Errorf("bootstrap: %w", err)
-	}
-	// Nobody is signed in yet: berth itself (actor "") made these, at the
+	// Nobody is signed in yet: berth itself (actor "") makes these, at the
 	// request of whoever runs `berth admin bootstrap` on the gateway's host.
-	for _, e := range []audit.Event{
+	events := []audit.Event{
 		{Action: audit.OrgCreate, Target: org.Name, Detail: "bootstrap: " + org.ID},
 		{Action: audit.ProjectCreate, Target: prj.Name, Detail: "bootstrap: " + prj.ID},
 		{Action: audit.UserCreate, Target: usr.Name, Detail: "bootstrap: " + usr.ID + ", operator"},
 		{Action: audit.KeyCreate, Target: key.ID, Detail: "bootstrap: the key of " + usr.Name},
-	} {
-		e.Org = org.ID
-		s.record(ctx, e)
+	}
+	for i := range events {
+		events[i].At, events[i].Org = now, org.ID
+	}
+	if err := s.store.Bootstrap(ctx, org, prj, usr, key, events...); err != nil {
+		if errors.Is(err, ErrConflict) {
+			return Organisation{}, Project{}, User{}, NewKeyResult{}, fmt.Errorf("bootstrap: the deployment already has an organisation: %w", ErrConflict)
+		}
+		return Organisation{}, Project{}, User{}, NewKeyResult{}, fmt.Errorf("bootstrap: %w", err)
 	}
 	if err := s.seedOrg(ctx, org.ID); err != nil {
 		return Organisation{}, Project{}, User{}, NewKeyResult{}, err
@@ -177,11 +182,12 @@ func (s *Service) CreateOrganisation(ctx context.Context, p Principal, name, pro
 	now := s.now()
 	org := Organisation{ID: NewID("org"), Name: name, CreatedAt: now}
 	prj := Project{ID: NewID("prj"), Org: org.ID, Name: project, CreatedAt: now}
-	if err := s.store.CreateOrganisation(ctx, org, prj); err != nil {
+	if err := s.store.CreateOrganisation(ctx, org, prj,
+		audit.Event{At: now, Org: org.ID, Actor: p.User.ID, Action: audit.OrgCreate, Target: org.Name, Detail: org.ID},
+		audit.Event{At: now, Org: org.ID, Actor: p.User.ID, Action: audit.ProjectCreate, Target: prj.Name, Detail: prj.ID + ", the default"},
+	); err != nil {
 		return Organisation{}, Project{}, fmt.Errorf("create organisation: %w", err)
 	}
-	s.record(ctx, audit.Event{Org: org.ID, Actor: p.User.ID, Action: audit.OrgCreate, Target: org.Name, Detail: org.ID})
-	s.record(ctx, audit.Event{Org: org.ID, Actor: p.User.ID, Action: audit.ProjectCreate, Target: prj.Name, Detail: prj.ID + ", the default"})
 	if err := s.seedOrg(ctx, org.ID); err != nil {
 		return Organisation{}, Project{}, err
 	}
@@ -243,10 +249,10 @@ func (s *Service) CreateProject(ctx context.Context, p Principal, orgRef, name s
 		return Project{}, err
 	}
 	prj := Project{ID: NewID("prj"), Org: org.ID, Name: name, CreatedAt: s.now()}
-	if err := s.store.CreateProject(ctx, prj); err != nil {
+	e := audit.Event{At: prj.CreatedAt, Org: org.ID, Actor: p.User.ID, Action: audit.ProjectCreate, Target: prj.Name, Detail: prj.ID}
+	if err := s.store.CreateProject(ctx, prj, e); err != nil {
 		return Project{}, fmt.Errorf("create project: %w", err)
 	}
-	s.record(ctx, audit.Event{Org: org.ID, Actor: p.User.ID, Action: audit.ProjectCreate, Target: prj.Name, Detail: prj.ID})
 	return prj, nil
 }
 
@@ -305,10 +311,10 @@ func (s *Service) CreateUser(ctx context.Context, p Principal, orgRef, name, ema
 		return User{}, err
 	}
 	u := User{ID: NewID("usr"), Org: org.ID, Name: name, Email: email, Role: role, CreatedAt: s.now()}
-	if err := s.store.CreateUser(ctx, u); err != nil {
+	e := audit.Event{At: u.CreatedAt, Org: org.ID, Actor: p.User.ID, Action: audit.UserCreate, Target: u.Name, Detail: u.ID + ", " + string(u.Role)}
+	if err := s.store.CreateUser(ctx, u, e); err != nil {
 		return User{}, fmt.Errorf("create user: %w", err)
 	}
-	s.record(ctx, audit.Event{Org: org.ID, Actor: p.User.ID, Action: audit.UserCreate, Target: u.Name, Detail: u.ID + ", " + string(u.Role)})
 	return u, nil
 }
 
@@ -362,10 +368,10 @@ func (s *Service) CreateKey(ctx context.Context, p Principal, userRef, name stri
 			"(a user who has never signed in gets an invitation: berth user invite %s): %w", u.Name, u.Name, u.Name, ErrForbidden)
 	}
 	k, secret := NewKey(u.ID, name, s.now())
-	if err := s.store.CreateKey(ctx, k); err != nil {
+	e := audit.Event{At: k.CreatedAt, Org: u.Org, Actor: p.User.ID, Action: audit.KeyCreate, Target: k.ID, Detail: keyDetail(u, k)}
+	if err := s.store.CreateKey(ctx, k, e); err != nil {
 		return NewKeyResult{}, fmt.Errorf("create key: %w", err)
 	}
-	s.record(ctx, audit.Event{Org: u.Org, Actor: p.User.ID, Action: audit.KeyCreate, Target: k.ID, Detail: keyDetail(u, k)})
 	return NewKeyResult{Key: k, Secret: secret}, nil
 }
 
@@ -394,11 +400,11 @@ func (s *Service) RevokeKey(ctx context.Context, p Principal, id string) error {
 	if !p.CanHandleKeysOf(u) {
 		return fmt.Errorf("revoke: key %s: %w", id, ErrNotFound)
 	}
-	if err := s.store.RevokeKey(ctx, id, s.now()); err != nil {
+	// Revoking a revoked key changes nothing, and records nothing.
+	now := s.now()
+	e := audit.Event{At: now, Org: u.Org, Actor: p.User.ID, Sandbox: k.Sandbox, Action: audit.KeyRevoke, Target: k.ID, Detail: keyDetail(u, k)}
+	if err := s.store.RevokeKey(ctx, id, now, e); err != nil {
 		return fmt.Errorf("revoke: %w", err)
-	}
-	if k.RevokedAt.IsZero() { // revoking a revoked key changes nothing
-		s.record(ctx, audit.Event{Org: u.Org, Actor: p.User.ID, Sandbox: k.Sandbox, Action: audit.KeyRevoke, Target: k.ID, Detail: keyDetail(u, k)})
 	}
 	return nil
 }

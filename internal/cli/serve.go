@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,7 +17,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
-	"golang.org/x/sync/errgroup"
 
 	"berth.dev/berth/internal/account"
 	"k8s.io/client-go/dynamic"
@@ -290,34 +288,89 @@ func serve(ctx context.Context, cfg Config, env Env) error {
 	log.Info("berth is serving", "addr", ln.Addr().String(), "public_url", cfg.PublicURL,
 		"driver", cfg.Driver, "data_dir", cfg.DataDir, "version", Version)
 
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			return err
-		}
-		return nil
-	})
-	g.Go(func() error {
-		a.sandboxes.Run(gctx, cfg.SweepInterval)
-		return nil
-	})
+	// The sandbox service's background work runs until the very end: a
+	// signal (ctx) first stops what takes new work, then lets what is in
+	// flight finish (drain).
+	// It is not cancelled on the way out unless drain says so: cancelling
+	// it kills the starts' podman processes, which a gateway that exits
+	// without waiting leaves to finish, as a crash does.
+	run := goBackground(ctx, func(ctx context.Context) { a.sandboxes.Run(ctx, cfg.SweepInterval) })
+	var leases *background
 	if a.inference != nil {
-		g.Go(func() error {
-			a.inference.Run(gctx) // renews the budgets' leases of replicas
-			return nil
-		})
+		// Renews the budgets' leases of replicas until the model requests
+		// have drained: a lease expires 30 s after its last renewal.
+		leases = goBackground(ctx, a.inference.Run)
 	}
-	g.Go(func() error {
-		<-gctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		defer cancel()
-		err := srv.Shutdown(sctx)
-		gw.CloseTunnels() // the connections Shutdown does not know of
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served: // the listener failed
+		leases.halt()
+		run.halt()
 		return err
-	})
-	err = g.Wait()
-	log.Info("berth stopped")
-	return err
+	case <-ctx.Done():
+	}
+	return drain(log, cfg.ShutdownGrace, srv, gw, a.sandboxes, run, leases)
+}
+
+// background is work serve runs beside the HTTP server until drain halts
+// it: its context outlives serve's, so that a signal does not stop it.
+type background struct {
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+// goBackground runs work in a goroutine with a context that keeps ctx's
+// values but not its cancellation.
+func goBackground(ctx context.Context, work func(context.Context)) *background {
+	ctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	b := &background{stop: stop, done: make(chan struct{})}
+	go func() {
+		defer close(b.done)
+		work(ctx)
+	}()
+	return b
+}
+
+// halt cancels the work and waits for it to return; a nil b has none.
+func (b *background) halt() {
+	if b == nil {
+		return
+	}
+	b.stop()
+	<-b.done
+}
+
+// drain is a graceful stop, bounded by grace: the listener closes (no new
+// request, no new tunnel), the requests in flight end (leases, the
+// budgets' leases, renewed until then: a model request in flight reserves
+// against them; then given back), then the sandbox starts in flight (a create that answered 201 is running when the
+// gateway exits), then the open tunnels close, last. Should grace run out
+// (or a second signal come: cmd/berth exits at once then), the gateway
+// exits without waiting, leaving what a crash leaves: the starts' podman
+// processes finish on their own, and the next gateway's start-up sweep
+// finishes the rest.
+func drain(log *slog.Logger, grace time.Duration, srv *http.Server, gw *gateway.Server, sandboxes *sandbox.Service,
+	run, leases *background) error {
+	began := time.Now()
+	log.Info("berth is stopping: finishing the requests and starts in flight", "grace", grace, "starts", sandboxes.InFlight())
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	httpErr := srv.Shutdown(ctx)
+	leases.halt() // after the model requests, or a lease could expire under one
+	if err := sandboxes.Shutdown(ctx); err != nil {
+		gw.CloseTunnels()
+		log.Warn("berth stopped before every start finished; the next start-up sweep finishes them", "err", err, "took", time.Since(began))
+		return fmt.Errorf("stopping: %w", err)
+	}
+	gw.CloseTunnels() // the connections Shutdown does not know of
+	run.halt()        // agent runs' followers: the next gateway follows them again
+	if httpErr != nil {
+		log.Warn("berth stopped before every request ended", "err", httpErr, "took", time.Since(began))
+		return fmt.Errorf("stopping: requests still in flight: %w", httpErr)
+	}
+	log.Info("berth stopped", "took", time.Since(began))
+	return nil
 }
 
 // agentPrices prices agent runs: the models of BERTH_INFERENCE_FILE at

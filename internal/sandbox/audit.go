@@ -8,8 +8,12 @@ import (
 	"berth.dev/berth/internal/audit"
 )
 
-// record appends an audit event stamped now. The action it records has
-// already happened, so a failure to record is logged, not returned.
+// record appends an audit event stamped now, on its own: for what
+// cannot share a transaction with its event (a forge's token minted or
+// revoked, a push, a shell's connection, a refusal that changes nothing).
+// The action has already happened, so a failure to record is logged, not
+// returned. Changes to the database record theirs in the transaction that
+// makes them (Update.Audit, createEvents).
 func (s *Service) record(ctx context.Context, e audit.Event) {
 	if e.At.IsZero() {
 		e.At = s.now()
@@ -19,16 +23,16 @@ func (s *Service) record(ctx context.Context, e audit.Event) {
 	}
 }
 
-// recordCreate records a sandbox admitted by actor and the key minted for it.
-func (s *Service) recordCreate(ctx context.Context, actor string, sb Sandbox, project string) {
-	base := audit.Event{Org: sb.Org, Actor: actor, Sandbox: string(sb.ID)}
+// createEvents is what a create records, committed with the sandbox's row:
+// the sandbox admitted by actor and the key minted for it.
+func (s *Service) createEvents(actor string, sb Sandbox, project string) []audit.Event {
+	base := audit.Event{At: s.now(), Org: sb.Org, Actor: actor, Sandbox: string(sb.ID)}
 	e := base
 	e.Action, e.Target = audit.SandboxCreate, sb.Name
 	e.Detail = fmt.Sprintf("%s sandbox of class %s in project %s, expires %s", sb.Purpose, sb.Class, project, stamp(sb.ExpiresAt))
-	s.record(ctx, e)
-	e = base
-	e.Action, e.Target, e.Detail = audit.KeyCreate, sb.KeyID, "the key of sandbox "+sb.Name
-	s.record(ctx, e)
+	k := base
+	k.Action, k.Target, k.Detail = audit.KeyCreate, sb.KeyID, "the key of sandbox "+sb.Name
+	return []audit.Event{e, k}
 }
 
 // writeEvents is what one write records: the state change (or, when the
@@ -39,16 +43,21 @@ func (s *Service) writeEvents(actor string, prev Sandbox, u Update) []audit.Even
 	base := audit.Event{At: s.now(), Org: next.Org, Actor: actor, Sandbox: string(next.ID)}
 	e := base
 	e.Target = next.Name
-	if prev.State != next.State {
+	var events []audit.Event
+	switch {
+	case prev.State != next.State:
 		e.Action, e.Detail = audit.SandboxState, fmt.Sprintf("%s → %s", prev.State, next.State)
 		if next.Reason != "" {
 			e.Detail += ": " + next.Reason
 		}
-	} else {
+		events = append(events, e)
+	case u.NewKey == nil || !next.ExpiresAt.Equal(prev.ExpiresAt):
 		e.Action = audit.SandboxExtend
 		e.Detail = fmt.Sprintf("expires %s (was %s)", stamp(next.ExpiresAt), stamp(prev.ExpiresAt))
+		events = append(events, e)
 	}
-	events := []audit.Event{e}
+	// Otherwise only the key changes (a start finished after a restart).
+	//
 	// A key is revoked once: expiry, failure and terminate revoke it as
 	// they end a sandbox, so a later terminate or a resume after expiry
 	// revokes nothing more.

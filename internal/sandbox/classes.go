@@ -91,15 +91,18 @@ func (s *Service) ApplyClasses(ctx context.Context, p account.Principal, orgRef 
 		return Applied{}, err
 	}
 	var refused []error
+	var events []audit.Event
 	for _, c := range classes {
-		current := ""
+		current, how := "", "created"
 		old, err := s.store.GetClass(ctx, org.ID, c.Name)
 		switch {
 		case err == nil:
-			current = old.Image
+			current, how = old.Image, "updated"
 		case !errors.Is(err, ErrNotFound):
 			return Applied{}, err
 		}
+		events = append(events, audit.Event{At: s.now(), Org: org.ID, Actor: p.User.ID, Action: audit.ClassApply, Target: c.Name,
+			Detail: fmt.Sprintf("%s: image %s, tier %s, cpu %s, memory %s", how, c.Image, c.Isolation, c.CPU, c.Memory)})
 		if !p.IsOperator() && !s.images.Allows(c.Image, current) {
 			refused = append(refused, fmt.Errorf("class %s: image %s is not in the sandboxes file nor allowed by BERTH_SANDBOX_IMAGES; an operator must set it", c.Name, c.Image))
 		}
@@ -107,7 +110,7 @@ func (s *Service) ApplyClasses(ctx context.Context, p account.Principal, orgRef 
 	if len(refused) > 0 {
 		return Applied{}, fmt.Errorf("apply classes: %w: %w", errors.Join(refused...), ErrForbidden)
 	}
-	created, err := s.store.PutClasses(ctx, org.ID, classes)
+	created, err := s.store.PutClasses(ctx, org.ID, classes, events...)
 	if err != nil {
 		return Applied{}, fmt.Errorf("apply classes: %w", err)
 	}
@@ -126,14 +129,6 @@ func (s *Service) ApplyClasses(ctx context.Context, p account.Principal, orgRef 
 	}
 	s.log.InfoContext(ctx, "classes applied", "org", org.ID, "user", p.User.ID, "created", res.Created, "updated", res.Updated)
 	s.syncPoolsAndLog(ctx) // a class's pool follows its warm
-	for _, c := range classes {
-		how := "updated"
-		if isNew[c.Name] {
-			how = "created"
-		}
-		s.record(ctx, audit.Event{Org: org.ID, Actor: p.User.ID, Action: audit.ClassApply, Target: c.Name,
-			Detail: fmt.Sprintf("%s: image %s, tier %s, cpu %s, memory %s", how, c.Image, c.Isolation, c.CPU, c.Memory)})
-	}
 	return res, nil
 }
 
@@ -165,12 +160,12 @@ func (s *Service) DeleteClass(ctx context.Context, p account.Principal, orgRef, 
 	if !p.IsAdminOf(org.ID) {
 		return fmt.Errorf("delete class: only an administrator of %s may: %w", org.Name, ErrForbidden)
 	}
-	if err := s.store.DeleteClass(ctx, org.ID, name); err != nil {
+	e := audit.Event{At: s.now(), Org: org.ID, Actor: p.User.ID, Action: audit.ClassDelete, Target: name}
+	if err := s.store.DeleteClass(ctx, org.ID, name, e); err != nil {
 		return fmt.Errorf("delete class %s: %w", name, err)
 	}
 	s.log.InfoContext(ctx, "class deleted", "org", org.ID, "user", p.User.ID, "class", name)
 	s.syncPoolsAndLog(ctx) // pools do not outlive their class (SPEC S12)
-	s.record(ctx, audit.Event{Org: org.ID, Actor: p.User.ID, Action: audit.ClassDelete, Target: name})
 	return nil
 }
 

@@ -21,10 +21,12 @@ import (
 // could read it there, podman inspect shows it, and Linux caps one
 // variable at 128 KiB. An agent reads its task from the prompt file on
 // stdin (SPEC S13.2) or as $1 (a kelos image, S13.6); an engineer
-// sandbox has none. model is an agent run's, chosen for its runner at
-// create (its BERTH_MODEL, which the run's start reads); "" tells the
-// sandbox the first model its key may reach.
-func (s *Service) environment(ctx context.Context, sb Sandbox, key secret.Secret, token forge.Token, model string) (map[string]string, error) {
+// sandbox has none. Everything else is read from the row, so a start can
+// be finished after a restart with a fresh key: sb.Model is an agent
+// run's model, chosen for its runner at create (its BERTH_MODEL, which
+// the run's start reads); "" tells the sandbox the first model its key
+// may reach.
+func (s *Service) environment(ctx context.Context, sb Sandbox, key secret.Secret, token forge.Token) (map[string]string, error) {
 	owner, err := s.accounts.User(ctx, sb.Owner)
 	if err != nil {
 		return nil, fmt.Errorf("owner of %s: %w", sb.ID, err)
@@ -60,7 +62,7 @@ func (s *Service) environment(ctx context.Context, sb Sandbox, key secret.Secret
 		set("ANTHROPIC_CUSTOM_HEADERS", "X-Berth-Session: "+string(sb.ID))
 		set("GEMINI_CLI_CUSTOM_HEADERS", "X-Berth-Session: "+string(sb.ID))
 	}
-	if err := s.addModelEnv(ctx, sb, model, env); err != nil {
+	if err := s.addModelEnv(ctx, sb, sb.Model, env); err != nil {
 		return nil, err
 	}
 	for k, v := range s.gitEnv(sb, token) {

@@ -112,7 +112,7 @@ func (s *Service) resume(ctx context.Context, p account.Principal, ref string) (
 		}
 		spec = Spec{Sandbox: next, Replace: true}
 		if !next.FromPool { // a pool's machine fetches it (Bootstrap)
-			if spec.Env, err = s.environment(ctx, next, secret, token, ""); err != nil {
+			if spec.Env, err = s.environment(ctx, next, secret, token); err != nil {
 				return Sandbox{}, err
 			}
 		}
@@ -238,9 +238,9 @@ func (s *Service) endAt(ctx context.Context, actor string, sb Sandbox, to State,
 	if s.driver == nil {
 		return out, nil
 	}
-	if !next.Live() || (to == StateFailed && sb.neverRan()) {
+	if !next.Live() {
 		// Gone for good, or failed before it ever ran: its volume holds
-		// nothing worth keeping.
+		// nothing worth keeping (Sandbox.HoldsVolume).
 		err = s.driver.Remove(ctx, sb.ID)
 	} else if err = s.driver.Stop(ctx, sb.ID); errors.Is(err, ErrNotFound) {
 		err = nil
@@ -350,8 +350,12 @@ func (s *Service) write(ctx context.Context, actor string, prev Sandbox, u Updat
 		}
 		return Sandbox{}, err
 	}
-	s.log.InfoContext(ctx, "sandbox state changed", "sandbox", u.Sandbox.ID, "from", u.From, "to", u.Sandbox.State,
-		"reason", u.Sandbox.Reason, "user", actor)
+	if u.From != u.Sandbox.State {
+		s.log.InfoContext(ctx, "sandbox state changed", "sandbox", u.Sandbox.ID, "from", u.From, "to", u.Sandbox.State,
+			"reason", u.Sandbox.Reason, "user", actor)
+	} else {
+		s.log.InfoContext(ctx, "sandbox changed", "sandbox", u.Sandbox.ID, "state", u.From, "new_key", u.NewKey != nil, "user", actor)
+	}
 	return s.store.GetSandbox(ctx, u.Sandbox.ID)
 }
 

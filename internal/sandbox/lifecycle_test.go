@@ -3,7 +3,6 @@ package sandbox_test
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -294,28 +293,6 @@ func (e *env) engineerFailing(t *testing.T, name string, cause error) sandbox.ID
 	e.drv.FailStart(sb.ID, cause)
 	release()
 	return sb.ID
-}
-
-func TestRestartDuringStart(t *testing.T) {
-	e := newEnv(t)
-	ctx := t.Context()
-	// No Run: the start stays queued in a service that then "stops".
-	sb := e.engineer(t, e.alice, "dev")
-	// A new service on the same database, as after a restart: the machine
-	// never started, so the sandbox failed.
-	restarted := sandbox.NewService(e.st, e.drv, e.accounts, sandbox.Config{Driver: "fake", Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""}},
-		slog.New(slog.DiscardHandler), e.clock.Now)
-	res, err := restarted.Sweep(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(res.Failed) != 1 || res.Failed[0] != sb.ID {
-		t.Fatalf("start-up sweep failed %v, want [%s]", res.Failed, sb.ID)
-	}
-	got := e.waitState(t, sb.ID, sandbox.StateFailed)
-	if !strings.Contains(got.Reason, "interrupted") {
-		t.Errorf("reason %q", got.Reason)
-	}
 }
 
 func TestConcurrentCreatesRespectMaxSandboxes(t *testing.T) {

@@ -103,12 +103,13 @@ func (s *Service) mintCredential(ctx context.Context, sb Sandbox, actor string) 
 	if err != nil {
 		return forge.Token{}, err
 	}
-	if err := s.store.AddCredential(ctx, Credential{Sandbox: sb.ID, TokenID: t.ID, CreatedAt: s.now(), ExpiresAt: t.ExpiresAt}); err != nil {
+	now := s.now()
+	e := audit.Event{At: now, Org: sb.Org, Actor: actor, Sandbox: string(sb.ID), Action: audit.CredentialIssue,
+		Target: sb.Repo, Detail: fmt.Sprintf("%s token %s until %s", s.cfg.Forge.Kind(), orDash(t.ID), t.ExpiresAt.UTC().Format(time.RFC3339))}
+	if err := s.store.AddCredential(ctx, Credential{Sandbox: sb.ID, TokenID: t.ID, CreatedAt: now, ExpiresAt: t.ExpiresAt}, e); err != nil {
 		_ = s.cfg.Forge.Revoke(ctx, t)
 		return forge.Token{}, err
 	}
-	s.record(ctx, audit.Event{Org: sb.Org, Actor: actor, Sandbox: string(sb.ID), Action: audit.CredentialIssue,
-		Target: sb.Repo, Detail: fmt.Sprintf("%s token %s until %s", s.cfg.Forge.Kind(), orDash(t.ID), t.ExpiresAt.UTC().Format(time.RFC3339))})
 	return t, nil
 }
 
@@ -131,12 +132,13 @@ func (s *Service) revokeCredentials(ctx context.Context, sb Sandbox, keep string
 			s.log.WarnContext(ctx, "could not revoke a repository credential", "sandbox", sb.ID, "err", err)
 			continue
 		}
-		if err := s.store.RevokeCredential(ctx, sb.ID, c.TokenID, s.now()); err != nil {
+		now := s.now()
+		e := audit.Event{At: now, Org: sb.Org, Sandbox: string(sb.ID), Action: audit.CredentialRevoke, Target: sb.Repo,
+			Detail: fmt.Sprintf("%s token %s", s.cfg.Forge.Kind(), orDash(c.TokenID))}
+		if err := s.store.RevokeCredential(ctx, sb.ID, c.TokenID, now, e); err != nil {
 			s.log.WarnContext(ctx, "could not record a revoked credential", "sandbox", sb.ID, "err", err)
 			continue
 		}
-		s.record(ctx, audit.Event{Org: sb.Org, Sandbox: string(sb.ID), Action: audit.CredentialRevoke, Target: sb.Repo,
-			Detail: fmt.Sprintf("%s token %s", s.cfg.Forge.Kind(), orDash(c.TokenID))})
 	}
 }
 

@@ -146,7 +146,11 @@ type Sandbox struct {
 	Branch    string
 	Task      string
 	Runner    string
-	Role      Role // an agent sandbox's; "" for an engineer's
+	// Model is the model an agent's run starts on, chosen for its runner
+	// at create and kept so a start a restart interrupted can be finished;
+	// "" for an engineer sandbox (told the first model its key may reach).
+	Model string
+	Role  Role // an agent sandbox's; "" for an engineer's
 	// Contract is the interface its image implements, and SetupCommand a
 	// kelos image's setup command: the class's at creation.
 	Contract     Contract

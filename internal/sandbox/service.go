@@ -95,7 +95,10 @@ type Service struct {
 	starts   chan startJob
 	mu       sync.Mutex
 	inflight map[ID]func() // sandboxes whose start is queued or running, with their holds' release
+	settled  chan struct{} // closed, and replaced, whenever a start ends (under mu)
 	active   map[ID]*activity
+	stopOnce sync.Once
+	stopping chan struct{} // closed by Shutdown: Run takes no new work
 
 	work      Workspaces
 	follows   chan ID      // agent runs to follow again (after a restart)
@@ -136,6 +139,8 @@ func NewService(store Store, driver Driver, accounts Accounts, cfg Config, log *
 		dial:      (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
 		starts:    make(chan startJob, 1024),
 		inflight:  map[ID]func(){},
+		settled:   make(chan struct{}),
+		stopping:  make(chan struct{}),
 		active:    map[ID]*activity{},
 		work:      cfg.Workspaces,
 		follows:   make(chan ID, 1024),
@@ -271,13 +276,12 @@ func (s *Service) create(ctx context.Context, p account.Principal, req CreateReq
 	}
 	// The model an agent run starts on: one its runner can call, or the
 	// create is refused here, before anything starts.
-	var model string
 	if purpose == PurposeAgent {
 		run := ""
 		if s.agentRun(sb) {
 			run = sb.Runner
 		}
-		if model, err = s.chooseModel(ctx, org, prj, run, req.Model); err != nil {
+		if sb.Model, err = s.chooseModel(ctx, org, prj, run, req.Model); err != nil {
 			return Sandbox{}, err
 		}
 	}
@@ -301,13 +305,12 @@ func (s *Service) create(ctx context.Context, p account.Principal, req CreateReq
 	// Claimed before the row exists: a sweep that reads the row before its
 	// start is queued must not take it for a start a restart interrupted.
 	s.claim(ctx, sb.ID)
-	if err := s.store.CreateSandbox(ctx, sb, key, admit); err != nil {
+	if err := s.store.CreateSandbox(ctx, sb, key, admit, s.createEvents(p.User.ID, sb, prj.Name)...); err != nil {
 		s.done(sb.ID)
 		return Sandbox{}, err
 	}
 	s.log.InfoContext(ctx, "sandbox created", "sandbox", sb.ID, "name", sb.Name, "user", p.User.ID,
 		"purpose", sb.Purpose, "class", sb.Class, "expires", sb.ExpiresAt)
-	s.recordCreate(ctx, p.User.ID, sb, prj.Name)
 	if sb.FromPool {
 		// Nothing of the sandbox's own goes to the pool's machine but a
 		// token; its environment, key and repository token are made when
@@ -329,7 +332,7 @@ func (s *Service) create(ctx context.Context, p account.Principal, req CreateReq
 			return Sandbox{}, fmt.Errorf("repository %s: %w", sb.Repo, err)
 		}
 	}
-	env, err := s.environment(ctx, sb, secret, token, model)
+	env, err := s.environment(ctx, sb, secret, token)
 	if err != nil {
 		s.done(sb.ID)
 		s.fail(ctx, sb.ID, err.Error())

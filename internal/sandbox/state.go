@@ -53,14 +53,23 @@ func (sb Sandbox) Transition(to State) (Sandbox, error) {
 
 // Live reports whether a sandbox in this state still counts: towards
 // max-sandboxes, for its name, and in `list` without --all (SPEC S3, S7).
-// A failed engineer sandbox keeps its volume, so it stays live until
-// terminated; a failed agent sandbox is gone.
+// A failed engineer sandbox counts for its volume, so it stays live until
+// terminated, but only if it holds one: a sandbox keeps its volume when
+// it fails only once it has run (HoldsVolume). A failed agent sandbox is
+// gone.
 func (sb Sandbox) Live() bool {
 	switch sb.State {
 	case StateTerminated:
 		return false
 	case StateFailed:
-		return sb.Purpose == PurposeEngineer
+		return sb.Purpose == PurposeEngineer && sb.HoldsVolume()
 	}
 	return true
 }
+
+// HoldsVolume reports whether the sandbox's volume is worth keeping: its
+// machine has run, so its home may hold work. A sandbox that ends before
+// it ever ran has its volume removed with its machine (Service.end), so
+// the row knows whether a failed sandbox still holds one from its running
+// segments (FirstRan), which the store reads with it.
+func (sb Sandbox) HoldsVolume() bool { return !sb.neverRan() }

@@ -10,11 +10,13 @@ import (
 )
 
 // Store is what the sandbox service needs from the database. Its writes
-// that start something new (CreateSandbox) may be refused with
-// overload.ErrBusy when the database cannot take them in time, having
-// written nothing; every other write (state changes, activity, runs,
+// that start something new (CreateSandbox, PutClasses, DeleteClass) may
+// be refused with overload.ErrBusy when the database cannot take them in
+// time, having written nothing, their audit events included; every other
+// write (state changes, a start finished with a fresh key, activity, runs,
 // credentials, deletes after the retention) waits for the database as
-// long as its context allows, so load delays it and never drops it.
+// long as its context allows, so load delays it and never drops it, nor
+// the events it records.
 type Store interface {
 	// ListClasses returns a page of an organisation's classes by name, and
 	// the key of its last one when more follow.
@@ -22,16 +24,18 @@ type Store interface {
 	// GetClass is ErrNotFound for a class the organisation does not have.
 	GetClass(ctx context.Context, org, name string) (Class, error)
 	// PutClasses upserts every class in one transaction and returns the
-	// names of those that did not exist before.
-	PutClasses(ctx context.Context, org string, classes []Class) (created []string, err error)
-	DeleteClass(ctx context.Context, org, name string) error
+	// names of those that did not exist before. It and DeleteClass record
+	// events with their write.
+	PutClasses(ctx context.Context, org string, classes []Class, events ...audit.Event) (created []string, err error)
+	DeleteClass(ctx context.Context, org, name string, events ...audit.Event) error
 
 	// CreateSandbox inserts sb and its key in one transaction that first
 	// counts the live sandboxes of sb's organisation and project and hands
 	// the counts to admit; an error from admit aborts the insert. Admission
 	// is race-free: concurrent creates are serialised (SPEC S7). A live
-	// sandbox of the same owner and name is ErrConflict.
-	CreateSandbox(ctx context.Context, sb Sandbox, key account.Key, admit func(Live) error) error
+	// sandbox of the same owner and name is ErrConflict. events are what
+	// the create records (SPEC S17), committed with it.
+	CreateSandbox(ctx context.Context, sb Sandbox, key account.Key, admit func(Live) error, events ...audit.Event) error
 	GetSandbox(ctx context.Context, id ID) (Sandbox, error)
 	ListSandboxes(ctx context.Context, f Filter) ([]Sandbox, error)
 	// PageSandboxes is a page of ListSandboxes, and the key of its last
@@ -39,7 +43,8 @@ type Store interface {
 	PageSandboxes(ctx context.Context, f Filter, pg paging.Request) ([]Sandbox, *paging.Key, error)
 	// UpdateSandbox writes u.Sandbox if the row is still in state u.From,
 	// else ErrConflict; in the same transaction it opens or closes the
-	// running segment and revokes or replaces the sandbox's key.
+	// running segment, revokes or replaces the sandbox's key, and records
+	// u.Audit.
 	UpdateSandbox(ctx context.Context, u Update) error
 	// SaveActivity moves the sandbox's ActiveAt forward to at (never back:
 	// replicas save what they saw in any order). A sandbox that is gone
@@ -47,9 +52,11 @@ type Store interface {
 	SaveActivity(ctx context.Context, id ID, at time.Time) error
 
 	// Repository credentials handed to sandboxes, and the refs they created.
-	AddCredential(ctx context.Context, c Credential) error
+	// AddCredential, RevokeCredential and AddBootstrap record events with
+	// their write (RevokeCredential only when it revokes).
+	AddCredential(ctx context.Context, c Credential, events ...audit.Event) error
 	LiveCredentials(ctx context.Context, id ID) ([]Credential, error)
-	RevokeCredential(ctx context.Context, id ID, tokenID string, at time.Time) error
+	RevokeCredential(ctx context.Context, id ID, tokenID string, at time.Time, events ...audit.Event) error
 	AddCreatedRef(ctx context.Context, id ID, ref string) error
 	DeleteCreatedRef(ctx context.Context, id ID, ref string) error
 	CreatedRefs(ctx context.Context, id ID) (map[string]bool, error)
@@ -75,7 +82,7 @@ type Store interface {
 	// AddBootstrap keeps a one-time bootstrap token's hash; UseBootstrap
 	// marks the token of hash used at at and returns its sandbox, once:
 	// ErrNotFound for a token unknown, used or expired.
-	AddBootstrap(ctx context.Context, t BootstrapToken) error
+	AddBootstrap(ctx context.Context, t BootstrapToken, events ...audit.Event) error
 	UseBootstrap(ctx context.Context, hash string, at time.Time) (ID, error)
 }
 

@@ -46,6 +46,9 @@ func (s *Service) done(id ID) {
 	s.mu.Lock()
 	release, ok := s.inflight[id]
 	delete(s.inflight, id)
+	if ok {
+		s.startEnded()
+	}
 	s.mu.Unlock()
 	if ok {
 		release()
@@ -66,7 +69,8 @@ func (s *Service) busy(id ID) bool {
 // again at every interval, and one takes over when the leader dies. With
 // a Watcher driver the leader also handles each machine the driver says
 // stopped or vanished at once, as the sweep would, and sweeps again when
-// the watch comes back after breaking.
+// the watch comes back after breaking. After Shutdown it only starts what
+// is queued.
 func (s *Service) Run(ctx context.Context, interval time.Duration) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -82,25 +86,31 @@ func (s *Service) Run(ctx context.Context, interval time.Duration) {
 	s.sweepIfLeader(ctx, &leading)
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	stopping, tick, follows, changed, broke := s.stopping, t.C, s.follows, changes, lost
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case id := <-changes:
+		case <-stopping:
+			// Shutdown: no sweep, no machine handled, no run followed
+			// again; the starts queued and under way go on until ctx
+			// ends. The next gateway's start-up sweep sees the rest.
+			stopping, tick, follows, changed, broke = nil, nil, nil, nil, nil
+		case id := <-changed:
 			if leading {
 				wg.Go(func() { s.machineChanged(ctx, id) })
 			}
-		case <-lost:
+		case <-broke:
 			s.sweepIfLeader(ctx, &leading)
 		case job := <-s.starts:
 			wg.Go(func() { s.start(ctx, job.spec) })
-		case id := <-s.follows:
+		case id := <-follows:
 			wg.Go(func() {
 				if sb, err := s.store.GetSandbox(ctx, id); err == nil && sb.State == StateRunning {
 					s.follow(ctx, sb, "")
 				}
 			})
-		case <-t.C:
+		case <-tick:
 			s.saveAllActivity(ctx)
 			s.sweepIfLeader(ctx, &leading)
 		}
@@ -134,22 +144,24 @@ func (s *Service) start(ctx context.Context, spec Spec) {
 	if s.agentRun(spec.Sandbox) && spec.Env != nil {
 		if err := s.prepareRun(ctx, &spec); err != nil {
 			s.log.WarnContext(ctx, "agent run not prepared", "sandbox", id, "err", err)
-			s.startFailed(ctx, spec, err.Error())
+			s.startFailed(ctx, spec, "its run could not be prepared: "+err.Error())
 			return
 		}
 	}
 	err := s.driver.Start(ctx, spec)
 	if ctx.Err() != nil {
-		// The gateway is stopping; the start-up sweep finishes this one.
+		// The gateway stopped without waiting; the start-up sweep
+		// finishes this one.
 		return
 	}
 	if err != nil {
 		s.log.WarnContext(ctx, "sandbox did not start", "sandbox", id, "err", err)
+		reason := startReason(err)
 		if spec.Run != nil {
 			removePrompt(spec.Sandbox, spec.Run.Work)
-			s.finishUnstarted(ctx, spec.Sandbox, "start: "+err.Error())
+			s.finishUnstarted(ctx, spec.Sandbox, reason)
 		}
-		s.startFailed(ctx, spec, "start: "+err.Error())
+		s.startFailed(ctx, spec, reason)
 		return
 	}
 	sb, err := s.store.GetSandbox(ctx, id)
@@ -349,6 +361,11 @@ func (s *Service) sweepLive(ctx context.Context, sb Sandbox, m Machine, has bool
 		if err != nil || !fresh.Live() {
 			return nil // ended meanwhile: whoever ended it removes its machine
 		}
+		if fresh.State != StateStarting {
+			// Its start ended after the machines were listed, which
+			// may not show the machine it made: the next sweep looks.
+			return nil
+		}
 		sb = fresh
 	}
 	if s.servedElsewhere(ctx, sb) {
@@ -416,18 +433,16 @@ func (s *Service) sweepOne(ctx context.Context, sb Sandbox, m Machine, has, mach
 	}
 	switch sb.State {
 	case StateStarting:
-		if machine {
-			// A restart interrupted the start (a create the killed gateway
-			// left half done, or the wait for readiness): start it again.
+		// A stop interrupted the start: nobody holds it (servedElsewhere).
+		if machine && m.Status == MachineRunning {
+			// Its machine was made and runs, with the key it was given:
+			// wait for it to be ready again.
 			s.enqueue(ctx, Spec{Sandbox: sb})
-			res.Resumed = append(res.Resumed, sb.ID)
-			return nil
+		} else if err := s.finishStart(ctx, sb); err != nil {
+			return s.failUnfinished(ctx, sb, err, res)
 		}
-		_, err := s.end(ctx, "", sb, StateFailed, "its start was interrupted (the gateway stopped)")
-		if err == nil {
-			res.Failed = append(res.Failed, sb.ID)
-		}
-		return err
+		res.Resumed = append(res.Resumed, sb.ID)
+		return nil
 	case StateRunning:
 		switch {
 		case machine && m.Status == MachineRunning && s.idle(sb, now) && !s.heldElsewhere(ctx, sb.ID):
@@ -483,16 +498,10 @@ func (s *Service) sweepOne(ctx context.Context, sb Sandbox, m Machine, has, mach
 			return err
 		}
 	case StateSuspended, StateExpired, StateFailed:
-		// Such a machine must not run. A create that a crash left behind
-		// can finish after its row failed: remove what never ran, stop
-		// what holds work.
-		switch {
-		case has && sb.State == StateFailed && sb.neverRan():
-			if err := s.driver.Remove(ctx, sb.ID); err != nil {
-				return err
-			}
-			res.Removed = append(res.Removed, sb.ID)
-		case has && m.Status == MachineRunning:
+		// Such a machine must not run: stop what holds work. (A failed
+		// sandbox that never ran is not live; the reconciler below removes
+		// whatever a crash left of it.)
+		if has && m.Status == MachineRunning {
 			if err := s.driver.Stop(ctx, sb.ID); err != nil && !errors.Is(err, ErrNotFound) {
 				return err
 			}

@@ -54,11 +54,11 @@ func (s *Service) issueBootstrap(ctx context.Context, sb Sandbox) (string, error
 	secret := "bst_" + rand.Text()
 	now := s.now()
 	t := BootstrapToken{Hash: hashToken(secret), Sandbox: sb.ID, CreatedAt: now, ExpiresAt: now.Add(BootstrapTTL)}
-	if err := s.store.AddBootstrap(ctx, t); err != nil {
+	e := audit.Event{At: now, Org: sb.Org, Sandbox: string(sb.ID), Action: audit.CredentialIssue, Target: "bootstrap token",
+		Detail: "one-time, for the warm pool machine to fetch its environment, until " + stamp(t.ExpiresAt)}
+	if err := s.store.AddBootstrap(ctx, t, e); err != nil {
 		return "", fmt.Errorf("bootstrap token: %w", err)
 	}
-	s.record(ctx, audit.Event{At: now, Org: sb.Org, Sandbox: string(sb.ID), Action: audit.CredentialIssue, Target: "bootstrap token",
-		Detail: "one-time, for the warm pool machine to fetch its environment, until " + stamp(t.ExpiresAt)})
 	return secret, nil
 }
 
@@ -113,24 +113,25 @@ func (s *Service) bootstrap(ctx context.Context, token string) (map[string]strin
 				return Sandbox{}, fmt.Errorf("repository %s: %w", next.Repo, err)
 			}
 		}
-		if env, err = s.environment(ctx, next, secret, tok, ""); err != nil {
+		if env, err = s.environment(ctx, next, secret, tok); err != nil {
 			return Sandbox{}, err
 		}
-		// Not s.write: the state stays, only the key changes.
-		if err := s.store.UpdateSandbox(ctx, Update{Sandbox: next, From: sb.State, At: now, NewKey: &key}); err != nil {
-			if errors.Is(err, ErrConflict) {
-				return Sandbox{}, fmt.Errorf("%w: %w", errMoved, err)
-			}
-			return Sandbox{}, err
-		}
-		base := audit.Event{At: now, Org: sb.Org, Sandbox: string(sb.ID)}
+		// Not s.write: the state stays, only the key changes; its events
+		// are committed with it.
+		u := Update{Sandbox: next, From: sb.State, At: now, NewKey: &key}
 		for _, e := range []audit.Event{
 			{Action: audit.KeyRevoke, Target: sb.KeyID, Detail: "the key of sandbox " + sb.Name + ", replaced at bootstrap"},
 			{Action: audit.KeyCreate, Target: key.ID, Detail: "the key of sandbox " + sb.Name},
 			{Action: audit.CredentialIssue, Target: "environment", Detail: "fetched with its bootstrap token"},
 		} {
-			e.At, e.Org, e.Sandbox = base.At, base.Org, base.Sandbox
-			s.record(ctx, e)
+			e.At, e.Org, e.Sandbox = now, sb.Org, string(sb.ID)
+			u.Audit = append(u.Audit, e)
+		}
+		if err := s.store.UpdateSandbox(ctx, u); err != nil {
+			if errors.Is(err, ErrConflict) {
+				return Sandbox{}, fmt.Errorf("%w: %w", errMoved, err)
+			}
+			return Sandbox{}, err
 		}
 		return next, nil
 	})

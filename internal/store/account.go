@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/paging"
 )
 
 // Bootstrap writes the first organisation, its project, an operator and
-// the operator's key in one transaction. It is account.ErrConflict when any
-// organisation exists.
-func (s *Store) Bootstrap(ctx context.Context, org account.Organisation, project account.Project, user account.User, key account.Key) error {
+// the operator's key in one transaction, with events, what it records. It
+// is account.ErrConflict when any organisation exists.
+func (s *Store) Bootstrap(ctx context.Context, org account.Organisation, project account.Project, user account.User, key account.Key, events ...audit.Event) error {
 	return s.inTx(ctx, bounded, func(tx *sql.Tx) error {
 		// Two replicas bootstrapping at once must not both find none.
 		if err := s.serialize(ctx, tx, "bootstrap"); err != nil {
@@ -35,18 +36,24 @@ func (s *Store) Bootstrap(ctx context.Context, org account.Organisation, project
 		if err := insertUser(ctx, tx, user); err != nil {
 			return err
 		}
-		return insertKey(ctx, tx, key)
+		if err := insertKey(ctx, tx, key); err != nil {
+			return err
+		}
+		return insertAudits(ctx, tx, events)
 	})
 }
 
 // CreateOrganisation writes an organisation and its first project in one
-// transaction. A name taken is account.ErrConflict.
-func (s *Store) CreateOrganisation(ctx context.Context, org account.Organisation, project account.Project) error {
+// transaction, with events. A name taken is account.ErrConflict.
+func (s *Store) CreateOrganisation(ctx context.Context, org account.Organisation, project account.Project, events ...audit.Event) error {
 	return s.inTx(ctx, bounded, func(tx *sql.Tx) error {
 		if err := insertOrganisation(ctx, tx, org); err != nil {
 			return err
 		}
-		return insertProject(ctx, tx, project)
+		if err := insertProject(ctx, tx, project); err != nil {
+			return err
+		}
+		return insertAudits(ctx, tx, events)
 	})
 }
 
@@ -103,11 +110,11 @@ func (s *Store) ListOrganisations(ctx context.Context, pg paging.Request) ([]acc
 	})
 }
 
-// CreateProject writes a project. A name its organisation already uses is
-// account.ErrConflict; an organisation that does not exist is
-// account.ErrNotFound.
-func (s *Store) CreateProject(ctx context.Context, p account.Project) error {
-	return s.autocommit(ctx, bounded, func(q queryer) error { return insertProject(ctx, q, p) })
+// CreateProject writes a project, with events. A name its organisation
+// already uses is account.ErrConflict; an organisation that does not
+// exist is account.ErrNotFound.
+func (s *Store) CreateProject(ctx context.Context, p account.Project, events ...audit.Event) error {
+	return s.withEvents(ctx, bounded, events, func(q queryer) error { return insertProject(ctx, q, p) })
 }
 
 func insertProject(ctx context.Context, q queryer, p account.Project) error {
@@ -161,11 +168,11 @@ func (s *Store) ListProjects(ctx context.Context, org string, pg paging.Request)
 		func(x account.Project) time.Time { return x.CreatedAt })
 }
 
-// CreateUser writes a user. A name its organisation already uses is
+// CreateUser writes a user, with events. A name its organisation already uses is
 // account.ErrConflict; an organisation that does not exist is
 // account.ErrNotFound.
-func (s *Store) CreateUser(ctx context.Context, u account.User) error {
-	return s.autocommit(ctx, bounded, func(q queryer) error { return insertUser(ctx, q, u) })
+func (s *Store) CreateUser(ctx context.Context, u account.User, events ...audit.Event) error {
+	return s.withEvents(ctx, bounded, events, func(q queryer) error { return insertUser(ctx, q, u) })
 }
 
 func insertUser(ctx context.Context, q queryer, u account.User) error {
@@ -237,10 +244,11 @@ func (s *Store) ListUsers(ctx context.Context, org string, pg paging.Request) ([
 		func(x account.User) time.Time { return x.CreatedAt })
 }
 
-// CreateKey writes a key. An id already used is account.ErrConflict; a user
-// who does not exist is account.ErrNotFound.
-func (s *Store) CreateKey(ctx context.Context, k account.Key) error {
-	return s.autocommit(ctx, bounded, func(q queryer) error { return insertKey(ctx, q, k) })
+// CreateKey writes a key, and events with it in one transaction. An id
+// already used is account.ErrConflict; a user who does not exist is
+// account.ErrNotFound.
+func (s *Store) CreateKey(ctx context.Context, k account.Key, events ...audit.Event) error {
+	return s.withEvents(ctx, bounded, events, func(q queryer) error { return insertKey(ctx, q, k) })
 }
 
 // insertKey writes k, with account's errors.
@@ -302,8 +310,9 @@ func (s *Store) ListKeys(ctx context.Context, user string, pg paging.Request) ([
 }
 
 // RevokeKey marks a key revoked at at, unless it already is (the first
-// revocation time stands). A key that does not exist is account.ErrNotFound.
-func (s *Store) RevokeKey(ctx context.Context, id string, at time.Time) error {
+// revocation time stands), and records events in the same transaction
+// when it did. A key that does not exist is account.ErrNotFound.
+func (s *Store) RevokeKey(ctx context.Context, id string, at time.Time, events ...audit.Event) error {
 	return s.inTx(ctx, patient, func(tx *sql.Tx) error {
 		var one int
 		err := tx.QueryRowContext(ctx, `SELECT 1 FROM keys WHERE id = $1`, id).Scan(&one)
@@ -313,10 +322,14 @@ func (s *Store) RevokeKey(ctx context.Context, id string, at time.Time) error {
 		case err != nil:
 			return fmt.Errorf("revoke key %s: %w", id, err)
 		}
-		if err := revokeKey(ctx, tx, id, at); err != nil {
+		res, err := tx.ExecContext(ctx, `UPDATE keys SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL`, timeArg(at), id)
+		if err != nil {
 			return fmt.Errorf("revoke key %s: %w", id, err)
 		}
-		return nil
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return err // revoked already: nothing changed, nothing to record
+		}
+		return insertAudits(ctx, tx, events)
 	})
 }
 

@@ -32,6 +32,32 @@ func insertAudit(ctx context.Context, db queryer, e audit.Event) error {
 	return nil
 }
 
+// withEvents makes a write through write and records events with it, in
+// one transaction, in its turn t (writer.go); without events it is the
+// write alone. Like inTx's fn, a patient write may run more than once.
+func (s *Store) withEvents(ctx context.Context, t turn, events []audit.Event, write func(q queryer) error) error {
+	if len(events) == 0 {
+		return s.autocommit(ctx, t, write)
+	}
+	return s.inTx(ctx, t, func(tx *sql.Tx) error {
+		if err := write(tx); err != nil {
+			return err
+		}
+		return insertAudits(ctx, tx, events)
+	})
+}
+
+// insertAudits appends events in order through q, the transaction of the
+// change they record.
+func insertAudits(ctx context.Context, q queryer, events []audit.Event) error {
+	for _, e := range events {
+		if err := insertAudit(ctx, q, e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // ListAudit returns a page of the events f selects, oldest first (by
 // seq, the order they were recorded in), and the key of its last one when
 // more follow. A page after the first takes f.Since as passed: every event

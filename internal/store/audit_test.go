@@ -1,11 +1,14 @@
 package store_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
+	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/paging"
+	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
 )
 
@@ -48,5 +51,67 @@ func testAudit(t *testing.T, st *store.Store) {
 	rest, next, err := st.ListAudit(t.Context(), audit.Filter{Org: "org_a", Since: t0.Add(time.Hour)}, paging.Request{Limit: 2, After: next})
 	if err != nil || len(rest) != 1 || rest[0].Action != audit.GitPush || next != nil {
 		t.Errorf("second page = %+v, next %+v, %v; want git.push alone and no more", rest, next, err)
+	}
+}
+
+// testAuditWithTheChange: the writes that take audit events commit them
+// with the change, and only then: a refused create records nothing, a
+// revoke of a revoked key records nothing, an update that conflicts
+// records nothing.
+func testAuditWithTheChange(t *testing.T, st *store.Store) {
+	ctx := t.Context()
+	fx := newFixture(t, st, "acme")
+	count := func(action string) int {
+		t.Helper()
+		all, _, err := st.ListAudit(ctx, audit.Filter{}, paging.Request{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, e := range all {
+			if e.Action == action {
+				n++
+			}
+		}
+		return n
+	}
+	ev := func(action string) audit.Event { return audit.Event{At: t0, Org: fx.org.ID, Action: action} }
+
+	sb, key := newSandbox(fx, fx.ann, "dev", t0)
+	refuse := func(sandbox.Live) error { return errors.New("over the quota") }
+	if err := st.CreateSandbox(ctx, sb, key, refuse, ev(audit.SandboxCreate), ev(audit.KeyCreate)); err == nil {
+		t.Fatal("a refused create succeeded")
+	}
+	if n := count(audit.SandboxCreate) + count(audit.KeyCreate); n != 0 {
+		t.Errorf("a refused create recorded %d events", n)
+	}
+	if err := st.CreateSandbox(ctx, sb, key, admitAll, ev(audit.SandboxCreate), ev(audit.KeyCreate)); err != nil {
+		t.Fatal(err)
+	}
+	if count(audit.SandboxCreate) != 1 || count(audit.KeyCreate) != 1 {
+		t.Errorf("a create recorded %d sandbox.create and %d key.create, want one each", count(audit.SandboxCreate), count(audit.KeyCreate))
+	}
+
+	next := sb
+	next.State = sandbox.StateRunning
+	if err := st.UpdateSandbox(ctx, sandbox.Update{Sandbox: next, From: sandbox.StateSuspended, At: t0, Audit: []audit.Event{ev(audit.SandboxState)}}); !errors.Is(err, sandbox.ErrConflict) {
+		t.Fatalf("an update from the wrong state = %v, want a conflict", err)
+	}
+	if n := count(audit.SandboxState); n != 0 {
+		t.Errorf("an update that did not happen recorded %d events", n)
+	}
+
+	k, _ := account.NewKey(fx.bob.ID, "laptop", t0)
+	if err := st.CreateKey(ctx, k, ev(audit.KeyCreate)); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := st.RevokeKey(ctx, k.ID, t0, ev(audit.KeyRevoke)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if count(audit.KeyCreate) != 2 || count(audit.KeyRevoke) != 1 {
+		t.Errorf("key.create %d, key.revoke %d; want 2 (the sandbox's, the user's) and 1 (a second revoke changes nothing)",
+			count(audit.KeyCreate), count(audit.KeyRevoke))
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/quantity"
 	"berth.dev/berth/internal/sandbox"
@@ -68,8 +69,8 @@ func (s *Store) GetClass(ctx context.Context, org, name string) (sandbox.Class, 
 
 // PutClasses upserts every class in one transaction and returns, in input
 // order, the names of those that did not exist before. An organisation that
-// does not exist is sandbox.ErrNotFound.
-func (s *Store) PutClasses(ctx context.Context, org string, classes []sandbox.Class) ([]string, error) {
+// does not exist is sandbox.ErrNotFound. events are recorded with them.
+func (s *Store) PutClasses(ctx context.Context, org string, classes []sandbox.Class, events ...audit.Event) ([]string, error) {
 	var created []string
 	err := s.inTx(ctx, bounded, func(tx *sql.Tx) error {
 		created = nil
@@ -90,7 +91,7 @@ func (s *Store) PutClasses(ctx context.Context, org string, classes []sandbox.Cl
 				return err
 			}
 		}
-		return nil
+		return insertAudits(ctx, tx, events)
 	})
 	if err != nil {
 		return nil, err
@@ -139,17 +140,20 @@ func upsertClass(ctx context.Context, tx *sql.Tx, org string, c sandbox.Class) e
 
 // DeleteClass removes one of an organisation's classes; one it does not
 // have is sandbox.ErrNotFound. Sandboxes made from it keep their copy.
-func (s *Store) DeleteClass(ctx context.Context, org, name string) error {
-	res, err := s.exec(ctx, bounded, `DELETE FROM classes WHERE org_id = $1 AND name = $2`, org, name)
-	if err != nil {
-		return fmt.Errorf("delete class %s: %w", name, err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return fmt.Errorf("delete class %s: %w", name, err)
-	}
-	if n == 0 {
-		return fmt.Errorf("class %s: %w", name, sandbox.ErrNotFound)
-	}
-	return nil
+// events are recorded with it.
+func (s *Store) DeleteClass(ctx context.Context, org, name string, events ...audit.Event) error {
+	return s.inTx(ctx, bounded, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM classes WHERE org_id = $1 AND name = $2`, org, name)
+		if err != nil {
+			return fmt.Errorf("delete class %s: %w", name, err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("delete class %s: %w", name, err)
+		}
+		if n == 0 {
+			return fmt.Errorf("class %s: %w", name, sandbox.ErrNotFound)
+		}
+		return insertAudits(ctx, tx, events)
+	})
 }

@@ -152,7 +152,7 @@ func testSandboxRoundTrip(t *testing.T, st *store.Store) {
 	full, key := newSandbox(fx, fx.ann, "full", t0)
 	full.Purpose, full.Isolation, full.Disk = sandbox.PurposeAgent, sandbox.TierVM, 20<<30
 	full.Reason, full.Repo, full.Branch, full.GitMode = "a reason", "acme/app", "main", sandbox.GitToken
-	full.Task, full.Runner, full.Role = "fix the build", "claude-code", sandbox.RoleReviewer
+	full.Task, full.Runner, full.Role, full.Model = "fix the build", "claude-code", sandbox.RoleReviewer, "claude-sonnet-4-5"
 	full.Contract, full.SetupCommand = sandbox.ContractKelos, []string{"sh", "-c", "make deps"}
 	full.Env = map[string]string{"FOO": "bar", "EMPTY": ""}
 	full.EndedAt, full.FromPool = t0.Add(time.Hour), true
@@ -258,13 +258,25 @@ func testSandboxNames(t *testing.T, st *store.Store) {
 		t.Errorf("CreateSandbox(a name another owner uses): %v", err)
 	}
 
-	// A failed engineer sandbox keeps its volume, so it keeps its name.
-	dev = move(t, st, dev, sandbox.StateFailed, t0.Add(time.Minute))
+	// A failed engineer sandbox that ran keeps its volume, so it keeps its
+	// name.
+	dev = move(t, st, dev, sandbox.StateRunning, t0.Add(time.Minute))
+	dev = move(t, st, dev, sandbox.StateFailed, t0.Add(2*time.Minute))
 	wantErr(t, "CreateSandbox(a failed engineer sandbox's name)", st.CreateSandbox(ctx, again, key2, admitAll), sandbox.ErrConflict)
 	// A terminated one frees it.
-	move(t, st, dev, sandbox.StateTerminated, t0.Add(2*time.Minute))
+	move(t, st, dev, sandbox.StateTerminated, t0.Add(3*time.Minute))
 	if err := st.CreateSandbox(ctx, again, key2, admitAll); err != nil {
 		t.Errorf("CreateSandbox(a terminated sandbox's name): %v", err)
+	}
+	// So does one that failed before it ever ran: it holds no volume.
+	never, key6 := newSandbox(fx, fx.ann, "never", t0)
+	mustCreate(t, st, never, key6)
+	if got := move(t, st, never, sandbox.StateFailed, t0.Add(time.Minute)); got.Live() {
+		t.Errorf("a failed engineer sandbox that never ran is live")
+	}
+	never2, key7 := newSandbox(fx, fx.ann, "never", t0.Add(time.Minute))
+	if err := st.CreateSandbox(ctx, never2, key7, admitAll); err != nil {
+		t.Errorf("CreateSandbox(the name of a failed sandbox that never ran): %v", err)
 	}
 
 	// A failed agent sandbox is gone, and frees its name.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/guardrail"
 	"berth.dev/berth/internal/quantity"
 )
@@ -41,14 +42,18 @@ func (s *Store) GetGuardrail(ctx context.Context, org, project string) (guardrai
 }
 
 // PutGuardrail writes the guardrail of org (project "") or of one of its
-// projects whole, replacing every field. An organisation that does not
-// exist is account.ErrNotFound.
-func (s *Store) PutGuardrail(ctx context.Context, org, project string, g guardrail.Guardrail) error {
+// projects whole, replacing every field, with events. An organisation
+// that does not exist is account.ErrNotFound.
+func (s *Store) PutGuardrail(ctx context.Context, org, project string, g guardrail.Guardrail, events ...audit.Event) error {
 	repos, err := jsonArg(g.AllowedRepos, g.AllowedRepos == nil)
 	if err != nil {
 		return fmt.Errorf("put guardrail of %s: allowed_repos: %w", scope(org, project), err)
 	}
-	_, err = s.exec(ctx, bounded, `
+	return s.withEvents(ctx, bounded, events, func(q queryer) error { return putGuardrail(ctx, q, org, project, g, repos) })
+}
+
+func putGuardrail(ctx context.Context, q queryer, org, project string, g guardrail.Guardrail, repos any) error {
+	_, err := q.ExecContext(ctx, `
 		INSERT INTO guardrails (org_id, project_id, max_sandboxes, max_sandbox_memory, max_sandbox_cpu, max_sandbox_ttl, allowed_repos)
 		VALUES ($1, $2, $3, $4, $5, $6, $7)
 		ON CONFLICT (org_id, project_id) DO UPDATE SET

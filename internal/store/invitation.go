@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/audit"
 )
 
 // CreateInvitation writes inv and marks the user's earlier unused
-// invitations replaced, in one transaction. Unless inv is a recovery
-// invitation, a user who has ever had a key is account.ErrConflict; a
-// user who does not exist is account.ErrNotFound.
-func (s *Store) CreateInvitation(ctx context.Context, inv account.Invitation) error {
+// invitations replaced, in one transaction, with events. Unless inv is a
+// recovery invitation, a user who has ever had a key is
+// account.ErrConflict; a user who does not exist is account.ErrNotFound.
+func (s *Store) CreateInvitation(ctx context.Context, inv account.Invitation, events ...audit.Event) error {
 	return s.inTx(ctx, bounded, func(tx *sql.Tx) error {
 		// An invitation issued and one redeemed at once, for the same
 		// user, must not both pass the check of the other (PostgreSQL; on
@@ -53,7 +54,7 @@ func (s *Store) CreateInvitation(ctx context.Context, inv account.Invitation) er
 		if err != nil {
 			return fmt.Errorf("insert invitation %s: %w", inv.ID, err)
 		}
-		return nil
+		return insertAudits(ctx, tx, events)
 	})
 }
 
@@ -95,8 +96,8 @@ func (s *Store) GetInvitation(ctx context.Context, id string) (account.Invitatio
 // at: not used, not replaced, not expired, and, unless it is a recovery
 // invitation, its user has never had a key. Otherwise it is
 // account.ErrConflict and nothing is written; an unknown id is
-// account.ErrNotFound.
-func (s *Store) RedeemInvitation(ctx context.Context, id string, at time.Time, from string, k account.Key) error {
+// account.ErrNotFound. events are recorded with it.
+func (s *Store) RedeemInvitation(ctx context.Context, id string, at time.Time, from string, k account.Key, events ...audit.Event) error {
 	return s.inTx(ctx, bounded, func(tx *sql.Tx) error {
 		if err := s.serialize(ctx, tx, "invitations:"+k.User); err != nil {
 			return err
@@ -120,6 +121,9 @@ func (s *Store) RedeemInvitation(ctx context.Context, id string, at time.Time, f
 			}
 			return fmt.Errorf("invitation %s is no longer usable: %w", id, account.ErrConflict)
 		}
-		return insertKey(ctx, tx, k)
+		if err := insertKey(ctx, tx, k); err != nil {
+			return err
+		}
+		return insertAudits(ctx, tx, events)
 	})
 }

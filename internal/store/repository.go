@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/sandbox"
 )
@@ -51,14 +52,16 @@ func (s *Store) RevokeForgeToken(ctx context.Context, id string, at time.Time) e
 	return nil
 }
 
-// AddCredential records a credential handed to a sandbox.
-func (s *Store) AddCredential(ctx context.Context, c sandbox.Credential) error {
-	_, err := s.exec(ctx, patient, `INSERT INTO credentials (sandbox_id, token_id, created_at, expires_at) VALUES ($1, $2, $3, $4)`,
-		string(c.Sandbox), c.TokenID, timeArg(c.CreatedAt), timeArg(c.ExpiresAt))
-	if err != nil {
-		return fmt.Errorf("add credential of %s: %w", c.Sandbox, err)
-	}
-	return nil
+// AddCredential records a credential handed to a sandbox, with events.
+func (s *Store) AddCredential(ctx context.Context, c sandbox.Credential, events ...audit.Event) error {
+	return s.withEvents(ctx, patient, events, func(q queryer) error {
+		_, err := q.ExecContext(ctx, `INSERT INTO credentials (sandbox_id, token_id, created_at, expires_at) VALUES ($1, $2, $3, $4)`,
+			string(c.Sandbox), c.TokenID, timeArg(c.CreatedAt), timeArg(c.ExpiresAt))
+		if err != nil {
+			return fmt.Errorf("add credential of %s: %w", c.Sandbox, err)
+		}
+		return nil
+	})
 }
 
 // LiveCredentials returns a sandbox's credentials not yet revoked, oldest
@@ -83,14 +86,20 @@ func (s *Store) LiveCredentials(ctx context.Context, id sandbox.ID) ([]sandbox.C
 	return out, rows.Err()
 }
 
-// RevokeCredential marks a sandbox's credential revoked.
-func (s *Store) RevokeCredential(ctx context.Context, id sandbox.ID, tokenID string, at time.Time) error {
-	_, err := s.exec(ctx, patient, `UPDATE credentials SET revoked_at = $3 WHERE sandbox_id = $1 AND token_id = $2 AND revoked_at IS NULL`,
-		string(id), tokenID, timeArg(at))
-	if err != nil {
-		return fmt.Errorf("revoke credential of %s: %w", id, err)
-	}
-	return nil
+// RevokeCredential marks a sandbox's credential revoked, and records
+// events with it when it was not revoked already.
+func (s *Store) RevokeCredential(ctx context.Context, id sandbox.ID, tokenID string, at time.Time, events ...audit.Event) error {
+	return s.inTx(ctx, patient, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE credentials SET revoked_at = $3 WHERE sandbox_id = $1 AND token_id = $2 AND revoked_at IS NULL`,
+			string(id), tokenID, timeArg(at))
+		if err != nil {
+			return fmt.Errorf("revoke credential of %s: %w", id, err)
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return err
+		}
+		return insertAudits(ctx, tx, events)
+	})
 }
 
 // AddCreatedRef records a ref a sandbox created by a push.

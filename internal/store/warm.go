@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/sandbox"
 )
 
@@ -50,9 +51,13 @@ type prefixed struct {
 
 func (p prefixed) Scan(dest ...any) error { return p.rows.Scan(append([]any{p.first}, dest...)...) }
 
-// AddBootstrap keeps a bootstrap token's hash.
-func (s *Store) AddBootstrap(ctx context.Context, t sandbox.BootstrapToken) error {
-	_, err := s.exec(ctx, patient, `INSERT INTO bootstrap_tokens (hash, sandbox_id, created_at, expires_at) VALUES ($1, $2, $3, $4)`,
+// AddBootstrap keeps a bootstrap token's hash, with events.
+func (s *Store) AddBootstrap(ctx context.Context, t sandbox.BootstrapToken, events ...audit.Event) error {
+	return s.withEvents(ctx, patient, events, func(q queryer) error { return addBootstrap(ctx, q, t) })
+}
+
+func addBootstrap(ctx context.Context, q queryer, t sandbox.BootstrapToken) error {
+	_, err := q.ExecContext(ctx, `INSERT INTO bootstrap_tokens (hash, sandbox_id, created_at, expires_at) VALUES ($1, $2, $3, $4)`,
 		t.Hash, string(t.Sandbox), timeArg(t.CreatedAt), timeArg(t.ExpiresAt))
 	switch constraintOf(err) {
 	case foreignKeyConstraint:

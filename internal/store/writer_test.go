@@ -44,6 +44,23 @@ func newStalled(t *testing.T) stalled {
 	return stalled{st: st, path: path, fx: fx, sb: sb, key: key}
 }
 
+// events is how many audit entries of action s's store holds.
+func (s stalled) events(ctx context.Context, action string) int {
+	es, _, _ := s.st.ListAudit(ctx, audit.Filter{}, paging.Request{})
+	n := 0
+	for _, e := range es {
+		if e.Action == action {
+			n++
+		}
+	}
+	return n
+}
+
+// event is an audit entry of action on s's sandbox.
+func (s stalled) event(action string) audit.Event {
+	return audit.Event{At: t0, Org: s.fx.org.ID, Sandbox: string(s.sb.ID), Action: action}
+}
+
 // stallCase is a write and how to tell it was written.
 type stallCase struct {
 	name    string
@@ -53,32 +70,37 @@ type stallCase struct {
 
 // TestBoundedWritesAreBusyUnderAStall: a write that starts something new,
 // stalled past its wait, is overload.ErrBusy (the gateway's 503) and has
-// written nothing; before, it waited SQLite's 10 s busy timeout and came
+// written nothing, neither its rows nor the audit entries that commit with
+// them; before, it waited SQLite's 10 s busy timeout and came
 // back as SQLITE_BUSY, a 500.
 func TestBoundedWritesAreBusyUnderAStall(t *testing.T) {
 	tests := []stallCase{
 		{"create a sandbox",
 			func(ctx context.Context, s stalled) error {
 				sb, key := newSandbox(s.fx, s.fx.ann, "new", t0)
-				return s.st.CreateSandbox(ctx, sb, key, admitAll)
+				return s.st.CreateSandbox(ctx, sb, key, admitAll, s.event(audit.SandboxCreate), s.event(audit.KeyCreate))
 			},
 			func(ctx context.Context, s stalled) bool {
 				sbs, _ := s.st.ListSandboxes(ctx, sandbox.Filter{Name: "new"})
-				return len(sbs) > 0
+				return len(sbs) > 0 || s.events(ctx, audit.SandboxCreate)+s.events(ctx, audit.KeyCreate) > 0
 			}},
 		{"create a user",
 			func(ctx context.Context, s stalled) error {
-				return s.st.CreateUser(ctx, account.User{ID: "usr_new", Org: s.fx.org.ID, Name: "new", Role: account.RoleMember, CreatedAt: t0})
+				return s.st.CreateUser(ctx, account.User{ID: "usr_new", Org: s.fx.org.ID, Name: "new", Role: account.RoleMember, CreatedAt: t0},
+					s.event(audit.UserCreate))
 			},
-			func(ctx context.Context, s stalled) bool { _, err := s.st.GetUser(ctx, "usr_new"); return err == nil }},
+			func(ctx context.Context, s stalled) bool {
+				_, err := s.st.GetUser(ctx, "usr_new")
+				return err == nil || s.events(ctx, audit.UserCreate) > 0
+			}},
 		{"put a guardrail",
 			func(ctx context.Context, s stalled) error {
 				n := 3
-				return s.st.PutGuardrail(ctx, s.fx.org.ID, "", guardrail.Guardrail{MaxSandboxes: &n})
+				return s.st.PutGuardrail(ctx, s.fx.org.ID, "", guardrail.Guardrail{MaxSandboxes: &n}, s.event(audit.GuardrailSet))
 			},
 			func(ctx context.Context, s stalled) bool {
 				g, _ := s.st.GetGuardrail(ctx, s.fx.org.ID, "")
-				return g.MaxSandboxes != nil
+				return g.MaxSandboxes != nil || s.events(ctx, audit.GuardrailSet) > 0
 			}},
 	}
 	for _, tt := range tests {
@@ -105,7 +127,8 @@ func TestBoundedWritesAreBusyUnderAStall(t *testing.T) {
 
 // TestStateWritesWaitOutAStall: a write of what has happened, stalled far
 // past the write wait, is neither refused nor dropped: it lands when the
-// stall ends. Before, it failed with SQLITE_BUSY after the busy timeout
+// stall ends, with its audit entries, once (a try the lock refused wrote
+// nothing). Before, it failed with SQLITE_BUSY after the busy timeout
 // and the change was lost (the service logged it and went on).
 func TestStateWritesWaitOutAStall(t *testing.T) {
 	tests := []stallCase{
@@ -141,10 +164,34 @@ func TestStateWritesWaitOutAStall(t *testing.T) {
 				return sb.ActiveAt.Equal(t0.Add(time.Minute))
 			}},
 		{"a key revoked",
-			func(ctx context.Context, s stalled) error { return s.st.RevokeKey(ctx, s.key.ID, t0) },
+			func(ctx context.Context, s stalled) error {
+				return s.st.RevokeKey(ctx, s.key.ID, t0, s.event(audit.KeyRevoke))
+			},
 			func(ctx context.Context, s stalled) bool {
 				k, _ := s.st.GetKey(ctx, s.key.ID)
-				return !k.RevokedAt.IsZero()
+				return !k.RevokedAt.IsZero() && s.events(ctx, audit.KeyRevoke) == 1
+			}},
+		{"a start finished after a restart, with a fresh key",
+			func(ctx context.Context, s stalled) error {
+				key, _ := account.NewSandboxKey(s.sb.Owner, string(s.sb.ID), s.sb.Project, s.sb.ExpiresAt, t0.Add(time.Minute))
+				next := s.sb
+				next.KeyID = key.ID
+				return s.st.UpdateSandbox(ctx, sandbox.Update{Sandbox: next, From: sandbox.StateStarting, At: t0.Add(time.Minute), NewKey: &key,
+					Audit: []audit.Event{s.event(audit.KeyRevoke), s.event(audit.KeyCreate)}})
+			},
+			func(ctx context.Context, s stalled) bool {
+				sb, _ := s.st.GetSandbox(ctx, s.sb.ID)
+				old, _ := s.st.GetKey(ctx, s.key.ID)
+				return sb.KeyID != s.key.ID && !old.RevokedAt.IsZero() &&
+					s.events(ctx, audit.KeyRevoke) == 1 && s.events(ctx, audit.KeyCreate) == 1
+			}},
+		{"a repository credential revoked",
+			func(ctx context.Context, s stalled) error {
+				return s.st.RevokeCredential(ctx, s.sb.ID, "tok_1", t0, s.event(audit.CredentialRevoke))
+			},
+			func(ctx context.Context, s stalled) bool {
+				live, _ := s.st.LiveCredentials(ctx, s.sb.ID)
+				return len(live) == 0 && s.events(ctx, audit.CredentialRevoke) == 1
 			}},
 		{"a model request's record",
 			func(ctx context.Context, s stalled) error {
@@ -159,6 +206,10 @@ func TestStateWritesWaitOutAStall(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newStalled(t)
+			// A credential for the revocation to revoke.
+			if err := s.st.AddCredential(t.Context(), sandbox.Credential{Sandbox: s.sb.ID, TokenID: "tok_1", CreatedAt: t0, ExpiresAt: s.sb.ExpiresAt}); err != nil {
+				t.Fatal(err)
+			}
 			release := storetest.LockSQLite(t, s.path)
 			done := make(chan error, 1)
 			go func() { done <- tt.write(t.Context(), s) }()

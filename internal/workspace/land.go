@@ -284,6 +284,7 @@ func plainTree(root string) error {
 // loose objects).
 func (w *Workspaces) safe(ctx context.Context, dir string, env []string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, w.git, args...)
+	cmd.SysProcAttr = ownGroup()
 	cmd.Dir = dir
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + w.dir, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
 		"GIT_TERMINAL_PROMPT=0", "GIT_ALLOW_PROTOCOL=file",

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/kelos"
@@ -185,6 +186,7 @@ func (w *Workspaces) Remove(sb sandbox.Sandbox) error { return os.RemoveAll(w.Di
 // through the environment, nothing of this host's configuration.
 func (w *Workspaces) run(ctx context.Context, dir string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, w.git, args...)
+	cmd.SysProcAttr = ownGroup()
 	cmd.Dir = dir
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + w.dir, "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0",
 		"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=safe.directory", "GIT_CONFIG_VALUE_0=*"}
@@ -236,3 +238,8 @@ func (m Mirrored) Dir(ctx context.Context, r forge.Repo) (string, error) {
 func (m Mirrored) Pushed(ctx context.Context, r forge.Repo, done []forge.RefUpdate) error {
 	return m.Mirrors.Push(ctx, r, done)
 }
+
+// ownGroup puts git in a process group of its own, so the signals meant
+// for the gateway (a terminal's Ctrl-C) do not end a checkout the gateway
+// lets finish as it stops; its context ends it.
+func ownGroup() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }

@@ -152,6 +152,20 @@ func Run(t *testing.T, o Options) {
 		}
 	})
 
+	// A start a stopped gateway interrupted is finished with a fresh key:
+	// Replace with an environment makes the machine whether or not one
+	// was left (sandbox.Service's finishStart).
+	t.Run("ReplaceWithNoMachine", func(t *testing.T) {
+		d := o.NewDriver(t)
+		spec := Spec(o)
+		spec.Replace = true
+		t.Cleanup(func() { _ = d.Remove(context.Background(), spec.Sandbox.ID) })
+		start(t, d, spec)
+		if got := status(t, d, spec.Sandbox.ID); got != sandbox.MachineRunning {
+			t.Fatalf("status %s, want running", got)
+		}
+	})
+
 	t.Run("SecretsStayOutOfDetails", func(t *testing.T) {
 		d := o.NewDriver(t)
 		spec := Spec(o)

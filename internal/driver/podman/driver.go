@@ -74,6 +74,7 @@ func NewWithRunner(cfg Config, log *slog.Logger, run Runner) *Driver {
 // exec runs the real binary.
 func (d *Driver) exec(ctx context.Context, env []string, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, d.cfg.Binary, args...)
+	cmd.SysProcAttr = ownGroup()
 	cmd.Env = append(d.cfg.Env(), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -104,11 +105,39 @@ func (e *podmanError) Error() string {
 			verb += " " + e.args[1]
 		}
 	}
-	msg := lastLines(e.stderr, 3)
-	if msg == "" {
-		return fmt.Sprintf("%s: %v", verb, e.err)
+	how := e.err.Error()
+	var exit *exec.ExitError
+	if errors.As(e.err, &exit) && exit.ExitCode() >= 0 {
+		how = "exited " + strconv.Itoa(exit.ExitCode())
 	}
-	return fmt.Sprintf("%s: %v: %s", verb, e.err, msg)
+	msg := said(e.stderr)
+	if msg == "" {
+		return fmt.Sprintf("%s %s", verb, how)
+	}
+	return fmt.Sprintf("%s %s: %s", verb, how, msg)
+}
+
+// said is what podman (and the OCI runtime under it) said on stderr that
+// says why: its error lines, without podman's "Error: " and without its
+// warnings (a pull's retries, each repeating the error); else its last
+// lines.
+func said(stderr string) string {
+	var errs []string
+	for line := range strings.Lines(stderr) {
+		if msg, ok := strings.CutPrefix(strings.TrimSpace(line), "Error: "); ok && msg != "" {
+			errs = append(errs, msg)
+		}
+	}
+	if len(errs) > 0 {
+		return strings.Join(errs[max(0, len(errs)-2):], "; ")
+	}
+	var keep []string
+	for line := range strings.Lines(stderr) {
+		if !strings.Contains(line, "level=warning") {
+			keep = append(keep, line)
+		}
+	}
+	return lastLines(strings.Join(keep, ""), 3)
 }
 
 func (e *podmanError) Unwrap() error { return e.err }
@@ -209,25 +238,44 @@ func (d *Driver) Start(ctx context.Context, spec sandbox.Spec) error {
 		return err
 	}
 	switch {
-	case exists && spec.Replace:
-		if _, err := d.run(ctx, nil, "rm", "--force", "--time", "0", d.cfg.name(sb.ID)); err != nil && !noSuch(err) {
+	case spec.Replace && spec.Env != nil:
+		if err := d.replace(ctx, spec); err != nil {
 			return err
 		}
-		exists = false
-		fallthrough
-	case !exists:
-		if spec.Env == nil {
-			return fmt.Errorf("podman: %s has no container and no environment to create one: %w", sb.ID, sandbox.ErrNotFound)
+		if sb.Purpose == sandbox.PurposeAgent {
+			return nil // podman run -d returned: it started
 		}
+	case !exists && spec.Env != nil:
 		if err := d.create(ctx, spec); err != nil {
 			return err
 		}
+	case !exists:
+		return fmt.Errorf("podman: %s has no container and no environment to create one: %w", sb.ID, sandbox.ErrNotFound)
 	case !cur.State.Running:
 		if _, err := d.run(ctx, nil, "start", d.cfg.name(sb.ID)); err != nil {
 			return err
 		}
 	}
 	return d.waitReady(ctx, sb)
+}
+
+// replace makes the sandbox's container anew from spec, on its volume:
+// whatever container has its name is removed first. Another podman may be
+// making one meanwhile (a killed gateway's `podman run`, which outlives
+// it): its container is removed too, a few times at most; podman's
+// container lock lets a removal wait for a run's create and start.
+func (d *Driver) replace(ctx context.Context, spec sandbox.Spec) error {
+	name := d.cfg.name(spec.Sandbox.ID)
+	var err error
+	for range 3 {
+		if _, err := d.run(ctx, nil, "rm", "--force", "--time", "0", name); err != nil && !noSuch(err) {
+			return err
+		}
+		if err = d.create(ctx, spec); !alreadyExists(err) {
+			return err
+		}
+	}
+	return err
 }
 
 // create makes the volume (kept if it exists: a replaced container keeps

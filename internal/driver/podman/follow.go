@@ -76,6 +76,7 @@ func (d *Driver) logs(ctx context.Context, name string, follow bool, to [2]func(
 		args = append(args, "--follow")
 	}
 	cmd := exec.CommandContext(ctx, d.cfg.Binary, append(args, name)...)
+	cmd.SysProcAttr = ownGroup()
 	cmd.Env = d.cfg.Env()
 	pipes := [2]io.ReadCloser{}
 	var err error

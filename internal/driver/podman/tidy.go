@@ -140,6 +140,7 @@ func (d *Driver) tidyRuntime(ctx context.Context, bin string, known *map[string]
 // runtime runs the OCI runtime's own command line.
 func (d *Driver) runtime(ctx context.Context, bin string, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.SysProcAttr = ownGroup()
 	out, err := cmd.Output()
 	if err != nil {
 		msg := ""

@@ -34,6 +34,7 @@ func (d *Driver) Watch(ctx context.Context, changed func(sandbox.ID)) error {
 	cmd := exec.CommandContext(ctx, d.cfg.Binary, "events", "--since", since, "--format", "json",
 		"--filter", "type=container", "--filter", "label="+labelDeployment+"="+d.cfg.Deployment)
 	cmd.Env = d.cfg.Env()
+	cmd.SysProcAttr = ownGroup() // ended by ctx, not by the gateway's signal
 	cmd.WaitDelay = 5 * time.Second
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
