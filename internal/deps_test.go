@@ -27,6 +27,9 @@ func TestImportDirection(t *testing.T) {
 		{"name", append([]string{"database/sql", "account", "sandbox", "guardrail"}, adapters...)},
 		{"forge", append([]string{"database/sql", "k8s.io/", "account", "sandbox", "guardrail"}, adapters...)},
 		{"audit", []string{module, "database/sql"}},
+		// overload is a leaf: the store returns its error, the gateway
+		// answers it.
+		{"overload", []string{module, "database/sql", "net/http"}},
 		// secret is a leaf both the gateway and berth-init import.
 		{"secret", []string{module, "database/sql", "net/http"}},
 		{"api", []string{module}},

@@ -31,18 +31,13 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -54,6 +49,7 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib"
 
+	"berth.dev/berth/bench/internal/scratch"
 	"berth.dev/berth/bench/internal/stats"
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/client"
@@ -99,7 +95,7 @@ func run(pgURL, berth string, trials, burst, n int) error {
 			return err
 		}
 	}
-	dbURL, db, drop, err := schema(ctx, pgURL)
+	dbURL, db, drop, err := scratch.Schema(ctx, pgURL, "bench_budget_")
 	if err != nil {
 		return err
 	}
@@ -108,20 +104,21 @@ func run(pgURL, berth string, trials, burst, n int) error {
 	if err := os.WriteFile(file, []byte(inferenceFile), 0o644); err != nil {
 		return err
 	}
-	var reps [2]*replica
+	var reps [2]*scratch.Gateway
 	for i := range reps {
-		if reps[i], err = start(berth, dir, fmt.Sprint(i), dbURL, file); err != nil {
+		if reps[i], err = scratch.Start(berth, filepath.Join(dir, fmt.Sprint(i)), dbURL,
+			"BERTH_INFERENCE_FILE="+file, "BERTH_LOG_LEVEL=error", "BENCH_CLOSED_KEY=none"); err != nil {
 			return err
 		}
-		defer reps[i].stop()
+		defer reps[i].Stop()
 	}
-	op, err := reps[0].bootstrap()
+	op, err := reps[0].Bootstrap()
 	if err != nil {
 		return err
 	}
-	b := &bench{db: db, reps: reps, op: client.New(reps[0].url, op, nil),
+	b := &bench{db: db, reps: reps, op: client.New(reps[0].URL, op, nil),
 		hc: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128}}}
-	fmt.Printf("inference budgets, two replicas of %s on PostgreSQL; loadavg %s\n", berth, loadavg())
+	fmt.Printf("inference budgets, two replicas of %s on PostgreSQL; loadavg %s\n", berth, scratch.LoadAvg())
 
 	// One answer's metered cost, and a request's reservation (what the
 	// refusal says it may cost), in an organisation of their own.
@@ -202,13 +199,13 @@ func run(pgURL, berth string, trials, burst, n int) error {
 				clients, c.name, ms(l.with), ms(l.without), float64(l.with)/float64(l.without), ms(l.with)-ms(l.without), refused)
 		}
 	}
-	fmt.Printf("loadavg %s\n", loadavg())
+	fmt.Printf("loadavg %s\n", scratch.LoadAvg())
 	return nil
 }
 
 type bench struct {
 	db   *sql.DB
-	reps [2]*replica
+	reps [2]*scratch.Gateway
 	op   *client.Client
 	hc   *http.Client
 }
@@ -231,7 +228,7 @@ func (b *bench) org(ctx context.Context, name string, budget *float64) (org, err
 		return org{}, err
 	}
 	if budget != nil {
-		admin := client.New(b.reps[0].url, k.Secret, nil)
+		admin := client.New(b.reps[0].URL, k.Secret, nil)
 		prjs, err := admin.Projects(ctx, o.ID)
 		if err != nil || len(prjs) == 0 {
 			return org{}, fmt.Errorf("projects of %s: %v", name, err)
@@ -252,7 +249,7 @@ func (b *bench) send(rep int, key, model string) (int, error) {
 	if model == "fails" {
 		path = "/v1/chat/completions"
 	}
-	req, err := http.NewRequest(http.MethodPost, b.reps[rep].url+path, strings.NewReader(body))
+	req, err := http.NewRequest(http.MethodPost, b.reps[rep].URL+path, strings.NewReader(body))
 	if err != nil {
 		return 0, err
 	}
@@ -338,7 +335,7 @@ func (b *bench) reservation(ctx context.Context) (float64, error) {
 		return 0, err
 	}
 	body := `{"model":"answers","max_tokens":256,"messages":[{"role":"user","content":"Say hello"}]}`
-	req, _ := http.NewRequest(http.MethodPost, b.reps[0].url+"/v1/messages", strings.NewReader(body))
+	req, _ := http.NewRequest(http.MethodPost, b.reps[0].URL+"/v1/messages", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("x-api-key", o.key)
 	resp, err := b.hc.Do(req)
@@ -411,75 +408,6 @@ func (b *bench) latency(with, without, model string, code, clients, n int) (late
 	return out, nil
 }
 
-// replica is one `berth serve`.
-type replica struct {
-	url  string
-	env  []string
-	cmd  *exec.Cmd
-	logs *bytes.Buffer
-}
-
-func start(berth, dir, name, dbURL, file string) (*replica, error) {
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	r := &replica{url: "http://127.0.0.1:" + port, logs: &bytes.Buffer{}}
-	r.env = append(os.Environ(),
-		"HOME="+filepath.Join(dir, name),
-		"BERTH_DATA_DIR="+filepath.Join(dir, name, "data"),
-		"BERTH_DATABASE_URL="+dbURL,
-		"BERTH_ADDR=127.0.0.1:"+port,
-		"BERTH_URL="+r.url,
-		"BERTH_INFERENCE_FILE="+file,
-		"BERTH_LOG_LEVEL=error",
-		"BENCH_CLOSED_KEY=none",
-	)
-	r.cmd = exec.Command(berth, "serve")
-	r.cmd.Env, r.cmd.Stdout, r.cmd.Stderr = r.env, r.logs, r.logs
-	if err := r.cmd.Start(); err != nil {
-		return nil, err
-	}
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if resp, err := http.Get(r.url + "/healthz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return r, nil
-			}
-		}
-	}
-	r.stop()
-	return nil, fmt.Errorf("replica %s did not come up:\n%s", name, r.logs)
-}
-
-func (r *replica) stop() {
-	_ = r.cmd.Process.Signal(os.Interrupt)
-	done := make(chan struct{})
-	go func() { _ = r.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
-		_ = r.cmd.Process.Kill()
-		<-done
-	}
-}
-
-// bootstrap makes the deployment's first organisation and operator, and
-// returns the operator's key.
-func (r *replica) bootstrap() (string, error) {
-	cmd := exec.Command(r.cmd.Path, "admin", "bootstrap", "-o", "json")
-	cmd.Env = r.env
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("bootstrap: %w", err)
-	}
-	var b api.Bootstrap
-	if err := json.Unmarshal(out, &b); err != nil {
-		return "", fmt.Errorf("bootstrap: %w: %s", err, out)
-	}
-	return b.Key.Secret, nil
-}
-
 // build builds berth from the tree the bench is in.
 func build(dir string) (string, error) {
 	mod, err := exec.Command("go", "env", "GOMOD").Output()
@@ -493,59 +421,6 @@ func build(dir string) (string, error) {
 		return "", fmt.Errorf("build berth: %w", err)
 	}
 	return bin, nil
-}
-
-// schema makes a schema of the bench's own in pgURL's database and
-// returns a URL whose search_path is it, a connection to it, and what
-// drops it.
-func schema(ctx context.Context, pgURL string) (string, *sql.DB, func(), error) {
-	name := "bench_budget_" + strings.ToLower(rand.Text()[:8])
-	admin, err := sql.Open("pgx", pgURL)
-	if err != nil {
-		return "", nil, nil, err
-	}
-	if _, err := admin.ExecContext(ctx, `CREATE SCHEMA `+name); err != nil {
-		admin.Close()
-		return "", nil, nil, fmt.Errorf("create schema %s: %w", name, err)
-	}
-	u, err := url.Parse(pgURL)
-	if err != nil {
-		admin.Close()
-		return "", nil, nil, err
-	}
-	q := u.Query()
-	q.Set("search_path", name)
-	u.RawQuery = q.Encode()
-	db, err := sql.Open("pgx", u.String())
-	if err != nil {
-		admin.Close()
-		return "", nil, nil, err
-	}
-	drop := func() {
-		db.Close()
-		_, _ = admin.Exec(`DROP SCHEMA ` + name + ` CASCADE`)
-		admin.Close()
-	}
-	return u.String(), db, drop, nil
-}
-
-func freePort() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	_, port, _ := net.SplitHostPort(l.Addr().String())
-	return port, nil
-}
-
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	return strings.Join(f[:min(3, len(f))], " ")
 }
 
 func ms(d time.Duration) float64 { return float64(d) / 1e6 }

@@ -27,6 +27,7 @@ const (
 	CodeRateLimited     = "rate_limited"      // 429
 	CodeBudgetExceeded  = "budget_exceeded"   // 402: a request does not fit what is left of an inference budget (SPEC S14)
 	CodeUpstream        = "upstream"          // 502: the model vendor could not be reached
+	CodeBusy            = "busy"              // 503: the gateway could not take the request in time and wrote nothing of it; send it again after Retry-After
 	CodeInternal        = "internal"          // 500: details are in the gateway's log, not here
 )
 

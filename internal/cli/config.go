@@ -15,6 +15,7 @@ import (
 	"berth.dev/berth/internal/quantity"
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/store"
 )
 
 // Config is what `berth serve` reads at start-up (SPEC S16). Each field
@@ -25,6 +26,11 @@ type Config struct {
 	DatabaseURL string // BERTH_DATABASE_URL, default an SQLite file in DataDir
 	PublicURL   string // BERTH_PUBLIC_URL, default http://localhost<port>
 	LogLevel    string // BERTH_LOG_LEVEL: debug, info (default), warn, error
+
+	// WriteWait is BERTH_DATABASE_WRITE_WAIT (SQLite): how long a request
+	// that starts something new waits for its turn to write before it is
+	// answered 503 busy; default store.DefaultWriteWait.
+	WriteWait time.Duration
 
 	Driver           string                  // BERTH_SANDBOX_DRIVER: "", fake, podman, kubernetes
 	SandboxesFile    string                  // BERTH_SANDBOXES_FILE
@@ -95,6 +101,10 @@ var settingsHelp = `Settings (environment variables, read once at start-up):
   BERTH_DATABASE_URL                database: an SQLite file (default: berth.db in the data
                                     directory), or postgres://user:password@host/db for
                                     PostgreSQL, which several gateway replicas can share
+  BERTH_DATABASE_WRITE_WAIT         SQLite: how long a request that starts something new (a
+                                    sandbox, a key, a setting) waits for its turn to write
+                                    before it is answered 503 busy, with Retry-After
+                                    (default 5s; 10ms to 10m)
   BERTH_PUBLIC_URL                  the gateway's address as users reach it
   BERTH_LOG_LEVEL                   debug, info (default), warn or error
   BERTH_SANDBOX_DRIVER              podman, kubernetes (agent-sandbox v1beta1), fake (development
@@ -185,6 +195,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		Addr:           get("BERTH_ADDR", ":8080"),
 		DataDir:        get("BERTH_DATA_DIR", ""),
 		DatabaseURL:    get("BERTH_DATABASE_URL", ""),
+		WriteWait:      dur("BERTH_DATABASE_WRITE_WAIT", store.DefaultWriteWait),
 		PublicURL:      get("BERTH_PUBLIC_URL", ""),
 		LogLevel:       get("BERTH_LOG_LEVEL", "info"),
 		Driver:         get("BERTH_SANDBOX_DRIVER", ""),
@@ -266,6 +277,9 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	}
 	if c.IdleSuspend != 0 && c.IdleSuspend < 5*time.Minute {
 		bad("BERTH_SANDBOX_IDLE_SUSPEND", "%s is under the 5m minimum", quantity.FormatDuration(c.IdleSuspend))
+	}
+	if c.WriteWait < 10*time.Millisecond || c.WriteWait > 10*time.Minute {
+		bad("BERTH_DATABASE_WRITE_WAIT", "%v is outside 10ms to 10m", c.WriteWait)
 	}
 	if c.UsageRetention <= 0 {
 		bad("BERTH_USAGE_RETENTION", "must be more than 0")

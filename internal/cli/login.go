@@ -95,7 +95,8 @@ func (g *globals) clientAndURL() (*client.Client, string, error) {
 		key = lf.Key
 	}
 	url := g.gatewayURL(lf)
-	return client.New(url, key, g.env.HTTP), url, nil
+	warn := func(msg string) { fmt.Fprintln(g.env.Stderr, "warning: "+msg) }
+	return client.New(url, key, g.env.HTTP).WithWarnings(warn), url, nil
 }
 
 // listClient is client for a list command given --limit n: its lists stop

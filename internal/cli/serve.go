@@ -60,7 +60,7 @@ type app struct {
 // build opens the store, picks the driver and makes the services, in that
 // order. It is the one place that knows every adapter.
 func build(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
-	st, err := store.Open(ctx, cfg.DatabaseURL)
+	st, err := store.Open(ctx, cfg.DatabaseURL, store.WithWriteWait(cfg.WriteWait))
 	if err != nil {
 		return nil, fmt.Errorf("BERTH_DATABASE_URL: %w", err)
 	}

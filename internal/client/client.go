@@ -3,7 +3,8 @@
 // gateway's code, so callers branch with errors.As, not on message text.
 // Every list method reads the list's pages one after the other (each
 // answer's Link rel="next"), so it returns the whole list, or its first n
-// entries on a client from WithLimit(n).
+// entries on a client from WithLimit(n). A call that is safe to repeat is
+// sent again after a 503 (see retry.go).
 package client
 
 import (
@@ -18,6 +19,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/secret"
@@ -29,7 +31,10 @@ type Client struct {
 	base string
 	key  secret.Secret
 	http *http.Client
-	max  int // the most entries a list method returns; 0: every one
+	max  int          // the most entries a list method returns; 0: every one
+	warn func(string) // nil: none
+	// sleep waits before a retry (see retry.go); tests replace it.
+	sleep func(ctx context.Context, d time.Duration) error
 }
 
 // New returns a Client for the gateway at base (such as
@@ -38,7 +43,7 @@ func New(base, key string, hc *http.Client) *Client {
 	if hc == nil {
 		hc = http.DefaultClient
 	}
-	return &Client{base: strings.TrimSuffix(base, "/"), key: secret.New(key), http: hc}
+	return &Client{base: strings.TrimSuffix(base, "/"), key: secret.New(key), http: hc, sleep: sleep}
 }
 
 // WithLimit returns a copy of c whose list methods stop after n entries
@@ -47,6 +52,13 @@ func (c *Client) WithLimit(n int) *Client {
 	cp := *c
 	cp.max = max(n, 0)
 	return &cp
+}
+
+// WithWarnings makes c tell warn when the gateway was busy and a call is
+// sent again, and returns c.
+func (c *Client) WithWarnings(warn func(string)) *Client {
+	c.warn = warn
+	return c
 }
 
 // do sends a request with a JSON body (when in is not nil) and decodes a
@@ -83,28 +95,54 @@ func (c *Client) send(ctx context.Context, method, path, contentType string, bod
 }
 
 // open sends a request through hc and returns a 2xx answer for the caller
-// to read and close; any other answer is an *api.Error.
+// to read and close; any other answer is an *api.Error. A 503 to a call
+// safe to repeat is sent again (retry.go).
 func (c *Client) open(ctx context.Context, hc *http.Client, method, path, contentType string, body io.Reader, accept string) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
-	if err != nil {
-		return nil, err
+	repeatable := safeToRepeat(method)
+	var sent []byte
+	if repeatable && body != nil {
+		// Kept to be sent again.
+		b, err := io.ReadAll(body)
+		if err != nil {
+			return nil, err
+		}
+		sent = b
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", contentType)
+	for retries := 0; ; retries++ {
+		if sent != nil {
+			body = bytes.NewReader(sent)
+		}
+		req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+		if err != nil {
+			return nil, err
+		}
+		if body != nil {
+			req.Header.Set("Content-Type", contentType)
+		}
+		req.Header.Set("Accept", accept)
+		if !c.key.IsZero() {
+			req.Header.Set("Authorization", "Bearer "+c.key.Reveal())
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", method, path, err)
+		}
+		if resp.StatusCode/100 == 2 {
+			return resp, nil
+		}
+		failed := decodeError(resp)
+		resp.Body.Close()
+		wait, again := retryAfter(ctx, resp, repeatable, retries)
+		if !again {
+			return nil, failed
+		}
+		if c.warn != nil {
+			c.warn(fmt.Sprintf("the gateway is busy (%s %s); trying again in %v", method, path, wait.Round(100*time.Millisecond)))
+		}
+		if err := c.sleep(ctx, wait); err != nil {
+			return nil, failed
+		}
 	}
-	req.Header.Set("Accept", accept)
-	if !c.key.IsZero() {
-		req.Header.Set("Authorization", "Bearer "+c.key.Reveal())
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	if resp.StatusCode/100 != 2 {
-		defer resp.Body.Close()
-		return nil, decodeError(resp)
-	}
-	return resp, nil
 }
 
 // decodeError turns an error answer into an *api.Error. An answer that is
@@ -141,6 +179,8 @@ func codeFor(status int) string {
 		return api.CodeBudgetExceeded
 	case http.StatusBadGateway:
 		return api.CodeUpstream
+	case http.StatusServiceUnavailable:
+		return api.CodeBusy
 	}
 	return api.CodeInternal
 }

@@ -12,6 +12,7 @@ import (
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/guardrail"
 	"berth.dev/berth/internal/inference"
+	"berth.dev/berth/internal/overload"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/tunnel"
 )
@@ -64,6 +65,11 @@ func (s *Server) errorStatus(w http.ResponseWriter, r *http.Request, err error) 
 		status, body = http.StatusBadRequest, api.Error{Code: api.CodeInvalid, Message: err.Error()}
 	case errors.Is(err, errUpstream):
 		status, body = http.StatusBadGateway, api.Error{Code: api.CodeUpstream, Message: err.Error()}
+	// Overload (one writer at a time on SQLite): the request wrote
+	// nothing and may be sent again; the client retries idempotent calls.
+	case errors.Is(err, overload.ErrBusy):
+		status, body = http.StatusServiceUnavailable, api.Error{Code: api.CodeBusy, Message: err.Error()}
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(overload.RetryAfter.Seconds()))))
 	case errors.Is(err, errTooLarge):
 		status, body = http.StatusRequestEntityTooLarge, api.Error{Code: api.CodeTooLarge, Message: err.Error()}
 	case errors.As(err, &ambiguous):
@@ -107,7 +113,7 @@ var sentinels = []error{
 	account.ErrNotFound, account.ErrConflict, account.ErrInvalid, account.ErrForbidden, account.ErrUnauthenticated,
 	guardrail.ErrExceeded, tunnel.ErrUpgradeRequired,
 	inference.ErrBudget, inference.ErrNotAllowed, inference.ErrForbidden, inference.ErrUnknownModel,
-	inference.ErrUnavailable, inference.ErrInvalid, errUpstream, errTooLarge,
+	inference.ErrUnavailable, inference.ErrInvalid, errUpstream, errTooLarge, overload.ErrBusy,
 }
 
 // tidy drops a trailing sentinel from a message: "only an administrator

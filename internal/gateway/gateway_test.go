@@ -43,6 +43,7 @@ const classes = `sandboxes:
 // members, and a member of organisation "other".
 type world struct {
 	url                                     string
+	dbPath                                  string // the SQLite file
 	drv                                     *fake.Driver
 	st                                      *store.Store
 	operator, admin, owner, member, foreign *client.Client
@@ -80,6 +81,8 @@ type worldConfig struct {
 	runModel string
 	// sandbox changes the sandbox service's configuration (to run agents).
 	sandbox func(w *world, c *sandbox.Config)
+	// store are the store's options.
+	store []store.Option
 }
 
 // withForge makes a world on a remote forge.
@@ -100,7 +103,8 @@ func newWorld(t testing.TB, opts ...func(*worldConfig)) *world {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	st, err := store.Open(ctx, t.TempDir()+"/berth.db")
+	dbPath := t.TempDir() + "/berth.db"
+	st, err := store.Open(ctx, dbPath, cfg.store...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +114,7 @@ func newWorld(t testing.TB, opts ...func(*worldConfig)) *world {
 		t.Fatal(err)
 	}
 	log := cfg.log
-	w := &world{drv: fake.New(), st: st}
+	w := &world{drv: fake.New(), st: st, dbPath: dbPath}
 	reg := prometheus.NewRegistry()
 	if w.metrics, err = metrics.New(reg, st); err != nil {
 		t.Fatal(err)

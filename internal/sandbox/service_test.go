@@ -55,6 +55,7 @@ const classFile = `sandboxes:
 // organisation "acme", and a member of organisation "other".
 type env struct {
 	st       *store.Store
+	path     string // the store's SQLite file
 	drv      *fake.Driver
 	local    *forge.Local
 	accounts *account.Service
@@ -73,8 +74,15 @@ func noForge(c *sandbox.Config) { c.Forge = nil }
 
 func newEnv(t *testing.T, opts ...option) *env {
 	t.Helper()
+	return newEnvOn(t, nil, opts...)
+}
+
+// newEnvOn is newEnv with a store opened with storeOpts.
+func newEnvOn(t *testing.T, storeOpts []store.Option, opts ...option) *env {
+	t.Helper()
 	ctx := t.Context()
-	st, err := store.Open(ctx, t.TempDir()+"/berth.db")
+	path := t.TempDir() + "/berth.db"
+	st, err := store.Open(ctx, path, storeOpts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +91,7 @@ func newEnv(t *testing.T, opts ...option) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{st: st, drv: fake.New(), clock: fakeclock.New(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))}
+	e := &env{st: st, path: path, drv: fake.New(), clock: fakeclock.New(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))}
 	e.drv.SetClock(e.clock.Now) // machines exit on the test's clock
 	e.local = forge.NewLocal(t.TempDir(), "http://gateway.test:8080", st, e.clock.Now)
 	if _, err := e.local.Import(ctx, "acme/app", seedRepo(t)); err != nil {

@@ -9,7 +9,14 @@ import (
 	"berth.dev/berth/internal/paging"
 )
 
-// Store is what the sandbox service needs from the database.
+// Store is what the sandbox service needs from the database. Its writes
+// that start something new (CreateSandbox, PutClasses, DeleteClass) may
+// be refused with overload.ErrBusy when the database cannot take them in
+// time, having written nothing, their audit events included; every other
+// write (state changes, a start finished with a fresh key, activity, runs,
+// credentials, deletes after the retention) waits for the database as
+// long as its context allows, so load delays it and never drops it, nor
+// the events it records.
 type Store interface {
 	// ListClasses returns a page of an organisation's classes by name, and
 	// the key of its last one when more follow.

@@ -15,7 +15,7 @@ import (
 // the operator's key in one transaction, with events, what it records. It
 // is account.ErrConflict when any organisation exists.
 func (s *Store) Bootstrap(ctx context.Context, org account.Organisation, project account.Project, user account.User, key account.Key, events ...audit.Event) error {
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.inTx(ctx, bounded, func(tx *sql.Tx) error {
 		// Two replicas bootstrapping at once must not both find none.
 		if err := s.serialize(ctx, tx, "bootstrap"); err != nil {
 			return err
@@ -46,7 +46,7 @@ func (s *Store) Bootstrap(ctx context.Context, org account.Organisation, project
 // CreateOrganisation writes an organisation and its first project in one
 // transaction, with events. A name taken is account.ErrConflict.
 func (s *Store) CreateOrganisation(ctx context.Context, org account.Organisation, project account.Project, events ...audit.Event) error {
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.inTx(ctx, bounded, func(tx *sql.Tx) error {
 		if err := insertOrganisation(ctx, tx, org); err != nil {
 			return err
 		}
@@ -114,7 +114,7 @@ func (s *Store) ListOrganisations(ctx context.Context, pg paging.Request) ([]acc
 // already uses is account.ErrConflict; an organisation that does not
 // exist is account.ErrNotFound.
 func (s *Store) CreateProject(ctx context.Context, p account.Project, events ...audit.Event) error {
-	return s.withEvents(ctx, events, func(q queryer) error { return insertProject(ctx, q, p) })
+	return s.withEvents(ctx, bounded, events, func(q queryer) error { return insertProject(ctx, q, p) })
 }
 
 func insertProject(ctx context.Context, q queryer, p account.Project) error {
@@ -172,7 +172,7 @@ func (s *Store) ListProjects(ctx context.Context, org string, pg paging.Request)
 // account.ErrConflict; an organisation that does not exist is
 // account.ErrNotFound.
 func (s *Store) CreateUser(ctx context.Context, u account.User, events ...audit.Event) error {
-	return s.withEvents(ctx, events, func(q queryer) error { return insertUser(ctx, q, u) })
+	return s.withEvents(ctx, bounded, events, func(q queryer) error { return insertUser(ctx, q, u) })
 }
 
 func insertUser(ctx context.Context, q queryer, u account.User) error {
@@ -248,7 +248,7 @@ func (s *Store) ListUsers(ctx context.Context, org string, pg paging.Request) ([
 // already used is account.ErrConflict; a user who does not exist is
 // account.ErrNotFound.
 func (s *Store) CreateKey(ctx context.Context, k account.Key, events ...audit.Event) error {
-	return s.withEvents(ctx, events, func(q queryer) error { return insertKey(ctx, q, k) })
+	return s.withEvents(ctx, bounded, events, func(q queryer) error { return insertKey(ctx, q, k) })
 }
 
 // insertKey writes k, with account's errors.
@@ -313,7 +313,7 @@ func (s *Store) ListKeys(ctx context.Context, user string, pg paging.Request) ([
 // revocation time stands), and records events in the same transaction
 // when it did. A key that does not exist is account.ErrNotFound.
 func (s *Store) RevokeKey(ctx context.Context, id string, at time.Time, events ...audit.Event) error {
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.inTx(ctx, patient, func(tx *sql.Tx) error {
 		var one int
 		err := tx.QueryRowContext(ctx, `SELECT 1 FROM keys WHERE id = $1`, id).Scan(&one)
 		switch {
@@ -345,7 +345,7 @@ func (s *Store) SetUserDisabled(ctx context.Context, id string, disabled bool) e
 	if disabled {
 		v = 1
 	}
-	res, err := s.db.ExecContext(ctx, `UPDATE users SET disabled = $2 WHERE id = $1`, id, v)
+	res, err := s.exec(ctx, patient, `UPDATE users SET disabled = $2 WHERE id = $1`, id, v)
 	if err != nil {
 		return fmt.Errorf("disable user %s: %w", id, err)
 	}

@@ -14,7 +14,7 @@ var _ audit.Recorder = (*Store)(nil)
 
 // Record appends an audit event.
 func (s *Store) Record(ctx context.Context, e audit.Event) error {
-	return insertAudit(ctx, s.db, e)
+	return s.autocommit(ctx, patient, func(q queryer) error { return insertAudit(ctx, q, e) })
 }
 
 // insertAudit appends e through db, the database or a transaction whose
@@ -33,12 +33,13 @@ func insertAudit(ctx context.Context, db queryer, e audit.Event) error {
 }
 
 // withEvents makes a write through write and records events with it, in
-// one transaction; without events it is the write alone.
-func (s *Store) withEvents(ctx context.Context, events []audit.Event, write func(q queryer) error) error {
+// one transaction, in its turn t (writer.go); without events it is the
+// write alone. Like inTx's fn, a patient write may run more than once.
+func (s *Store) withEvents(ctx context.Context, t turn, events []audit.Event, write func(q queryer) error) error {
 	if len(events) == 0 {
-		return write(s.db)
+		return s.autocommit(ctx, t, write)
 	}
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.inTx(ctx, t, func(tx *sql.Tx) error {
 		if err := write(tx); err != nil {
 			return err
 		}

@@ -72,7 +72,7 @@ func (s *Store) GetClass(ctx context.Context, org, name string) (sandbox.Class, 
 // does not exist is sandbox.ErrNotFound. events are recorded with them.
 func (s *Store) PutClasses(ctx context.Context, org string, classes []sandbox.Class, events ...audit.Event) ([]string, error) {
 	var created []string
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, bounded, func(tx *sql.Tx) error {
 		created = nil
 		// What was created is read before the upserts write it.
 		if err := s.serialize(ctx, tx, "classes:"+org); err != nil {
@@ -142,7 +142,7 @@ func upsertClass(ctx context.Context, tx *sql.Tx, org string, c sandbox.Class) e
 // have is sandbox.ErrNotFound. Sandboxes made from it keep their copy.
 // events are recorded with it.
 func (s *Store) DeleteClass(ctx context.Context, org, name string, events ...audit.Event) error {
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.inTx(ctx, bounded, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM classes WHERE org_id = $1 AND name = $2`, org, name)
 		if err != nil {
 			return fmt.Errorf("delete class %s: %w", name, err)

@@ -13,7 +13,7 @@ import (
 // "berth" and eight random characters. It never changes afterwards.
 func (s *Store) DeploymentID(ctx context.Context) (string, error) {
 	var id string
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, patient, func(tx *sql.Tx) error {
 		// Replicas starting together must mint one id between them.
 		if err := s.serialize(ctx, tx, "deployment"); err != nil {
 			return err

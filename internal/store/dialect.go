@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/pressly/goose/v3"
@@ -49,8 +50,10 @@ func isPostgres(url string) bool {
 	return false
 }
 
-// sqlitePragmas is applied to every SQLite connection. busy_timeout makes a
-// writer wait for the lock instead of failing; WAL lets readers run beside
+// sqlitePragmas is applied to every SQLite connection, after busy_timeout
+// (sqliteDSN): a writer that finds the lock held by another process waits
+// that long for it instead of failing at once (the gateway's own writers
+// take turns before they reach the lock, writer.go). WAL lets readers run beside
 // the writer (admission reads guardrails on another connection while its
 // transaction holds the lock); _txlock=immediate takes the write lock at
 // BEGIN, so the counts a transaction reads stay true until it commits and
@@ -59,10 +62,17 @@ func isPostgres(url string) bool {
 // killed, and the database stays whole if the machine loses power, though
 // the last commits before the loss may be gone. A sync per commit was the
 // larger part of a model request's added latency (BenchmarkModelProxy).
-const sqlitePragmas = "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_txlock=immediate"
+const sqlitePragmas = "_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_txlock=immediate"
 
-// openSQLite opens the SQLite file url names, creating its directory.
-func openSQLite(ctx context.Context, url string) (*sql.DB, error) {
+// sqliteDSN is the driver's name for the file at path, waiting up to
+// busy for another process's lock.
+func sqliteDSN(path string, busy time.Duration) string {
+	return fmt.Sprintf("%s?_pragma=busy_timeout(%d)&%s", path, busy.Milliseconds(), sqlitePragmas)
+}
+
+// openSQLite opens the SQLite file url names, creating its directory; a
+// write waits up to busy for another process's lock.
+func openSQLite(ctx context.Context, url string, busy time.Duration) (*sql.DB, error) {
 	path, err := sqlitePath(url)
 	if err != nil {
 		return nil, err
@@ -70,7 +80,7 @@ func openSQLite(ctx context.Context, url string) (*sql.DB, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
 		return nil, fmt.Errorf("create directory for %s: %w", path, err)
 	}
-	db, err := sql.Open("sqlite", path+"?"+sqlitePragmas)
+	db, err := sql.Open("sqlite", sqliteDSN(path, busy))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite %s: %w", path, err)
 	}

@@ -49,7 +49,7 @@ func (s *Store) PutGuardrail(ctx context.Context, org, project string, g guardra
 	if err != nil {
 		return fmt.Errorf("put guardrail of %s: allowed_repos: %w", scope(org, project), err)
 	}
-	return s.withEvents(ctx, events, func(q queryer) error { return putGuardrail(ctx, q, org, project, g, repos) })
+	return s.withEvents(ctx, bounded, events, func(q queryer) error { return putGuardrail(ctx, q, org, project, g, repos) })
 }
 
 func putGuardrail(ctx context.Context, q queryer, org, project string, g guardrail.Guardrail, repos any) error {

@@ -62,7 +62,7 @@ func (s *Store) PutInferenceSettings(ctx context.Context, org, project string, s
 	if set.Rate != nil {
 		requests, per = int64(set.Rate.Requests), int64(set.Rate.Per)
 	}
-	_, err = s.db.ExecContext(ctx, `
+	_, err = s.exec(ctx, bounded, `
 		INSERT INTO inference_settings (org_id, project_id, models, budget_usd, rate_requests, rate_period, system_prompt)
 		VALUES ($1, $2, $3, $4, $5, $6, $7)
 		ON CONFLICT (org_id, project_id) DO UPDATE SET
@@ -104,7 +104,7 @@ func (s *Store) insertInference(ctx context.Context, rs []inference.Record) erro
 	if err != nil {
 		return err
 	}
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.inTx(ctx, patient, func(tx *sql.Tx) error {
 		st := tx.StmtContext(ctx, insert)
 		defer st.Close()
 		for _, r := range rs {

@@ -15,7 +15,7 @@ import (
 // recovery invitation, a user who has ever had a key is
 // account.ErrConflict; a user who does not exist is account.ErrNotFound.
 func (s *Store) CreateInvitation(ctx context.Context, inv account.Invitation, events ...audit.Event) error {
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.inTx(ctx, bounded, func(tx *sql.Tx) error {
 		// An invitation issued and one redeemed at once, for the same
 		// user, must not both pass the check of the other (PostgreSQL; on
 		// SQLite the transaction holds the write lock).
@@ -98,7 +98,7 @@ func (s *Store) GetInvitation(ctx context.Context, id string) (account.Invitatio
 // account.ErrConflict and nothing is written; an unknown id is
 // account.ErrNotFound. events are recorded with it.
 func (s *Store) RedeemInvitation(ctx context.Context, id string, at time.Time, from string, k account.Key, events ...audit.Event) error {
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.inTx(ctx, bounded, func(tx *sql.Tx) error {
 		if err := s.serialize(ctx, tx, "invitations:"+k.User); err != nil {
 			return err
 		}

@@ -26,7 +26,9 @@ var _ inference.Leases = (*Store)(nil)
 // decide says, under the organisation's lock: four round trips with the
 // transaction's own, whatever the scopes.
 func (s *Store) Lease(ctx context.Context, g inference.LeaseGrant, decide func([]inference.Leased) ([]float64, error)) error {
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	// Bounded: a lease is granted as a request is admitted, and a request
+	// refused then has cost nothing.
+	return s.inTx(ctx, bounded, func(tx *sql.Tx) error {
 		if err := s.serialize(ctx, tx, "budget:"+g.Org); err != nil {
 			return err
 		}
@@ -116,7 +118,7 @@ func (s *Store) LeaseStatus(ctx context.Context, org, project string, month, now
 
 // ReturnLease takes amount off a replica's lease of a scope.
 func (s *Store) ReturnLease(ctx context.Context, replica, org, project string, month time.Time, amount float64) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE inference_leases SET amount = amount - $1
+	_, err := s.exec(ctx, patient, `UPDATE inference_leases SET amount = amount - $1
 		WHERE org_id = $2 AND project_id = $3 AND month = $4 AND replica = $5`,
 		amount, org, project, timeArg(month), replica)
 	if err != nil {
@@ -127,7 +129,7 @@ func (s *Store) ReturnLease(ctx context.Context, replica, org, project string, m
 
 // DropLease removes a replica's lease of a scope.
 func (s *Store) DropLease(ctx context.Context, replica, org, project string, month time.Time) error {
-	_, err := s.db.ExecContext(ctx, `DELETE FROM inference_leases
+	_, err := s.exec(ctx, patient, `DELETE FROM inference_leases
 		WHERE org_id = $1 AND project_id = $2 AND month = $3 AND replica = $4`,
 		org, project, timeArg(month), replica)
 	if err != nil {
@@ -144,7 +146,7 @@ func (s *Store) RenewLeases(ctx context.Context, replica string, now, until time
 		return err
 	}
 	for _, k := range mine {
-		if _, err := s.db.ExecContext(ctx, `UPDATE inference_leases SET expires_at = $1
+		if _, err := s.exec(ctx, patient, `UPDATE inference_leases SET expires_at = $1
 			WHERE org_id = $2 AND project_id = $3 AND month = $4 AND replica = $5`,
 			timeArg(until), k.org, k.project, k.month, replica); err != nil {
 			return fmt.Errorf("renew a lease of %s: %w", scope(k.org, k.project), err)
@@ -156,7 +158,7 @@ func (s *Store) RenewLeases(ctx context.Context, replica string, now, until time
 	}
 	for _, k := range expired {
 		// Renewed meanwhile, it stays.
-		if _, err := s.db.ExecContext(ctx, `DELETE FROM inference_leases
+		if _, err := s.exec(ctx, patient, `DELETE FROM inference_leases
 			WHERE org_id = $1 AND project_id = $2 AND month = $3 AND replica = $4 AND expires_at <= $5`,
 			k.org, k.project, k.month, k.replica, timeArg(now)); err != nil {
 			return fmt.Errorf("remove an expired lease of %s: %w", scope(k.org, k.project), err)

@@ -31,7 +31,7 @@ const (
 // that streamed it broke.
 func (l dbLogs) Write(ctx context.Context, id sandbox.ID) (io.WriteCloser, error) {
 	ctx = context.WithoutCancel(ctx)
-	err := l.st.inTx(ctx, func(tx *sql.Tx) error {
+	err := l.st.inTx(ctx, patient, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM run_logs WHERE sandbox_id = $1`, string(id)); err != nil {
 			return err
 		}
@@ -61,7 +61,7 @@ func (l dbLogs) Read(ctx context.Context, id sandbox.ID) (io.ReadCloser, error) 
 
 // Remove deletes id's log.
 func (l dbLogs) Remove(ctx context.Context, id sandbox.ID) error {
-	if _, err := l.st.db.ExecContext(ctx, `DELETE FROM run_logs WHERE sandbox_id = $1`, string(id)); err != nil {
+	if _, err := l.st.exec(ctx, patient, `DELETE FROM run_logs WHERE sandbox_id = $1`, string(id)); err != nil {
 		return fmt.Errorf("remove the run log of %s: %w", id, err)
 	}
 	return nil
@@ -106,7 +106,7 @@ func (w *logWriter) flush() {
 		return
 	}
 	w.seq++
-	if _, err := w.st.db.ExecContext(w.ctx, `INSERT INTO run_logs (sandbox_id, seq, data) VALUES ($1, $2, $3)`, w.id, w.seq, w.buf); err != nil {
+	if _, err := w.st.exec(w.ctx, patient, `INSERT INTO run_logs (sandbox_id, seq, data) VALUES ($1, $2, $3)`, w.id, w.seq, w.buf); err != nil {
 		w.err = fmt.Errorf("run log of %s: chunk %d: %w", w.id, w.seq, err)
 		return
 	}

@@ -138,7 +138,7 @@ func (s *Store) CreateSandbox(ctx context.Context, sb sandbox.Sandbox, key accou
 			return fmt.Errorf("create sandbox %s: %w", sb.ID, ctx.Err())
 		}
 	}
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.inTx(ctx, bounded, func(tx *sql.Tx) error {
 		// The counts below must not change before commit (SPEC S7: N
 		// concurrent creates never exceed a quota). On SQLite this
 		// transaction already holds the database's write lock
@@ -269,7 +269,7 @@ func (s *Store) PageSandboxes(ctx context.Context, f sandbox.Filter, pg paging.R
 // SaveActivity moves a sandbox's active_at forward to at; an earlier at,
 // or a sandbox that is gone, changes nothing.
 func (s *Store) SaveActivity(ctx context.Context, id sandbox.ID, at time.Time) error {
-	_, err := s.db.ExecContext(ctx, `
+	_, err := s.exec(ctx, patient, `
 		UPDATE sandboxes SET active_at = $2
 		WHERE id = $1 AND (active_at IS NULL OR active_at < $2)`, string(id), timeArg(at))
 	if err != nil {
@@ -290,7 +290,7 @@ func (s *Store) UpdateSandbox(ctx context.Context, u sandbox.Update) error {
 	if err != nil {
 		return fmt.Errorf("update sandbox %s: %w", sb.ID, err)
 	}
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	return s.inTx(ctx, patient, func(tx *sql.Tx) error {
 		// The key read here is the one revoked below: no other update of
 		// this sandbox may come between.
 		if err := s.serialize(ctx, tx, "sandbox:"+string(sb.ID)); err != nil {
@@ -396,7 +396,7 @@ const endedBefore = `SELECT id FROM sandboxes WHERE live = 0 AND ended_at < $1`
 // its entries.
 func (s *Store) DeleteEnded(ctx context.Context, before time.Time) ([]sandbox.ID, error) {
 	var ids []sandbox.ID
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, patient, func(tx *sql.Tx) error {
 		ids = nil
 		rows, err := tx.QueryContext(ctx, endedBefore+` ORDER BY id`, timeArg(before))
 		if err != nil {

@@ -37,6 +37,10 @@ type Store struct {
 	// stmts keeps the statements of the hot paths prepared (see
 	// prepared): query text -> *sql.Stmt.
 	stmts sync.Map
+	// writer is the queue of SQLite's writes (nil on PostgreSQL), and
+	// writeWait how long a bounded one waits in it (see writer.go).
+	writer    *queue
+	writeWait time.Duration
 }
 
 // DefaultPath is where the SQLite database lives in a data directory.
@@ -49,22 +53,27 @@ func DefaultPath(dataDir string) string {
 // connection URL); otherwise a file path, sqlite://<path> or file:<path>
 // for SQLite, whose parent directory is created if needed. Errors never
 // repeat a password.
-func Open(ctx context.Context, url string) (*Store, error) {
-	d, open := sqliteDialect, openSQLite
-	if isPostgres(url) {
-		d, open = postgresDialect, openPostgres
+func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
+	st := &Store{writeWait: DefaultWriteWait}
+	for _, o := range opts {
+		o(st)
 	}
-	db, err := open(ctx, url)
+	var err error
+	if isPostgres(url) {
+		st.dialect = postgresDialect
+		st.db, err = openPostgres(ctx, url)
+		st.admitting = make(chan struct{}, maxPostgresConns/2)
+	} else {
+		st.dialect = sqliteDialect
+		st.db, err = openSQLite(ctx, url, st.writeWait)
+		st.writer = &queue{}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
-	if err := migrate(ctx, db, d); err != nil {
-		db.Close()
+	if err := migrate(ctx, st.db, st.dialect); err != nil {
+		st.db.Close()
 		return nil, fmt.Errorf("open database: %w", err)
-	}
-	st := &Store{db: db, dialect: d}
-	if d == postgresDialect {
-		st.admitting = make(chan struct{}, maxPostgresConns/2)
 	}
 	return st, nil
 }
@@ -80,24 +89,6 @@ func (s *Store) Close() error {
 		return true
 	})
 	return s.db.Close()
-}
-
-// inTx runs fn in a transaction, committing if it returns nil. On SQLite
-// every transaction takes the write lock at BEGIN (see dialect.go), so the
-// reads fn makes cannot be invalidated before it commits.
-func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin transaction: %w", err)
-	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit transaction: %w", err)
-	}
-	return nil
 }
 
 // prepared returns query prepared once for the store's life. The hot

@@ -53,7 +53,7 @@ func (p prefixed) Scan(dest ...any) error { return p.rows.Scan(append([]any{p.fi
 
 // AddBootstrap keeps a bootstrap token's hash, with events.
 func (s *Store) AddBootstrap(ctx context.Context, t sandbox.BootstrapToken, events ...audit.Event) error {
-	return s.withEvents(ctx, events, func(q queryer) error { return addBootstrap(ctx, q, t) })
+	return s.withEvents(ctx, patient, events, func(q queryer) error { return addBootstrap(ctx, q, t) })
 }
 
 func addBootstrap(ctx context.Context, q queryer, t sandbox.BootstrapToken) error {
@@ -76,10 +76,12 @@ func addBootstrap(ctx context.Context, q queryer, t sandbox.BootstrapToken) erro
 // replicas) cannot both win.
 func (s *Store) UseBootstrap(ctx context.Context, hash string, at time.Time) (sandbox.ID, error) {
 	var id string
-	err := s.db.QueryRowContext(ctx, `
-		UPDATE bootstrap_tokens SET used_at = $1
-		WHERE hash = $2 AND used_at IS NULL AND expires_at > $1
-		RETURNING sandbox_id`, timeArg(at), hash).Scan(&id)
+	err := s.autocommit(ctx, patient, func(q queryer) error {
+		return q.QueryRowContext(ctx, `
+			UPDATE bootstrap_tokens SET used_at = $1
+			WHERE hash = $2 AND used_at IS NULL AND expires_at > $1
+			RETURNING sandbox_id`, timeArg(at), hash).Scan(&id)
+	})
 	switch {
 	case notFound(err):
 		return "", fmt.Errorf("bootstrap token: %w", sandbox.ErrNotFound)

@@ -1,18 +1,22 @@
 // Package storetest gives tests a PostgreSQL database of their own when
 // BERTH_TEST_POSTGRES names a server, and skips them otherwise, so
-// `go test ./...` passes anywhere (scripts/test-postgres starts one).
+// `go test ./...` passes anywhere (scripts/test-postgres starts one); and
+// a stall of an SQLite file's writers (LockSQLite).
 package storetest
 
 import (
+	"context"
 	"crypto/rand"
 	"database/sql"
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
+	_ "modernc.org/sqlite" // LockSQLite's driver
 )
 
 // Env names the setting that turns the PostgreSQL tests on: a
@@ -59,4 +63,35 @@ func open(t testing.TB, rawURL string) *sql.DB {
 		t.Fatalf("%s: %v", Env, err)
 	}
 	return stdlib.OpenDB(*cfg)
+}
+
+// LockSQLite takes the write lock of the SQLite database at path from a
+// connection of its own, as another process would (an admin command, a
+// backup), and holds it until release (or t's end): every writer of the
+// file stalls behind it.
+func LockSQLite(t testing.TB, path string) (release func()) {
+	t.Helper()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := db.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(t.Context(), `BEGIN IMMEDIATE`); err != nil {
+		t.Fatalf("take the write lock of %s: %v", path, err)
+	}
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			if _, err := conn.ExecContext(context.Background(), `ROLLBACK`); err != nil {
+				t.Errorf("release the write lock of %s: %v", path, err)
+			}
+			conn.Close()
+			db.Close()
+		})
+	}
+	t.Cleanup(release)
+	return release
 }
