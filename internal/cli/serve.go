@@ -27,6 +27,9 @@ import (
 	"berth.dev/berth/internal/driver/kubernetes"
 	"berth.dev/berth/internal/driver/podman"
 	"berth.dev/berth/internal/forge"
+	"berth.dev/berth/internal/forge/github"
+	"berth.dev/berth/internal/forge/gitlab"
+	"berth.dev/berth/internal/forge/local"
 	"berth.dev/berth/internal/gateway"
 	"berth.dev/berth/internal/githttp"
 	"berth.dev/berth/internal/inference"
@@ -174,13 +177,13 @@ func buildForge(cfg Config, st *store.Store) (forge.Forge, error) {
 	case "":
 		return nil, nil
 	case "local":
-		return forge.NewLocal(cfg.LocalRepos, cfg.SandboxPublicURL, st, time.Now), nil
+		return local.New(cfg.LocalRepos, cfg.SandboxPublicURL, st, time.Now), nil
 	case "github":
 		key, err := os.ReadFile(cfg.GitAppKey)
 		if err != nil {
 			return nil, fmt.Errorf("BERTH_SANDBOX_GIT_APP_KEY_FILE: %w", err)
 		}
-		gh, err := forge.NewGitHub(forge.GitHubConfig{URL: cfg.GitURL, AppID: cfg.GitAppID, Key: secret.New(string(key))}, &http.Client{Timeout: 30 * time.Second}, time.Now)
+		gh, err := github.New(github.Config{URL: cfg.GitURL, AppID: cfg.GitAppID, Key: secret.New(string(key))}, &http.Client{Timeout: 30 * time.Second}, time.Now)
 		if err != nil {
 			return nil, fmt.Errorf("BERTH_SANDBOX_GIT_FORGE=github: %w", err)
 		}
@@ -190,7 +193,7 @@ func buildForge(cfg Config, st *store.Store) (forge.Forge, error) {
 		if err != nil {
 			return nil, fmt.Errorf("BERTH_SANDBOX_GIT_TOKEN_FILE: %w", err)
 		}
-		gl, err := forge.NewGitLab(forge.GitLabConfig{URL: cfg.GitURL, Token: secret.New(string(token))}, &http.Client{Timeout: 30 * time.Second}, time.Now)
+		gl, err := gitlab.New(gitlab.Config{URL: cfg.GitURL, Token: secret.New(string(token))}, &http.Client{Timeout: 30 * time.Second}, time.Now)
 		if err != nil {
 			return nil, fmt.Errorf("BERTH_SANDBOX_GIT_FORGE=gitlab: %w", err)
 		}
@@ -216,8 +219,8 @@ func workspacesFor(cfg Config, fg forge.Forge, mirrors *githttp.Mirrors) *worksp
 		uid = podman.SandboxUID
 	}
 	var src workspace.Source
-	if local, ok := fg.(*forge.Local); ok {
-		src = workspace.Local{Forge: local}
+	if lf, ok := fg.(*local.Forge); ok {
+		src = workspace.Local{Forge: lf}
 	} else {
 		src = workspace.Mirrored{Mirrors: mirrors}
 	}

@@ -20,6 +20,7 @@ import (
 	"berth.dev/berth/internal/client"
 	"berth.dev/berth/internal/driver/fake"
 	"berth.dev/berth/internal/forge"
+	"berth.dev/berth/internal/forge/local"
 	"berth.dev/berth/internal/gateway"
 	"berth.dev/berth/internal/inference"
 	"berth.dev/berth/internal/metrics"
@@ -49,7 +50,7 @@ type world struct {
 	operator, admin, owner, member, foreign *client.Client
 	opKey, adminKey                         string
 	accounts                                *account.Service
-	forge                                   *forge.Local
+	forge                                   *local.Forge
 	sandboxes                               *sandbox.Service
 	metrics                                 *metrics.Metrics
 	gw                                      *gateway.Server
@@ -122,7 +123,7 @@ func newWorld(t testing.TB, opts ...func(*worldConfig)) *world {
 	// The gateway's address is known before it serves: sandboxes are told it.
 	srv := httptest.NewUnstartedServer(nil)
 	w.url = "http://" + srv.Listener.Addr().String()
-	w.forge = forge.NewLocal(t.TempDir(), w.url, st, cfg.now)
+	w.forge = local.New(t.TempDir(), w.url, st, cfg.now)
 	for _, name := range []string{"acme/app", "acme/other", "elsewhere/app"} {
 		if _, err := w.forge.Import(ctx, name, seedRepo(t)); err != nil {
 			t.Fatal(err)

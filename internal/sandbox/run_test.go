@@ -11,6 +11,7 @@ import (
 
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/forge"
+	"berth.dev/berth/internal/forge/local"
 	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/runner/runnertest"
@@ -23,7 +24,7 @@ import (
 func agents(t *testing.T) option {
 	logs, work := t.TempDir(), t.TempDir()
 	return func(c *sandbox.Config) {
-		local := c.Forge.(*forge.Local)
+		lf := c.Forge.(*local.Forge)
 		c.Agents = sandbox.AgentConfig{
 			Images: map[string]string{
 				"claude-code": "localhost/berth-agent-claude-code:latest",
@@ -33,7 +34,7 @@ func agents(t *testing.T) option {
 			Model:  "claude-sonnet-4-5",
 			LogDir: logs,
 		}
-		c.Workspaces = workspace.New(work, os.Getuid(), local, workspace.Local{Forge: local})
+		c.Workspaces = workspace.New(work, os.Getuid(), lf, workspace.Local{Forge: lf})
 	}
 }
 

@@ -13,7 +13,7 @@ import (
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/driver/fake"
 	"berth.dev/berth/internal/fakeclock"
-	"berth.dev/berth/internal/forge"
+	"berth.dev/berth/internal/forge/local"
 	"berth.dev/berth/internal/guardrail"
 	"berth.dev/berth/internal/inference/inferencetest"
 	"berth.dev/berth/internal/quantity"
@@ -57,7 +57,7 @@ type env struct {
 	st       *store.Store
 	path     string // the store's SQLite file
 	drv      *fake.Driver
-	local    *forge.Local
+	local    *local.Forge
 	accounts *account.Service
 	svc      *sandbox.Service
 	cfg      sandbox.Config
@@ -93,7 +93,7 @@ func newEnvOn(t *testing.T, storeOpts []store.Option, opts ...option) *env {
 	}
 	e := &env{st: st, path: path, drv: fake.New(), clock: fakeclock.New(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))}
 	e.drv.SetClock(e.clock.Now) // machines exit on the test's clock
-	e.local = forge.NewLocal(t.TempDir(), "http://gateway.test:8080", st, e.clock.Now)
+	e.local = local.New(t.TempDir(), "http://gateway.test:8080", st, e.clock.Now)
 	if _, err := e.local.Import(ctx, "acme/app", seedRepo(t)); err != nil {
 		t.Fatal(err)
 	}

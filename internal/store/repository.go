@@ -9,13 +9,14 @@ import (
 
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/forge"
+	"berth.dev/berth/internal/forge/local"
 	"berth.dev/berth/internal/sandbox"
 )
 
-var _ forge.LocalTokens = (*Store)(nil)
+var _ local.Tokens = (*Store)(nil)
 
 // PutForgeToken stores a local forge token (its hash only).
-func (s *Store) PutForgeToken(ctx context.Context, t forge.LocalToken) error {
+func (s *Store) PutForgeToken(ctx context.Context, t local.StoredToken) error {
 	_, err := s.exec(ctx, patient, `INSERT INTO forge_tokens (id, repo, hash, expires_at, revoked_at) VALUES ($1, $2, $3, $4, $5)`,
 		t.ID, t.Repo, t.Hash, timeArg(t.ExpiresAt), timeArg(t.RevokedAt))
 	if err != nil {
@@ -25,16 +26,16 @@ func (s *Store) PutForgeToken(ctx context.Context, t forge.LocalToken) error {
 }
 
 // GetForgeToken reads a local forge token; forge.ErrNotFound if unknown.
-func (s *Store) GetForgeToken(ctx context.Context, id string) (forge.LocalToken, error) {
-	t := forge.LocalToken{ID: id}
+func (s *Store) GetForgeToken(ctx context.Context, id string) (local.StoredToken, error) {
+	t := local.StoredToken{ID: id}
 	var expires, revoked sql.NullInt64
 	err := s.db.QueryRowContext(ctx, `SELECT repo, hash, expires_at, revoked_at FROM forge_tokens WHERE id = $1`, id).
 		Scan(&t.Repo, &t.Hash, &expires, &revoked)
 	if errors.Is(err, sql.ErrNoRows) {
-		return forge.LocalToken{}, fmt.Errorf("forge token %s: %w", id, forge.ErrNotFound)
+		return local.StoredToken{}, fmt.Errorf("forge token %s: %w", id, forge.ErrNotFound)
 	}
 	if err != nil {
-		return forge.LocalToken{}, fmt.Errorf("get forge token: %w", err)
+		return local.StoredToken{}, fmt.Errorf("get forge token: %w", err)
 	}
 	t.ExpiresAt, t.RevokedAt = timeOf(expires), timeOf(revoked)
 	return t, nil
