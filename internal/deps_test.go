@@ -25,6 +25,10 @@ func TestImportDirection(t *testing.T) {
 		// sandbox sees forges through the forge domain only: no HTTP, no
 		// JWT, none of the forges, the mirrors or the checkouts.
 		{"sandbox", append([]string{"database/sql", "k8s.io/", "github.com/prometheus/", "net/http", "github.com/golang-jwt/",
+			"forge/", "githttp", "workspace", "repository", "inference", "modelserver", "usage", "metrics"}, adapters...)},
+		// repository is how a sandbox reaches its repository, one floor
+		// above sandbox: the forge domain only, no HTTP.
+		{"repository", append([]string{"database/sql", "k8s.io/", "github.com/prometheus/", "net/http", "github.com/golang-jwt/",
 			"forge/", "githttp", "workspace", "inference", "modelserver", "usage", "metrics"}, adapters...)},
 		{"usage", append([]string{"database/sql", "k8s.io/", "github.com/prometheus/"}, adapters...)},
 		{"quantity", append([]string{"database/sql", "account", "sandbox", "guardrail"}, adapters...)},

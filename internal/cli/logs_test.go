@@ -26,6 +26,7 @@ import (
 	"berth.dev/berth/internal/guardrail"
 	"berth.dev/berth/internal/inference"
 	"berth.dev/berth/internal/inference/inferencetest"
+	"berth.dev/berth/internal/repository"
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
@@ -120,9 +121,10 @@ func newAgentGateway(t *testing.T, opts ...func(*agentSetup)) *agentGateway {
 	if setup.metered {
 		sbOpts = append(sbOpts, sandbox.WithSessionMeter(st))
 	}
+	repos := repository.New(st, accounts, repository.Config{Forge: lf, PublicURL: g.url, Audit: st}, log, time.Now)
 	svc = sandbox.NewService(st, drv, accounts, sandbox.Config{
 		Driver: "fake", Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""}, Template: tmpl, Audit: st,
-		Forge: lf, PublicURL: g.url,
+		Repositories: repos, PublicURL: g.url,
 		Agents: sandbox.AgentConfig{
 			Images: map[string]string{setup.runner: "localhost/berth-agent-" + setup.runner + ":latest"},
 			Model:  "claude-sonnet-4-5", LogDir: t.TempDir(), Prices: setup.prices,
@@ -134,7 +136,7 @@ func newAgentGateway(t *testing.T, opts ...func(*agentSetup)) *agentGateway {
 	go func() { defer close(done); svc.Run(runCtx, time.Hour) }()
 	t.Cleanup(func() { cancel(); <-done })
 	t.Cleanup(g.release) // runs first: a failed test leaves no agent waiting
-	srv.Config.Handler = gateway.New(gateway.Options{Accounts: accounts, Sandboxes: svc, Log: log, Version: "test", Driver: "fake", Forge: lf}).Handler()
+	srv.Config.Handler = gateway.New(gateway.Options{Accounts: accounts, Sandboxes: svc, Log: log, Version: "test", Driver: "fake", Forge: lf, Repositories: repos}).Handler()
 	srv.Start()
 	t.Cleanup(srv.Close)
 

@@ -60,7 +60,7 @@ func (s *Server) serveGit(w http.ResponseWriter, r *http.Request, _ account.Prin
 		gitUnauthorized(w, "the key is unknown, revoked or expired")
 		return
 	}
-	sb, repo, rules, err := s.sandboxes.GitAccess(r.Context(), p, path)
+	sb, repo, rules, err := s.repos.Access(r.Context(), p, path)
 	if err != nil {
 		s.gitError(w, r, err)
 		return
@@ -76,16 +76,16 @@ func (s *Server) serveGit(w http.ResponseWriter, r *http.Request, _ account.Prin
 		User:  string(sb.ID),
 		Rules: &rules,
 		Refused: func(ctx context.Context, _ []forge.RefUpdate, why map[string]string) {
-			s.sandboxes.GitRefused(ctx, sb, why)
+			s.repos.Refused(ctx, sb, why)
 		},
 		Pushed: func(ctx context.Context, done []forge.RefUpdate) error {
 			if s.mirrors != nil {
 				if err := s.mirrors.Push(ctx, repo, done); err != nil {
-					s.sandboxes.GitRefused(ctx, sb, map[string]string{done[0].Ref: err.Error()})
+					s.repos.Refused(ctx, sb, map[string]string{done[0].Ref: err.Error()})
 					return err
 				}
 			}
-			s.sandboxes.GitPushed(ctx, sb, done)
+			s.repos.Pushed(ctx, sb, done)
 			return nil
 		},
 	}, rest)
@@ -195,7 +195,7 @@ func (s *Server) gitCredential(w http.ResponseWriter, r *http.Request, p account
 	if s.rateLimited(w, r, s.credLimit, kind) {
 		return
 	}
-	t, err := s.sandboxes.GitCredential(r.Context(), p)
+	t, err := s.repos.Credential(r.Context(), p)
 	outcome := "issued"
 	switch {
 	case errors.Is(err, forge.ErrNoCredential):

@@ -26,6 +26,7 @@ import (
 	"berth.dev/berth/internal/gateway"
 	"berth.dev/berth/internal/guardrail"
 	"berth.dev/berth/internal/inference/inferencetest"
+	"berth.dev/berth/internal/repository"
 	"berth.dev/berth/internal/runner/runnertest"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
@@ -73,9 +74,10 @@ func newRunWorld(t *testing.T, wrap ...func(*fake.Driver) sandbox.Driver) *runWo
 	for _, f := range wrap {
 		drv = f(w.drv)
 	}
+	repos := repository.New(st, accounts, repository.Config{Forge: lf, PublicURL: w.url, Audit: st}, log, time.Now)
 	svc = sandbox.NewService(st, drv, accounts, sandbox.Config{
 		Driver: "fake", Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""}, Template: tmpl, Audit: st,
-		Forge: lf, PublicURL: w.url,
+		Repositories: repos, PublicURL: w.url,
 		Agents: sandbox.AgentConfig{
 			Images: map[string]string{"claude-code": "localhost/berth-agent-claude-code:latest"},
 			Model:  "claude-sonnet-4-5", LogDir: t.TempDir(),
@@ -86,7 +88,7 @@ func newRunWorld(t *testing.T, wrap ...func(*fake.Driver) sandbox.Driver) *runWo
 	done := make(chan struct{})
 	go func() { defer close(done); svc.Run(runCtx, time.Hour) }()
 	t.Cleanup(func() { cancel(); <-done })
-	srv.Config.Handler = gateway.New(gateway.Options{Accounts: accounts, Sandboxes: svc, Log: log, Version: "test", Driver: "fake", Forge: lf}).Handler()
+	srv.Config.Handler = gateway.New(gateway.Options{Accounts: accounts, Sandboxes: svc, Log: log, Version: "test", Driver: "fake", Forge: lf, Repositories: repos}).Handler()
 	srv.Start()
 	t.Cleanup(srv.Close)
 

@@ -11,7 +11,6 @@ import (
 
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/forge"
-	"berth.dev/berth/internal/forge/local"
 	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/runner/runnertest"
@@ -24,7 +23,7 @@ import (
 func agents(t *testing.T) option {
 	logs, work := t.TempDir(), t.TempDir()
 	return func(c *sandbox.Config) {
-		lf := c.Forge.(*local.Forge)
+		lf := c.Repositories.(repositories).local
 		c.Agents = sandbox.AgentConfig{
 			Images: map[string]string{
 				"claude-code": "localhost/berth-agent-claude-code:latest",

@@ -17,6 +17,7 @@ import (
 	"berth.dev/berth/internal/guardrail"
 	"berth.dev/berth/internal/inference/inferencetest"
 	"berth.dev/berth/internal/quantity"
+	"berth.dev/berth/internal/repository"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
 )
@@ -58,6 +59,7 @@ type env struct {
 	path     string // the store's SQLite file
 	drv      *fake.Driver
 	local    *local.Forge
+	repos    *repository.Service // over local
 	accounts *account.Service
 	svc      *sandbox.Service
 	cfg      sandbox.Config
@@ -70,7 +72,14 @@ type env struct {
 
 type option func(*sandbox.Config)
 
-func noForge(c *sandbox.Config) { c.Forge = nil }
+func noForge(c *sandbox.Config) { c.Repositories = nil }
+
+// repositories is the service's Repositories in the tests: the repository
+// service over the env's local forge, which agent runs' checkouts clone.
+type repositories struct {
+	*repository.Service
+	local *local.Forge
+}
 
 func newEnv(t *testing.T, opts ...option) *env {
 	t.Helper()
@@ -97,20 +106,21 @@ func newEnvOn(t *testing.T, storeOpts []store.Option, opts ...option) *env {
 	if _, err := e.local.Import(ctx, "acme/app", seedRepo(t)); err != nil {
 		t.Fatal(err)
 	}
+	log := slog.New(slog.NewTextHandler(t.Output(), nil))
+	e.accounts = account.NewService(st, st, e.clock.Now, func(ctx context.Context, org string) error { return e.svc.SeedClasses(ctx, org) }, st, log)
+	e.repos = repository.New(st, e.accounts, repository.Config{Forge: e.local, PublicURL: "http://gateway.test:8080", Audit: st}, log, e.clock.Now)
 	cfg := sandbox.Config{
-		Driver:    "fake",
-		Runtimes:  map[sandbox.Tier]string{sandbox.TierStandard: ""},
-		Forge:     e.local,
-		PublicURL: "http://gateway.test:8080",
-		Template:  classes,
-		Audit:     st,
+		Driver:       "fake",
+		Runtimes:     map[sandbox.Tier]string{sandbox.TierStandard: ""},
+		Repositories: repositories{e.repos, e.local},
+		PublicURL:    "http://gateway.test:8080",
+		Template:     classes,
+		Audit:        st,
 	}
 	for _, o := range opts {
 		o(&cfg)
 	}
 	e.cfg = cfg
-	log := slog.New(slog.NewTextHandler(t.Output(), nil))
-	e.accounts = account.NewService(st, st, e.clock.Now, func(ctx context.Context, org string) error { return e.svc.SeedClasses(ctx, org) }, st, log)
 	if cfg.Workspaces != nil {
 		// A deployment that runs agents serves their models.
 		e.opts = append(e.opts, sandbox.WithModelEnv(inferencetest.Scripted(t, st, e.accounts, "http://gateway.test:8080")))

@@ -24,6 +24,7 @@ import (
 	"berth.dev/berth/internal/guardrail"
 	"berth.dev/berth/internal/inference/inferencetest"
 	"berth.dev/berth/internal/quantity"
+	"berth.dev/berth/internal/repository"
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
@@ -134,9 +135,10 @@ func newWorld(t testing.TB, opts ...worldOption) *world {
 	if cfg.metered {
 		sbOpts = append(sbOpts, sandbox.WithSessionMeter(st))
 	}
+	repos := repository.New(st, w.accounts, repository.Config{Forge: lf, PublicURL: w.url, Audit: st}, log, time.Now)
 	svc = sandbox.NewService(st, drv, w.accounts, sandbox.Config{
 		Driver: cfg.driver, Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""}, Template: tmpl, Audit: st,
-		Retention: 90 * 24 * time.Hour, Forge: lf, PublicURL: w.url,
+		Retention: 90 * 24 * time.Hour, Repositories: repos, PublicURL: w.url,
 		Agents: sandbox.AgentConfig{
 			Images: map[string]string{"claude-code": "localhost/berth-agent-claude-code:latest", "opencode": "localhost/berth-agent-opencode:latest"},
 			Model:  "claude-sonnet-4-5", LogDir: logs, Prices: cfg.prices,
