@@ -1,7 +1,9 @@
 package internal_test
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -126,17 +128,34 @@ func TestImportDirection(t *testing.T) {
 // deps is what the package of ours at pkg (its short name) depends on,
 // itself left out, each import path with whether it is in the standard
 // library.
+//
+// go test caches a result by the files the test itself opens, and go list
+// runs in a process of its own: deps reads the directory and stats the Go
+// files of every package outside the standard library, so that a changed
+// import, or a new file, runs the test again instead of answering a pass
+// from the cache.
 func deps(t *testing.T, pkg string) map[string]bool {
 	t.Helper()
-	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}} {{.Standard}}", "./"+pkg).Output()
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}\t{{.Standard}}\t{{.Dir}}{{range .GoFiles}}\t{{.}}{{end}}", "./"+pkg).Output()
 	if err != nil {
 		t.Fatalf("go list %s: %v", pkg, err)
 	}
 	all := map[string]bool{}
 	for line := range strings.Lines(string(out)) {
-		dep, std, _ := strings.Cut(strings.TrimSpace(line), " ")
+		f := strings.Split(strings.TrimRight(line, "\n"), "\t")
+		dep, std := f[0], f[1] == "true"
+		if !std {
+			if _, err := os.ReadDir(f[2]); err != nil {
+				t.Fatal(err)
+			}
+			for _, name := range f[3:] {
+				if _, err := os.Stat(filepath.Join(f[2], name)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
 		if dep != module+pkg {
-			all[dep] = std == "true"
+			all[dep] = std
 		}
 	}
 	return all
