@@ -1,7 +1,9 @@
 package internal_test
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -13,19 +15,34 @@ const module = "berth.dev/berth/internal/"
 // do not import each other; the wire types import nothing of ours.
 func TestImportDirection(t *testing.T) {
 	adapters := []string{"store", "gateway", "client", "cli", "driver/"}
+	// The forges themselves, below the forge domain: HTTP (and, for
+	// GitHub, JWTs) by nature.
+	forges := []string{"forge/github", "forge/gitlab", "forge/local", "forge/rest"}
 	rules := []struct {
 		pkg    string
 		banned []string
 	}{
 		{"account", append([]string{"database/sql", "k8s.io/", "net/http", "sandbox", "usage"}, adapters...)},
 		{"guardrail", append([]string{"database/sql", "k8s.io/", "net/http", "account", "sandbox"}, adapters...)},
-		// sandbox reaches net/http only through forge, whose GitHub and
-		// GitLab clients are HTTP by nature.
-		{"sandbox", append([]string{"database/sql", "k8s.io/", "github.com/prometheus/"}, adapters...)},
+		// sandbox sees forges through the forge domain only: no HTTP, no
+		// JWT, none of the forges, the mirrors or the checkouts.
+		{"sandbox", append([]string{"database/sql", "k8s.io/", "github.com/prometheus/", "net/http", "github.com/golang-jwt/",
+			"forge/", "githttp", "workspace", "repository", "inference", "modelserver", "usage", "metrics"}, adapters...)},
+		// repository is how a sandbox reaches its repository, one floor
+		// above sandbox: the forge domain only, no HTTP.
+		{"repository", append([]string{"database/sql", "k8s.io/", "github.com/prometheus/", "net/http", "github.com/golang-jwt/",
+			"forge/", "githttp", "workspace", "inference", "modelserver", "usage", "metrics"}, adapters...)},
 		{"usage", append([]string{"database/sql", "k8s.io/", "github.com/prometheus/"}, adapters...)},
 		{"quantity", append([]string{"database/sql", "account", "sandbox", "guardrail"}, adapters...)},
 		{"name", append([]string{"database/sql", "account", "sandbox", "guardrail"}, adapters...)},
-		{"forge", append([]string{"database/sql", "k8s.io/", "account", "sandbox", "guardrail"}, adapters...)},
+		// forge is the domain: addresses, branch names, the Forge
+		// interface and the ref policy; the forges are below it.
+		{"forge", append([]string{"database/sql", "k8s.io/", "net/http", "github.com/golang-jwt/", "account", "sandbox", "guardrail", "forge/"}, adapters...)},
+		{"forge/local", append([]string{"database/sql", "k8s.io/", "net/http", "github.com/golang-jwt/", "account", "sandbox", "guardrail",
+			"forge/github", "forge/gitlab", "forge/rest"}, adapters...)},
+		{"forge/github", append([]string{"database/sql", "k8s.io/", "account", "sandbox", "guardrail", "forge/gitlab", "forge/local"}, adapters...)},
+		{"forge/gitlab", append([]string{"database/sql", "k8s.io/", "github.com/golang-jwt/", "account", "sandbox", "guardrail", "forge/github", "forge/local"}, adapters...)},
+		{"forge/rest", []string{module, "database/sql", "github.com/golang-jwt/"}},
 		{"audit", []string{module, "database/sql"}},
 		// overload is a leaf: the store returns its error, the gateway
 		// answers it.
@@ -44,6 +61,15 @@ func TestImportDirection(t *testing.T) {
 		{"githttp", []string{module + "store", module + "gateway", module + "client", module + "cli", module + "driver/", module + "sandbox", module + "account", "database/sql"}},
 		{"tunnel", []string{module}},
 		{"store", []string{module + "gateway", module + "client", module + "cli", module + "driver/"}},
+		// The podman driver runs the podman binary: no HTTP, no database, no
+		// other driver, none of the forges.
+		{"driver/podman", append([]string{module + "store", module + "gateway", module + "client", module + "cli", module + "driver/kubernetes", module + "driver/fake",
+			"database/sql", "k8s.io/", "net/http", "github.com/golang-jwt/", "github.com/prometheus/",
+			"githttp", "workspace", "inference", "modelserver", "usage", "metrics"}, forges...)},
+		// workspace makes checkouts with git on the host: it sees the forge
+		// domain and the mirrors through interfaces of its own.
+		{"workspace", append([]string{"database/sql", "k8s.io/", "net/http", "github.com/golang-jwt/", "github.com/prometheus/",
+			"githttp", "inference", "modelserver", "usage", "metrics"}, append(adapters, forges...)...)},
 		{"driver/kubernetes", []string{module + "store", module + "gateway", module + "client", module + "cli", module + "driver/podman", module + "driver/fake", "database/sql"}},
 		{"driver/fake", []string{module + "store", module + "gateway", module + "client", module + "cli", "database/sql"}},
 		{"gateway", []string{module + "store", module + "client", module + "cli", module + "driver/", "database/sql", "github.com/prometheus/", "github.com/chromedp/"}},
@@ -56,16 +82,7 @@ func TestImportDirection(t *testing.T) {
 	}
 	for _, r := range rules {
 		t.Run(r.pkg, func(t *testing.T) {
-			out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", "./"+r.pkg).Output()
-			if err != nil {
-				t.Fatalf("go list %s: %v", r.pkg, err)
-			}
-			self := module + r.pkg
-			for dep := range strings.Lines(string(out)) {
-				dep = strings.TrimSpace(dep)
-				if dep == self {
-					continue
-				}
+			for dep := range deps(t, r.pkg) {
 				for _, b := range r.banned {
 					full := b
 					if !strings.Contains(b, ".") && !strings.Contains(b, "/sql") && b != "net/http" {
@@ -78,4 +95,68 @@ func TestImportDirection(t *testing.T) {
 			}
 		})
 	}
+
+	// What goes into every sandbox image (berth-init) depends on the
+	// standard library and on these packages of ours alone: leaves that
+	// import nothing else of ours. No database, no Kubernetes client, no
+	// store, whatever arrives through a package it is allowed.
+	only := []struct {
+		pkg  string
+		ours []string
+	}{
+		// api: the wire types berth-init shares with the gateway.
+		{"entrypoint", []string{"api", "review", "runner", "secret"}},
+	}
+	for _, r := range only {
+		t.Run(r.pkg, func(t *testing.T) {
+			for dep, std := range deps(t, r.pkg) {
+				if std {
+					continue
+				}
+				ok := false
+				for _, o := range r.ours {
+					ok = ok || dep == module+o
+				}
+				if !ok {
+					t.Errorf("%s imports %s (only the standard library and %v)", r.pkg, dep, r.ours)
+				}
+			}
+		})
+	}
+}
+
+// deps is what the package of ours at pkg (its short name) depends on,
+// itself left out, each import path with whether it is in the standard
+// library.
+//
+// go test caches a result by the files the test itself opens, and go list
+// runs in a process of its own: deps reads the directory and stats the Go
+// files of every package outside the standard library, so that a changed
+// import, or a new file, runs the test again instead of answering a pass
+// from the cache.
+func deps(t *testing.T, pkg string) map[string]bool {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}\t{{.Standard}}\t{{.Dir}}{{range .GoFiles}}\t{{.}}{{end}}", "./"+pkg).Output()
+	if err != nil {
+		t.Fatalf("go list %s: %v", pkg, err)
+	}
+	all := map[string]bool{}
+	for line := range strings.Lines(string(out)) {
+		f := strings.Split(strings.TrimRight(line, "\n"), "\t")
+		dep, std := f[0], f[1] == "true"
+		if !std {
+			if _, err := os.ReadDir(f[2]); err != nil {
+				t.Fatal(err)
+			}
+			for _, name := range f[3:] {
+				if _, err := os.Stat(filepath.Join(f[2], name)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if dep != module+pkg {
+			all[dep] = std
+		}
+	}
+	return all
 }

@@ -27,10 +27,14 @@ import (
 	"berth.dev/berth/internal/driver/kubernetes"
 	"berth.dev/berth/internal/driver/podman"
 	"berth.dev/berth/internal/forge"
+	"berth.dev/berth/internal/forge/github"
+	"berth.dev/berth/internal/forge/gitlab"
+	"berth.dev/berth/internal/forge/local"
 	"berth.dev/berth/internal/gateway"
 	"berth.dev/berth/internal/githttp"
 	"berth.dev/berth/internal/inference"
 	"berth.dev/berth/internal/metrics"
+	"berth.dev/berth/internal/repository"
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/secret"
@@ -47,8 +51,9 @@ type app struct {
 	replica   *store.Replica // nil on SQLite
 	accounts  *account.Service
 	sandboxes *sandbox.Service
-	forge     forge.Forge      // nil without one
-	mirrors   *githttp.Mirrors // of a remote forge; nil for the local one
+	forge     forge.Forge         // nil without one
+	repos     *repository.Service // how sandboxes reach their repositories
+	mirrors   *githttp.Mirrors    // of a remote forge; nil for the local one
 	usage     *usage.Service
 	metrics   *metrics.Metrics
 	registry  *prometheus.Registry
@@ -128,10 +133,15 @@ func build(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 	if replica != nil {
 		sbOpts = append(sbOpts, sandbox.WithReplicas(replica))
 	}
+	repos := repository.New(st, accounts, repository.Config{Forge: fg, PublicURL: cfg.SandboxPublicURL, Audit: st}, log, time.Now)
+	var reach sandbox.Repositories // nil: sandboxes cannot have a repository
+	if fg != nil {
+		reach = repos
+	}
 	sandboxes = sandbox.NewService(st, drv, accounts, sandbox.Config{
 		Driver:        cfg.Driver,
 		Runtimes:      cfg.Runtimes,
-		Forge:         fg,
+		Repositories:  reach,
 		PublicURL:     cfg.SandboxPublicURL,
 		Template:      cfg.Classes,
 		AllowedImages: cfg.Images,
@@ -153,7 +163,7 @@ func build(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 		},
 	}, log, time.Now, sbOpts...)
 	reports := usage.NewService(st, accounts, sandboxes, cfg.UsageRetention, time.Now)
-	return &app{store: st, replica: replica, accounts: accounts, sandboxes: sandboxes, usage: reports, metrics: m, registry: reg, forge: fg, mirrors: mirrors, log: log,
+	return &app{store: st, replica: replica, accounts: accounts, sandboxes: sandboxes, usage: reports, metrics: m, registry: reg, forge: fg, repos: repos, mirrors: mirrors, log: log,
 		inference: models, scripted: scripted}, nil
 }
 
@@ -174,13 +184,13 @@ func buildForge(cfg Config, st *store.Store) (forge.Forge, error) {
 	case "":
 		return nil, nil
 	case "local":
-		return forge.NewLocal(cfg.LocalRepos, cfg.SandboxPublicURL, st, time.Now), nil
+		return local.New(cfg.LocalRepos, cfg.SandboxPublicURL, st, time.Now), nil
 	case "github":
 		key, err := os.ReadFile(cfg.GitAppKey)
 		if err != nil {
 			return nil, fmt.Errorf("BERTH_SANDBOX_GIT_APP_KEY_FILE: %w", err)
 		}
-		gh, err := forge.NewGitHub(forge.GitHubConfig{URL: cfg.GitURL, AppID: cfg.GitAppID, Key: secret.New(string(key))}, &http.Client{Timeout: 30 * time.Second}, time.Now)
+		gh, err := github.New(github.Config{URL: cfg.GitURL, AppID: cfg.GitAppID, Key: secret.New(string(key))}, &http.Client{Timeout: 30 * time.Second}, time.Now)
 		if err != nil {
 			return nil, fmt.Errorf("BERTH_SANDBOX_GIT_FORGE=github: %w", err)
 		}
@@ -190,7 +200,7 @@ func buildForge(cfg Config, st *store.Store) (forge.Forge, error) {
 		if err != nil {
 			return nil, fmt.Errorf("BERTH_SANDBOX_GIT_TOKEN_FILE: %w", err)
 		}
-		gl, err := forge.NewGitLab(forge.GitLabConfig{URL: cfg.GitURL, Token: secret.New(string(token))}, &http.Client{Timeout: 30 * time.Second}, time.Now)
+		gl, err := gitlab.New(gitlab.Config{URL: cfg.GitURL, Token: secret.New(string(token))}, &http.Client{Timeout: 30 * time.Second}, time.Now)
 		if err != nil {
 			return nil, fmt.Errorf("BERTH_SANDBOX_GIT_FORGE=gitlab: %w", err)
 		}
@@ -216,8 +226,8 @@ func workspacesFor(cfg Config, fg forge.Forge, mirrors *githttp.Mirrors) *worksp
 		uid = podman.SandboxUID
 	}
 	var src workspace.Source
-	if local, ok := fg.(*forge.Local); ok {
-		src = workspace.Local{Forge: local}
+	if lf, ok := fg.(*local.Forge); ok {
+		src = workspace.Local{Forge: lf}
 	} else {
 		src = workspace.Mirrored{Mirrors: mirrors}
 	}
@@ -273,7 +283,7 @@ func serve(ctx context.Context, cfg Config, env Env) error {
 		return fmt.Errorf("BERTH_ADDR: %w", err)
 	}
 	gw := gateway.New(gateway.Options{Accounts: a.accounts, Sandboxes: a.sandboxes, Usage: a.usage, Log: log, Version: Version, Driver: cfg.Driver,
-		Forge: a.forge, Mirrors: gatewayMirrors(a.mirrors), Meter: a.metrics, Inference: a.inference, Scripted: a.scripted,
+		Forge: a.forge, Repositories: a.repos, Mirrors: gatewayMirrors(a.mirrors), Meter: a.metrics, Inference: a.inference, Scripted: a.scripted,
 		Metrics: promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{
 			ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 			ErrorHandling: promhttp.ContinueOnError, // a failed count still serves the rest
