@@ -3,13 +3,13 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/server"
 )
 
 func newAdminCmd(env Env) *cobra.Command {
@@ -30,30 +30,19 @@ and refuses when any organisation exists.`,
   berth admin bootstrap --org acme --user ops@acme.example -o json | jq -r .key.secret | berth login`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := LoadConfig(env.Getenv)
+			cfg, err := server.LoadConfig(env.Getenv)
 			if err != nil {
 				return fmt.Errorf("bootstrap: the gateway's settings are wrong:\n%w", err)
 			}
-			a, err := build(cmd.Context(), cfg, slog.New(slog.DiscardHandler))
+			out, err := server.Bootstrap(cmd.Context(), cfg, org, project, user)
 			if err != nil {
 				return err
-			}
-			defer a.store.Close()
-			o, p, u, k, err := a.accounts.Bootstrap(cmd.Context(), org, project, user)
-			if err != nil {
-				return err
-			}
-			out := api.Bootstrap{
-				Organisation: api.Organisation{ID: o.ID, Name: o.Name, CreatedAt: o.CreatedAt},
-				Project:      api.Project{ID: p.ID, Organisation: p.Org, Name: p.Name, Default: true, CreatedAt: p.CreatedAt},
-				User:         api.User{ID: u.ID, Organisation: u.Org, Name: u.Name, Role: string(u.Role), CreatedAt: u.CreatedAt},
-				Key:          api.NewKey{Key: api.Key{ID: k.Key.ID, User: u.ID, Name: k.Key.Name, CreatedAt: k.Key.CreatedAt}, Secret: k.Secret.Reveal()},
 			}
 			return render(env.Stdout, output, out, func(tw *tabwriter.Writer) {
-				fmt.Fprintf(tw, "organisation\t%s\t%s\n", o.Name, o.ID)
-				fmt.Fprintf(tw, "project\t%s\t%s\n", p.Name, p.ID)
-				fmt.Fprintf(tw, "operator\t%s\t%s\n", u.Name, u.ID)
-				fmt.Fprintf(tw, "key\t%s\t(shown once: keep it; berth login reads it from stdin)\n", k.Secret.Reveal())
+				fmt.Fprintf(tw, "organisation\t%s\t%s\n", out.Organisation.Name, out.Organisation.ID)
+				fmt.Fprintf(tw, "project\t%s\t%s\n", out.Project.Name, out.Project.ID)
+				fmt.Fprintf(tw, "operator\t%s\t%s\n", out.User.Name, out.User.ID)
+				fmt.Fprintf(tw, "key\t%s\t(shown once: keep it; berth login reads it from stdin)\n", out.Key.Secret)
 			})
 		},
 	}
@@ -503,15 +492,15 @@ sandbox images into that store, or look at the gateway's containers, with:
   podman ps --all`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			cfg, err := LoadConfig(env.Getenv)
+			cfg, err := server.LoadConfig(env.Getenv)
 			if err != nil {
 				return fmt.Errorf("podman-env: the gateway's settings are wrong:\n%w", err)
 			}
-			pc := podmanConfig(cfg)
-			if err := pc.WriteConfig(); err != nil {
+			penv, err := server.PodmanEnv(cfg)
+			if err != nil {
 				return err
 			}
-			for _, kv := range pc.Env() {
+			for _, kv := range penv {
 				if k, v, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "CONTAINERS_") {
 					fmt.Fprintf(env.Stdout, "export %s=%s\n", k, shellQuote(v))
 				}

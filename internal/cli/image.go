@@ -23,6 +23,7 @@ import (
 	"berth.dev/berth/internal/driver/podman"
 	"berth.dev/berth/internal/entrypoint"
 	"berth.dev/berth/internal/runner"
+	"berth.dev/berth/internal/server"
 )
 
 // The agent-run contract's fixed places (SPEC S13) and what an image
@@ -87,11 +88,11 @@ sets it). podman runs with the podman driver's environment, as for
 					return usageError{fmt.Errorf("--runner: %w", err)}
 				}
 			}
-			cfg, err := LoadConfig(env.Getenv)
+			cfg, err := server.LoadConfig(env.Getenv)
 			if err != nil {
 				return fmt.Errorf("image check: the gateway's settings are wrong:\n%w", err)
 			}
-			pc := podmanConfig(cfg)
+			pc := server.PodmanConfig(cfg)
 			if err := pc.WriteConfig(); err != nil {
 				return err
 			}

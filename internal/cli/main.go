@@ -1,7 +1,8 @@
 // Package cli is the berth command line: a cobra tree built by
-// constructors (no package state), the client-side configuration written
-// by `berth login`, and serve.go, the composition root that wires the
-// store, the driver, the services and the gateway together.
+// constructors (no package state) and the client-side configuration written
+// by `berth login`. The commands that run the gateway, or work on its host
+// (berth serve, berth admin, repo, image), are thin: they call server, the
+// composition root.
 package cli
 
 import (
@@ -17,10 +18,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/server"
 )
-
-// Version is berth's version, reported by `berth version` and /healthz.
-const Version = "0.1.0-dev"
 
 // Env is everything the CLI takes from its surroundings, so tests can run
 // it in-process with their own.
@@ -158,7 +157,7 @@ func newVersionCmd(env Env) *cobra.Command {
 		Short: "Print berth's version",
 		Args:  noArgs,
 		RunE: func(*cobra.Command, []string) error {
-			fmt.Fprintln(env.Stdout, "berth", Version)
+			fmt.Fprintln(env.Stdout, "berth", server.Version)
 			return nil
 		},
 	}

@@ -1,14 +1,13 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"berth.dev/berth/internal/forge"
+	"berth.dev/berth/internal/server"
 )
 
 func newRepoCmd(env Env) *cobra.Command {
@@ -22,14 +21,11 @@ the gateway's settings, like berth admin bootstrap. A sandbox names a local
 repository by its name: berth sandbox create --repo acme/app.`,
 	}
 	local := func() (*forge.Local, error) {
-		cfg, err := LoadConfig(env.Getenv)
+		cfg, err := server.LoadConfig(env.Getenv)
 		if err != nil {
 			return nil, fmt.Errorf("the gateway's settings are wrong:\n%w", err)
 		}
-		if cfg.Forge != "local" {
-			return nil, errors.New("the local forge is not configured: set BERTH_SANDBOX_GIT_FORGE=local")
-		}
-		return forge.NewLocal(cfg.LocalRepos, cfg.SandboxPublicURL, nil, time.Now), nil
+		return server.LocalForge(cfg)
 	}
 	imp := &cobra.Command{
 		Use:   "import NAME PATH",

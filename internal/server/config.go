@@ -1,4 +1,4 @@
-package cli
+package server
 
 import (
 	"errors"
@@ -94,8 +94,8 @@ type Config struct {
 // load of other work drained in 2–9 s (README, Stopping and crashes).
 const DefaultShutdownGrace = time.Minute
 
-// settings lists every setting LoadConfig reads, for `berth serve --help`.
-var settingsHelp = `Settings (environment variables, read once at start-up):
+// SettingsHelp lists every setting LoadConfig reads, for `berth serve --help`.
+const SettingsHelp = `Settings (environment variables, read once at start-up):
   BERTH_ADDR                        listen address (default :8080)
   BERTH_DATA_DIR                    data directory (default ~/.local/share/berth)
   BERTH_DATABASE_URL                database: an SQLite file (default: berth.db in the data

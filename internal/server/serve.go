@@ -1,4 +1,9 @@
-package cli
+// Package server is berth's composition root: LoadConfig reads the
+// gateway's settings (BERTH_*), Build wires the store, the driver, the
+// services and the gateway together, and Serve runs them until told to
+// stop. It is the one package that knows every adapter; the cobra commands
+// that call it are in cli.
+package server
 
 import (
 	"context"
@@ -16,7 +21,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/spf13/cobra"
 
 	"berth.dev/berth/internal/account"
 	"k8s.io/client-go/dynamic"
@@ -39,10 +43,13 @@ import (
 	"berth.dev/berth/internal/workspace"
 )
 
-// app is the gateway wired together: the composition root's product,
+// Version is berth's version, reported by `berth version` and /healthz.
+const Version = "0.1.0-dev"
+
+// App is the gateway wired together: the composition root's product,
 // shared by `berth serve` and the admin commands that work on the database
 // directly.
-type app struct {
+type App struct {
 	store     *store.Store
 	replica   *store.Replica // nil on SQLite
 	accounts  *account.Service
@@ -57,9 +64,9 @@ type app struct {
 	scripted  http.Handler       // the scripted provider's server; nil without one
 }
 
-// build opens the store, picks the driver and makes the services, in that
+// Build opens the store, picks the driver and makes the services, in that
 // order. It is the one place that knows every adapter.
-func build(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
+func Build(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	st, err := store.Open(ctx, cfg.DatabaseURL, store.WithWriteWait(cfg.WriteWait))
 	if err != nil {
 		return nil, fmt.Errorf("BERTH_DATABASE_URL: %w", err)
@@ -69,7 +76,7 @@ func build(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 	case "fake":
 		drv = fake.New()
 	case "podman":
-		pc := podmanConfig(cfg)
+		pc := PodmanConfig(cfg)
 		if pc.Deployment, err = st.DeploymentID(ctx); err != nil {
 			st.Close()
 			return nil, err
@@ -153,7 +160,7 @@ func build(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 		},
 	}, log, time.Now, sbOpts...)
 	reports := usage.NewService(st, accounts, sandboxes, cfg.UsageRetention, time.Now)
-	return &app{store: st, replica: replica, accounts: accounts, sandboxes: sandboxes, usage: reports, metrics: m, registry: reg, forge: fg, mirrors: mirrors, log: log,
+	return &App{store: st, replica: replica, accounts: accounts, sandboxes: sandboxes, usage: reports, metrics: m, registry: reg, forge: fg, mirrors: mirrors, log: log,
 		inference: models, scripted: scripted}, nil
 }
 
@@ -224,32 +231,10 @@ func workspacesFor(cfg Config, fg forge.Forge, mirrors *githttp.Mirrors) *worksp
 	return workspace.New(filepath.Join(cfg.DataDir, "work"), uid, fg, src)
 }
 
-func newServeCmd(env Env) *cobra.Command {
-	return &cobra.Command{
-		Use:   "serve",
-		Short: "Run the gateway",
-		Long: `Run the gateway: the API, the sandbox driver and the sweep.
-
-It reads its settings from BERTH_* environment variables once, and refuses
-to start, naming the setting, when one is wrong.
-
-` + settingsHelp,
-		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := LoadConfig(env.Getenv)
-			if err != nil {
-				return fmt.Errorf("refusing to start:\n%w", err)
-			}
-			return serve(cmd.Context(), cfg, env)
-		},
-	}
-}
-
-// serve runs the HTTP server and the sandbox service's background work
-// until ctx is done, then shuts both down and returns.
-func serve(ctx context.Context, cfg Config, env Env) error {
-	log := newLogger(env.Stderr, cfg.LogLevel)
-	a, err := build(ctx, cfg, log)
+// Serve runs the HTTP server and the sandbox service's background work
+// until ctx is done, then shuts both down and returns. It logs to log.
+func Serve(ctx context.Context, cfg Config, log *slog.Logger) error {
+	a, err := Build(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
@@ -391,8 +376,8 @@ func gatewayMirrors(m *githttp.Mirrors) gateway.Mirrors {
 	return m
 }
 
-// newLogger logs JSON, or text when w is a terminal.
-func newLogger(w io.Writer, level string) *slog.Logger {
+// NewLogger is the gateway's log: JSON, or text when w is a terminal.
+func NewLogger(w io.Writer, level string) *slog.Logger {
 	var lv slog.Level
 	_ = lv.UnmarshalText([]byte(level))
 	opts := &slog.HandlerOptions{Level: lv}
@@ -404,10 +389,10 @@ func newLogger(w io.Writer, level string) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, opts))
 }
 
-// podmanConfig is the podman driver's share of the settings. Its state
+// PodmanConfig is the podman driver's share of the settings. Its state
 // (containers.conf, storage.conf and podman's store, where the sandbox
 // images are built) lives in the data directory.
-func podmanConfig(cfg Config) podman.Config {
+func PodmanConfig(cfg Config) podman.Config {
 	rts := map[string]string{}
 	for _, rt := range cfg.Runtimes {
 		if strings.Contains(rt, "/") {
