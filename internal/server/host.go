@@ -20,14 +20,14 @@ import (
 
 // Bootstrap creates the first organisation, its project and an operator in
 // the gateway's database, and mints the operator's key (berth admin
-// bootstrap).
+// bootstrap). It is Build's first phase only: it makes no driver.
 func Bootstrap(ctx context.Context, cfg Config, org, project, user string) (api.Bootstrap, error) {
-	a, err := Build(ctx, cfg, slog.New(slog.DiscardHandler))
+	b, err := Open(ctx, cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return api.Bootstrap{}, err
 	}
-	defer a.store.Close()
-	o, p, u, k, err := a.accounts.Bootstrap(ctx, org, project, user)
+	defer b.Close()
+	o, p, u, k, err := b.accounts.Bootstrap(ctx, org, project, user)
 	if err != nil {
 		return api.Bootstrap{}, err
 	}

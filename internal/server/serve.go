@@ -64,44 +64,79 @@ type App struct {
 	scripted  http.Handler       // the scripted provider's server; nil without one
 }
 
-// Build opens the store, picks the driver and makes the services, in that
-// order. It is the one place that knows every adapter.
-func Build(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
+// Base is Build's first phase: the store and the account service. It
+// makes no driver, forge or model service, so what needs the accounts
+// alone (berth admin bootstrap) touches nothing else: no podman file is
+// written, no cluster reached.
+type Base struct {
+	store    *store.Store
+	accounts *account.Service
+}
+
+// Open is Build's first phase: it opens the store and makes the account
+// service. Each new organisation gets its copies of the template classes
+// (BERTH_SANDBOXES_FILE) through the store, by a hook that needs no
+// sandbox service.
+func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Base, error) {
 	st, err := store.Open(ctx, cfg.DatabaseURL, store.WithWriteWait(cfg.WriteWait))
 	if err != nil {
 		return nil, fmt.Errorf("BERTH_DATABASE_URL: %w", err)
 	}
-	var drv sandbox.Driver
+	seed := sandbox.ClassSeeder(st, cfg.Classes)
+	return &Base{store: st, accounts: account.NewService(st, st, time.Now, seed, st, log)}, nil
+}
+
+// Close closes the store.
+func (b *Base) Close() error { return b.store.Close() }
+
+// Build opens the store and makes the account service (Open), then picks
+// the driver and makes the other services, in that order. It is the one
+// place that knows every adapter.
+func Build(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
+	b, err := Open(ctx, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	a, err := b.build(ctx, cfg, log)
+	if err != nil {
+		b.Close()
+		return nil, err
+	}
+	return a, nil
+}
+
+// build is Build's second phase, on the store and accounts of the first.
+func (b *Base) build(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
+	st, accounts := b.store, b.accounts
+	var (
+		drv sandbox.Driver
+		err error
+	)
 	switch cfg.Driver {
 	case "fake":
 		drv = fake.New()
 	case "podman":
 		pc := PodmanConfig(cfg)
 		if pc.Deployment, err = st.DeploymentID(ctx); err != nil {
-			st.Close()
 			return nil, err
 		}
 		pd, err := podman.New(pc, log)
 		if err != nil {
-			st.Close()
 			return nil, fmt.Errorf("BERTH_SANDBOX_DRIVER=podman: %w", err)
 		}
 		drv = pd
 	case "kubernetes":
 		kd, err := kubernetesDriver(ctx, cfg, st, log)
 		if err != nil {
-			st.Close()
 			return nil, err
 		}
 		drv = kd
 	case "":
 	default:
-		st.Close()
 		return nil, fmt.Errorf("BERTH_SANDBOX_DRIVER: %s is not built into this version", cfg.Driver)
 	}
 	fg, err := buildForge(cfg, st)
 	if err != nil {
-		st.Close()
 		return nil, err
 	}
 	// The registry is this gateway's own, never Prometheus's global one.
@@ -109,7 +144,6 @@ func Build(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m, err := metrics.New(reg, st)
 	if err != nil {
-		st.Close()
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
 	mirrors := mirrorsFor(cfg, fg)
@@ -117,25 +151,20 @@ func Build(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 	if fg != nil && cfg.Driver != "" {
 		work = workspacesFor(cfg, fg, mirrors)
 	}
-	var sandboxes *sandbox.Service
-	seed := func(ctx context.Context, org string) error { return sandboxes.SeedClasses(ctx, org) }
-	accounts := account.NewService(st, st, time.Now, seed, st, log)
 	models, scripted, sbOpts, err := buildInference(cfg, st, accounts, log)
 	if err != nil {
-		st.Close()
 		return nil, err
 	}
 	// Replicas on one PostgreSQL database elect the sweep's leader and
 	// hold what each serves; SQLite has one gateway, which always sweeps.
 	replica, err := st.Replica(ctx, log)
 	if err != nil {
-		st.Close()
 		return nil, fmt.Errorf("BERTH_DATABASE_URL: %w", err)
 	}
 	if replica != nil {
 		sbOpts = append(sbOpts, sandbox.WithReplicas(replica))
 	}
-	sandboxes = sandbox.NewService(st, drv, accounts, sandbox.Config{
+	sandboxes := sandbox.NewService(st, drv, accounts, sandbox.Config{
 		Driver:        cfg.Driver,
 		Runtimes:      cfg.Runtimes,
 		Forge:         fg,
