@@ -24,7 +24,7 @@ to start, naming the setting, when one is wrong.
 			if err != nil {
 				return fmt.Errorf("refusing to start:\n%w", err)
 			}
-			return server.Serve(cmd.Context(), cfg, server.NewLogger(env.Stderr, cfg.LogLevel))
+			return server.Serve(cmd.Context(), cfg, server.NewLogger(env.Stderr, cfg.LogLevel), env.Serve...)
 		},
 	}
 }

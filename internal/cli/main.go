@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/signal"
 	"syscall"
 	"time"
 
@@ -34,6 +35,9 @@ type Env struct {
 	// syscall.Exec does (berth sandbox ssh becomes ssh). When nil, the
 	// program runs as a child instead, on Stdin, Stdout and Stderr.
 	Exec func(argv0 string, argv, envv []string) error
+	// Serve is what berth serve passes to server.Build: none in berth
+	// itself; the knobs of tests that run a berth binary of their own.
+	Serve []server.Option
 }
 
 // OSEnv is the process's real environment.
@@ -49,6 +53,29 @@ type usageError struct{ error }
 type exitError struct{ code int }
 
 func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
+
+// Run is Main as a process runs it: the first SIGINT or SIGTERM cancels
+// the command's context (berth serve lets what is in flight finish); a
+// second one exits at once, leaving what a crash leaves.
+func Run(args []string, env Env) int {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		<-sigs
+		cancel()
+		sig := <-sigs
+		fmt.Fprintf(env.Stderr, "berth: %v again: exiting at once\n", sig)
+		code := 130 // SIGINT's exit status in a shell
+		if sig == syscall.SIGTERM {
+			code = 143
+		}
+		os.Exit(code)
+	}()
+	return Main(ctx, args, env)
+}
 
 // Main runs the berth command line and returns its exit code: 0 on
 // success, 2 for a usage mistake, 1 for any other failure.

@@ -89,15 +89,30 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Base, error) {
 // Close closes the store.
 func (b *Base) Close() error { return b.store.Close() }
 
+// Option changes what Build makes, for tests; no setting reaches one.
+type Option func(*options)
+
+type options struct {
+	minTTL time.Duration // 0: sandbox.MinClassTTL
+}
+
+// WithMinTTL lowers the shortest lifetime a sandbox may ask for (5m), so
+// a test can watch sandboxes expire in seconds.
+func WithMinTTL(d time.Duration) Option { return func(o *options) { o.minTTL = d } }
+
 // Build opens the store and makes the account service (Open), then picks
 // the driver and makes the other services, in that order. It is the one
 // place that knows every adapter.
-func Build(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
+func Build(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (*App, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	b, err := Open(ctx, cfg, log)
 	if err != nil {
 		return nil, err
 	}
-	a, err := b.build(ctx, cfg, log)
+	a, err := b.build(ctx, cfg, log, o)
 	if err != nil {
 		b.Close()
 		return nil, err
@@ -106,7 +121,7 @@ func Build(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
 }
 
 // build is Build's second phase, on the store and accounts of the first.
-func (b *Base) build(ctx context.Context, cfg Config, log *slog.Logger) (*App, error) {
+func (b *Base) build(ctx context.Context, cfg Config, log *slog.Logger, o options) (*App, error) {
 	st, accounts := b.store, b.accounts
 	var (
 		drv sandbox.Driver
@@ -171,7 +186,7 @@ func (b *Base) build(ctx context.Context, cfg Config, log *slog.Logger) (*App, e
 		PublicURL:     cfg.SandboxPublicURL,
 		Template:      cfg.Classes,
 		AllowedImages: cfg.Images,
-		MinTTL:        cfg.MinTTL,
+		MinTTL:        o.minTTL,
 		IdleSuspend:   cfg.IdleSuspend,
 		Audit:         st,
 		Retention:     cfg.UsageRetention,
@@ -260,10 +275,11 @@ func workspacesFor(cfg Config, fg forge.Forge, mirrors *githttp.Mirrors) *worksp
 	return workspace.New(filepath.Join(cfg.DataDir, "work"), uid, fg, src)
 }
 
-// Serve runs the HTTP server and the sandbox service's background work
-// until ctx is done, then shuts both down and returns. It logs to log.
-func Serve(ctx context.Context, cfg Config, log *slog.Logger) error {
-	a, err := Build(ctx, cfg, log)
+// Serve builds the gateway (Build, with opts) and runs the HTTP server and
+// the sandbox service's background work until ctx is done, then shuts both
+// down and returns. It logs to log.
+func Serve(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) error {
+	a, err := Build(ctx, cfg, log, opts...)
 	if err != nil {
 		return err
 	}
