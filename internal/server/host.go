@@ -50,6 +50,17 @@ func PodmanEnv(cfg Config) ([]string, error) {
 	return pc.Env(), nil
 }
 
+// CheckImage checks that an agent image in the podman driver's store keeps
+// the agent-run contract, without starting its agent (berth image check):
+// podman.Config.CheckImage, with the driver's configuration written first.
+func CheckImage(ctx context.Context, cfg Config, image, runnerName string, timeout time.Duration) (podman.ImageCheck, error) {
+	pc := PodmanConfig(cfg)
+	if err := pc.WriteConfig(); err != nil {
+		return podman.ImageCheck{}, err
+	}
+	return pc.CheckImage(ctx, image, runnerName, timeout)
+}
+
 // AgentNetwork is the podman driver's allowlist network as `berth admin
 // agent-network` made it: runs on it reach Gateway:Port and nothing else.
 type AgentNetwork struct {

@@ -1,4 +1,4 @@
-package cli
+package podman
 
 import (
 	"encoding/json"
