@@ -20,6 +20,13 @@ func outputFlag(cmd *cobra.Command, dst *string) {
 	cmd.Flags().VarP((*formatValue)(dst), "output", "o", "output format: table or json")
 }
 
+// orgFlag adds --org to commands on one organisation (see inOrg).
+func orgFlag(dst *string, cmds ...*cobra.Command) {
+	for _, c := range cmds {
+		c.Flags().StringVar(dst, "org", "", "organisation name or id (default yours)")
+	}
+}
+
 // limitFlag adds --limit to a list command. Without it the command shows
 // the whole list, which the client reads from the gateway a page at a time.
 func limitFlag(cmd *cobra.Command, dst *int) {
