@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/openssh"
 	"berth.dev/berth/internal/server"
 )
 
@@ -458,7 +459,7 @@ sandbox images into that store, or look at the gateway's containers, with:
 			}
 			for _, kv := range penv {
 				if k, v, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "CONTAINERS_") {
-					fmt.Fprintf(env.Stdout, "export %s=%s\n", k, shellQuote(v))
+					fmt.Fprintf(env.Stdout, "export %s=%s\n", k, openssh.ShellQuote(v))
 				}
 			}
 			return nil
