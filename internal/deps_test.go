@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -60,6 +61,11 @@ func TestImportDirection(t *testing.T) {
 		{"modelserver", []string{module}},
 		{"githttp", []string{module + "store", module + "gateway", module + "client", module + "cli", module + "driver/", module + "sandbox", module + "account", "database/sql"}},
 		{"tunnel", []string{module}},
+		// openssh is what the CLI hands OpenSSH: pure, stdlib only.
+		{"openssh", []string{module, "database/sql", "net/http"}},
+		// server is the composition root: every adapter, but never the
+		// client side (TestCompositionRoot has the rest).
+		{"server", []string{module + "cli", module + "client"}},
 		{"store", []string{module + "gateway", module + "client", module + "cli", module + "driver/"}},
 		// The podman driver runs the podman binary: no HTTP, no database, no
 		// other driver, none of the forges.
@@ -159,4 +165,66 @@ func deps(t *testing.T, pkg string) map[string]bool {
 		}
 	}
 	return all
+}
+
+// TestCompositionRoot keeps server the one package that knows every
+// adapter (STYLE.md §3): the adapters that make the gateway are imported
+// by it alone, it by cli alone, and cli, the client side and thin commands
+// over server, imports only the wire, the client, server and the few
+// domain helpers its commands need. cli reaches the adapters through
+// server, so its rule is on what it imports itself, not on everything
+// below it.
+func TestCompositionRoot(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "berth.dev/berth/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	imports := map[string][]string{} // package → what its non-test files import
+	for line := range strings.Lines(string(out)) {
+		f := strings.Fields(line)
+		imports[f[0]] = f[1:]
+	}
+
+	// Who may import each of these (and its subpackages, "driver/" all
+	// the drivers); a package's own subpackages may too.
+	under := func(p, pkg string) bool {
+		if strings.HasSuffix(pkg, "/") {
+			return strings.HasPrefix(p, module+pkg)
+		}
+		return p == module+pkg || strings.HasPrefix(p, module+pkg+"/")
+	}
+	for _, r := range []struct {
+		pkg       string
+		importers []string
+	}{
+		{"store", []string{module + "server"}},
+		{"driver/", []string{module + "server"}},
+		{"gateway", []string{module + "server"}},
+		{"server", []string{module + "cli", module + "e2e/berthtest"}},
+		{"cli", []string{"berth.dev/berth/cmd/berth", module + "e2e/berthtest"}},
+	} {
+		t.Run("importers of "+r.pkg, func(t *testing.T) {
+			for imp, deps := range imports {
+				if under(imp, r.pkg) || slices.Contains(r.importers, imp) {
+					continue
+				}
+				for _, dep := range deps {
+					if under(dep, r.pkg) {
+						t.Errorf("%s imports %s: only %v may (server, the composition root, wires the adapters)", imp, dep, r.importers)
+					}
+				}
+			}
+		})
+	}
+
+	t.Run("cli imports", func(t *testing.T) {
+		allowed := []string{module + "api", module + "client", module + "server", module + "openssh",
+			module + "account", module + "forge", module + "forge/local", module + "quantity", module + "runner", "github.com/spf13/cobra"}
+		for _, dep := range imports[module+"cli"] {
+			first, _, _ := strings.Cut(dep, "/")
+			if (strings.Contains(first, ".") || dep == "database/sql") && !slices.Contains(allowed, dep) {
+				t.Errorf("cli imports %s: it imports %v only, and reaches the rest through server", dep, allowed)
+			}
+		}
+	})
 }

@@ -1,15 +1,14 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/forge/local"
+	"berth.dev/berth/internal/server"
 )
 
 func newRepoCmd(env Env) *cobra.Command {
@@ -23,14 +22,11 @@ the gateway's settings, like berth admin bootstrap. A sandbox names a local
 repository by its name: berth sandbox create --repo acme/app.`,
 	}
 	localForge := func() (*local.Forge, error) {
-		cfg, err := LoadConfig(env.Getenv)
+		cfg, err := server.LoadConfig(env.Getenv)
 		if err != nil {
 			return nil, fmt.Errorf("the gateway's settings are wrong:\n%w", err)
 		}
-		if cfg.Forge != "local" {
-			return nil, errors.New("the local forge is not configured: set BERTH_SANDBOX_GIT_FORGE=local")
-		}
-		return local.New(cfg.LocalRepos, cfg.SandboxPublicURL, nil, time.Now), nil
+		return server.LocalForge(cfg)
 	}
 	imp := &cobra.Command{
 		Use:   "import NAME PATH",

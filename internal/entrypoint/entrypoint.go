@@ -118,6 +118,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"berth.dev/berth/internal/api"
 )
 
 // Exit codes.
@@ -260,7 +262,7 @@ type config struct {
 	// The agent-run mode (run.go).
 	runner      string
 	promptFile  string
-	runnerFiles []runnerFile
+	runnerFiles []api.RunnerFile
 	imageCheck  bool
 	// work is the agent-run modes' checkout, /work (workDir).
 	work string

@@ -171,9 +171,24 @@ func (s *Service) DeleteClass(ctx context.Context, p account.Principal, orgRef, 
 
 // SeedClasses gives a new organisation its copies of the template classes.
 func (s *Service) SeedClasses(ctx context.Context, org string) error {
-	if len(s.cfg.Template) == 0 {
-		return nil
+	return ClassSeeder(s.store, s.cfg.Template)(ctx, org)
+}
+
+// ClassWriter is the store's side of ClassSeeder.
+type ClassWriter interface {
+	PutClasses(ctx context.Context, org string, classes []Class, events ...audit.Event) (created []string, err error)
+}
+
+// ClassSeeder is the hook account.Service calls for each new organisation:
+// it writes the organisation's copies of the template classes through st.
+// It needs no Service, so the accounts are made first, and alone where
+// nothing else is needed (berth admin bootstrap).
+func ClassSeeder(st ClassWriter, template []Class) func(ctx context.Context, org string) error {
+	return func(ctx context.Context, org string) error {
+		if len(template) == 0 {
+			return nil
+		}
+		_, err := st.PutClasses(ctx, org, template)
+		return err
 	}
-	_, err := s.store.PutClasses(ctx, org, s.cfg.Template)
-	return err
 }
