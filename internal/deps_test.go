@@ -20,8 +20,12 @@ func TestImportDirection(t *testing.T) {
 		{"account", append([]string{"database/sql", "k8s.io/", "net/http", "sandbox", "usage"}, adapters...)},
 		{"guardrail", append([]string{"database/sql", "k8s.io/", "net/http", "account", "sandbox"}, adapters...)},
 		// sandbox reaches net/http only through forge, whose GitHub and
-		// GitLab clients are HTTP by nature.
-		{"sandbox", append([]string{"database/sql", "k8s.io/", "github.com/prometheus/"}, adapters...)},
+		// GitLab clients are HTTP by nature. Agent runs are one floor up:
+		// sandbox calls them through its Runs port, never by name.
+		{"sandbox", append([]string{"database/sql", "k8s.io/", "github.com/prometheus/", "agentrun"}, adapters...)},
+		// agentrun is a domain package above sandbox: its store, driver
+		// and checkouts are ports it declares.
+		{"agentrun", append([]string{"database/sql", "k8s.io/", "github.com/prometheus/"}, adapters...)},
 		{"usage", append([]string{"database/sql", "k8s.io/", "github.com/prometheus/"}, adapters...)},
 		{"quantity", append([]string{"database/sql", "account", "sandbox", "guardrail"}, adapters...)},
 		{"name", append([]string{"database/sql", "account", "sandbox", "guardrail"}, adapters...)},

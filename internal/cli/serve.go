@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/agentrun"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -47,6 +48,7 @@ type app struct {
 	replica   *store.Replica // nil on SQLite
 	accounts  *account.Service
 	sandboxes *sandbox.Service
+	runs      *agentrun.Service
 	forge     forge.Forge      // nil without one
 	mirrors   *githttp.Mirrors // of a remote forge; nil for the local one
 	usage     *usage.Service
@@ -106,7 +108,7 @@ func build(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
 	mirrors := mirrorsFor(cfg, fg)
-	var work sandbox.Workspaces
+	var work agentrun.Workspaces
 	if fg != nil && cfg.Driver != "" {
 		work = workspacesFor(cfg, fg, mirrors)
 	}
@@ -118,6 +120,10 @@ func build(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 		st.Close()
 		return nil, err
 	}
+	var runOpts []agentrun.Option
+	if models != nil {
+		runOpts = append(runOpts, agentrun.WithModels(models), agentrun.WithSessionMeter(st))
+	}
 	// Replicas on one PostgreSQL database elect the sweep's leader and
 	// hold what each serves; SQLite has one gateway, which always sweeps.
 	replica, err := st.Replica(ctx, log)
@@ -127,6 +133,7 @@ func build(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 	}
 	if replica != nil {
 		sbOpts = append(sbOpts, sandbox.WithReplicas(replica))
+		runOpts = append(runOpts, agentrun.WithReplicas(replica))
 	}
 	sandboxes = sandbox.NewService(st, drv, accounts, sandbox.Config{
 		Driver:        cfg.Driver,
@@ -140,31 +147,38 @@ func build(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 		Audit:         st,
 		Retention:     cfg.UsageRetention,
 		Metrics:       m,
-		Workspaces:    work,
+		AgentRunner:   cfg.AgentRunner,
 		Warm:          cfg.Warm,
-		Agents: sandbox.AgentConfig{
-			Images:  cfg.RunnerImages,
-			Runner:  cfg.AgentRunner,
-			Model:   cfg.AgentModel,
-			Network: cfg.AgentNetwork,
-			LogDir:  filepath.Join(cfg.DataDir, "runs"),
-			Logs:    runLogs(st, cfg),
-			Prices:  agentPrices(cfg),
-		},
 	}, log, time.Now, sbOpts...)
+	runs := agentrun.NewService(st, sandboxes, drv, accounts, agentrun.Config{
+		Driver:     cfg.Driver,
+		PublicURL:  cfg.SandboxPublicURL,
+		Workspaces: work,
+		Pushes:     sandboxes,
+		Images:     cfg.RunnerImages,
+		Runner:     cfg.AgentRunner,
+		Model:      cfg.AgentModel,
+		Network:    cfg.AgentNetwork,
+		LogDir:     filepath.Join(cfg.DataDir, "runs"),
+		Logs:       runLogs(st, cfg),
+		Prices:     agentPrices(cfg),
+	}, log, time.Now, runOpts...)
+	if work != nil {
+		sandboxes.SetRuns(runs) // agent sandboxes run their runner (SPEC S13)
+	}
 	reports := usage.NewService(st, accounts, sandboxes, cfg.UsageRetention, time.Now)
-	return &app{store: st, replica: replica, accounts: accounts, sandboxes: sandboxes, usage: reports, metrics: m, registry: reg, forge: fg, mirrors: mirrors, log: log,
+	return &app{store: st, replica: replica, accounts: accounts, sandboxes: sandboxes, runs: runs, usage: reports, metrics: m, registry: reg, forge: fg, mirrors: mirrors, log: log,
 		inference: models, scripted: scripted}, nil
 }
 
 // runLogs keeps runs' logs in the database when replicas share it, so any
 // replica answers `sandbox logs` for a run another one read; on SQLite
 // (one gateway) they are files in the data directory.
-func runLogs(st *store.Store, cfg Config) sandbox.RunLogs {
+func runLogs(st *store.Store, cfg Config) agentrun.RunLogs {
 	if st.Shared() {
 		return st.RunLogs()
 	}
-	return sandbox.FileLogs{Dir: filepath.Join(cfg.DataDir, "runs")}
+	return agentrun.FileLogs{Dir: filepath.Join(cfg.DataDir, "runs")}
 }
 
 // buildForge makes the deployment's forge (BERTH_SANDBOX_GIT_FORGE); nil
@@ -272,7 +286,7 @@ func serve(ctx context.Context, cfg Config, env Env) error {
 	if err != nil {
 		return fmt.Errorf("BERTH_ADDR: %w", err)
 	}
-	gw := gateway.New(gateway.Options{Accounts: a.accounts, Sandboxes: a.sandboxes, Usage: a.usage, Log: log, Version: Version, Driver: cfg.Driver,
+	gw := gateway.New(gateway.Options{Accounts: a.accounts, Sandboxes: a.sandboxes, Runs: a.runs, Usage: a.usage, Log: log, Version: Version, Driver: cfg.Driver,
 		Forge: a.forge, Mirrors: gatewayMirrors(a.mirrors), Meter: a.metrics, Inference: a.inference, Scripted: a.scripted,
 		Metrics: promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{
 			ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),

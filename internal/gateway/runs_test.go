@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/client"
 	"berth.dev/berth/internal/driver/fake"
@@ -72,20 +73,23 @@ func newRunWorld(t *testing.T, wrap ...func(*fake.Driver) sandbox.Driver) *runWo
 	for _, f := range wrap {
 		drv = f(w.drv)
 	}
+	models := inferencetest.Scripted(t, st, accounts, w.url)
 	svc = sandbox.NewService(st, drv, accounts, sandbox.Config{
 		Driver: "fake", Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""}, Template: tmpl, Audit: st,
 		Forge: local, PublicURL: w.url,
-		Agents: sandbox.AgentConfig{
-			Images: map[string]string{"claude-code": "localhost/berth-agent-claude-code:latest"},
-			Model:  "claude-sonnet-4-5", LogDir: t.TempDir(),
-		},
+	}, log, time.Now, sandbox.WithModelEnv(models))
+	runs := agentrun.NewService(st, svc, drv, accounts, agentrun.Config{
+		Driver: "fake", PublicURL: w.url, Pushes: svc,
 		Workspaces: workspace.New(t.TempDir(), os.Getuid(), local, workspace.Local{Forge: local}),
-	}, log, time.Now, sandbox.WithModelEnv(inferencetest.Scripted(t, st, accounts, w.url)))
+		Images:     map[string]string{"claude-code": "localhost/berth-agent-claude-code:latest"},
+		Model:      "claude-sonnet-4-5", LogDir: t.TempDir(),
+	}, log, time.Now, agentrun.WithModels(models))
+	svc.SetRuns(runs)
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); svc.Run(runCtx, time.Hour) }()
 	t.Cleanup(func() { cancel(); <-done })
-	srv.Config.Handler = gateway.New(gateway.Options{Accounts: accounts, Sandboxes: svc, Log: log, Version: "test", Driver: "fake", Forge: local}).Handler()
+	srv.Config.Handler = gateway.New(gateway.Options{Accounts: accounts, Sandboxes: svc, Runs: runs, Log: log, Version: "test", Driver: "fake", Forge: local}).Handler()
 	srv.Start()
 	t.Cleanup(srv.Close)
 
