@@ -250,7 +250,7 @@ func (s *Service) endAt(ctx context.Context, actor string, sb Sandbox, to State,
 		s.log.WarnContext(ctx, "driver could not release a sandbox's machine", "sandbox", sb.ID, "state", to, "err", err)
 	}
 	if !next.Live() {
-		s.forget(sb.ID)
+		s.active.forget(sb.ID)
 	}
 	if s.agentRun(sb) && !next.Live() {
 		// The task never outlives its sandbox, nor does its checkout.

@@ -94,7 +94,7 @@ type Service struct {
 	mu       sync.Mutex
 	inflight map[ID]func() // sandboxes whose start is queued or running, with their holds' release
 	settled  chan struct{} // closed, and replaced, whenever a start ends (under mu)
-	active   map[ID]*activity
+	active   *activities
 	stopOnce sync.Once
 	stopping chan struct{} // closed by Shutdown: Run takes no new work
 
@@ -137,7 +137,7 @@ func NewService(store Store, driver Driver, accounts Accounts, cfg Config, log *
 		inflight: map[ID]func(){},
 		settled:  make(chan struct{}),
 		stopping: make(chan struct{}),
-		active:   map[ID]*activity{},
+		active:   &activities{of: map[ID]*activity{}, now: now, store: store, log: log},
 		follows:  make(chan ID, 1024),
 		replicas: alone{},
 	}

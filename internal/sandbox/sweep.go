@@ -24,12 +24,13 @@ func (s *Service) Run(ctx context.Context, interval time.Duration) {
 		<-ctx.Done()
 		return
 	}
+	sw := sweeper{s}
 	changes, lost := make(chan ID, 1024), make(chan struct{}, 1)
 	if w, ok := s.driver.(Watcher); ok {
-		wg.Go(func() { s.watch(ctx, w, changes, lost) })
+		wg.Go(func() { sw.watch(ctx, w, changes, lost) })
 	}
 	leading := false
-	s.sweepIfLeader(ctx, &leading)
+	sw.sweepIfLeader(ctx, &leading)
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	stopping, tick, follows, changed, broke := s.stopping, t.C, s.follows, changes, lost
@@ -44,10 +45,10 @@ func (s *Service) Run(ctx context.Context, interval time.Duration) {
 			stopping, tick, follows, changed, broke = nil, nil, nil, nil, nil
 		case id := <-changed:
 			if leading {
-				wg.Go(func() { s.machineChanged(ctx, id) })
+				wg.Go(func() { sw.machineChanged(ctx, id) })
 			}
 		case <-broke:
-			s.sweepIfLeader(ctx, &leading)
+			sw.sweepIfLeader(ctx, &leading)
 		case job := <-s.starts:
 			wg.Go(func() { s.start(ctx, job.spec) })
 		case id := <-follows:
@@ -57,15 +58,15 @@ func (s *Service) Run(ctx context.Context, interval time.Duration) {
 				}
 			})
 		case <-tick:
-			s.saveAllActivity(ctx)
-			s.sweepIfLeader(ctx, &leading)
+			s.active.saveAll(ctx)
+			sw.sweepIfLeader(ctx, &leading)
 		}
 	}
 }
 
-func (s *Service) sweepAndLog(ctx context.Context) {
+func (s sweeper) sweepAndLog(ctx context.Context) {
 	began := s.now()
-	res, err := s.Sweep(ctx)
+	res, err := s.sweep(ctx)
 	s.metrics.Swept(s.now().Sub(began))
 	if err != nil {
 		if ctx.Err() == nil {
@@ -108,7 +109,17 @@ type Tidier interface {
 // notices machines that stopped or vanished, finishes or fails starts that
 // a restart interrupted, and removes machines the database does not know.
 // Last, it deletes the sandboxes that ended longer ago than the retention.
-func (s *Service) Sweep(ctx context.Context) (SweepResult, error) {
+func (s *Service) Sweep(ctx context.Context) (SweepResult, error) { return sweeper{s}.sweep(ctx) }
+
+// sweeper is the sweeping replica's background work (SPEC S11): the sweep
+// over every live sandbox, the machines a Watcher driver says changed,
+// idle engineer sandboxes suspended, starts a stop interrupted finished,
+// and the retention. It is the service's (it acts through the service's
+// one write path and start queue), kept apart from what callers ask of
+// the service.
+type sweeper struct{ *Service }
+
+func (s sweeper) sweep(ctx context.Context) (SweepResult, error) {
 	res := SweepResult{Errors: map[ID]error{}}
 	if s.driver == nil {
 		return res, nil
@@ -176,7 +187,7 @@ func (s *Service) Sweep(ctx context.Context) (SweepResult, error) {
 // live sandbox, and the service's for one whose machine the driver says
 // changed (Watcher) or a tunnel found stopped (sweepSandbox). A start in
 // flight and what another replica serves are left alone.
-func (s *Service) sweepLive(ctx context.Context, sb Sandbox, m Machine, has bool, res *SweepResult) error {
+func (s sweeper) sweepLive(ctx context.Context, sb Sandbox, m Machine, has bool, res *SweepResult) error {
 	if sb.State != StateRunning && s.busy(sb.ID) {
 		// Its start is queued or under way. Once the row says running
 		// the start has written all it will, and the sandbox is the
@@ -213,7 +224,7 @@ func (s *Service) sweepLive(ctx context.Context, sb Sandbox, m Machine, has bool
 
 // sweepOne handles one live sandbox. has says the driver holds anything
 // for it (a machine or just its volume), running that a machine exists.
-func (s *Service) sweepOne(ctx context.Context, sb Sandbox, m Machine, has, machine bool, res *SweepResult) error {
+func (s sweeper) sweepOne(ctx context.Context, sb Sandbox, m Machine, has, machine bool, res *SweepResult) error {
 	now := s.now()
 	if !now.Before(sb.ExpiresAt) && CanMove(sb.State, StateExpired) {
 		// A machine that stopped before its expiry stopped the clock then.
@@ -348,7 +359,7 @@ func (s *Service) sweepOne(ctx context.Context, sb Sandbox, m Machine, has, mach
 // following its run (it holds it then): this sweep leaves it to that
 // replica while it lives, unless it has expired. Only those states are
 // asked about, to keep a sweep's queries few.
-func (s *Service) servedElsewhere(ctx context.Context, sb Sandbox) bool {
+func (s sweeper) servedElsewhere(ctx context.Context, sb Sandbox) bool {
 	if !s.now().Before(sb.ExpiresAt) {
 		return false
 	}
