@@ -3,6 +3,8 @@
 // class fields with their defaults and ranges, and the Service that creates,
 // suspends, resumes, extends, terminates and sweeps sandboxes through a
 // Driver. It declares the Store and Driver it needs; adapters implement them.
+// An agent sandbox's run is package agentrun's, which the service asks
+// through the Runs port it declares.
 package sandbox
 
 import (
