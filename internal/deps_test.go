@@ -26,13 +26,19 @@ func TestImportDirection(t *testing.T) {
 		{"account", append([]string{"database/sql", "k8s.io/", "net/http", "sandbox", "usage"}, adapters...)},
 		{"guardrail", append([]string{"database/sql", "k8s.io/", "net/http", "account", "sandbox"}, adapters...)},
 		// sandbox sees forges through the forge domain only: no HTTP, no
-		// JWT, none of the forges, the mirrors or the checkouts.
+		// JWT, none of the forges, the mirrors or the checkouts. Agent runs
+		// are one floor up: sandbox calls them through its Runs port, never
+		// by name.
 		{"sandbox", append([]string{"database/sql", "k8s.io/", "github.com/prometheus/", "net/http", "github.com/golang-jwt/",
-			"forge/", "githttp", "workspace", "repository", "inference", "modelserver", "usage", "metrics"}, adapters...)},
+			"forge/", "githttp", "workspace", "repository", "agentrun", "inference", "modelserver", "usage", "metrics"}, adapters...)},
 		// repository is how a sandbox reaches its repository, one floor
 		// above sandbox: the forge domain only, no HTTP.
 		{"repository", append([]string{"database/sql", "k8s.io/", "github.com/prometheus/", "net/http", "github.com/golang-jwt/",
-			"forge/", "githttp", "workspace", "inference", "modelserver", "usage", "metrics"}, adapters...)},
+			"forge/", "githttp", "workspace", "agentrun", "inference", "modelserver", "usage", "metrics"}, adapters...)},
+		// agentrun is a domain package above sandbox: its store, driver
+		// and checkouts are ports it declares; forges through their domain.
+		{"agentrun", append([]string{"database/sql", "k8s.io/", "github.com/prometheus/", "net/http", "github.com/golang-jwt/",
+			"forge/", "githttp", "workspace", "repository", "modelserver"}, adapters...)},
 		{"usage", append([]string{"database/sql", "k8s.io/", "github.com/prometheus/"}, adapters...)},
 		{"quantity", append([]string{"database/sql", "account", "sandbox", "guardrail"}, adapters...)},
 		{"name", append([]string{"database/sql", "account", "sandbox", "guardrail"}, adapters...)},
@@ -197,8 +203,11 @@ func TestCompositionRoot(t *testing.T) {
 		pkg       string
 		importers []string
 	}{
-		{"store", []string{module + "server"}},
-		{"driver/", []string{module + "server"}},
+		// sandboxtest is the world of sandbox's and agentrun's tests: a
+		// real store and the fake driver. Only test files import it.
+		{"store", []string{module + "server", module + "sandbox/sandboxtest"}},
+		{"driver/", []string{module + "server", module + "sandbox/sandboxtest"}},
+		{"sandbox/sandboxtest", nil},
 		{"gateway", []string{module + "server"}},
 		{"server", []string{module + "cli", module + "e2e/berthtest"}},
 		{"cli", []string{"berth.dev/berth/cmd/berth", module + "e2e/berthtest"}},

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/cli"
 	"berth.dev/berth/internal/client"
@@ -117,26 +118,29 @@ func newAgentGateway(t *testing.T, opts ...func(*agentSetup)) *agentGateway {
 	}
 	var svc *sandbox.Service
 	accounts := account.NewService(st, st, time.Now, func(ctx context.Context, org string) error { return svc.SeedClasses(ctx, org) }, st, log)
-	var sbOpts []sandbox.Option
+	models := inferencetest.Scripted(t, st, accounts, g.url)
+	runOpts := []agentrun.Option{agentrun.WithModels(models)}
 	if setup.metered {
-		sbOpts = append(sbOpts, sandbox.WithSessionMeter(st))
+		runOpts = append(runOpts, agentrun.WithSessionMeter(st))
 	}
 	repos := repository.New(st, accounts, repository.Config{Forge: lf, PublicURL: g.url, Audit: st}, log, time.Now)
 	svc = sandbox.NewService(st, drv, accounts, sandbox.Config{
 		Driver: "fake", Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""}, Template: tmpl, Audit: st,
 		Repositories: repos, PublicURL: g.url,
-		Agents: sandbox.AgentConfig{
-			Images: map[string]string{setup.runner: "localhost/berth-agent-" + setup.runner + ":latest"},
-			Model:  "claude-sonnet-4-5", LogDir: t.TempDir(), Prices: setup.prices,
-		},
+	}, log, time.Now, sandbox.WithModelEnv(models))
+	runs := agentrun.NewService(st, svc, drv, accounts, agentrun.Config{
+		Driver: "fake", PublicURL: g.url, Pushes: repos,
 		Workspaces: workspace.New(t.TempDir(), os.Getuid(), lf, workspace.Local{Forge: lf}),
-	}, log, time.Now, append(sbOpts, sandbox.WithModelEnv(inferencetest.Scripted(t, st, accounts, g.url)))...)
+		Images:     map[string]string{setup.runner: "localhost/berth-agent-" + setup.runner + ":latest"},
+		Model:      "claude-sonnet-4-5", LogDir: t.TempDir(), Prices: setup.prices,
+	}, log, time.Now, runOpts...)
+	svc.SetRuns(runs)
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); svc.Run(runCtx, time.Hour) }()
 	t.Cleanup(func() { cancel(); <-done })
 	t.Cleanup(g.release) // runs first: a failed test leaves no agent waiting
-	srv.Config.Handler = gateway.New(gateway.Options{Accounts: accounts, Sandboxes: svc, Log: log, Version: "test", Driver: "fake", Forge: lf, Repositories: repos}).Handler()
+	srv.Config.Handler = gateway.New(gateway.Options{Accounts: accounts, Sandboxes: svc, Runs: runs, Log: log, Version: "test", Driver: "fake", Forge: lf, Repositories: repos}).Handler()
 	srv.Start()
 	t.Cleanup(srv.Close)
 

@@ -217,7 +217,7 @@ func ignorePattern(path string) string {
 }
 
 // maxBundle is the most work an in-machine run may hand the gateway
-// (sandbox.MaxBundle; berth-init keeps to the standard library).
+// (agentrun.MaxBundle; berth-init keeps to the standard library).
 const maxBundle = 64 << 20
 
 // bundleWork makes the agent's work, when HEAD moved from the cloned

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/driver/fake"
@@ -153,12 +154,12 @@ func TestInMachineBundleOverHTTP(t *testing.T) {
 	}
 
 	key, _, commit = start("oversized")
-	code, out = report(key, exitReport(api.RunExit{Commit: commit, Bundle: make([]byte, sandbox.MaxBundle+1)}))
+	code, out = report(key, exitReport(api.RunExit{Commit: commit, Bundle: make([]byte, agentrun.MaxBundle+1)}))
 	if code != http.StatusBadRequest || !strings.Contains(out, `"field": "bundle"`) || !strings.Contains(out, "64 MiB") {
 		t.Errorf("a bundle over the limit: %d %s; want 400 naming bundle and the limit", code, out)
 	}
-	code, out = report(key, bytes.Repeat([]byte("x"), sandbox.MaxBundle/3*4+2<<20))
-	if code != http.StatusRequestEntityTooLarge || !strings.Contains(out, `"field": "body"`) || !strings.Contains(out, fmt.Sprintf("larger than %d bytes", sandbox.MaxBundle/3*4+1<<20)) {
+	code, out = report(key, bytes.Repeat([]byte("x"), agentrun.MaxBundle/3*4+2<<20))
+	if code != http.StatusRequestEntityTooLarge || !strings.Contains(out, `"field": "body"`) || !strings.Contains(out, fmt.Sprintf("larger than %d bytes", agentrun.MaxBundle/3*4+1<<20)) {
 		t.Errorf("a report too large to read: %d %s; want 413 naming the body and the limit (the gateway's one body rule)", code, out)
 	}
 

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/client"
 	"berth.dev/berth/internal/driver/fake"
@@ -53,6 +54,7 @@ type world struct {
 	accounts                                *account.Service
 	forge                                   *local.Forge
 	sandboxes                               *sandbox.Service
+	runs                                    *agentrun.Service
 	metrics                                 *metrics.Metrics
 	gw                                      *gateway.Server
 	inference                               *inference.Service // nil unless the world serves models
@@ -81,8 +83,8 @@ type worldConfig struct {
 	// joined to what the gateway metered of them.
 	runs     bool
 	runModel string
-	// sandbox changes the sandbox service's configuration (to run agents).
-	sandbox func(w *world, c *sandbox.Config)
+	// agents changes how agent sandboxes run; with Workspaces they do.
+	agents func(w *world, c *agentrun.Config)
 	// store are the store's options.
 	store []store.Option
 }
@@ -145,41 +147,47 @@ func newWorld(t testing.TB, opts ...func(*worldConfig)) *world {
 	w.accounts = account.NewService(st, st, cfg.now, func(ctx context.Context, org string) error { return svc.SeedClasses(ctx, org) }, st, log)
 	var (
 		sbOpts   []sandbox.Option
+		runOpts  []agentrun.Option
 		scripted http.Handler
 	)
 	if cfg.inference != nil {
 		w.inference, scripted = cfg.inference(st, w.accounts, w.url)
 		sbOpts = append(sbOpts, sandbox.WithModelEnv(w.inference))
+		runOpts = append(runOpts, agentrun.WithModels(w.inference))
 	}
 	repos := repository.New(st, w.accounts, repository.Config{Forge: fg, PublicURL: w.url, Audit: st}, log, cfg.now)
 	sbCfg := sandbox.Config{
 		Driver: "fake", Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""}, Template: tmpl, Audit: st,
 		Retention: 90 * 24 * time.Hour, Metrics: w.metrics, Repositories: repos, PublicURL: w.url,
 	}
+	runCfg := agentrun.Config{Driver: "fake", PublicURL: w.url}
 	if cfg.runs {
 		// As serve.go prices runs: the catalog's prices over the vendors'.
 		prices := runner.ListPrices()
 		if w.inference != nil {
 			maps.Copy(prices, w.inference.Catalog().Prices())
 		}
-		sbCfg.Agents = sandbox.AgentConfig{
-			Images: map[string]string{"claude-code": "localhost/berth-agent-claude-code:latest", "opencode": "localhost/berth-agent-opencode:latest"},
-			Model:  cfg.runModel, LogDir: t.TempDir(), Prices: prices,
-		}
-		sbCfg.Workspaces = workspace.New(t.TempDir(), os.Getuid(), w.forge, workspace.Local{Forge: w.forge})
-		sbOpts = append(sbOpts, sandbox.WithSessionMeter(st))
+		runCfg.Images = map[string]string{"claude-code": "localhost/berth-agent-claude-code:latest", "opencode": "localhost/berth-agent-opencode:latest"}
+		runCfg.Model, runCfg.LogDir, runCfg.Prices = cfg.runModel, t.TempDir(), prices
+		runCfg.Workspaces = workspace.New(t.TempDir(), os.Getuid(), w.forge, workspace.Local{Forge: w.forge})
+		runOpts = append(runOpts, agentrun.WithSessionMeter(st))
 	}
-	if cfg.sandbox != nil {
-		cfg.sandbox(w, &sbCfg)
+	if cfg.agents != nil {
+		cfg.agents(w, &runCfg)
 	}
 	svc = sandbox.NewService(st, drv, w.accounts, sbCfg, log, cfg.now, sbOpts...)
-	w.sandboxes = svc
+	runCfg.Pushes = repos
+	runs := agentrun.NewService(st, svc, drv, w.accounts, runCfg, log, cfg.now, runOpts...)
+	if runCfg.Workspaces != nil {
+		svc.SetRuns(runs)
+	}
+	w.sandboxes, w.runs = svc, runs
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); svc.Run(runCtx, time.Hour) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	gwo := gateway.Options{Accounts: w.accounts, Sandboxes: svc, Log: log, Version: "test", Driver: "fake", Now: cfg.now,
+	gwo := gateway.Options{Accounts: w.accounts, Sandboxes: svc, Runs: runs, Log: log, Version: "test", Driver: "fake", Now: cfg.now,
 		Usage:   usage.NewService(st, w.accounts, svc, 90*24*time.Hour, cfg.now),
 		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 		Forge:   fg, Repositories: repos, Mirrors: mirrors, TunnelIdleTimeout: cfg.tunnelIdle,

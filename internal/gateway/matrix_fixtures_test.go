@@ -308,7 +308,7 @@ var watches = map[string]func(m *matrix, t *testing.T) string{
 // runLog reads a run's log as the operator.
 func (m *matrix) runLog(t *testing.T, id string) string {
 	t.Helper()
-	rc, _, err := m.sandboxes.RunLog(t.Context(), m.principal(t, m.opKey), id)
+	rc, _, err := m.runs.Log(t.Context(), m.principal(t, m.opKey), id)
 	if err != nil {
 		return err.Error()
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/driver/fake"
 	"berth.dev/berth/internal/inference"
@@ -102,10 +103,9 @@ func newMatrix(t *testing.T) *matrix {
 	w := newWorld(t, func(c *worldConfig) {
 		c.template = matrixClasses
 		c.driver = func(d *fake.Driver) sandbox.Driver { return inMachineReacher{InMachine: fake.NewInMachine(d), d: d} }
-		c.sandbox = func(w *world, sc *sandbox.Config) {
-			sc.Agents = sandbox.AgentConfig{Images: map[string]string{"claude-code": "localhost/berth-agent-claude-code:latest"},
-				Model: "scripted-model", LogDir: t.TempDir()}
-			sc.Workspaces = workspace.New(t.TempDir(), os.Getuid(), w.forge, workspace.Local{Forge: w.forge})
+		c.agents = func(w *world, rc *agentrun.Config) {
+			rc.Images, rc.Model, rc.LogDir = map[string]string{"claude-code": "localhost/berth-agent-claude-code:latest"}, "scripted-model", t.TempDir()
+			rc.Workspaces = workspace.New(t.TempDir(), os.Getuid(), w.forge, workspace.Local{Forge: w.forge})
 		}
 		c.inference = func(st *store.Store, accounts *account.Service, url string) (*inference.Service, http.Handler) {
 			return inference.NewService(inference.Options{Catalog: cat, Store: st, Accounts: accounts, Audit: st, PublicURL: url, Log: c.log}),

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/inference"
 	"berth.dev/berth/internal/runner/runnertest"
@@ -53,13 +54,13 @@ type dialectWorld struct {
 func newDialectWorld(t *testing.T, defaultModel string) *dialectWorld {
 	t.Helper()
 	m := newModelWorldOf(t, threeVendors, func(c *worldConfig) {
-		c.sandbox = func(w *world, sc *sandbox.Config) {
+		c.agents = func(w *world, rc *agentrun.Config) {
 			images := map[string]string{}
 			for _, r := range []string{"claude-code", "codex", "gemini", "opencode", "pi"} {
 				images[r] = "localhost/berth-agent-" + r + ":latest"
 			}
-			sc.Agents = sandbox.AgentConfig{Images: images, Model: defaultModel, LogDir: t.TempDir()}
-			sc.Workspaces = workspace.New(t.TempDir(), os.Getuid(), w.forge, workspace.Local{Forge: w.forge})
+			rc.Images, rc.Model, rc.LogDir = images, defaultModel, t.TempDir()
+			rc.Workspaces = workspace.New(t.TempDir(), os.Getuid(), w.forge, workspace.Local{Forge: w.forge})
 		}
 	})
 	m.allowRepos(t, "acme")

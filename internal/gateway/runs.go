@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
@@ -26,7 +27,7 @@ func (s *Server) runOf(ctx context.Context, sb sandbox.Sandbox) *api.Run {
 	if sb.Purpose != sandbox.PurposeAgent {
 		return nil
 	}
-	run, err := s.sandboxes.RunOf(ctx, sb)
+	run, err := s.runs.Of(ctx, sb)
 	if err != nil {
 		if !errors.Is(err, sandbox.ErrNotFound) && ctx.Err() == nil {
 			// The sandbox is still worth showing; its run is left out.
@@ -37,7 +38,7 @@ func (s *Server) runOf(ctx context.Context, sb sandbox.Sandbox) *api.Run {
 	return apiRun(sb, run)
 }
 
-func apiRun(sb sandbox.Sandbox, r sandbox.Run) *api.Run {
+func apiRun(sb sandbox.Sandbox, r agentrun.Run) *api.Run {
 	t := r.Telemetry
 	out := &api.Run{
 		Runner: r.Runner, Model: cmp.Or(t.Model, r.Model), State: string(r.State), Error: r.Error,
@@ -72,7 +73,7 @@ func apiRun(sb sandbox.Sandbox, r sandbox.Run) *api.Run {
 	return out
 }
 
-func apiDifference(d *sandbox.Difference) *api.Difference {
+func apiDifference(d *agentrun.Difference) *api.Difference {
 	if d == nil {
 		return nil
 	}
@@ -106,7 +107,7 @@ func (s *Server) runLog(w http.ResponseWriter, r *http.Request, p account.Princi
 		}
 		follow = b
 	}
-	f, sb, err := s.sandboxes.RunLog(r.Context(), p, r.PathValue("ref"))
+	f, sb, err := s.runs.Log(r.Context(), p, r.PathValue("ref"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -126,7 +127,7 @@ func (s *Server) runLog(w http.ResponseWriter, r *http.Request, p account.Princi
 // runVerdict answers the host's copy of a reviewer run's verdict, as text:
 // the agent wrote it.
 func (s *Server) runVerdict(w http.ResponseWriter, r *http.Request, p account.Principal) {
-	f, _, err := s.sandboxes.RunVerdict(r.Context(), p, r.PathValue("ref"))
+	f, _, err := s.runs.Verdict(r.Context(), p, r.PathValue("ref"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -179,7 +180,7 @@ func (s *Server) followLog(w http.ResponseWriter, r *http.Request, f io.Reader, 
 // the answer is cut off, not ended cleanly: a clean end would tell the
 // client the run is over when nobody knows.
 func (s *Server) runOver(ctx context.Context, sb sandbox.Sandbox) bool {
-	run, err := s.sandboxes.RunOf(ctx, sb)
+	run, err := s.runs.Of(ctx, sb)
 	switch {
 	case errors.Is(err, sandbox.ErrNotFound):
 		return true // no record (the sandbox was deleted): nothing will add to the log
@@ -189,7 +190,7 @@ func (s *Server) runOver(ctx context.Context, sb sandbox.Sandbox) bool {
 		}
 		panic(http.ErrAbortHandler)
 	}
-	return run.State != sandbox.RunRunning
+	return run.State != agentrun.RunRunning
 }
 
 // StopStreams ends every followed log: http.Server.Shutdown waits for
@@ -199,7 +200,7 @@ func (s *Server) StopStreams() { s.stopOnce.Do(func() { close(s.stopping) }) }
 
 // runTask answers an in-machine run's task, as text.
 func (s *Server) runTask(w http.ResponseWriter, r *http.Request, p account.Principal) {
-	task, err := s.sandboxes.RunTask(r.Context(), p)
+	task, err := s.runs.Task(r.Context(), p)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -211,7 +212,7 @@ func (s *Server) runTask(w http.ResponseWriter, r *http.Request, p account.Princ
 
 // runOutput reads an in-machine run's output as it streams in.
 func (s *Server) runOutput(w http.ResponseWriter, r *http.Request, p account.Principal) {
-	if err := s.sandboxes.RunOutput(r.Context(), p, r.Body); err != nil {
+	if err := s.runs.Output(r.Context(), p, r.Body); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -220,7 +221,7 @@ func (s *Server) runOutput(w http.ResponseWriter, r *http.Request, p account.Pri
 
 // maxRunExit bounds an exit report (bodyLimits): its bundle in base64,
 // and room for the rest (a verdict is at most 64 KiB).
-const maxRunExit = sandbox.MaxBundle/3*4 + 1<<20
+const maxRunExit = agentrun.MaxBundle/3*4 + 1<<20
 
 // runExit concludes an in-machine run and answers the run as it ended.
 func (s *Server) runExit(w http.ResponseWriter, r *http.Request, p account.Principal) {
@@ -229,11 +230,11 @@ func (s *Server) runExit(w http.ResponseWriter, r *http.Request, p account.Princ
 		s.writeError(w, r, err)
 		return
 	}
-	if len(req.Bundle) > sandbox.MaxBundle {
-		s.writeError(w, r, &sandbox.InvalidError{Field: "bundle", Reason: fmt.Sprintf("%d bytes, over the %d MiB limit of an in-machine run's work", len(req.Bundle), sandbox.MaxBundle>>20)})
+	if len(req.Bundle) > agentrun.MaxBundle {
+		s.writeError(w, r, &sandbox.InvalidError{Field: "bundle", Reason: fmt.Sprintf("%d bytes, over the %d MiB limit of an in-machine run's work", len(req.Bundle), agentrun.MaxBundle>>20)})
 		return
 	}
-	sb, run, err := s.sandboxes.RunExit(r.Context(), p, sandbox.RunReport{ExitCode: req.ExitCode, Commit: req.Commit, Bundle: req.Bundle, Error: req.Error,
+	sb, run, err := s.runs.Exit(r.Context(), p, agentrun.Report{ExitCode: req.ExitCode, Commit: req.Commit, Bundle: req.Bundle, Error: req.Error,
 		Verdict: req.Verdict, VerdictFile: req.VerdictFile, VerdictError: req.VerdictError})
 	if err != nil {
 		s.writeError(w, r, err)

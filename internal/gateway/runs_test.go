@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/client"
 	"berth.dev/berth/internal/driver/fake"
@@ -75,20 +76,23 @@ func newRunWorld(t *testing.T, wrap ...func(*fake.Driver) sandbox.Driver) *runWo
 		drv = f(w.drv)
 	}
 	repos := repository.New(st, accounts, repository.Config{Forge: lf, PublicURL: w.url, Audit: st}, log, time.Now)
+	models := inferencetest.Scripted(t, st, accounts, w.url)
 	svc = sandbox.NewService(st, drv, accounts, sandbox.Config{
 		Driver: "fake", Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""}, Template: tmpl, Audit: st,
 		Repositories: repos, PublicURL: w.url,
-		Agents: sandbox.AgentConfig{
-			Images: map[string]string{"claude-code": "localhost/berth-agent-claude-code:latest"},
-			Model:  "claude-sonnet-4-5", LogDir: t.TempDir(),
-		},
+	}, log, time.Now, sandbox.WithModelEnv(models))
+	runs := agentrun.NewService(st, svc, drv, accounts, agentrun.Config{
+		Driver: "fake", PublicURL: w.url, Pushes: repos,
 		Workspaces: workspace.New(t.TempDir(), os.Getuid(), lf, workspace.Local{Forge: lf}),
-	}, log, time.Now, sandbox.WithModelEnv(inferencetest.Scripted(t, st, accounts, w.url)))
+		Images:     map[string]string{"claude-code": "localhost/berth-agent-claude-code:latest"},
+		Model:      "claude-sonnet-4-5", LogDir: t.TempDir(),
+	}, log, time.Now, agentrun.WithModels(models))
+	svc.SetRuns(runs)
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); svc.Run(runCtx, time.Hour) }()
 	t.Cleanup(func() { cancel(); <-done })
-	srv.Config.Handler = gateway.New(gateway.Options{Accounts: accounts, Sandboxes: svc, Log: log, Version: "test", Driver: "fake", Forge: lf, Repositories: repos}).Handler()
+	srv.Config.Handler = gateway.New(gateway.Options{Accounts: accounts, Sandboxes: svc, Runs: runs, Log: log, Version: "test", Driver: "fake", Forge: lf, Repositories: repos}).Handler()
 	srv.Start()
 	t.Cleanup(srv.Close)
 

@@ -88,6 +88,19 @@ func CheckSetupCommand(cmd []string) error {
 	return nil
 }
 
+// CheckPrompt refuses a prompt the image cannot be given: its $1, one
+// argument of podman's command line and then of the container's process,
+// which Linux bounds (MaxPrompt) and which cannot hold NUL.
+func CheckPrompt(prompt string) error {
+	switch {
+	case len(prompt) > MaxPrompt:
+		return fmt.Errorf("%d bytes; at most %d bytes (a kelos image takes its task as one argument, which Linux caps at 128 KiB with its NUL)", len(prompt), MaxPrompt)
+	case strings.ContainsRune(prompt, 0):
+		return errors.New("holds a NUL byte, which no argument can")
+	}
+	return nil
+}
+
 // Reserved reports whether the interface reserves name (seeds/003 §3): a
 // caller's variable of that name is dropped so the host's value wins, or
 // so that none is set (KELOS_SETUP_COMMAND drives what the entrypoint

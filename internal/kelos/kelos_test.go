@@ -186,3 +186,18 @@ func TestReservedAndCredentials(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckPrompt(t *testing.T) {
+	for _, tt := range []struct {
+		name, prompt, want string
+	}{
+		{"at the limit", strings.Repeat("x", kelos.MaxPrompt), ""},
+		{"one byte over", strings.Repeat("x", kelos.MaxPrompt+1), "131072 bytes; at most 131071 bytes"},
+		{"a NUL byte", "fix\x00it", "NUL"},
+	} {
+		err := kelos.CheckPrompt(tt.prompt)
+		if (err == nil) != (tt.want == "") || err != nil && !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: %v, want %q", tt.name, err, tt.want)
+		}
+	}
+}

@@ -14,7 +14,6 @@ import (
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/guardrail"
 	"berth.dev/berth/internal/paging"
-	"berth.dev/berth/internal/runner/runnertest"
 	"berth.dev/berth/internal/sandbox"
 )
 
@@ -129,32 +128,6 @@ func TestRestartKeepsAMachineThatRuns(t *testing.T) {
 	if e.drv.Env(sb.ID) != nil {
 		t.Errorf("the machine was made again, with %d variables", len(e.drv.Env(sb.ID)))
 	}
-}
-
-// TestRestartFinishesAnAgentRunOnItsModel: an agent run's start that a
-// stop interrupted starts after the restart on the model chosen at
-// create, which the row keeps.
-func TestRestartFinishesAnAgentRunOnItsModel(t *testing.T) {
-	e := newEnv(t, agents(t))
-	ran := make(chan map[string]string, 1)
-	e.drv.SetAgent(func(spec sandbox.Spec) ([]string, int) {
-		ran <- spec.Env
-		return runnertest.Stream(t, "claude-text"), 0
-	})
-	sb, err := e.svc.Create(t.Context(), e.alice, sandbox.CreateRequest{Name: "fix", Purpose: "agent", Repo: "acme/app",
-		Task: "add a greeting", Runner: "claude-code", Model: "claude-sonnet-4-5"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if row, _ := e.st.GetSandbox(t.Context(), sb.ID); row.Model != "claude-sonnet-4-5" {
-		t.Fatalf("the row keeps model %q, want the one chosen at create", row.Model)
-	}
-	runService(t, e.restarted(t))
-	env := <-ran
-	if env["BERTH_MODEL"] != "claude-sonnet-4-5" {
-		t.Errorf("the run started on %q after the restart, want claude-sonnet-4-5", env["BERTH_MODEL"])
-	}
-	e.waitState(t, sb.ID, sandbox.StateTerminated)
 }
 
 // TestRestartMintsAFreshRepositoryToken: in token mode the finished start

@@ -216,7 +216,7 @@ func ParseClass(s ClassSpec) (Class, error) {
 	errs = append(errs, parseContract(s, &c)...)
 	if s.Runner != "" {
 		c.Runner = s.Runner
-		if err := checkRunner(s.Runner); err != nil {
+		if err := CheckRunner(s.Runner); err != nil {
 			errs = append(errs, err)
 		} else if !c.Allows(PurposeAgent) {
 			errs = append(errs, invalid("runner", "a runner is what an agent sandbox runs: this class is for engineers only (purposes: [engineer])"))

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/sandbox/sandboxtest"
 )
 
 // TestAgentClassChosenAsAUserExpects: an agent create that names no class
@@ -18,7 +19,7 @@ func TestAgentClassChosenAsAUserExpects(t *testing.T) {
 	class := func(name, runner, contract string, purposes ...string) sandbox.ClassSpec {
 		c := sandbox.ClassSpec{Name: name, Image: "localhost/berth-agent:1", Isolation: "standard", Purposes: purposes, Runner: runner, Contract: contract}
 		if contract == "kelos" {
-			c.Image = kelosImage
+			c.Image = sandboxtest.KelosImage
 		}
 		return c
 	}
@@ -42,10 +43,7 @@ func TestAgentClassChosenAsAUserExpects(t *testing.T) {
 			refused: "this organisation has 3 agent classes (agent, claudes, claudes-big); name one with --class"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t, agents(t), func(c *sandbox.Config) {
-				c.Agents.Runner = "claude-code"
-				c.Agents.Images["codex"] = "localhost/berth-agent-codex:latest"
-			})
+			e := newEnv(t, func(c *sandbox.Config) { c.AgentRunner = "claude-code" })
 			var add []sandbox.Class
 			for _, s := range tt.add {
 				c, err := sandbox.ParseClass(s)

@@ -47,6 +47,39 @@ type Spec struct {
 	Run *RunSpec
 }
 
+// RunSpec is what a driver needs to run an agent (SPEC S13).
+type RunSpec struct {
+	// Contract is the interface the image implements; it decides where
+	// the checkout is mounted, who runs, and what the image is given.
+	// "" is berth's.
+	Contract Contract
+	// Work is the host directory mounted at /work (at /workspace/repo for
+	// a kelos image), also the working directory: the only mount.
+	Work string
+	// Args fill the "$@" slot: the runner's ContainerArgs, or for a kelos
+	// image the prompt alone, its $1.
+	Args []string
+	// Network is "allowlist" (the default: a network that reaches only the
+	// gateway) or "open".
+	Network string
+	// InMachine says the machine does the whole run itself, on a driver
+	// with InMachineRuns: Work is "", and berth-init (BERTH_RUN_REPORT=
+	// gateway in the environment) clones the repository through the
+	// gateway into /work, fetches the task, streams its output to the
+	// gateway, and reports the agent's exit there with its work as a git
+	// bundle (it pushes nothing).
+	InMachine bool
+}
+
+// InMachineRuns is the capability of a driver that can neither mount a
+// host directory nor follow a machine's output (Kubernetes, which the
+// gateway reaches only through the API server, without pods/log): its
+// agent runs run whole in the machine (RunSpec.InMachine), and the machine
+// reports to the gateway.
+type InMachineRuns interface {
+	RunsInMachine()
+}
+
 // MachineStatus is what a driver can tell of a machine.
 type MachineStatus string
 

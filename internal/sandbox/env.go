@@ -11,7 +11,6 @@ import (
 
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/quantity"
-	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/secret"
 )
 
@@ -86,22 +85,18 @@ func (s *Service) environment(ctx context.Context, sb Sandbox, key secret.Secret
 	return env, nil
 }
 
-// ModelEnv is what inference tells sandboxes (SPEC S14, S15): the models a
-// project's key may reach, each with the APIs its provider speaks (an agent
-// run's model is chosen among them for its runner); BERTH_MODEL,
+// ModelEnv is what inference tells sandboxes (SPEC S14, S15): BERTH_MODEL,
 // ANTHROPIC_MODEL and Pi's files (BERTH_PI_CONFIG, BERTH_PI_SETTINGS) for a
 // sandbox of a project, BERTH_MODEL the model given ("": the first the key
 // may reach); and the names of the gateway's vendor credentials, which a
 // sandbox's environment never holds.
 type ModelEnv interface {
-	Reachable(ctx context.Context, org, project string) ([]runner.Model, error)
 	SandboxEnv(ctx context.Context, org, project, model string) (map[string]string, error)
 	Withheld() []string
 }
 
 // WithModelEnv gives the service the model variables of its sandboxes;
-// without it a sandbox is told no model, and an agent run is refused: it
-// would have none to call.
+// without it a sandbox is told no model.
 func WithModelEnv(m ModelEnv) Option { return func(s *Service) { s.modelEnv = m } }
 
 // addModelEnv sets the model variables in env, BERTH_MODEL model ("": the

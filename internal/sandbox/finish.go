@@ -25,7 +25,7 @@ import (
 // environment on its volume (Spec.Replace): whatever a killed podman half
 // made, or a killed gateway's orphaned `podman run` makes meanwhile, is
 // replaced. An error leaves the row as it was for the caller to fail.
-func (s *Service) finishStart(ctx context.Context, sb Sandbox) error {
+func (s sweeper) finishStart(ctx context.Context, sb Sandbox) error {
 	s.claim(ctx, sb.ID) // as at create: no sweep may take it meanwhile
 	spec, err := s.finishSpec(ctx, sb)
 	if err != nil {
@@ -38,7 +38,7 @@ func (s *Service) finishStart(ctx context.Context, sb Sandbox) error {
 }
 
 // finishSpec is the start of sb made again, with fresh credentials.
-func (s *Service) finishSpec(ctx context.Context, sb Sandbox) (Spec, error) {
+func (s sweeper) finishSpec(ctx context.Context, sb Sandbox) (Spec, error) {
 	if sb.FromPool {
 		// Its machine fetches its environment (and a fresh key) with a
 		// one-time token; the old token may have gone unused.
@@ -75,7 +75,7 @@ func (s *Service) finishSpec(ctx context.Context, sb Sandbox) (Spec, error) {
 }
 
 // failUnfinished fails a start that could not be finished, saying why.
-func (s *Service) failUnfinished(ctx context.Context, sb Sandbox, cause error, res *SweepResult) error {
+func (s sweeper) failUnfinished(ctx context.Context, sb Sandbox, cause error, res *SweepResult) error {
 	if errors.Is(cause, ErrConflict) {
 		return cause // the row moved on meanwhile: nothing to finish
 	}

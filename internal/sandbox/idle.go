@@ -3,6 +3,8 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"sync"
 	"time"
 
 	"berth.dev/berth/internal/quantity"
@@ -17,113 +19,122 @@ type activity struct {
 	saved time.Time // the latest last written to the store
 }
 
+// activities is this replica's activity of every sandbox (SPEC S3's idle
+// clock), saved to the store so that another replica's sweep reads it.
+type activities struct {
+	mu    sync.Mutex
+	of    map[ID]*activity
+	now   func() time.Time
+	store Store
+	log   *slog.Logger
+}
+
 // ConnectionOpened records a connection opened to a sandbox through the
 // gateway (SPEC S3: an open connection is activity, even with nobody typing).
-func (s *Service) ConnectionOpened(id ID) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	a := s.activityOf(id)
-	a.open++
-	a.last = s.now()
-}
+func (s *Service) ConnectionOpened(id ID) { s.active.opened(id, 1) }
 
 // ConnectionClosed records the end of such a connection.
-func (s *Service) ConnectionClosed(id ID) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	a := s.activityOf(id)
-	if a.open > 0 {
-		a.open--
-	}
-	a.last = s.now()
-}
-
-// touch records bytes moving through a connection to a sandbox.
-func (s *Service) touch(id ID) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.activityOf(id).last = s.now()
-}
+func (s *Service) ConnectionClosed(id ID) { s.active.opened(id, -1) }
 
 // Activity returns the connections this replica has open to sb and when
 // a connection last opened, closed or carried bytes, here or as another
 // replica saved it; zero when none has since the sandbox was made.
-func (s *Service) Activity(sb Sandbox) (open int, last time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+func (s *Service) Activity(sb Sandbox) (open int, last time.Time) { return s.active.seen(sb) }
+
+// opened counts n more connections open to id (-1: one closed), now.
+func (a *activities) opened(id ID, n int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	v := a.get(id)
+	v.open = max(v.open+n, 0)
+	v.last = a.now()
+}
+
+// touch records bytes moving through a connection to a sandbox.
+func (a *activities) touch(id ID) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.get(id).last = a.now()
+}
+
+// seen is Activity.
+func (a *activities) seen(sb Sandbox) (open int, last time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	last = sb.ActiveAt
-	if a, ok := s.active[sb.ID]; ok {
-		open = a.open
-		if a.last.After(last) {
-			last = a.last
+	if v, ok := a.of[sb.ID]; ok {
+		open = v.open
+		if v.last.After(last) {
+			last = v.last
 		}
 	}
 	return open, last
 }
 
-// saveActivity writes to the store what this replica saw of id's activity
-// since it last did, so another replica's sweep reads it (SPEC S3: the
-// idle clock counts connections through any replica). A failure is logged:
-// the next tick tries again.
-func (s *Service) saveActivity(ctx context.Context, id ID) {
-	s.mu.Lock()
-	a, ok := s.active[id]
-	if !ok || !a.last.After(a.saved) {
-		s.mu.Unlock()
+// save writes to the store what this replica saw of id's activity since
+// it last did, so another replica's sweep reads it (SPEC S3: the idle
+// clock counts connections through any replica). A failure is logged: the
+// next tick tries again.
+func (a *activities) save(ctx context.Context, id ID) {
+	a.mu.Lock()
+	v, ok := a.of[id]
+	if !ok || !v.last.After(v.saved) {
+		a.mu.Unlock()
 		return
 	}
-	at := a.last
-	s.mu.Unlock()
-	if err := s.store.SaveActivity(ctx, id, at); err != nil {
-		s.log.WarnContext(ctx, "sandbox activity not saved", "sandbox", id, "err", err)
+	at := v.last
+	a.mu.Unlock()
+	if err := a.store.SaveActivity(ctx, id, at); err != nil {
+		a.log.WarnContext(ctx, "sandbox activity not saved", "sandbox", id, "err", err)
 		return
 	}
-	s.mu.Lock()
-	if at.After(a.saved) {
-		a.saved = at
+	a.mu.Lock()
+	if at.After(v.saved) {
+		v.saved = at
 	}
-	s.mu.Unlock()
+	a.mu.Unlock()
 }
 
-// saveAllActivity saves every sandbox's activity not yet saved: bytes
-// through a connection that stays open reach the store once a tick.
-func (s *Service) saveAllActivity(ctx context.Context) {
-	s.mu.Lock()
+// saveAll saves every sandbox's activity not yet saved: bytes through a
+// connection that stays open reach the store once a tick.
+func (a *activities) saveAll(ctx context.Context) {
+	a.mu.Lock()
 	var ids []ID
-	for id, a := range s.active {
-		if a.last.After(a.saved) {
+	for id, v := range a.of {
+		if v.last.After(v.saved) {
 			ids = append(ids, id)
 		}
 	}
-	s.mu.Unlock()
+	a.mu.Unlock()
 	for _, id := range ids {
-		s.saveActivity(ctx, id)
+		a.save(ctx, id)
 	}
 }
 
 // forget drops what was seen of a sandbox that is gone for good, unless a
 // connection to it is still closing (its close records it again).
-func (s *Service) forget(id ID) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if a, ok := s.active[id]; ok && a.open == 0 {
-		delete(s.active, id)
+func (a *activities) forget(id ID) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if v, ok := a.of[id]; ok && v.open == 0 {
+		delete(a.of, id)
 	}
 }
 
-func (s *Service) activityOf(id ID) *activity {
-	a, ok := s.active[id]
+// get is id's activity, made if it has none. The caller holds mu.
+func (a *activities) get(id ID) *activity {
+	v, ok := a.of[id]
 	if !ok {
-		a = &activity{}
-		s.active[id] = a
+		v = &activity{}
+		a.of[id] = v
 	}
-	return a
+	return v
 }
 
 // idle reports whether an engineer sandbox has had no connection for the
 // deployment's idle limit. The clock counts from the last connection, or
 // from when it last started running (it restarts on resume).
-func (s *Service) idle(sb Sandbox, now time.Time) bool {
+func (s sweeper) idle(sb Sandbox, now time.Time) bool {
 	if s.cfg.IdleSuspend <= 0 || sb.Purpose != PurposeEngineer || sb.State != StateRunning || sb.RunningSince.IsZero() {
 		return false
 	}
@@ -138,7 +149,7 @@ func (s *Service) idle(sb Sandbox, now time.Time) bool {
 }
 
 // suspendIdle suspends a sandbox the sweep found idle.
-func (s *Service) suspendIdle(ctx context.Context, sb Sandbox) error {
+func (s sweeper) suspendIdle(ctx context.Context, sb Sandbox) error {
 	next, err := sb.Transition(StateSuspended)
 	if err != nil {
 		return err

@@ -235,7 +235,7 @@ func (s *Service) endAt(ctx context.Context, actor string, sb Sandbox, to State,
 	if s.agentRun(sb) && !next.Live() {
 		// The run's record first: removing the machine ends its follower,
 		// which must find the run closed, and by whom.
-		s.runEnded(ctx, sb, to, actor, reason)
+		s.runs.Ended(ctx, sb, to, actor, reason)
 	}
 	if s.driver == nil {
 		return out, nil
@@ -252,12 +252,11 @@ func (s *Service) endAt(ctx context.Context, actor string, sb Sandbox, to State,
 		s.log.WarnContext(ctx, "driver could not release a sandbox's machine", "sandbox", sb.ID, "state", to, "err", err)
 	}
 	if !next.Live() {
-		s.forget(sb.ID)
+		s.active.forget(sb.ID)
 	}
 	if s.agentRun(sb) && !next.Live() {
 		// The task never outlives its sandbox, nor does its checkout.
-		removePrompt(sb, s.work.Dir(sb))
-		s.removeCheckout(ctx, sb)
+		s.runs.Removed(ctx, sb)
 	}
 	return out, nil
 }
@@ -299,20 +298,10 @@ func (s *Service) clamp(sb Sandbox) time.Time {
 	return now
 }
 
-// stoppedAt is when a running segment of sb closes for a machine that
-// stopped by itself at exited, as its runtime says: then, however late the
-// gateway noticed (it was down, or a change went untold), but never past
-// the expiry nor before the segment opened (SPEC S8). Zero exited is not
-// known: the segment closes now (clamp).
+// stoppedAt is sb.StoppedAt now: when its running segment closes for a
+// machine that stopped by itself at exited.
 func (s *Service) stoppedAt(sb Sandbox, exited time.Time) time.Time {
-	at := s.clamp(sb)
-	if exited.IsZero() || !exited.Before(at) {
-		return at
-	}
-	if exited.Before(sb.RunningSince) {
-		return sb.RunningSince
-	}
-	return exited
+	return sb.StoppedAt(exited, s.now())
 }
 
 func expiredError(sb Sandbox) error {

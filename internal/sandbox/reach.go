@@ -140,7 +140,7 @@ func (s *Service) unreachable(ctx context.Context, sb Sandbox, err error) error 
 	if m, ierr := s.driver.Inspect(ctx, sb.ID); ierr == nil && m.Status == MachineRunning {
 		return err
 	}
-	if herr := s.sweepSandbox(ctx, sb.ID); herr != nil {
+	if herr := (sweeper{s}).sweepSandbox(ctx, sb.ID); herr != nil {
 		s.log.WarnContext(ctx, "could not handle a sandbox whose machine stopped", "sandbox", sb.ID, "err", herr)
 	}
 	if now, gerr := s.store.GetSandbox(ctx, sb.ID); gerr == nil && now.State != StateRunning {
@@ -160,7 +160,7 @@ func portTarget(port int) string { return "port " + strconv.Itoa(port) }
 
 // Active records that bytes moved through c: the sandbox's idle clock
 // restarts. The tunnel calls it at most once a second.
-func (c *Connection) Active() { c.svc.touch(c.Sandbox.ID) }
+func (c *Connection) Active() { c.svc.active.touch(c.Sandbox.ID) }
 
 // Close closes the sandbox's end, ends the connection for the idle clock,
 // and records it in the audit log with how long it lasted and what it
@@ -172,7 +172,7 @@ func (c *Connection) Close(ctx context.Context, t Traffic) {
 		// Saved before the hold goes: the sweep of another replica must
 		// not count the sandbox idle from before this connection.
 		save, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		c.svc.saveActivity(save, c.Sandbox.ID)
+		c.svc.active.save(save, c.Sandbox.ID)
 		cancel()
 		if c.release != nil {
 			c.release()

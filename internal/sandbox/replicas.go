@@ -51,7 +51,7 @@ func (s *Service) hold(ctx context.Context, id ID) func() {
 
 // heldElsewhere reports whether another replica is serving id; when that
 // cannot be told, it says so, and the sweep leaves the sandbox for later.
-func (s *Service) heldElsewhere(ctx context.Context, id ID) bool {
+func (s sweeper) heldElsewhere(ctx context.Context, id ID) bool {
 	held, err := s.replicas.HeldElsewhere(ctx, id)
 	if err != nil {
 		s.log.WarnContext(ctx, "could not tell whether another replica holds a sandbox", "sandbox", id, "err", err)
@@ -62,7 +62,7 @@ func (s *Service) heldElsewhere(ctx context.Context, id ID) bool {
 
 // sweepIfLeader sweeps when this replica leads, and logs when that
 // changes; leading is the loop's memory of the last answer.
-func (s *Service) sweepIfLeader(ctx context.Context, leading *bool) {
+func (s sweeper) sweepIfLeader(ctx context.Context, leading *bool) {
 	lead, err := s.replicas.Lead(ctx)
 	if err != nil {
 		if ctx.Err() != nil {

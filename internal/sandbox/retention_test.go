@@ -2,12 +2,9 @@ package sandbox_test
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"berth.dev/berth/internal/runner/runnertest"
 	"berth.dev/berth/internal/sandbox"
 )
 
@@ -52,31 +49,5 @@ func TestRetentionDeletesEndedSandboxes(t *testing.T) {
 	}
 	if got, _ := e.st.GetSandbox(ctx, kept.ID); got.State != sandbox.StateExpired {
 		t.Errorf("the old live sandbox is %s, want expired and kept", got.State)
-	}
-}
-
-// TestRetentionRemovesARunsFiles: an agent run's log (and a reviewer's
-// verdict copy) on the gateway's disk goes with its sandbox's row.
-func TestRetentionRemovesARunsFiles(t *testing.T) {
-	const retention = 24 * time.Hour
-	logs := ""
-	e := newEnv(t, agents(t), func(c *sandbox.Config) { c.Retention, logs = retention, c.Agents.LogDir })
-	e.drv.SetAgent(func(sandbox.Spec) ([]string, int) { return runnertest.Stream(t, "pi-text"), 0 })
-	e.run(t)
-	sb := e.agentRun(t, "pi")
-	e.waitState(t, sb.ID, sandbox.StateTerminated)
-	log := filepath.Join(logs, string(sb.ID)+".log")
-	if _, err := os.Stat(log); err != nil {
-		t.Fatalf("the run's log: %v", err)
-	}
-	e.clock.Advance(retention + time.Hour)
-	if res, err := e.svc.Sweep(t.Context()); err != nil || res.Deleted != 1 {
-		t.Fatalf("sweep past the retention deleted %d (%v), want 1", res.Deleted, err)
-	}
-	if _, err := os.Stat(log); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("the run's log after its sandbox was deleted: %v, want it gone", err)
-	}
-	if _, _, err := e.svc.RunLog(t.Context(), e.alice, string(sb.ID)); !errors.Is(err, sandbox.ErrNotFound) {
-		t.Errorf("RunLog of a deleted sandbox: %v, want ErrNotFound", err)
 	}
 }

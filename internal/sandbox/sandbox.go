@@ -3,6 +3,8 @@
 // class fields with their defaults and ranges, and the Service that creates,
 // suspends, resumes, extends, terminates and sweeps sandboxes through a
 // Driver. It declares the Store and Driver it needs; adapters implement them.
+// An agent sandbox's run is package agentrun's, which the service asks
+// through the Runs port it declares.
 package sandbox
 
 import (
@@ -194,6 +196,26 @@ func (sb Sandbox) RunningTime(now time.Time) time.Duration {
 		}
 	}
 	return d
+}
+
+// StoppedAt is when a running segment of sb closes, at now, for a machine
+// that stopped by itself at exited, as its runtime says: then, however
+// late the gateway noticed (it was down, or a change went untold), but
+// never past the expiry nor before the segment opened (SPEC S8). Zero
+// exited is not known: the segment closes now, or at the expiry if that
+// is earlier.
+func (sb Sandbox) StoppedAt(exited, now time.Time) time.Time {
+	at := now
+	if !sb.ExpiresAt.IsZero() && sb.ExpiresAt.Before(now) {
+		at = sb.ExpiresAt
+	}
+	if exited.IsZero() || !exited.Before(at) {
+		return at
+	}
+	if exited.Before(sb.RunningSince) {
+		return sb.RunningSince
+	}
+	return exited
 }
 
 // neverRan reports whether the sandbox has not been running yet.

@@ -1,13 +1,11 @@
 package sandbox_test
 
 import (
-	"context"
 	"errors"
 	"log/slog"
 	"testing"
 	"time"
 
-	"berth.dev/berth/internal/runner/runnertest"
 	"berth.dev/berth/internal/sandbox"
 )
 
@@ -165,56 +163,4 @@ func TestNothingIsChargedPastExpiryBeforeTheSweep(t *testing.T) {
 		t.Error("the replaced key still authenticates")
 	}
 	e.checkRan(t, sb.ID, 4*time.Hour, t0.Add(4*time.Hour+20*time.Second))
-}
-
-// TestAnAgentThatExitsWhileTheGatewayIsDownIsChargedToItsExit: the run's
-// container exits while no gateway runs; the gateway that comes back an
-// half an hour later follows the run again, finishes it, and closes its sandbox's
-// running time at the container's exit, not at the restart (issue 15).
-func TestAnAgentThatExitsWhileTheGatewayIsDownIsChargedToItsExit(t *testing.T) {
-	e := newEnv(t, agents(t))
-	release, running := make(chan struct{}), make(chan struct{}, 2)
-	e.drv.SetAgent(func(sandbox.Spec) ([]string, int) {
-		running <- struct{}{}
-		<-release // the agent works until the test lets it finish
-		return runnertest.Stream(t, "claude-text"), 0
-	})
-	log := slog.New(slog.NewTextHandler(t.Output(), nil))
-	runFor := func(svc *sandbox.Service) (cancel func(), done chan struct{}) {
-		ctx, cancel := context.WithCancel(context.Background())
-		done = make(chan struct{})
-		go func() { defer close(done); svc.Run(ctx, time.Hour) }()
-		return cancel, done
-	}
-	down, stopped := runFor(e.svc)
-	sb := e.agentRun(t, "claude-code")
-	<-running
-	opened := e.within(t, sb.ID, sandbox.StateRunning, 10*time.Second).RunningSince
-
-	// The gateway goes down 3 minutes in; the agent exits 4 minutes later;
-	// the gateway is back half an hour after that (the run's lifetime is
-	// an hour).
-	e.clock.Advance(3 * time.Minute)
-	down()
-	e.clock.Advance(4 * time.Minute)
-	exit := e.clock.Now()
-	e.drv.Exit(sb.ID, 0)
-	close(release) // its follower, cut off, returns without finishing it
-	<-stopped
-	e.clock.Advance(30 * time.Minute)
-
-	restarted := sandbox.NewService(e.st, e.drv, e.accounts, e.cfg, log, e.clock.Now, e.opts...)
-	up, ran := runFor(restarted)
-	t.Cleanup(func() { up(); <-ran })
-	end := e.within(t, sb.ID, sandbox.StateTerminated, 10*time.Second)
-	if got := end.FirstRan.Add(end.Ran); !got.Equal(exit) || !end.FirstRan.Equal(opened) {
-		t.Errorf("running time %v → %v (%v), want it to end at the exit, %v", end.FirstRan, got, end.Ran, exit)
-	}
-	run, err := e.svc.RunOf(t.Context(), end)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if run.State != sandbox.RunSucceeded || !run.EndedAt.Equal(exit) {
-		t.Errorf("run %s (%s), ended %v; want succeeded, ended at the exit %v", run.State, run.Error, run.EndedAt, exit)
-	}
 }

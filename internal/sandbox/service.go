@@ -68,11 +68,9 @@ type Config struct {
 	// Metrics receives creates, failures, readiness and sweep times; nil
 	// reports nothing.
 	Metrics Metrics
-	// Agents is how agent sandboxes run their runner (SPEC S13).
-	Agents AgentConfig
-	// Workspaces makes agent runs' checkouts; nil: agent sandboxes run no
-	// runner.
-	Workspaces Workspaces
+	// AgentRunner is the runner an agent sandbox's class is chosen for
+	// when its create names none (BERTH_AGENT_RUNNER, SPEC S13).
+	AgentRunner string
 	// Warm turns warm pools on (BERTH_SANDBOX_WARM, SPEC S12): engineer
 	// sandboxes of a class with warm > 0 come from its pool when the
 	// driver keeps pools. Off, every pool is deleted.
@@ -97,17 +95,15 @@ type Service struct {
 	mu       sync.Mutex
 	inflight map[ID]func() // sandboxes whose start is queued or running, with their holds' release
 	settled  chan struct{} // closed, and replaced, whenever a start ends (under mu)
-	active   map[ID]*activity
+	active   *activities
 	stopOnce sync.Once
 	stopping chan struct{} // closed by Shutdown: Run takes no new work
 
-	work      Workspaces
-	follows   chan ID      // agent runs to follow again (after a restart)
-	following map[ID]int   // agent runs whose output (or in-machine report) is being read
-	modelEnv  ModelEnv     // nil: sandboxes are told no model
-	meter     SessionMeter // nil: runs show the agent's figures only
-	replicas  Replicas     // alone unless WithReplicas
-	poolsMu   sync.Mutex   // serialises SyncPools
+	runs     Runs       // nil: agent sandboxes run no runner (SetRuns)
+	follows  chan ID    // agent runs to follow again (after a restart)
+	modelEnv ModelEnv   // nil: sandboxes are told no model
+	replicas Replicas   // alone unless WithReplicas
+	poolsMu  sync.Mutex // serialises SyncPools
 }
 
 type startJob struct {
@@ -137,16 +133,14 @@ func NewService(store Store, driver Driver, accounts Accounts, cfg Config, log *
 	}
 	s := &Service{
 		store: store, driver: driver, accounts: accounts, cfg: cfg, images: images, log: log, now: now, audit: rec, metrics: m,
-		dial:      (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
-		starts:    make(chan startJob, 1024),
-		inflight:  map[ID]func(){},
-		settled:   make(chan struct{}),
-		stopping:  make(chan struct{}),
-		active:    map[ID]*activity{},
-		work:      cfg.Workspaces,
-		follows:   make(chan ID, 1024),
-		following: map[ID]int{},
-		replicas:  alone{},
+		dial:     (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
+		starts:   make(chan startJob, 1024),
+		inflight: map[ID]func(){},
+		settled:  make(chan struct{}),
+		stopping: make(chan struct{}),
+		active:   &activities{of: map[ID]*activity{}, now: now, store: store, log: log},
+		follows:  make(chan ID, 1024),
+		replicas: alone{},
 	}
 	for _, o := range opts {
 		o(s)
@@ -212,7 +206,7 @@ func (s *Service) create(ctx context.Context, p account.Principal, req CreateReq
 	}
 	classRunner := ""
 	if purpose == PurposeAgent {
-		classRunner = cmp.Or(req.Runner, s.cfg.Agents.Runner)
+		classRunner = cmp.Or(req.Runner, s.cfg.AgentRunner)
 	}
 	class, err := s.chooseClass(ctx, org, req.Class, purpose, classRunner)
 	if err != nil {
@@ -257,34 +251,15 @@ func (s *Service) create(ctx context.Context, p account.Principal, req CreateReq
 		sb.Repo, sb.GitMode = repo.String(), class.Git
 	}
 	sb.FromPool = s.pooled(class, purpose)
-	if purpose == PurposeAgent && s.work != nil {
-		name, image, err := s.chooseRunner(req.Runner, class)
-		if err != nil {
+	if purpose == PurposeAgent && s.runs != nil {
+		// The runner, its image and the model its run starts on (one its
+		// runner can call), or the create is refused here, before
+		// anything starts.
+		if err := s.runs.Choose(ctx, &sb, class, prj, req.Model); err != nil {
 			return Sandbox{}, err
 		}
-		if name != "" {
-			if !s.runsAgents() {
-				return Sandbox{}, fmt.Errorf("this deployment's driver (%s) can run no agents: it neither follows a run's output nor lets the machine run it whole, so runner %s cannot run here: %w",
-					s.cfg.Driver, name, ErrUnavailable)
-			}
-			if err := s.checkInMachine(class); err != nil {
-				return Sandbox{}, err
-			}
-			// SPEC S13: the runner's image, chosen per runner (a kelos
-			// class's own image, S13.6).
-			sb.Runner, sb.Image = name, image
-		}
-	}
-	// The model an agent run starts on: one its runner can call, or the
-	// create is refused here, before anything starts.
-	if purpose == PurposeAgent {
-		run := ""
-		if s.agentRun(sb) {
-			run = sb.Runner
-		}
-		if sb.Model, err = s.chooseModel(ctx, org, prj, run, req.Model); err != nil {
-			return Sandbox{}, err
-		}
+	} else if req.Model != "" {
+		return Sandbox{}, invalid("model", "this deployment runs no agent's task, so no run starts on a model")
 	}
 	key, secret := account.NewSandboxKey(p.User.ID, string(sb.ID), prj.ID, sb.ExpiresAt, now)
 	sb.KeyID = key.ID

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -15,45 +13,19 @@ import (
 	"berth.dev/berth/internal/fakeclock"
 	"berth.dev/berth/internal/forge/local"
 	"berth.dev/berth/internal/guardrail"
-	"berth.dev/berth/internal/inference/inferencetest"
 	"berth.dev/berth/internal/quantity"
 	"berth.dev/berth/internal/repository"
 	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/sandbox/sandboxtest"
 	"berth.dev/berth/internal/store"
 )
 
-const testKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGQ0n8q0dvGXmfhT3x7Jt0yq4xNn6JkJ3sJ8QmV4c2Xk alice@laptop"
+const testKey = sandboxtest.Key
 
-const classFile = `sandboxes:
-  - name: standard
-    image: localhost/berth-sandbox:1
-    isolation: standard
-    cpu: "2"
-    memory: 4Gi
-    default_ttl: 4h
-    max_ttl: 24h
-    purposes: [engineer]
-  - name: agent
-    image: localhost/berth-agent:1
-    isolation: standard
-    default_ttl: 1h
-    max_ttl: 2h
-    purposes: [agent]
-  - name: big
-    image: localhost/berth-sandbox:1
-    isolation: standard
-    cpu: "16"
-    memory: 64Gi
-    purposes: [engineer]
-  - name: gpu
-    image: localhost/berth-sandbox:1
-    isolation: vm
-    purposes: [engineer]
-`
+const classFile = sandboxtest.ClassFile
 
-// env is a real store in a temporary directory, the real services, and the
-// fake driver, with an operator, an administrator and two members of
-// organisation "acme", and a member of organisation "other".
+// env is the sandbox tests' world (sandboxtest) and the sandbox service in
+// it.
 type env struct {
 	st       *store.Store
 	path     string // the store's SQLite file
@@ -63,8 +35,9 @@ type env struct {
 	accounts *account.Service
 	svc      *sandbox.Service
 	cfg      sandbox.Config
-	opts     []sandbox.Option // the service's: its models, when it runs agents
+	opts     []sandbox.Option // the service's
 	clock    *fakeclock.Clock
+	w        *sandboxtest.World
 
 	operator, admin, alice, bob, stranger account.Principal
 	acme, other                           account.Organisation
@@ -74,13 +47,6 @@ type option func(*sandbox.Config)
 
 func noForge(c *sandbox.Config) { c.Repositories = nil }
 
-// repositories is the service's Repositories in the tests: the repository
-// service over the env's local forge, which agent runs' checkouts clone.
-type repositories struct {
-	*repository.Service
-	local *local.Forge
-}
-
 func newEnv(t *testing.T, opts ...option) *env {
 	t.Helper()
 	return newEnvOn(t, nil, opts...)
@@ -89,85 +55,18 @@ func newEnv(t *testing.T, opts ...option) *env {
 // newEnvOn is newEnv with a store opened with storeOpts.
 func newEnvOn(t *testing.T, storeOpts []store.Option, opts ...option) *env {
 	t.Helper()
-	ctx := t.Context()
-	path := t.TempDir() + "/berth.db"
-	st, err := store.Open(ctx, path, storeOpts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	classes, err := sandbox.ParseClassFile(strings.NewReader(classFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{st: st, path: path, drv: fake.New(), clock: fakeclock.New(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))}
-	e.drv.SetClock(e.clock.Now) // machines exit on the test's clock
-	e.local = local.New(t.TempDir(), "http://gateway.test:8080", st, e.clock.Now)
-	if _, err := e.local.Import(ctx, "acme/app", seedRepo(t)); err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(t.Output(), nil))
-	e.accounts = account.NewService(st, st, e.clock.Now, func(ctx context.Context, org string) error { return e.svc.SeedClasses(ctx, org) }, st, log)
-	e.repos = repository.New(st, e.accounts, repository.Config{Forge: e.local, PublicURL: "http://gateway.test:8080", Audit: st}, log, e.clock.Now)
-	cfg := sandbox.Config{
-		Driver:       "fake",
-		Runtimes:     map[sandbox.Tier]string{sandbox.TierStandard: ""},
-		Repositories: repositories{e.repos, e.local},
-		PublicURL:    "http://gateway.test:8080",
-		Template:     classes,
-		Audit:        st,
-	}
+	e := &env{}
+	w := sandboxtest.New(t, func(ctx context.Context, org string) error { return e.svc.SeedClasses(ctx, org) }, storeOpts...)
+	e.w, e.st, e.path, e.drv, e.local, e.repos, e.accounts, e.clock = w, w.Store, w.Path, w.Driver, w.Forge, w.Repos, w.Accounts, w.Clock
+	cfg := w.Config(t)
 	for _, o := range opts {
 		o(&cfg)
 	}
 	e.cfg = cfg
-	if cfg.Workspaces != nil {
-		// A deployment that runs agents serves their models.
-		e.opts = append(e.opts, sandbox.WithModelEnv(inferencetest.Scripted(t, st, e.accounts, "http://gateway.test:8080")))
-	}
-	e.svc = sandbox.NewService(st, e.drv, e.accounts, cfg, log, e.clock.Now, e.opts...)
-
-	org, _, op, _, err := e.accounts.Bootstrap(ctx, "acme", "default", "ops")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.acme = org
-	e.operator = account.Principal{User: op}
-	mk := func(orgRef, name string, role account.Role) account.Principal {
-		u, err := e.accounts.CreateUser(ctx, e.operator, orgRef, name, "", role)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return account.Principal{User: u}
-	}
-	e.admin = mk("acme", "ada", account.RoleAdmin)
-	e.alice = mk("acme", "alice@acme.example", account.RoleMember)
-	e.bob = mk("acme", "bob", account.RoleMember)
-	e.other, _, err = e.accounts.CreateOrganisation(ctx, e.operator, "other", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.stranger = mk("other", "sam", account.RoleMember)
-	// Sandboxes of acme may work on acme's repositories (operators set this).
-	if err := e.accounts.SetGuardrail(ctx, e.operator, "acme", "", guardrail.Guardrail{AllowedRepos: []string{"acme"}}); err != nil {
-		t.Fatal(err)
-	}
+	e.svc = sandbox.NewService(e.st, e.drv, e.accounts, cfg, w.Log, e.clock.Now, e.opts...)
+	w.People(t)
+	e.operator, e.admin, e.alice, e.bob, e.stranger, e.acme, e.other = w.Operator, w.Admin, w.Alice, w.Bob, w.Stranger, w.Acme, w.Other
 	return e
-}
-
-// seedRepo makes a git repository with one commit on main and returns its path.
-func seedRepo(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"commit", "-q", "--allow-empty", "-m", "init"}} {
-		cmd := exec.Command("git", args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com", "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v: %s", args, err, out)
-		}
-	}
-	return dir
 }
 
 // run starts the service's background work for the test's life. The
@@ -206,20 +105,7 @@ func (e *env) waitState(t *testing.T, id sandbox.ID, want sandbox.State) sandbox
 // test when d passes first.
 func (e *env) within(t *testing.T, id sandbox.ID, want sandbox.State, d time.Duration) sandbox.Sandbox {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		sb, err := e.st.GetSandbox(t.Context(), id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if sb.State == want {
-			return sb
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sandbox %s (%s) is %s (%s) %s later, want %s", sb.Name, id, sb.State, sb.Reason, d, want)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	return e.w.Within(t, id, want, d)
 }
 
 func TestCreateRunsAndHandsOverTheEnvironment(t *testing.T) {
@@ -427,5 +313,34 @@ func TestLiveCountsCountWhatMaxSandboxesCounts(t *testing.T) {
 	}
 	if _, err := e.svc.LiveCounts(ctx, e.stranger, "acme"); !errors.Is(err, account.ErrNotFound) {
 		t.Errorf("LiveCounts(another organisation's member, acme) err = %v, want not found", err)
+	}
+}
+
+func TestRoleIsForAgentsOnly(t *testing.T) {
+	e := newEnv(t)
+	for _, tt := range []struct {
+		name string
+		req  sandbox.CreateRequest
+	}{
+		{"engineer reviewer", sandbox.CreateRequest{Name: "e1", Class: "standard", SSHKeys: []string{testKey}, Role: "reviewer"}},
+		{"engineer author", sandbox.CreateRequest{Name: "e2", Class: "standard", SSHKeys: []string{testKey}, Role: "author"}},
+		{"unknown role", sandbox.CreateRequest{Name: "a1", Purpose: "agent", Repo: "acme/app", Task: "t", Role: "approver"}},
+	} {
+		_, err := e.svc.Create(t.Context(), e.alice, tt.req)
+		var inv *sandbox.InvalidError
+		if !errors.As(err, &inv) || inv.Field != "role" {
+			t.Errorf("%s: err = %v, want invalid role", tt.name, err)
+		}
+	}
+	sb, err := e.svc.Create(t.Context(), e.alice, sandbox.CreateRequest{Name: "a2", Purpose: "agent", Repo: "acme/app", Task: "t", Runner: "claude-code"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := e.st.GetSandbox(t.Context(), sb.ID); got.Role != sandbox.RoleAuthor {
+		t.Errorf("an agent sandbox without a role has %q, want author", got.Role)
+	}
+	dev := e.engineer(t, e.alice, "dev")
+	if got, _ := e.st.GetSandbox(t.Context(), dev.ID); got.Role != "" {
+		t.Errorf("an engineer sandbox has role %q, want none", got.Role)
 	}
 }

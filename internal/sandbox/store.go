@@ -13,7 +13,7 @@ import (
 // that start something new (CreateSandbox, PutClasses, DeleteClass) may
 // be refused with overload.ErrBusy when the database cannot take them in
 // time, having written nothing, their audit events included; every other
-// write (state changes, a start finished with a fresh key, activity, runs,
+// write (state changes, a start finished with a fresh key, activity,
 // deletes after the retention) waits for the database as
 // long as its context allows, so load delays it and never drops it, nor
 // the events it records.
@@ -51,17 +51,6 @@ type Store interface {
 	// is not an error.
 	SaveActivity(ctx context.Context, id ID, at time.Time) error
 
-	// PutRun writes an agent sandbox's run whole, except that a run's end
-	// once set is kept; GetRun is ErrNotFound for a sandbox without one.
-	PutRun(ctx context.Context, r Run) error
-	GetRun(ctx context.Context, id ID) (Run, error)
-	// PutRunTelemetry writes a run's telemetry and line counts, and
-	// nothing else of it.
-	PutRunTelemetry(ctx context.Context, r Run) error
-	// ClaimRunEnd sets the end of a run still running whose end is not
-	// set yet, in one statement; ErrConflict when it is over or set (an
-	// in-machine run's end is reported once).
-	ClaimRunEnd(ctx context.Context, id ID, at time.Time) error
 	// DeleteEnded deletes, in one transaction, the sandboxes that ended
 	// (are no longer live) before before, with their running segments and
 	// keys, and returns the ids of the sandboxes it deleted.

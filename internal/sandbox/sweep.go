@@ -8,60 +8,6 @@ import (
 	"time"
 )
 
-// claim marks a sandbox's start as in flight, before its row says
-// starting, so a sweep running meanwhile leaves it alone: this replica's
-// sweep by its map, another replica's by its hold. enqueue (or done, if
-// the start is abandoned) follows. Claiming a claimed sandbox changes
-// nothing.
-func (s *Service) claim(ctx context.Context, id ID) {
-	s.mu.Lock()
-	_, claimed := s.inflight[id]
-	s.mu.Unlock()
-	if claimed {
-		return
-	}
-	release := s.hold(ctx, id)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, claimed := s.inflight[id]; claimed {
-		release()
-		return
-	}
-	s.inflight[id] = release
-}
-
-// enqueue hands a start to Run. Should the queue be full, the sandbox is
-// marked failed at once rather than left starting for ever.
-func (s *Service) enqueue(ctx context.Context, spec Spec) {
-	s.claim(ctx, spec.Sandbox.ID)
-	select {
-	case s.starts <- startJob{spec: spec}:
-	default:
-		s.done(spec.Sandbox.ID)
-		s.startFailed(ctx, spec, "too many sandboxes starting at once; try again")
-	}
-}
-
-func (s *Service) done(id ID) {
-	s.mu.Lock()
-	release, ok := s.inflight[id]
-	delete(s.inflight, id)
-	if ok {
-		s.startEnded()
-	}
-	s.mu.Unlock()
-	if ok {
-		release()
-	}
-}
-
-func (s *Service) busy(id ID) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, ok := s.inflight[id]
-	return ok
-}
-
 // Run starts queued machines and sweeps every interval until ctx is done,
 // then waits for the starts in flight. It sweeps once before anything else,
 // so what should have ended while the gateway was down ends now (SPEC S11).
@@ -78,12 +24,13 @@ func (s *Service) Run(ctx context.Context, interval time.Duration) {
 		<-ctx.Done()
 		return
 	}
+	sw := sweeper{s}
 	changes, lost := make(chan ID, 1024), make(chan struct{}, 1)
 	if w, ok := s.driver.(Watcher); ok {
-		wg.Go(func() { s.watch(ctx, w, changes, lost) })
+		wg.Go(func() { sw.watch(ctx, w, changes, lost) })
 	}
 	leading := false
-	s.sweepIfLeader(ctx, &leading)
+	sw.sweepIfLeader(ctx, &leading)
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	stopping, tick, follows, changed, broke := s.stopping, t.C, s.follows, changes, lost
@@ -98,28 +45,28 @@ func (s *Service) Run(ctx context.Context, interval time.Duration) {
 			stopping, tick, follows, changed, broke = nil, nil, nil, nil, nil
 		case id := <-changed:
 			if leading {
-				wg.Go(func() { s.machineChanged(ctx, id) })
+				wg.Go(func() { sw.machineChanged(ctx, id) })
 			}
 		case <-broke:
-			s.sweepIfLeader(ctx, &leading)
+			sw.sweepIfLeader(ctx, &leading)
 		case job := <-s.starts:
 			wg.Go(func() { s.start(ctx, job.spec) })
 		case id := <-follows:
 			wg.Go(func() {
 				if sb, err := s.store.GetSandbox(ctx, id); err == nil && sb.State == StateRunning {
-					s.follow(ctx, sb, "")
+					s.runs.Follow(ctx, sb, "")
 				}
 			})
 		case <-tick:
-			s.saveAllActivity(ctx)
-			s.sweepIfLeader(ctx, &leading)
+			s.active.saveAll(ctx)
+			sw.sweepIfLeader(ctx, &leading)
 		}
 	}
 }
 
-func (s *Service) sweepAndLog(ctx context.Context) {
+func (s sweeper) sweepAndLog(ctx context.Context) {
 	began := s.now()
-	res, err := s.Sweep(ctx)
+	res, err := s.sweep(ctx)
 	s.metrics.Swept(s.now().Sub(began))
 	if err != nil {
 		if ctx.Err() == nil {
@@ -132,120 +79,6 @@ func (s *Service) sweepAndLog(ctx context.Context) {
 	}
 	if res.Deleted > 0 {
 		s.log.InfoContext(ctx, "ended sandboxes deleted after the retention", "count", res.Deleted, "retention", s.cfg.Retention)
-	}
-}
-
-// start runs one queued start to its end: running when the driver reports
-// the machine ready, failed when it cannot start it.
-func (s *Service) start(ctx context.Context, spec Spec) {
-	defer s.done(spec.Sandbox.ID)
-	id := spec.Sandbox.ID
-	began := s.now()
-	if s.agentRun(spec.Sandbox) && spec.Env != nil {
-		if err := s.prepareRun(ctx, &spec); err != nil {
-			s.log.WarnContext(ctx, "agent run not prepared", "sandbox", id, "err", err)
-			s.startFailed(ctx, spec, "its run could not be prepared: "+err.Error())
-			return
-		}
-	}
-	err := s.driver.Start(ctx, spec)
-	if ctx.Err() != nil {
-		// The gateway stopped without waiting; the start-up sweep
-		// finishes this one.
-		return
-	}
-	if err != nil {
-		s.log.WarnContext(ctx, "sandbox did not start", "sandbox", id, "err", err)
-		reason := startReason(err)
-		if spec.Run != nil {
-			removePrompt(spec.Sandbox, spec.Run.Work)
-			s.finishUnstarted(ctx, spec.Sandbox, reason)
-		}
-		s.startFailed(ctx, spec, reason)
-		return
-	}
-	sb, err := s.store.GetSandbox(ctx, id)
-	if err != nil {
-		if ctx.Err() == nil {
-			s.log.ErrorContext(ctx, "sandbox started but cannot be read", "sandbox", id, "err", err)
-		}
-		return
-	}
-	if sb.State != StateStarting {
-		// Terminated (or expired) while it started: release the machine.
-		s.release(ctx, sb)
-		return
-	}
-	next, _ := sb.Transition(StateRunning)
-	// Clamped: a start that ends past the expiry opens no charged time; the
-	// next sweep expires it.
-	if _, err := s.write(ctx, "", sb, Update{Sandbox: next, From: StateStarting, At: s.clamp(sb)}); err != nil {
-		if errors.Is(err, ErrConflict) {
-			if sb, err := s.store.GetSandbox(ctx, id); err == nil {
-				s.release(ctx, sb)
-			}
-			return
-		}
-		if ctx.Err() == nil {
-			s.log.ErrorContext(ctx, "sandbox started but its state cannot be written", "sandbox", id, "err", err)
-		}
-		return
-	}
-	s.log.InfoContext(ctx, "sandbox ready", "sandbox", id, "took", s.now().Sub(began))
-	if sb.neverRan() {
-		s.metrics.Ready(sb.Purpose, s.now().Sub(sb.CreatedAt))
-	}
-	if spec.Run != nil && !spec.Run.InMachine {
-		// The start is over; the run goes on. The sweep may look at the
-		// sandbox again (its expiry still applies) while the run is read.
-		// The run's hold is taken before the start's ends, so no other
-		// replica's sweep finds the run unfollowed in between.
-		release := s.hold(ctx, id)
-		s.done(id)
-		s.follow(ctx, next, spec.Run.Work)
-		release()
-	}
-}
-
-// startFailed fails a sandbox whose start did not happen, counting it as a
-// failed create when it was its first start.
-func (s *Service) startFailed(ctx context.Context, spec Spec, reason string) {
-	if spec.Sandbox.neverRan() {
-		s.metrics.CreateFailed(StageStart)
-	}
-	s.fail(ctx, spec.Sandbox.ID, reason)
-}
-
-// release puts a machine in line with a row that moved on while it started.
-func (s *Service) release(ctx context.Context, sb Sandbox) {
-	var err error
-	switch {
-	case !sb.Live():
-		err = s.driver.Remove(ctx, sb.ID)
-	case sb.State != StateRunning && sb.State != StateStarting:
-		if err = s.driver.Stop(ctx, sb.ID); errors.Is(err, ErrNotFound) {
-			err = nil
-		}
-	}
-	if err != nil {
-		s.log.WarnContext(ctx, "could not release a sandbox's machine", "sandbox", sb.ID, "err", err)
-	}
-}
-
-// fail marks a sandbox failed with reason, revoking its key at once. An
-// agent's machine is removed; an engineer's volume is kept (SPEC S3).
-func (s *Service) fail(ctx context.Context, id ID, reason string) {
-	for range 3 { // the row may move under us; read it again and retry
-		sb, err := s.store.GetSandbox(ctx, id)
-		if err != nil || !CanMove(sb.State, StateFailed) {
-			return
-		}
-		if _, err = s.end(ctx, "", sb, StateFailed, reason); !errors.Is(err, errMoved) {
-			if err != nil {
-				s.log.ErrorContext(ctx, "could not mark a sandbox failed", "sandbox", id, "err", err)
-			}
-			return
-		}
 	}
 }
 
@@ -276,7 +109,17 @@ type Tidier interface {
 // notices machines that stopped or vanished, finishes or fails starts that
 // a restart interrupted, and removes machines the database does not know.
 // Last, it deletes the sandboxes that ended longer ago than the retention.
-func (s *Service) Sweep(ctx context.Context) (SweepResult, error) {
+func (s *Service) Sweep(ctx context.Context) (SweepResult, error) { return sweeper{s}.sweep(ctx) }
+
+// sweeper is the sweeping replica's background work (SPEC S11): the sweep
+// over every live sandbox, the machines a Watcher driver says changed,
+// idle engineer sandboxes suspended, starts a stop interrupted finished,
+// and the retention. It is the service's (it acts through the service's
+// one write path and start queue), kept apart from what callers ask of
+// the service.
+type sweeper struct{ *Service }
+
+func (s sweeper) sweep(ctx context.Context) (SweepResult, error) {
 	res := SweepResult{Errors: map[ID]error{}}
 	if s.driver == nil {
 		return res, nil
@@ -330,8 +173,10 @@ func (s *Service) Sweep(ctx context.Context) (SweepResult, error) {
 		}
 		res.Deleted = len(ids)
 		// What a run left on the gateway's disk goes with its row.
-		for _, id := range ids {
-			s.forgetRunFiles(ctx, id)
+		if s.runs != nil {
+			for _, id := range ids {
+				s.runs.Forget(ctx, id)
+			}
 		}
 	}
 	return res, nil
@@ -342,7 +187,7 @@ func (s *Service) Sweep(ctx context.Context) (SweepResult, error) {
 // live sandbox, and the service's for one whose machine the driver says
 // changed (Watcher) or a tunnel found stopped (sweepSandbox). A start in
 // flight and what another replica serves are left alone.
-func (s *Service) sweepLive(ctx context.Context, sb Sandbox, m Machine, has bool, res *SweepResult) error {
+func (s sweeper) sweepLive(ctx context.Context, sb Sandbox, m Machine, has bool, res *SweepResult) error {
 	if sb.State != StateRunning && s.busy(sb.ID) {
 		// Its start is queued or under way. Once the row says running
 		// the start has written all it will, and the sandbox is the
@@ -379,7 +224,7 @@ func (s *Service) sweepLive(ctx context.Context, sb Sandbox, m Machine, has bool
 
 // sweepOne handles one live sandbox. has says the driver holds anything
 // for it (a machine or just its volume), running that a machine exists.
-func (s *Service) sweepOne(ctx context.Context, sb Sandbox, m Machine, has, machine bool, res *SweepResult) error {
+func (s sweeper) sweepOne(ctx context.Context, sb Sandbox, m Machine, has, machine bool, res *SweepResult) error {
 	now := s.now()
 	if !now.Before(sb.ExpiresAt) && CanMove(sb.State, StateExpired) {
 		// A machine that stopped before its expiry stopped the clock then.
@@ -404,7 +249,7 @@ func (s *Service) sweepOne(ctx context.Context, sb Sandbox, m Machine, has, mach
 		// The machine reports how its run ended; one that stopped (or
 		// went) without reporting failed. A report being read here is
 		// left to finish.
-		if s.isFollowing(sb.ID) || (machine && m.Status == MachineRunning) {
+		if s.runs.Following(sb.ID) || (machine && m.Status == MachineRunning) {
 			return nil
 		}
 		reason := "its machine ended without reporting its run to the gateway"
@@ -423,7 +268,7 @@ func (s *Service) sweepOne(ctx context.Context, sb Sandbox, m Machine, has, mach
 	if sb.State == StateRunning && s.agentRun(sb) {
 		// The run's follower decides how it ended; after a restart there is
 		// none yet: follow it again.
-		if !s.isFollowing(sb.ID) {
+		if !s.runs.Following(sb.ID) {
 			select {
 			case s.follows <- sb.ID:
 			default:
@@ -514,21 +359,15 @@ func (s *Service) sweepOne(ctx context.Context, sb Sandbox, m Machine, has, mach
 // following its run (it holds it then): this sweep leaves it to that
 // replica while it lives, unless it has expired. Only those states are
 // asked about, to keep a sweep's queries few.
-func (s *Service) servedElsewhere(ctx context.Context, sb Sandbox) bool {
+func (s sweeper) servedElsewhere(ctx context.Context, sb Sandbox) bool {
 	if !s.now().Before(sb.ExpiresAt) {
 		return false
 	}
 	switch {
 	case sb.State == StateStarting:
-	case sb.State == StateRunning && s.agentRun(sb) && !s.isFollowing(sb.ID):
+	case sb.State == StateRunning && s.agentRun(sb) && !s.runs.Following(sb.ID):
 	default:
 		return false
 	}
 	return s.heldElsewhere(ctx, sb.ID)
-}
-
-func (s *Service) isFollowing(id ID) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.following[id] > 0
 }

@@ -15,18 +15,18 @@ const MaxTask = 1 << 20
 
 // checkTask refuses a task the image's contract cannot be given. The task
 // is never in a machine's environment: it reaches the agent as the prompt
-// file on stdin (berth's contract) or as $1 (Kelos's, S13.6), one argument
-// of podman's command line and then of the container's process, which
-// Linux bounds and which cannot hold NUL. The store keeps it as text, so
-// under either contract it is UTF-8 without NUL.
+// file on stdin (berth's contract) or as $1 (Kelos's, S13.6: kelos checks
+// what its argument may hold). The store keeps it as text, so under
+// either contract it is UTF-8 without NUL.
 func checkTask(c Contract, task string) error {
-	limit, why := MaxTask, "1 MiB: the agent reads it from the prompt file"
 	if c == ContractKelos {
-		limit, why = kelos.MaxPrompt, "a kelos image takes its task as one argument, which Linux caps at 128 KiB with its NUL"
+		if err := kelos.CheckPrompt(task); err != nil {
+			return invalid("task", "%v", err)
+		}
 	}
 	switch {
-	case len(task) > limit:
-		return invalid("task", "%d bytes; at most %d bytes (%s)", len(task), limit, why)
+	case len(task) > MaxTask:
+		return invalid("task", "%d bytes; at most %d bytes (1 MiB: the agent reads it from the prompt file)", len(task), MaxTask)
 	case strings.ContainsRune(task, 0):
 		return invalid("task", "holds a NUL byte; a task is text")
 	case !utf8.ValidString(task):

@@ -279,16 +279,3 @@ func TestFinishedMachineFails(t *testing.T) {
 		t.Errorf("after a finished pod: %s (%s), want failed", got.State, got.Reason)
 	}
 }
-
-// TestAgentRunsNeedADriverThatRunsThem: a driver that can neither follow a
-// run's output nor run it in its machine refuses agent runs at creation,
-// saying why.
-func TestAgentRunsNeedADriverThatRunsThem(t *testing.T) {
-	e := newEnv(t, agents(t))
-	withPools(t, e, false)
-	_, err := e.svc.Create(t.Context(), e.alice, sandbox.CreateRequest{Name: "task", Purpose: "agent", Class: "agent",
-		Repo: "acme/app", Task: "fix it", Runner: "claude-code"})
-	if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "can run no agents") {
-		t.Fatalf("agent run on a driver without Follow or InMachineRuns = %v, want ErrUnavailable naming why", err)
-	}
-}

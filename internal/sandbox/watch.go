@@ -19,7 +19,7 @@ const (
 // id of each machine it tells of to changes; Run handles them. A watch
 // that breaks is started again after a pause, and lost is signalled: what
 // changed while it was down went untold, so Run sweeps.
-func (s *Service) watch(ctx context.Context, w Watcher, changes chan<- ID, lost chan<- struct{}) {
+func (s sweeper) watch(ctx context.Context, w Watcher, changes chan<- ID, lost chan<- struct{}) {
 	pause := firstWatchPause
 	for {
 		began := time.Now()
@@ -54,7 +54,7 @@ func (s *Service) watch(ctx context.Context, w Watcher, changes chan<- ID, lost 
 
 // machineChanged handles a sandbox whose machine the driver says may
 // have stopped or vanished, at once and as the sweep would.
-func (s *Service) machineChanged(ctx context.Context, id ID) {
+func (s sweeper) machineChanged(ctx context.Context, id ID) {
 	if err := s.sweepSandbox(ctx, id); err != nil && ctx.Err() == nil {
 		s.log.WarnContext(ctx, "could not handle a sandbox whose machine changed", "sandbox", id, "err", err)
 	}
@@ -65,7 +65,7 @@ func (s *Service) machineChanged(ctx context.Context, id ID) {
 // to the sweep's reconciler. Like two sweeps, it may meet a sweep acting
 // on the same sandbox: every state change is a compare-and-set, and the
 // one that loses it does nothing.
-func (s *Service) sweepSandbox(ctx context.Context, id ID) error {
+func (s sweeper) sweepSandbox(ctx context.Context, id ID) error {
 	sb, err := s.store.GetSandbox(ctx, id)
 	if errors.Is(err, ErrNotFound) {
 		return nil

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/client"
 	"berth.dev/berth/internal/driver/fake"
@@ -54,7 +55,8 @@ func newDraining(t *testing.T) *draining {
 	accounts := account.NewService(st, st, time.Now, func(ctx context.Context, org string) error { return d.svc.SeedClasses(ctx, org) }, st, log)
 	d.svc = sandbox.NewService(st, d.drv, accounts, sandbox.Config{Driver: "fake", Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""},
 		Template: classes, Audit: st}, log, time.Now)
-	d.gw = gateway.New(gateway.Options{Accounts: accounts, Sandboxes: d.svc, Log: log, Version: "test", Driver: "fake"})
+	runs := agentrun.NewService(st, d.svc, d.drv, accounts, agentrun.Config{Driver: "fake"}, log, time.Now)
+	d.gw = gateway.New(gateway.Options{Accounts: accounts, Sandboxes: d.svc, Runs: runs, Log: log, Version: "test", Driver: "fake"})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

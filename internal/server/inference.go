@@ -15,8 +15,8 @@ import (
 
 // buildInference makes the inference service of BERTH_INFERENCE_FILE, the
 // scripted provider's server when the file has one, and the sandbox
-// service's hook that tells each sandbox its models. Without the file it
-// makes none of them.
+// service's hook that tells each sandbox its models (agent runs are told
+// theirs by the service itself). Without the file it makes none of them.
 func buildInference(cfg Config, st *store.Store, accounts *account.Service, log *slog.Logger) (*inference.Service, http.Handler, []sandbox.Option, error) {
 	if cfg.Models == nil {
 		return nil, nil, nil, nil
@@ -40,7 +40,7 @@ func buildInference(cfg Config, st *store.Store, accounts *account.Service, log 
 		scripted = modelserver.New(script).Handler()
 		log.Warn("inference: provider " + p.Name + " is the scripted model server: its answers are scripted, not a model's")
 	}
-	return svc, scripted, []sandbox.Option{sandbox.WithModelEnv(svc), sandbox.WithSessionMeter(st)}, nil
+	return svc, scripted, []sandbox.Option{sandbox.WithModelEnv(svc)}, nil
 }
 
 // scriptOf is a scripted provider's script: a ready scenario by name, or

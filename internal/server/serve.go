@@ -22,11 +22,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"berth.dev/berth/internal/account"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/driver/fake"
 	"berth.dev/berth/internal/driver/kubernetes"
 	"berth.dev/berth/internal/driver/podman"
@@ -58,6 +59,7 @@ type App struct {
 	replica   *store.Replica // nil on SQLite
 	accounts  *account.Service
 	sandboxes *sandbox.Service
+	runs      *agentrun.Service
 	forge     forge.Forge         // nil without one
 	repos     *repository.Service // how sandboxes reach their repositories
 	mirrors   *githttp.Mirrors    // of a remote forge; nil for the local one
@@ -167,13 +169,17 @@ func (b *Base) build(ctx context.Context, cfg Config, log *slog.Logger, o option
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
 	mirrors := mirrorsFor(cfg, fg)
-	var work sandbox.Workspaces
+	var work agentrun.Workspaces
 	if fg != nil && cfg.Driver != "" {
 		work = workspacesFor(cfg, fg, mirrors)
 	}
 	models, scripted, sbOpts, err := buildInference(cfg, st, accounts, log)
 	if err != nil {
 		return nil, err
+	}
+	var runOpts []agentrun.Option
+	if models != nil {
+		runOpts = append(runOpts, agentrun.WithModels(models), agentrun.WithSessionMeter(st))
 	}
 	// Replicas on one PostgreSQL database elect the sweep's leader and
 	// hold what each serves; SQLite has one gateway, which always sweeps.
@@ -183,6 +189,7 @@ func (b *Base) build(ctx context.Context, cfg Config, log *slog.Logger, o option
 	}
 	if replica != nil {
 		sbOpts = append(sbOpts, sandbox.WithReplicas(replica))
+		runOpts = append(runOpts, agentrun.WithReplicas(replica))
 	}
 	repos := repository.New(st, accounts, repository.Config{Forge: fg, PublicURL: cfg.SandboxPublicURL, Audit: st}, log, time.Now)
 	var reach sandbox.Repositories // nil: sandboxes cannot have a repository
@@ -201,31 +208,38 @@ func (b *Base) build(ctx context.Context, cfg Config, log *slog.Logger, o option
 		Audit:         st,
 		Retention:     cfg.UsageRetention,
 		Metrics:       m,
-		Workspaces:    work,
+		AgentRunner:   cfg.AgentRunner,
 		Warm:          cfg.Warm,
-		Agents: sandbox.AgentConfig{
-			Images:  cfg.RunnerImages,
-			Runner:  cfg.AgentRunner,
-			Model:   cfg.AgentModel,
-			Network: cfg.AgentNetwork,
-			LogDir:  filepath.Join(cfg.DataDir, "runs"),
-			Logs:    runLogs(st, cfg),
-			Prices:  agentPrices(cfg),
-		},
 	}, log, time.Now, sbOpts...)
+	runs := agentrun.NewService(st, sandboxes, drv, accounts, agentrun.Config{
+		Driver:     cfg.Driver,
+		PublicURL:  cfg.SandboxPublicURL,
+		Workspaces: work,
+		Pushes:     repos,
+		Images:     cfg.RunnerImages,
+		Runner:     cfg.AgentRunner,
+		Model:      cfg.AgentModel,
+		Network:    cfg.AgentNetwork,
+		LogDir:     filepath.Join(cfg.DataDir, "runs"),
+		Logs:       runLogs(st, cfg),
+		Prices:     agentPrices(cfg),
+	}, log, time.Now, runOpts...)
+	if work != nil {
+		sandboxes.SetRuns(runs) // agent sandboxes run their runner (SPEC S13)
+	}
 	reports := usage.NewService(st, accounts, sandboxes, cfg.UsageRetention, time.Now)
-	return &App{store: st, replica: replica, accounts: accounts, sandboxes: sandboxes, usage: reports, metrics: m, registry: reg, forge: fg, repos: repos, mirrors: mirrors, log: log,
+	return &App{store: st, replica: replica, accounts: accounts, sandboxes: sandboxes, runs: runs, usage: reports, metrics: m, registry: reg, forge: fg, repos: repos, mirrors: mirrors, log: log,
 		inference: models, scripted: scripted}, nil
 }
 
 // runLogs keeps runs' logs in the database when replicas share it, so any
 // replica answers `sandbox logs` for a run another one read; on SQLite
 // (one gateway) they are files in the data directory.
-func runLogs(st *store.Store, cfg Config) sandbox.RunLogs {
+func runLogs(st *store.Store, cfg Config) agentrun.RunLogs {
 	if st.Shared() {
 		return st.RunLogs()
 	}
-	return sandbox.FileLogs{Dir: filepath.Join(cfg.DataDir, "runs")}
+	return agentrun.FileLogs{Dir: filepath.Join(cfg.DataDir, "runs")}
 }
 
 // buildForge makes the deployment's forge (BERTH_SANDBOX_GIT_FORGE); nil
@@ -312,7 +326,7 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) er
 	if err != nil {
 		return fmt.Errorf("BERTH_ADDR: %w", err)
 	}
-	gw := gateway.New(gateway.Options{Accounts: a.accounts, Sandboxes: a.sandboxes, Usage: a.usage, Log: log, Version: Version, Driver: cfg.Driver,
+	gw := gateway.New(gateway.Options{Accounts: a.accounts, Sandboxes: a.sandboxes, Runs: a.runs, Usage: a.usage, Log: log, Version: Version, Driver: cfg.Driver,
 		Forge: a.forge, Repositories: a.repos, Mirrors: gatewayMirrors(a.mirrors), Meter: a.metrics, Inference: a.inference, Scripted: a.scripted,
 		Metrics: promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{
 			ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),

@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/inference"
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
@@ -100,7 +101,7 @@ func testInference(t *testing.T, st *store.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantM := sandbox.Metered{Requests: 3, Usage: runner.Usage{Input: 20, Output: 2}, CostUSD: 1.25, Models: []string{"m"}, Unmetered: 1, UnmeteredCostUSD: 0.25}
+	wantM := agentrun.Metered{Requests: 3, Usage: runner.Usage{Input: 20, Output: 2}, CostUSD: 1.25, Models: []string{"m"}, Unmetered: 1, UnmeteredCostUSD: 0.25}
 	if diff := cmp.Diff(wantM, m); diff != "" {
 		t.Errorf("MeteredOfSandbox(sbx_3) (-want +got):\n%s", diff)
 	}
@@ -108,7 +109,7 @@ func testInference(t *testing.T, st *store.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(map[sandbox.ID]sandbox.Metered{"sbx_3": {Requests: 3, Usage: runner.Usage{Input: 20, Output: 2}, CostUSD: 1.25, Unmetered: 1, UnmeteredCostUSD: 0.25}}, by); diff != "" {
+	if diff := cmp.Diff(map[sandbox.ID]agentrun.Metered{"sbx_3": {Requests: 3, Usage: runner.Usage{Input: 20, Output: 2}, CostUSD: 1.25, Unmetered: 1, UnmeteredCostUSD: 0.25}}, by); diff != "" {
 		t.Errorf("MeteredBySandbox, want sbx_3's requests only (-want +got):\n%s", diff)
 	}
 	// One by one, oldest first, as many as asked.
@@ -116,8 +117,8 @@ func testInference(t *testing.T, st *store.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	one := sandbox.MeteredCall{Model: "m", Status: 200, Usage: runner.Usage{Input: 10, Output: 1}, CostUSD: 0.5, Metered: true}
-	if diff := cmp.Diff([]sandbox.MeteredCall{one, one, {Model: "m", Status: 200, CostUSD: 0.25}}, calls); diff != "" {
+	one := agentrun.MeteredCall{Model: "m", Status: 200, Usage: runner.Usage{Input: 10, Output: 1}, CostUSD: 0.5, Metered: true}
+	if diff := cmp.Diff([]agentrun.MeteredCall{one, one, {Model: "m", Status: 200, CostUSD: 0.25}}, calls); diff != "" {
 		t.Errorf("MeteredCallsOfSandbox(sbx_3) (-want +got):\n%s", diff)
 	}
 	if calls, err := st.MeteredCallsOfSandbox(ctx, "sbx_3", 2); err != nil || len(calls) != 2 {

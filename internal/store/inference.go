@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/inference"
 	"berth.dev/berth/internal/sandbox"
 )
@@ -238,8 +239,8 @@ func (s *Store) SessionUsage(ctx context.Context, session string) (inference.Ses
 // MeteredOfSandbox sums what the gateway metered of one sandbox's model
 // calls: everything its key asked, whichever session the CLI named (or
 // none: not every CLI can send the session header).
-func (s *Store) MeteredOfSandbox(ctx context.Context, id sandbox.ID) (sandbox.Metered, error) {
-	var m sandbox.Metered
+func (s *Store) MeteredOfSandbox(ctx context.Context, id sandbox.ID) (agentrun.Metered, error) {
+	var m agentrun.Metered
 	rows, err := s.db.QueryContext(ctx, `
 		SELECT model, COUNT(*), SUM(input), SUM(cache_read), SUM(cache_write), SUM(output), SUM(reasoning), SUM(cost_usd),
 			SUM(1 - metered), SUM(CASE WHEN metered = 0 THEN cost_usd ELSE 0 END)
@@ -275,7 +276,7 @@ func (s *Store) MeteredOfSandbox(ctx context.Context, id sandbox.ID) (sandbox.Me
 // MeteredCallsOfSandbox lists one sandbox's metered model calls one by
 // one, oldest first, at most limit of them: what a run's difference from
 // the gateway's count is explained from.
-func (s *Store) MeteredCallsOfSandbox(ctx context.Context, id sandbox.ID, limit int) ([]sandbox.MeteredCall, error) {
+func (s *Store) MeteredCallsOfSandbox(ctx context.Context, id sandbox.ID, limit int) ([]agentrun.MeteredCall, error) {
 	rows, err := s.db.QueryContext(ctx, `
 		SELECT model, status, input, cache_read, cache_write, output, reasoning, cost_usd, metered
 		FROM inference_usage WHERE sandbox_id = $1 ORDER BY seq LIMIT $2`, string(id), limit)
@@ -283,10 +284,10 @@ func (s *Store) MeteredCallsOfSandbox(ctx context.Context, id sandbox.ID, limit 
 		return nil, fmt.Errorf("metered calls of %s: %w", id, err)
 	}
 	defer rows.Close()
-	var out []sandbox.MeteredCall
+	var out []agentrun.MeteredCall
 	for rows.Next() {
 		var (
-			c       sandbox.MeteredCall
+			c       agentrun.MeteredCall
 			metered int
 		)
 		if err := rows.Scan(&c.Model, &c.Status, &c.Usage.Input, &c.Usage.CacheRead, &c.Usage.CacheWrite, &c.Usage.Output,
@@ -302,7 +303,7 @@ func (s *Store) MeteredCallsOfSandbox(ctx context.Context, id sandbox.ID, limit 
 // MeteredBySandbox sums what the gateway metered of each sandbox's model
 // calls (its key's, whatever the session) since a time, in an
 // organisation ("" for every one): the usage report's tokens and cost.
-func (s *Store) MeteredBySandbox(ctx context.Context, org string, since time.Time) (map[sandbox.ID]sandbox.Metered, error) {
+func (s *Store) MeteredBySandbox(ctx context.Context, org string, since time.Time) (map[sandbox.ID]agentrun.Metered, error) {
 	rows, err := s.db.QueryContext(ctx, `
 		SELECT sandbox_id, COUNT(*), SUM(input), SUM(cache_read), SUM(cache_write), SUM(output), SUM(reasoning), SUM(cost_usd),
 			SUM(1 - metered), SUM(CASE WHEN metered = 0 THEN cost_usd ELSE 0 END)
@@ -312,11 +313,11 @@ func (s *Store) MeteredBySandbox(ctx context.Context, org string, since time.Tim
 		return nil, fmt.Errorf("metered usage by sandbox: %w", err)
 	}
 	defer rows.Close()
-	out := map[sandbox.ID]sandbox.Metered{}
+	out := map[sandbox.ID]agentrun.Metered{}
 	for rows.Next() {
 		var (
 			id   string
-			m    sandbox.Metered
+			m    agentrun.Metered
 			cost float64
 		)
 		if err := rows.Scan(&id, &m.Requests, &m.Usage.Input, &m.Usage.CacheRead, &m.Usage.CacheWrite, &m.Usage.Output, &m.Usage.Reasoning, &cost,

@@ -8,13 +8,14 @@ import (
 	"fmt"
 	"time"
 
+	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/review"
 	"berth.dev/berth/internal/sandbox"
 )
 
 // PutRun writes an agent sandbox's run whole. Its telemetry is kept as
 // JSON: the runner package owns its shape.
-func (s *Store) PutRun(ctx context.Context, r sandbox.Run) error {
+func (s *Store) PutRun(ctx context.Context, r agentrun.Run) error {
 	tel, err := json.Marshal(r.Telemetry)
 	if err != nil {
 		return fmt.Errorf("put run of %s: %w", r.Sandbox, err)
@@ -55,7 +56,7 @@ func (s *Store) PutRun(ctx context.Context, r sandbox.Run) error {
 }
 
 // PutRunTelemetry writes a run's telemetry and line counts only.
-func (s *Store) PutRunTelemetry(ctx context.Context, r sandbox.Run) error {
+func (s *Store) PutRunTelemetry(ctx context.Context, r agentrun.Run) error {
 	tel, err := json.Marshal(r.Telemetry)
 	if err != nil {
 		return fmt.Errorf("put telemetry of the run of %s: %w", r.Sandbox, err)
@@ -70,7 +71,7 @@ func (s *Store) PutRunTelemetry(ctx context.Context, r sandbox.Run) error {
 // ClaimRunEnd sets the end of a run that is still running and has none.
 func (s *Store) ClaimRunEnd(ctx context.Context, id sandbox.ID, at time.Time) error {
 	res, err := s.exec(ctx, patient, `UPDATE runs SET ended_at = $2 WHERE sandbox_id = $1 AND state = $3 AND ended_at IS NULL`,
-		string(id), timeArg(at), string(sandbox.RunRunning))
+		string(id), timeArg(at), string(agentrun.RunRunning))
 	if err != nil {
 		return fmt.Errorf("claim the end of the run of %s: %w", id, err)
 	}
@@ -81,8 +82,8 @@ func (s *Store) ClaimRunEnd(ctx context.Context, id sandbox.ID, at time.Time) er
 }
 
 // GetRun reads an agent sandbox's run; sandbox.ErrNotFound without one.
-func (s *Store) GetRun(ctx context.Context, id sandbox.ID) (sandbox.Run, error) {
-	r := sandbox.Run{Sandbox: id}
+func (s *Store) GetRun(ctx context.Context, id sandbox.ID) (agentrun.Run, error) {
+	r := agentrun.Run{Sandbox: id}
 	var state, tel, outcome, endedAs string
 	var started, ended sql.NullInt64
 	var outputs, results sql.NullString
@@ -93,22 +94,22 @@ func (s *Store) GetRun(ctx context.Context, id sandbox.ID) (sandbox.Run, error) 
 		Scan(&r.Runner, &r.Model, &state, &r.ExitCode, &r.Error, &r.Branch, &r.Commit, &tel, &r.Lines, &r.Ignored, &started, &ended,
 			&outcome, &r.Review.Summary, &r.Review.SHA256, &r.Review.Reason, &r.Review.File, &outputs, &results, &exited, &endedAs, &r.EndedBy)
 	if errors.Is(err, sql.ErrNoRows) {
-		return sandbox.Run{}, fmt.Errorf("run of %s: %w", id, sandbox.ErrNotFound)
+		return agentrun.Run{}, fmt.Errorf("run of %s: %w", id, sandbox.ErrNotFound)
 	}
 	if err != nil {
-		return sandbox.Run{}, fmt.Errorf("get run of %s: %w", id, err)
+		return agentrun.Run{}, fmt.Errorf("get run of %s: %w", id, err)
 	}
-	r.State, r.Review.Outcome = sandbox.RunState(state), review.Outcome(outcome)
+	r.State, r.Review.Outcome = agentrun.RunState(state), review.Outcome(outcome)
 	r.Exited, r.Ended = exited != 0, sandbox.State(endedAs)
 	r.StartedAt, r.EndedAt = timeOf(started), timeOf(ended)
 	if err := json.Unmarshal([]byte(tel), &r.Telemetry); err != nil {
-		return sandbox.Run{}, fmt.Errorf("run of %s: telemetry: %w", id, err)
+		return agentrun.Run{}, fmt.Errorf("run of %s: telemetry: %w", id, err)
 	}
 	if err := jsonOf(outputs, &r.Outputs); err != nil {
-		return sandbox.Run{}, fmt.Errorf("run of %s: outputs: %w", id, err)
+		return agentrun.Run{}, fmt.Errorf("run of %s: outputs: %w", id, err)
 	}
 	if err := jsonOf(results, &r.Results); err != nil {
-		return sandbox.Run{}, fmt.Errorf("run of %s: results: %w", id, err)
+		return agentrun.Run{}, fmt.Errorf("run of %s: results: %w", id, err)
 	}
 	return r, nil
 }

@@ -9,13 +9,14 @@ import (
 	"sync"
 	"time"
 
+	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/sandbox"
 )
 
-// RunLogs keeps runs' logs in the database (sandbox.RunLogs): replicas that
+// RunLogs keeps runs' logs in the database (agentrun.RunLogs): replicas that
 // share it answer for runs any of them read. A log is its chunks in order,
 // as the writer flushed them; chunk 0 is empty and says the log exists.
-func (s *Store) RunLogs() sandbox.RunLogs { return dbLogs{s} }
+func (s *Store) RunLogs() agentrun.RunLogs { return dbLogs{s} }
 
 type dbLogs struct{ st *Store }
 

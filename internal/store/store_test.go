@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/review"
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
@@ -201,7 +202,7 @@ func testRunRoundTrip(t *testing.T, st *store.Store) {
 	if _, err := st.GetRun(t.Context(), sb.ID); !errors.Is(err, sandbox.ErrNotFound) {
 		t.Fatalf("GetRun before any = %v, want ErrNotFound", err)
 	}
-	run := sandbox.Run{Sandbox: sb.ID, Runner: "pi", Model: "m", State: sandbox.RunRunning, StartedAt: t0}
+	run := agentrun.Run{Sandbox: sb.ID, Runner: "pi", Model: "m", State: agentrun.RunRunning, StartedAt: t0}
 	if err := st.PutRun(t.Context(), run); err != nil {
 		t.Fatal(err)
 	}
@@ -218,10 +219,10 @@ func testRunRoundTrip(t *testing.T, st *store.Store) {
 	if err := st.PutRunTelemetry(t.Context(), run); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := st.GetRun(t.Context(), sb.ID); err != nil || got.Lines != 3 || got.State != sandbox.RunRunning || !got.EndedAt.Equal(t0.Add(time.Minute)) {
+	if got, err := st.GetRun(t.Context(), sb.ID); err != nil || got.Lines != 3 || got.State != agentrun.RunRunning || !got.EndedAt.Equal(t0.Add(time.Minute)) {
 		t.Fatalf("after the telemetry: %+v, %v", got, err)
 	}
-	run = sandbox.Run{Sandbox: sb.ID, Runner: "pi", Model: "m", State: sandbox.RunSucceeded, Exited: true, ExitCode: 0,
+	run = agentrun.Run{Sandbox: sb.ID, Runner: "pi", Model: "m", State: agentrun.RunSucceeded, Exited: true, ExitCode: 0,
 		Branch: "berth/task", Commit: "abc", Lines: 12, Ignored: 1, StartedAt: t0, EndedAt: t0.Add(time.Minute)}
 	run.Telemetry.Usage.Input, run.Telemetry.Usage.Output, run.Telemetry.CostUSD = 240, 34, 0.0012
 	run.Telemetry.Cost = runner.CostNative
@@ -231,7 +232,7 @@ func testRunRoundTrip(t *testing.T, st *store.Store) {
 	if err := st.PutRun(t.Context(), run); err != nil {
 		t.Fatal(err)
 	}
-	run.State, run.Error = sandbox.RunFailed, "again"
+	run.State, run.Error = agentrun.RunFailed, "again"
 	run.Exited, run.Ended, run.EndedBy = false, sandbox.StateTerminated, fx.ann.ID
 	run.Review = run.Review.Hold("the agent exited 1")
 	if err := st.PutRun(t.Context(), run); err != nil {

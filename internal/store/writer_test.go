@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/guardrail"
 	"berth.dev/berth/internal/inference"
@@ -153,7 +154,7 @@ func TestStateWritesWaitOutAStall(t *testing.T) {
 			}},
 		{"a run",
 			func(ctx context.Context, s stalled) error {
-				return s.st.PutRun(ctx, sandbox.Run{Sandbox: s.sb.ID, Runner: "pi", Model: "m", State: sandbox.RunRunning, StartedAt: t0})
+				return s.st.PutRun(ctx, agentrun.Run{Sandbox: s.sb.ID, Runner: "pi", Model: "m", State: agentrun.RunRunning, StartedAt: t0})
 			},
 			func(ctx context.Context, s stalled) bool { _, err := s.st.GetRun(ctx, s.sb.ID); return err == nil }},
 		{"activity",

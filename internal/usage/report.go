@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
@@ -71,7 +72,7 @@ type Row struct {
 
 // add counts one sandbox in r, its running time taken at now, and what
 // the gateway metered of it.
-func (r *Row) add(sb sandbox.Sandbox, now time.Time, m sandbox.Metered) {
+func (r *Row) add(sb sandbox.Sandbox, now time.Time, m agentrun.Metered) {
 	r.Requests += m.Requests
 	r.Tokens.Input += m.Usage.Input
 	r.Tokens.CacheRead += m.Usage.CacheRead

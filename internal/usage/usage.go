@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/quantity"
@@ -27,7 +28,7 @@ type Store interface {
 	// ListAudit returns a page of the events f selects, oldest first, and
 	// the key of its last one when more follow.
 	ListAudit(ctx context.Context, f audit.Filter, pg paging.Request) ([]audit.Event, *paging.Key, error)
-	MeteredBySandbox(ctx context.Context, org string, since time.Time) (map[sandbox.ID]sandbox.Metered, error)
+	MeteredBySandbox(ctx context.Context, org string, since time.Time) (map[sandbox.ID]agentrun.Metered, error)
 }
 
 // Accounts is what the usage service needs to know of organisations,

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/sandbox"
 )
@@ -33,8 +34,8 @@ const incomingRef = "refs/berth/incoming"
 // machine made on the clone's commit and one ref, at commit, which
 // becomes refs/heads/berth/<name> (created, never moved over another's).
 func (w *Workspaces) PushBundle(ctx context.Context, sb sandbox.Sandbox, bundle []byte, commit string) (string, string, error) {
-	if len(bundle) > sandbox.MaxBundle {
-		return "", "", fmt.Errorf("the bundle is %d bytes, over the %d MiB an agent run may hand back", len(bundle), sandbox.MaxBundle>>20)
+	if len(bundle) > agentrun.MaxBundle {
+		return "", "", fmt.Errorf("the bundle is %d bytes, over the %d MiB an agent run may hand back", len(bundle), agentrun.MaxBundle>>20)
 	}
 	q, _, done, err := w.quarantine(ctx, sb)
 	if err != nil {

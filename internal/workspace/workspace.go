@@ -15,6 +15,7 @@ import (
 	"strings"
 	"syscall"
 
+	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/kelos"
 	"berth.dev/berth/internal/sandbox"
@@ -38,7 +39,7 @@ type Workspaces struct {
 	git    string
 }
 
-var _ sandbox.Workspaces = (*Workspaces)(nil)
+var _ agentrun.Workspaces = (*Workspaces)(nil)
 
 // New keeps checkouts under dir, owned by uid (the sandbox user of berth's
 // image contract: the container runs as it with no capability to override

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/forge/local"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/workspace"
@@ -278,7 +279,7 @@ func TestPushBundle(t *testing.T) {
 		{"another repository's", foreign, foreignHead, "is not one of this repository's work"},
 		{"two refs", two, "", "carries 2 refs"},
 		{"another commit", good, strings.Repeat("b", 40), "its bundle holds " + head},
-		{"oversized", bytes.Repeat([]byte("x"), sandbox.MaxBundle+1), head, "over the 64 MiB"},
+		{"oversized", bytes.Repeat([]byte("x"), agentrun.MaxBundle+1), head, "over the 64 MiB"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

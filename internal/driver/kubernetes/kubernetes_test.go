@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/client"
 	"berth.dev/berth/internal/driver/drivertest"
@@ -140,7 +141,8 @@ func newCluster(t *testing.T, warm bool, g *greeter) *cluster {
 	done := make(chan struct{})
 	go func() { defer close(done); svc.Run(runCtx, time.Hour) }()
 	t.Cleanup(func() { cancel(); <-done })
-	gw := gateway.New(gateway.Options{Accounts: accounts, Sandboxes: svc, Log: log, Version: "test", Driver: "kubernetes",
+	runs := agentrun.NewService(st, svc, drv, accounts, agentrun.Config{Driver: "kubernetes", PublicURL: url}, log, time.Now)
+	gw := gateway.New(gateway.Options{Accounts: accounts, Sandboxes: svc, Runs: runs, Log: log, Version: "test", Driver: "kubernetes",
 		Usage: usage.NewService(st, accounts, svc, 90*24*time.Hour, time.Now)})
 	srv.Config.Handler = gw.Handler()
 	srv.Start()

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/runner"
@@ -129,7 +130,7 @@ type sandboxPage struct {
 	// Run is an agent sandbox's run; nil for an engineer's or before its
 	// run is recorded. CostKnown is false when neither the CLI nor a price
 	// says its cost.
-	Run       *sandbox.Run
+	Run       *agentrun.Run
 	CostKnown bool
 	// Log is the end of the run's log, Clipped when there is more before it.
 	Log     string
@@ -151,7 +152,7 @@ func (p *Panel) showSandbox(w http.ResponseWriter, r *http.Request, c caller) {
 	body := sandboxPage{Row: p.rows(ctx, []sandbox.Sandbox{sb})[0]}
 	switch {
 	case sb.Purpose == sandbox.PurposeAgent:
-		if run, err := p.sandboxes.RunOf(ctx, sb); err == nil {
+		if run, err := p.runs.Of(ctx, sb); err == nil {
 			body.Run, body.CostKnown = &run, run.Telemetry.Cost != runner.CostUnknown
 		} else if !errors.Is(err, sandbox.ErrNotFound) {
 			p.log.WarnContext(ctx, "panel: could not read a sandbox's run", "sandbox", sb.ID, "err", err)
@@ -170,7 +171,7 @@ func (p *Panel) showSandbox(w http.ResponseWriter, r *http.Request, c caller) {
 
 // tail reads the end of a run's log.
 func (p *Panel) tail(ctx context.Context, c caller, sb sandbox.Sandbox) (text string, ok, clipped bool) {
-	f, _, err := p.sandboxes.RunLog(ctx, c.Principal, string(sb.ID))
+	f, _, err := p.runs.Log(ctx, c.Principal, string(sb.ID))
 	if err != nil {
 		if !errors.Is(err, sandbox.ErrNotFound) {
 			p.log.WarnContext(ctx, "panel: could not open a run log", "sandbox", sb.ID, "err", err)
@@ -230,7 +231,7 @@ func lastBytes(r io.Reader, n int64) ([]byte, bool, error) {
 // runLog answers a run's whole log as text, as the API does: the agent's
 // output is not ours, so a browser must not take it for anything else.
 func (p *Panel) runLog(w http.ResponseWriter, r *http.Request, c caller) {
-	f, _, err := p.sandboxes.RunLog(r.Context(), c.Principal, r.PathValue("ref"))
+	f, _, err := p.runs.Log(r.Context(), c.Principal, r.PathValue("ref"))
 	if err != nil {
 		p.fail(w, r, c, err)
 		return

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/driver/fake"
 	"berth.dev/berth/internal/forge/local"
 	"berth.dev/berth/internal/gateway"
@@ -131,27 +132,30 @@ func newWorld(t testing.TB, opts ...worldOption) *world {
 		t.Fatal(err)
 	}
 	logs := t.TempDir()
-	var sbOpts []sandbox.Option
+	models := inferencetest.Scripted(t, st, w.accounts, w.url)
+	runOpts := []agentrun.Option{agentrun.WithModels(models)}
 	if cfg.metered {
-		sbOpts = append(sbOpts, sandbox.WithSessionMeter(st))
+		runOpts = append(runOpts, agentrun.WithSessionMeter(st))
 	}
 	repos := repository.New(st, w.accounts, repository.Config{Forge: lf, PublicURL: w.url, Audit: st}, log, time.Now)
 	svc = sandbox.NewService(st, drv, w.accounts, sandbox.Config{
 		Driver: cfg.driver, Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""}, Template: tmpl, Audit: st,
 		Retention: 90 * 24 * time.Hour, Repositories: repos, PublicURL: w.url,
-		Agents: sandbox.AgentConfig{
-			Images: map[string]string{"claude-code": "localhost/berth-agent-claude-code:latest", "opencode": "localhost/berth-agent-opencode:latest"},
-			Model:  "claude-sonnet-4-5", LogDir: logs, Prices: cfg.prices,
-		},
+	}, log, w.now, sandbox.WithModelEnv(models))
+	runs := agentrun.NewService(st, svc, drv, w.accounts, agentrun.Config{
+		Driver: cfg.driver, PublicURL: w.url, Pushes: repos,
 		Workspaces: workspace.New(t.TempDir(), os.Getuid(), lf, workspace.Local{Forge: lf}),
-	}, log, w.now, append(sbOpts, sandbox.WithModelEnv(inferencetest.Scripted(t, st, w.accounts, w.url)))...)
+		Images:     map[string]string{"claude-code": "localhost/berth-agent-claude-code:latest", "opencode": "localhost/berth-agent-opencode:latest"},
+		Model:      "claude-sonnet-4-5", LogDir: logs, Prices: cfg.prices,
+	}, log, w.now, runOpts...)
+	svc.SetRuns(runs)
 	w.sandboxes = svc
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); svc.Run(runCtx, time.Hour) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	gw := gateway.New(gateway.Options{Accounts: w.accounts, Sandboxes: svc, Log: log, Version: "test", Driver: cfg.driver, Now: w.now,
+	gw := gateway.New(gateway.Options{Accounts: w.accounts, Sandboxes: svc, Runs: runs, Log: log, Version: "test", Driver: cfg.driver, Now: w.now,
 		Usage: usage.NewService(st, w.accounts, svc, 90*24*time.Hour, w.now)})
 	srv.Config.Handler = gw.Handler()
 	srv.Start()

@@ -1,4 +1,4 @@
-package sandbox_test
+package agentrun_test
 
 import (
 	"errors"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/runner/runnertest"
@@ -26,19 +27,19 @@ func TestInMachineWorkOnlyAfterACleanRun(t *testing.T) {
 		terminate bool
 		bundle    []byte // nil: a good one
 		exit      int
-		wantState sandbox.RunState
+		wantState agentrun.RunState
 		wantErr   string
 	}{
-		{name: "agent failed", runner: "claude-code", exit: 3, wantState: sandbox.RunFailed, wantErr: "the agent exited 3"},
-		{name: "error in the stream", runner: "pi", stream: "pi-error", wantState: sandbox.RunFailed, wantErr: "the agent reported an error"},
-		{name: "reviewer", runner: "claude-code", role: "reviewer", wantState: sandbox.RunSucceeded},
-		{name: "terminated", runner: "claude-code", terminate: true, wantState: sandbox.RunFailed, wantErr: "the sandbox ended (terminated) before the run did: terminated by alice"},
-		{name: "malformed bundle", runner: "claude-code", bundle: []byte("# v2 git bundle\nnonsense\n"), wantState: sandbox.RunFailed, wantErr: "push: the run's bundle is not one of this repository's work"},
+		{name: "agent failed", runner: "claude-code", exit: 3, wantState: agentrun.RunFailed, wantErr: "the agent exited 3"},
+		{name: "error in the stream", runner: "pi", stream: "pi-error", wantState: agentrun.RunFailed, wantErr: "the agent reported an error"},
+		{name: "reviewer", runner: "claude-code", role: "reviewer", wantState: agentrun.RunSucceeded},
+		{name: "terminated", runner: "claude-code", terminate: true, wantState: agentrun.RunFailed, wantErr: "the sandbox ended (terminated) before the run did: terminated by alice"},
+		{name: "malformed bundle", runner: "claude-code", bundle: []byte("# v2 git bundle\nnonsense\n"), wantState: agentrun.RunFailed, wantErr: "push: the run's bundle is not one of this repository's work"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t, agents(t))
-			svc := inMachine(t, e)
+			e := newEnv(t)
+			svc, runs := inMachine(t, e)
 			ctx := t.Context()
 			sb, err := svc.Create(ctx, e.alice, sandbox.CreateRequest{Name: "fix", Purpose: "agent", Repo: "acme/app", Task: "t", Runner: tt.runner, Role: tt.role})
 			if err != nil {
@@ -51,7 +52,7 @@ func TestInMachineWorkOnlyAfterACleanRun(t *testing.T) {
 				for _, l := range runnertest.Stream(t, tt.stream) {
 					body.WriteString("o " + l + "\n")
 				}
-				if err := svc.RunOutput(ctx, key, strings.NewReader(body.String())); err != nil {
+				if err := runs.Output(ctx, key, strings.NewReader(body.String())); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -63,13 +64,13 @@ func TestInMachineWorkOnlyAfterACleanRun(t *testing.T) {
 				if _, err := svc.Terminate(ctx, e.alice, "fix"); err != nil {
 					t.Fatal(err)
 				}
-				if _, _, err := svc.RunExit(ctx, key, sandbox.RunReport{Commit: commit, Bundle: bundle}); !errors.Is(err, sandbox.ErrConflict) {
+				if _, _, err := runs.Exit(ctx, key, agentrun.Report{Commit: commit, Bundle: bundle}); !errors.Is(err, sandbox.ErrConflict) {
 					t.Errorf("a terminated run's report: %v, want a conflict", err)
 				}
-			} else if _, _, err := svc.RunExit(ctx, key, sandbox.RunReport{ExitCode: tt.exit, Commit: commit, Bundle: bundle}); err != nil {
+			} else if _, _, err := runs.Exit(ctx, key, agentrun.Report{ExitCode: tt.exit, Commit: commit, Bundle: bundle}); err != nil {
 				t.Fatal(err)
 			}
-			run, err := svc.RunOf(ctx, sb)
+			run, err := runs.Of(ctx, sb)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -87,21 +88,21 @@ func TestInMachineWorkOnlyAfterACleanRun(t *testing.T) {
 // one, and any output after it, is refused, so an agent that reports with
 // the run's key ends its own run and lands its work once.
 func TestInMachineRunReportsOnce(t *testing.T) {
-	e := newEnv(t, agents(t))
-	svc := inMachine(t, e)
+	e := newEnv(t)
+	_, runs := inMachine(t, e)
 	ctx := t.Context()
 	sb := e.agentRun(t, "claude-code")
 	e.waitState(t, sb.ID, sandbox.StateRunning)
 	key := e.sandboxKey(sb, e.alice)
 	first, commit := bundleAs(t, e, "early.txt")
-	if _, run, err := svc.RunExit(ctx, key, sandbox.RunReport{Commit: commit, Bundle: first}); err != nil || run.Commit != commit {
+	if _, run, err := runs.Exit(ctx, key, agentrun.Report{Commit: commit, Bundle: first}); err != nil || run.Commit != commit {
 		t.Fatalf("first report: %+v, %v", run, err)
 	}
 	second, other := bundleAs(t, e, "later.txt")
-	if _, _, err := svc.RunExit(ctx, key, sandbox.RunReport{Commit: other, Bundle: second}); err == nil {
+	if _, _, err := runs.Exit(ctx, key, agentrun.Report{Commit: other, Bundle: second}); err == nil {
 		t.Error("a second report was taken")
 	}
-	if err := svc.RunOutput(ctx, key, strings.NewReader("o {}\n")); err == nil {
+	if err := runs.Output(ctx, key, strings.NewReader("o {}\n")); err == nil {
 		t.Error("output after the report was taken")
 	}
 	if at := branchOf(t, e, "fix"); at != commit {
@@ -151,7 +152,7 @@ func TestARunThatDidNotExitHasNoExitCode(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t, agents(t))
+			e := newEnv(t)
 			started, release := make(chan struct{}), make(chan struct{})
 			e.drv.SetAgent(func(sandbox.Spec) ([]string, int) {
 				close(started)
@@ -170,13 +171,13 @@ func TestARunThatDidNotExitHasNoExitCode(t *testing.T) {
 				want = sandbox.StateFailed
 			}
 			end := e.waitState(t, sb.ID, want)
-			var run sandbox.Run
+			var run agentrun.Run
 			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 				var err error
-				if run, err = e.svc.RunOf(t.Context(), end); err != nil {
+				if run, err = e.runs.Of(t.Context(), end); err != nil {
 					t.Fatal(err)
 				}
-				if run.State != sandbox.RunRunning || time.Now().After(deadline) {
+				if run.State != agentrun.RunRunning || time.Now().After(deadline) {
 					break
 				}
 			}

@@ -1,9 +1,10 @@
-package sandbox
+package agentrun
 
 import (
 	"context"
 
 	"berth.dev/berth/internal/runner"
+	"berth.dev/berth/internal/sandbox"
 )
 
 // Metered is what the gateway itself metered of one session's model calls
@@ -38,10 +39,10 @@ type MeteredCall struct {
 // an agent sandbox's key serves its one run, so all of them are the run's,
 // whether or not its CLI could name the session.
 type SessionMeter interface {
-	MeteredOfSandbox(ctx context.Context, id ID) (Metered, error)
+	MeteredOfSandbox(ctx context.Context, id sandbox.ID) (Metered, error)
 	// MeteredCallsOfSandbox lists them one by one, oldest first, at most
 	// limit of them.
-	MeteredCallsOfSandbox(ctx context.Context, id ID, limit int) ([]MeteredCall, error)
+	MeteredCallsOfSandbox(ctx context.Context, id sandbox.ID, limit int) ([]MeteredCall, error)
 }
 
 // WithSessionMeter joins the gateway's metering to runs.

@@ -1,4 +1,4 @@
-package sandbox
+package agentrun
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"berth.dev/berth/internal/kelos"
 	"berth.dev/berth/internal/review"
 	"berth.dev/berth/internal/runner"
+	"berth.dev/berth/internal/sandbox"
 )
 
 // In-machine runs (SPEC S13 on a driver with InMachineRuns: Kubernetes,
@@ -19,8 +20,8 @@ import (
 // its output). The machine does the host's part itself, through the
 // gateway and with the sandbox's own key only: berth-init clones the
 // repository through the gateway's git endpoint, asks for the task
-// (RunTask), streams the agent's output (RunOutput), and reports the
-// agent's exit (RunExit) with its work as a git bundle. The key pushes
+// (Task), streams the agent's output (Output), and reports the
+// agent's exit (Exit) with its work as a git bundle. The key pushes
 // nothing (package repository): the container never pushes, on any driver. The
 // gateway lands the bundle as berth/<name> once it has concluded the run
 // clean, as the host pushes a followed run's checkout, and discards it
@@ -38,7 +39,7 @@ const (
 // inMachine reports whether this deployment's agent runs run whole in
 // their machines.
 func (s *Service) inMachine() bool {
-	_, ok := s.driver.(InMachineRuns)
+	_, ok := s.driver.(sandbox.InMachineRuns)
 	return ok
 }
 
@@ -53,16 +54,16 @@ func (s *Service) runsAgents() bool {
 
 // checkInMachine refuses at create what an in-machine run cannot do yet:
 // a kelos image (its own entrypoint pushes and takes its prompt as $1).
-func (s *Service) checkInMachine(class Class) error {
-	if s.inMachine() && class.Contract == ContractKelos {
+func (s *Service) checkInMachine(class sandbox.Class) error {
+	if s.inMachine() && class.Contract == sandbox.ContractKelos {
 		return fmt.Errorf("class %s runs a kelos image, which the %s driver cannot run yet (its entrypoint is not berth-init): run it on podman: %w",
-			class.Name, s.cfg.Driver, ErrUnavailable)
+			class.Name, s.cfg.Driver, sandbox.ErrUnavailable)
 	}
 	return nil
 }
 
-// RunReport is what an in-machine run says once its agent exited.
-type RunReport struct {
+// Report is what an in-machine run says once its agent exited.
+type Report struct {
 	ExitCode int
 	// Commit is the agent's HEAD after a clean exit, the one ref of
 	// Bundle; "" when the agent made no commit (or did not exit 0).
@@ -84,36 +85,36 @@ type RunReport struct {
 
 // reporting resolves the sandbox of p, the key of a sandbox whose
 // in-machine run is under way (SPEC S6: any other sandbox is not found).
-func (s *Service) reporting(ctx context.Context, p account.Principal) (Sandbox, Run, error) {
+func (s *Service) reporting(ctx context.Context, p account.Principal) (sandbox.Sandbox, Run, error) {
 	if p.Sandbox == "" {
-		return Sandbox{}, Run{}, fmt.Errorf("only a sandbox's own key reports its run: %w", ErrForbidden)
+		return sandbox.Sandbox{}, Run{}, fmt.Errorf("only a sandbox's own key reports its run: %w", sandbox.ErrForbidden)
 	}
-	sb, err := s.store.GetSandbox(ctx, ID(p.Sandbox))
+	sb, err := s.store.GetSandbox(ctx, sandbox.ID(p.Sandbox))
 	if err != nil {
-		return Sandbox{}, Run{}, err
+		return sandbox.Sandbox{}, Run{}, err
 	}
 	if !s.agentRun(sb) || !s.inMachine() {
-		return Sandbox{}, Run{}, fmt.Errorf("sandbox %s runs no task in its machine: %w", sb.Name, ErrNotFound)
+		return sandbox.Sandbox{}, Run{}, fmt.Errorf("sandbox %s runs no task in its machine: %w", sb.Name, sandbox.ErrNotFound)
 	}
-	if sb.State != StateStarting && sb.State != StateRunning {
-		return Sandbox{}, Run{}, fmt.Errorf("sandbox %s is %s: %w", sb.Name, sb.State, ErrConflict)
+	if sb.State != sandbox.StateStarting && sb.State != sandbox.StateRunning {
+		return sandbox.Sandbox{}, Run{}, fmt.Errorf("sandbox %s is %s: %w", sb.Name, sb.State, sandbox.ErrConflict)
 	}
 	run, err := s.store.GetRun(ctx, sb.ID)
 	if err != nil {
-		return Sandbox{}, Run{}, err
+		return sandbox.Sandbox{}, Run{}, err
 	}
 	switch {
 	case run.State != RunRunning:
-		return Sandbox{}, Run{}, fmt.Errorf("the run of sandbox %s is over (%s): %w", sb.Name, run.State, ErrConflict)
+		return sandbox.Sandbox{}, Run{}, fmt.Errorf("the run of sandbox %s is over (%s): %w", sb.Name, run.State, sandbox.ErrConflict)
 	case !run.EndedAt.IsZero():
-		return Sandbox{}, Run{}, fmt.Errorf("the run of sandbox %s has reported its end: %w", sb.Name, ErrConflict)
+		return sandbox.Sandbox{}, Run{}, fmt.Errorf("the run of sandbox %s has reported its end: %w", sb.Name, sandbox.ErrConflict)
 	}
 	return sb, run, nil
 }
 
-// RunTask gives an in-machine run its task (SPEC S13.2: the machine writes
+// Task gives an in-machine run its task (SPEC S13.2: the machine writes
 // it to the prompt file; it is never in the machine's environment).
-func (s *Service) RunTask(ctx context.Context, p account.Principal) (string, error) {
+func (s *Service) Task(ctx context.Context, p account.Principal) (string, error) {
 	sb, _, err := s.reporting(ctx, p)
 	if err != nil {
 		return "", fmt.Errorf("run task: %w", err)
@@ -124,7 +125,7 @@ func (s *Service) RunTask(ctx context.Context, p account.Principal) (string, err
 // serving marks a run whose report this replica is reading: its own sweep
 // leaves it alone (another replica's sees the hold), so a machine that
 // finished right after reporting is not failed as silent meanwhile.
-func (s *Service) serving(ctx context.Context, id ID) (done func()) {
+func (s *Service) serving(ctx context.Context, id sandbox.ID) (done func()) {
 	release := s.hold(ctx, id)
 	s.mu.Lock()
 	s.following[id]++
@@ -139,12 +140,12 @@ func (s *Service) serving(ctx context.Context, id ID) (done func()) {
 	}
 }
 
-// RunOutput reads an in-machine run's output from body: one line each,
+// Output reads an in-machine run's output from body: one line each,
 // "o " then a line of the agent's stdout, or "e " and one of its stderr.
 // The output is read from its first line on every call (a machine whose
 // stream broke sends it whole again), into the run log and the telemetry,
 // as a host-followed run's.
-func (s *Service) RunOutput(ctx context.Context, p account.Principal, body io.Reader) error {
+func (s *Service) Output(ctx context.Context, p account.Principal, body io.Reader) error {
 	sb, run, err := s.reporting(ctx, p)
 	if err != nil {
 		return fmt.Errorf("run output: %w", err)
@@ -179,26 +180,26 @@ func (s *Service) RunOutput(ctx context.Context, p account.Principal, body io.Re
 		s.log.WarnContext(ctx, "could not save a run's telemetry", "sandbox", sb.ID, "err", err)
 	}
 	if err != nil {
-		return fmt.Errorf("run output: read: %v: %w", err, ErrInvalid)
+		return fmt.Errorf("run output: read: %v: %w", err, sandbox.ErrInvalid)
 	}
 	return nil
 }
 
-// RunExit concludes an in-machine run: its agent exited rep.ExitCode, and
+// Exit concludes an in-machine run: its agent exited rep.ExitCode, and
 // after a clean exit rep.Bundle holds its work. The sandbox ends as a
 // host-followed run's does, and the bundle becomes berth/<name> only when
 // the run is concluded clean (exit 0, no error in its stream, not a
 // reviewer's). A run reports once: a second report, even one racing the
 // first, is refused, so an agent that reports with the run's key ends its
 // own run.
-func (s *Service) RunExit(ctx context.Context, p account.Principal, rep RunReport) (Sandbox, Run, error) {
+func (s *Service) Exit(ctx context.Context, p account.Principal, rep Report) (sandbox.Sandbox, Run, error) {
 	sb, run, err := s.reporting(ctx, p)
 	if err != nil {
-		return Sandbox{}, Run{}, fmt.Errorf("run exit: %w", err)
+		return sandbox.Sandbox{}, Run{}, fmt.Errorf("run exit: %w", err)
 	}
 	now := s.now()
 	if err := s.store.ClaimRunEnd(ctx, sb.ID, now); err != nil {
-		return Sandbox{}, Run{}, fmt.Errorf("run exit: %w", err)
+		return sandbox.Sandbox{}, Run{}, fmt.Errorf("run exit: %w", err)
 	}
 	defer s.serving(ctx, sb.ID)()
 	run.Telemetry.Settle(s.prices())
@@ -212,7 +213,7 @@ func (s *Service) RunExit(ctx context.Context, p account.Principal, rep RunRepor
 	s.concludeRun(ctx, sb, run, kelos.SetupNone, s.landBundle(rep), reportedVerdict(rep), time.Time{})
 	out, err := s.store.GetRun(ctx, sb.ID)
 	if err != nil {
-		return Sandbox{}, Run{}, fmt.Errorf("run exit: %w", err)
+		return sandbox.Sandbox{}, Run{}, fmt.Errorf("run exit: %w", err)
 	}
 	return sb, out, nil
 }
@@ -220,7 +221,7 @@ func (s *Service) RunExit(ctx context.Context, p account.Principal, rep RunRepor
 // reportedVerdict judges the verdict an in-machine run sent: the host's
 // copy is what it received, and a verdict the machine could not take is
 // held with the machine's reason.
-func reportedVerdict(rep RunReport) verdictFunc {
+func reportedVerdict(rep Report) verdictFunc {
 	return func(dest string) review.Result {
 		switch {
 		case rep.VerdictError != "":
@@ -235,8 +236,8 @@ func reportedVerdict(rep RunReport) verdictFunc {
 // landBundle is the push of an in-machine run, called only once the run
 // is concluded clean: the gateway takes the bundle its machine sent into
 // the repository it serves, as the host pushes a followed run's checkout.
-func (s *Service) landBundle(rep RunReport) pushFunc {
-	return s.audited(func(ctx context.Context, sb Sandbox) (string, string, error) {
+func (s *Service) landBundle(rep Report) pushFunc {
+	return s.audited(func(ctx context.Context, sb sandbox.Sandbox) (string, string, error) {
 		switch {
 		case rep.Error != "":
 			return "", "", errors.New(rep.Error)

@@ -1,4 +1,4 @@
-package sandbox
+package agentrun
 
 import (
 	"context"
@@ -7,12 +7,13 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/review"
+	"berth.dev/berth/internal/sandbox"
 )
 
 // verdictPath is where the host keeps its copy of a reviewer run's verdict,
 // beside the run's log.
-func (s *Service) verdictPath(id ID) string {
-	return filepath.Join(s.cfg.Agents.LogDir, string(id)+".verdict.json")
+func (s *Service) verdictPath(id sandbox.ID) string {
+	return filepath.Join(s.cfg.LogDir, string(id)+".verdict.json")
 }
 
 // verdictFunc makes the host's copy of a reviewer run's verdict at dest
@@ -25,7 +26,7 @@ type verdictFunc func(dest string) review.Result
 // the copy digested. It counts only for a run that succeeded; any other is
 // held with the run's error, the copy kept for the human who decides.
 func (s *Service) digestVerdict(ctx context.Context, run *Run, verdict verdictFunc) {
-	if err := os.MkdirAll(s.cfg.Agents.LogDir, 0o700); err != nil {
+	if err := os.MkdirAll(s.cfg.LogDir, 0o700); err != nil {
 		run.Review = run.Review.Hold("no place for the verdict's copy: " + err.Error())
 		return
 	}
@@ -45,8 +46,8 @@ func (r *Run) holdReview(reason string) {
 	}
 }
 
-// RunVerdict opens the host's copy of the verdict of a reviewer run the
+// Verdict opens the host's copy of the verdict of a reviewer run the
 // caller may see.
-func (s *Service) RunVerdict(ctx context.Context, p account.Principal, ref string) (*os.File, Sandbox, error) {
+func (s *Service) Verdict(ctx context.Context, p account.Principal, ref string) (*os.File, sandbox.Sandbox, error) {
 	return s.openRunFile(ctx, p, ref, s.verdictPath, "review verdict")
 }

@@ -1,4 +1,4 @@
-package sandbox_test
+package agentrun_test
 
 import (
 	"errors"
@@ -12,29 +12,15 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/driver/fake"
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/kelos"
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/runner/runnertest"
 	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/sandbox/sandboxtest"
 )
-
-const kelosImage = "localhost/kelos-claude-code:1"
-
-// kelosClass gives acme a class whose image implements the Kelos
-// interface (SPEC S13.6), with a setup command.
-func (e *env) kelosClass(t *testing.T) {
-	t.Helper()
-	c, err := sandbox.ParseClass(sandbox.ClassSpec{Name: "kelos", Image: kelosImage, Isolation: "standard",
-		Purposes: []string{"agent"}, Contract: "kelos", SetupCommand: []string{"sh", "-c", "make deps"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.st.PutClasses(t.Context(), e.acme.ID, []sandbox.Class{c}); err != nil {
-		t.Fatal(err)
-	}
-}
 
 func (e *env) kelosRun(t *testing.T, env map[string]string) sandbox.Sandbox {
 	t.Helper()
@@ -52,8 +38,8 @@ func markerBlock(lines ...string) []string {
 }
 
 func TestKelosRunRunsTheImageOnItsOwnTerms(t *testing.T) {
-	e := newEnv(t, agents(t))
-	e.kelosClass(t)
+	e := newEnv(t)
+	e.w.KelosClass(t)
 	got := make(chan sandbox.Spec, 1)
 	e.drv.SetAgent(func(spec sandbox.Spec) ([]string, int) {
 		got <- spec
@@ -79,7 +65,7 @@ func TestKelosRunRunsTheImageOnItsOwnTerms(t *testing.T) {
 	})
 	e.run(t)
 	sb := e.kelosRun(t, map[string]string{"KELOS_MODEL": "gpt-evil", "KELOS_SESSION_SETUP_ONLY": "1", "TEAM": "blue"})
-	if sb.Image != kelosImage || sb.Contract != sandbox.ContractKelos {
+	if sb.Image != sandboxtest.KelosImage || sb.Contract != sandbox.ContractKelos {
 		t.Errorf("image %q contract %q, want the kelos class's own image and contract", sb.Image, sb.Contract)
 	}
 	end := e.waitState(t, sb.ID, sandbox.StateTerminated)
@@ -106,11 +92,11 @@ func TestKelosRunRunsTheImageOnItsOwnTerms(t *testing.T) {
 		t.Error("the run has no key of its own")
 	}
 
-	run, err := e.svc.RunOf(t.Context(), end)
+	run, err := e.runs.Of(t.Context(), end)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if run.State != sandbox.RunSucceeded || run.Error != "" {
+	if run.State != agentrun.RunSucceeded || run.Error != "" {
 		t.Fatalf("run %s (%q), want succeeded", run.State, run.Error)
 	}
 	wantResults := map[string]string{"branch": "kelos-fix", "commit": "abc123", "input-tokens": "9999", "output-tokens": "9999",
@@ -143,15 +129,15 @@ func TestKelosRunRunsTheImageOnItsOwnTerms(t *testing.T) {
 }
 
 func TestKelosRunTotalsFromTheMarkers(t *testing.T) {
-	e := newEnv(t, agents(t))
-	e.kelosClass(t)
+	e := newEnv(t)
+	e.w.KelosClass(t)
 	e.drv.SetAgent(func(sandbox.Spec) ([]string, int) {
 		return append([]string{"plain text, not the stream"}, markerBlock("input-tokens: 1200", "output-tokens: 80", "cost-usd: 0.042")...), 0
 	})
 	e.run(t)
 	sb := e.kelosRun(t, nil)
 	end := e.waitState(t, sb.ID, sandbox.StateTerminated)
-	run, err := e.svc.RunOf(t.Context(), end)
+	run, err := e.runs.Of(t.Context(), end)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,17 +169,17 @@ func TestKelosSetupFailures(t *testing.T) {
 			want: "the agent exited 1"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t, agents(t))
-			e.kelosClass(t)
+			e := newEnv(t)
+			e.w.KelosClass(t)
 			e.drv.SetAgent(func(sandbox.Spec) ([]string, int) { return tt.out, tt.exit })
 			e.run(t)
 			sb := e.kelosRun(t, nil)
 			end := e.waitState(t, sb.ID, sandbox.StateFailed)
-			run, err := e.svc.RunOf(t.Context(), end)
+			run, err := e.runs.Of(t.Context(), end)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if run.State != sandbox.RunFailed || run.Error != tt.want || end.Reason != tt.want {
+			if run.State != agentrun.RunFailed || run.Error != tt.want || end.Reason != tt.want {
 				t.Errorf("run %s %q, sandbox failed with %q; want %q", run.State, run.Error, end.Reason, tt.want)
 			}
 		})
@@ -201,8 +187,8 @@ func TestKelosSetupFailures(t *testing.T) {
 }
 
 func TestKelosCreateRefuses(t *testing.T) {
-	e := newEnv(t, agents(t))
-	e.kelosClass(t)
+	e := newEnv(t)
+	e.w.KelosClass(t)
 	for _, tt := range []struct {
 		name  string
 		req   sandbox.CreateRequest

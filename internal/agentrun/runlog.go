@@ -1,4 +1,4 @@
-package sandbox
+package agentrun
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"berth.dev/berth/internal/sandbox"
 )
 
 // RunLogs keeps runs' logs (SPEC S13.4: every line of a run's output): a
@@ -16,22 +18,22 @@ type RunLogs interface {
 	// Write starts id's log anew: a run's output read again (after a
 	// restart, or streamed again by its machine) is read from its first
 	// line.
-	Write(ctx context.Context, id ID) (io.WriteCloser, error)
+	Write(ctx context.Context, id sandbox.ID) (io.WriteCloser, error)
 	// Read reads id's log from its start. At its end Read returns io.EOF,
 	// and a later Read what was written since, so a follower reads on.
-	// ErrNotFound when id has none.
-	Read(ctx context.Context, id ID) (io.ReadCloser, error)
+	// sandbox.ErrNotFound when id has none.
+	Read(ctx context.Context, id sandbox.ID) (io.ReadCloser, error)
 	// Remove deletes id's log; none is not an error.
-	Remove(ctx context.Context, id ID) error
+	Remove(ctx context.Context, id sandbox.ID) error
 }
 
 // FileLogs keeps each run's log in a file of its own in a directory.
 type FileLogs struct{ Dir string }
 
-func (l FileLogs) path(id ID) string { return filepath.Join(l.Dir, string(id)+".log") }
+func (l FileLogs) path(id sandbox.ID) string { return filepath.Join(l.Dir, string(id)+".log") }
 
 // Write truncates and opens id's file.
-func (l FileLogs) Write(_ context.Context, id ID) (io.WriteCloser, error) {
+func (l FileLogs) Write(_ context.Context, id sandbox.ID) (io.WriteCloser, error) {
 	if err := os.MkdirAll(l.Dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -39,16 +41,16 @@ func (l FileLogs) Write(_ context.Context, id ID) (io.WriteCloser, error) {
 }
 
 // Read opens id's file.
-func (l FileLogs) Read(_ context.Context, id ID) (io.ReadCloser, error) {
+func (l FileLogs) Read(_ context.Context, id sandbox.ID) (io.ReadCloser, error) {
 	f, err := os.Open(l.path(id))
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("run log of %s: %w", id, ErrNotFound)
+		return nil, fmt.Errorf("run log of %s: %w", id, sandbox.ErrNotFound)
 	}
 	return f, err
 }
 
 // Remove deletes id's file.
-func (l FileLogs) Remove(_ context.Context, id ID) error {
+func (l FileLogs) Remove(_ context.Context, id sandbox.ID) error {
 	if err := os.Remove(l.path(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
@@ -58,8 +60,8 @@ func (l FileLogs) Remove(_ context.Context, id ID) error {
 // logs is the deployment's run logs: the configured ones, else files in
 // the agents' log directory.
 func (s *Service) logs() RunLogs {
-	if s.cfg.Agents.Logs != nil {
-		return s.cfg.Agents.Logs
+	if s.cfg.Logs != nil {
+		return s.cfg.Logs
 	}
-	return FileLogs{Dir: s.cfg.Agents.LogDir}
+	return FileLogs{Dir: s.cfg.LogDir}
 }

@@ -1,9 +1,8 @@
-package sandbox_test
+package agentrun_test
 
 import (
 	"errors"
 	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 	"testing"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/driver/fake"
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/runner/runnertest"
@@ -21,12 +21,11 @@ import (
 // their machines (Kubernetes): the test plays the machine, with the
 // sandbox's own key, through the service calls the gateway's run routes
 // make.
-func inMachine(t *testing.T, e *env) *sandbox.Service {
+func inMachine(t *testing.T, e *env) (*sandbox.Service, *agentrun.Service) {
 	t.Helper()
-	svc := sandbox.NewService(e.st, fake.NewInMachine(e.drv), e.accounts, e.cfg, slog.New(slog.NewTextHandler(t.Output(), nil)), e.clock.Now, e.opts...)
-	e.svc = svc
+	e.svc, e.runs = e.services(e.st, fake.NewInMachine(e.drv), e.w.Log)
 	e.run(t)
-	return svc
+	return e.svc, e.runs
 }
 
 // sandboxKey is the principal of sb's own key.
@@ -79,8 +78,8 @@ func branchOf(t *testing.T, e *env, name string) string {
 // a followed run's), and its exit report concludes the run: the bundle it
 // sent becomes its branch, and the sandbox terminates.
 func TestInMachineRun(t *testing.T) {
-	e := newEnv(t, agents(t))
-	svc := inMachine(t, e)
+	e := newEnv(t)
+	_, runs := inMachine(t, e)
 	ctx := t.Context()
 	sb := e.agentRun(t, "claude-code")
 	e.waitState(t, sb.ID, sandbox.StateRunning)
@@ -100,10 +99,10 @@ func TestInMachineRun(t *testing.T) {
 	}
 
 	key := e.sandboxKey(sb, e.alice)
-	if _, err := svc.RunTask(ctx, e.alice); !errors.Is(err, sandbox.ErrForbidden) {
+	if _, err := runs.Task(ctx, e.alice); !errors.Is(err, sandbox.ErrForbidden) {
 		t.Errorf("task for a person's key: %v, want forbidden", err)
 	}
-	task, err := svc.RunTask(ctx, key)
+	task, err := runs.Task(ctx, key)
 	if err != nil || task != "add a greeting" {
 		t.Fatalf("task = %q, %v", task, err)
 	}
@@ -115,20 +114,20 @@ func TestInMachineRun(t *testing.T) {
 		body.WriteString("o " + l + "\n")
 	}
 	body.WriteString("e thinking hard\n")
-	if err := svc.RunOutput(ctx, key, strings.NewReader("o "+stream[0]+"\n")); err != nil {
+	if err := runs.Output(ctx, key, strings.NewReader("o "+stream[0]+"\n")); err != nil {
 		t.Fatal(err)
 	}
-	if err := svc.RunOutput(ctx, key, strings.NewReader(body.String())); err != nil {
+	if err := runs.Output(ctx, key, strings.NewReader(body.String())); err != nil {
 		t.Fatal(err)
 	}
-	mid, err := svc.RunOf(ctx, sb)
+	mid, err := runs.Of(ctx, sb)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if mid.State != sandbox.RunRunning || mid.Lines != len(stream) || mid.Telemetry.Usage.Output == 0 {
+	if mid.State != agentrun.RunRunning || mid.Lines != len(stream) || mid.Telemetry.Usage.Output == 0 {
 		t.Errorf("run after the output: %s, %d lines, %+v; want running, %d lines, tokens", mid.State, mid.Lines, mid.Telemetry.Usage, len(stream))
 	}
-	f, _, err := svc.RunLog(ctx, e.alice, "fix")
+	f, _, err := runs.Log(ctx, e.alice, "fix")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,16 +140,16 @@ func TestInMachineRun(t *testing.T) {
 
 	// The machine's key fetches but never pushes: its work comes with
 	// its report.
-	_, _, rules, err := e.repos.Access(ctx, key, "acme/app")
+	_, _, rules, err := e.w.Repos.Access(ctx, key, "acme/app")
 	if err != nil || rules.ReadOnly != sandbox.AgentPushRefused {
 		t.Errorf("git access of the run's key: rules %+v, %v; want fetch only, saying the host pushes", rules, err)
 	}
 	bundle, commit := bundleAs(t, e, "hello.txt")
-	gotSB, got, err := svc.RunExit(ctx, key, sandbox.RunReport{ExitCode: 0, Commit: commit, Bundle: bundle})
+	gotSB, got, err := runs.Exit(ctx, key, agentrun.Report{ExitCode: 0, Commit: commit, Bundle: bundle})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.State != sandbox.RunSucceeded || got.Branch != "berth/fix" || got.Commit != commit || gotSB.ID != sb.ID || !got.Exited || got.ExitCode != 0 {
+	if got.State != agentrun.RunSucceeded || got.Branch != "berth/fix" || got.Commit != commit || gotSB.ID != sb.ID || !got.Exited || got.ExitCode != 0 {
 		t.Errorf("run after the exit report: %s %q %s@%s, exited %v %d; want succeeded on berth/fix@%s, exited 0", got.State, got.Error, got.Branch, got.Commit, got.Exited, got.ExitCode, commit)
 	}
 	if at := branchOf(t, e, "fix"); at != commit {
@@ -160,7 +159,7 @@ func TestInMachineRun(t *testing.T) {
 	if end.Reason != "its task finished" {
 		t.Errorf("ended: %q", end.Reason)
 	}
-	if _, _, err := svc.RunExit(ctx, key, sandbox.RunReport{}); err == nil {
+	if _, _, err := runs.Exit(ctx, key, agentrun.Report{}); err == nil {
 		t.Error("a second exit report was taken")
 	}
 }
@@ -169,18 +168,18 @@ func TestInMachineRun(t *testing.T) {
 // bundle's fails the run; a machine that stops without a report fails
 // its sandbox at the next sweep, its run with it.
 func TestInMachineRunReportsChecked(t *testing.T) {
-	e := newEnv(t, agents(t))
-	svc := inMachine(t, e)
+	e := newEnv(t)
+	svc, runs := inMachine(t, e)
 	ctx := t.Context()
 
 	sb := e.agentRun(t, "claude-code")
 	e.waitState(t, sb.ID, sandbox.StateRunning)
 	bundle, commit := bundleAs(t, e, "hello.txt")
-	_, got, err := svc.RunExit(ctx, e.sandboxKey(sb, e.alice), sandbox.RunReport{ExitCode: 0, Commit: strings.Repeat("a", 40), Bundle: bundle})
+	_, got, err := runs.Exit(ctx, e.sandboxKey(sb, e.alice), agentrun.Report{ExitCode: 0, Commit: strings.Repeat("a", 40), Bundle: bundle})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.State != sandbox.RunFailed || !strings.Contains(got.Error, "its bundle holds "+commit) || branchOf(t, e, "fix") != "" {
+	if got.State != agentrun.RunFailed || !strings.Contains(got.Error, "its bundle holds "+commit) || branchOf(t, e, "fix") != "" {
 		t.Errorf("run with a commit that is not its bundle's: %s %q, berth/fix at %q; want failed, saying so, no branch", got.State, got.Error, branchOf(t, e, "fix"))
 	}
 	e.waitState(t, sb.ID, sandbox.StateFailed)
@@ -198,7 +197,7 @@ func TestInMachineRunReportsChecked(t *testing.T) {
 	if !strings.Contains(end.Reason, "without reporting") {
 		t.Errorf("silent machine: reason %q", end.Reason)
 	}
-	if run, _ := svc.RunOf(ctx, end); run.State != sandbox.RunFailed {
+	if run, _ := runs.Of(ctx, end); run.State != agentrun.RunFailed {
 		t.Errorf("its run: %s, want failed", run.State)
 	}
 }
@@ -208,10 +207,10 @@ func TestInMachineRunReportsChecked(t *testing.T) {
 // gateway's own copy: an approval approves; a verdict the machine could
 // not take (a link, say) is held with its reason.
 func TestInMachineReviewerRun(t *testing.T) {
-	e := newEnv(t, agents(t))
-	svc := inMachine(t, e)
+	e := newEnv(t)
+	svc, runs := inMachine(t, e)
 	ctx := t.Context()
-	review := func(name string, rep sandbox.RunReport) sandbox.Run {
+	review := func(name string, rep agentrun.Report) agentrun.Run {
 		t.Helper()
 		sb, err := svc.Create(ctx, e.alice, sandbox.CreateRequest{Name: name, Purpose: "agent", Repo: "acme/app", Task: "review it", Runner: "claude-code", Role: "reviewer"})
 		if err != nil {
@@ -221,18 +220,18 @@ func TestInMachineReviewerRun(t *testing.T) {
 		if got := e.drv.Env(sb.ID)["BERTH_RUN_PUSH"]; got != "no" {
 			t.Errorf("BERTH_RUN_PUSH=%q in a reviewer's machine, want no", got)
 		}
-		_, run, err := svc.RunExit(ctx, e.sandboxKey(sb, e.alice), rep)
+		_, run, err := runs.Exit(ctx, e.sandboxKey(sb, e.alice), rep)
 		if err != nil {
 			t.Fatal(err)
 		}
 		e.waitState(t, sb.ID, sandbox.StateTerminated)
 		return run
 	}
-	approved := review("rev-1", sandbox.RunReport{Verdict: []byte(`{"verdict": "approve", "summary": "looks right"}`), VerdictFile: ".berth-review-verdict.json"})
-	if approved.State != sandbox.RunSucceeded || approved.Review.Outcome != "approved" || approved.Review.Summary != "looks right" || approved.Review.SHA256 == "" {
+	approved := review("rev-1", agentrun.Report{Verdict: []byte(`{"verdict": "approve", "summary": "looks right"}`), VerdictFile: ".berth-review-verdict.json"})
+	if approved.State != agentrun.RunSucceeded || approved.Review.Outcome != "approved" || approved.Review.Summary != "looks right" || approved.Review.SHA256 == "" {
 		t.Errorf("reviewer run with an approval: %s, review %+v", approved.State, approved.Review)
 	}
-	held := review("rev-2", sandbox.RunReport{VerdictFile: ".berth-review-verdict.json", VerdictError: ".berth-review-verdict.json: a symbolic link is not followed"})
+	held := review("rev-2", agentrun.Report{VerdictFile: ".berth-review-verdict.json", VerdictError: ".berth-review-verdict.json: a symbolic link is not followed"})
 	if held.Review.Outcome != "held" || !strings.Contains(held.Review.Reason, "symbolic link") {
 		t.Errorf("reviewer run whose verdict the machine refused: review %+v, want held with the machine's reason", held.Review)
 	}
@@ -241,19 +240,17 @@ func TestInMachineReviewerRun(t *testing.T) {
 // TestRunLogAcrossReplicas: with the run logs in the shared database, the
 // replica that read a machine's stream and any other answer its log alike.
 func TestRunLogAcrossReplicas(t *testing.T) {
-	e := newEnv(t, agents(t))
-	cfg := e.cfg
-	cfg.Agents.Logs = e.st.RunLogs()
-	e.cfg = cfg
-	a := inMachine(t, e)
-	b := sandbox.NewService(e.st, fake.NewInMachine(e.drv), e.accounts, cfg, slog.New(slog.NewTextHandler(t.Output(), nil)), e.clock.Now, e.opts...)
+	e := newEnv(t)
+	e.rcfg.Logs = e.st.RunLogs()
+	_, a := inMachine(t, e)
+	_, b := e.services(e.st, fake.NewInMachine(e.drv), e.w.Log)
 	ctx := t.Context()
 	sb := e.agentRun(t, "claude-code")
 	e.waitState(t, sb.ID, sandbox.StateRunning)
-	if err := a.RunOutput(ctx, e.sandboxKey(sb, e.alice), strings.NewReader("o {\"type\":\"system\"}\ne working\n")); err != nil {
+	if err := a.Output(ctx, e.sandboxKey(sb, e.alice), strings.NewReader("o {\"type\":\"system\"}\ne working\n")); err != nil {
 		t.Fatal(err)
 	}
-	r, _, err := b.RunLog(ctx, e.alice, "fix")
+	r, _, err := b.Log(ctx, e.alice, "fix")
 	if err != nil {
 		t.Fatalf("the other replica's run log: %v", err)
 	}

@@ -1,11 +1,11 @@
-package sandbox_test
+package agentrun_test
 
 import (
-	"log/slog"
 	"slices"
 	"strings"
 	"testing"
 
+	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/inference"
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/runner/runnertest"
@@ -36,48 +36,49 @@ var sonnet = runner.Price{Input: 3, Output: 15, CacheRead: 0.30, CacheWrite: 3.7
 func TestRunExplainsItsDifferenceFromTheGateway(t *testing.T) {
 	for _, tt := range []struct {
 		name, runner, stream string
-		price                runner.Price        // the deployment's price of claude-sonnet-4-5
-		calls                []inference.Record  // what the gateway metered (usage and whether it said any)
-		fails                bool                // the run fails (its stream says an error)
-		tokens, cost         bool                // which differ
-		causes               []sandbox.CauseKind // in order
+		price                runner.Price         // the deployment's price of claude-sonnet-4-5
+		calls                []inference.Record   // what the gateway metered (usage and whether it said any)
+		fails                bool                 // the run fails (its stream says an error)
+		tokens, cost         bool                 // which differ
+		causes               []agentrun.CauseKind // in order
 		says                 []string
 	}{
 		{name: "agree", runner: "claude-code", stream: "claude-tool", price: sonnet,
 			calls: []inference.Record{{Usage: anthropicCall, Metered: true}, {Usage: anthropicCall, Metered: true}}},
 		{name: "opencode's title call", runner: "opencode", stream: "opencode-tool", price: sonnet,
 			calls:  []inference.Record{{Usage: openAICall, Metered: true}, {Usage: openAICall, Metered: true}, {Usage: openAICall, Metered: true}},
-			tokens: true, cost: true, causes: []sandbox.CauseKind{sandbox.CauseUncountedCalls},
+			tokens: true, cost: true, causes: []agentrun.CauseKind{agentrun.CauseUncountedCalls},
 			says: []string{"1 model call of the 3 the gateway metered (120 in, 17 out, 30 cache read, 0 cache write on claude-sonnet-4-5, $0.000624) is not in the agent's totals, which are exactly the other 2's",
 				"OpenCode does not count the call that titles its session",
 				"the agent reported 240 in, 34 out, 60 cache read, 0 cache write and $0.001248 (native); the gateway metered 360 in, 51 out, 90 cache read, 0 cache write and $0.001872 over 3 model calls"}},
 		{name: "claude's own price table", runner: "claude-code", stream: "claude-tool",
 			price: runner.Price{Input: 2, Output: 10, CacheRead: 0.2, CacheWrite: 2.5},
 			calls: []inference.Record{{Usage: anthropicCall, Metered: true}, {Usage: anthropicCall, Metered: true}},
-			cost:  true, causes: []sandbox.CauseKind{sandbox.CausePriceTable},
+			cost:  true, causes: []agentrun.CauseKind{agentrun.CausePriceTable},
 			says: []string{"the agent's $0.001286 is the CLI's own (its cost basis: list), at the vendor's list price for claude-sonnet-4-5 ($3 input, $15 output, $0.30 cache read, $3.75 cache write per million tokens)",
 				"the gateway charged this deployment's price for claude-sonnet-4-5 ($2 input, $10 output, $0.20 cache read, $2.50 cache write per million tokens): $0.000857",
 				"They differ in input ($3 against $2 per million), output ($15 against $10 per million), cache reads ($0.30 against $0.20 per million), cache writes ($3.75 against $2.50 per million)"}},
 		{name: "a cache rate alone", runner: "claude-code", stream: "claude-tool",
 			price: runner.Price{Input: 3, Output: 15, CacheRead: 0.30, CacheWrite: 3},
 			calls: []inference.Record{{Usage: anthropicCall, Metered: true}, {Usage: anthropicCall, Metered: true}},
-			cost:  true, causes: []sandbox.CauseKind{sandbox.CausePriceTable},
+			cost:  true, causes: []agentrun.CauseKind{agentrun.CausePriceTable},
 			says: []string{"They differ in cache writes ($3.75 against $3 per million)"}},
 		{name: "an answer without usage", runner: "claude-code", stream: "claude-tool", price: sonnet,
 			calls:  []inference.Record{{Usage: anthropicCall, Metered: true}, {CostUSD: 0.05}},
-			tokens: true, cost: true, causes: []sandbox.CauseKind{sandbox.CauseUnmeteredCalls},
+			tokens: true, cost: true, causes: []agentrun.CauseKind{agentrun.CauseUnmeteredCalls},
 			says: []string{"1 of the 2 model calls the gateway metered said no usage (a stream cut short): it counted no tokens for it and charged its worst case, $0.05"}},
 		{name: "nothing reported", runner: "opencode", stream: "opencode-error", price: sonnet, fails: true,
 			calls:  []inference.Record{{Usage: openAICall, Metered: true}},
-			tokens: true, causes: []sandbox.CauseKind{sandbox.CauseUnreported},
+			tokens: true, causes: []agentrun.CauseKind{agentrun.CauseUnreported},
 			says: []string{"the agent reported no tokens at all"}},
 		{name: "unexplained", runner: "claude-code", stream: "claude-tool", price: sonnet,
 			calls:  []inference.Record{{Usage: anthropicCall, Metered: true}, {Usage: runner.Usage{Input: 900, CacheRead: 30, CacheWrite: 5, Output: 17}, Metered: true}},
 			tokens: true, cost: true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t, agents(t), func(c *sandbox.Config) { c.Agents.Prices = runner.Prices{"claude-sonnet-4-5": tt.price} })
-			e.svc = sandbox.NewService(e.st, e.drv, e.accounts, e.cfg, slog.New(slog.NewTextHandler(t.Output(), nil)), e.clock.Now, append(e.opts, sandbox.WithSessionMeter(e.st))...)
+			e := newEnv(t, func(_ *sandbox.Config, c *agentrun.Config) { c.Prices = runner.Prices{"claude-sonnet-4-5": tt.price} })
+			e.ropts = append(e.ropts, agentrun.WithSessionMeter(e.st))
+			e.svc, e.runs = e.services(e.st, e.drv, e.w.Log)
 			e.drv.SetAgent(func(spec sandbox.Spec) ([]string, int) {
 				sb := spec.Sandbox
 				for _, r := range tt.calls {
@@ -99,14 +100,14 @@ func TestRunExplainsItsDifferenceFromTheGateway(t *testing.T) {
 				ends = sandbox.StateFailed
 			}
 			end := e.waitState(t, sb.ID, ends)
-			run, err := e.svc.RunOf(t.Context(), end)
+			run, err := e.runs.Of(t.Context(), end)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if run.Metered == nil || run.Metered.Requests != len(tt.calls) {
 				t.Fatalf("metered %+v, want the gateway's %d calls", run.Metered, len(tt.calls))
 			}
-			if reported := run.Telemetry.Cost == runner.CostNative && run.Telemetry.CostUSD > 0; reported == (tt.causes != nil && tt.causes[0] == sandbox.CauseUnreported) {
+			if reported := run.Telemetry.Cost == runner.CostNative && run.Telemetry.CostUSD > 0; reported == (tt.causes != nil && tt.causes[0] == agentrun.CauseUnreported) {
 				t.Fatalf("the agent's cost %v (%s)", run.Telemetry.CostUSD, run.Telemetry.Cost)
 			}
 			d := run.Difference
@@ -116,7 +117,7 @@ func TestRunExplainsItsDifferenceFromTheGateway(t *testing.T) {
 			if d == nil {
 				return
 			}
-			var kinds []sandbox.CauseKind
+			var kinds []agentrun.CauseKind
 			var text strings.Builder
 			text.WriteString(d.Summary + "\n")
 			for _, c := range d.Causes {

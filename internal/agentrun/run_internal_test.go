@@ -1,4 +1,4 @@
-package sandbox
+package agentrun
 
 import (
 	"io"
@@ -11,6 +11,7 @@ import (
 
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/runner/runnertest"
+	"berth.dev/berth/internal/sandbox"
 )
 
 // TestRunLogIsCapped: past its limit a run's log keeps one line saying so
@@ -18,13 +19,13 @@ import (
 // totals come last).
 func TestRunLogIsCapped(t *testing.T) {
 	dir := t.TempDir()
-	s := &Service{cfg: Config{Agents: AgentConfig{LogDir: dir}}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), now: time.Now}
+	s := &Service{cfg: Config{LogDir: dir}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), now: time.Now}
 	r, err := runner.Get("claude-code")
 	if err != nil {
 		t.Fatal(err)
 	}
 	stream := runnertest.Stream(t, "claude-tool")
-	rr := s.readRun(t.Context(), Sandbox{ID: "sbx_capped"}, Run{Runner: "claude-code"}, r)
+	rr := s.readRun(t.Context(), sandbox.Sandbox{ID: "sbx_capped"}, Run{Runner: "claude-code"}, r)
 	rr.limit = int64(len(stream[0]) + 1) // the first line, and no more
 	for _, l := range stream {
 		rr.line(t.Context(), true, []byte(l))

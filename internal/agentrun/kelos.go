@@ -1,16 +1,17 @@
-package sandbox
+package agentrun
 
 import (
 	"maps"
 
 	"berth.dev/berth/internal/kelos"
+	"berth.dev/berth/internal/sandbox"
 )
 
 // kelosEnv adds the reserved environment of the Kelos interface (SPEC
 // S13.6): the caller's variables of reserved names dropped so the host's
 // win, and the key under the name the agent type's image reads. The
 // prompt is the image's $1, and the whole "$@" slot.
-func (s *Service) kelosEnv(sb Sandbox, env map[string]string) ([]string, error) {
+func kelosEnv(sb sandbox.Sandbox, env map[string]string) ([]string, error) {
 	for k := range env {
 		if kelos.Reserved(k) {
 			delete(env, k)

@@ -1,4 +1,4 @@
-package sandbox
+package agentrun
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/runner"
+	"berth.dev/berth/internal/sandbox"
 )
 
 // chooseModel is the model an agent sandbox's run starts on (SPEC S15's
@@ -16,7 +17,7 @@ import (
 // may reach (its project's allow-lists; budgets are not looked at), and of
 // them only those served in an API the runner speaks (runner.Speaks):
 // the creator's (requested, refused naming the field when it is not one),
-// else the deployment's (AgentConfig.Model, only when it is one), else
+// else the deployment's (Config.Model, only when it is one), else
 // the first of them, chat models before routers, in the deployment's
 // order. An agent sandbox without a runner takes the requested model when
 // its key may reach it, and "" (the first its key reaches) otherwise.
@@ -44,7 +45,7 @@ func (s *Service) chooseModel(ctx context.Context, org string, prj account.Proje
 	if requested != "" {
 		i := slices.IndexFunc(reach, func(m runner.Model) bool { return m.ID == requested })
 		switch {
-		case s.modelEnv == nil:
+		case s.models == nil:
 			return "", invalid("model", "this gateway serves no models (BERTH_INFERENCE_FILE is unset)")
 		case i < 0:
 			return "", invalid("model", "project %s may not reach %q; it may reach %s", prj.Name, requested, listModels(reach))
@@ -53,7 +54,7 @@ func (s *Service) chooseModel(ctx context.Context, org string, prj account.Proje
 		}
 		return requested, nil
 	}
-	if def := s.cfg.Agents.Model; def != "" {
+	if def := s.cfg.Model; def != "" {
 		if i := slices.IndexFunc(reach, func(m runner.Model) bool { return m.ID == def }); i >= 0 && fits(reach[i]) {
 			return def, nil
 		}
@@ -64,22 +65,22 @@ func (s *Service) chooseModel(ctx context.Context, org string, prj account.Proje
 		}
 	}
 	switch {
-	case s.modelEnv == nil:
-		return "", fmt.Errorf("runner %s has no model to call: this gateway serves no models (BERTH_INFERENCE_FILE is unset): %w", runnerName, ErrUnavailable)
+	case s.models == nil:
+		return "", fmt.Errorf("runner %s has no model to call: this gateway serves no models (BERTH_INFERENCE_FILE is unset): %w", runnerName, sandbox.ErrUnavailable)
 	case len(reach) == 0:
-		return "", fmt.Errorf("runner %s has no model to call: project %s may reach no model (an administrator allows some with berth project inference set): %w", runnerName, prj.Name, ErrUnavailable)
+		return "", fmt.Errorf("runner %s has no model to call: project %s may reach no model (an administrator allows some with berth project inference set): %w", runnerName, prj.Name, sandbox.ErrUnavailable)
 	}
 	return "", fmt.Errorf("runner %s speaks %s, and project %s may reach no model served in it: it may reach %s; choose another --runner, or an administrator allows a model it speaks: %w",
-		runnerName, joinAPIs(r.APIs()), prj.Name, listModels(reach), ErrUnavailable)
+		runnerName, joinAPIs(r.APIs()), prj.Name, listModels(reach), sandbox.ErrUnavailable)
 }
 
 // reachable lists the models a key of the project may reach, with their
 // APIs; none without inference.
 func (s *Service) reachable(ctx context.Context, org, project string) ([]runner.Model, error) {
-	if s.modelEnv == nil {
+	if s.models == nil {
 		return nil, nil
 	}
-	reach, err := s.modelEnv.Reachable(ctx, org, project)
+	reach, err := s.models.Reachable(ctx, org, project)
 	if err != nil {
 		return nil, fmt.Errorf("models of project %s: %w", project, err)
 	}

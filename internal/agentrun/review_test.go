@@ -1,4 +1,4 @@
-package sandbox_test
+package agentrun_test
 
 import (
 	"cmp"
@@ -78,7 +78,7 @@ func TestReviewerRuns(t *testing.T) {
 			if tt.state == "" {
 				tt.state = sandbox.StateTerminated
 			}
-			e := newEnv(t, agents(t))
+			e := newEnv(t)
 			e.drv.SetAgent(func(spec sandbox.Spec) ([]string, int) {
 				// A reviewer that commits has still nothing pushed.
 				if err := os.WriteFile(filepath.Join(spec.Run.Work, "notes.txt"), []byte("notes\n"), 0o644); err != nil {
@@ -92,7 +92,7 @@ func TestReviewerRuns(t *testing.T) {
 			e.run(t)
 			sb := e.reviewRun(t, tt.runner)
 			end := e.waitState(t, sb.ID, tt.state)
-			run, err := e.svc.RunOf(t.Context(), end)
+			run, err := e.runs.Of(t.Context(), end)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -114,7 +114,7 @@ func TestReviewerRuns(t *testing.T) {
 				t.Errorf("refs after a reviewer run: %q, %v; want main alone", out, err)
 			}
 
-			f, _, err := e.svc.RunVerdict(t.Context(), e.alice, "check")
+			f, _, err := e.runs.Verdict(t.Context(), e.alice, "check")
 			if !tt.copied {
 				if err == nil {
 					f.Close()
@@ -138,7 +138,7 @@ func TestReviewerRuns(t *testing.T) {
 			if strings.Contains(string(b), "host secret") {
 				t.Error("a host file was copied out as the verdict")
 			}
-			if _, _, err := e.svc.RunVerdict(t.Context(), e.stranger, string(sb.ID)); !errors.Is(err, sandbox.ErrNotFound) {
+			if _, _, err := e.runs.Verdict(t.Context(), e.stranger, string(sb.ID)); !errors.Is(err, sandbox.ErrNotFound) {
 				t.Errorf("a stranger read the verdict: %v", err)
 			}
 		})
@@ -169,7 +169,7 @@ func writeFiles(t *testing.T, dir string, files map[string]string) {
 // TestReviewerTerminatedIsHeld: a review whose sandbox ends before its run
 // does is held, whatever the agent left behind.
 func TestReviewerTerminatedIsHeld(t *testing.T) {
-	e := newEnv(t, agents(t))
+	e := newEnv(t)
 	release := make(chan struct{})
 	e.drv.SetAgent(func(spec sandbox.Spec) ([]string, int) {
 		writeFiles(t, spec.Run.Work, map[string]string{verdictFile: `{"verdict":"approve"}`})
@@ -179,7 +179,7 @@ func TestReviewerTerminatedIsHeld(t *testing.T) {
 	e.run(t)
 	sb := e.reviewRun(t, "claude-code")
 	e.waitState(t, sb.ID, sandbox.StateRunning)
-	if run, err := e.svc.RunOf(t.Context(), sb); err != nil || run.Review.Outcome != review.Held {
+	if run, err := e.runs.Of(t.Context(), sb); err != nil || run.Review.Outcome != review.Held {
 		t.Errorf("a running review is %+v (%v), want held until digested", run.Review, err)
 	}
 	if _, err := e.svc.Terminate(t.Context(), e.alice, "check"); err != nil {
@@ -187,40 +187,11 @@ func TestReviewerTerminatedIsHeld(t *testing.T) {
 	}
 	close(release)
 	end := e.waitState(t, sb.ID, sandbox.StateTerminated)
-	run, err := e.svc.RunOf(t.Context(), end)
+	run, err := e.runs.Of(t.Context(), end)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if run.Review.Outcome != review.Held || !strings.Contains(run.Review.Reason, "terminated") {
 		t.Errorf("review of a terminated run: %+v, want held saying it was terminated", run.Review)
-	}
-}
-
-func TestRoleIsForAgentsOnly(t *testing.T) {
-	e := newEnv(t, agents(t))
-	for _, tt := range []struct {
-		name string
-		req  sandbox.CreateRequest
-	}{
-		{"engineer reviewer", sandbox.CreateRequest{Name: "e1", Class: "standard", SSHKeys: []string{testKey}, Role: "reviewer"}},
-		{"engineer author", sandbox.CreateRequest{Name: "e2", Class: "standard", SSHKeys: []string{testKey}, Role: "author"}},
-		{"unknown role", sandbox.CreateRequest{Name: "a1", Purpose: "agent", Repo: "acme/app", Task: "t", Role: "approver"}},
-	} {
-		_, err := e.svc.Create(t.Context(), e.alice, tt.req)
-		var inv *sandbox.InvalidError
-		if !errors.As(err, &inv) || inv.Field != "role" {
-			t.Errorf("%s: err = %v, want invalid role", tt.name, err)
-		}
-	}
-	sb, err := e.svc.Create(t.Context(), e.alice, sandbox.CreateRequest{Name: "a2", Purpose: "agent", Repo: "acme/app", Task: "t", Runner: "claude-code"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := e.st.GetSandbox(t.Context(), sb.ID); got.Role != sandbox.RoleAuthor {
-		t.Errorf("an agent sandbox without a role has %q, want author", got.Role)
-	}
-	dev := e.engineer(t, e.alice, "dev")
-	if got, _ := e.st.GetSandbox(t.Context(), dev.ID); got.Role != "" {
-		t.Errorf("an engineer sandbox has role %q, want none", got.Role)
 	}
 }

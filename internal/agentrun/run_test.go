@@ -1,4 +1,4 @@
-package sandbox_test
+package agentrun_test
 
 import (
 	"errors"
@@ -9,33 +9,14 @@ import (
 	"strings"
 	"testing"
 
+	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/runner/runnertest"
 	"berth.dev/berth/internal/sandbox"
-	"berth.dev/berth/internal/workspace"
 )
-
-// agents is the deployment of the run tests: images for claude-code and pi
-// only, checkouts and logs in temporary directories.
-func agents(t *testing.T) option {
-	logs, work := t.TempDir(), t.TempDir()
-	return func(c *sandbox.Config) {
-		lf := c.Repositories.(repositories).local
-		c.Agents = sandbox.AgentConfig{
-			Images: map[string]string{
-				"claude-code": "localhost/berth-agent-claude-code:latest",
-				"pi":          "localhost/berth-agent-pi:latest",
-				"opencode":    "localhost/berth-agent-opencode:latest",
-			},
-			Model:  "claude-sonnet-4-5",
-			LogDir: logs,
-		}
-		c.Workspaces = workspace.New(work, os.Getuid(), lf, workspace.Local{Forge: lf})
-	}
-}
 
 // gitIn runs git in dir as the agent would, failing the test on error.
 func gitIn(t *testing.T, dir string, args ...string) string {
@@ -60,17 +41,8 @@ type seen struct {
 	work   string
 }
 
-func (e *env) agentRun(t *testing.T, runnerName string) sandbox.Sandbox {
-	t.Helper()
-	sb, err := e.svc.Create(t.Context(), e.alice, sandbox.CreateRequest{Name: "fix", Purpose: "agent", Repo: "acme/app", Branch: "main", Task: "add a greeting", Runner: runnerName})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sb
-}
-
 func TestAgentRunPushesItsWorkAndReportsItsUsage(t *testing.T) {
-	e := newEnv(t, agents(t))
+	e := newEnv(t)
 	got := make(chan seen, 1)
 	e.drv.SetAgent(func(spec sandbox.Spec) ([]string, int) {
 		b, err := os.ReadFile(filepath.Join(spec.Run.Work, ".berth-prompt.txt"))
@@ -114,11 +86,11 @@ func TestAgentRunPushesItsWorkAndReportsItsUsage(t *testing.T) {
 		t.Errorf("claude-code args %q: want the stream-json contract", s.args)
 	}
 
-	run, err := e.svc.RunOf(t.Context(), end)
+	run, err := e.runs.Of(t.Context(), end)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if run.State != sandbox.RunSucceeded || run.ExitCode != 0 || run.Error != "" {
+	if run.State != agentrun.RunSucceeded || run.ExitCode != 0 || run.Error != "" {
 		t.Errorf("run %s exit %d error %q, want succeeded", run.State, run.ExitCode, run.Error)
 	}
 	want := runner.Usage{Input: 240, CacheRead: 60, CacheWrite: 10, Output: 34}
@@ -154,12 +126,12 @@ func TestAgentRunPushesItsWorkAndReportsItsUsage(t *testing.T) {
 	}
 
 	// Its log is kept, and readable by its owner only.
-	f, _, err := e.svc.RunLog(t.Context(), e.alice, "fix")
+	f, _, err := e.runs.Log(t.Context(), e.alice, "fix")
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.Close()
-	if _, _, err := e.svc.RunLog(t.Context(), e.stranger, string(sb.ID)); !errors.Is(err, sandbox.ErrNotFound) {
+	if _, _, err := e.runs.Log(t.Context(), e.stranger, string(sb.ID)); !errors.Is(err, sandbox.ErrNotFound) {
 		t.Errorf("a stranger read the run log: err = %v, want ErrNotFound", err)
 	}
 
@@ -190,7 +162,7 @@ func TestAgentRunFailures(t *testing.T) {
 		{name: "killed", runner: "pi", stream: "pi-text", exit: 137, wantErr: "the agent exited 137"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t, agents(t))
+			e := newEnv(t)
 			e.drv.SetAgent(func(spec sandbox.Spec) ([]string, int) {
 				if tt.commit {
 					if err := os.WriteFile(filepath.Join(spec.Run.Work, "half.txt"), []byte("half done\n"), 0o644); err != nil {
@@ -204,11 +176,11 @@ func TestAgentRunFailures(t *testing.T) {
 			e.run(t)
 			sb := e.agentRun(t, tt.runner)
 			end := e.waitState(t, sb.ID, sandbox.StateFailed)
-			run, err := e.svc.RunOf(t.Context(), end)
+			run, err := e.runs.Of(t.Context(), end)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if run.State != sandbox.RunFailed || !strings.HasPrefix(run.Error, tt.wantErr) || run.ExitCode != tt.exit {
+			if run.State != agentrun.RunFailed || !strings.HasPrefix(run.Error, tt.wantErr) || run.ExitCode != tt.exit {
 				t.Errorf("run %s exit %d error %q, want failed, exit %d, %q", run.State, run.ExitCode, run.Error, tt.exit, tt.wantErr)
 			}
 			if !strings.HasPrefix(end.Reason, tt.wantErr) {
@@ -230,7 +202,7 @@ func TestAgentRunFailures(t *testing.T) {
 // whose branch berth/<name> is already in the repository does not start,
 // says why, and leaves that branch where it was.
 func TestAgentRunNeverMovesAnothersBranch(t *testing.T) {
-	e := newEnv(t, agents(t))
+	e := newEnv(t)
 	ran := false
 	e.drv.SetAgent(func(sandbox.Spec) ([]string, int) { ran = true; return runnertest.Stream(t, "pi-text"), 0 })
 	e.run(t)
@@ -254,16 +226,16 @@ func TestAgentRunNeverMovesAnothersBranch(t *testing.T) {
 }
 
 func TestAgentRunWithNothingToCommitSucceedsWithoutABranch(t *testing.T) {
-	e := newEnv(t, agents(t))
+	e := newEnv(t)
 	e.drv.SetAgent(func(sandbox.Spec) ([]string, int) { return runnertest.Stream(t, "pi-text"), 0 })
 	e.run(t)
 	sb := e.agentRun(t, "pi")
 	end := e.waitState(t, sb.ID, sandbox.StateTerminated)
-	run, err := e.svc.RunOf(t.Context(), end)
+	run, err := e.runs.Of(t.Context(), end)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if run.State != sandbox.RunSucceeded || run.Branch != "" || run.Commit != "" {
+	if run.State != agentrun.RunSucceeded || run.Branch != "" || run.Commit != "" {
 		t.Errorf("run %s branch %q commit %q, want succeeded with nothing pushed", run.State, run.Branch, run.Commit)
 	}
 	if want := (runner.Usage{Input: 120, CacheRead: 30, Output: 17}); run.Telemetry.Usage != want {
@@ -275,7 +247,7 @@ func TestAgentRunWithNothingToCommitSucceedsWithoutABranch(t *testing.T) {
 }
 
 func TestAgentRunRefusesARunnerWithoutAnImage(t *testing.T) {
-	e := newEnv(t, agents(t))
+	e := newEnv(t)
 	e.run(t)
 	for _, tt := range []struct {
 		runner string
@@ -298,7 +270,7 @@ func TestAgentRunRefusesARunnerWithoutAnImage(t *testing.T) {
 // SPEC S13 via issue 5: the runner is the creator's choice, else the
 // class's default, else the deployment's.
 func TestAgentRunnerDefaultsFromTheClassThenTheDeployment(t *testing.T) {
-	e := newEnv(t, agents(t), func(c *sandbox.Config) { c.Agents.Runner = "claude-code" })
+	e := newEnv(t, withRunner("claude-code"))
 	e.run(t)
 	if _, err := e.svc.ApplyClasses(t.Context(), e.admin, "", strings.NewReader(`sandboxes:
   - name: pi-agents
@@ -326,7 +298,7 @@ func TestAgentRunnerDefaultsFromTheClassThenTheDeployment(t *testing.T) {
 }
 
 func TestTerminatingARunRemovesItsCheckout(t *testing.T) {
-	e := newEnv(t, agents(t))
+	e := newEnv(t)
 	release := make(chan struct{})
 	work := make(chan string, 1)
 	e.drv.SetAgent(func(spec sandbox.Spec) ([]string, int) {
@@ -342,11 +314,11 @@ func TestTerminatingARunRemovesItsCheckout(t *testing.T) {
 	}
 	close(release)
 	end := e.waitState(t, sb.ID, sandbox.StateTerminated)
-	run, err := e.svc.RunOf(t.Context(), end)
+	run, err := e.runs.Of(t.Context(), end)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if run.State != sandbox.RunFailed || !strings.Contains(run.Error, "terminated") || run.EndedAt.IsZero() {
+	if run.State != agentrun.RunFailed || !strings.Contains(run.Error, "terminated") || run.EndedAt.IsZero() {
 		t.Errorf("run of a terminated sandbox: %s, %q, ended %v", run.State, run.Error, run.EndedAt)
 	}
 	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {

@@ -1,0 +1,452 @@
+package agentrun
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/review"
+	"berth.dev/berth/internal/runner"
+	"berth.dev/berth/internal/sandbox"
+)
+
+// RunState is where an agent run is.
+type RunState string
+
+// The states of a run.
+const (
+	RunRunning   RunState = "running"
+	RunSucceeded RunState = "succeeded"
+	RunFailed    RunState = "failed"
+)
+
+// Run is one agent execution in an agent sandbox (SPEC S2, S13): the runner,
+// its telemetry as the agent reported it, and what came out.
+type Run struct {
+	Sandbox sandbox.ID
+	Runner  string
+	Model   string // the model the run was started on
+	State   RunState
+	// Exited says the run's machine exited, with ExitCode. A run that did
+	// not has no exit code: its sandbox was ended under it (Ended), or its
+	// machine never started or vanished.
+	Exited   bool
+	ExitCode int
+	// Ended is how a run ended that did not exit: the state its sandbox
+	// was moved to under it (terminated: by a user, or by the sweep at its
+	// expiry; failed: its machine never started or vanished); "" for a
+	// run that exited or still goes. EndedBy is the user who ended it, ""
+	// for berth itself (the sweep), and EndedByName their name, read with
+	// the run.
+	Ended       sandbox.State
+	EndedBy     string
+	EndedByName string
+	Error       string // why it failed, when it did
+	Branch      string // the branch its work was pushed to
+	Commit      string // and the commit
+	Telemetry   runner.Telemetry
+	Lines       int // stdout lines of the agent's stream read (a kelos image's markers and outputs are not)
+	Ignored     int // of them, not in the runner's vocabulary
+	// Metered is what the gateway metered of the run's model calls; nil
+	// without inference. Difference says how Telemetry differs from it
+	// once the run is over, and why (nil when they agree). Neither is
+	// stored: both are worked out when the run is read.
+	Metered    *Metered
+	Difference *Difference
+	StartedAt  time.Time
+	EndedAt    time.Time
+
+	// Review is a reviewer run's outcome (SPEC S13.5): held from its start
+	// until a clean run's verdict is digested. Its Outcome is "" for an
+	// author's run.
+	Review review.Result
+	// Outputs are the lines a kelos run printed between its output markers
+	// (SPEC S13.6), and Results those of them of the form "key: value".
+	Outputs []string
+	Results map[string]string
+}
+
+// Workspaces makes the host-side checkout an agent run works on (SPEC
+// S13.1: the only mount, at /work) and takes its work back.
+type Workspaces interface {
+	// Prepare clones sb's repository (shallow, at its branch) into a
+	// directory of its own that the agent's user owns (the user of the
+	// image's contract: kelos.UID for a kelos image), and returns it.
+	Prepare(ctx context.Context, sb sandbox.Sandbox) (string, error)
+	// Push pushes the checkout's HEAD to the sandbox's branch,
+	// refs/heads/berth/<name>, and returns the branch and the commit.
+	// Nothing to push (no commit since the clone) is not an error: the
+	// commit is then "". The checkout is the agent's: no git is run in it.
+	Push(ctx context.Context, sb sandbox.Sandbox, dir string) (branch, commit string, err error)
+	// PushBundle makes the one ref of bundle, a git bundle of an
+	// in-machine run's commits on its clone (at most MaxBundle bytes,
+	// untrusted), the sandbox's branch, and returns the branch and the
+	// commit, which must be commit.
+	PushBundle(ctx context.Context, sb sandbox.Sandbox, bundle []byte, commit string) (branch, commitOut string, err error)
+	// BranchFree refuses a run whose branch berth/<name> exists already:
+	// what Prepare checks first, for a run that has no host checkout.
+	BranchFree(ctx context.Context, sb sandbox.Sandbox) error
+	// Dir is where sb's checkout is (or would be).
+	Dir(sb sandbox.Sandbox) string
+	// Remove deletes the checkout.
+	Remove(sb sandbox.Sandbox) error
+}
+
+// Follower is an optional driver capability: stream a machine's output
+// until it exits.
+type Follower interface {
+	// Follow calls line for every line the machine writes, stdout true for
+	// its standard output, until the machine exits or ctx is done.
+	Follow(ctx context.Context, id sandbox.ID, line func(stdout bool, b []byte)) error
+}
+
+// promptFile is where the host puts a run's task (SPEC S13.2).
+const promptFile = ".berth-prompt.txt"
+
+// MaxBundle bounds the work an in-machine run hands the gateway with its
+// exit report, a git bundle: 64 MiB.
+const MaxBundle = 64 << 20
+
+// invalid is bad input, naming the field at fault.
+func invalid(field, format string, args ...any) error {
+	return &sandbox.InvalidError{Field: field, Reason: fmt.Sprintf(format, args...)}
+}
+
+// Choose fills in an agent sandbox's runner and image (SPEC S13: images
+// per runner, fail-closed on an unmapped one) and the model its run starts
+// on, at create: a run its driver cannot run, or no model fits, is refused
+// before anything starts.
+func (s *Service) Choose(ctx context.Context, sb *sandbox.Sandbox, class sandbox.Class, prj account.Project, model string) error {
+	name, image, err := s.chooseRunner(sb.Runner, class)
+	if err != nil {
+		return err
+	}
+	if name != "" {
+		if !s.runsAgents() {
+			return fmt.Errorf("this deployment's driver (%s) can run no agents: it neither follows a run's output nor lets the machine run it whole, so runner %s cannot run here: %w",
+				s.cfg.Driver, name, sandbox.ErrUnavailable)
+		}
+		if err := s.checkInMachine(class); err != nil {
+			return err
+		}
+		// SPEC S13: the runner's image, chosen per runner (a kelos
+		// class's own image, S13.6).
+		sb.Runner, sb.Image = name, image
+	}
+	run := ""
+	if s.agentRun(*sb) {
+		run = sb.Runner
+	}
+	sb.Model, err = s.chooseModel(ctx, sb.Org, prj, run, model)
+	return err
+}
+
+// chooseRunner is an agent sandbox's runner and image. A kelos class
+// brings its own image, built for the interface (S13.6): the runner names
+// its agent type and reads its stream.
+func (s *Service) chooseRunner(req string, class sandbox.Class) (string, string, error) {
+	// The creator's choice, else the class's, else the deployment's.
+	name := cmp.Or(req, class.Runner, s.cfg.Runner)
+	if name == "" {
+		if class.Contract == sandbox.ContractKelos {
+			return "", "", invalid("runner", "class %s runs a kelos image, which needs a runner: it names the agent type (KELOS_AGENT_TYPE)", class.Name)
+		}
+		return "", "", nil // an agent sandbox without a runner: it waits for its end
+	}
+	if err := sandbox.CheckRunner(name); err != nil {
+		return "", "", err
+	}
+	if class.Contract == sandbox.ContractKelos {
+		return name, class.Image, nil
+	}
+	image := s.cfg.Images[name]
+	if image == "" {
+		return "", "", fmt.Errorf("runner %s has no image on this deployment (BERTH_RUNNER_IMAGES): %w", name, sandbox.ErrUnavailable)
+	}
+	return name, image, nil
+}
+
+// runEnv is what an agent run's container gets on top of the sandbox's
+// environment: the runner, its config files, its credentials (by name, the
+// sandbox's key as their value: every model call goes through the gateway),
+// its non-secret settings, and what its contract adds. It returns the
+// model the run starts on (the one chosen at create, in BERTH_MODEL) and
+// the "$@" slot.
+// The configs list every model the key may reach, each in the API its
+// provider speaks.
+func (s *Service) runEnv(ctx context.Context, sb sandbox.Sandbox, env map[string]string) (model string, args []string, err error) {
+	r, err := runner.Get(sb.Runner)
+	if err != nil {
+		return "", nil, err
+	}
+	model = env["BERTH_MODEL"]
+	reach, err := s.reachable(ctx, sb.Org, sb.Project)
+	if err != nil {
+		return "", nil, err
+	}
+	i := slices.IndexFunc(reach, func(m runner.Model) bool { return m.ID == model })
+	if model == "" || i < 0 {
+		return "", nil, fmt.Errorf("model %q is not one the sandbox's key may reach now (it may reach %s)", model, listModels(reach))
+	}
+	if _, ok := runner.Speaks(r, reach[i]); !ok {
+		return "", nil, fmt.Errorf("model %s is served in %s, which %s does not speak", model, joinAPIs(reach[i].APIs), sb.Runner)
+	}
+	g := runner.Gateway{BaseURL: strings.TrimSuffix(s.cfg.PublicURL, "/"), Models: reach}
+	env["BERTH_RUNNER"] = sb.Runner
+	env["BERTH_MODEL"], env["ANTHROPIC_MODEL"] = model, model
+	for _, name := range r.Credentials() {
+		env[name] = env["BERTH_API_KEY"]
+	}
+	vars, err := r.Env(g)
+	if err != nil {
+		return "", nil, err
+	}
+	for _, v := range vars {
+		env[v.Name] = v.Value
+	}
+	if sb.Contract == sandbox.ContractKelos {
+		args, err := kelosEnv(sb, env)
+		return model, args, err
+	}
+	opts := runner.Options{Model: model}
+	if args, err = r.ContainerArgs(opts); err != nil {
+		return "", nil, err
+	}
+	files, err := r.Files(g, opts)
+	if err != nil {
+		return "", nil, err
+	}
+	type file struct {
+		Path    string `json:"path"`
+		Content string `json:"content"`
+	}
+	fs := make([]file, len(files))
+	for i, f := range files {
+		fs[i] = file{Path: f.Path, Content: string(f.Content)}
+		// Inference renders Pi's files with every model the key may reach
+		// and their prices (Pi's own cost comes from them): those win.
+		if v := env[piRendered[f.Path]]; v != "" && sb.Runner == "pi" {
+			fs[i].Content = v
+		}
+	}
+	b, err := json.Marshal(fs)
+	if err != nil {
+		return "", nil, err
+	}
+	env["BERTH_RUNNER_FILES"] = string(b)
+	env["BERTH_PROMPT_FILE"] = "/work/" + promptFile
+	return model, args, nil
+}
+
+// prices are the deployment's model prices: the inference catalog's over
+// the vendors' list prices.
+func (s *Service) prices() runner.Prices {
+	if s.cfg.Prices != nil {
+		return s.cfg.Prices
+	}
+	return runner.ListPrices()
+}
+
+// piRendered names the variables inference renders Pi's files into.
+var piRendered = map[string]string{".pi/agent/models.json": "BERTH_PI_CONFIG", ".pi/agent/settings.json": "BERTH_PI_SETTINGS"}
+
+// Prepare makes the checkout, puts the task in it, turns spec into an
+// agent run's and records the run. On error nothing is left behind.
+func (s *Service) Prepare(ctx context.Context, spec *sandbox.Spec) error {
+	sb := spec.Sandbox
+	model, args, err := s.runEnv(ctx, sb, spec.Env)
+	if err != nil {
+		return fmt.Errorf("runner %s: %w", sb.Runner, err)
+	}
+	network := s.cfg.Network
+	if network == "" {
+		network = "allowlist"
+	}
+	if s.inMachine() {
+		// No checkout here: the machine clones through the gateway, asks
+		// it for the task, and reports to it (inmachine.go).
+		if err := s.work.BranchFree(ctx, sb); err != nil {
+			return fmt.Errorf("check out %s: %w", sb.Repo, err)
+		}
+		spec.Env[runReportVar] = runReportGateway
+		if sb.Role == sandbox.RoleReviewer {
+			spec.Env[runPushVar] = "no" // a reviewer's work is its verdict
+		}
+		// The machine asks for its task: it is not in the machine's spec
+		// (no environment holds it), which whoever may read the cluster's
+		// objects can read.
+		spec.Run = &sandbox.RunSpec{Contract: sb.Contract, Args: args, Network: network, InMachine: true}
+	} else {
+		dir, err := s.work.Prepare(ctx, sb)
+		if err != nil {
+			return fmt.Errorf("check out %s: %w", sb.Repo, err)
+		}
+		if sb.Contract != sandbox.ContractKelos { // a kelos image takes its prompt as $1
+			if err := writePrompt(dir, sb.Task); err != nil {
+				_ = s.work.Remove(sb)
+				return err
+			}
+		}
+		spec.Run = &sandbox.RunSpec{Contract: sb.Contract, Work: dir, Args: args, Network: network}
+	}
+	now := s.now()
+	run := Run{Sandbox: sb.ID, Runner: sb.Runner, Model: model, State: RunRunning, StartedAt: now}
+	run.Telemetry.Model = run.Model
+	if sb.Role == sandbox.RoleReviewer {
+		run.Review = review.Pending()
+	}
+	return s.store.PutRun(ctx, run)
+}
+
+// writePrompt puts the task where the image reads it, readable by the
+// sandbox's user only through the mount, and keeps it out of every commit.
+func writePrompt(dir, task string) error {
+	if err := os.WriteFile(filepath.Join(dir, promptFile), []byte(task), 0o644); err != nil {
+		return fmt.Errorf("write the prompt file: %w", err)
+	}
+	exclude := filepath.Join(dir, ".git", "info", "exclude")
+	if err := os.MkdirAll(filepath.Dir(exclude), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(exclude, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = f.WriteString("\n/" + promptFile + "\n")
+	return err
+}
+
+// removePrompt deletes the task from the checkout: on every exit path
+// (SPEC S13.2). A kelos run was given none, and the host deletes nothing
+// it did not write.
+func removePrompt(sb sandbox.Sandbox, dir string) {
+	if dir != "" && sb.Contract != sandbox.ContractKelos {
+		_ = os.Remove(filepath.Join(dir, promptFile))
+	}
+}
+
+// Forget removes what a run kept (its log and its verdict copy), once its
+// sandbox's row is deleted.
+func (s *Service) Forget(ctx context.Context, id sandbox.ID) {
+	if s.cfg.LogDir == "" && s.cfg.Logs == nil {
+		return
+	}
+	if err := s.logs().Remove(ctx, id); err != nil {
+		s.log.WarnContext(ctx, "run log not removed", "sandbox", id, "err", err)
+	}
+	if s.cfg.LogDir == "" {
+		return
+	}
+	if err := os.Remove(s.verdictPath(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		s.log.WarnContext(ctx, "run verdict not removed", "sandbox", id, "err", err)
+	}
+}
+
+func (s *Service) saveRun(ctx context.Context, run Run) {
+	if err := s.store.PutRun(ctx, run); err != nil {
+		s.log.ErrorContext(ctx, "could not save a run", "sandbox", run.Sandbox, "err", err)
+	}
+}
+
+// Of returns an agent sandbox's run; sandbox.ErrNotFound when it has
+// none.
+func (s *Service) Of(ctx context.Context, sb sandbox.Sandbox) (Run, error) {
+	run, err := s.store.GetRun(ctx, sb.ID)
+	if err != nil {
+		return Run{}, err
+	}
+	if err := s.addMetered(ctx, &run); err != nil {
+		s.log.WarnContext(ctx, "could not read what the gateway metered of a run", "sandbox", sb.ID, "err", err)
+	}
+	if run.EndedBy != "" {
+		if u, err := s.users.User(ctx, run.EndedBy); err == nil {
+			run.EndedByName = u.Name
+		}
+	}
+	return run, nil
+}
+
+// Log opens the run log of a sandbox the caller may see: read to its end
+// it says io.EOF, and read again what was written since.
+func (s *Service) Log(ctx context.Context, p account.Principal, ref string) (io.ReadCloser, sandbox.Sandbox, error) {
+	sb, err := s.sandboxes.Get(ctx, p, ref)
+	if err != nil {
+		return nil, sandbox.Sandbox{}, err
+	}
+	r, err := s.logs().Read(ctx, sb.ID)
+	if errors.Is(err, sandbox.ErrNotFound) {
+		return nil, sandbox.Sandbox{}, fmt.Errorf("sandbox %s has no run log: %w", sb.Name, sandbox.ErrNotFound)
+	}
+	return r, sb, err
+}
+
+// openRunFile opens a file the host keeps of the run of a sandbox the
+// caller may see (its path by the sandbox's id); what names it when the
+// sandbox has none.
+func (s *Service) openRunFile(ctx context.Context, p account.Principal, ref string, path func(sandbox.ID) string, what string) (*os.File, sandbox.Sandbox, error) {
+	sb, err := s.sandboxes.Get(ctx, p, ref)
+	if err != nil {
+		return nil, sandbox.Sandbox{}, err
+	}
+	f, err := os.Open(path(sb.ID))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, sandbox.Sandbox{}, fmt.Errorf("sandbox %s has no %s: %w", sb.Name, what, sandbox.ErrNotFound)
+	}
+	return f, sb, err
+}
+
+// Unstarted records a run whose machine never started and removes its
+// task and checkout.
+func (s *Service) Unstarted(ctx context.Context, spec sandbox.Spec, reason string) {
+	sb := spec.Sandbox
+	if spec.Run != nil {
+		removePrompt(sb, spec.Run.Work)
+	}
+	if run, err := s.store.GetRun(ctx, sb.ID); err == nil {
+		run.State, run.Error, run.EndedAt, run.Ended = RunFailed, reason, s.now(), sandbox.StateFailed
+		run.holdReview(reason)
+		s.saveRun(ctx, run)
+	}
+	s.removeCheckout(ctx, sb)
+}
+
+// Ended closes the record of a run whose sandbox ended under it
+// (terminated, expired, failed) by actor ("" for berth itself): no push,
+// no exit code (its agent did not exit), and the reason says why.
+func (s *Service) Ended(ctx context.Context, sb sandbox.Sandbox, to sandbox.State, actor, reason string) {
+	run, err := s.store.GetRun(ctx, sb.ID)
+	if err != nil || run.State != RunRunning {
+		return
+	}
+	run.State, run.EndedAt, run.Ended, run.EndedBy = RunFailed, s.now(), to, actor
+	run.Error = "the sandbox ended (" + string(to) + ") before the run did"
+	if reason != "" {
+		run.Error += ": " + reason
+	}
+	run.holdReview(run.Error)
+	s.saveRun(ctx, run)
+}
+
+// Removed deletes the task and the checkout of a run whose sandbox ended,
+// once its machine is gone: the task never outlives its sandbox, nor does
+// its checkout.
+func (s *Service) Removed(ctx context.Context, sb sandbox.Sandbox) {
+	removePrompt(sb, s.work.Dir(sb))
+	s.removeCheckout(ctx, sb)
+}
+
+func (s *Service) removeCheckout(ctx context.Context, sb sandbox.Sandbox) {
+	if err := s.work.Remove(sb); err != nil {
+		s.log.WarnContext(ctx, "could not remove a run's checkout", "sandbox", sb.ID, "err", err)
+	}
+}
