@@ -23,6 +23,8 @@ func TestImportDirection(t *testing.T) {
 		// GitLab clients are HTTP by nature.
 		{"sandbox", append([]string{"database/sql", "k8s.io/", "github.com/prometheus/"}, adapters...)},
 		{"usage", append([]string{"database/sql", "k8s.io/", "github.com/prometheus/"}, adapters...)},
+		// class is below sandbox: sandbox makes sandboxes of its classes.
+		{"class", append([]string{"database/sql", "k8s.io/", "net/http", "sandbox", "github.com/prometheus/"}, adapters...)},
 		{"quantity", append([]string{"database/sql", "account", "sandbox", "guardrail"}, adapters...)},
 		{"name", append([]string{"database/sql", "account", "sandbox", "guardrail"}, adapters...)},
 		{"forge", append([]string{"database/sql", "k8s.io/", "account", "sandbox", "guardrail"}, adapters...)},

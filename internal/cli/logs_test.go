@@ -18,6 +18,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/cli"
 	"berth.dev/berth/internal/client"
 	"berth.dev/berth/internal/driver/fake"
@@ -66,7 +67,7 @@ func newAgentGateway(t *testing.T, opts ...func(*agentSetup)) *agentGateway {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	tmpl, err := sandbox.ParseClassFile(strings.NewReader("sandboxes:\n  - name: agent\n    image: localhost/berth-agent:1\n    isolation: standard\n    purposes: [agent]\n"))
+	tmpl, err := class.ParseFile(strings.NewReader("sandboxes:\n  - name: agent\n    image: localhost/berth-agent:1\n    isolation: standard\n    purposes: [agent]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,14 +115,14 @@ func newAgentGateway(t *testing.T, opts ...func(*agentSetup)) *agentGateway {
 	if _, err := local.Import(ctx, "acme/app", seed); err != nil {
 		t.Fatal(err)
 	}
-	var svc *sandbox.Service
-	accounts := account.NewService(st, st, time.Now, func(ctx context.Context, org string) error { return svc.SeedClasses(ctx, org) }, st, log)
+	var classes *class.Service
+	accounts := account.NewService(st, st, time.Now, func(ctx context.Context, org string) error { return classes.Seed(ctx, org) }, st, log)
 	var sbOpts []sandbox.Option
 	if setup.metered {
 		sbOpts = append(sbOpts, sandbox.WithSessionMeter(st))
 	}
-	svc = sandbox.NewService(st, drv, accounts, sandbox.Config{
-		Driver: "fake", Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""}, Template: tmpl, Audit: st,
+	svc := sandbox.NewService(st, drv, accounts, sandbox.Config{
+		Driver: "fake", Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""}, Audit: st,
 		Forge: local, PublicURL: g.url,
 		Agents: sandbox.AgentConfig{
 			Images: map[string]string{setup.runner: "localhost/berth-agent-" + setup.runner + ":latest"},
@@ -129,12 +130,13 @@ func newAgentGateway(t *testing.T, opts ...func(*agentSetup)) *agentGateway {
 		},
 		Workspaces: workspace.New(t.TempDir(), os.Getuid(), local, workspace.Local{Forge: local}),
 	}, log, time.Now, append(sbOpts, sandbox.WithModelEnv(inferencetest.Scripted(t, st, accounts, g.url)))...)
+	classes = class.NewService(st, accounts, svc, class.Config{Template: tmpl}, log, time.Now)
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); svc.Run(runCtx, time.Hour) }()
 	t.Cleanup(func() { cancel(); <-done })
 	t.Cleanup(g.release) // runs first: a failed test leaves no agent waiting
-	srv.Config.Handler = gateway.New(gateway.Options{Accounts: accounts, Sandboxes: svc, Log: log, Version: "test", Driver: "fake", Forge: local}).Handler()
+	srv.Config.Handler = gateway.New(gateway.Options{Accounts: accounts, Sandboxes: svc, Classes: classes, Log: log, Version: "test", Driver: "fake", Forge: local}).Handler()
 	srv.Start()
 	t.Cleanup(srv.Close)
 

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/driver/fake"
 	"berth.dev/berth/internal/driver/kubernetes"
 	"berth.dev/berth/internal/driver/podman"
@@ -47,6 +48,7 @@ type app struct {
 	replica   *store.Replica // nil on SQLite
 	accounts  *account.Service
 	sandboxes *sandbox.Service
+	classes   *class.Service
 	forge     forge.Forge      // nil without one
 	mirrors   *githttp.Mirrors // of a remote forge; nil for the local one
 	usage     *usage.Service
@@ -110,8 +112,8 @@ func build(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 	if fg != nil && cfg.Driver != "" {
 		work = workspacesFor(cfg, fg, mirrors)
 	}
-	var sandboxes *sandbox.Service
-	seed := func(ctx context.Context, org string) error { return sandboxes.SeedClasses(ctx, org) }
+	var classes *class.Service
+	seed := func(ctx context.Context, org string) error { return classes.Seed(ctx, org) }
 	accounts := account.NewService(st, st, time.Now, seed, st, log)
 	models, scripted, sbOpts, err := buildInference(cfg, st, accounts, log)
 	if err != nil {
@@ -128,20 +130,18 @@ func build(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 	if replica != nil {
 		sbOpts = append(sbOpts, sandbox.WithReplicas(replica))
 	}
-	sandboxes = sandbox.NewService(st, drv, accounts, sandbox.Config{
-		Driver:        cfg.Driver,
-		Runtimes:      cfg.Runtimes,
-		Forge:         fg,
-		PublicURL:     cfg.SandboxPublicURL,
-		Template:      cfg.Classes,
-		AllowedImages: cfg.Images,
-		MinTTL:        cfg.MinTTL,
-		IdleSuspend:   cfg.IdleSuspend,
-		Audit:         st,
-		Retention:     cfg.UsageRetention,
-		Metrics:       m,
-		Workspaces:    work,
-		Warm:          cfg.Warm,
+	sandboxes := sandbox.NewService(st, drv, accounts, sandbox.Config{
+		Driver:      cfg.Driver,
+		Runtimes:    cfg.Runtimes,
+		Forge:       fg,
+		PublicURL:   cfg.SandboxPublicURL,
+		MinTTL:      cfg.MinTTL,
+		IdleSuspend: cfg.IdleSuspend,
+		Audit:       st,
+		Retention:   cfg.UsageRetention,
+		Metrics:     m,
+		Workspaces:  work,
+		Warm:        cfg.Warm,
 		Agents: sandbox.AgentConfig{
 			Images:  cfg.RunnerImages,
 			Runner:  cfg.AgentRunner,
@@ -152,8 +152,10 @@ func build(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 			Prices:  agentPrices(cfg),
 		},
 	}, log, time.Now, sbOpts...)
+	classes = class.NewService(st, accounts, sandboxes, class.Config{Template: cfg.Classes, AllowedImages: cfg.Images,
+		Runtimes: cfg.Runtimes, NoSandboxes: drv == nil}, log, time.Now)
 	reports := usage.NewService(st, accounts, sandboxes, cfg.UsageRetention, time.Now)
-	return &app{store: st, replica: replica, accounts: accounts, sandboxes: sandboxes, usage: reports, metrics: m, registry: reg, forge: fg, mirrors: mirrors, log: log,
+	return &app{store: st, replica: replica, accounts: accounts, sandboxes: sandboxes, classes: classes, usage: reports, metrics: m, registry: reg, forge: fg, mirrors: mirrors, log: log,
 		inference: models, scripted: scripted}, nil
 }
 
@@ -272,7 +274,7 @@ func serve(ctx context.Context, cfg Config, env Env) error {
 	if err != nil {
 		return fmt.Errorf("BERTH_ADDR: %w", err)
 	}
-	gw := gateway.New(gateway.Options{Accounts: a.accounts, Sandboxes: a.sandboxes, Usage: a.usage, Log: log, Version: Version, Driver: cfg.Driver,
+	gw := gateway.New(gateway.Options{Accounts: a.accounts, Sandboxes: a.sandboxes, Classes: a.classes, Usage: a.usage, Log: log, Version: Version, Driver: cfg.Driver,
 		Forge: a.forge, Mirrors: gatewayMirrors(a.mirrors), Meter: a.metrics, Inference: a.inference, Scripted: a.scripted,
 		Metrics: promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{
 			ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),

@@ -5,6 +5,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/guardrail"
 	"berth.dev/berth/internal/quantity"
 	"berth.dev/berth/internal/sandbox"
@@ -38,7 +39,7 @@ func timePtr(t time.Time) *time.Time {
 	return &t
 }
 
-func apiClass(c sandbox.Class) api.Class {
+func apiClass(c class.Class) api.Class {
 	s := c.Spec()
 	return api.Class{Name: s.Name, Description: s.Description, Image: s.Image, Isolation: s.Isolation,
 		CPU: s.CPU, Memory: s.Memory, Disk: s.Disk, DefaultTTL: s.DefaultTTL, MaxTTL: s.MaxTTL,

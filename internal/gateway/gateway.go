@@ -18,6 +18,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/gateway/panel"
 	"berth.dev/berth/internal/githttp"
@@ -30,6 +31,7 @@ import (
 type Options struct {
 	Accounts  *account.Service
 	Sandboxes *sandbox.Service
+	Classes   *class.Service
 	Usage     *usage.Service
 	Log       *slog.Logger
 	// Version is reported by /healthz.
@@ -94,6 +96,7 @@ type Mirrors interface {
 type Server struct {
 	accounts  *account.Service
 	sandboxes *sandbox.Service
+	classes   *class.Service
 	usage     *usage.Service
 	log       *slog.Logger
 	version   string
@@ -127,13 +130,13 @@ func New(o Options) *Server {
 	if now == nil {
 		now = time.Now
 	}
-	s := &Server{accounts: o.Accounts, sandboxes: o.Sandboxes, usage: o.Usage, log: o.Log, version: o.Version, driver: o.Driver,
+	s := &Server{accounts: o.Accounts, sandboxes: o.Sandboxes, classes: o.Classes, usage: o.Usage, log: o.Log, version: o.Version, driver: o.Driver,
 		now: now, metrics: o.Metrics, forge: o.Forge, mirrors: o.Mirrors, git: githttp.New("", o.Log), credLimit: newRateLimit(10, time.Minute),
 		enrollLimit: newRateLimit(10, time.Minute), tunnelIdle: o.TunnelIdleTimeout, tunnels: newTunnels(), meter: meterOr(o.Meter), stopping: make(chan struct{}),
 		inference: o.Inference, scripted: scriptedTransport(o.Scripted), modelTransport: modelTransportOr(o.ModelTransport)}
 	// The web panel answers with the same services and the same error
 	// mapping as the API.
-	s.panel = panel.New(panel.Options{Accounts: o.Accounts, Sandboxes: o.Sandboxes, Usage: o.Usage, Log: o.Log, Now: now,
+	s.panel = panel.New(panel.Options{Accounts: o.Accounts, Sandboxes: o.Sandboxes, Classes: o.Classes, Usage: o.Usage, Log: o.Log, Now: now,
 		Driver: o.Driver, Status: s.errorStatus})
 	return s
 }

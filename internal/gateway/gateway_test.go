@@ -17,6 +17,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/client"
 	"berth.dev/berth/internal/driver/fake"
 	"berth.dev/berth/internal/forge"
@@ -51,6 +52,7 @@ type world struct {
 	accounts                                *account.Service
 	forge                                   *forge.Local
 	sandboxes                               *sandbox.Service
+	classes                                 *class.Service
 	metrics                                 *metrics.Metrics
 	gw                                      *gateway.Server
 	inference                               *inference.Service // nil unless the world serves models
@@ -109,7 +111,7 @@ func newWorld(t testing.TB, opts ...func(*worldConfig)) *world {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	tmpl, err := sandbox.ParseClassFile(strings.NewReader(cfg.template))
+	tmpl, err := class.ParseFile(strings.NewReader(cfg.template))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,8 +141,7 @@ func newWorld(t testing.TB, opts ...func(*worldConfig)) *world {
 	if cfg.driver != nil {
 		drv = cfg.driver(w.drv)
 	}
-	var svc *sandbox.Service
-	w.accounts = account.NewService(st, st, cfg.now, func(ctx context.Context, org string) error { return svc.SeedClasses(ctx, org) }, st, log)
+	w.accounts = account.NewService(st, st, cfg.now, func(ctx context.Context, org string) error { return w.classes.Seed(ctx, org) }, st, log)
 	var (
 		sbOpts   []sandbox.Option
 		scripted http.Handler
@@ -150,7 +151,7 @@ func newWorld(t testing.TB, opts ...func(*worldConfig)) *world {
 		sbOpts = append(sbOpts, sandbox.WithModelEnv(w.inference))
 	}
 	sbCfg := sandbox.Config{
-		Driver: "fake", Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""}, Template: tmpl, Audit: st,
+		Driver: "fake", Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""}, Audit: st,
 		Retention: 90 * 24 * time.Hour, Metrics: w.metrics, Forge: fg, PublicURL: w.url,
 	}
 	if cfg.runs {
@@ -169,14 +170,15 @@ func newWorld(t testing.TB, opts ...func(*worldConfig)) *world {
 	if cfg.sandbox != nil {
 		cfg.sandbox(w, &sbCfg)
 	}
-	svc = sandbox.NewService(st, drv, w.accounts, sbCfg, log, cfg.now, sbOpts...)
+	svc := sandbox.NewService(st, drv, w.accounts, sbCfg, log, cfg.now, sbOpts...)
 	w.sandboxes = svc
+	w.classes = class.NewService(st, w.accounts, svc, class.Config{Template: tmpl, Runtimes: sbCfg.Runtimes}, log, cfg.now)
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); svc.Run(runCtx, time.Hour) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	gwo := gateway.Options{Accounts: w.accounts, Sandboxes: svc, Log: log, Version: "test", Driver: "fake", Now: cfg.now,
+	gwo := gateway.Options{Accounts: w.accounts, Sandboxes: svc, Classes: w.classes, Log: log, Version: "test", Driver: "fake", Now: cfg.now,
 		Usage:   usage.NewService(st, w.accounts, svc, 90*24*time.Hour, cfg.now),
 		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 		Forge:   fg, Mirrors: mirrors, TunnelIdleTimeout: cfg.tunnelIdle,

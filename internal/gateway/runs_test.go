@@ -19,6 +19,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/client"
 	"berth.dev/berth/internal/driver/fake"
 	"berth.dev/berth/internal/forge"
@@ -55,7 +56,7 @@ func newRunWorld(t *testing.T, wrap ...func(*fake.Driver) sandbox.Driver) *runWo
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	tmpl, err := sandbox.ParseClassFile(strings.NewReader(classes))
+	tmpl, err := class.ParseFile(strings.NewReader(classes))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,14 +67,14 @@ func newRunWorld(t *testing.T, wrap ...func(*fake.Driver) sandbox.Driver) *runWo
 		t.Fatal(err)
 	}
 	w.forge, w.st = local, st
-	var svc *sandbox.Service
-	accounts := account.NewService(st, st, time.Now, func(ctx context.Context, org string) error { return svc.SeedClasses(ctx, org) }, st, log)
+	var classSvc *class.Service
+	accounts := account.NewService(st, st, time.Now, func(ctx context.Context, org string) error { return classSvc.Seed(ctx, org) }, st, log)
 	var drv sandbox.Driver = w.drv
 	for _, f := range wrap {
 		drv = f(w.drv)
 	}
-	svc = sandbox.NewService(st, drv, accounts, sandbox.Config{
-		Driver: "fake", Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""}, Template: tmpl, Audit: st,
+	svc := sandbox.NewService(st, drv, accounts, sandbox.Config{
+		Driver: "fake", Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""}, Audit: st,
 		Forge: local, PublicURL: w.url,
 		Agents: sandbox.AgentConfig{
 			Images: map[string]string{"claude-code": "localhost/berth-agent-claude-code:latest"},
@@ -81,11 +82,12 @@ func newRunWorld(t *testing.T, wrap ...func(*fake.Driver) sandbox.Driver) *runWo
 		},
 		Workspaces: workspace.New(t.TempDir(), os.Getuid(), local, workspace.Local{Forge: local}),
 	}, log, time.Now, sandbox.WithModelEnv(inferencetest.Scripted(t, st, accounts, w.url)))
+	classSvc = class.NewService(st, accounts, svc, class.Config{Template: tmpl}, log, time.Now)
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); svc.Run(runCtx, time.Hour) }()
 	t.Cleanup(func() { cancel(); <-done })
-	srv.Config.Handler = gateway.New(gateway.Options{Accounts: accounts, Sandboxes: svc, Log: log, Version: "test", Driver: "fake", Forge: local}).Handler()
+	srv.Config.Handler = gateway.New(gateway.Options{Accounts: accounts, Sandboxes: svc, Classes: classSvc, Log: log, Version: "test", Driver: "fake", Forge: local}).Handler()
 	srv.Start()
 	t.Cleanup(srv.Close)
 

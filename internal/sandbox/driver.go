@@ -3,6 +3,8 @@ package sandbox
 import (
 	"context"
 	"time"
+
+	"berth.dev/berth/internal/class"
 )
 
 // Driver runs the machines behind sandboxes: podman containers on one host,
@@ -103,7 +105,7 @@ type Expirer interface {
 // class, made before anybody asks, for an organisation's engineers.
 type Pool struct {
 	Org   string
-	Class Class
+	Class class.Class
 	// Runtime is the runtime the class's tier maps to ("" the driver's
 	// default), as a sandbox of the class would get.
 	Runtime string

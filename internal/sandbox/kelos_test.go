@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/driver/fake"
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/kelos"
@@ -26,12 +27,12 @@ const kelosImage = "localhost/kelos-claude-code:1"
 // interface (SPEC S13.6), with a setup command.
 func (e *env) kelosClass(t *testing.T) {
 	t.Helper()
-	c, err := sandbox.ParseClass(sandbox.ClassSpec{Name: "kelos", Image: kelosImage, Isolation: "standard",
+	c, err := class.Parse(class.Spec{Name: "kelos", Image: kelosImage, Isolation: "standard",
 		Purposes: []string{"agent"}, Contract: "kelos", SetupCommand: []string{"sh", "-c", "make deps"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.st.PutClasses(t.Context(), e.acme.ID, []sandbox.Class{c}); err != nil {
+	if _, err := e.st.PutClasses(t.Context(), e.acme.ID, []class.Class{c}); err != nil {
 		t.Fatal(err)
 	}
 }

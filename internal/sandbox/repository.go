@@ -14,22 +14,6 @@ import (
 	"berth.dev/berth/internal/review"
 )
 
-// GitMode is how a sandbox reaches its repository (SPEC S9, S17), a class
-// setting.
-type GitMode string
-
-// The git modes.
-const (
-	// GitGateway: the sandbox's remote is the gateway's git endpoint,
-	// authenticated with the sandbox's own key; no forge token ever enters
-	// the sandbox. The default, and the only mode for agent sandboxes.
-	GitGateway GitMode = "gateway"
-	// GitToken: the sandbox holds a short-lived token for its one
-	// repository, refreshed by git-credential-berth (engineer sandboxes
-	// whose tools need a real token).
-	GitToken GitMode = "token"
-)
-
 // Credential is a repository credential handed to a sandbox, kept so it can
 // be revoked when it is replaced or the sandbox ends.
 type Credential struct {

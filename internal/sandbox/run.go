@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/kelos"
 	"berth.dev/berth/internal/review"
@@ -183,7 +184,7 @@ func (s *Service) agentRun(sb Sandbox) bool {
 // images per runner, fail-closed on an unmapped one). A kelos class brings
 // its own image, built for the interface (S13.6): the runner names its
 // agent type and reads its stream.
-func (s *Service) chooseRunner(req string, class Class) (string, string, error) {
+func (s *Service) chooseRunner(req string, class class.Class) (string, string, error) {
 	// The creator's choice, else the class's, else the deployment's.
 	name := cmp.Or(req, class.Runner, s.cfg.Agents.Runner)
 	if name == "" {

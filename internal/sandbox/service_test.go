@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/driver/fake"
 	"berth.dev/berth/internal/fakeclock"
 	"berth.dev/berth/internal/forge"
@@ -60,6 +61,8 @@ type env struct {
 	local    *forge.Local
 	accounts *account.Service
 	svc      *sandbox.Service
+	classes  *class.Service
+	classCfg class.Config // the class service's
 	cfg      sandbox.Config
 	opts     []sandbox.Option // the service's: its models, when it runs agents
 	clock    *fakeclock.Clock
@@ -87,7 +90,7 @@ func newEnvOn(t *testing.T, storeOpts []store.Option, opts ...option) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	classes, err := sandbox.ParseClassFile(strings.NewReader(classFile))
+	classes, err := class.ParseFile(strings.NewReader(classFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +105,6 @@ func newEnvOn(t *testing.T, storeOpts []store.Option, opts ...option) *env {
 		Runtimes:  map[sandbox.Tier]string{sandbox.TierStandard: ""},
 		Forge:     e.local,
 		PublicURL: "http://gateway.test:8080",
-		Template:  classes,
 		Audit:     st,
 	}
 	for _, o := range opts {
@@ -110,12 +112,14 @@ func newEnvOn(t *testing.T, storeOpts []store.Option, opts ...option) *env {
 	}
 	e.cfg = cfg
 	log := slog.New(slog.NewTextHandler(t.Output(), nil))
-	e.accounts = account.NewService(st, st, e.clock.Now, func(ctx context.Context, org string) error { return e.svc.SeedClasses(ctx, org) }, st, log)
+	e.accounts = account.NewService(st, st, e.clock.Now, func(ctx context.Context, org string) error { return e.classes.Seed(ctx, org) }, st, log)
 	if cfg.Workspaces != nil {
 		// A deployment that runs agents serves their models.
 		e.opts = append(e.opts, sandbox.WithModelEnv(inferencetest.Scripted(t, st, e.accounts, "http://gateway.test:8080")))
 	}
 	e.svc = sandbox.NewService(st, e.drv, e.accounts, cfg, log, e.clock.Now, e.opts...)
+	e.classCfg = class.Config{Template: classes, Runtimes: cfg.Runtimes}
+	e.classes = class.NewService(st, e.accounts, e.svc, e.classCfg, log, e.clock.Now)
 
 	org, _, op, _, err := e.accounts.Bootstrap(ctx, "acme", "default", "ops")
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/forge"
 )
 
@@ -29,7 +30,7 @@ const BootstrapTTL = 15 * time.Minute
 // WarmClass is a class with a warm pool, and its organisation.
 type WarmClass struct {
 	Org   string
-	Class Class
+	Class class.Class
 }
 
 // BootstrapToken is a one-time token as the store keeps it: the SHA-256
@@ -43,7 +44,7 @@ type BootstrapToken struct {
 
 // pooled reports whether a new sandbox of class for purpose comes from
 // the class's warm pool.
-func (s *Service) pooled(c Class, p Purpose) bool {
+func (s *Service) pooled(c class.Class, p Purpose) bool {
 	_, ok := s.driver.(Pools)
 	return ok && s.cfg.Warm && p == PurposeEngineer && c.Warm > 0
 }

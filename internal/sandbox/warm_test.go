@@ -12,6 +12,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/driver/fake"
 	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/sandbox"
@@ -113,9 +114,11 @@ func withPools(t *testing.T, e *env, warm bool) *poolDriver {
 	d := &poolDriver{f: e.drv, expiries: map[sandbox.ID]time.Time{}, final: map[sandbox.ID]bool{}}
 	cfg := e.cfg
 	cfg.Driver, cfg.Warm = "kubernetes", warm
-	e.svc = sandbox.NewService(e.st, d, e.accounts, cfg, slog.New(slog.NewTextHandler(t.Output(), nil)), e.clock.Now, e.opts...)
+	log := slog.New(slog.NewTextHandler(t.Output(), nil))
+	e.svc = sandbox.NewService(e.st, d, e.accounts, cfg, log, e.clock.Now, e.opts...)
+	e.classes = class.NewService(e.st, e.accounts, e.svc, e.classCfg, log, e.clock.Now) // its pools follow the classes
 	const warmClass = "sandboxes:\n  - name: warm\n    image: localhost/berth-sandbox:1\n    isolation: standard\n    warm: 2\n    purposes: [engineer]\n"
-	if _, err := e.svc.ApplyClasses(t.Context(), e.admin, "", strings.NewReader(warmClass)); err != nil {
+	if _, err := e.classes.Apply(t.Context(), e.admin, "", strings.NewReader(warmClass)); err != nil {
 		t.Fatal(err)
 	}
 	return d
@@ -201,7 +204,7 @@ func TestWarmPoolSandboxFetchesItsEnvironmentOnce(t *testing.T) {
 	}
 
 	// Pools do not outlive their class.
-	if err := e.svc.DeleteClass(ctx, e.admin, "", "warm"); err != nil {
+	if err := e.classes.Delete(ctx, e.admin, "", "warm"); err != nil {
 		t.Fatal(err)
 	}
 	if got := d.lastPools(); len(got) != 0 {

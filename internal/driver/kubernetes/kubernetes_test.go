@@ -25,6 +25,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/client"
 	"berth.dev/berth/internal/driver/drivertest"
 	"berth.dev/berth/internal/driver/kubernetes"
@@ -125,22 +126,23 @@ func newCluster(t *testing.T, warm bool, g *greeter) *cluster {
 	drv, ctl, kcfg := newDriver(t, dc, g)
 	kcfg.PublicURL = url
 	drv = kubernetes.New(kcfg, dc, slog.New(slog.NewTextHandler(t.Output(), nil)))
-	tmpl, err := sandbox.ParseClassFile(strings.NewReader(clusterClasses))
+	tmpl, err := class.ParseFile(strings.NewReader(clusterClasses))
 	if err != nil {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	var svc *sandbox.Service
-	accounts := account.NewService(st, st, time.Now, func(ctx context.Context, org string) error { return svc.SeedClasses(ctx, org) }, st, log)
-	svc = sandbox.NewService(st, drv, accounts, sandbox.Config{
-		Driver: "kubernetes", Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: "", sandbox.TierIsolated: "gvisor"},
-		PublicURL: url, Template: tmpl, Audit: st, Warm: warm,
+	var classes *class.Service
+	accounts := account.NewService(st, st, time.Now, func(ctx context.Context, org string) error { return classes.Seed(ctx, org) }, st, log)
+	runtimes := map[sandbox.Tier]string{sandbox.TierStandard: "", sandbox.TierIsolated: "gvisor"}
+	svc := sandbox.NewService(st, drv, accounts, sandbox.Config{
+		Driver: "kubernetes", Runtimes: runtimes, PublicURL: url, Audit: st, Warm: warm,
 	}, log, time.Now)
+	classes = class.NewService(st, accounts, svc, class.Config{Template: tmpl, Runtimes: runtimes}, log, time.Now)
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); svc.Run(runCtx, time.Hour) }()
 	t.Cleanup(func() { cancel(); <-done })
-	gw := gateway.New(gateway.Options{Accounts: accounts, Sandboxes: svc, Log: log, Version: "test", Driver: "kubernetes",
+	gw := gateway.New(gateway.Options{Accounts: accounts, Sandboxes: svc, Classes: classes, Log: log, Version: "test", Driver: "kubernetes",
 		Usage: usage.NewService(st, accounts, svc, 90*24*time.Hour, time.Now)})
 	srv.Config.Handler = gw.Handler()
 	srv.Start()
@@ -615,7 +617,7 @@ func TestClaimWaitedForAgain(t *testing.T) {
 	dc := kubeClient(t)
 	d, ctl, _ := newDriver(t, dc, newGreeter(t, nil))
 	ctx := t.Context()
-	p := sandbox.Pool{Org: "org_acme", Class: sandbox.Class{Name: "warm", Image: "ghcr.io/acme/dev:1", CPU: 500, Memory: 1 << 30, Warm: 1}}
+	p := sandbox.Pool{Org: "org_acme", Class: class.Class{Name: "warm", Image: "ghcr.io/acme/dev:1", CPU: 500, Memory: 1 << 30, Warm: 1}}
 	if err := d.SyncPools(ctx, []sandbox.Pool{p}); err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 	corev1 "k8s.io/api/core/v1"
 
+	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/driver/kubernetes"
 	"berth.dev/berth/internal/driver/kubernetes/kubetest"
 	"berth.dev/berth/internal/golden"
@@ -56,7 +57,7 @@ func agentRunSpec() sandbox.Spec {
 }
 
 func warmPool() sandbox.Pool {
-	return sandbox.Pool{Org: "org_acme", Runtime: "gvisor", Class: sandbox.Class{
+	return sandbox.Pool{Org: "org_acme", Runtime: "gvisor", Class: class.Class{
 		Name: "standard", Image: "ghcr.io/acme/dev:1", Isolation: sandbox.TierIsolated, CPU: 1000, Memory: 2 << 30, Disk: 10 << 30, Warm: 3,
 	}}
 }

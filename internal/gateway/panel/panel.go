@@ -32,6 +32,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/usage"
 )
@@ -46,6 +47,7 @@ var assetFS embed.FS
 type Options struct {
 	Accounts  *account.Service
 	Sandboxes *sandbox.Service
+	Classes   *class.Service
 	Usage     *usage.Service
 	Log       *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -62,6 +64,7 @@ type Options struct {
 type Panel struct {
 	accounts  *account.Service
 	sandboxes *sandbox.Service
+	classes   *class.Service
 	usage     *usage.Service
 	log       *slog.Logger
 	now       func() time.Time
@@ -79,7 +82,7 @@ func New(o Options) *Panel {
 	if now == nil {
 		now = time.Now
 	}
-	p := &Panel{accounts: o.Accounts, sandboxes: o.Sandboxes, usage: o.Usage, log: o.Log, now: now,
+	p := &Panel{accounts: o.Accounts, sandboxes: o.Sandboxes, classes: o.Classes, usage: o.Usage, log: o.Log, now: now,
 		driver: o.Driver, status: o.Status, assets: map[string]string{}}
 	entries, err := fs.ReadDir(assetFS, "assets")
 	if err != nil {
