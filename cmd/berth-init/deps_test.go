@@ -11,8 +11,9 @@ import (
 // client, no CLI framework, none of the gateway's own packages. Today it
 // needs only the standard library, internal/entrypoint, internal/runner
 // (the runners' binaries), internal/review (a reviewer's verdict, found
-// in the checkout of an in-machine run) and internal/secret (the one type
-// that holds a credential's value), all standard library only; anything
+// in the checkout of an in-machine run), internal/secret (the one type
+// that holds a credential's value) and internal/api (the gateway's wire
+// types, which it reads and writes), all standard library only; anything
 // else must be allowed here deliberately.
 func TestDepsStayLean(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}} {{.Standard}}", ".").Output()
@@ -32,6 +33,7 @@ func TestDepsStayLean(t *testing.T) {
 		"berth.dev/berth/internal/runner":     true,
 		"berth.dev/berth/internal/review":     true, // finding a reviewer's verdict, standard library only
 		"berth.dev/berth/internal/secret":     true, // a credential's value, redacted everywhere; standard library only
+		"berth.dev/berth/internal/api":        true, // the gateway's wire types; standard library only
 	}
 	for line := range strings.Lines(string(out)) {
 		dep, std, _ := strings.Cut(strings.TrimSpace(line), " ")

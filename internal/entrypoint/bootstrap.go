@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"berth.dev/berth/internal/api"
 )
 
 // The warm-pool mode (SPEC S12). A warm pool's pod starts before anybody
@@ -25,9 +27,6 @@ import (
 
 const (
 	envBootstrapFile = "BERTH_BOOTSTRAP_FILE"
-	// bootstrapPath is api.BootstrapPath; berth-init keeps to the standard
-	// library (its test checks the two agree).
-	bootstrapPath = "/sandbox/v1/bootstrap"
 	// tokenAnnotation is the pod annotation that carries the token.
 	tokenAnnotation = "berth.dev/bootstrap-token"
 )
@@ -122,13 +121,11 @@ func fetchEnv(ctx context.Context, env Env, base, token string, poll time.Durati
 }
 
 func fetchOnce(ctx context.Context, hc *http.Client, base, token string) (map[string]string, bool, error) {
-	body, again, err := gatewayCall(ctx, hc, base, token, http.MethodPost, bootstrapPath, "", nil)
+	body, again, err := gatewayCall(ctx, hc, base, token, http.MethodPost, api.BootstrapPath, "", nil)
 	if err != nil {
 		return nil, again, err
 	}
-	var out struct {
-		Env map[string]string `json:"env"`
-	}
+	var out api.Environment
 	if err := json.Unmarshal(body, &out); err != nil {
 		return nil, false, fmt.Errorf("the gateway's answer: %w", err)
 	}

@@ -52,7 +52,7 @@ func apiSandbox(sb sandbox.Sandbox, ownerName string, running time.Duration) api
 		ID: string(sb.ID), Name: sb.Name, Organisation: sb.Org, Project: sb.Project,
 		Owner: sb.Owner, OwnerName: ownerName, Purpose: string(sb.Purpose), Class: sb.Class,
 		Image: sb.Image, Isolation: string(sb.Isolation), CPU: sb.CPU.String(), Memory: sb.Memory.String(),
-		State: string(sb.State), Reason: sb.Reason, Repo: sb.Repo, Branch: sb.Branch, Runner: sb.Runner,
+		State: api.State(sb.State), Reason: sb.Reason, Repo: sb.Repo, Branch: sb.Branch, Runner: sb.Runner,
 		Env: sb.Env, CreatedAt: sb.CreatedAt, ExpiresAt: sb.ExpiresAt, EndedAt: timePtr(sb.EndedAt),
 		RunningSeconds: int64(running / time.Second), Role: string(sb.Role), FromPool: sb.FromPool,
 	}

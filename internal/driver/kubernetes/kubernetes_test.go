@@ -155,14 +155,14 @@ func newCluster(t *testing.T, warm bool, g *greeter) *cluster {
 }
 
 // waitState polls the API until the sandbox is in state want.
-func (c *cluster) waitState(t *testing.T, ref, want string) api.Sandbox {
+func (c *cluster) waitState(t *testing.T, ref string, want api.State) api.Sandbox {
 	t.Helper()
 	return c.within(t, ref, want, 45*time.Second)
 }
 
 // within polls the API until the sandbox is in state want, failing the
 // test when d passes first or it fails instead.
-func (c *cluster) within(t *testing.T, ref, want string, d time.Duration) api.Sandbox {
+func (c *cluster) within(t *testing.T, ref string, want api.State, d time.Duration) api.Sandbox {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for {
