@@ -57,11 +57,14 @@ func loadInMachine(c config) []error {
 	if c.imageCheck {
 		errs = append(errs, errors.New("BERTH_IMAGE_CHECK=1 checks a host-prepared run: unset BERTH_RUN_REPORT for it"))
 	}
-	for _, v := range []struct{ name, value string }{
-		{"BERTH_REPO", c.repo}, {"BERTH_BASE_URL", c.baseURL},
-		{"BERTH_API_KEY", c.apiKey}, {"BERTH_SANDBOX_NAME", c.name},
+	for _, v := range []struct {
+		name string
+		set  bool
+	}{
+		{"BERTH_REPO", c.repo != ""}, {"BERTH_BASE_URL", c.baseURL != ""},
+		{"BERTH_API_KEY", !c.apiKey.IsZero()}, {"BERTH_SANDBOX_NAME", c.name != ""},
 	} {
-		if v.value == "" {
+		if !v.set {
 			errs = append(errs, fmt.Errorf("%s is not set (required with BERTH_RUN_REPORT=gateway)", v.name))
 		}
 	}

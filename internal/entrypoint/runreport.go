@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/secret"
 )
 
 const (
@@ -31,8 +32,9 @@ const (
 
 // runGateway calls the run routes.
 type runGateway struct {
-	base, key string
-	hc        *http.Client // short calls
+	base string
+	key  secret.Secret // the sandbox's
+	hc   *http.Client  // short calls
 	// long is for the output, whose request lasts as long as the agent
 	// runs: no overall timeout.
 	long  *http.Client
@@ -122,12 +124,12 @@ func (g *runGateway) call(ctx context.Context, hc *http.Client, method, path, co
 // credential (the sandbox's key, or a pool's one-time token) and returns
 // the answer's body. again says whether a failure may pass: the gateway
 // was not reached or answered 5xx.
-func gatewayCall(ctx context.Context, hc *http.Client, base, bearer, method, path, contentType string, body io.Reader) (answer []byte, again bool, err error) {
+func gatewayCall(ctx context.Context, hc *http.Client, base string, bearer secret.Secret, method, path, contentType string, body io.Reader) (answer []byte, again bool, err error) {
 	req, err := http.NewRequestWithContext(ctx, method, base+path, body)
 	if err != nil {
 		return nil, false, err
 	}
-	req.Header.Set("Authorization", "Bearer "+bearer)
+	req.Header.Set("Authorization", "Bearer "+bearer.Reveal())
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/class"
+	"berth.dev/berth/internal/secret"
 )
 
 // Driver runs the machines behind sandboxes: podman containers on one host,
@@ -42,7 +43,7 @@ type Spec struct {
 	// gateway for its environment (SPEC S12): Env is then nil, so nothing
 	// per sandbox is baked into the machine. A driver with Pools takes
 	// such a machine from the class's warm pool, or starts it again.
-	Bootstrap string
+	Bootstrap secret.Secret
 	// Run, when set, makes the machine an agent run (SPEC S13): the
 	// runner's image with its arguments, the checkout the only mount,
 	// hardened, removed after it exits.

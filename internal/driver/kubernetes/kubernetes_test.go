@@ -32,6 +32,7 @@ import (
 	"berth.dev/berth/internal/entrypoint"
 	"berth.dev/berth/internal/gateway"
 	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/secret"
 	"berth.dev/berth/internal/store"
 	"berth.dev/berth/internal/tunnel/tunneltest"
 	"berth.dev/berth/internal/usage"
@@ -623,7 +624,7 @@ func TestClaimWaitedForAgain(t *testing.T) {
 	}
 	spec := drivertest.Spec(drivertest.Options{Image: p.Class.Image, SSHKey: sshKey})
 	spec.Sandbox.Org, spec.Sandbox.Class, spec.Sandbox.FromPool = p.Org, p.Class.Name, true
-	spec.Env, spec.Bootstrap = nil, "bst_ONETIME"
+	spec.Env, spec.Bootstrap = nil, secret.New("bst_ONETIME")
 	release := ctl.hold()
 	stopped, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()

@@ -18,6 +18,7 @@ import (
 	"berth.dev/berth/internal/golden"
 	"berth.dev/berth/internal/quantity"
 	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/secret"
 )
 
 var testConfig = kubernetes.Config{
@@ -70,7 +71,7 @@ func objects() map[string]any {
 	agent := engineerSpec()
 	agent.Sandbox.Purpose = sandbox.PurposeAgent
 	claim := engineerSpec()
-	claim.Env, claim.Bootstrap = nil, "bst_ONETIMETOKEN"
+	claim.Env, claim.Bootstrap = nil, secret.New("bst_ONETIMETOKEN")
 	return map[string]any{
 		"sandbox-engineer":      kubernetes.SandboxObject(testConfig, eng),
 		"sandbox-engineer-disk": kubernetes.SandboxObject(testConfig, disk),
