@@ -5,38 +5,28 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/class"
+	"berth.dev/berth/internal/paging"
 )
 
 // The class routes (SPEC S4): list, apply a sandboxes file, delete.
 
 func (s *Server) listClasses(w http.ResponseWriter, r *http.Request, p account.Principal) {
-	lp, err := readPage(r, "classes", map[string]string{"org": r.URL.Query().Get("org")})
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	classes, next, err := s.classes.List(r.Context(), p, lp.filters["org"], lp.req)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	setNext(w, r, lp, next)
-	out := make([]api.ClassStatus, len(classes))
-	for i, c := range classes {
-		out[i] = api.ClassStatus{Class: apiClass(c.Class), Startable: c.Startable, Reason: c.Reason}
-	}
-	writeJSON(w, http.StatusOK, out)
+	replyPage(s, w, r, "classes", map[string]string{"org": r.URL.Query().Get("org")}, func(lp listPage) ([]api.ClassStatus, *paging.Key, error) {
+		classes, next, err := s.classes.List(r.Context(), p, lp.filters["org"], lp.req)
+		return each(classes, func(c class.Status) api.ClassStatus {
+			return api.ClassStatus{Class: apiClass(c.Class), Startable: c.Startable, Reason: c.Reason}
+		}), next, err
+	})
 }
 
 // applyClasses takes a sandboxes file as the body: YAML, or JSON (which the
 // YAML parser reads too), with a top-level sandboxes: list.
 func (s *Server) applyClasses(w http.ResponseWriter, r *http.Request, p account.Principal) {
-	res, err := s.classes.Apply(r.Context(), p, r.URL.Query().Get("org"), r.Body)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, api.AppliedClasses{Created: nonNil(res.Created), Updated: nonNil(res.Updated), Warnings: res.Warnings})
+	reply(s, w, r, http.StatusOK, func() (api.AppliedClasses, error) {
+		res, err := s.classes.Apply(r.Context(), p, r.URL.Query().Get("org"), r.Body)
+		return api.AppliedClasses{Created: nonNil(res.Created), Updated: nonNil(res.Updated), Warnings: res.Warnings}, err
+	})
 }
 
 func nonNil(s []string) []string {
@@ -47,9 +37,5 @@ func nonNil(s []string) []string {
 }
 
 func (s *Server) deleteClass(w http.ResponseWriter, r *http.Request, p account.Principal) {
-	if err := s.classes.Delete(r.Context(), p, r.URL.Query().Get("org"), r.PathValue("name")); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
+	s.replyDone(w, r, s.classes.Delete(r.Context(), p, r.URL.Query().Get("org"), r.PathValue("name")))
 }

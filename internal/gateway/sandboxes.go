@@ -7,6 +7,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/sandbox"
 )
 
@@ -16,25 +17,17 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request, p account
 	if b, _ := strconv.ParseBool(q.Get("all")); b {
 		all = "true"
 	}
-	lp, err := readPage(r, "sandboxes", map[string]string{"class": q.Get("class"), "purpose": q.Get("purpose"), "all": all})
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	f := lp.filters
-	sbs, next, err := s.sandboxes.List(r.Context(), p, sandbox.ListOptions{Class: f["class"], Purpose: f["purpose"], All: f["all"] == "true",
-		Page: lp.req})
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	setNext(w, r, lp, next)
-	owners := map[string]string{}
-	out := api.SandboxList{Sandboxes: make([]api.Sandbox, len(sbs))}
-	for i, sb := range sbs {
-		out.Sandboxes[i] = s.apiSandbox(r.Context(), sb, owners)
-	}
-	writeJSON(w, http.StatusOK, out)
+	filters := map[string]string{"class": q.Get("class"), "purpose": q.Get("purpose"), "all": all}
+	replyPage(s, w, r, "sandboxes", filters, func(lp listPage) (api.SandboxList, *paging.Key, error) {
+		f := lp.filters
+		sbs, next, err := s.sandboxes.List(r.Context(), p, sandbox.ListOptions{Class: f["class"], Purpose: f["purpose"], All: f["all"] == "true",
+			Page: lp.req})
+		if err != nil {
+			return api.SandboxList{}, nil, err
+		}
+		owners := map[string]string{}
+		return api.SandboxList{Sandboxes: each(sbs, func(sb sandbox.Sandbox) api.Sandbox { return s.apiSandbox(r.Context(), sb, owners) })}, next, nil
+	})
 }
 
 // apiSandbox converts a sandbox, looking its owner's name up once per
@@ -55,20 +48,16 @@ func (s *Server) apiSandbox(ctx context.Context, sb sandbox.Sandbox, names map[s
 }
 
 func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request, p account.Principal) {
-	var req api.CreateSandbox
-	if err := decode(r, &req); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	sb, err := s.sandboxes.Create(r.Context(), p, sandbox.CreateRequest{
-		Name: req.Name, Class: req.Class, Purpose: req.Purpose, Project: req.Project, TTL: req.TTL,
-		Repo: req.Repo, Branch: req.Branch, Task: req.Task, Runner: req.Runner, Model: req.Model, Role: req.Role, SSHKeys: req.SSHKeys, Env: req.Env,
+	replyTo(s, w, r, http.StatusCreated, func(req api.CreateSandbox) (api.Sandbox, error) {
+		sb, err := s.sandboxes.Create(r.Context(), p, sandbox.CreateRequest{
+			Name: req.Name, Class: req.Class, Purpose: req.Purpose, Project: req.Project, TTL: req.TTL,
+			Repo: req.Repo, Branch: req.Branch, Task: req.Task, Runner: req.Runner, Model: req.Model, Role: req.Role, SSHKeys: req.SSHKeys, Env: req.Env,
+		})
+		if err != nil {
+			return api.Sandbox{}, err
+		}
+		return s.apiSandbox(r.Context(), sb, map[string]string{}), nil
 	})
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusCreated, s.apiSandbox(r.Context(), sb, map[string]string{}))
 }
 
 func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request, p account.Principal) {
