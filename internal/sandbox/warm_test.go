@@ -234,7 +234,7 @@ func TestWarmPoolsOffDeletesThem(t *testing.T) {
 		d.mu.Lock()
 		n := len(d.pools)
 		d.mu.Unlock()
-		if n >= 2 { // ApplyClasses, then Run's start
+		if n >= 2 { // the classes' Apply, then Run's start
 			break
 		}
 		if time.Now().After(deadline) {

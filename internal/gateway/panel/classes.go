@@ -140,9 +140,10 @@ func (p *Panel) renderClass(w http.ResponseWriter, r *http.Request, c caller, st
 	p.render(w, r, status, "class", p.view(c, r, title, "classes", f))
 }
 
-// saveClass writes one class through ApplyClasses, so it is checked as
-// `berth sandbox apply` checks a file. An edit starts from the class as
-// it is now, so the fields the form does not show keep their values.
+// saveClass writes one class through the class service's Apply, so it is
+// checked as `berth sandbox apply` checks a file. An edit starts from the
+// class as it is now, so the fields the form does not show keep their
+// values.
 func (p *Panel) saveClass(w http.ResponseWriter, r *http.Request, c caller) {
 	v := r.PostForm
 	name := r.PathValue("name")
