@@ -17,7 +17,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"berth.dev/berth/internal/cli"
+	"berth.dev/berth/internal/server"
 )
 
 // object is the part of a manifest the checks read.
@@ -172,7 +172,7 @@ func TestGatewaySettingsLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	env["BERTH_SANDBOXES_FILE"] = file
-	if _, err := cli.LoadConfig(func(k string) string { return env[k] }); err != nil {
+	if _, err := server.LoadConfig(func(k string) string { return env[k] }); err != nil {
 		t.Fatalf("berth serve would refuse the Deployment's settings:\n%v", err)
 	}
 }

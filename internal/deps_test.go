@@ -1,7 +1,10 @@
 package internal_test
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -13,21 +16,36 @@ const module = "berth.dev/berth/internal/"
 // do not import each other; the wire types import nothing of ours.
 func TestImportDirection(t *testing.T) {
 	adapters := []string{"store", "gateway", "client", "cli", "driver/"}
+	// The forges themselves, below the forge domain: HTTP (and, for
+	// GitHub, JWTs) by nature.
+	forges := []string{"forge/github", "forge/gitlab", "forge/local", "forge/rest"}
 	rules := []struct {
 		pkg    string
 		banned []string
 	}{
 		{"account", append([]string{"database/sql", "k8s.io/", "net/http", "sandbox", "usage"}, adapters...)},
 		{"guardrail", append([]string{"database/sql", "k8s.io/", "net/http", "account", "sandbox"}, adapters...)},
-		// sandbox reaches net/http only through forge, whose GitHub and
-		// GitLab clients are HTTP by nature.
-		{"sandbox", append([]string{"database/sql", "k8s.io/", "github.com/prometheus/"}, adapters...)},
+		// sandbox sees forges through the forge domain only: no HTTP, no
+		// JWT, none of the forges, the mirrors or the checkouts.
+		{"sandbox", append([]string{"database/sql", "k8s.io/", "github.com/prometheus/", "net/http", "github.com/golang-jwt/",
+			"forge/", "githttp", "workspace", "repository", "inference", "modelserver", "usage", "metrics"}, adapters...)},
+		// repository is how a sandbox reaches its repository, one floor
+		// above sandbox: the forge domain only, no HTTP.
+		{"repository", append([]string{"database/sql", "k8s.io/", "github.com/prometheus/", "net/http", "github.com/golang-jwt/",
+			"forge/", "githttp", "workspace", "inference", "modelserver", "usage", "metrics"}, adapters...)},
 		{"usage", append([]string{"database/sql", "k8s.io/", "github.com/prometheus/"}, adapters...)},
 		// class is below sandbox: sandbox makes sandboxes of its classes.
 		{"class", append([]string{"database/sql", "k8s.io/", "net/http", "sandbox", "github.com/prometheus/"}, adapters...)},
 		{"quantity", append([]string{"database/sql", "account", "sandbox", "guardrail"}, adapters...)},
 		{"name", append([]string{"database/sql", "account", "sandbox", "guardrail"}, adapters...)},
-		{"forge", append([]string{"database/sql", "k8s.io/", "account", "sandbox", "guardrail"}, adapters...)},
+		// forge is the domain: addresses, branch names, the Forge
+		// interface and the ref policy; the forges are below it.
+		{"forge", append([]string{"database/sql", "k8s.io/", "net/http", "github.com/golang-jwt/", "account", "sandbox", "guardrail", "forge/"}, adapters...)},
+		{"forge/local", append([]string{"database/sql", "k8s.io/", "net/http", "github.com/golang-jwt/", "account", "sandbox", "guardrail",
+			"forge/github", "forge/gitlab", "forge/rest"}, adapters...)},
+		{"forge/github", append([]string{"database/sql", "k8s.io/", "account", "sandbox", "guardrail", "forge/gitlab", "forge/local"}, adapters...)},
+		{"forge/gitlab", append([]string{"database/sql", "k8s.io/", "github.com/golang-jwt/", "account", "sandbox", "guardrail", "forge/github", "forge/local"}, adapters...)},
+		{"forge/rest", []string{module, "database/sql", "github.com/golang-jwt/"}},
 		{"audit", []string{module, "database/sql"}},
 		// overload is a leaf: the store returns its error, the gateway
 		// answers it.
@@ -45,7 +63,21 @@ func TestImportDirection(t *testing.T) {
 		{"modelserver", []string{module}},
 		{"githttp", []string{module + "store", module + "gateway", module + "client", module + "cli", module + "driver/", module + "sandbox", module + "account", "database/sql"}},
 		{"tunnel", []string{module}},
+		// openssh is what the CLI hands OpenSSH: pure, stdlib only.
+		{"openssh", []string{module, "database/sql", "net/http"}},
+		// server is the composition root: every adapter, but never the
+		// client side (TestCompositionRoot has the rest).
+		{"server", []string{module + "cli", module + "client"}},
 		{"store", []string{module + "gateway", module + "client", module + "cli", module + "driver/"}},
+		// The podman driver runs the podman binary: no HTTP, no database, no
+		// other driver, none of the forges.
+		{"driver/podman", append([]string{module + "store", module + "gateway", module + "client", module + "cli", module + "driver/kubernetes", module + "driver/fake",
+			"database/sql", "k8s.io/", "net/http", "github.com/golang-jwt/", "github.com/prometheus/",
+			"githttp", "workspace", "inference", "modelserver", "usage", "metrics"}, forges...)},
+		// workspace makes checkouts with git on the host: it sees the forge
+		// domain and the mirrors through interfaces of its own.
+		{"workspace", append([]string{"database/sql", "k8s.io/", "net/http", "github.com/golang-jwt/", "github.com/prometheus/",
+			"githttp", "inference", "modelserver", "usage", "metrics"}, append(adapters, forges...)...)},
 		{"driver/kubernetes", []string{module + "store", module + "gateway", module + "client", module + "cli", module + "driver/podman", module + "driver/fake", "database/sql"}},
 		{"driver/fake", []string{module + "store", module + "gateway", module + "client", module + "cli", "database/sql"}},
 		{"gateway", []string{module + "store", module + "client", module + "cli", module + "driver/", "database/sql", "github.com/prometheus/", "github.com/chromedp/"}},
@@ -58,16 +90,7 @@ func TestImportDirection(t *testing.T) {
 	}
 	for _, r := range rules {
 		t.Run(r.pkg, func(t *testing.T) {
-			out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", "./"+r.pkg).Output()
-			if err != nil {
-				t.Fatalf("go list %s: %v", r.pkg, err)
-			}
-			self := module + r.pkg
-			for dep := range strings.Lines(string(out)) {
-				dep = strings.TrimSpace(dep)
-				if dep == self {
-					continue
-				}
+			for dep := range deps(t, r.pkg) {
 				for _, b := range r.banned {
 					full := b
 					if !strings.Contains(b, ".") && !strings.Contains(b, "/sql") && b != "net/http" {
@@ -80,4 +103,130 @@ func TestImportDirection(t *testing.T) {
 			}
 		})
 	}
+
+	// What goes into every sandbox image (berth-init) depends on the
+	// standard library and on these packages of ours alone: leaves that
+	// import nothing else of ours. No database, no Kubernetes client, no
+	// store, whatever arrives through a package it is allowed.
+	only := []struct {
+		pkg  string
+		ours []string
+	}{
+		// api: the wire types berth-init shares with the gateway.
+		{"entrypoint", []string{"api", "review", "runner", "secret"}},
+	}
+	for _, r := range only {
+		t.Run(r.pkg, func(t *testing.T) {
+			for dep, std := range deps(t, r.pkg) {
+				if std {
+					continue
+				}
+				ok := false
+				for _, o := range r.ours {
+					ok = ok || dep == module+o
+				}
+				if !ok {
+					t.Errorf("%s imports %s (only the standard library and %v)", r.pkg, dep, r.ours)
+				}
+			}
+		})
+	}
+}
+
+// deps is what the package of ours at pkg (its short name) depends on,
+// itself left out, each import path with whether it is in the standard
+// library.
+//
+// go test caches a result by the files the test itself opens, and go list
+// runs in a process of its own: deps reads the directory and stats the Go
+// files of every package outside the standard library, so that a changed
+// import, or a new file, runs the test again instead of answering a pass
+// from the cache.
+func deps(t *testing.T, pkg string) map[string]bool {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}\t{{.Standard}}\t{{.Dir}}{{range .GoFiles}}\t{{.}}{{end}}", "./"+pkg).Output()
+	if err != nil {
+		t.Fatalf("go list %s: %v", pkg, err)
+	}
+	all := map[string]bool{}
+	for line := range strings.Lines(string(out)) {
+		f := strings.Split(strings.TrimRight(line, "\n"), "\t")
+		dep, std := f[0], f[1] == "true"
+		if !std {
+			if _, err := os.ReadDir(f[2]); err != nil {
+				t.Fatal(err)
+			}
+			for _, name := range f[3:] {
+				if _, err := os.Stat(filepath.Join(f[2], name)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if dep != module+pkg {
+			all[dep] = std
+		}
+	}
+	return all
+}
+
+// TestCompositionRoot keeps server the one package that knows every
+// adapter (STYLE.md §3): the adapters that make the gateway are imported
+// by it alone, it by cli alone, and cli, the client side and thin commands
+// over server, imports only the wire, the client, server and the few
+// domain helpers its commands need. cli reaches the adapters through
+// server, so its rule is on what it imports itself, not on everything
+// below it.
+func TestCompositionRoot(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "berth.dev/berth/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	imports := map[string][]string{} // package → what its non-test files import
+	for line := range strings.Lines(string(out)) {
+		f := strings.Fields(line)
+		imports[f[0]] = f[1:]
+	}
+
+	// Who may import each of these (and its subpackages, "driver/" all
+	// the drivers); a package's own subpackages may too.
+	under := func(p, pkg string) bool {
+		if strings.HasSuffix(pkg, "/") {
+			return strings.HasPrefix(p, module+pkg)
+		}
+		return p == module+pkg || strings.HasPrefix(p, module+pkg+"/")
+	}
+	for _, r := range []struct {
+		pkg       string
+		importers []string
+	}{
+		{"store", []string{module + "server"}},
+		{"driver/", []string{module + "server"}},
+		{"gateway", []string{module + "server"}},
+		{"server", []string{module + "cli", module + "e2e/berthtest"}},
+		{"cli", []string{"berth.dev/berth/cmd/berth", module + "e2e/berthtest"}},
+	} {
+		t.Run("importers of "+r.pkg, func(t *testing.T) {
+			for imp, deps := range imports {
+				if under(imp, r.pkg) || slices.Contains(r.importers, imp) {
+					continue
+				}
+				for _, dep := range deps {
+					if under(dep, r.pkg) {
+						t.Errorf("%s imports %s: only %v may (server, the composition root, wires the adapters)", imp, dep, r.importers)
+					}
+				}
+			}
+		})
+	}
+
+	t.Run("cli imports", func(t *testing.T) {
+		allowed := []string{module + "api", module + "client", module + "server", module + "openssh",
+			module + "account", module + "forge", module + "forge/local", module + "quantity", module + "runner", "github.com/spf13/cobra"}
+		for _, dep := range imports[module+"cli"] {
+			first, _, _ := strings.Cut(dep, "/")
+			if (strings.Contains(first, ".") || dep == "database/sql") && !slices.Contains(allowed, dep) {
+				t.Errorf("cli imports %s: it imports %v only, and reaches the rest through server", dep, allowed)
+			}
+		}
+	})
 }

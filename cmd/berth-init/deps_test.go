@@ -33,7 +33,7 @@ func TestDepsStayLean(t *testing.T) {
 		"berth.dev/berth/internal/runner":     true,
 		"berth.dev/berth/internal/review":     true, // finding a reviewer's verdict, standard library only
 		"berth.dev/berth/internal/secret":     true, // a credential's value, redacted everywhere; standard library only
-		"berth.dev/berth/internal/api":        true, // the gateway's wire types; standard library only
+		"berth.dev/berth/internal/api":        true, // the wire types it shares with the host; standard library only
 	}
 	for line := range strings.Lines(string(out)) {
 		dep, std, _ := strings.Cut(strings.TrimSpace(line), " ")

@@ -178,11 +178,26 @@ func (s *Service) Delete(ctx context.Context, p account.Principal, orgRef, name 
 
 // Seed gives a new organisation its copies of the template classes.
 func (s *Service) Seed(ctx context.Context, org string) error {
-	if len(s.cfg.Template) == 0 {
-		return nil
+	return Seeder(s.store, s.cfg.Template)(ctx, org)
+}
+
+// Writer is the store's side of Seeder.
+type Writer interface {
+	PutClasses(ctx context.Context, org string, classes []Class, events ...audit.Event) (created []string, err error)
+}
+
+// Seeder is the hook account.Service calls for each new organisation: it
+// writes the organisation's copies of the template classes through st.
+// It needs no Service, so the accounts are made first, and alone where
+// nothing else is needed (berth admin bootstrap).
+func Seeder(st Writer, template []Class) func(ctx context.Context, org string) error {
+	return func(ctx context.Context, org string) error {
+		if len(template) == 0 {
+			return nil
+		}
+		_, err := st.PutClasses(ctx, org, template)
+		return err
 	}
-	_, err := s.store.PutClasses(ctx, org, s.cfg.Template)
-	return err
 }
 
 // syncPools tells the pools the classes changed, logging a failure: the

@@ -3,13 +3,14 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/openssh"
+	"berth.dev/berth/internal/server"
 )
 
 func newAdminCmd(env Env) *cobra.Command {
@@ -30,30 +31,19 @@ and refuses when any organisation exists.`,
   berth admin bootstrap --org acme --user ops@acme.example -o json | jq -r .key.secret | berth login`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := LoadConfig(env.Getenv)
+			cfg, err := server.LoadConfig(env.Getenv)
 			if err != nil {
 				return fmt.Errorf("bootstrap: the gateway's settings are wrong:\n%w", err)
 			}
-			a, err := build(cmd.Context(), cfg, slog.New(slog.DiscardHandler))
+			out, err := server.Bootstrap(cmd.Context(), cfg, org, project, user)
 			if err != nil {
 				return err
-			}
-			defer a.store.Close()
-			o, p, u, k, err := a.accounts.Bootstrap(cmd.Context(), org, project, user)
-			if err != nil {
-				return err
-			}
-			out := api.Bootstrap{
-				Organisation: api.Organisation{ID: o.ID, Name: o.Name, CreatedAt: o.CreatedAt},
-				Project:      api.Project{ID: p.ID, Organisation: p.Org, Name: p.Name, Default: true, CreatedAt: p.CreatedAt},
-				User:         api.User{ID: u.ID, Organisation: u.Org, Name: u.Name, Role: string(u.Role), CreatedAt: u.CreatedAt},
-				Key:          api.NewKey{Key: api.Key{ID: k.Key.ID, User: u.ID, Name: k.Key.Name, CreatedAt: k.Key.CreatedAt}, Secret: k.Secret.Reveal()},
 			}
 			return render(env.Stdout, output, out, func(tw *tabwriter.Writer) {
-				fmt.Fprintf(tw, "organisation\t%s\t%s\n", o.Name, o.ID)
-				fmt.Fprintf(tw, "project\t%s\t%s\n", p.Name, p.ID)
-				fmt.Fprintf(tw, "operator\t%s\t%s\n", u.Name, u.ID)
-				fmt.Fprintf(tw, "key\t%s\t(shown once: keep it; berth login reads it from stdin)\n", k.Secret.Reveal())
+				fmt.Fprintf(tw, "organisation\t%s\t%s\n", out.Organisation.Name, out.Organisation.ID)
+				fmt.Fprintf(tw, "project\t%s\t%s\n", out.Project.Name, out.Project.ID)
+				fmt.Fprintf(tw, "operator\t%s\t%s\n", out.User.Name, out.User.ID)
+				fmt.Fprintf(tw, "key\t%s\t(shown once: keep it; berth login reads it from stdin)\n", out.Key.Secret)
 			})
 		},
 	}
@@ -150,38 +140,22 @@ func newProjectCmd(g *globals) *cobra.Command {
 		Use:   "create NAME",
 		Short: "Create a project (administrators)",
 		Args:  exactArgs(1, "the project's name"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			org, err := g.orgOrMine(cmd, c, org)
-			if err != nil {
-				return err
-			}
-			p, err := c.CreateProject(cmd.Context(), org, args[0])
+		RunE: g.inOrg(&org, nil, func(cmd *cobra.Command, args []string, o orgCall) error {
+			p, err := o.c.CreateProject(cmd.Context(), o.org, args[0])
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(g.env.Stdout, "created project %s (%s)\n", p.Name, p.ID)
 			return nil
-		},
+		}),
 	}
 	list := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
 		Short:   "List an organisation's projects, oldest (the default) first",
 		Args:    noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.listClient(limit)
-			if err != nil {
-				return err
-			}
-			org, err := g.orgOrMine(cmd, c, org)
-			if err != nil {
-				return err
-			}
-			prjs, err := c.Projects(cmd.Context(), org)
+		RunE: g.inOrg(&org, &limit, func(cmd *cobra.Command, _ []string, o orgCall) error {
+			prjs, err := o.c.Projects(cmd.Context(), o.org)
 			if err != nil {
 				return err
 			}
@@ -195,11 +169,9 @@ func newProjectCmd(g *globals) *cobra.Command {
 					fmt.Fprintf(tw, "%s\t%s\t%s\n", p.Name, p.ID, def)
 				}
 			})
-		},
+		}),
 	}
-	for _, c := range []*cobra.Command{create, list} {
-		c.Flags().StringVar(&org, "org", "", "organisation name or id (default yours)")
-	}
+	orgFlag(&org, create, list)
 	outputFlag(list, &output)
 	limitFlag(list, &limit)
 	cmd.AddCommand(create, list, newInferenceCmd(g, true))
@@ -304,21 +276,13 @@ a user who lost every key.`,
 		Example: `  berth user invite bob
   berth user invite bob --ttl 4h -o json`,
 		Args: exactArgs(1, "a user's name or id"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, url, err := g.clientAndURL()
+		RunE: g.inOrg(&org, nil, func(cmd *cobra.Command, args []string, o orgCall) error {
+			inv, err := o.c.Invite(cmd.Context(), o.org, args[0], api.CreateInvitation{TTL: ttl})
 			if err != nil {
 				return err
 			}
-			org, err := g.orgOrMine(cmd, c, org)
-			if err != nil {
-				return err
-			}
-			inv, err := c.Invite(cmd.Context(), org, args[0], api.CreateInvitation{TTL: ttl})
-			if err != nil {
-				return err
-			}
-			return render(g.env.Stdout, output, inv, func(tw *tabwriter.Writer) { printInvitation(tw, inv, url) })
-		},
+			return render(g.env.Stdout, output, inv, func(tw *tabwriter.Writer) { printInvitation(tw, inv, o.url) })
+		}),
 	}
 	outputFlag(inviteCmd, &output)
 	for _, c := range []*cobra.Command{create, inviteCmd} {
@@ -329,16 +293,8 @@ a user who lost every key.`,
 		Aliases: []string{"ls"},
 		Short:   "List an organisation's users, oldest first",
 		Args:    noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.listClient(limit)
-			if err != nil {
-				return err
-			}
-			org, err := g.orgOrMine(cmd, c, org)
-			if err != nil {
-				return err
-			}
-			users, err := c.Users(cmd.Context(), org)
+		RunE: g.inOrg(&org, &limit, func(cmd *cobra.Command, _ []string, o orgCall) error {
+			users, err := o.c.Users(cmd.Context(), o.org)
 			if err != nil {
 				return err
 			}
@@ -348,44 +304,34 @@ a user who lost every key.`,
 					fmt.Fprintf(tw, "%s\t%s\t%s\n", u.Name, u.Role, u.ID)
 				}
 			})
-		},
+		}),
 	}
 	toggle := func(verb, short string, disabled bool) *cobra.Command {
 		return &cobra.Command{
 			Use:   verb + " NAME",
 			Short: short,
 			Args:  exactArgs(1, "a user's name or id"),
-			RunE: func(cmd *cobra.Command, args []string) error {
-				c, err := g.client()
-				if err != nil {
-					return err
-				}
-				org, err := g.orgOrMine(cmd, c, org)
-				if err != nil {
-					return err
-				}
+			RunE: g.inOrg(&org, nil, func(cmd *cobra.Command, args []string, o orgCall) error {
 				if !disabled {
-					u, err := c.EnableUser(cmd.Context(), org, args[0])
+					u, err := o.c.EnableUser(cmd.Context(), o.org, args[0])
 					if err != nil {
 						return err
 					}
 					fmt.Fprintf(g.env.Stdout, "enabled %s (%s)\n", u.Name, u.ID)
 					return nil
 				}
-				res, err := c.DisableUser(cmd.Context(), org, args[0])
+				res, err := o.c.DisableUser(cmd.Context(), o.org, args[0])
 				if err != nil {
 					return err
 				}
 				fmt.Fprintf(g.env.Stdout, "disabled %s (%s); %d of their sandboxes ended or expired\n", res.User.Name, res.User.ID, res.Sandboxes)
 				return nil
-			},
+			}),
 		}
 	}
 	disable := toggle("disable", "Disable a user: their keys stop working, their sandboxes end or expire, repository credentials are revoked", true)
 	enable := toggle("enable", "Let a disabled user back in (their sandboxes stay as they are)", false)
-	for _, c := range []*cobra.Command{create, inviteCmd, list, disable, enable} {
-		c.Flags().StringVar(&org, "org", "", "organisation name or id (default yours)")
-	}
+	orgFlag(&org, create, inviteCmd, list, disable, enable)
 	outputFlag(list, &output)
 	limitFlag(list, &limit)
 	cmd.AddCommand(create, inviteCmd, list, disable, enable)
@@ -503,17 +449,17 @@ sandbox images into that store, or look at the gateway's containers, with:
   podman ps --all`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			cfg, err := LoadConfig(env.Getenv)
+			cfg, err := server.LoadConfig(env.Getenv)
 			if err != nil {
 				return fmt.Errorf("podman-env: the gateway's settings are wrong:\n%w", err)
 			}
-			pc := podmanConfig(cfg)
-			if err := pc.WriteConfig(); err != nil {
+			penv, err := server.PodmanEnv(cfg)
+			if err != nil {
 				return err
 			}
-			for _, kv := range pc.Env() {
+			for _, kv := range penv {
 				if k, v, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "CONTAINERS_") {
-					fmt.Fprintf(env.Stdout, "export %s=%s\n", k, shellQuote(v))
+					fmt.Fprintf(env.Stdout, "export %s=%s\n", k, openssh.ShellQuote(v))
 				}
 			}
 			return nil

@@ -24,6 +24,35 @@ func (g *globals) orgOrMine(cmd *cobra.Command, c *client.Client, org string) (s
 	return w.Organisation.ID, nil
 }
 
+// orgCall is what a command on one organisation works with: the client,
+// the gateway's address it uses, and the organisation (--org as given, or
+// the caller's own organisation's id).
+type orgCall struct {
+	c   *client.Client
+	url string
+	org string
+}
+
+// inOrg is the RunE of a command on one organisation, *org (its --org) or
+// else the caller's own: it makes the client (given limit, --limit's
+// value: a list's), finds the organisation and calls do.
+func (g *globals) inOrg(org *string, limit *int, do func(cmd *cobra.Command, args []string, o orgCall) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		c, url, err := g.clientAndURL()
+		if err == nil && limit != nil {
+			c, err = limited(c, *limit)
+		}
+		if err != nil {
+			return err
+		}
+		o := orgCall{c: c, url: url}
+		if o.org, err = g.orgOrMine(cmd, c, *org); err != nil {
+			return err
+		}
+		return do(cmd, args, o)
+	}
+}
+
 func newGuardrailCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "guardrail",
@@ -42,21 +71,13 @@ an organisation's allowed repositories.`,
 		Use:   "show",
 		Short: "Show a guardrail as written",
 		Args:  noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			org, err := g.orgOrMine(cmd, c, org)
-			if err != nil {
-				return err
-			}
-			gr, err := c.Guardrail(cmd.Context(), org, project)
+		RunE: g.inOrg(&org, nil, func(cmd *cobra.Command, _ []string, o orgCall) error {
+			gr, err := o.c.Guardrail(cmd.Context(), o.org, project)
 			if err != nil {
 				return err
 			}
 			return render(g.env.Stdout, output, gr, func(tw *tabwriter.Writer) { guardrailTable(tw, gr) })
-		},
+		}),
 	}
 	outputFlag(show, &output)
 
@@ -71,16 +92,8 @@ is read, changed and written back whole. "none" removes a limit.`,
   berth guardrail set --allowed-repos acme,tools/ci      # operators, on an organisation
   berth guardrail set --max-sandboxes none`,
 		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			org, err := g.orgOrMine(cmd, c, org)
-			if err != nil {
-				return err
-			}
-			gr, err := c.Guardrail(cmd.Context(), org, project)
+		RunE: g.inOrg(&org, nil, func(cmd *cobra.Command, _ []string, o orgCall) error {
+			gr, err := o.c.Guardrail(cmd.Context(), o.org, project)
 			if err != nil {
 				return err
 			}
@@ -116,20 +129,20 @@ is read, changed and written back whole. "none" removes a limit.`,
 					}
 				}
 			}
-			gr, err = c.SetGuardrail(cmd.Context(), org, project, gr)
+			gr, err = o.c.SetGuardrail(cmd.Context(), o.org, project, gr)
 			if err != nil {
 				return err
 			}
 			return render(g.env.Stdout, "table", gr, func(tw *tabwriter.Writer) { guardrailTable(tw, gr) })
-		},
+		}),
 	}
 	set.Flags().StringVar(&maxSandboxes, "max-sandboxes", "", "live sandboxes at most (or none)")
 	set.Flags().StringVar(&maxMemory, "max-sandbox-memory", "", "memory of one sandbox at most, in MiB (or none)")
 	set.Flags().StringVar(&maxCPU, "max-sandbox-cpu", "", "cores of one sandbox at most, such as 4 or 4000m (or none)")
 	set.Flags().StringVar(&maxTTL, "max-sandbox-ttl", "", "lifetime of one sandbox at most, such as 8h or 7d (or none)")
 	set.Flags().StringVar(&repos, "allowed-repos", "", "comma-separated forge paths (owner, owner/repo, or *); none unsets")
+	orgFlag(&org, show, set)
 	for _, c := range []*cobra.Command{show, set} {
-		c.Flags().StringVar(&org, "org", "", "organisation name or id (default yours)")
 		c.Flags().StringVar(&project, "project", "", "a project's guardrail instead of the organisation's")
 	}
 	cmd.AddCommand(show, set)

@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"berth.dev/berth/internal/api"
-	"berth.dev/berth/internal/client"
 	"berth.dev/berth/internal/quantity"
 )
 
@@ -35,30 +34,24 @@ prepended to every request, the organisation's first. Administrators only.`,
 	}
 	var org, output string
 	// current reads the settings of the scope the command names.
-	current := func(cmd *cobra.Command, args []string) (c *client.Client, o, prj string, st api.InferenceStatus, err error) {
-		if c, err = g.client(); err != nil {
-			return nil, "", "", st, err
-		}
-		if o, err = g.orgOrMine(cmd, c, org); err != nil {
-			return nil, "", "", st, err
-		}
+	current := func(cmd *cobra.Command, args []string, o orgCall) (prj string, st api.InferenceStatus, err error) {
 		if project {
 			prj = args[0]
 		}
-		st, err = c.Inference(cmd.Context(), o, prj)
-		return c, o, prj, st, err
+		st, err = o.c.Inference(cmd.Context(), o.org, prj)
+		return prj, st, err
 	}
 	show := &cobra.Command{
 		Use:   "show" + use,
 		Short: "Show " + what + " inference settings and this month's spend",
 		Args:  args,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			_, _, _, st, err := current(cmd, args)
+		RunE: g.inOrg(&org, nil, func(cmd *cobra.Command, args []string, o orgCall) error {
+			_, st, err := current(cmd, args, o)
 			if err != nil {
 				return err
 			}
 			return render(g.env.Stdout, output, st, func(tw *tabwriter.Writer) { inferenceTable(tw, st) })
-		},
+		}),
 	}
 	outputFlag(show, &output)
 
@@ -75,8 +68,8 @@ requests per period (60/m, 10/s, 1000/h, 5000/d).`,
   berth project inference set ml --budget none
   berth org inference set --models claude-sonnet-4-5,gpt-5,gpt-5-mini`,
 		Args: args,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, o, prj, st, err := current(cmd, args)
+		RunE: g.inOrg(&org, nil, func(cmd *cobra.Command, args []string, o orgCall) error {
+			prj, st, err := current(cmd, args, o)
 			if err != nil {
 				return err
 			}
@@ -117,20 +110,18 @@ requests per period (60/m, 10/s, 1000/h, 5000/d).`,
 					s.SystemPrompt = b
 				}
 			}
-			st, err = c.SetInference(cmd.Context(), o, prj, s)
+			st, err = o.c.SetInference(cmd.Context(), o.org, prj, s)
 			if err != nil {
 				return err
 			}
 			return render(g.env.Stdout, "table", st, func(tw *tabwriter.Writer) { inferenceTable(tw, st) })
-		},
+		}),
 	}
 	set.Flags().StringVar(&models, "models", "", "comma-separated models the key may reach; all (no narrowing) or none")
 	set.Flags().StringVar(&budget, "budget", "", "US dollars a calendar month, or none")
 	set.Flags().StringVar(&rate, "rate", "", "requests per period, such as 60/m, or none")
 	set.Flags().StringVar(&promptFile, "system-prompt-file", "", "a file (- for standard input) whose text every request carries, or none")
-	for _, c := range []*cobra.Command{show, set} {
-		c.Flags().StringVar(&org, "org", "", "organisation name or id (default yours)")
-	}
+	orgFlag(&org, show, set)
 	cmd.AddCommand(show, set)
 	return cmd
 }

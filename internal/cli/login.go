@@ -102,12 +102,18 @@ func (g *globals) clientAndURL() (*client.Client, string, error) {
 // listClient is client for a list command given --limit n: its lists stop
 // after n entries (0: every one).
 func (g *globals) listClient(n int) (*client.Client, error) {
-	if n < 0 {
-		return nil, fmt.Errorf("--limit %d: give how many entries to show, 1 or more (leave it out for every one)", n)
-	}
 	c, err := g.client()
 	if err != nil {
 		return nil, err
+	}
+	return limited(c, n)
+}
+
+// limited is c with its lists stopped after n entries (--limit; 0: every
+// one).
+func limited(c *client.Client, n int) (*client.Client, error) {
+	if n < 0 {
+		return nil, fmt.Errorf("--limit %d: give how many entries to show, 1 or more (leave it out for every one)", n)
 	}
 	return c.WithLimit(n), nil
 }

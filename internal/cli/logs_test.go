@@ -22,11 +22,12 @@ import (
 	"berth.dev/berth/internal/cli"
 	"berth.dev/berth/internal/client"
 	"berth.dev/berth/internal/driver/fake"
-	"berth.dev/berth/internal/forge"
+	"berth.dev/berth/internal/forge/local"
 	"berth.dev/berth/internal/gateway"
 	"berth.dev/berth/internal/guardrail"
 	"berth.dev/berth/internal/inference"
 	"berth.dev/berth/internal/inference/inferencetest"
+	"berth.dev/berth/internal/repository"
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
@@ -111,8 +112,8 @@ func newAgentGateway(t *testing.T, opts ...func(*agentSetup)) *agentGateway {
 			t.Fatalf("git %v: %v\n%s", args, err, out)
 		}
 	}
-	local := forge.NewLocal(t.TempDir(), g.url, st, time.Now)
-	if _, err := local.Import(ctx, "acme/app", seed); err != nil {
+	lf := local.New(t.TempDir(), g.url, st, time.Now)
+	if _, err := lf.Import(ctx, "acme/app", seed); err != nil {
 		t.Fatal(err)
 	}
 	var classes *class.Service
@@ -121,14 +122,15 @@ func newAgentGateway(t *testing.T, opts ...func(*agentSetup)) *agentGateway {
 	if setup.metered {
 		sbOpts = append(sbOpts, sandbox.WithSessionMeter(st))
 	}
+	repos := repository.New(st, accounts, repository.Config{Forge: lf, PublicURL: g.url, Audit: st}, log, time.Now)
 	svc := sandbox.NewService(st, drv, accounts, sandbox.Config{
 		Driver: "fake", Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""}, Audit: st,
-		Forge: local, PublicURL: g.url,
+		Repositories: repos, PublicURL: g.url,
 		Agents: sandbox.AgentConfig{
 			Images: map[string]string{setup.runner: "localhost/berth-agent-" + setup.runner + ":latest"},
 			Model:  "claude-sonnet-4-5", LogDir: t.TempDir(), Prices: setup.prices,
 		},
-		Workspaces: workspace.New(t.TempDir(), os.Getuid(), local, workspace.Local{Forge: local}),
+		Workspaces: workspace.New(t.TempDir(), os.Getuid(), lf, workspace.Local{Forge: lf}),
 	}, log, time.Now, append(sbOpts, sandbox.WithModelEnv(inferencetest.Scripted(t, st, accounts, g.url)))...)
 	classes = class.NewService(st, accounts, svc, class.Config{Template: tmpl}, log, time.Now)
 	runCtx, cancel := context.WithCancel(context.Background())
@@ -136,7 +138,7 @@ func newAgentGateway(t *testing.T, opts ...func(*agentSetup)) *agentGateway {
 	go func() { defer close(done); svc.Run(runCtx, time.Hour) }()
 	t.Cleanup(func() { cancel(); <-done })
 	t.Cleanup(g.release) // runs first: a failed test leaves no agent waiting
-	srv.Config.Handler = gateway.New(gateway.Options{Accounts: accounts, Sandboxes: svc, Classes: classes, Log: log, Version: "test", Driver: "fake", Forge: local}).Handler()
+	srv.Config.Handler = gateway.New(gateway.Options{Accounts: accounts, Sandboxes: svc, Classes: classes, Log: log, Version: "test", Driver: "fake", Forge: lf, Repositories: repos}).Handler()
 	srv.Start()
 	t.Cleanup(srv.Close)
 

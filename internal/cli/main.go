@@ -1,7 +1,8 @@
 // Package cli is the berth command line: a cobra tree built by
-// constructors (no package state), the client-side configuration written
-// by `berth login`, and serve.go, the composition root that wires the
-// store, the driver, the services and the gateway together.
+// constructors (no package state) and the client-side configuration written
+// by `berth login`. The commands that run the gateway, or work on its host
+// (berth serve, berth admin, repo, image), are thin: they call server, the
+// composition root.
 package cli
 
 import (
@@ -11,16 +12,15 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/signal"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/server"
 )
-
-// Version is berth's version, reported by `berth version` and /healthz.
-const Version = "0.1.0-dev"
 
 // Env is everything the CLI takes from its surroundings, so tests can run
 // it in-process with their own.
@@ -35,6 +35,9 @@ type Env struct {
 	// syscall.Exec does (berth sandbox ssh becomes ssh). When nil, the
 	// program runs as a child instead, on Stdin, Stdout and Stderr.
 	Exec func(argv0 string, argv, envv []string) error
+	// Serve is what berth serve passes to server.Build: none in berth
+	// itself; the knobs of tests that run a berth binary of their own.
+	Serve []server.Option
 }
 
 // OSEnv is the process's real environment.
@@ -50,6 +53,29 @@ type usageError struct{ error }
 type exitError struct{ code int }
 
 func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
+
+// Run is Main as a process runs it: the first SIGINT or SIGTERM cancels
+// the command's context (berth serve lets what is in flight finish); a
+// second one exits at once, leaving what a crash leaves.
+func Run(args []string, env Env) int {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		<-sigs
+		cancel()
+		sig := <-sigs
+		fmt.Fprintf(env.Stderr, "berth: %v again: exiting at once\n", sig)
+		code := 130 // SIGINT's exit status in a shell
+		if sig == syscall.SIGTERM {
+			code = 143
+		}
+		os.Exit(code)
+	}()
+	return Main(ctx, args, env)
+}
 
 // Main runs the berth command line and returns its exit code: 0 on
 // success, 2 for a usage mistake, 1 for any other failure.
@@ -158,7 +184,7 @@ func newVersionCmd(env Env) *cobra.Command {
 		Short: "Print berth's version",
 		Args:  noArgs,
 		RunE: func(*cobra.Command, []string) error {
-			fmt.Fprintln(env.Stdout, "berth", Version)
+			fmt.Fprintln(env.Stdout, "berth", server.Version)
 			return nil
 		},
 	}

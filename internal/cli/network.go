@@ -2,16 +2,14 @@ package cli
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/spf13/cobra"
 
-	"berth.dev/berth/internal/driver/podman"
+	"berth.dev/berth/internal/server"
 )
 
 func newAgentNetworkCmd(env Env) *cobra.Command {
-	var a podman.Allowlist
+	var bridge, subnet string
 	var remove bool
 	cmd := &cobra.Command{
 		Use:   "agent-network",
@@ -29,39 +27,24 @@ Without the network, allowlist runs do not start: they fail closed.`,
   sudo berth admin agent-network --remove`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := LoadConfig(env.Getenv)
+			cfg, err := server.LoadConfig(env.Getenv)
 			if err != nil {
 				return fmt.Errorf("agent-network: the gateway's settings are wrong:\n%w", err)
 			}
-			if cfg.Driver != "podman" {
-				return fmt.Errorf("agent-network: BERTH_SANDBOX_DRIVER is %q; the allowlist network is the podman driver's", cfg.Driver)
-			}
-			port, err := strconv.Atoi(strings.TrimPrefix(portOf(cfg.Addr), ":"))
+			n, err := server.MakeAgentNetwork(cmd.Context(), cfg, bridge, subnet, remove)
 			if err != nil {
-				return fmt.Errorf("agent-network: BERTH_ADDR %q names no port", cfg.Addr)
-			}
-			a.Port = port
-			pc := podmanConfig(cfg)
-			if err := pc.WriteConfig(); err != nil {
-				return err
+				return fmt.Errorf("agent-network: %w", err)
 			}
 			if remove {
-				if err := pc.RemoveAllowlist(cmd.Context(), a); err != nil {
-					return fmt.Errorf("agent-network: %w", err)
-				}
 				fmt.Fprintln(env.Stdout, "removed the allowlist network")
 				return nil
 			}
-			if err := pc.CreateAllowlist(cmd.Context(), a); err != nil {
-				return fmt.Errorf("agent-network: %w", err)
-			}
-			gw, _ := a.Gateway()
-			fmt.Fprintf(env.Stdout, "allowlist network %s: runs reach %s:%d (host.containers.internal) and nothing else\n", pc.AgentNetworkName(), gw, port)
+			fmt.Fprintf(env.Stdout, "allowlist network %s: runs reach %s:%d (host.containers.internal) and nothing else\n", n.Name, n.Gateway, n.Port)
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&a.Bridge, "bridge", "berth0", "the bridge interface's name")
-	cmd.Flags().StringVar(&a.Subnet, "subnet", "10.89.78.0/24", "the network's IPv4 subnet")
+	cmd.Flags().StringVar(&bridge, "bridge", "berth0", "the bridge interface's name")
+	cmd.Flags().StringVar(&subnet, "subnet", "10.89.78.0/24", "the network's IPv4 subnet")
 	cmd.Flags().BoolVar(&remove, "remove", false, "take the network and its rules away")
 	return cmd
 }

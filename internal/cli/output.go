@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -17,6 +18,13 @@ import (
 func outputFlag(cmd *cobra.Command, dst *string) {
 	*dst = "table"
 	cmd.Flags().VarP((*formatValue)(dst), "output", "o", "output format: table or json")
+}
+
+// orgFlag adds --org to commands on one organisation (see inOrg).
+func orgFlag(dst *string, cmds ...*cobra.Command) {
+	for _, c := range cmds {
+		c.Flags().StringVar(dst, "org", "", "organisation name or id (default yours)")
+	}
 }
 
 // limitFlag adds --limit to a list command. Without it the command shows
@@ -97,4 +105,15 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// list splits a comma-separated flag value, dropping empty entries.
+func list(s string) []string {
+	var out []string
+	for f := range strings.SplitSeq(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }

@@ -1,14 +1,14 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"berth.dev/berth/internal/forge"
+	"berth.dev/berth/internal/forge/local"
+	"berth.dev/berth/internal/server"
 )
 
 func newRepoCmd(env Env) *cobra.Command {
@@ -21,15 +21,12 @@ BERTH_DATA_DIR/repos. These commands work on that directory directly, with
 the gateway's settings, like berth admin bootstrap. A sandbox names a local
 repository by its name: berth sandbox create --repo acme/app.`,
 	}
-	local := func() (*forge.Local, error) {
-		cfg, err := LoadConfig(env.Getenv)
+	localForge := func() (*local.Forge, error) {
+		cfg, err := server.LoadConfig(env.Getenv)
 		if err != nil {
 			return nil, fmt.Errorf("the gateway's settings are wrong:\n%w", err)
 		}
-		if cfg.Forge != "local" {
-			return nil, errors.New("the local forge is not configured: set BERTH_SANDBOX_GIT_FORGE=local")
-		}
-		return forge.NewLocal(cfg.LocalRepos, cfg.SandboxPublicURL, nil, time.Now), nil
+		return server.LocalForge(cfg)
 	}
 	imp := &cobra.Command{
 		Use:   "import NAME PATH",
@@ -39,7 +36,7 @@ or a bare repository): all its branches and tags. NAME is how sandboxes and
 allowed_repos name it, such as acme/app.`,
 		Args: exactArgs(2, "a name and a path"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			l, err := local()
+			l, err := localForge()
 			if err != nil {
 				return err
 			}
@@ -61,7 +58,7 @@ allowed_repos name it, such as acme/app.`,
 		Short:   "List the local forge's repositories",
 		Args:    noArgs,
 		RunE: func(*cobra.Command, []string) error {
-			l, err := local()
+			l, err := localForge()
 			if err != nil {
 				return err
 			}
@@ -70,7 +67,7 @@ allowed_repos name it, such as acme/app.`,
 				return err
 			}
 			if repos == nil {
-				repos = []forge.LocalRepo{}
+				repos = []local.Repo{}
 			}
 			return render(env.Stdout, output, repos, func(tw *tabwriter.Writer) {
 				fmt.Fprintln(tw, "NAME\tDEFAULT BRANCH\tPATH")
@@ -86,7 +83,7 @@ allowed_repos name it, such as acme/app.`,
 		Short: "Print the bare repository's path",
 		Args:  exactArgs(1, "a repository name"),
 		RunE: func(_ *cobra.Command, args []string) error {
-			l, err := local()
+			l, err := localForge()
 			if err != nil {
 				return err
 			}

@@ -7,21 +7,12 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"strings"
 
 	"github.com/spf13/cobra"
 
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/openssh"
 )
-
-// sshPort is where sshd listens in every sandbox (SPEC S10).
-const sshPort = 2222
-
-// sshUser is the sandbox image's user.
-const sshUser = "berth"
-
-// hostAlias is the ssh host name berth gives a sandbox.
-func hostAlias(name string) string { return "berth-" + name }
 
 func newSandboxProxyCmd(g *globals) *cobra.Command {
 	var port int
@@ -56,7 +47,7 @@ never from the command line, so it stays out of process listings.`,
 			}
 			defer conn.Close()
 			if fdPass {
-				if passed, err := passConn(conn.Conn, g.env.Stdin, g.env.Stdout); passed || err != nil {
+				if passed, err := openssh.PassConn(conn.Conn, g.env.Stdin, g.env.Stdout); passed || err != nil {
 					return err
 				}
 			}
@@ -71,7 +62,7 @@ never from the command line, so it stays out of process listings.`,
 			return err
 		},
 	}
-	cmd.Flags().IntVar(&port, "port", sshPort, "the sandbox's port (podman: 2222 only; Kubernetes: 1024–65535)")
+	cmd.Flags().IntVar(&port, "port", openssh.Port, "the sandbox's port (podman: 2222 only; Kubernetes: 1024–65535)")
 	cmd.Flags().BoolVar(&fdPass, "fd-pass", false, "hand the connection itself to ssh when it asks (ProxyUseFdpass; http:// gateways), else copy as usual")
 	return cmd
 }
@@ -120,19 +111,19 @@ once with berth sandbox config.`,
 			if err != nil {
 				return errors.New("ssh: the OpenSSH client is not installed (apt-get install openssh-client)")
 			}
-			argv := []string{"ssh", "-o", "ProxyCommand=" + proxyCommand(exe, url, args[0])}
-			if fdPassable(url) {
+			argv := []string{"ssh", "-o", "ProxyCommand=" + openssh.ProxyCommand(exe, url, args[0])}
+			if openssh.FdPassable(url) {
 				argv = append(argv, "-o", "ProxyUseFdpass=yes")
 			}
 			argv = append(argv, "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
-				"-p", strconv.Itoa(sshPort), "-l", sshUser)
+				"-p", strconv.Itoa(openssh.Port), "-l", openssh.User)
 			if identity != "" {
 				argv = append(argv, "-i", identity)
 			}
 			if tty {
 				argv = append(argv, "-t")
 			}
-			argv = append(argv, hostAlias(sb.Name))
+			argv = append(argv, openssh.HostAlias(sb.Name))
 			argv = append(argv, args[1:]...)
 			return g.runSSH(bin, argv)
 		},
@@ -181,28 +172,4 @@ func (g *globals) runSSH(bin string, argv []string) error {
 		return exitError{code: ee.ExitCode()}
 	}
 	return err
-}
-
-// proxyCommand is ssh's ProxyCommand for a sandbox: this binary, by its
-// absolute path, with the gateway it was made for. ssh hands it to a
-// shell, so each word is quoted for one, and % (ssh's token sign) doubled.
-func proxyCommand(exe, url, ref string) string {
-	words := []string{shellQuote(exe), "sandbox", "proxy", "--url", shellQuote(url)}
-	if fdPassable(url) {
-		words = append(words, "--fd-pass")
-	}
-	words = append(words, shellQuote(ref))
-	return strings.ReplaceAll(strings.Join(words, " "), "%", "%%")
-}
-
-// fdPassable reports whether a tunnel to the gateway at url can be handed
-// to ssh: over TLS, the bytes ssh needs exist only in this process.
-func fdPassable(url string) bool { return strings.HasPrefix(url, "http://") }
-
-// shellQuote quotes s for a POSIX shell when it needs it.
-func shellQuote(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@%+=:,./_-") == "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

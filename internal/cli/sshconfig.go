@@ -4,16 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 
 	"github.com/spf13/cobra"
 
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/client"
+	"berth.dev/berth/internal/openssh"
 )
 
 func newSandboxConfigCmd(g *globals) *cobra.Command {
@@ -57,14 +55,14 @@ always does.`,
 			if home == "" {
 				return errors.New("config: HOME is unset: cannot find ~/.ssh")
 			}
-			var hosts []sshHost
+			var hosts []openssh.Host
 			for _, sb := range sbs {
 				ref := sb.Name // the caller's own: a name follows a sandbox re-made under it
 				if sb.Owner != who.User.ID {
 					ref = sb.ID // another's: the caller's name would resolve to their own first
 				}
-				hosts = append(hosts, sshHost{alias: hostAlias(sb.Name), url: url, id: sb.ID,
-					proxy: proxyCommand(exe, url, ref)})
+				hosts = append(hosts, openssh.Host{Alias: openssh.HostAlias(sb.Name), URL: url, ID: sb.ID,
+					Proxy: openssh.ProxyCommand(exe, url, ref)})
 			}
 			include := filepath.Join(home, ".ssh", "berth", "config")
 			written, err := writeSSHHosts(include, url, hosts, len(names) == 0)
@@ -80,7 +78,7 @@ always does.`,
 			}
 			fmt.Fprintf(g.env.Stdout, "%s: %d hosts\n", include, written)
 			for _, h := range hosts {
-				fmt.Fprintf(g.env.Stdout, "  ssh %s\n", h.alias)
+				fmt.Fprintf(g.env.Stdout, "  ssh %s\n", h.Alias)
 			}
 			return nil
 		},
@@ -116,94 +114,24 @@ func configTargets(cmd *cobra.Command, c *client.Client, me string, names []stri
 	return out, nil
 }
 
-// sshHost is one entry of berth's ssh include file.
-type sshHost struct {
-	alias, url, id string
-	proxy          string // the ProxyCommand
-}
-
-const includeHeader = `# Written by berth sandbox config: one entry per sandbox, reached through
-# the gateway named in its ProxyCommand. berth rewrites this file; edit
-# ~/.ssh/config instead.
-`
-
-// entry renders h. The first line is a comment berth reads back: it says
-// which gateway the entry is for.
-func (h sshHost) entry() string {
-	fdpass := ""
-	if fdPassable(h.url) {
-		fdpass = "  ProxyUseFdpass yes\n"
-	}
-	return fmt.Sprintf(`# sandbox %s at %s
-Host %s
-  User %s
-  Port %d
-  ProxyCommand %s
-%s  StrictHostKeyChecking no
-  UserKnownHostsFile /dev/null
-  LogLevel ERROR
-`, h.id, h.url, h.alias, sshUser, sshPort, h.proxy, fdpass)
-}
-
 // writeSSHHosts writes hosts into berth's include file, keeping the entries
 // of other gateways and, unless replace, this gateway's other entries. It
 // returns how many entries the file holds.
-func writeSSHHosts(path, url string, hosts []sshHost, replace bool) (int, error) {
-	entries := map[string]string{} // alias → entry
+func writeSSHHosts(path, url string, hosts []openssh.Host, replace bool) (int, error) {
 	old, err := os.ReadFile(path)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return 0, fmt.Errorf("read %s: %w", path, err)
 	}
-	for _, e := range splitEntries(string(old)) {
-		if replace && e.url == url {
-			continue
-		}
-		entries[e.alias] = e.text
-	}
-	for _, h := range hosts {
-		entries[h.alias] = h.entry()
-	}
-	var b strings.Builder
-	b.WriteString(includeHeader)
-	for _, alias := range slices.Sorted(maps.Keys(entries)) {
-		b.WriteString("\n" + entries[alias])
-	}
+	file, n := openssh.Hosts(string(old), url, hosts, replace)
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return 0, err
 	}
-	return len(entries), writeAtomic(path, []byte(b.String()), 0o600)
-}
-
-type parsedEntry struct{ alias, url, text string }
-
-// splitEntries reads back the entries of berth's include file: each starts
-// with its "# sandbox ID at URL" line and runs to the next.
-func splitEntries(s string) []parsedEntry {
-	var out []parsedEntry
-	var cur *parsedEntry
-	for line := range strings.Lines(s) {
-		if rest, ok := strings.CutPrefix(line, "# sandbox "); ok {
-			_, url, _ := strings.Cut(strings.TrimSpace(rest), " at ")
-			out = append(out, parsedEntry{url: url})
-			cur = &out[len(out)-1]
-		}
-		if cur == nil {
-			continue // the header
-		}
-		if alias, ok := strings.CutPrefix(line, "Host "); ok {
-			cur.alias = strings.TrimSpace(alias)
-		}
-		if strings.TrimSpace(line) != "" {
-			cur.text += line
-		}
-	}
-	return slices.DeleteFunc(out, func(e parsedEntry) bool { return e.alias == "" })
+	return n, writeAtomic(path, []byte(file), 0o600)
 }
 
 // ensureInclude puts "Include path" at the top of the ssh config file
-// unless it includes path already, and says whether it added it. At the
-// top, because ssh takes the first value it finds for each setting and an
-// Include under a Host line would only apply to that host.
+// unless it includes path already (openssh.Include), and says whether it
+// added it.
 func ensureInclude(config, path string) (bool, error) {
 	if real, err := filepath.EvalSymlinks(config); err == nil {
 		config = real // a dotfiles link stays a link: write where it points
@@ -212,13 +140,9 @@ func ensureInclude(config, path string) (bool, error) {
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return false, fmt.Errorf("read %s: %w", config, err)
 	}
-	// The forms a person may have written it in by hand count too.
-	forms := []string{sshQuote(path), "berth/config", "~/.ssh/berth/config"}
-	for line := range strings.Lines(string(old)) {
-		f := strings.Fields(line)
-		if len(f) >= 2 && strings.EqualFold(f[0], "Include") && slices.ContainsFunc(f[1:], func(w string) bool { return slices.Contains(forms, w) }) {
-			return false, nil
-		}
+	file, added := openssh.Include(string(old), path)
+	if !added {
+		return false, nil
 	}
 	mode := fs.FileMode(0o600)
 	if fi, err := os.Stat(config); err == nil {
@@ -227,16 +151,7 @@ func ensureInclude(config, path string) (bool, error) {
 	if err := os.MkdirAll(filepath.Dir(config), 0o700); err != nil {
 		return false, err
 	}
-	top := "# Added by berth sandbox config: the berth-NAME hosts of your sandboxes.\nInclude " + sshQuote(path) + "\n\n"
-	return true, writeAtomic(config, append([]byte(top), old...), mode)
-}
-
-// sshQuote quotes a path for an ssh config file when it needs it.
-func sshQuote(s string) string {
-	if strings.ContainsAny(s, " \t\"") {
-		return `"` + s + `"`
-	}
-	return s
+	return true, writeAtomic(config, []byte(file), mode)
 }
 
 // writeAtomic replaces path with b: a reader sees the old file or the new

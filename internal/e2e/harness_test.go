@@ -21,7 +21,8 @@ import (
 	"berth.dev/berth/internal/client"
 )
 
-// berthBin is the berth binary TestMain builds once.
+// berthBin is the berth binary TestMain builds once: berthtest, which is
+// cmd/berth with the tests' knobs (BERTH_TEST_MIN_TTL).
 var berthBin string
 
 func TestMain(m *testing.M) {
@@ -31,7 +32,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	berthBin = filepath.Join(dir, "berth")
-	build := exec.Command("go", "build", "-o", berthBin, "berth.dev/berth/cmd/berth")
+	build := exec.Command("go", "build", "-o", berthBin, "berth.dev/berth/internal/e2e/berthtest")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build berth:", err)

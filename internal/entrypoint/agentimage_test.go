@@ -17,7 +17,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"berth.dev/berth/internal/entrypoint"
 	"berth.dev/berth/internal/modelserver"
 	"berth.dev/berth/internal/runner"
 )
@@ -182,7 +181,7 @@ func newAgentRun(t *testing.T, rn runner.Runner, base, model string) *agentRunSe
 	if err != nil {
 		t.Fatal(err)
 	}
-	filesJSON, err := entrypoint.RunnerFilesJSON(files)
+	filesJSON, err := runner.FilesJSON(files)
 	if err != nil {
 		t.Fatal(err)
 	}

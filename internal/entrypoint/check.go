@@ -12,48 +12,17 @@ import (
 	"path/filepath"
 	"strings"
 
+	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/runner"
 )
-
-// CheckReport is what berth-init prints on stdout, as one JSON object, when
-// BERTH_IMAGE_CHECK=1 asks it to check the agent-run contract (SPEC S13)
-// instead of starting the agent: `berth image check` reads it. It has gone
-// through the prompt check, written the runner's files and prepared git
-// exactly as for a run; the exec is all it left out.
-type CheckReport struct {
-	// Runner is BERTH_RUNNER; empty when none was named.
-	Runner string `json:"runner"`
-	// Argv is the command line the agent would have been exec'd with: the
-	// runner's binary, then the "$@" slot as received.
-	Argv []string `json:"argv"`
-	// Stdin is what the agent would have read on its standard input: the
-	// prompt file, handed over as file descriptor 0 and read back from it.
-	Stdin CheckStdin `json:"stdin"`
-	// Elements are the contract's elements as seen from inside, in a fixed
-	// order.
-	Elements []CheckElement `json:"elements"`
-}
-
-// CheckStdin describes the standard input berth-init hands the agent.
-type CheckStdin struct {
-	Bytes  int64  `json:"bytes"`
-	SHA256 string `json:"sha256"` // hex
-}
-
-// CheckElement is one element of the contract and whether it holds.
-type CheckElement struct {
-	Name   string `json:"name"`
-	OK     bool   `json:"ok"`
-	Detail string `json:"detail"`
-}
 
 // check is the agent-run mode's last step under BERTH_IMAGE_CHECK=1: it
 // reports instead of exec'ing, and exits 0 whatever it found (the report
 // says); a missing prompt has already ended the run with 64.
 func (r *starter) check(args []string, prompt *os.File, envv []string) int {
-	rep := CheckReport{Runner: r.cfg.runner, Argv: args}
+	rep := api.CheckReport{Runner: r.cfg.runner, Argv: args}
 	add := func(name string, ok bool, format string, a ...any) {
-		rep.Elements = append(rep.Elements, CheckElement{Name: name, OK: ok, Detail: fmt.Sprintf(format, a...)})
+		rep.Elements = append(rep.Elements, api.CheckElement{Name: name, OK: ok, Detail: fmt.Sprintf(format, a...)})
 	}
 
 	uid, gid := os.Getuid(), os.Getgid()
@@ -95,7 +64,7 @@ func (r *starter) check(args []string, prompt *os.File, envv []string) int {
 		prompt.Close()
 		h := sha256.New()
 		n, err := io.Copy(h, r.env.Stdin)
-		rep.Stdin = CheckStdin{Bytes: n, SHA256: hex.EncodeToString(h.Sum(nil))}
+		rep.Stdin = api.CheckStdin{Bytes: n, SHA256: hex.EncodeToString(h.Sum(nil))}
 		if err != nil {
 			add("prompt-stdin", false, "read stdin: %v", err)
 		} else {
@@ -133,8 +102,8 @@ func (r *starter) check(args []string, prompt *os.File, envv []string) int {
 }
 
 // checkFiles verifies what writeRunnerFiles wrote.
-func (r *starter) checkFiles() CheckElement {
-	el := CheckElement{Name: "runner-files"}
+func (r *starter) checkFiles() api.CheckElement {
+	el := api.CheckElement{Name: "runner-files"}
 	if len(r.cfg.runnerFiles) == 0 {
 		el.OK, el.Detail = true, "none to write"
 		return el
@@ -159,8 +128,8 @@ func (r *starter) checkFiles() CheckElement {
 
 // checkGit asks git, with the agent's environment, for the identity it
 // would commit with and the safe directories it trusts.
-func (r *starter) checkGit(envv []string) CheckElement {
-	el := CheckElement{Name: "git"}
+func (r *starter) checkGit(envv []string) api.CheckElement {
+	el := api.CheckElement{Name: "git"}
 	gitOut := func(args ...string) (string, error) {
 		c := exec.Command("git", args...)
 		c.Env = envv

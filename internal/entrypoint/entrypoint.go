@@ -119,6 +119,7 @@ import (
 	"syscall"
 	"time"
 
+	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/secret"
 )
 
@@ -262,7 +263,7 @@ type config struct {
 	// The agent-run mode (run.go).
 	runner      string
 	promptFile  string
-	runnerFiles []runnerFile
+	runnerFiles []api.RunnerFile
 	imageCheck  bool
 	// work is the agent-run modes' checkout, /work (workDir).
 	work string

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/runner"
 )
 
@@ -33,26 +34,6 @@ const (
 // exitCannotExec is the shell's code for a command found but not run.
 const exitCannotExec = 126
 
-// runnerFile is one entry of BERTH_RUNNER_FILES: a config file of the
-// runner, rendered by the host (runner.Files), with its path relative to
-// HOME.
-type runnerFile struct {
-	Path    string `json:"path"`
-	Content string `json:"content"`
-}
-
-// RunnerFilesJSON renders a runner's config files (runner.Files) as the
-// value of BERTH_RUNNER_FILES, the form berth-init reads in the agent-run
-// mode: a JSON array of {"path", "content"}, "[]" for none.
-func RunnerFilesJSON(files []runner.File) (string, error) {
-	list := make([]runnerFile, 0, len(files))
-	for _, f := range files {
-		list = append(list, runnerFile{Path: f.Path, Content: string(f.Content)})
-	}
-	b, err := json.Marshal(list)
-	return string(b), err
-}
-
 // loadAgentRun checks the agent-run mode's settings: a runner berth-init
 // knows (or none, in check mode) and well-formed config files.
 func loadAgentRun(c *config, getenv func(string) string) []error {
@@ -72,13 +53,13 @@ func loadAgentRun(c *config, getenv func(string) string) []error {
 
 // parseRunnerFiles reads BERTH_RUNNER_FILES. Every path must stay inside
 // HOME: relative, without "..", named once.
-func parseRunnerFiles(s string) ([]runnerFile, error) {
+func parseRunnerFiles(s string) ([]api.RunnerFile, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, nil
 	}
 	dec := json.NewDecoder(strings.NewReader(s))
 	dec.DisallowUnknownFields()
-	var files []runnerFile
+	var files []api.RunnerFile
 	if err := dec.Decode(&files); err != nil {
 		return nil, fmt.Errorf("want a JSON array of {\"path\", \"content\"}: %v", err)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/entrypoint"
 	"berth.dev/berth/internal/runner"
 )
@@ -73,7 +74,7 @@ func agentRun(t *testing.T, runnerName, binary, script string) (*harness, string
 // piFiles is BERTH_RUNNER_FILES as the host renders it.
 func piFiles(t *testing.T) string {
 	t.Helper()
-	s, err := entrypoint.RunnerFilesJSON([]runner.File{
+	s, err := runner.FilesJSON([]runner.File{
 		{Path: ".pi/agent/models.json", Content: []byte(`{"providers": {}}` + "\n")},
 		{Path: ".pi/agent/settings.json", Content: []byte(`{"defaultProvider": "berth"}` + "\n")},
 		{Path: "top.txt"},
@@ -85,7 +86,7 @@ func piFiles(t *testing.T) string {
 }
 
 func TestRunnerFilesJSON(t *testing.T) {
-	if s, err := entrypoint.RunnerFilesJSON(nil); s != "[]" || err != nil {
+	if s, err := runner.FilesJSON(nil); s != "[]" || err != nil {
 		t.Errorf("RunnerFilesJSON(nil) = %q, %v; want [], nil", s, err)
 	}
 	want := `[{"path":".pi/agent/models.json","content":"{\"providers\": {}}\n"},` +
@@ -344,17 +345,17 @@ exit 7`)
 }
 
 // check runs the harness in check mode and decodes its report.
-func (h *harness) check(args ...string) (entrypoint.CheckReport, map[string]entrypoint.CheckElement) {
+func (h *harness) check(args ...string) (api.CheckReport, map[string]api.CheckElement) {
 	h.t.Helper()
 	h.vars["BERTH_IMAGE_CHECK"] = "1"
 	if code := h.main(args...); code != 0 {
 		h.t.Fatalf("Main = %d, want 0; stderr:\n%s", code, h.stderr.String())
 	}
-	var rep entrypoint.CheckReport
+	var rep api.CheckReport
 	if err := json.Unmarshal(h.stdout.Bytes(), &rep); err != nil {
 		h.t.Fatalf("stdout is not a check report: %v\n%s", err, h.stdout.String())
 	}
-	els := map[string]entrypoint.CheckElement{}
+	els := map[string]api.CheckElement{}
 	var names []string
 	for _, e := range rep.Elements {
 		els[e.Name] = e
@@ -380,7 +381,7 @@ func TestImageCheck(t *testing.T) {
 		t.Errorf("check mode started the agent: %v\n%s", h.execs, h.stderr.String())
 	}
 	sum := sha256.Sum256([]byte(testPrompt))
-	if want := (entrypoint.CheckStdin{Bytes: int64(len(testPrompt)), SHA256: hex.EncodeToString(sum[:])}); rep.Stdin != want {
+	if want := (api.CheckStdin{Bytes: int64(len(testPrompt)), SHA256: hex.EncodeToString(sum[:])}); rep.Stdin != want {
 		t.Errorf("stdin = %+v, want %+v", rep.Stdin, want)
 	}
 	if diff := cmp.Diff(append([]string{"pi"}, slotArgs...), rep.Argv); diff != "" || rep.Runner != "pi" {
@@ -471,11 +472,11 @@ func TestImageCheckFindsFaults(t *testing.T) {
 		if code := entrypoint.Main([]string{"berth-init"}, env); code != 0 {
 			t.Fatalf("Main = %d; stderr:\n%s", code, h.stderr.String())
 		}
-		var rep entrypoint.CheckReport
+		var rep api.CheckReport
 		if err := json.Unmarshal(h.stdout.Bytes(), &rep); err != nil {
 			t.Fatal(err)
 		}
-		i := slices.IndexFunc(rep.Elements, func(e entrypoint.CheckElement) bool { return e.Name == "home" })
+		i := slices.IndexFunc(rep.Elements, func(e api.CheckElement) bool { return e.Name == "home" })
 		if i < 0 || rep.Elements[i].OK || !strings.Contains(rep.Elements[i].Detail, "a program written there does not run") {
 			t.Errorf("elements %+v, want home to fail", rep.Elements)
 		}

@@ -49,6 +49,23 @@ func Parse(addr, host string) (Repo, error) {
 	return Repo{Host: strings.ToLower(host), Path: path}, nil
 }
 
+// CheckRemote refuses, for the remote forge at host, what Parse refuses of
+// a repository that did not come through it: a repository on another host
+// (ErrOtherHost), a path that is not one, or of one element
+// (ErrBadAddress).
+func CheckRemote(r Repo, host string) error {
+	if r.Host != "" && !strings.EqualFold(r.Host, host) {
+		return fmt.Errorf("%s is not on %s: %w", r, host, ErrOtherHost)
+	}
+	if err := CheckPath(r.Path); err != nil {
+		return err
+	}
+	if !strings.Contains(r.Path, "/") {
+		return fmt.Errorf("%q: a repository on %s is owner/name: %w", r.Path, host, ErrBadAddress)
+	}
+	return nil
+}
+
 // split takes an address apart into its host ("" for a bare path), the
 // port an http(s) address names ("" for ssh, which never names the forge's
 // web port), and its path.

@@ -1,9 +1,11 @@
-// Package forge is where repositories live (SPEC S9): the address forms a
-// repository may be given in and how they normalise to HTTPS, the Forge
-// interface the gateway mints repository credentials through, and the
-// forges themselves: local (a directory of bare repositories on the
-// gateway's host), GitHub (App installation tokens) and GitLab (project
-// access tokens).
+// Package forge is where repositories live (SPEC S9, S17), as the domain
+// sees it: the address forms a repository may be given in and how they
+// normalise to HTTPS, branch names, the Forge interface the gateway mints
+// repository credentials through, and the ref policy every push is checked
+// against. The forges themselves are packages of their own below it:
+// local (a directory of bare repositories on the gateway's host), github
+// (App installation tokens) and gitlab (project access tokens), the last
+// two over rest.
 package forge
 
 import (

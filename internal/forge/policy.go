@@ -2,6 +2,8 @@ package forge
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 )
 
@@ -37,6 +39,21 @@ type PushRules struct {
 	// ReadOnly, when not empty, refuses every update with this reason: a
 	// reviewer's work is its verdict, never a ref.
 	ReadOnly string
+}
+
+// DefaultBranch is the branch a bare repository's HEAD names, such as
+// main: what PushRules.DefaultBranch is for the repository at bare; "" when
+// HEAD names none.
+func DefaultBranch(bare string) string {
+	b, err := os.ReadFile(filepath.Join(bare, "HEAD"))
+	if err != nil {
+		return ""
+	}
+	ref, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "ref: refs/heads/")
+	if !ok {
+		return ""
+	}
+	return ref
 }
 
 // AgentBranch is the branch an agent sandbox pushes its work to.

@@ -23,6 +23,7 @@ import (
 	"berth.dev/berth/internal/gateway/panel"
 	"berth.dev/berth/internal/githttp"
 	"berth.dev/berth/internal/inference"
+	"berth.dev/berth/internal/repository"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/usage"
 )
@@ -42,6 +43,9 @@ type Options struct {
 	Now func() time.Time
 	// Forge is the deployment's forge; nil without one.
 	Forge forge.Forge
+	// Repositories authorises the git routes and hands out repository
+	// credentials (SPEC S9, S17).
+	Repositories *repository.Service
 	// Mirrors keeps the gateway's mirrors of a remote forge's repositories;
 	// nil for the local forge or none.
 	Mirrors Mirrors
@@ -103,6 +107,7 @@ type Server struct {
 	driver    string
 	now       func() time.Time
 	forge     forge.Forge
+	repos     *repository.Service
 	mirrors   Mirrors
 	git       *githttp.Handler
 	credLimit *rateLimit
@@ -131,7 +136,7 @@ func New(o Options) *Server {
 		now = time.Now
 	}
 	s := &Server{accounts: o.Accounts, sandboxes: o.Sandboxes, classes: o.Classes, usage: o.Usage, log: o.Log, version: o.Version, driver: o.Driver,
-		now: now, metrics: o.Metrics, forge: o.Forge, mirrors: o.Mirrors, git: githttp.New("", o.Log), credLimit: newRateLimit(10, time.Minute),
+		now: now, metrics: o.Metrics, forge: o.Forge, repos: o.Repositories, mirrors: o.Mirrors, git: githttp.New("", o.Log), credLimit: newRateLimit(10, time.Minute),
 		enrollLimit: newRateLimit(10, time.Minute), tunnelIdle: o.TunnelIdleTimeout, tunnels: newTunnels(), meter: meterOr(o.Meter), stopping: make(chan struct{}),
 		inference: o.Inference, scripted: scriptedTransport(o.Scripted), modelTransport: modelTransportOr(o.ModelTransport)}
 	// The web panel answers with the same services and the same error

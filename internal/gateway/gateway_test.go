@@ -21,9 +21,11 @@ import (
 	"berth.dev/berth/internal/client"
 	"berth.dev/berth/internal/driver/fake"
 	"berth.dev/berth/internal/forge"
+	"berth.dev/berth/internal/forge/local"
 	"berth.dev/berth/internal/gateway"
 	"berth.dev/berth/internal/inference"
 	"berth.dev/berth/internal/metrics"
+	"berth.dev/berth/internal/repository"
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
@@ -50,7 +52,7 @@ type world struct {
 	operator, admin, owner, member, foreign *client.Client
 	opKey, adminKey                         string
 	accounts                                *account.Service
-	forge                                   *forge.Local
+	forge                                   *local.Forge
 	sandboxes                               *sandbox.Service
 	classes                                 *class.Service
 	metrics                                 *metrics.Metrics
@@ -124,7 +126,7 @@ func newWorld(t testing.TB, opts ...func(*worldConfig)) *world {
 	// The gateway's address is known before it serves: sandboxes are told it.
 	srv := httptest.NewUnstartedServer(nil)
 	w.url = "http://" + srv.Listener.Addr().String()
-	w.forge = forge.NewLocal(t.TempDir(), w.url, st, cfg.now)
+	w.forge = local.New(t.TempDir(), w.url, st, cfg.now)
 	for _, name := range []string{"acme/app", "acme/other", "elsewhere/app"} {
 		if _, err := w.forge.Import(ctx, name, seedRepo(t)); err != nil {
 			t.Fatal(err)
@@ -150,9 +152,10 @@ func newWorld(t testing.TB, opts ...func(*worldConfig)) *world {
 		w.inference, scripted = cfg.inference(st, w.accounts, w.url)
 		sbOpts = append(sbOpts, sandbox.WithModelEnv(w.inference))
 	}
+	repos := repository.New(st, w.accounts, repository.Config{Forge: fg, PublicURL: w.url, Audit: st}, log, cfg.now)
 	sbCfg := sandbox.Config{
 		Driver: "fake", Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""}, Audit: st,
-		Retention: 90 * 24 * time.Hour, Metrics: w.metrics, Forge: fg, PublicURL: w.url,
+		Retention: 90 * 24 * time.Hour, Metrics: w.metrics, Repositories: repos, PublicURL: w.url,
 	}
 	if cfg.runs {
 		// As serve.go prices runs: the catalog's prices over the vendors'.
@@ -181,7 +184,7 @@ func newWorld(t testing.TB, opts ...func(*worldConfig)) *world {
 	gwo := gateway.Options{Accounts: w.accounts, Sandboxes: svc, Classes: w.classes, Log: log, Version: "test", Driver: "fake", Now: cfg.now,
 		Usage:   usage.NewService(st, w.accounts, svc, 90*24*time.Hour, cfg.now),
 		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
-		Forge:   fg, Mirrors: mirrors, TunnelIdleTimeout: cfg.tunnelIdle,
+		Forge:   fg, Repositories: repos, Mirrors: mirrors, TunnelIdleTimeout: cfg.tunnelIdle,
 		Inference: w.inference, Scripted: scripted}
 	if cfg.options != nil {
 		cfg.options(&gwo)

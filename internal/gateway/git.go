@@ -60,7 +60,7 @@ func (s *Server) serveGit(w http.ResponseWriter, r *http.Request, _ account.Prin
 		gitUnauthorized(w, "the key is unknown, revoked or expired")
 		return
 	}
-	sb, repo, rules, err := s.sandboxes.GitAccess(r.Context(), p, path)
+	sb, repo, rules, err := s.repos.Access(r.Context(), p, path)
 	if err != nil {
 		s.gitError(w, r, err)
 		return
@@ -76,26 +76,40 @@ func (s *Server) serveGit(w http.ResponseWriter, r *http.Request, _ account.Prin
 		User:  string(sb.ID),
 		Rules: &rules,
 		Refused: func(ctx context.Context, _ []forge.RefUpdate, why map[string]string) {
-			s.sandboxes.GitRefused(ctx, sb, why)
+			s.repos.Refused(ctx, sb, why)
 		},
 		Pushed: func(ctx context.Context, done []forge.RefUpdate) error {
 			if s.mirrors != nil {
 				if err := s.mirrors.Push(ctx, repo, done); err != nil {
-					s.sandboxes.GitRefused(ctx, sb, map[string]string{done[0].Ref: err.Error()})
+					s.repos.Refused(ctx, sb, map[string]string{done[0].Ref: err.Error()})
 					return err
 				}
 			}
-			s.sandboxes.GitPushed(ctx, sb, done)
+			s.repos.Pushed(ctx, sb, done)
 			return nil
 		},
 	}, rest)
+}
+
+// HostedForge is a forge whose bare repositories are on the gateway's own
+// host (the local forge): the gateway serves them itself, to sandboxes
+// through their own key and to the tokens the forge minted. Any other forge
+// is served from the gateway's mirrors.
+type HostedForge interface {
+	forge.Forge
+	// Path is the bare repository of r; forge.ErrNotFound when there is
+	// none.
+	Path(r forge.Repo) (string, error)
+	// Check reports whether secret is a live token the forge minted for
+	// the repository at path.
+	Check(ctx context.Context, secret, path string) bool
 }
 
 // serveForge serves the local forge's repositories to the tokens it minted
 // (token mode): any branch but the default one, like a forge with a
 // protected default branch.
 func (s *Server) serveForge(w http.ResponseWriter, r *http.Request, _ account.Principal) {
-	local, ok := s.forge.(*forge.Local)
+	hosted, ok := s.forge.(HostedForge)
 	if !ok {
 		http.NotFound(w, r)
 		return
@@ -106,11 +120,11 @@ func (s *Server) serveForge(w http.ResponseWriter, r *http.Request, _ account.Pr
 		return
 	}
 	token, ok := basicPassword(r)
-	if !ok || !local.Check(r.Context(), token, path) {
+	if !ok || !hosted.Check(r.Context(), token, path) {
 		gitUnauthorized(w, "this repository takes a live token minted for it")
 		return
 	}
-	dir, err := local.Path(forge.Repo{Path: path})
+	dir, err := hosted.Path(forge.Repo{Path: path})
 	if err != nil {
 		http.NotFound(w, r)
 		return
@@ -122,8 +136,8 @@ func (s *Server) serveForge(w http.ResponseWriter, r *http.Request, _ account.Pr
 // repoDir is the bare repository the gateway serves for repo: the local
 // forge's own, or (for GitHub and GitLab) its mirror.
 func (s *Server) repoDir(ctx context.Context, repo forge.Repo) (string, error) {
-	if local, ok := s.forge.(*forge.Local); ok {
-		return local.Path(repo)
+	if hosted, ok := s.forge.(HostedForge); ok {
+		return hosted.Path(repo)
 	}
 	if s.mirrors != nil {
 		return s.mirrors.Sync(ctx, repo)
@@ -171,7 +185,7 @@ func (s *Server) gitCredential(w http.ResponseWriter, r *http.Request, p account
 	if s.rateLimited(w, r, s.credLimit, kind) {
 		return
 	}
-	t, err := s.sandboxes.GitCredential(r.Context(), p)
+	t, err := s.repos.Credential(r.Context(), p)
 	outcome := "issued"
 	switch {
 	case errors.Is(err, forge.ErrNoCredential):

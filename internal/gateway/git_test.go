@@ -18,12 +18,19 @@ import (
 	"berth.dev/berth/internal/driver/fake"
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/forge/forgetest"
+	"berth.dev/berth/internal/forge/github"
+	"berth.dev/berth/internal/forge/gitlab"
+	"berth.dev/berth/internal/forge/local"
 	"berth.dev/berth/internal/gateway"
 	"berth.dev/berth/internal/githttp"
 	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/secret"
 )
+
+// The local forge is served by the gateway itself: were it no longer a
+// HostedForge, its repositories would silently be not found.
+var _ gateway.HostedForge = (*local.Forge)(nil)
 
 // seedRepo makes a git repository with one commit on main.
 func seedRepo(t testing.TB) string {
@@ -348,7 +355,7 @@ func TestGitThroughTheGatewayToGitHub(t *testing.T) {
 	w := newWorld(t, withForge(func(t testing.TB) (forge.Forge, gateway.Mirrors) {
 		key, pem := forgetest.NewAppKey(t)
 		gh = forgetest.NewGitHub(t, "4242", &key.PublicKey, "acme/app")
-		f, err := forge.NewGitHub(forge.GitHubConfig{URL: gh.URL(), AppID: "4242", Key: secret.New(string(pem))}, gh.Client(), time.Now)
+		f, err := github.New(github.Config{URL: gh.URL(), AppID: "4242", Key: secret.New(string(pem))}, gh.Client(), time.Now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -442,7 +449,7 @@ func TestGitLabTokenMode(t *testing.T) {
 	var gl *forgetest.GitLab
 	w := newWorld(t, withForge(func(t testing.TB) (forge.Forge, gateway.Mirrors) {
 		gl = forgetest.NewGitLab(t, "deploy-token", "group/app")
-		f, err := forge.NewGitLab(forge.GitLabConfig{URL: gl.URL(), Token: secret.New("deploy-token")}, gl.Client(), time.Now)
+		f, err := gitlab.New(gitlab.Config{URL: gl.URL(), Token: secret.New("deploy-token")}, gl.Client(), time.Now)
 		if err != nil {
 			t.Fatal(err)
 		}

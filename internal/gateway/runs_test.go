@@ -23,9 +23,11 @@ import (
 	"berth.dev/berth/internal/client"
 	"berth.dev/berth/internal/driver/fake"
 	"berth.dev/berth/internal/forge"
+	"berth.dev/berth/internal/forge/local"
 	"berth.dev/berth/internal/gateway"
 	"berth.dev/berth/internal/guardrail"
 	"berth.dev/berth/internal/inference/inferencetest"
+	"berth.dev/berth/internal/repository"
 	"berth.dev/berth/internal/runner/runnertest"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
@@ -41,7 +43,7 @@ import (
 type runWorld struct {
 	url                    string
 	drv                    *fake.Driver
-	forge                  *forge.Local
+	forge                  *local.Forge
 	st                     *store.Store
 	owner, member, foreign *client.Client
 	ownerKey               string
@@ -62,32 +64,33 @@ func newRunWorld(t *testing.T, wrap ...func(*fake.Driver) sandbox.Driver) *runWo
 	}
 	srv := httptest.NewUnstartedServer(nil)
 	w := &runWorld{url: "http://" + srv.Listener.Addr().String(), drv: fake.New()}
-	local := forge.NewLocal(t.TempDir(), w.url, st, time.Now)
-	if _, err := local.Import(ctx, "acme/app", seedRepo(t)); err != nil {
+	lf := local.New(t.TempDir(), w.url, st, time.Now)
+	if _, err := lf.Import(ctx, "acme/app", seedRepo(t)); err != nil {
 		t.Fatal(err)
 	}
-	w.forge, w.st = local, st
+	w.forge, w.st = lf, st
 	var classSvc *class.Service
 	accounts := account.NewService(st, st, time.Now, func(ctx context.Context, org string) error { return classSvc.Seed(ctx, org) }, st, log)
 	var drv sandbox.Driver = w.drv
 	for _, f := range wrap {
 		drv = f(w.drv)
 	}
+	repos := repository.New(st, accounts, repository.Config{Forge: lf, PublicURL: w.url, Audit: st}, log, time.Now)
 	svc := sandbox.NewService(st, drv, accounts, sandbox.Config{
 		Driver: "fake", Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""}, Audit: st,
-		Forge: local, PublicURL: w.url,
+		Repositories: repos, PublicURL: w.url,
 		Agents: sandbox.AgentConfig{
 			Images: map[string]string{"claude-code": "localhost/berth-agent-claude-code:latest"},
 			Model:  "claude-sonnet-4-5", LogDir: t.TempDir(),
 		},
-		Workspaces: workspace.New(t.TempDir(), os.Getuid(), local, workspace.Local{Forge: local}),
+		Workspaces: workspace.New(t.TempDir(), os.Getuid(), lf, workspace.Local{Forge: lf}),
 	}, log, time.Now, sandbox.WithModelEnv(inferencetest.Scripted(t, st, accounts, w.url)))
 	classSvc = class.NewService(st, accounts, svc, class.Config{Template: tmpl}, log, time.Now)
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); svc.Run(runCtx, time.Hour) }()
 	t.Cleanup(func() { cancel(); <-done })
-	srv.Config.Handler = gateway.New(gateway.Options{Accounts: accounts, Sandboxes: svc, Classes: classSvc, Log: log, Version: "test", Driver: "fake", Forge: local}).Handler()
+	srv.Config.Handler = gateway.New(gateway.Options{Accounts: accounts, Sandboxes: svc, Classes: classSvc, Log: log, Version: "test", Driver: "fake", Forge: lf, Repositories: repos}).Handler()
 	srv.Start()
 	t.Cleanup(srv.Close)
 

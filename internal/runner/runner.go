@@ -13,6 +13,7 @@
 package runner
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -307,4 +308,20 @@ func (g Gateway) models(run string) ([]Model, error) {
 		chat = append(chat, Model{ID: run, Name: run})
 	}
 	return append(chat, routers...), nil
+}
+
+// FilesJSON renders a runner's config files as the value of
+// BERTH_RUNNER_FILES, the form berth-init reads in the agent-run mode
+// (api.RunnerFile): a JSON array of {"path", "content"}, "[]" for none.
+func FilesJSON(files []File) (string, error) {
+	type entry struct {
+		Path    string `json:"path"`
+		Content string `json:"content"`
+	}
+	list := make([]entry, 0, len(files))
+	for _, f := range files {
+		list = append(list, entry{Path: f.Path, Content: string(f.Content)})
+	}
+	b, err := json.Marshal(list)
+	return string(b), err
 }

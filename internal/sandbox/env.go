@@ -65,8 +65,10 @@ func (s *Service) environment(ctx context.Context, sb Sandbox, key secret.Secret
 	if err := s.addModelEnv(ctx, sb, sb.Model, env); err != nil {
 		return nil, err
 	}
-	for k, v := range s.gitEnv(sb, token) {
-		set(k, v)
+	if s.cfg.Repositories != nil {
+		for k, v := range s.cfg.Repositories.Env(sb, token) {
+			set(k, v)
+		}
 	}
 	set("BERTH_RUNNER", sb.Runner)
 	set("BERTH_GIT_AUTHOR_NAME", owner.Name)

@@ -54,7 +54,7 @@ func (s *Service) finishSpec(ctx context.Context, sb Sandbox) (Spec, error) {
 	next.KeyID = key.ID
 	var token forge.Token
 	if next.GitMode == GitToken {
-		t, err := s.mintCredential(ctx, next, "")
+		t, err := s.cfg.Repositories.Mint(ctx, next, "")
 		if err != nil {
 			return Spec{}, fmt.Errorf("no repository credential: %w", err)
 		}
@@ -69,7 +69,7 @@ func (s *Service) finishSpec(ctx context.Context, sb Sandbox) (Spec, error) {
 		return Spec{}, err
 	}
 	if token.ID != "" {
-		s.revokeCredentials(ctx, out, token.ID) // the old one went with the old start
+		s.cfg.Repositories.Revoke(ctx, out, token.ID) // the old one went with the old start
 	}
 	return Spec{Sandbox: out, Env: env, Replace: true}, nil
 }

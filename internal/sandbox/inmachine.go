@@ -22,7 +22,7 @@ import (
 // repository through the gateway's git endpoint, asks for the task
 // (RunTask), streams the agent's output (RunOutput), and reports the
 // agent's exit (RunExit) with its work as a git bundle. The key pushes
-// nothing (GitAccess): the container never pushes, on any driver. The
+// nothing (package repository): the container never pushes, on any driver. The
 // gateway lands the bundle as berth/<name> once it has concluded the run
 // clean, as the host pushes a followed run's checkout, and discards it
 // otherwise. The run's telemetry, log and ending are the same as a

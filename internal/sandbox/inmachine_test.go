@@ -141,7 +141,7 @@ func TestInMachineRun(t *testing.T) {
 
 	// The machine's key fetches but never pushes: its work comes with
 	// its report.
-	_, _, rules, err := svc.GitAccess(ctx, key, "acme/app")
+	_, _, rules, err := e.repos.Access(ctx, key, "acme/app")
 	if err != nil || rules.ReadOnly != sandbox.AgentPushRefused {
 		t.Errorf("git access of the run's key: rules %+v, %v; want fetch only, saying the host pushes", rules, err)
 	}

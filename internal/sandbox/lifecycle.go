@@ -102,11 +102,11 @@ func (s *Service) resume(ctx context.Context, p account.Principal, ref string) (
 		// A new repository credential too, under allowed_repos as it is now.
 		var token forge.Token
 		if next.Repo != "" {
-			if err := s.checkAllowed(ctx, next.Org, next.Project, s.repoOf(next)); err != nil {
+			if err := s.cfg.Repositories.Allowed(ctx, next); err != nil {
 				return Sandbox{}, err
 			}
 			if next.GitMode == GitToken && !next.FromPool {
-				if token, err = s.mintCredential(ctx, next, p.User.ID); err != nil {
+				if token, err = s.cfg.Repositories.Mint(ctx, next, p.User.ID); err != nil {
 					return Sandbox{}, fmt.Errorf("repository %s: %w", next.Repo, err)
 				}
 			}
@@ -230,7 +230,9 @@ func (s *Service) endAt(ctx context.Context, actor string, sb Sandbox, to State,
 	if err != nil {
 		return Sandbox{}, err
 	}
-	s.revokeCredentials(ctx, sb, "")
+	if s.cfg.Repositories != nil {
+		s.cfg.Repositories.Revoke(ctx, sb, "")
+	}
 	if s.agentRun(sb) && !next.Live() {
 		// The run's record first: removing the machine ends its follower,
 		// which must find the run closed, and by whom.
@@ -377,7 +379,9 @@ func (s *Service) EndOwner(ctx context.Context, p account.Principal, owner strin
 			to = StateTerminated
 		}
 		if !CanMove(sb.State, to) {
-			s.revokeCredentials(ctx, sb, "") // an expired or failed one: make sure
+			if s.cfg.Repositories != nil {
+				s.cfg.Repositories.Revoke(ctx, sb, "") // an expired or failed one: make sure
+			}
 			continue
 		}
 		if _, err := retryMoved(func() (Sandbox, error) {

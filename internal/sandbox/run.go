@@ -613,11 +613,11 @@ func (s *Service) audited(push pushFunc) pushFunc {
 		}
 		branch, commit, err := push(ctx, sb)
 		if err != nil {
-			s.GitRefused(ctx, sb, map[string]string{forge.AgentBranch(sb.Name): err.Error()})
+			s.cfg.Repositories.Refused(ctx, sb, map[string]string{forge.AgentBranch(sb.Name): err.Error()})
 			return "", "", err
 		}
 		if commit != "" {
-			s.GitPushed(ctx, sb, []forge.RefUpdate{{Old: strings.Repeat("0", len(commit)), New: commit, Ref: "refs/heads/" + branch}})
+			s.cfg.Repositories.Pushed(ctx, sb, []forge.RefUpdate{{Old: strings.Repeat("0", len(commit)), New: commit, Ref: "refs/heads/" + branch}})
 		}
 		return branch, commit, nil
 	}

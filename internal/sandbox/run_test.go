@@ -23,7 +23,7 @@ import (
 func agents(t *testing.T) option {
 	logs, work := t.TempDir(), t.TempDir()
 	return func(c *sandbox.Config) {
-		local := c.Forge.(*forge.Local)
+		lf := c.Repositories.(repositories).local
 		c.Agents = sandbox.AgentConfig{
 			Images: map[string]string{
 				"claude-code": "localhost/berth-agent-claude-code:latest",
@@ -33,7 +33,7 @@ func agents(t *testing.T) option {
 			Model:  "claude-sonnet-4-5",
 			LogDir: logs,
 		}
-		c.Workspaces = workspace.New(work, os.Getuid(), local, workspace.Local{Forge: local})
+		c.Workspaces = workspace.New(work, os.Getuid(), lf, workspace.Local{Forge: lf})
 	}
 }
 

@@ -41,8 +41,9 @@ type Config struct {
 	// Runtimes maps each tier the deployment offers to a runtime name ("" is
 	// the driver's default). A tier missing from the map is unavailable.
 	Runtimes map[Tier]string
-	// Forge is where repositories live; nil means sandboxes cannot have one.
-	Forge forge.Forge
+	// Repositories is how sandboxes reach their repositories (package
+	// repository); nil means sandboxes cannot have one.
+	Repositories Repositories
 	// PublicURL is the gateway as a sandbox reaches it (BERTH_BASE_URL).
 	PublicURL string
 	// MinTTL is the shortest lifetime a sandbox may ask for; 5m unless a
@@ -231,7 +232,7 @@ func (s *Service) create(ctx context.Context, p account.Principal, req CreateReq
 	}
 	var repo forge.Repo
 	if req.Repo != "" {
-		if repo, err = s.resolveRepo(ctx, org, prj.ID, req.Repo); err != nil {
+		if repo, err = s.cfg.Repositories.Resolve(ctx, org, prj.ID, req.Repo); err != nil {
 			return Sandbox{}, err
 		}
 	}
@@ -317,7 +318,7 @@ func (s *Service) create(ctx context.Context, p account.Principal, req CreateReq
 	}
 	var token forge.Token
 	if sb.GitMode == GitToken {
-		if token, err = s.mintCredential(ctx, sb, p.User.ID); err != nil {
+		if token, err = s.cfg.Repositories.Mint(ctx, sb, p.User.ID); err != nil {
 			s.done(sb.ID)
 			s.fail(ctx, sb.ID, "no repository credential: "+err.Error())
 			return Sandbox{}, fmt.Errorf("repository %s: %w", sb.Repo, err)
@@ -374,7 +375,7 @@ func (s *Service) checkRequestShape(purpose Purpose, req CreateRequest) error {
 			return invalid("branch", "%v", err)
 		}
 	}
-	if req.Repo != "" && s.cfg.Forge == nil {
+	if req.Repo != "" && s.cfg.Repositories == nil {
 		return fmt.Errorf("repository %s asked for, but this deployment has no git forge (BERTH_SANDBOX_GIT_FORGE is unset): %w", req.Repo, ErrUnavailable)
 	}
 	if err := checkEnv(req.Env); err != nil {

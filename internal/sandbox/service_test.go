@@ -14,10 +14,11 @@ import (
 	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/driver/fake"
 	"berth.dev/berth/internal/fakeclock"
-	"berth.dev/berth/internal/forge"
+	"berth.dev/berth/internal/forge/local"
 	"berth.dev/berth/internal/guardrail"
 	"berth.dev/berth/internal/inference/inferencetest"
 	"berth.dev/berth/internal/quantity"
+	"berth.dev/berth/internal/repository"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
 )
@@ -58,7 +59,8 @@ type env struct {
 	st       *store.Store
 	path     string // the store's SQLite file
 	drv      *fake.Driver
-	local    *forge.Local
+	local    *local.Forge
+	repos    *repository.Service // over local
 	accounts *account.Service
 	svc      *sandbox.Service
 	classes  *class.Service
@@ -73,7 +75,14 @@ type env struct {
 
 type option func(*sandbox.Config)
 
-func noForge(c *sandbox.Config) { c.Forge = nil }
+func noForge(c *sandbox.Config) { c.Repositories = nil }
+
+// repositories is the service's Repositories in the tests: the repository
+// service over the env's local forge, which agent runs' checkouts clone.
+type repositories struct {
+	*repository.Service
+	local *local.Forge
+}
 
 func newEnv(t *testing.T, opts ...option) *env {
 	t.Helper()
@@ -96,23 +105,24 @@ func newEnvOn(t *testing.T, storeOpts []store.Option, opts ...option) *env {
 	}
 	e := &env{st: st, path: path, drv: fake.New(), clock: fakeclock.New(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))}
 	e.drv.SetClock(e.clock.Now) // machines exit on the test's clock
-	e.local = forge.NewLocal(t.TempDir(), "http://gateway.test:8080", st, e.clock.Now)
+	e.local = local.New(t.TempDir(), "http://gateway.test:8080", st, e.clock.Now)
 	if _, err := e.local.Import(ctx, "acme/app", seedRepo(t)); err != nil {
 		t.Fatal(err)
 	}
+	log := slog.New(slog.NewTextHandler(t.Output(), nil))
+	e.accounts = account.NewService(st, st, e.clock.Now, func(ctx context.Context, org string) error { return e.classes.Seed(ctx, org) }, st, log)
+	e.repos = repository.New(st, e.accounts, repository.Config{Forge: e.local, PublicURL: "http://gateway.test:8080", Audit: st}, log, e.clock.Now)
 	cfg := sandbox.Config{
-		Driver:    "fake",
-		Runtimes:  map[sandbox.Tier]string{sandbox.TierStandard: ""},
-		Forge:     e.local,
-		PublicURL: "http://gateway.test:8080",
-		Audit:     st,
+		Driver:       "fake",
+		Runtimes:     map[sandbox.Tier]string{sandbox.TierStandard: ""},
+		Repositories: repositories{e.repos, e.local},
+		PublicURL:    "http://gateway.test:8080",
+		Audit:        st,
 	}
 	for _, o := range opts {
 		o(&cfg)
 	}
 	e.cfg = cfg
-	log := slog.New(slog.NewTextHandler(t.Output(), nil))
-	e.accounts = account.NewService(st, st, e.clock.Now, func(ctx context.Context, org string) error { return e.classes.Seed(ctx, org) }, st, log)
 	if cfg.Workspaces != nil {
 		// A deployment that runs agents serves their models.
 		e.opts = append(e.opts, sandbox.WithModelEnv(inferencetest.Scripted(t, st, e.accounts, "http://gateway.test:8080")))

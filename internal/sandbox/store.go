@@ -15,7 +15,7 @@ import (
 // be refused with overload.ErrBusy when the database cannot take it in
 // time, having written nothing, its audit events included; every other
 // write (state changes, a start finished with a fresh key, activity, runs,
-// credentials, deletes after the retention) waits for the database as
+// deletes after the retention) waits for the database as
 // long as its context allows, so load delays it and never drops it, nor
 // the events it records.
 type Store interface {
@@ -48,16 +48,6 @@ type Store interface {
 	// is not an error.
 	SaveActivity(ctx context.Context, id ID, at time.Time) error
 
-	// Repository credentials handed to sandboxes, and the refs they created.
-	// AddCredential, RevokeCredential and AddBootstrap record events with
-	// their write (RevokeCredential only when it revokes).
-	AddCredential(ctx context.Context, c Credential, events ...audit.Event) error
-	LiveCredentials(ctx context.Context, id ID) ([]Credential, error)
-	RevokeCredential(ctx context.Context, id ID, tokenID string, at time.Time, events ...audit.Event) error
-	AddCreatedRef(ctx context.Context, id ID, ref string) error
-	DeleteCreatedRef(ctx context.Context, id ID, ref string) error
-	CreatedRefs(ctx context.Context, id ID) (map[string]bool, error)
-
 	// PutRun writes an agent sandbox's run whole, except that a run's end
 	// once set is kept; GetRun is ErrNotFound for a sandbox without one.
 	PutRun(ctx context.Context, r Run) error
@@ -76,9 +66,10 @@ type Store interface {
 
 	// ListWarmClasses returns every organisation's classes with warm > 0.
 	ListWarmClasses(ctx context.Context) ([]WarmClass, error)
-	// AddBootstrap keeps a one-time bootstrap token's hash; UseBootstrap
-	// marks the token of hash used at at and returns its sandbox, once:
-	// ErrNotFound for a token unknown, used or expired.
+	// AddBootstrap keeps a one-time bootstrap token's hash, and records
+	// events with its write; UseBootstrap marks the token of hash used at
+	// at and returns its sandbox, once: ErrNotFound for a token unknown,
+	// used or expired.
 	AddBootstrap(ctx context.Context, t BootstrapToken, events ...audit.Event) error
 	UseBootstrap(ctx context.Context, hash string, at time.Time) (ID, error)
 }

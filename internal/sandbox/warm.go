@@ -111,7 +111,7 @@ func (s *Service) bootstrap(ctx context.Context, token string) (map[string]strin
 		next.KeyID = key.ID
 		var tok forge.Token
 		if next.GitMode == GitToken {
-			if tok, err = s.mintCredential(ctx, next, ""); err != nil {
+			if tok, err = s.cfg.Repositories.Mint(ctx, next, ""); err != nil {
 				return Sandbox{}, fmt.Errorf("repository %s: %w", next.Repo, err)
 			}
 		}

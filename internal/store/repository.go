@@ -9,13 +9,18 @@ import (
 
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/forge"
+	"berth.dev/berth/internal/forge/local"
+	"berth.dev/berth/internal/repository"
 	"berth.dev/berth/internal/sandbox"
 )
 
-var _ forge.LocalTokens = (*Store)(nil)
+var (
+	_ local.Tokens     = (*Store)(nil)
+	_ repository.Store = (*Store)(nil)
+)
 
 // PutForgeToken stores a local forge token (its hash only).
-func (s *Store) PutForgeToken(ctx context.Context, t forge.LocalToken) error {
+func (s *Store) PutForgeToken(ctx context.Context, t local.StoredToken) error {
 	_, err := s.exec(ctx, patient, `INSERT INTO forge_tokens (id, repo, hash, expires_at, revoked_at) VALUES ($1, $2, $3, $4, $5)`,
 		t.ID, t.Repo, t.Hash, timeArg(t.ExpiresAt), timeArg(t.RevokedAt))
 	if err != nil {
@@ -25,16 +30,16 @@ func (s *Store) PutForgeToken(ctx context.Context, t forge.LocalToken) error {
 }
 
 // GetForgeToken reads a local forge token; forge.ErrNotFound if unknown.
-func (s *Store) GetForgeToken(ctx context.Context, id string) (forge.LocalToken, error) {
-	t := forge.LocalToken{ID: id}
+func (s *Store) GetForgeToken(ctx context.Context, id string) (local.StoredToken, error) {
+	t := local.StoredToken{ID: id}
 	var expires, revoked sql.NullInt64
 	err := s.db.QueryRowContext(ctx, `SELECT repo, hash, expires_at, revoked_at FROM forge_tokens WHERE id = $1`, id).
 		Scan(&t.Repo, &t.Hash, &expires, &revoked)
 	if errors.Is(err, sql.ErrNoRows) {
-		return forge.LocalToken{}, fmt.Errorf("forge token %s: %w", id, forge.ErrNotFound)
+		return local.StoredToken{}, fmt.Errorf("forge token %s: %w", id, forge.ErrNotFound)
 	}
 	if err != nil {
-		return forge.LocalToken{}, fmt.Errorf("get forge token: %w", err)
+		return local.StoredToken{}, fmt.Errorf("get forge token: %w", err)
 	}
 	t.ExpiresAt, t.RevokedAt = timeOf(expires), timeOf(revoked)
 	return t, nil
@@ -53,7 +58,7 @@ func (s *Store) RevokeForgeToken(ctx context.Context, id string, at time.Time) e
 }
 
 // AddCredential records a credential handed to a sandbox, with events.
-func (s *Store) AddCredential(ctx context.Context, c sandbox.Credential, events ...audit.Event) error {
+func (s *Store) AddCredential(ctx context.Context, c repository.Credential, events ...audit.Event) error {
 	return s.withEvents(ctx, patient, events, func(q queryer) error {
 		_, err := q.ExecContext(ctx, `INSERT INTO credentials (sandbox_id, token_id, created_at, expires_at) VALUES ($1, $2, $3, $4)`,
 			string(c.Sandbox), c.TokenID, timeArg(c.CreatedAt), timeArg(c.ExpiresAt))
@@ -66,16 +71,16 @@ func (s *Store) AddCredential(ctx context.Context, c sandbox.Credential, events 
 
 // LiveCredentials returns a sandbox's credentials not yet revoked, oldest
 // first.
-func (s *Store) LiveCredentials(ctx context.Context, id sandbox.ID) ([]sandbox.Credential, error) {
+func (s *Store) LiveCredentials(ctx context.Context, id sandbox.ID) ([]repository.Credential, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT token_id, created_at, expires_at FROM credentials
 		WHERE sandbox_id = $1 AND revoked_at IS NULL ORDER BY seq`, string(id))
 	if err != nil {
 		return nil, fmt.Errorf("credentials of %s: %w", id, err)
 	}
 	defer rows.Close()
-	var out []sandbox.Credential
+	var out []repository.Credential
 	for rows.Next() {
-		c := sandbox.Credential{Sandbox: id}
+		c := repository.Credential{Sandbox: id}
 		var created, expires sql.NullInt64
 		if err := rows.Scan(&c.TokenID, &created, &expires); err != nil {
 			return nil, fmt.Errorf("credentials of %s: %w", id, err)

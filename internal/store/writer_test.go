@@ -12,6 +12,7 @@ import (
 	"berth.dev/berth/internal/inference"
 	"berth.dev/berth/internal/overload"
 	"berth.dev/berth/internal/paging"
+	"berth.dev/berth/internal/repository"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
 	"berth.dev/berth/internal/store/storetest"
@@ -207,7 +208,7 @@ func TestStateWritesWaitOutAStall(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newStalled(t)
 			// A credential for the revocation to revoke.
-			if err := s.st.AddCredential(t.Context(), sandbox.Credential{Sandbox: s.sb.ID, TokenID: "tok_1", CreatedAt: t0, ExpiresAt: s.sb.ExpiresAt}); err != nil {
+			if err := s.st.AddCredential(t.Context(), repository.Credential{Sandbox: s.sb.ID, TokenID: "tok_1", CreatedAt: t0, ExpiresAt: s.sb.ExpiresAt}); err != nil {
 				t.Fatal(err)
 			}
 			release := storetest.LockSQLite(t, s.path)

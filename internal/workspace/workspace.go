@@ -208,8 +208,14 @@ func chownAll(dir string, uid int) error {
 	})
 }
 
+// Bare is what Local needs of the local forge (package local): where each
+// of its bare repositories is.
+type Bare interface {
+	Path(r forge.Repo) (string, error)
+}
+
 // Local is the Source of the local forge: its own bare repositories.
-type Local struct{ Forge *forge.Local }
+type Local struct{ Forge Bare }
 
 // Dir is the bare repository.
 func (l Local) Dir(_ context.Context, r forge.Repo) (string, error) { return l.Forge.Path(r) }

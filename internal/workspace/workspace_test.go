@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"berth.dev/berth/internal/forge"
+	"berth.dev/berth/internal/forge/local"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/workspace"
 )
@@ -30,7 +30,7 @@ func newHost(t testing.TB) *host {
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git is not installed")
 	}
-	local := forge.NewLocal(t.TempDir(), "http://gateway.test", nil, time.Now)
+	lf := local.New(t.TempDir(), "http://gateway.test", nil, time.Now)
 	h := &host{dir: t.TempDir()}
 	for _, name := range []string{"acme/app", "acme/secret"} {
 		seed := t.TempDir()
@@ -43,7 +43,7 @@ func newHost(t testing.TB) *host {
 		if name == "acme/secret" {
 			commit(t, seed, "plans.txt") // more than a clone's one commit
 		}
-		bare, err := local.Import(t.Context(), name, seed)
+		bare, err := lf.Import(t.Context(), name, seed)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -53,7 +53,7 @@ func newHost(t testing.TB) *host {
 			h.secret, h.secretCommit = bare, git(t, bare, "rev-parse", "main")
 		}
 	}
-	h.w = workspace.New(h.dir, -1, local, workspace.Local{Forge: local})
+	h.w = workspace.New(h.dir, -1, lf, workspace.Local{Forge: lf})
 	return h
 }
 

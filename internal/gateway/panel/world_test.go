@@ -20,11 +20,12 @@ import (
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/driver/fake"
-	"berth.dev/berth/internal/forge"
+	"berth.dev/berth/internal/forge/local"
 	"berth.dev/berth/internal/gateway"
 	"berth.dev/berth/internal/guardrail"
 	"berth.dev/berth/internal/inference/inferencetest"
 	"berth.dev/berth/internal/quantity"
+	"berth.dev/berth/internal/repository"
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
@@ -127,8 +128,8 @@ func newWorld(t testing.TB, opts ...worldOption) *world {
 	// acme/app; the fake driver "runs" the agent a test gives it.
 	srv := httptest.NewUnstartedServer(nil)
 	w.url = "http://" + srv.Listener.Addr().String()
-	local := forge.NewLocal(t.TempDir(), w.url, st, time.Now)
-	if _, err := local.Import(ctx, "acme/app", seedRepo(t)); err != nil {
+	lf := local.New(t.TempDir(), w.url, st, time.Now)
+	if _, err := lf.Import(ctx, "acme/app", seedRepo(t)); err != nil {
 		t.Fatal(err)
 	}
 	logs := t.TempDir()
@@ -136,14 +137,15 @@ func newWorld(t testing.TB, opts ...worldOption) *world {
 	if cfg.metered {
 		sbOpts = append(sbOpts, sandbox.WithSessionMeter(st))
 	}
+	repos := repository.New(st, w.accounts, repository.Config{Forge: lf, PublicURL: w.url, Audit: st}, log, time.Now)
 	svc := sandbox.NewService(st, drv, w.accounts, sandbox.Config{
 		Driver: cfg.driver, Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""}, Audit: st,
-		Retention: 90 * 24 * time.Hour, Forge: local, PublicURL: w.url,
+		Retention: 90 * 24 * time.Hour, Repositories: repos, PublicURL: w.url,
 		Agents: sandbox.AgentConfig{
 			Images: map[string]string{"claude-code": "localhost/berth-agent-claude-code:latest", "opencode": "localhost/berth-agent-opencode:latest"},
 			Model:  "claude-sonnet-4-5", LogDir: logs, Prices: cfg.prices,
 		},
-		Workspaces: workspace.New(t.TempDir(), os.Getuid(), local, workspace.Local{Forge: local}),
+		Workspaces: workspace.New(t.TempDir(), os.Getuid(), lf, workspace.Local{Forge: lf}),
 	}, log, w.now, append(sbOpts, sandbox.WithModelEnv(inferencetest.Scripted(t, st, w.accounts, w.url)))...)
 	w.sandboxes = svc
 	classSvc = class.NewService(st, w.accounts, svc, class.Config{Template: tmpl, Runtimes: map[class.Tier]string{class.TierStandard: ""},

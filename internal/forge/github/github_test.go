@@ -1,4 +1,4 @@
-package forge_test
+package github_test
 
 import (
 	"crypto/ecdsa"
@@ -14,11 +14,12 @@ import (
 
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/forge/forgetest"
+	"berth.dev/berth/internal/forge/github"
 	"berth.dev/berth/internal/secret"
 	"github.com/google/go-cmp/cmp"
 )
 
-var _ forge.Forge = (*forge.GitHub)(nil)
+var _ forge.Forge = (*github.Forge)(nil)
 
 const appID = "424242"
 
@@ -36,7 +37,7 @@ func TestGitHubHostAndCloneURL(t *testing.T) {
 		{"http://127.0.0.1:8080", "127.0.0.1:8080", "http://127.0.0.1:8080/acme/app.git"},
 	}
 	for _, tt := range tests {
-		g, err := forge.NewGitHub(forge.GitHubConfig{URL: tt.url, AppID: appID, Key: secret.New(string(key))}, http.DefaultClient, time.Now)
+		g, err := github.New(github.Config{URL: tt.url, AppID: appID, Key: secret.New(string(key))}, http.DefaultClient, time.Now)
 		if err != nil {
 			t.Fatalf("NewGitHub(URL %q): %v", tt.url, err)
 		}
@@ -65,22 +66,22 @@ func TestNewGitHubRefuses(t *testing.T) {
 	}
 	tests := []struct {
 		name string
-		cfg  forge.GitHubConfig
+		cfg  github.Config
 		want string // in the error
 	}{
-		{"no app id", forge.GitHubConfig{Key: secret.New(string(key))}, "App id"},
-		{"app id of two words", forge.GitHubConfig{AppID: "42 43", Key: secret.New(string(key))}, "App id"},
-		{"no key", forge.GitHubConfig{AppID: appID}, "key"},
-		{"not a key", forge.GitHubConfig{AppID: appID, Key: secret.New("MIIEvQIBADANBgkqhkiG9w0BAQEFAASC")}, "key"},
-		{"an EC key", forge.GitHubConfig{AppID: appID, Key: secret.New(string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: ecDER})))}, "RSA private key"},
-		{"a public key", forge.GitHubConfig{AppID: appID, Key: secret.New(string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER})))}, "RSA private key"},
-		{"ftp URL", forge.GitHubConfig{URL: "ftp://ghe.example.com/api/v3", AppID: appID, Key: secret.New(string(key))}, "URL"},
-		{"URL with a password", forge.GitHubConfig{URL: "https://u:hunter2@ghe.example.com/api/v3", AppID: appID, Key: secret.New(string(key))}, "URL"},
-		{"URL with a query", forge.GitHubConfig{URL: "https://ghe.example.com/api/v3?x=1", AppID: appID, Key: secret.New(string(key))}, "URL"},
+		{"no app id", github.Config{Key: secret.New(string(key))}, "App id"},
+		{"app id of two words", github.Config{AppID: "42 43", Key: secret.New(string(key))}, "App id"},
+		{"no key", github.Config{AppID: appID}, "key"},
+		{"not a key", github.Config{AppID: appID, Key: secret.New("MIIEvQIBADANBgkqhkiG9w0BAQEFAASC")}, "key"},
+		{"an EC key", github.Config{AppID: appID, Key: secret.New(string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: ecDER})))}, "RSA private key"},
+		{"a public key", github.Config{AppID: appID, Key: secret.New(string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER})))}, "RSA private key"},
+		{"ftp URL", github.Config{URL: "ftp://ghe.example.com/api/v3", AppID: appID, Key: secret.New(string(key))}, "URL"},
+		{"URL with a password", github.Config{URL: "https://u:hunter2@ghe.example.com/api/v3", AppID: appID, Key: secret.New(string(key))}, "URL"},
+		{"URL with a query", github.Config{URL: "https://ghe.example.com/api/v3?x=1", AppID: appID, Key: secret.New(string(key))}, "URL"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := forge.NewGitHub(tt.cfg, http.DefaultClient, time.Now)
+			_, err := github.New(tt.cfg, http.DefaultClient, time.Now)
 			if err == nil {
 				t.Fatalf("NewGitHub = nil error, want one naming %q", tt.want)
 			}
@@ -133,7 +134,7 @@ func TestGitHubToken(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := forge.GitHubConfig{URL: stand.URL(), AppID: appID, Key: secret.New(string(pemKey))}
+			cfg := github.Config{URL: stand.URL(), AppID: appID, Key: secret.New(string(pemKey))}
 			if tt.appID != "" {
 				cfg.AppID = tt.appID
 			}
@@ -144,7 +145,7 @@ func TestGitHubToken(t *testing.T) {
 			if !tt.now.IsZero() {
 				clock = tt.now
 			}
-			g, err := forge.NewGitHub(cfg, stand.Client(), func() time.Time { return clock })
+			g, err := github.New(cfg, stand.Client(), func() time.Time { return clock })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -206,7 +207,7 @@ func TestGitHubToken(t *testing.T) {
 func TestGitHubTokenOtherHost(t *testing.T) {
 	_, key := forgetest.NewAppKey(t)
 	// No server: the address is refused before any call.
-	g, err := forge.NewGitHub(forge.GitHubConfig{AppID: appID, Key: secret.New(string(key))}, http.DefaultClient, time.Now)
+	g, err := github.New(github.Config{AppID: appID, Key: secret.New(string(key))}, http.DefaultClient, time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,11 +220,11 @@ func TestGitHubTokenOtherHost(t *testing.T) {
 func TestGitHubRevoke(t *testing.T) {
 	key, pemKey := forgetest.NewAppKey(t)
 	stand := forgetest.NewGitHub(t, appID, &key.PublicKey, "acme/app")
-	g, err := forge.NewGitHub(forge.GitHubConfig{URL: stand.URL(), AppID: appID, Key: secret.New(string(pemKey))}, stand.Client(), time.Now)
+	g, err := github.New(github.Config{URL: stand.URL(), AppID: appID, Key: secret.New(string(pemKey))}, stand.Client(), time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok := mint(t, g, "acme/app")
+	tok := forgetest.Mint(t, g, "acme/app")
 	if tok.ID != "" {
 		t.Errorf("Token.ID = %q, want \"\": GitHub cannot revoke without the token", tok.ID)
 	}
@@ -235,19 +236,19 @@ func TestGitHubRevoke(t *testing.T) {
 func TestGitHubGit(t *testing.T) {
 	key, pemKey := forgetest.NewAppKey(t)
 	stand := forgetest.NewGitHub(t, appID, &key.PublicKey, "acme/app", "acme/other")
-	g, err := forge.NewGitHub(forge.GitHubConfig{URL: stand.URL(), AppID: appID, Key: secret.New(string(pemKey))}, stand.Client(), time.Now)
+	g, err := github.New(github.Config{URL: stand.URL(), AppID: appID, Key: secret.New(string(pemKey))}, stand.Client(), time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, other := mint(t, g, "acme/app"), mint(t, g, "acme/other")
-	expired, revoked := mint(t, g, "acme/app"), mint(t, g, "acme/app")
+	tok, other := forgetest.Mint(t, g, "acme/app"), forgetest.Mint(t, g, "acme/other")
+	expired, revoked := forgetest.Mint(t, g, "acme/app"), forgetest.Mint(t, g, "acme/app")
 	stand.Expire(expired.Secret.Reveal())
 	stand.Revoke(revoked.Secret.Reveal())
-	checkGit(t, g, "acme/app", stand.CloneURL("acme/app"), stand.BarePath("acme/app"), tok, []refusal{
-		{"a wrong token", "x-access-token", "ghs_0000000000000000000000000000"},
-		{"another username", "oauth2", tok.Secret.Reveal()},
-		{"another repository's token", "x-access-token", other.Secret.Reveal()},
-		{"an expired token", "x-access-token", expired.Secret.Reveal()},
-		{"a revoked token", "x-access-token", revoked.Secret.Reveal()},
+	forgetest.CheckGit(t, g, "acme/app", stand.CloneURL("acme/app"), stand.BarePath("acme/app"), tok, []forgetest.Refusal{
+		{Name: "a wrong token", User: "x-access-token", Password: "ghs_0000000000000000000000000000"},
+		{Name: "another username", User: "oauth2", Password: tok.Secret.Reveal()},
+		{Name: "another repository's token", User: "x-access-token", Password: other.Secret.Reveal()},
+		{Name: "an expired token", User: "x-access-token", Password: expired.Secret.Reveal()},
+		{Name: "a revoked token", User: "x-access-token", Password: revoked.Secret.Reveal()},
 	})
 }

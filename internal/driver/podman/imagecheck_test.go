@@ -1,4 +1,4 @@
-package cli
+package podman
 
 import (
 	"encoding/json"
@@ -10,7 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"berth.dev/berth/internal/entrypoint"
+	"berth.dev/berth/internal/api"
 )
 
 func TestCheckRunArgs(t *testing.T) {
@@ -66,16 +66,16 @@ func TestNewCheckSetup(t *testing.T) {
 
 // report is a check report berth-init could print for setup s, every
 // element holding.
-func report(t *testing.T, s checkSetup, edit func(*entrypoint.CheckReport)) podmanResult {
+func report(t *testing.T, s checkSetup, edit func(*api.CheckReport)) podmanResult {
 	t.Helper()
-	rep := entrypoint.CheckReport{
+	rep := api.CheckReport{
 		Runner: s.runner,
 		Argv:   append([]string{"pi"}, s.args...),
-		Stdin:  entrypoint.CheckStdin{Bytes: 10, SHA256: s.promptSHA256},
+		Stdin:  api.CheckStdin{Bytes: 10, SHA256: s.promptSHA256},
 	}
 	for _, n := range []string{"non-root", "capabilities", "no-new-privileges", "workdir", "workdir-writable",
 		"prompt-stdin", "home", "runner-files", "git", "runner"} {
-		rep.Elements = append(rep.Elements, entrypoint.CheckElement{Name: n, OK: true, Detail: n + " holds"})
+		rep.Elements = append(rep.Elements, api.CheckElement{Name: n, OK: true, Detail: n + " holds"})
 	}
 	if edit != nil {
 		edit(&rep)
@@ -102,24 +102,24 @@ func TestJudgeCheck(t *testing.T) {
 		{name: "holds", setup: s, first: report(t, s, nil), second: missing, names: all},
 		{
 			name: "another prompt on stdin", setup: s, second: missing, names: all,
-			first:  report(t, s, func(r *entrypoint.CheckReport) { r.Stdin.SHA256 = "def" }),
+			first:  report(t, s, func(r *api.CheckReport) { r.Stdin.SHA256 = "def" }),
 			failed: []string{"prompt-stdin"},
 		},
 		{
 			name: "args changed", setup: s, second: missing, names: all,
-			first:  report(t, s, func(r *entrypoint.CheckReport) { r.Argv = []string{"pi", "-p", "two", "words"} }),
+			first:  report(t, s, func(r *api.CheckReport) { r.Argv = []string{"pi", "-p", "two", "words"} }),
 			failed: []string{"args"},
 		},
 		{
 			name: "an element fails inside", setup: s, second: missing, names: all,
-			first:  report(t, s, func(r *entrypoint.CheckReport) { r.Elements[9].OK = false }),
+			first:  report(t, s, func(r *api.CheckReport) { r.Elements[9].OK = false }),
 			failed: []string{"runner"},
 		},
 		{
 			name: "no runner", setup: checkSetup{promptSHA256: "abc", args: checkProbeArgs}, second: missing, names: all,
-			first: report(t, checkSetup{promptSHA256: "abc", args: checkProbeArgs}, func(r *entrypoint.CheckReport) {
+			first: report(t, checkSetup{promptSHA256: "abc", args: checkProbeArgs}, func(r *api.CheckReport) {
 				r.Argv = checkProbeArgs
-				r.Elements[9] = entrypoint.CheckElement{Name: "runner", Detail: "no runner named (BERTH_RUNNER)"}
+				r.Elements[9] = api.CheckElement{Name: "runner", Detail: "no runner named (BERTH_RUNNER)"}
 			}),
 			failed: []string{"runner"},
 		},

@@ -1,4 +1,4 @@
-package cli
+package server
 
 import (
 	"errors"
@@ -82,10 +82,6 @@ type Config struct {
 	// stop (SIGTERM, SIGINT) waits for the requests and sandbox starts in
 	// flight before it exits anyway; default 1m.
 	ShutdownGrace time.Duration
-	// MinTTL is BERTH_TEST_MIN_TTL: a test-only setting that lowers the 5m
-	// minimum lifetime so expiry can be tested in seconds. Never set it in
-	// a deployment.
-	MinTTL time.Duration
 }
 
 // DefaultShutdownGrace is BERTH_SHUTDOWN_GRACE's default. It covers a
@@ -95,8 +91,8 @@ type Config struct {
 // load of other work drained in 2–9 s (README, Stopping and crashes).
 const DefaultShutdownGrace = time.Minute
 
-// settings lists every setting LoadConfig reads, for `berth serve --help`.
-var settingsHelp = `Settings (environment variables, read once at start-up):
+// SettingsHelp lists every setting LoadConfig reads, for `berth serve --help`.
+const SettingsHelp = `Settings (environment variables, read once at start-up):
   BERTH_ADDR                        listen address (default :8080)
   BERTH_DATA_DIR                    data directory (default ~/.local/share/berth)
   BERTH_DATABASE_URL                database: an SQLite file (default: berth.db in the data
@@ -218,7 +214,6 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		UsageRetention: dur("BERTH_USAGE_RETENTION", 90*24*time.Hour),
 		SweepInterval:  dur("BERTH_SWEEP_INTERVAL", 30*time.Second),
 		ShutdownGrace:  dur("BERTH_SHUTDOWN_GRACE", DefaultShutdownGrace),
-		MinTTL:         dur("BERTH_TEST_MIN_TTL", class.MinTTL),
 	}
 	c.ImagePullSecrets = list(getenv("BERTH_SANDBOX_IMAGE_PULL_SECRETS"))
 	switch w := strings.ToLower(get("BERTH_SANDBOX_WARM", "off")); w {
@@ -290,9 +285,6 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	}
 	if c.ShutdownGrace <= 0 {
 		bad("BERTH_SHUTDOWN_GRACE", "must be more than 0 (a second SIGTERM or SIGINT exits at once)")
-	}
-	if c.MinTTL <= 0 {
-		bad("BERTH_TEST_MIN_TTL", "must be more than 0")
 	}
 
 	switch c.Forge {

@@ -1,4 +1,4 @@
-package cli
+package server
 
 import (
 	"context"
@@ -30,7 +30,7 @@ func TestBuildKubernetes(t *testing.T) {
 		return cfg
 	}
 	log := slog.New(slog.NewTextHandler(t.Output(), nil))
-	if _, err := build(t.Context(), load(), log); err == nil || !strings.Contains(err.Error(), "KUBECONFIG") {
+	if _, err := Build(t.Context(), load(), log); err == nil || !strings.Contains(err.Error(), "KUBECONFIG") {
 		t.Fatalf("build with a missing KUBECONFIG = %v, want an error naming it", err)
 	}
 
@@ -54,7 +54,7 @@ func TestBuildKubernetes(t *testing.T) {
 		t.Fatal(err)
 	}
 	env["KUBECONFIG"] = kc
-	a, err := build(ctx, load(), log)
+	a, err := Build(ctx, load(), log)
 	if err != nil {
 		t.Fatalf("build = %v", err)
 	}

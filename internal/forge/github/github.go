@@ -1,4 +1,7 @@
-package forge
+// Package github is the GitHub forge (SPEC S9): it mints installation
+// tokens of the deployment's GitHub App, one repository with contents read
+// and write, for GitHub's hour.
+package github
 
 import (
 	"context"
@@ -12,11 +15,13 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"berth.dev/berth/internal/forge"
+	"berth.dev/berth/internal/forge/rest"
 	"berth.dev/berth/internal/secret"
 )
 
-// GitHubConfig is how the deployment reaches its GitHub App (SPEC S9, S16).
-type GitHubConfig struct {
+// Config is how the deployment reaches its GitHub App (SPEC S9, S16).
+type Config struct {
 	// URL is GitHub's API (BERTH_SANDBOX_GIT_URL): "" for
 	// https://api.github.com, https://HOST/api/v3 for GitHub Enterprise
 	// Server.
@@ -28,15 +33,15 @@ type GitHubConfig struct {
 	Key secret.Secret
 }
 
-// GitHub mints installation tokens of a GitHub App: one repository,
+// Forge mints installation tokens of a GitHub App: one repository,
 // contents read and write and nothing else, for the hour GitHub gives.
 //
 // Repository addresses and clone URLs name GitHub's web host, derived from
 // the API URL: github.com for api.github.com; for any other URL (GitHub
 // Enterprise Server's https://HOST/api/v3, or a stand-in in a test) the
 // URL's own scheme and host[:port], the path dropped.
-type GitHub struct {
-	api   *api
+type Forge struct {
+	api   *rest.Client
 	web   url.URL // scheme://host[:port] of clone URLs
 	appID string
 	key   *rsa.PrivateKey
@@ -50,11 +55,11 @@ const (
 	jwtLifetime = 9 * time.Minute
 )
 
-// NewGitHub returns the GitHub forge of cfg. It refuses a missing App id,
+// New returns the GitHub forge of cfg. It refuses a missing App id,
 // a key that is not an RSA private key in PEM, and a URL that is not
 // http(s)://host[/path]. hc carries the API calls (it is copied: redirects
 // are not followed); now is the clock the App's JWT is dated by.
-func NewGitHub(cfg GitHubConfig, hc *http.Client, now func() time.Time) (*GitHub, error) {
+func New(cfg Config, hc *http.Client, now func() time.Time) (*Forge, error) {
 	if hc == nil || now == nil {
 		return nil, fmt.Errorf("github forge: an HTTP client and a clock are required")
 	}
@@ -66,7 +71,7 @@ func NewGitHub(cfg GitHubConfig, hc *http.Client, now func() time.Time) (*GitHub
 		// jwt's errors name what is wrong, never the key's bytes.
 		return nil, fmt.Errorf("github forge: the App's key is not a PEM-encoded RSA private key (the .pem file GitHub generates): %v", err)
 	}
-	base, err := baseURL(cfg.URL, "https://api.github.com")
+	base, err := rest.BaseURL(cfg.URL, "https://api.github.com")
 	if err != nil {
 		return nil, fmt.Errorf("github forge: %w", err)
 	}
@@ -74,8 +79,8 @@ func NewGitHub(cfg GitHubConfig, hc *http.Client, now func() time.Time) (*GitHub
 	if base.Host == "api.github.com" {
 		web = url.URL{Scheme: "https", Host: "github.com"}
 	}
-	return &GitHub{
-		api: newAPI(base, hc, http.Header{
+	return &Forge{
+		api: rest.New(base, hc, http.Header{
 			"Accept":               {"application/vnd.github+json"},
 			"X-Github-Api-Version": {"2022-11-28"},
 			"User-Agent":           {"berth"},
@@ -88,52 +93,52 @@ func NewGitHub(cfg GitHubConfig, hc *http.Client, now func() time.Time) (*GitHub
 }
 
 // Kind is github.
-func (*GitHub) Kind() string { return "github" }
+func (*Forge) Kind() string { return "github" }
 
 // Host is GitHub's web host: github.com, or the Enterprise Server's (with
 // its port, if the URL has one).
-func (g *GitHub) Host() string { return g.web.Host }
+func (g *Forge) Host() string { return g.web.Host }
 
 // CloneURL is scheme://host/owner/name.git.
-func (g *GitHub) CloneURL(r Repo) string { return g.web.String() + "/" + r.Path + ".git" }
+func (g *Forge) CloneURL(r forge.Repo) string { return g.web.String() + "/" + r.Path + ".git" }
 
 // Token mints an installation token for r: the App's JWT finds the
-// installation that covers r (ErrNotFound when the App is not installed
+// installation that covers r (forge.ErrNotFound when the App is not installed
 // there), which gives a token for r alone with contents:write. It lasts the
 // hour GitHub gives; until cannot lengthen it. ID is "": GitHub revokes a
 // token only when presented with the token itself.
-func (g *GitHub) Token(ctx context.Context, r Repo, _ time.Time) (Token, error) {
+func (g *Forge) Token(ctx context.Context, r forge.Repo, _ time.Time) (forge.Token, error) {
 	t, err := g.token(ctx, r)
 	if err != nil {
-		return Token{}, fmt.Errorf("github token for %s: %w", r, err)
+		return forge.Token{}, fmt.Errorf("github token for %s: %w", r, err)
 	}
 	return t, nil
 }
 
-func (g *GitHub) token(ctx context.Context, r Repo) (Token, error) {
-	path, err := checkRepo(r, g.Host())
-	if err != nil {
-		return Token{}, err
+func (g *Forge) token(ctx context.Context, r forge.Repo) (forge.Token, error) {
+	if err := forge.CheckRemote(r, g.Host()); err != nil {
+		return forge.Token{}, err
 	}
+	path := r.Path
 	owner, name, _ := strings.Cut(path, "/")
 	if strings.Contains(name, "/") {
-		return Token{}, fmt.Errorf("%q: a repository on GitHub is owner/name: %w", path, ErrBadAddress)
+		return forge.Token{}, fmt.Errorf("%q: a repository on GitHub is owner/name: %w", path, forge.ErrBadAddress)
 	}
 	signed, err := g.jwt()
 	if err != nil {
-		return Token{}, err
+		return forge.Token{}, err
 	}
 	auth := http.Header{"Authorization": {"Bearer " + signed}}
 
 	var inst struct {
 		ID int64 `json:"id"`
 	}
-	err = g.api.do(ctx, http.MethodGet, "/repos/"+url.PathEscape(owner)+"/"+url.PathEscape(name)+"/installation", auth, nil, &inst)
+	err = g.api.Do(ctx, http.MethodGet, "/repos/"+url.PathEscape(owner)+"/"+url.PathEscape(name)+"/installation", auth, nil, &inst)
 	if err := g.mapError(err, "the App is not installed on it, or it does not exist"); err != nil {
-		return Token{}, err
+		return forge.Token{}, err
 	}
 	if inst.ID <= 0 {
-		return Token{}, fmt.Errorf("GitHub's answer names no installation")
+		return forge.Token{}, fmt.Errorf("GitHub's answer names no installation")
 	}
 
 	req := struct {
@@ -144,19 +149,19 @@ func (g *GitHub) token(ctx context.Context, r Repo) (Token, error) {
 		Token     string    `json:"token"`
 		ExpiresAt time.Time `json:"expires_at"`
 	}
-	err = g.api.do(ctx, http.MethodPost, "/app/installations/"+strconv.FormatInt(inst.ID, 10)+"/access_tokens", auth, req, &tok)
+	err = g.api.Do(ctx, http.MethodPost, "/app/installations/"+strconv.FormatInt(inst.ID, 10)+"/access_tokens", auth, req, &tok)
 	if err := g.mapError(err, "the App's installation is gone"); err != nil {
-		return Token{}, err
+		return forge.Token{}, err
 	}
 	if tok.Token == "" || tok.ExpiresAt.IsZero() {
-		return Token{}, fmt.Errorf("GitHub's answer has no token or no expiry")
+		return forge.Token{}, fmt.Errorf("GitHub's answer has no token or no expiry")
 	}
-	return Token{Username: "x-access-token", Secret: secret.New(tok.Token), ExpiresAt: tok.ExpiresAt}, nil
+	return forge.Token{Username: "x-access-token", Secret: secret.New(tok.Token), ExpiresAt: tok.ExpiresAt}, nil
 }
 
 // jwt is the App's proof of identity for the next ten minutes (RS256,
 // issuer the App id).
-func (g *GitHub) jwt() (string, error) {
+func (g *Forge) jwt() (string, error) {
 	now := g.now()
 	signed, err := jwt.NewWithClaims(jwt.SigningMethodRS256, jwt.RegisteredClaims{
 		Issuer:    g.appID,
@@ -171,16 +176,16 @@ func (g *GitHub) jwt() (string, error) {
 
 // mapError says what a GitHub API error means for berth; notFound is what
 // a 404 means for the call.
-func (g *GitHub) mapError(err error, notFound string) error {
-	switch status(err) {
+func (g *Forge) mapError(err error, notFound string) error {
+	switch rest.Status(err) {
 	case 0:
 		return err
 	case http.StatusNotFound:
-		return fmt.Errorf("%s (%w): %w", notFound, err, ErrNotFound)
+		return fmt.Errorf("%s (%w): %w", notFound, err, forge.ErrNotFound)
 	case http.StatusUnauthorized:
 		return fmt.Errorf("GitHub refused the App's JWT (check the App id and its key): %w", err)
 	case http.StatusForbidden, http.StatusUnprocessableEntity:
-		return fmt.Errorf("GitHub gives the App no contents:write token for it (does the App have Contents: Read and write, and does its installation include the repository?) (%w): %w", err, ErrNoCredential)
+		return fmt.Errorf("GitHub gives the App no contents:write token for it (does the App have Contents: Read and write, and does its installation include the repository?) (%w): %w", err, forge.ErrNoCredential)
 	default:
 		return err
 	}
@@ -188,4 +193,4 @@ func (g *GitHub) mapError(err error, notFound string) error {
 
 // Revoke returns nil: berth keeps no GitHub token, and GitHub revokes one
 // only when presented with it (SPEC S9: it lasts its hour).
-func (*GitHub) Revoke(context.Context, Token) error { return nil }
+func (*Forge) Revoke(context.Context, forge.Token) error { return nil }

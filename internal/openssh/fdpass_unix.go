@@ -1,6 +1,6 @@
 //go:build unix
 
-package cli
+package openssh
 
 import (
 	"errors"
@@ -9,13 +9,13 @@ import (
 	"syscall"
 )
 
-// passConn hands the tunnel's connection to ssh when ssh asked for it
+// PassConn hands the tunnel's connection to ssh when ssh asked for it
 // (ProxyUseFdpass: ssh makes the proxy's standard input and output one
 // end of a Unix socket pair and waits for a file descriptor on it), so
 // ssh talks to the gateway itself and no process copies the bytes in
 // between. It reports false, having done nothing, when ssh did not ask
 // or the connection cannot be handed on (TLS lives in this process).
-func passConn(conn net.Conn, stdin, stdout any) (bool, error) {
+func PassConn(conn net.Conn, stdin, stdout any) (bool, error) {
 	in, ok1 := stdin.(*os.File)
 	out, ok2 := stdout.(*os.File)
 	sc, ok3 := conn.(syscall.Conn)

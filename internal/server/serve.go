@@ -1,4 +1,9 @@
-package cli
+// Package server is berth's composition root: LoadConfig reads the
+// gateway's settings (BERTH_*), Build wires the store, the driver, the
+// services and the gateway together, and Serve runs them until told to
+// stop. It is the one package that knows every adapter; the cobra commands
+// that call it are in cli.
+package server
 
 import (
 	"context"
@@ -16,7 +21,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/spf13/cobra"
 
 	"berth.dev/berth/internal/account"
 	"k8s.io/client-go/dynamic"
@@ -28,10 +32,14 @@ import (
 	"berth.dev/berth/internal/driver/kubernetes"
 	"berth.dev/berth/internal/driver/podman"
 	"berth.dev/berth/internal/forge"
+	"berth.dev/berth/internal/forge/github"
+	"berth.dev/berth/internal/forge/gitlab"
+	"berth.dev/berth/internal/forge/local"
 	"berth.dev/berth/internal/gateway"
 	"berth.dev/berth/internal/githttp"
 	"berth.dev/berth/internal/inference"
 	"berth.dev/berth/internal/metrics"
+	"berth.dev/berth/internal/repository"
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/secret"
@@ -40,17 +48,21 @@ import (
 	"berth.dev/berth/internal/workspace"
 )
 
-// app is the gateway wired together: the composition root's product,
+// Version is berth's version, reported by `berth version` and /healthz.
+const Version = "0.1.0-dev"
+
+// App is the gateway wired together: the composition root's product,
 // shared by `berth serve` and the admin commands that work on the database
 // directly.
-type app struct {
+type App struct {
 	store     *store.Store
 	replica   *store.Replica // nil on SQLite
 	accounts  *account.Service
 	sandboxes *sandbox.Service
 	classes   *class.Service
-	forge     forge.Forge      // nil without one
-	mirrors   *githttp.Mirrors // of a remote forge; nil for the local one
+	forge     forge.Forge         // nil without one
+	repos     *repository.Service // how sandboxes reach their repositories
+	mirrors   *githttp.Mirrors    // of a remote forge; nil for the local one
 	usage     *usage.Service
 	metrics   *metrics.Metrics
 	registry  *prometheus.Registry
@@ -59,44 +71,94 @@ type app struct {
 	scripted  http.Handler       // the scripted provider's server; nil without one
 }
 
-// build opens the store, picks the driver and makes the services, in that
-// order. It is the one place that knows every adapter.
-func build(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
+// Base is Build's first phase: the store and the account service. It
+// makes no driver, forge or model service, so what needs the accounts
+// alone (berth admin bootstrap) touches nothing else: no podman file is
+// written, no cluster reached.
+type Base struct {
+	store    *store.Store
+	accounts *account.Service
+}
+
+// Open is Build's first phase: it opens the store and makes the account
+// service. Each new organisation gets its copies of the template classes
+// (BERTH_SANDBOXES_FILE) through the store, by a hook that needs no
+// sandbox service.
+func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Base, error) {
 	st, err := store.Open(ctx, cfg.DatabaseURL, store.WithWriteWait(cfg.WriteWait))
 	if err != nil {
 		return nil, fmt.Errorf("BERTH_DATABASE_URL: %w", err)
 	}
-	var drv sandbox.Driver
+	seed := class.Seeder(st, cfg.Classes)
+	return &Base{store: st, accounts: account.NewService(st, st, time.Now, seed, st, log)}, nil
+}
+
+// Close closes the store.
+func (b *Base) Close() error { return b.store.Close() }
+
+// Option changes what Build makes, for tests; no setting reaches one.
+type Option func(*options)
+
+type options struct {
+	minTTL time.Duration // 0: class.MinTTL
+}
+
+// WithMinTTL lowers the shortest lifetime a sandbox may ask for (5m), so
+// a test can watch sandboxes expire in seconds.
+func WithMinTTL(d time.Duration) Option { return func(o *options) { o.minTTL = d } }
+
+// Build opens the store and makes the account service (Open), then picks
+// the driver and makes the other services, in that order. It is the one
+// place that knows every adapter.
+func Build(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (*App, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	b, err := Open(ctx, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	a, err := b.build(ctx, cfg, log, o)
+	if err != nil {
+		b.Close()
+		return nil, err
+	}
+	return a, nil
+}
+
+// build is Build's second phase, on the store and accounts of the first.
+func (b *Base) build(ctx context.Context, cfg Config, log *slog.Logger, o options) (*App, error) {
+	st, accounts := b.store, b.accounts
+	var (
+		drv sandbox.Driver
+		err error
+	)
 	switch cfg.Driver {
 	case "fake":
 		drv = fake.New()
 	case "podman":
-		pc := podmanConfig(cfg)
+		pc := PodmanConfig(cfg)
 		if pc.Deployment, err = st.DeploymentID(ctx); err != nil {
-			st.Close()
 			return nil, err
 		}
 		pd, err := podman.New(pc, log)
 		if err != nil {
-			st.Close()
 			return nil, fmt.Errorf("BERTH_SANDBOX_DRIVER=podman: %w", err)
 		}
 		drv = pd
 	case "kubernetes":
 		kd, err := kubernetesDriver(ctx, cfg, st, log)
 		if err != nil {
-			st.Close()
 			return nil, err
 		}
 		drv = kd
 	case "":
 	default:
-		st.Close()
 		return nil, fmt.Errorf("BERTH_SANDBOX_DRIVER: %s is not built into this version", cfg.Driver)
 	}
 	fg, err := buildForge(cfg, st)
 	if err != nil {
-		st.Close()
 		return nil, err
 	}
 	// The registry is this gateway's own, never Prometheus's global one.
@@ -104,7 +166,6 @@ func build(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m, err := metrics.New(reg, st)
 	if err != nil {
-		st.Close()
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
 	mirrors := mirrorsFor(cfg, fg)
@@ -112,36 +173,36 @@ func build(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 	if fg != nil && cfg.Driver != "" {
 		work = workspacesFor(cfg, fg, mirrors)
 	}
-	var classes *class.Service
-	seed := func(ctx context.Context, org string) error { return classes.Seed(ctx, org) }
-	accounts := account.NewService(st, st, time.Now, seed, st, log)
 	models, scripted, sbOpts, err := buildInference(cfg, st, accounts, log)
 	if err != nil {
-		st.Close()
 		return nil, err
 	}
 	// Replicas on one PostgreSQL database elect the sweep's leader and
 	// hold what each serves; SQLite has one gateway, which always sweeps.
 	replica, err := st.Replica(ctx, log)
 	if err != nil {
-		st.Close()
 		return nil, fmt.Errorf("BERTH_DATABASE_URL: %w", err)
 	}
 	if replica != nil {
 		sbOpts = append(sbOpts, sandbox.WithReplicas(replica))
 	}
+	repos := repository.New(st, accounts, repository.Config{Forge: fg, PublicURL: cfg.SandboxPublicURL, Audit: st}, log, time.Now)
+	var reach sandbox.Repositories // nil: sandboxes cannot have a repository
+	if fg != nil {
+		reach = repos
+	}
 	sandboxes := sandbox.NewService(st, drv, accounts, sandbox.Config{
-		Driver:      cfg.Driver,
-		Runtimes:    cfg.Runtimes,
-		Forge:       fg,
-		PublicURL:   cfg.SandboxPublicURL,
-		MinTTL:      cfg.MinTTL,
-		IdleSuspend: cfg.IdleSuspend,
-		Audit:       st,
-		Retention:   cfg.UsageRetention,
-		Metrics:     m,
-		Workspaces:  work,
-		Warm:        cfg.Warm,
+		Driver:       cfg.Driver,
+		Runtimes:     cfg.Runtimes,
+		Repositories: reach,
+		PublicURL:    cfg.SandboxPublicURL,
+		MinTTL:       o.minTTL,
+		IdleSuspend:  cfg.IdleSuspend,
+		Audit:        st,
+		Retention:    cfg.UsageRetention,
+		Metrics:      m,
+		Workspaces:   work,
+		Warm:         cfg.Warm,
 		Agents: sandbox.AgentConfig{
 			Images:  cfg.RunnerImages,
 			Runner:  cfg.AgentRunner,
@@ -152,10 +213,10 @@ func build(ctx context.Context, cfg Config, log *slog.Logger) (*app, error) {
 			Prices:  agentPrices(cfg),
 		},
 	}, log, time.Now, sbOpts...)
-	classes = class.NewService(st, accounts, sandboxes, class.Config{Template: cfg.Classes, AllowedImages: cfg.Images,
+	classes := class.NewService(st, accounts, sandboxes, class.Config{Template: cfg.Classes, AllowedImages: cfg.Images,
 		Runtimes: cfg.Runtimes, NoSandboxes: drv == nil}, log, time.Now)
 	reports := usage.NewService(st, accounts, sandboxes, cfg.UsageRetention, time.Now)
-	return &app{store: st, replica: replica, accounts: accounts, sandboxes: sandboxes, classes: classes, usage: reports, metrics: m, registry: reg, forge: fg, mirrors: mirrors, log: log,
+	return &App{store: st, replica: replica, accounts: accounts, sandboxes: sandboxes, classes: classes, usage: reports, metrics: m, registry: reg, forge: fg, repos: repos, mirrors: mirrors, log: log,
 		inference: models, scripted: scripted}, nil
 }
 
@@ -176,13 +237,13 @@ func buildForge(cfg Config, st *store.Store) (forge.Forge, error) {
 	case "":
 		return nil, nil
 	case "local":
-		return forge.NewLocal(cfg.LocalRepos, cfg.SandboxPublicURL, st, time.Now), nil
+		return local.New(cfg.LocalRepos, cfg.SandboxPublicURL, st, time.Now), nil
 	case "github":
 		key, err := os.ReadFile(cfg.GitAppKey)
 		if err != nil {
 			return nil, fmt.Errorf("BERTH_SANDBOX_GIT_APP_KEY_FILE: %w", err)
 		}
-		gh, err := forge.NewGitHub(forge.GitHubConfig{URL: cfg.GitURL, AppID: cfg.GitAppID, Key: secret.New(string(key))}, &http.Client{Timeout: 30 * time.Second}, time.Now)
+		gh, err := github.New(github.Config{URL: cfg.GitURL, AppID: cfg.GitAppID, Key: secret.New(string(key))}, &http.Client{Timeout: 30 * time.Second}, time.Now)
 		if err != nil {
 			return nil, fmt.Errorf("BERTH_SANDBOX_GIT_FORGE=github: %w", err)
 		}
@@ -192,7 +253,7 @@ func buildForge(cfg Config, st *store.Store) (forge.Forge, error) {
 		if err != nil {
 			return nil, fmt.Errorf("BERTH_SANDBOX_GIT_TOKEN_FILE: %w", err)
 		}
-		gl, err := forge.NewGitLab(forge.GitLabConfig{URL: cfg.GitURL, Token: secret.New(string(token))}, &http.Client{Timeout: 30 * time.Second}, time.Now)
+		gl, err := gitlab.New(gitlab.Config{URL: cfg.GitURL, Token: secret.New(string(token))}, &http.Client{Timeout: 30 * time.Second}, time.Now)
 		if err != nil {
 			return nil, fmt.Errorf("BERTH_SANDBOX_GIT_FORGE=gitlab: %w", err)
 		}
@@ -218,40 +279,19 @@ func workspacesFor(cfg Config, fg forge.Forge, mirrors *githttp.Mirrors) *worksp
 		uid = podman.SandboxUID
 	}
 	var src workspace.Source
-	if local, ok := fg.(*forge.Local); ok {
-		src = workspace.Local{Forge: local}
+	if lf, ok := fg.(*local.Forge); ok {
+		src = workspace.Local{Forge: lf}
 	} else {
 		src = workspace.Mirrored{Mirrors: mirrors}
 	}
 	return workspace.New(filepath.Join(cfg.DataDir, "work"), uid, fg, src)
 }
 
-func newServeCmd(env Env) *cobra.Command {
-	return &cobra.Command{
-		Use:   "serve",
-		Short: "Run the gateway",
-		Long: `Run the gateway: the API, the sandbox driver and the sweep.
-
-It reads its settings from BERTH_* environment variables once, and refuses
-to start, naming the setting, when one is wrong.
-
-` + settingsHelp,
-		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := LoadConfig(env.Getenv)
-			if err != nil {
-				return fmt.Errorf("refusing to start:\n%w", err)
-			}
-			return serve(cmd.Context(), cfg, env)
-		},
-	}
-}
-
-// serve runs the HTTP server and the sandbox service's background work
-// until ctx is done, then shuts both down and returns.
-func serve(ctx context.Context, cfg Config, env Env) error {
-	log := newLogger(env.Stderr, cfg.LogLevel)
-	a, err := build(ctx, cfg, log)
+// Serve builds the gateway (Build, with opts) and runs the HTTP server and
+// the sandbox service's background work until ctx is done, then shuts both
+// down and returns. It logs to log.
+func Serve(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) error {
+	a, err := Build(ctx, cfg, log, opts...)
 	if err != nil {
 		return err
 	}
@@ -275,7 +315,7 @@ func serve(ctx context.Context, cfg Config, env Env) error {
 		return fmt.Errorf("BERTH_ADDR: %w", err)
 	}
 	gw := gateway.New(gateway.Options{Accounts: a.accounts, Sandboxes: a.sandboxes, Classes: a.classes, Usage: a.usage, Log: log, Version: Version, Driver: cfg.Driver,
-		Forge: a.forge, Mirrors: gatewayMirrors(a.mirrors), Meter: a.metrics, Inference: a.inference, Scripted: a.scripted,
+		Forge: a.forge, Repositories: a.repos, Mirrors: gatewayMirrors(a.mirrors), Meter: a.metrics, Inference: a.inference, Scripted: a.scripted,
 		Metrics: promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{
 			ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 			ErrorHandling: promhttp.ContinueOnError, // a failed count still serves the rest
@@ -393,8 +433,8 @@ func gatewayMirrors(m *githttp.Mirrors) gateway.Mirrors {
 	return m
 }
 
-// newLogger logs JSON, or text when w is a terminal.
-func newLogger(w io.Writer, level string) *slog.Logger {
+// NewLogger is the gateway's log: JSON, or text when w is a terminal.
+func NewLogger(w io.Writer, level string) *slog.Logger {
 	var lv slog.Level
 	_ = lv.UnmarshalText([]byte(level))
 	opts := &slog.HandlerOptions{Level: lv}
@@ -406,10 +446,10 @@ func newLogger(w io.Writer, level string) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, opts))
 }
 
-// podmanConfig is the podman driver's share of the settings. Its state
+// PodmanConfig is the podman driver's share of the settings. Its state
 // (containers.conf, storage.conf and podman's store, where the sandbox
 // images are built) lives in the data directory.
-func podmanConfig(cfg Config) podman.Config {
+func PodmanConfig(cfg Config) podman.Config {
 	rts := map[string]string{}
 	for _, rt := range cfg.Runtimes {
 		if strings.Contains(rt, "/") {

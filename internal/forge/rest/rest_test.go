@@ -1,4 +1,4 @@
-package forge_test
+package rest_test
 
 import (
 	"encoding/json"
@@ -10,7 +10,15 @@ import (
 
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/forge/forgetest"
+	"berth.dev/berth/internal/forge/github"
+	"berth.dev/berth/internal/forge/gitlab"
 	"berth.dev/berth/internal/secret"
+)
+
+// The forge's credentials: the GitLab deployment token and the GitHub App.
+const (
+	adminToken = "glpat-deployment-admin-0123456789"
+	appID      = "424242"
 )
 
 // A forge that answers oddly still never gets a credential sent elsewhere
@@ -50,9 +58,9 @@ func TestForgeAPIKeepsCredentials(t *testing.T) {
 			var f forge.Forge
 			var err error
 			if tt.kind == "gitlab" {
-				f, err = forge.NewGitLab(forge.GitLabConfig{URL: srv.URL, Token: secret.New(adminToken)}, srv.Client(), time.Now)
+				f, err = gitlab.New(gitlab.Config{URL: srv.URL, Token: secret.New(adminToken)}, srv.Client(), time.Now)
 			} else {
-				f, err = forge.NewGitHub(forge.GitHubConfig{URL: srv.URL, AppID: appID, Key: secret.New(string(pemKey))}, srv.Client(), time.Now)
+				f, err = github.New(github.Config{URL: srv.URL, AppID: appID, Key: secret.New(string(pemKey))}, srv.Client(), time.Now)
 			}
 			if err != nil {
 				t.Fatal(err)

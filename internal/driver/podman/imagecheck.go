@@ -1,4 +1,4 @@
-package cli
+package podman
 
 import (
 	"bytes"
@@ -15,13 +15,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
-	"github.com/spf13/cobra"
-
-	"berth.dev/berth/internal/driver/podman"
-	"berth.dev/berth/internal/entrypoint"
+	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/runner"
 )
 
@@ -44,95 +40,16 @@ const (
 // careless entrypoint would split, expand or drop.
 var checkProbeArgs = []string{"two words", "", "$HOME", "*"}
 
-func newImageCmd(env Env) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "image",
-		Short: "Agent images (on the gateway's host)",
-	}
-	cmd.AddCommand(newImageCheckCmd(env))
-	return cmd
+// ImageCheck is the result of berth image check: each element of the
+// agent-run contract and whether the image keeps it.
+type ImageCheck struct {
+	Image    string             `json:"image"`
+	Runner   string             `json:"runner"`
+	Elements []api.CheckElement `json:"elements"`
 }
 
-func newImageCheckCmd(env Env) *cobra.Command {
-	var (
-		runnerName string
-		timeout    time.Duration
-		output     string
-	)
-	cmd := &cobra.Command{
-		Use:   "check IMAGE",
-		Short: "Check that an agent image keeps the agent-run contract, without starting its agent",
-		Long: `Check that IMAGE, in the podman driver's store, keeps the agent-run contract
-(SPEC S13) without starting its agent: the smoke test of an agent image.
-
-It runs the image twice under the hardening of an agent run (read-only root,
-/tmp and HOME on tmpfs, no capabilities, no-new-privileges, a pids limit, as
-uid 1001, no network at all) with a temporary checkout at /work:
-  1. with a prompt file and BERTH_IMAGE_CHECK=1, which asks berth-init to
-     do everything an agent run does except the exec, and report instead:
-     non-root, capabilities, the working directory and its permissions, the
-     prompt handed over as stdin (compared with what was written), the "$@"
-     slot forwarded unmodified, HOME, the runner's config files, git's
-     identity and safe.directory, and the runner's binary on PATH;
-  2. without the prompt file, which must end with exit 64.
-It prints a table of the elements and fails if any does not hold.
-
-The runner is --runner, else the image's berth.runner label (images/build
-sets it). podman runs with the podman driver's environment, as for
-"berth admin podman-env".`,
-		Args: exactArgs(1, "an image"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if runnerName != "" {
-				if _, err := runner.Get(runnerName); err != nil {
-					return usageError{fmt.Errorf("--runner: %w", err)}
-				}
-			}
-			cfg, err := LoadConfig(env.Getenv)
-			if err != nil {
-				return fmt.Errorf("image check: the gateway's settings are wrong:\n%w", err)
-			}
-			pc := podmanConfig(cfg)
-			if err := pc.WriteConfig(); err != nil {
-				return err
-			}
-			p := podmanCmd{binary: cfg.PodmanBinary, env: pc.Env()}
-			res, err := checkImage(cmd.Context(), p, args[0], runnerName, timeout)
-			if err != nil {
-				return err
-			}
-			if err := render(env.Stdout, output, res, func(tw *tabwriter.Writer) {
-				fmt.Fprintf(tw, "image %s, runner %s\n", res.Image, orDash(res.Runner))
-				fmt.Fprintln(tw, "ELEMENT\tOK\tDETAIL")
-				for _, e := range res.Elements {
-					mark := "✓"
-					if !e.OK {
-						mark = "✗"
-					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\n", e.Name, mark, e.Detail)
-				}
-			}); err != nil {
-				return err
-			}
-			if n := res.failed(); n > 0 {
-				return fmt.Errorf("image check: %d of %d elements do not hold", n, len(res.Elements))
-			}
-			return nil
-		},
-	}
-	cmd.Flags().StringVar(&runnerName, "runner", "", "the image's runner (default: its berth.runner label)")
-	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "how long each run of the image may take")
-	outputFlag(cmd, &output)
-	return cmd
-}
-
-// imageCheck is the result of berth image check.
-type imageCheck struct {
-	Image    string                    `json:"image"`
-	Runner   string                    `json:"runner"`
-	Elements []entrypoint.CheckElement `json:"elements"`
-}
-
-func (c imageCheck) failed() int {
+// Failed counts the elements that do not hold.
+func (c ImageCheck) Failed() int {
 	n := 0
 	for _, e := range c.Elements {
 		if !e.OK {
@@ -212,7 +129,7 @@ type checkRun struct {
 // image that ignores BERTH_IMAGE_CHECK must not reach anything.
 func checkRunArgs(r checkRun) []string {
 	args := []string{"run", "--rm", "--name", r.name}
-	args = append(args, podman.AgentHardening(r.uid, checkHome, 256)...)
+	args = append(args, AgentHardening(r.uid, checkHome, 256)...)
 	args = append(args, "--memory", "1g", "--cpus", "1",
 		"--network", "none",
 		"-v", r.work+":"+checkWorkDir, "-w", checkWorkDir)
@@ -222,19 +139,32 @@ func checkRunArgs(r checkRun) []string {
 	return append(append(args, r.image), r.args...)
 }
 
+// CheckImage checks that image, in the driver's store, keeps the agent-run
+// contract (SPEC S13) without starting its agent (berth image check): it
+// runs the image twice under an agent run's hardening with no network,
+// with a prompt file and BERTH_IMAGE_CHECK=1 (berth-init reports instead of
+// starting the agent), then without the prompt file (exit 64), each run
+// for at most timeout. The runner is runnerName, else the image's
+// berth.runner label. podman runs with the driver's own configuration,
+// which WriteConfig writes.
+func (c Config) CheckImage(ctx context.Context, image, runnerName string, timeout time.Duration) (ImageCheck, error) {
+	c = c.withDefaults()
+	return checkImage(ctx, podmanCmd{binary: c.Binary, env: c.Env()}, image, runnerName, timeout)
+}
+
 // checkImage runs the check of image and judges what it saw.
-func checkImage(ctx context.Context, p podmanCmd, image, runnerName string, timeout time.Duration) (imageCheck, error) {
+func checkImage(ctx context.Context, p podmanCmd, image, runnerName string, timeout time.Duration) (ImageCheck, error) {
 	facts, err := inspectImage(ctx, p, image)
 	if err != nil {
-		return imageCheck{}, err
+		return ImageCheck{}, err
 	}
 	if runnerName == "" {
 		runnerName = facts.runner
 	}
-	res := imageCheck{Image: image, Runner: runnerName}
+	res := ImageCheck{Image: image, Runner: runnerName}
 	setup, err := newCheckSetup(runnerName, facts.uid)
 	if err != nil {
-		return imageCheck{}, err
+		return ImageCheck{}, err
 	}
 	defer os.RemoveAll(setup.dir)
 
@@ -242,15 +172,15 @@ func checkImage(ctx context.Context, p podmanCmd, image, runnerName string, time
 	run.name = "berth-image-check-" + strings.ToLower(rand.Text()[:10])
 	first, err := runOnce(ctx, p, run, timeout)
 	if err != nil {
-		return imageCheck{}, err
+		return ImageCheck{}, err
 	}
 	if err := os.Remove(setup.prompt); err != nil {
-		return imageCheck{}, err
+		return ImageCheck{}, err
 	}
 	run.name = "berth-image-check-" + strings.ToLower(rand.Text()[:10])
 	second, err := runOnce(ctx, p, run, timeout)
 	if err != nil {
-		return imageCheck{}, err
+		return ImageCheck{}, err
 	}
 	res.Elements = judgeCheck(setup, first, second)
 	return res, nil
@@ -292,7 +222,7 @@ func newCheckSetup(runnerName string, uid int) (checkSetup, error) {
 		if err != nil {
 			return s, err
 		}
-		filesJSON, err := entrypoint.RunnerFilesJSON(files)
+		filesJSON, err := runner.FilesJSON(files)
 		if err != nil {
 			return s, err
 		}
@@ -348,12 +278,12 @@ func runOnce(ctx context.Context, p podmanCmd, r checkRun, timeout time.Duration
 // judgeCheck turns the two runs into the table's elements: launch first,
 // then what berth-init reported (with the prompt and the "$@" slot checked
 // against what the host gave), then the run without a prompt.
-func judgeCheck(s checkSetup, first, second podmanResult) []entrypoint.CheckElement {
-	var els []entrypoint.CheckElement
+func judgeCheck(s checkSetup, first, second podmanResult) []api.CheckElement {
+	var els []api.CheckElement
 	add := func(name string, ok bool, format string, a ...any) {
-		els = append(els, entrypoint.CheckElement{Name: name, OK: ok, Detail: fmt.Sprintf(format, a...)})
+		els = append(els, api.CheckElement{Name: name, OK: ok, Detail: fmt.Sprintf(format, a...)})
 	}
-	var rep entrypoint.CheckReport
+	var rep api.CheckReport
 	decodeErr := json.Unmarshal(bytes.TrimSpace(first.stdout), &rep)
 	switch {
 	case first.code != 0:

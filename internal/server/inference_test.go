@@ -1,15 +1,15 @@
-package cli_test
+package server_test
 
 import (
 	"testing"
 
-	"berth.dev/berth/internal/cli"
+	"berth.dev/berth/internal/server"
 )
 
 // TestExampleInferenceFile: the example the README points at loads.
 func TestExampleInferenceFile(t *testing.T) {
 	env := map[string]string{"BERTH_INFERENCE_FILE": "../../examples/inference.yaml", "HOME": t.TempDir()}
-	cfg, err := cli.LoadConfig(func(k string) string { return env[k] })
+	cfg, err := server.LoadConfig(func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package forge_test
+package gitlab_test
 
 import (
 	"crypto/rand"
@@ -13,11 +13,12 @@ import (
 
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/forge/forgetest"
+	"berth.dev/berth/internal/forge/gitlab"
 	"berth.dev/berth/internal/secret"
 	"github.com/google/go-cmp/cmp"
 )
 
-var _ forge.Forge = (*forge.GitLab)(nil)
+var _ forge.Forge = (*gitlab.Forge)(nil)
 
 const adminToken = "glpat-deployment-admin-0123456789"
 
@@ -33,7 +34,7 @@ func TestGitLabHostAndCloneURL(t *testing.T) {
 		{"http://127.0.0.1:8080", "127.0.0.1:8080", "http://127.0.0.1:8080/group/sub/app.git"},
 	}
 	for _, tt := range tests {
-		g, err := forge.NewGitLab(forge.GitLabConfig{URL: tt.url, Token: secret.New(adminToken)}, http.DefaultClient, time.Now)
+		g, err := gitlab.New(gitlab.Config{URL: tt.url, Token: secret.New(adminToken)}, http.DefaultClient, time.Now)
 		if err != nil {
 			t.Fatalf("NewGitLab(URL %q): %v", tt.url, err)
 		}
@@ -49,18 +50,18 @@ func TestGitLabHostAndCloneURL(t *testing.T) {
 func TestNewGitLabRefuses(t *testing.T) {
 	tests := []struct {
 		name string
-		cfg  forge.GitLabConfig
+		cfg  gitlab.Config
 		want string // in the error
 	}{
-		{"no token", forge.GitLabConfig{}, "token"},
-		{"blank token file", forge.GitLabConfig{Token: secret.New(" \n")}, "token"},
-		{"two lines", forge.GitLabConfig{Token: secret.New("glpat-one\nglpat-two\n")}, "token"},
-		{"ftp URL", forge.GitLabConfig{URL: "ftp://gitlab.example.com", Token: secret.New(adminToken)}, "URL"},
-		{"URL with a password", forge.GitLabConfig{URL: "https://root:hunter2@gitlab.example.com", Token: secret.New(adminToken)}, "URL"},
+		{"no token", gitlab.Config{}, "token"},
+		{"blank token file", gitlab.Config{Token: secret.New(" \n")}, "token"},
+		{"two lines", gitlab.Config{Token: secret.New("glpat-one\nglpat-two\n")}, "token"},
+		{"ftp URL", gitlab.Config{URL: "ftp://gitlab.example.com", Token: secret.New(adminToken)}, "URL"},
+		{"URL with a password", gitlab.Config{URL: "https://root:hunter2@gitlab.example.com", Token: secret.New(adminToken)}, "URL"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := forge.NewGitLab(tt.cfg, http.DefaultClient, time.Now)
+			_, err := gitlab.New(tt.cfg, http.DefaultClient, time.Now)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("NewGitLab = %v, want an error naming %q", err, tt.want)
 			}
@@ -73,7 +74,7 @@ func TestNewGitLabRefuses(t *testing.T) {
 
 func TestGitLabTrimsToken(t *testing.T) {
 	stand := forgetest.NewGitLab(t, adminToken, "group/app")
-	g, err := forge.NewGitLab(forge.GitLabConfig{URL: stand.URL(), Token: secret.New("  " + adminToken + "\n")}, stand.Client(), time.Now)
+	g, err := gitlab.New(gitlab.Config{URL: stand.URL(), Token: secret.New("  " + adminToken + "\n")}, stand.Client(), time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,11 +112,11 @@ func TestGitLabToken(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := forge.GitLabConfig{URL: stand.URL(), Token: secret.New(adminToken)}
+			cfg := gitlab.Config{URL: stand.URL(), Token: secret.New(adminToken)}
 			if tt.admin != "" {
 				cfg.Token = secret.New(tt.admin)
 			}
-			g, err := forge.NewGitLab(cfg, stand.Client(), func() time.Time { return now })
+			g, err := gitlab.New(cfg, stand.Client(), func() time.Time { return now })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -187,7 +188,7 @@ func midnightAfter(t time.Time) time.Time {
 }
 
 func TestGitLabTokenOtherHost(t *testing.T) {
-	g, err := forge.NewGitLab(forge.GitLabConfig{Token: secret.New(adminToken)}, http.DefaultClient, time.Now)
+	g, err := gitlab.New(gitlab.Config{Token: secret.New(adminToken)}, http.DefaultClient, time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,13 +200,13 @@ func TestGitLabTokenOtherHost(t *testing.T) {
 
 func TestGitLabRevoke(t *testing.T) {
 	stand := forgetest.NewGitLab(t, adminToken, "group/sub/app")
-	g, err := forge.NewGitLab(forge.GitLabConfig{URL: stand.URL(), Token: secret.New(adminToken)}, stand.Client(), time.Now)
+	g, err := gitlab.New(gitlab.Config{URL: stand.URL(), Token: secret.New(adminToken)}, stand.Client(), time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	repo := forge.Repo{Host: g.Host(), Path: "group/sub/app"}
-	tok := mint(t, g, repo.Path)
-	if _, err := forgetest.Git(t, "", "ls-remote", withAuth(t, g.CloneURL(repo), tok.Username, tok.Secret.Reveal())); err != nil {
+	tok := forgetest.Mint(t, g, repo.Path)
+	if _, err := forgetest.Git(t, "", "ls-remote", forgetest.WithAuth(t, g.CloneURL(repo), tok.Username, tok.Secret.Reveal())); err != nil {
 		t.Fatalf("before Revoke: %v", err)
 	}
 
@@ -216,7 +217,7 @@ func TestGitLabRevoke(t *testing.T) {
 	if len(revoked) != 1 || revoked[0].Token != tok.Secret.Reveal() {
 		t.Fatalf("the stand-in revoked %d tokens, want the one minted", len(revoked))
 	}
-	checkRefused(t, g.CloneURL(repo), tok.Username, tok.Secret.Reveal())
+	forgetest.CheckRefused(t, g.CloneURL(repo), tok.Username, tok.Secret.Reveal())
 	if err := g.Revoke(t.Context(), tok); err != nil {
 		t.Errorf("Revoke(%s) again = %v, want nil: a token gone is revoked", tok.ID, err)
 	}
@@ -230,11 +231,11 @@ func TestGitLabRevoke(t *testing.T) {
 		}
 	}
 
-	bad, err := forge.NewGitLab(forge.GitLabConfig{URL: stand.URL(), Token: secret.New("glpat-not-the-admin")}, stand.Client(), time.Now)
+	bad, err := gitlab.New(gitlab.Config{URL: stand.URL(), Token: secret.New("glpat-not-the-admin")}, stand.Client(), time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = bad.Revoke(t.Context(), mint(t, g, repo.Path))
+	err = bad.Revoke(t.Context(), forgetest.Mint(t, g, repo.Path))
 	if err == nil || !strings.Contains(err.Error(), "401") || strings.Contains(err.Error(), "glpat-") {
 		t.Errorf("Revoke with a wrong deployment token = %v, want a 401 that shows no token", err)
 	}
@@ -242,18 +243,18 @@ func TestGitLabRevoke(t *testing.T) {
 
 func TestGitLabGit(t *testing.T) {
 	stand := forgetest.NewGitLab(t, adminToken, "group/sub/app", "group/other")
-	g, err := forge.NewGitLab(forge.GitLabConfig{URL: stand.URL(), Token: secret.New(adminToken)}, stand.Client(), time.Now)
+	g, err := gitlab.New(gitlab.Config{URL: stand.URL(), Token: secret.New(adminToken)}, stand.Client(), time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, other, expired := mint(t, g, "group/sub/app"), mint(t, g, "group/other"), mint(t, g, "group/sub/app")
+	tok, other, expired := forgetest.Mint(t, g, "group/sub/app"), forgetest.Mint(t, g, "group/other"), forgetest.Mint(t, g, "group/sub/app")
 	stand.Expire(expired.Secret.Reveal())
-	checkGit(t, g, "group/sub/app", stand.CloneURL("group/sub/app"), stand.BarePath("group/sub/app"), tok, []refusal{
-		{"a wrong token", "oauth2", "glpat-00000000000000000000"},
-		{"the deployment's own token", "oauth2", adminToken},
-		{"another username", "x-access-token", tok.Secret.Reveal()},
-		{"another project's token", "oauth2", other.Secret.Reveal()},
-		{"an expired token", "oauth2", expired.Secret.Reveal()},
+	forgetest.CheckGit(t, g, "group/sub/app", stand.CloneURL("group/sub/app"), stand.BarePath("group/sub/app"), tok, []forgetest.Refusal{
+		{Name: "a wrong token", User: "oauth2", Password: "glpat-00000000000000000000"},
+		{Name: "the deployment's own token", User: "oauth2", Password: adminToken},
+		{Name: "another username", User: "x-access-token", Password: tok.Secret.Reveal()},
+		{Name: "another project's token", User: "oauth2", Password: other.Secret.Reveal()},
+		{Name: "an expired token", User: "oauth2", Password: expired.Secret.Reveal()},
 	})
 }
 
@@ -261,13 +262,13 @@ func TestGitLabGit(t *testing.T) {
 // body, which the stand-in must take as GitLab does.
 func TestGitLabGitLargePush(t *testing.T) {
 	stand := forgetest.NewGitLab(t, adminToken, "group/app")
-	g, err := forge.NewGitLab(forge.GitLabConfig{URL: stand.URL(), Token: secret.New(adminToken)}, stand.Client(), time.Now)
+	g, err := gitlab.New(gitlab.Config{URL: stand.URL(), Token: secret.New(adminToken)}, stand.Client(), time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok := mint(t, g, "group/app")
+	tok := forgetest.Mint(t, g, "group/app")
 	work := filepath.Join(t.TempDir(), "work")
-	remote := withAuth(t, g.CloneURL(forge.Repo{Host: g.Host(), Path: "group/app"}), tok.Username, tok.Secret.Reveal())
+	remote := forgetest.WithAuth(t, g.CloneURL(forge.Repo{Host: g.Host(), Path: "group/app"}), tok.Username, tok.Secret.Reveal())
 	if _, err := forgetest.Git(t, "", "clone", "--quiet", remote, work); err != nil {
 		t.Fatal(err)
 	}

@@ -1,11 +1,11 @@
-package cli_test
+package server_test
 
 import (
 	"strings"
 	"testing"
 
-	"berth.dev/berth/internal/cli"
 	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/server"
 )
 
 // TestKubernetesSettings: the kubernetes driver's settings are read and
@@ -39,7 +39,7 @@ func TestKubernetesSettings(t *testing.T) {
 			for k, v := range tt.env {
 				env[k] = v
 			}
-			cfg, err := cli.LoadConfig(func(k string) string { return env[k] })
+			cfg, err := server.LoadConfig(func(k string) string { return env[k] })
 			if tt.wantErr == "" {
 				if err != nil {
 					t.Fatalf("LoadConfig = %v, want no error", err)

@@ -1,4 +1,7 @@
-package forge
+// Package gitlab is the GitLab forge (SPEC S9): it mints project access
+// tokens (one project, Developer role, until midnight UTC after the
+// sandbox's end) and revokes them.
+package gitlab
 
 import (
 	"context"
@@ -9,11 +12,13 @@ import (
 	"strings"
 	"time"
 
+	"berth.dev/berth/internal/forge"
+	"berth.dev/berth/internal/forge/rest"
 	"berth.dev/berth/internal/secret"
 )
 
-// GitLabConfig is how the deployment reaches its GitLab (SPEC S9, S16).
-type GitLabConfig struct {
+// Config is how the deployment reaches its GitLab (SPEC S9, S16).
+type Config struct {
 	// URL is the GitLab instance (BERTH_SANDBOX_GIT_URL): "" for
 	// https://gitlab.com; a path is kept (GitLab under a relative URL).
 	URL string
@@ -23,7 +28,7 @@ type GitLabConfig struct {
 	Token secret.Secret
 }
 
-// GitLab mints project access tokens: one project, Developer role,
+// Forge mints project access tokens: one project, Developer role,
 // read_repository and write_repository, expiring at midnight UTC after the
 // sandbox's end, and revokes them.
 //
@@ -32,21 +37,21 @@ type GitLabConfig struct {
 //
 // A Token's ID is "<project path, URL-escaped>/<token id>"
 // (group%2Fapp/42): revoking needs the project as well as the token's id.
-type GitLab struct {
-	api *api
+type Forge struct {
+	api *rest.Client
 	web url.URL // scheme://host[:port][/path] of clone URLs
 	now func() time.Time
 }
 
-// gitlabDeveloper is GitLab's access level 30, Developer: push to
+// developer is GitLab's access level 30, Developer: push to
 // unprotected branches, nothing more.
-const gitlabDeveloper = 30
+const developer = 30
 
-// NewGitLab returns the GitLab forge of cfg. It refuses an empty token and
+// New returns the GitLab forge of cfg. It refuses an empty token and
 // a URL that is not http(s)://host[/path]. hc carries the API calls (it is
 // copied: redirects are not followed); now is the clock tokens are checked
 // against.
-func NewGitLab(cfg GitLabConfig, hc *http.Client, now func() time.Time) (*GitLab, error) {
+func New(cfg Config, hc *http.Client, now func() time.Time) (*Forge, error) {
 	if hc == nil || now == nil {
 		return nil, fmt.Errorf("gitlab forge: an HTTP client and a clock are required")
 	}
@@ -54,12 +59,12 @@ func NewGitLab(cfg GitLabConfig, hc *http.Client, now func() time.Time) (*GitLab
 	if token == "" || strings.ContainsFunc(token, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
 		return nil, fmt.Errorf("gitlab forge: the token file must hold one token (a GitLab token with the api scope)")
 	}
-	base, err := baseURL(cfg.URL, "https://gitlab.com")
+	base, err := rest.BaseURL(cfg.URL, "https://gitlab.com")
 	if err != nil {
 		return nil, fmt.Errorf("gitlab forge: %w", err)
 	}
-	return &GitLab{
-		api: newAPI(base, hc, http.Header{
+	return &Forge{
+		api: rest.New(base, hc, http.Header{
 			"Private-Token": {token},
 			"Accept":        {"application/json"},
 			"User-Agent":    {"berth"},
@@ -70,33 +75,33 @@ func NewGitLab(cfg GitLabConfig, hc *http.Client, now func() time.Time) (*GitLab
 }
 
 // Kind is gitlab.
-func (*GitLab) Kind() string { return "gitlab" }
+func (*Forge) Kind() string { return "gitlab" }
 
 // Host is the GitLab instance's host[:port].
-func (g *GitLab) Host() string { return g.web.Host }
+func (g *Forge) Host() string { return g.web.Host }
 
 // CloneURL is scheme://host[/path]/group/…/name.git.
-func (g *GitLab) CloneURL(r Repo) string { return g.web.String() + "/" + r.Path + ".git" }
+func (g *Forge) CloneURL(r forge.Repo) string { return g.web.String() + "/" + r.Path + ".git" }
 
 // Token mints a project access token for r that expires at midnight UTC
-// after until. ErrNotFound when GitLab has no such project (or the
-// deployment's token cannot see it); ErrNoCredential when GitLab refuses
+// after until. forge.ErrNotFound when GitLab has no such project (or the
+// deployment's token cannot see it); forge.ErrNoCredential when GitLab refuses
 // to give one.
-func (g *GitLab) Token(ctx context.Context, r Repo, until time.Time) (Token, error) {
+func (g *Forge) Token(ctx context.Context, r forge.Repo, until time.Time) (forge.Token, error) {
 	t, err := g.token(ctx, r, until)
 	if err != nil {
-		return Token{}, fmt.Errorf("gitlab token for %s: %w", r, err)
+		return forge.Token{}, fmt.Errorf("gitlab token for %s: %w", r, err)
 	}
 	return t, nil
 }
 
-func (g *GitLab) token(ctx context.Context, r Repo, until time.Time) (Token, error) {
-	path, err := checkRepo(r, g.Host())
-	if err != nil {
-		return Token{}, err
+func (g *Forge) token(ctx context.Context, r forge.Repo, until time.Time) (forge.Token, error) {
+	if err := forge.CheckRemote(r, g.Host()); err != nil {
+		return forge.Token{}, err
 	}
+	path := r.Path
 	if now := g.now(); !until.After(now) {
-		return Token{}, fmt.Errorf("it would end at %s, which is past", until.UTC().Format(time.RFC3339))
+		return forge.Token{}, fmt.Errorf("it would end at %s, which is past", until.UTC().Format(time.RFC3339))
 	}
 	expires := midnightAfter(until)
 	req := struct {
@@ -107,7 +112,7 @@ func (g *GitLab) token(ctx context.Context, r Repo, until time.Time) (Token, err
 	}{
 		Name:        "berth sandbox until " + until.UTC().Format("2006-01-02 15:04 UTC"),
 		Scopes:      []string{"read_repository", "write_repository"},
-		AccessLevel: gitlabDeveloper,
+		AccessLevel: developer,
 		ExpiresAt:   expires.Format(time.DateOnly),
 	}
 	var tok struct {
@@ -116,17 +121,17 @@ func (g *GitLab) token(ctx context.Context, r Repo, until time.Time) (Token, err
 		ExpiresAt string `json:"expires_at"`
 	}
 	project := url.PathEscape(path)
-	err = g.api.do(ctx, http.MethodPost, "/api/v4/projects/"+project+"/access_tokens", nil, req, &tok)
+	err := g.api.Do(ctx, http.MethodPost, "/api/v4/projects/"+project+"/access_tokens", nil, req, &tok)
 	if err := g.mapError(err); err != nil {
-		return Token{}, err
+		return forge.Token{}, err
 	}
 	if tok.ID <= 0 || tok.Token == "" {
-		return Token{}, fmt.Errorf("GitLab's answer has no token or no id")
+		return forge.Token{}, fmt.Errorf("GitLab's answer has no token or no id")
 	}
 	if d, err := time.Parse(time.DateOnly, tok.ExpiresAt); err == nil {
 		expires = d // what GitLab recorded is what holds
 	}
-	return Token{
+	return forge.Token{
 		ID:        project + "/" + strconv.FormatInt(tok.ID, 10),
 		Username:  "oauth2",
 		Secret:    secret.New(tok.Token),
@@ -143,7 +148,7 @@ func midnightAfter(until time.Time) time.Time {
 
 // Revoke revokes a project access token Token minted. A token GitLab no
 // longer has (404) is revoked already; an ID of "" is nothing to revoke.
-func (g *GitLab) Revoke(ctx context.Context, t Token) error {
+func (g *Forge) Revoke(ctx context.Context, t forge.Token) error {
 	if t.ID == "" {
 		return nil
 	}
@@ -151,8 +156,8 @@ func (g *GitLab) Revoke(ctx context.Context, t Token) error {
 	if err != nil {
 		return fmt.Errorf("gitlab revoke token %q: %w", t.ID, err)
 	}
-	err = g.api.do(ctx, http.MethodDelete, "/api/v4/projects/"+project+"/access_tokens/"+id, nil, nil, nil)
-	if status(err) == http.StatusNotFound {
+	err = g.api.Do(ctx, http.MethodDelete, "/api/v4/projects/"+project+"/access_tokens/"+id, nil, nil, nil)
+	if rest.Status(err) == http.StatusNotFound {
 		return nil
 	}
 	if err != nil {
@@ -173,23 +178,23 @@ func splitTokenID(tid string) (project, id string, err error) {
 		return "", "", fmt.Errorf("not a GitLab token id (project/id)")
 	}
 	path, err := url.PathUnescape(project)
-	if err != nil || CheckPath(path) != nil || url.PathEscape(path) != project {
+	if err != nil || forge.CheckPath(path) != nil || url.PathEscape(path) != project {
 		return "", "", fmt.Errorf("not a GitLab token id (project/id)")
 	}
 	return project, id, nil
 }
 
 // mapError says what a GitLab API error means for berth.
-func (g *GitLab) mapError(err error) error {
-	switch status(err) {
+func (g *Forge) mapError(err error) error {
+	switch rest.Status(err) {
 	case 0:
 		return err
 	case http.StatusNotFound:
-		return fmt.Errorf("GitLab has no such project, or the deployment's token cannot see it (%w): %w", err, ErrNotFound)
+		return fmt.Errorf("GitLab has no such project, or the deployment's token cannot see it (%w): %w", err, forge.ErrNotFound)
 	case http.StatusUnauthorized:
 		return fmt.Errorf("GitLab refused the deployment's token (is it valid, with the api scope?): %w", err)
 	case http.StatusForbidden:
-		return fmt.Errorf("GitLab gives no project access token for it (is the token's user a Maintainer; does the tier have project access tokens?) (%w): %w", err, ErrNoCredential)
+		return fmt.Errorf("GitLab gives no project access token for it (is the token's user a Maintainer; does the tier have project access tokens?) (%w): %w", err, forge.ErrNoCredential)
 	default:
 		return err
 	}

@@ -1,4 +1,8 @@
-package forge
+// Package rest is what berth's remote forges (GitHub and GitLab, SPEC S9)
+// share of their REST APIs: reading the configured URL, the web base clone
+// URLs derive from, and one JSON call with its errors, over an HTTP client
+// that follows no redirect and a message that never shows a credential.
+package rest
 
 import (
 	"bytes"
@@ -12,14 +16,10 @@ import (
 	"strings"
 )
 
-// This file is what the GitHub and GitLab forges share: reading the
-// configured URL, the web base clone URLs derive from, and one JSON call to
-// a forge's API with its errors.
-
-// baseURL reads a forge's configured URL (BERTH_SANDBOX_GIT_URL), or def
+// BaseURL reads a forge's configured URL (BERTH_SANDBOX_GIT_URL), or def
 // when it is empty: http or https, a host, no credentials, query or
 // fragment. The path is kept without its trailing slash.
-func baseURL(raw, def string) (*url.URL, error) {
+func BaseURL(raw, def string) (*url.URL, error) {
 	if raw == "" {
 		raw = def
 	}
@@ -45,49 +45,34 @@ func webHost(u *url.URL) string {
 	return host
 }
 
-// checkRepo refuses a repository on another host than the forge's and a
-// path that is not one, and returns the path.
-func checkRepo(r Repo, host string) (string, error) {
-	if r.Host != "" && !strings.EqualFold(r.Host, host) {
-		return "", fmt.Errorf("%s is not on %s: %w", r, host, ErrOtherHost)
-	}
-	if err := CheckPath(r.Path); err != nil {
-		return "", err
-	}
-	if !strings.Contains(r.Path, "/") {
-		return "", fmt.Errorf("%q: a repository on %s is owner/name: %w", r.Path, host, ErrBadAddress)
-	}
-	return r.Path, nil
-}
-
 // maxAnswer bounds what is read of an API's answer.
 const maxAnswer = 1 << 20
 
-// api is a forge's JSON API: a base URL, the headers every call carries,
-// and an HTTP client that follows no redirect, so that a credential in a
-// header never goes to another host.
-type api struct {
+// Client is a forge's JSON API: a base URL, the headers every call
+// carries, and an HTTP client that follows no redirect, so that a
+// credential in a header never goes to another host.
+type Client struct {
 	base   string // scheme://host[:port][/path], no trailing slash
 	hc     *http.Client
 	header http.Header
 }
 
-// newAPI returns an api on base; hc is copied, not changed.
-func newAPI(base *url.URL, hc *http.Client, header http.Header) *api {
+// New returns a Client on base; hc is copied, not changed.
+func New(base *url.URL, hc *http.Client, header http.Header) *Client {
 	c := *hc
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return &api{base: base.String(), hc: &c, header: header}
+	return &Client{base: base.String(), hc: &c, header: header}
 }
 
-// apiError is an answer outside 2xx. Its message never holds a header's
+// Error is an answer outside 2xx. Its message never holds a header's
 // credential.
-type apiError struct {
+type Error struct {
 	Call    string // "GET /repos/acme/app/installation"
 	Status  int
 	Message string // the forge's own words, cut short
 }
 
-func (e *apiError) Error() string {
+func (e *Error) Error() string {
 	s := fmt.Sprintf("%s: %d %s", e.Call, e.Status, http.StatusText(e.Status))
 	if e.Message != "" {
 		s += ": " + e.Message
@@ -95,18 +80,18 @@ func (e *apiError) Error() string {
 	return s
 }
 
-// status is err's HTTP status when it is an apiError, else 0.
-func status(err error) int {
-	if e, ok := errors.AsType[*apiError](err); ok {
+// Status is err's HTTP status when it is an *Error, else 0.
+func Status(err error) int {
+	if e, ok := errors.AsType[*Error](err); ok {
 		return e.Status
 	}
 	return 0
 }
 
-// do sends in (when not nil) as JSON to path under the base, with the
-// api's headers and extra, and decodes a 2xx answer into out (when not
+// Do sends in (when not nil) as JSON to path under the base, with the
+// client's headers and extra, and decodes a 2xx answer into out (when not
 // nil). path is already escaped.
-func (a *api) do(ctx context.Context, method, path string, extra http.Header, in, out any) error {
+func (c *Client) Do(ctx context.Context, method, path string, extra http.Header, in, out any) error {
 	call := method + " " + path
 	var body io.Reader
 	if in != nil {
@@ -116,11 +101,11 @@ func (a *api) do(ctx context.Context, method, path string, extra http.Header, in
 		}
 		body = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, a.base+path, body)
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
 	if err != nil {
 		return fmt.Errorf("%s: %w", call, err)
 	}
-	for _, h := range []http.Header{a.header, extra} {
+	for _, h := range []http.Header{c.header, extra} {
 		for k, v := range h {
 			req.Header[k] = v
 		}
@@ -128,7 +113,7 @@ func (a *api) do(ctx context.Context, method, path string, extra http.Header, in
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := a.hc.Do(req)
+	resp, err := c.hc.Do(req)
 	if err != nil {
 		return fmt.Errorf("%s: %w", call, err)
 	}
@@ -138,7 +123,7 @@ func (a *api) do(ctx context.Context, method, path string, extra http.Header, in
 		return fmt.Errorf("%s: read the answer: %w", call, err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return &apiError{Call: call, Status: resp.StatusCode, Message: message(answer, req.Header)}
+		return &Error{Call: call, Status: resp.StatusCode, Message: message(answer, req.Header)}
 	}
 	if out == nil {
 		return nil

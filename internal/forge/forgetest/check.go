@@ -1,4 +1,4 @@
-package forge_test
+package forgetest
 
 import (
 	"net/url"
@@ -9,11 +9,14 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/forge"
-	"berth.dev/berth/internal/forge/forgetest"
 )
 
-// withAuth is cloneURL with user and password in it, as git takes them.
-func withAuth(t *testing.T, cloneURL, user, password string) string {
+// This file is what a forge's tests check with real git against its
+// stand-in: that what the forge minted clones and pushes, and that what it
+// should refuse is refused.
+
+// WithAuth is cloneURL with user and password in it, as git takes them.
+func WithAuth(t testing.TB, cloneURL, user, password string) string {
 	t.Helper()
 	u, err := url.Parse(cloneURL)
 	if err != nil {
@@ -29,7 +32,7 @@ func withAuth(t *testing.T, cloneURL, user, password string) string {
 func cloneAndPush(t *testing.T, cloneURL, user, password, bare string) {
 	t.Helper()
 	work := filepath.Join(t.TempDir(), "work")
-	if _, err := forgetest.Git(t, "", "clone", "--quiet", withAuth(t, cloneURL, user, password), work); err != nil {
+	if _, err := Git(t, "", "clone", "--quiet", WithAuth(t, cloneURL, user, password), work); err != nil {
 		t.Fatalf("clone with the minted token: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(work, "README.md")); err != nil {
@@ -43,15 +46,15 @@ func cloneAndPush(t *testing.T, cloneURL, user, password, bare string) {
 		{"commit", "--quiet", "-m", "a change"},
 		{"push", "--quiet", "origin", "HEAD:refs/heads/berth/test"},
 	} {
-		if _, err := forgetest.Git(t, work, args...); err != nil {
+		if _, err := Git(t, work, args...); err != nil {
 			t.Fatalf("with the minted token: %v", err)
 		}
 	}
-	want, err := forgetest.Git(t, work, "rev-parse", "HEAD")
+	want, err := Git(t, work, "rev-parse", "HEAD")
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := forgetest.Git(t, "", "--git-dir="+bare, "rev-parse", "refs/heads/berth/test")
+	got, err := Git(t, "", "--git-dir="+bare, "rev-parse", "refs/heads/berth/test")
 	if err != nil {
 		t.Fatalf("the pushed branch is not in the bare repository: %v", err)
 	}
@@ -60,10 +63,10 @@ func cloneAndPush(t *testing.T, cloneURL, user, password, bare string) {
 	}
 }
 
-// checkRefused checks that git cannot reach cloneURL as user:password.
-func checkRefused(t *testing.T, cloneURL, user, password string) {
+// CheckRefused checks that git cannot reach cloneURL as user:password.
+func CheckRefused(t *testing.T, cloneURL, user, password string) {
 	t.Helper()
-	out, err := forgetest.Git(t, "", "ls-remote", withAuth(t, cloneURL, user, password))
+	out, err := Git(t, "", "ls-remote", WithAuth(t, cloneURL, user, password))
 	if err == nil {
 		t.Fatalf("git ls-remote as %s succeeded, want it refused:\n%s", user, out)
 	}
@@ -72,8 +75,8 @@ func checkRefused(t *testing.T, cloneURL, user, password string) {
 	}
 }
 
-// mint mints f's token for path, to last an hour.
-func mint(t *testing.T, f forge.Forge, path string) forge.Token {
+// Mint mints f's token for path, to last an hour.
+func Mint(t testing.TB, f forge.Forge, path string) forge.Token {
 	t.Helper()
 	tok, err := f.Token(t.Context(), forge.Repo{Host: f.Host(), Path: path}, time.Now().Add(time.Hour))
 	if err != nil {
@@ -82,13 +85,13 @@ func mint(t *testing.T, f forge.Forge, path string) forge.Token {
 	return tok
 }
 
-// refusal is a credential git must be refused with.
-type refusal struct{ name, user, password string }
+// Refusal is a credential git must be refused with.
+type Refusal struct{ Name, User, Password string }
 
-// checkGit checks with real git that f's clone URL of path is wantURL (the
+// CheckGit checks with real git that f's clone URL of path is wantURL (the
 // stand-in's, bare its repository), that tok clones and pushes there, and
 // that each of refusals is refused.
-func checkGit(t *testing.T, f forge.Forge, path, wantURL, bare string, tok forge.Token, refusals []refusal) {
+func CheckGit(t *testing.T, f forge.Forge, path, wantURL, bare string, tok forge.Token, refusals []Refusal) {
 	t.Helper()
 	cloneURL := f.CloneURL(forge.Repo{Host: f.Host(), Path: path})
 	if cloneURL != wantURL {
@@ -98,8 +101,8 @@ func checkGit(t *testing.T, f forge.Forge, path, wantURL, bare string, tok forge
 		cloneAndPush(t, cloneURL, tok.Username, tok.Secret.Reveal(), bare)
 	})
 	for _, tt := range refusals {
-		t.Run(tt.name, func(t *testing.T) {
-			checkRefused(t, cloneURL, tt.user, tt.password)
+		t.Run(tt.Name, func(t *testing.T) {
+			CheckRefused(t, cloneURL, tt.User, tt.Password)
 		})
 	}
 }
