@@ -40,6 +40,8 @@ func TestImportDirection(t *testing.T) {
 		{"agentrun", append([]string{"database/sql", "k8s.io/", "github.com/prometheus/", "net/http", "github.com/golang-jwt/",
 			"forge/", "githttp", "workspace", "repository", "modelserver"}, adapters...)},
 		{"usage", append([]string{"database/sql", "k8s.io/", "github.com/prometheus/"}, adapters...)},
+		// class is below sandbox: sandbox makes sandboxes of its classes.
+		{"class", append([]string{"database/sql", "k8s.io/", "net/http", "sandbox", "github.com/prometheus/"}, adapters...)},
 		{"quantity", append([]string{"database/sql", "account", "sandbox", "guardrail"}, adapters...)},
 		{"name", append([]string{"database/sql", "account", "sandbox", "guardrail"}, adapters...)},
 		// forge is the domain: addresses, branch names, the Forge

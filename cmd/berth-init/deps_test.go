@@ -11,8 +11,9 @@ import (
 // client, no CLI framework, none of the gateway's own packages. Today it
 // needs only the standard library, internal/entrypoint, internal/runner
 // (the runners' binaries), internal/review (a reviewer's verdict, found
-// in the checkout of an in-machine run) and internal/secret (the one type
-// that holds a credential's value), all standard library only; anything
+// in the checkout of an in-machine run), internal/secret (the one type
+// that holds a credential's value) and internal/api (the gateway's wire
+// types, which it reads and writes), all standard library only; anything
 // else must be allowed here deliberately.
 func TestDepsStayLean(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}} {{.Standard}}", ".").Output()

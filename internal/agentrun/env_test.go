@@ -9,6 +9,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/agentrun"
+	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/driver/fake"
 	"berth.dev/berth/internal/fakeclock"
 	"berth.dev/berth/internal/forge/local"
@@ -34,6 +35,7 @@ type env struct {
 	w        *sandboxtest.World
 	svc      *sandbox.Service
 	runs     *agentrun.Service
+	classes  *class.Service
 	cfg      sandbox.Config
 	rcfg     agentrun.Config
 	opts     []sandbox.Option
@@ -48,7 +50,7 @@ type option func(*sandbox.Config, *agentrun.Config)
 func newEnv(t *testing.T, opts ...option) *env {
 	t.Helper()
 	e := &env{}
-	w := sandboxtest.New(t, func(ctx context.Context, org string) error { return e.svc.SeedClasses(ctx, org) })
+	w := sandboxtest.New(t, func(ctx context.Context, org string) error { return e.classes.Seed(ctx, org) })
 	e.w, e.st, e.drv, e.local, e.accounts, e.clock = w, w.Store, w.Driver, w.Forge, w.Accounts, w.Clock
 	e.cfg = w.Config(t)
 	e.rcfg = agentrun.Config{
@@ -70,6 +72,7 @@ func newEnv(t *testing.T, opts ...option) *env {
 	e.opts = []sandbox.Option{sandbox.WithModelEnv(models)}
 	e.ropts = []agentrun.Option{agentrun.WithModels(models)}
 	e.svc, e.runs = e.services(e.st, e.drv, w.Log)
+	e.classes = class.NewService(e.st, e.accounts, e.svc, w.ClassConfig(t, e.cfg), w.Log, e.clock.Now)
 	w.People(t)
 	e.operator, e.admin, e.alice, e.bob, e.stranger, e.acme, e.other = w.Operator, w.Admin, w.Alice, w.Bob, w.Stranger, w.Acme, w.Other
 	return e

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/kelos"
 	"berth.dev/berth/internal/review"
 	"berth.dev/berth/internal/runner"
@@ -54,10 +55,10 @@ func (s *Service) runsAgents() bool {
 
 // checkInMachine refuses at create what an in-machine run cannot do yet:
 // a kelos image (its own entrypoint pushes and takes its prompt as $1).
-func (s *Service) checkInMachine(class sandbox.Class) error {
-	if s.inMachine() && class.Contract == sandbox.ContractKelos {
+func (s *Service) checkInMachine(c class.Class) error {
+	if s.inMachine() && c.Contract == class.ContractKelos {
 		return fmt.Errorf("class %s runs a kelos image, which the %s driver cannot run yet (its entrypoint is not berth-init): run it on podman: %w",
-			class.Name, s.cfg.Driver, sandbox.ErrUnavailable)
+			c.Name, s.cfg.Driver, sandbox.ErrUnavailable)
 	}
 	return nil
 }

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/review"
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
@@ -113,8 +115,8 @@ type Follower interface {
 const promptFile = ".berth-prompt.txt"
 
 // MaxBundle bounds the work an in-machine run hands the gateway with its
-// exit report, a git bundle: 64 MiB.
-const MaxBundle = 64 << 20
+// exit report, a git bundle: the wire's limit, which berth-init keeps too.
+const MaxBundle = api.MaxBundle
 
 // invalid is bad input, naming the field at fault.
 func invalid(field, format string, args ...any) error {
@@ -125,7 +127,7 @@ func invalid(field, format string, args ...any) error {
 // per runner, fail-closed on an unmapped one) and the model its run starts
 // on, at create: a run its driver cannot run, or no model fits, is refused
 // before anything starts.
-func (s *Service) Choose(ctx context.Context, sb *sandbox.Sandbox, class sandbox.Class, prj account.Project, model string) error {
+func (s *Service) Choose(ctx context.Context, sb *sandbox.Sandbox, class class.Class, prj account.Project, model string) error {
 	name, image, err := s.chooseRunner(sb.Runner, class)
 	if err != nil {
 		return err
@@ -153,7 +155,7 @@ func (s *Service) Choose(ctx context.Context, sb *sandbox.Sandbox, class sandbox
 // chooseRunner is an agent sandbox's runner and image. A kelos class
 // brings its own image, built for the interface (S13.6): the runner names
 // its agent type and reads its stream.
-func (s *Service) chooseRunner(req string, class sandbox.Class) (string, string, error) {
+func (s *Service) chooseRunner(req string, class class.Class) (string, string, error) {
 	// The creator's choice, else the class's, else the deployment's.
 	name := cmp.Or(req, class.Runner, s.cfg.Runner)
 	if name == "" {
@@ -162,8 +164,8 @@ func (s *Service) chooseRunner(req string, class sandbox.Class) (string, string,
 		}
 		return "", "", nil // an agent sandbox without a runner: it waits for its end
 	}
-	if err := sandbox.CheckRunner(name); err != nil {
-		return "", "", err
+	if err := runner.Runnable(name); err != nil {
+		return "", "", invalid("runner", "%v", err)
 	}
 	if class.Contract == sandbox.ContractKelos {
 		return name, class.Image, nil

@@ -272,7 +272,7 @@ func TestAgentRunRefusesARunnerWithoutAnImage(t *testing.T) {
 func TestAgentRunnerDefaultsFromTheClassThenTheDeployment(t *testing.T) {
 	e := newEnv(t, withRunner("claude-code"))
 	e.run(t)
-	if _, err := e.svc.ApplyClasses(t.Context(), e.admin, "", strings.NewReader(`sandboxes:
+	if _, err := e.classes.Apply(t.Context(), e.admin, "", strings.NewReader(`sandboxes:
   - name: pi-agents
     image: localhost/berth-sandbox:1
     isolation: standard

@@ -291,7 +291,7 @@ type Sandbox struct {
 	CPU          string            `json:"cpu"`
 	Memory       string            `json:"memory"`
 	Disk         string            `json:"disk,omitempty"`
-	State        string            `json:"state"`
+	State        State             `json:"state"`
 	Reason       string            `json:"reason,omitempty"`
 	Repo         string            `json:"repo,omitempty"`
 	Branch       string            `json:"branch,omitempty"`
@@ -318,6 +318,30 @@ type Sandbox struct {
 	Run *Run `json:"run,omitempty"`
 }
 
+// State is where a sandbox is in its life (SPEC S3). Compare a sandbox's
+// state with these, never with a string of its own.
+type State string
+
+// The states of SPEC S3.
+const (
+	StateStarting   State = "starting"
+	StateRunning    State = "running"
+	StateSuspended  State = "suspended"
+	StateExpired    State = "expired"
+	StateFailed     State = "failed"
+	StateTerminated State = "terminated"
+)
+
+// RunState is how an agent run goes (SPEC S13).
+type RunState string
+
+// The states of a run.
+const (
+	RunRunning   RunState = "running"
+	RunSucceeded RunState = "succeeded"
+	RunFailed    RunState = "failed"
+)
+
 // Run is one agent execution in an agent sandbox (SPEC S2, S13): the
 // runner, how it went, what it pushed, and its telemetry as the agent's
 // CLI reported it. While the run goes, the telemetry is what has been read
@@ -326,8 +350,8 @@ type Run struct {
 	Runner string `json:"runner"`
 	// Model is the model that ran: the one the CLI's stream names, else the
 	// one the run was started on.
-	Model string `json:"model"`
-	State string `json:"state"` // running, succeeded or failed
+	Model string   `json:"model"`
+	State RunState `json:"state"`
 	// ExitCode is the agent's exit code (its machine's); nil while the
 	// run goes, and for a run that never exited: its sandbox was ended
 	// under it (Ended), or its machine never started or vanished.
@@ -337,7 +361,7 @@ type Run struct {
 	// it: a user (EndedByID is their id), or "berth" for berth itself
 	// (the sweep, at the sandbox's expiry; a machine that never started
 	// or vanished). Both are empty for a run that exited or still goes.
-	Ended     string `json:"ended,omitempty"`
+	Ended     State  `json:"ended,omitempty"`
 	EndedBy   string `json:"ended_by,omitempty"`
 	EndedByID string `json:"ended_by_id,omitempty"`
 	Error     string `json:"error,omitempty"`  // why it failed, when it did
@@ -491,6 +515,10 @@ const (
 	RunOutputPath = "/sandbox/v1/run/output"
 	RunExitPath   = "/sandbox/v1/run/exit"
 )
+
+// MaxBundle is the most work, in bytes, an in-machine run hands the
+// gateway in its RunExit's bundle.
+const MaxBundle = 64 << 20
 
 // RunExit is what an in-machine run reports, once, when its agent exited:
 // its exit code; after a clean exit its work, a git bundle of the commits

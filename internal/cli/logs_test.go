@@ -19,6 +19,7 @@ import (
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/cli"
 	"berth.dev/berth/internal/client"
 	"berth.dev/berth/internal/driver/fake"
@@ -68,7 +69,7 @@ func newAgentGateway(t *testing.T, opts ...func(*agentSetup)) *agentGateway {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	tmpl, err := sandbox.ParseClassFile(strings.NewReader("sandboxes:\n  - name: agent\n    image: localhost/berth-agent:1\n    isolation: standard\n    purposes: [agent]\n"))
+	tmpl, err := class.ParseFile(strings.NewReader("sandboxes:\n  - name: agent\n    image: localhost/berth-agent:1\n    isolation: standard\n    purposes: [agent]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,16 +117,16 @@ func newAgentGateway(t *testing.T, opts ...func(*agentSetup)) *agentGateway {
 	if _, err := lf.Import(ctx, "acme/app", seed); err != nil {
 		t.Fatal(err)
 	}
-	var svc *sandbox.Service
-	accounts := account.NewService(st, st, time.Now, func(ctx context.Context, org string) error { return svc.SeedClasses(ctx, org) }, st, log)
+	var classes *class.Service
+	accounts := account.NewService(st, st, time.Now, func(ctx context.Context, org string) error { return classes.Seed(ctx, org) }, st, log)
 	models := inferencetest.Scripted(t, st, accounts, g.url)
 	runOpts := []agentrun.Option{agentrun.WithModels(models)}
 	if setup.metered {
 		runOpts = append(runOpts, agentrun.WithSessionMeter(st))
 	}
 	repos := repository.New(st, accounts, repository.Config{Forge: lf, PublicURL: g.url, Audit: st}, log, time.Now)
-	svc = sandbox.NewService(st, drv, accounts, sandbox.Config{
-		Driver: "fake", Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""}, Template: tmpl, Audit: st,
+	svc := sandbox.NewService(st, drv, accounts, sandbox.Config{
+		Driver: "fake", Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""}, Audit: st,
 		Repositories: repos, PublicURL: g.url,
 	}, log, time.Now, sandbox.WithModelEnv(models))
 	runs := agentrun.NewService(st, svc, drv, accounts, agentrun.Config{
@@ -135,12 +136,13 @@ func newAgentGateway(t *testing.T, opts ...func(*agentSetup)) *agentGateway {
 		Model:      "claude-sonnet-4-5", LogDir: t.TempDir(), Prices: setup.prices,
 	}, log, time.Now, runOpts...)
 	svc.SetRuns(runs)
+	classes = class.NewService(st, accounts, svc, class.Config{Template: tmpl}, log, time.Now)
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); svc.Run(runCtx, time.Hour) }()
 	t.Cleanup(func() { cancel(); <-done })
 	t.Cleanup(g.release) // runs first: a failed test leaves no agent waiting
-	srv.Config.Handler = gateway.New(gateway.Options{Accounts: accounts, Sandboxes: svc, Runs: runs, Log: log, Version: "test", Driver: "fake", Forge: lf, Repositories: repos}).Handler()
+	srv.Config.Handler = gateway.New(gateway.Options{Accounts: accounts, Sandboxes: svc, Classes: classes, Runs: runs, Log: log, Version: "test", Driver: "fake", Forge: lf, Repositories: repos}).Handler()
 	srv.Start()
 	t.Cleanup(srv.Close)
 

@@ -127,7 +127,7 @@ in one argument of a command line either: use --task-file FILE, or
 			if err := render(g.env.Stdout, output, sb, func(tw *tabwriter.Writer) { showTable(tw, g.env.Now(), sb) }); err != nil {
 				return err
 			}
-			if sb.State == "failed" {
+			if sb.State == api.StateFailed {
 				return exitError{code: 1}
 			}
 			return nil
@@ -212,7 +212,7 @@ func waitReady(ctx context.Context, env Env, c *client.Client, sb api.Sandbox, t
 	defer cancel()
 	fmt.Fprintf(env.Stderr, "%s: %s\n", sb.Name, sb.State)
 	last, delay := sb.State, 100*time.Millisecond
-	for sb.State == "starting" {
+	for sb.State == api.StateStarting {
 		select {
 		case <-ctx.Done():
 			return sb, fmt.Errorf("sandbox %s is still starting after %s (it goes on; see berth sandbox show %s)", sb.Name, timeout, sb.ID)
@@ -306,7 +306,7 @@ func showTable(tw *tabwriter.Writer, now time.Time, sb api.Sandbox) {
 	}
 	row("name", sb.Name)
 	row("id", sb.ID)
-	row("state", sb.State)
+	row("state", string(sb.State))
 	row("reason", sb.Reason)
 	row("purpose", sb.Purpose)
 	row("owner", sb.OwnerName)
@@ -357,7 +357,7 @@ func taskCost(sb api.Sandbox, r api.Run) string {
 // showRun adds an agent run's rows to showTable's.
 func showRun(row func(k, v string), now time.Time, sb api.Sandbox) {
 	r := *sb.Run
-	row("run", r.State)
+	row("run", string(r.State))
 	end := now
 	if r.EndedAt != nil {
 		end = *r.EndedAt
@@ -372,13 +372,13 @@ func showRun(row func(k, v string), now time.Time, sb api.Sandbox) {
 		if r.EndedByID != "" {
 			by += " (" + r.EndedByID + ")"
 		}
-		row("ended", r.Ended+" by "+by+", before the agent exited")
+		row("ended", string(r.Ended)+" by "+by+", before the agent exited")
 	}
 	row("run error", r.Error)
 	switch {
 	case r.Commit != "":
 		row("pushed", r.Branch+"@"+r.Commit[:min(len(r.Commit), 7)])
-	case r.State == "succeeded":
+	case r.State == api.RunSucceeded:
 		row("pushed", "nothing (no commit)")
 	}
 	u := r.Usage
@@ -479,13 +479,13 @@ func newSandboxActionCmd(g *globals, verb, short string, call func(*client.Clien
 			if err != nil {
 				return err
 			}
-			if sb.State == "starting" && !noWait {
+			if sb.State == api.StateStarting && !noWait {
 				if sb, err = waitReady(cmd.Context(), g.env, c, sb, timeout); err != nil {
 					return err
 				}
 			}
 			fmt.Fprintf(g.env.Stdout, "%s %s: %s\n", sb.Name, sb.ID, sb.State)
-			if sb.State == "failed" {
+			if sb.State == api.StateFailed {
 				fmt.Fprintf(g.env.Stderr, "%s failed: %s\n", sb.Name, sb.Reason)
 				return exitError{code: 1}
 			}

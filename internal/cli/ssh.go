@@ -140,17 +140,17 @@ func shellable(sb api.Sandbox) error {
 	if sb.Purpose != "engineer" {
 		return fmt.Errorf("sandbox %s is an agent sandbox: nothing attaches to it", sb.Name)
 	}
-	if sb.State == "running" {
+	if sb.State == api.StateRunning {
 		return nil
 	}
 	msg := fmt.Sprintf("sandbox %s is %s", sb.Name, sb.State)
-	if sb.Reason != "" && sb.Reason != sb.State {
+	if sb.Reason != "" && sb.Reason != string(sb.State) {
 		msg += " (" + sb.Reason + ")"
 	}
 	switch sb.State {
-	case "suspended", "expired":
+	case api.StateSuspended, api.StateExpired:
 		msg += fmt.Sprintf("; resume it first (berth sandbox resume %s)", sb.Name)
-	case "failed":
+	case api.StateFailed:
 		msg += fmt.Sprintf("; a failed sandbox is over: its volume is kept until it is terminated (berth sandbox terminate %s)", sb.Name)
 	default:
 		msg += ", not running"

@@ -107,7 +107,7 @@ func configTargets(cmd *cobra.Command, c *client.Client, me string, names []stri
 		return nil, err
 	}
 	for _, sb := range all {
-		if sb.Owner == me && (sb.State == "running" || sb.State == "suspended") {
+		if sb.Owner == me && (sb.State == api.StateRunning || sb.State == api.StateSuspended) {
 			out = append(out, sb)
 		}
 	}

@@ -328,7 +328,7 @@ func (g *gateway) waitEnded(id string, within time.Duration) api.Sandbox {
 }
 
 // waitState polls the API until the sandbox is in state want.
-func (g *gateway) waitState(c *client.Client, id, want string, within time.Duration) api.Sandbox {
+func (g *gateway) waitState(c *client.Client, id string, want api.State, within time.Duration) api.Sandbox {
 	g.t.Helper()
 	return g.waitSandbox(c, id, within, func(sb api.Sandbox, late bool) bool {
 		if sb.State == want {

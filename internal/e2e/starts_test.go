@@ -232,7 +232,7 @@ func (g *gateway) checkAllFinished(t *testing.T, key string, ids []string) strin
 	t.Helper()
 	var states []string
 	for _, sb := range g.settle(t, g.operator, ids, 3*time.Minute) {
-		states = append(states, sb.State)
+		states = append(states, string(sb.State))
 		g.checkFinished(t, key, sb)
 	}
 	if left := g.envFiles(t, ids); len(left) > 0 {

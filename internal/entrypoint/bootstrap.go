@@ -13,6 +13,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/secret"
 )
 
 // The warm-pool mode (SPEC S12). A warm pool's pod starts before anybody
@@ -25,9 +28,6 @@ import (
 
 const (
 	envBootstrapFile = "BERTH_BOOTSTRAP_FILE"
-	// bootstrapPath is api.BootstrapPath; berth-init keeps to the standard
-	// library (its test checks the two agree).
-	bootstrapPath = "/sandbox/v1/bootstrap"
 	// tokenAnnotation is the pod annotation that carries the token.
 	tokenAnnotation = "berth.dev/bootstrap-token"
 )
@@ -46,13 +46,13 @@ func bootstrap(ctx context.Context, env Env, poll time.Duration) (Env, error) {
 		return env, errors.New("BERTH_BASE_URL is not set: a warm pool's sandbox fetches its environment there")
 	}
 	fmt.Fprintf(env.Stderr, "berth-init: in the warm pool: waiting for a claim (%s)\n", file)
-	var token string
-	for token == "" {
+	var token secret.Secret
+	for token.IsZero() {
 		var err error
 		if token, err = readToken(file); err != nil {
 			return env, err
 		}
-		if token == "" {
+		if token.IsZero() {
 			select {
 			case <-ctx.Done():
 				return env, ctx.Err()
@@ -69,15 +69,15 @@ func bootstrap(ctx context.Context, env Env, poll time.Duration) (Env, error) {
 }
 
 // readToken reads the token from a downward-API annotations file, whose
-// lines are key="value" with the value quoted as Go quotes strings; ""
+// lines are key="value" with the value quoted as Go quotes strings; none
 // while there is none (or no file yet).
-func readToken(path string) (string, error) {
+func readToken(path string) (secret.Secret, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return "", nil
+		return secret.Secret{}, nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("read %s: %w", path, err)
+		return secret.Secret{}, fmt.Errorf("read %s: %w", path, err)
 	}
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -89,15 +89,15 @@ func readToken(path string) (string, error) {
 		if uq, err := strconv.Unquote(v); err == nil {
 			v = uq
 		}
-		return strings.TrimSpace(v), nil
+		return secret.New(strings.TrimSpace(v)), nil
 	}
-	return "", sc.Err()
+	return secret.Secret{}, sc.Err()
 }
 
 // fetchEnv trades the token for the environment. The gateway may not
 // answer at once (a rollout); a refusal is final: the token is used up or
 // was never good.
-func fetchEnv(ctx context.Context, env Env, base, token string, poll time.Duration) (map[string]string, error) {
+func fetchEnv(ctx context.Context, env Env, base string, token secret.Secret, poll time.Duration) (map[string]string, error) {
 	hc := env.HTTP
 	if hc == nil {
 		hc = &http.Client{Timeout: 30 * time.Second}
@@ -121,14 +121,12 @@ func fetchEnv(ctx context.Context, env Env, base, token string, poll time.Durati
 	}
 }
 
-func fetchOnce(ctx context.Context, hc *http.Client, base, token string) (map[string]string, bool, error) {
-	body, again, err := gatewayCall(ctx, hc, base, token, http.MethodPost, bootstrapPath, "", nil)
+func fetchOnce(ctx context.Context, hc *http.Client, base string, token secret.Secret) (map[string]string, bool, error) {
+	body, again, err := gatewayCall(ctx, hc, base, token, http.MethodPost, api.BootstrapPath, "", nil)
 	if err != nil {
 		return nil, again, err
 	}
-	var out struct {
-		Env map[string]string `json:"env"`
-	}
+	var out api.Environment
 	if err := json.Unmarshal(body, &out); err != nil {
 		return nil, false, fmt.Errorf("the gateway's answer: %w", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/secret"
 )
 
@@ -32,18 +33,11 @@ type cachedToken struct {
 	ExpiresAt time.Time
 }
 
-// tokenFile is a token as the gateway answers it and the cache file
-// keeps it: the value in the clear, on purpose, and only there.
-type tokenFile struct {
-	Username  string    `json:"username"`
-	Token     string    `json:"token"`
-	ExpiresAt time.Time `json:"expires_at"`
-}
-
-// decodeToken reads a token in its file form; one without a value is
-// refused.
+// decodeToken reads a token as the gateway answers it (api.GitCredential)
+// and the cache file keeps it: the value in the clear, on purpose, and
+// only there. One without a value is refused.
 func decodeToken(r io.Reader) (cachedToken, bool) {
-	var f tokenFile
+	var f api.GitCredential
 	if err := json.NewDecoder(io.LimitReader(r, 64<<10)).Decode(&f); err != nil || f.Token == "" {
 		return cachedToken{}, false
 	}
@@ -157,7 +151,7 @@ func fetchToken(env Env) (cachedToken, error) {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		var e struct{ Code, Message string }
+		var e api.Error
 		_ = json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&e)
 		return cachedToken{}, fmt.Errorf("refresh the repository token: %s %s: %s", resp.Status, e.Code, e.Message)
 	}
@@ -186,7 +180,7 @@ func writeTokenCache(home string, t cachedToken) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	b, err := json.Marshal(tokenFile{Username: t.Username, Token: t.Token.Reveal(), ExpiresAt: t.ExpiresAt})
+	b, err := json.Marshal(api.GitCredential{Username: t.Username, Token: t.Token.Reveal(), ExpiresAt: t.ExpiresAt})
 	if err != nil {
 		return err
 	}

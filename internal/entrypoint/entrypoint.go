@@ -120,6 +120,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/secret"
 )
 
 // Exit codes.
@@ -267,9 +268,10 @@ type config struct {
 	// work is the agent-run modes' checkout, /work (workDir).
 	work string
 	// The in-machine run (inmachine.go).
-	runReport       string
-	baseURL, apiKey string
-	noPush          bool // BERTH_RUN_PUSH=no: a reviewer's run pushes nothing
+	runReport string
+	baseURL   string
+	apiKey    secret.Secret // the sandbox's key, BERTH_API_KEY
+	noPush    bool          // BERTH_RUN_PUSH=no: a reviewer's run pushes nothing
 }
 
 // agentRun reports whether the sandbox runs one agent task in an agent
@@ -299,7 +301,7 @@ func loadConfig(getenv func(string) string, work string) (config, error) {
 		work:           work,
 		runReport:      getenv("BERTH_RUN_REPORT"),
 		baseURL:        getenv("BERTH_BASE_URL"),
-		apiKey:         getenv("BERTH_API_KEY"),
+		apiKey:         secret.New(getenv("BERTH_API_KEY")),
 		noPush:         getenv("BERTH_RUN_PUSH") == "no",
 	}
 	if c.promptFile == "" {

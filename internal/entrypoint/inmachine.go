@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/review"
 	"berth.dev/berth/internal/runner"
 )
@@ -56,11 +57,14 @@ func loadInMachine(c config) []error {
 	if c.imageCheck {
 		errs = append(errs, errors.New("BERTH_IMAGE_CHECK=1 checks a host-prepared run: unset BERTH_RUN_REPORT for it"))
 	}
-	for _, v := range []struct{ name, value string }{
-		{"BERTH_REPO", c.repo}, {"BERTH_BASE_URL", c.baseURL},
-		{"BERTH_API_KEY", c.apiKey}, {"BERTH_SANDBOX_NAME", c.name},
+	for _, v := range []struct {
+		name string
+		set  bool
+	}{
+		{"BERTH_REPO", c.repo != ""}, {"BERTH_BASE_URL", c.baseURL != ""},
+		{"BERTH_API_KEY", !c.apiKey.IsZero()}, {"BERTH_SANDBOX_NAME", c.name != ""},
 	} {
-		if v.value == "" {
+		if !v.set {
 			errs = append(errs, fmt.Errorf("%s is not set (required with BERTH_RUN_REPORT=gateway)", v.name))
 		}
 	}
@@ -93,7 +97,7 @@ func (r *starter) inMachineRun(args []string) int {
 
 // runInMachine does the run's steps and returns what to report and the
 // code berth-init exits with.
-func (r *starter) runInMachine(ctx context.Context, gw *runGateway, args []string) (runReport, int) {
+func (r *starter) runInMachine(ctx context.Context, gw *runGateway, args []string) (api.RunExit, int) {
 	rn, err := runner.Get(r.cfg.runner)
 	if err != nil { // loadConfig refused it already
 		return r.failed(exitUsage, err)
@@ -158,19 +162,19 @@ func (r *starter) runInMachine(ctx context.Context, gw *runGateway, args []strin
 // same care the host takes on podman (no link followed, a regular file of
 // one name, at most 64 KiB): an author's run has none, and the gateway
 // looks at it only for a reviewer's.
-func (r *starter) takeVerdict() runReport {
+func (r *starter) takeVerdict() api.RunExit {
 	b, rel, err := review.Fetch(r.cfg.work)
 	if err != nil {
-		return runReport{VerdictFile: rel, VerdictError: err.Error()}
+		return api.RunExit{VerdictFile: rel, VerdictError: err.Error()}
 	}
 	r.logf("found the review verdict %s (%d bytes)", rel, len(b))
-	return runReport{Verdict: b, VerdictFile: rel}
+	return api.RunExit{Verdict: b, VerdictFile: rel}
 }
 
 // failed logs why the run cannot go on and makes it the run's report.
-func (r *starter) failed(code int, err error) (runReport, int) {
+func (r *starter) failed(code int, err error) (api.RunExit, int) {
 	r.logf("%v", err)
-	return runReport{ExitCode: code, Error: err.Error()}, code
+	return api.RunExit{ExitCode: code, Error: err.Error()}, code
 }
 
 // cloneWork clones BERTH_REPO, shallow, at BERTH_BRANCH, into the work
@@ -216,10 +220,6 @@ func ignorePattern(path string) string {
 	return strings.NewReplacer(`\`, `\\`, `*`, `\*`, `?`, `\?`, `[`, `\[`).Replace(path)
 }
 
-// maxBundle is the most work an in-machine run may hand the gateway
-// (agentrun.MaxBundle; berth-init keeps to the standard library).
-const maxBundle = 64 << 20
-
 // bundleWork makes the agent's work, when HEAD moved from the cloned
 // commit base, a git bundle of the commits since base with HEAD its one
 // ref, and returns it and HEAD: nothing when there was no commit. The
@@ -248,12 +248,12 @@ func (r *starter) bundleWork(envv []string, base string) ([]byte, string, error)
 		return nil, "", err
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxBundle+1))
+	b, err := io.ReadAll(io.LimitReader(f, api.MaxBundle+1))
 	if err != nil {
 		return nil, "", err
 	}
-	if len(b) > maxBundle {
-		return nil, "", fmt.Errorf("the agent's work (its commits since %.12s) is a bundle of more than %d MiB, the most an in-machine run may hand the gateway", base, maxBundle>>20)
+	if len(b) > api.MaxBundle {
+		return nil, "", fmt.Errorf("the agent's work (its commits since %.12s) is a bundle of more than %d MiB, the most an in-machine run may hand the gateway", base, api.MaxBundle>>20)
 	}
 	r.logf("handing the gateway berth/%s at %s: a bundle of %d bytes", r.cfg.name, head, len(b))
 	return b, head, nil

@@ -13,15 +13,9 @@ import (
 	"strings"
 	"sync"
 	"time"
-)
 
-// The gateway's routes for an in-machine run, all called with the
-// sandbox's own key: api.Run*Path, repeated since berth-init keeps to the
-// standard library (the tests' gateway serves api's).
-const (
-	runTaskPath   = "/sandbox/v1/run/task"   // GET: the task, as text
-	runOutputPath = "/sandbox/v1/run/output" // POST: the output, "o "/"e " lines
-	runExitPath   = "/sandbox/v1/run/exit"   // POST: a runReport
+	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/secret"
 )
 
 const (
@@ -36,30 +30,11 @@ const (
 	spoolMemoryLimit = 64 << 20
 )
 
-// runReport is the body of POST /sandbox/v1/run/exit.
-type runReport struct {
-	ExitCode int `json:"exit_code"`
-	// Commit is the agent's HEAD after a clean exit, the one ref of
-	// Bundle; "" for no commit.
-	Commit string `json:"commit"`
-	// Bundle is the agent's work: its commits since the clone, as a git
-	// bundle (base64 in JSON).
-	Bundle []byte `json:"bundle,omitempty"`
-	// Error says why the work could not be handed over (or why the run
-	// failed before the agent).
-	Error string `json:"error"`
-	// The verdict file the agent left in the checkout (a reviewer's, SPEC
-	// S13.5), as found and read here, or why none was taken: the gateway
-	// judges its own copy.
-	Verdict      []byte `json:"verdict,omitempty"`
-	VerdictFile  string `json:"verdict_file,omitempty"`
-	VerdictError string `json:"verdict_error,omitempty"`
-}
-
 // runGateway calls the run routes.
 type runGateway struct {
-	base, key string
-	hc        *http.Client // short calls
+	base string
+	key  secret.Secret // the sandbox's
+	hc   *http.Client  // short calls
 	// long is for the output, whose request lasts as long as the agent
 	// runs: no overall timeout.
 	long  *http.Client
@@ -86,7 +61,7 @@ func (g *runGateway) task(ctx context.Context) ([]byte, error) {
 	err := g.retry(ctx, "fetch the task", func() (bool, error) {
 		var again bool
 		var err error
-		task, again, err = g.call(ctx, g.hc, http.MethodGet, runTaskPath, "", nil)
+		task, again, err = g.call(ctx, g.hc, http.MethodGet, api.RunTaskPath, "", nil)
 		return again, err
 	})
 	return task, err
@@ -94,7 +69,7 @@ func (g *runGateway) task(ctx context.Context) ([]byte, error) {
 
 // reportExit tells the gateway how the run ended, and logs what the
 // gateway made of it: the run's work lands only through it.
-func (g *runGateway) reportExit(ctx context.Context, rep runReport) error {
+func (g *runGateway) reportExit(ctx context.Context, rep api.RunExit) error {
 	body, err := json.Marshal(rep)
 	if err != nil {
 		return err
@@ -103,13 +78,13 @@ func (g *runGateway) reportExit(ctx context.Context, rep runReport) error {
 	err = g.retry(ctx, "report the exit", func() (bool, error) {
 		var again bool
 		var err error
-		answer, again, err = g.call(ctx, g.hc, http.MethodPost, runExitPath, "application/json", bytes.NewReader(body))
+		answer, again, err = g.call(ctx, g.hc, http.MethodPost, api.RunExitPath, "application/json", bytes.NewReader(body))
 		return again, err
 	})
 	if err != nil {
 		return err
 	}
-	var run struct{ State, Error, Branch, Commit string }
+	var run api.Run
 	if json.Unmarshal(answer, &run) == nil && run.State != "" {
 		switch {
 		case run.Error != "":
@@ -149,12 +124,12 @@ func (g *runGateway) call(ctx context.Context, hc *http.Client, method, path, co
 // credential (the sandbox's key, or a pool's one-time token) and returns
 // the answer's body. again says whether a failure may pass: the gateway
 // was not reached or answered 5xx.
-func gatewayCall(ctx context.Context, hc *http.Client, base, bearer, method, path, contentType string, body io.Reader) (answer []byte, again bool, err error) {
+func gatewayCall(ctx context.Context, hc *http.Client, base string, bearer secret.Secret, method, path, contentType string, body io.Reader) (answer []byte, again bool, err error) {
 	req, err := http.NewRequestWithContext(ctx, method, base+path, body)
 	if err != nil {
 		return nil, false, err
 	}
-	req.Header.Set("Authorization", "Bearer "+bearer)
+	req.Header.Set("Authorization", "Bearer "+bearer.Reveal())
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
@@ -179,7 +154,7 @@ func gatewayCall(ctx context.Context, hc *http.Client, base, bearer, method, pat
 // gatewayMessage is ": code: message" of the gateway's error body (its
 // api.Error); "" when the body is none (a proxy's page).
 func gatewayMessage(body []byte) string {
-	var e struct{ Code, Message string }
+	var e api.Error
 	if json.Unmarshal(body, &e) != nil || (e.Code == "" && e.Message == "") {
 		return ""
 	}
@@ -207,7 +182,7 @@ func (g *runGateway) openOutput(ctx context.Context, sp *spool) *outputStream {
 	pr, pw := io.Pipe()
 	o := &outputStream{g: g, body: pw, spool: sp, result: make(chan error, 1)}
 	go func() {
-		_, _, err := g.call(ctx, g.long, http.MethodPost, runOutputPath, "text/plain; charset=utf-8", pr)
+		_, _, err := g.call(ctx, g.long, http.MethodPost, api.RunOutputPath, "text/plain; charset=utf-8", pr)
 		// Whatever the answer, nobody reads the body any more: a line
 		// written now must fail, not wait.
 		pr.CloseWithError(errOutputEnded)
@@ -275,7 +250,7 @@ func (o *outputStream) end(ctx context.Context) {
 		o.g.logf("the copy sent again is incomplete: %v", o.spool.err)
 	}
 	err = o.g.retry(ctx, "send the output again", func() (bool, error) {
-		_, again, err := o.g.call(ctx, o.g.long, http.MethodPost, runOutputPath, "text/plain; charset=utf-8", o.spool.contents())
+		_, again, err := o.g.call(ctx, o.g.long, http.MethodPost, api.RunOutputPath, "text/plain; charset=utf-8", o.spool.contents())
 		return again, err
 	})
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/guardrail"
 	"berth.dev/berth/internal/quantity"
 	"berth.dev/berth/internal/sandbox"
@@ -38,7 +39,7 @@ func timePtr(t time.Time) *time.Time {
 	return &t
 }
 
-func apiClass(c sandbox.Class) api.Class {
+func apiClass(c class.Class) api.Class {
 	s := c.Spec()
 	return api.Class{Name: s.Name, Description: s.Description, Image: s.Image, Isolation: s.Isolation,
 		CPU: s.CPU, Memory: s.Memory, Disk: s.Disk, DefaultTTL: s.DefaultTTL, MaxTTL: s.MaxTTL,
@@ -51,7 +52,7 @@ func apiSandbox(sb sandbox.Sandbox, ownerName string, running time.Duration) api
 		ID: string(sb.ID), Name: sb.Name, Organisation: sb.Org, Project: sb.Project,
 		Owner: sb.Owner, OwnerName: ownerName, Purpose: string(sb.Purpose), Class: sb.Class,
 		Image: sb.Image, Isolation: string(sb.Isolation), CPU: sb.CPU.String(), Memory: sb.Memory.String(),
-		State: string(sb.State), Reason: sb.Reason, Repo: sb.Repo, Branch: sb.Branch, Runner: sb.Runner,
+		State: api.State(sb.State), Reason: sb.Reason, Repo: sb.Repo, Branch: sb.Branch, Runner: sb.Runner,
 		Env: sb.Env, CreatedAt: sb.CreatedAt, ExpiresAt: sb.ExpiresAt, EndedAt: timePtr(sb.EndedAt),
 		RunningSeconds: int64(running / time.Second), Role: string(sb.Role), FromPool: sb.FromPool,
 	}

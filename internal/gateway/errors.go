@@ -10,6 +10,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/guardrail"
 	"berth.dev/berth/internal/inference"
 	"berth.dev/berth/internal/overload"
@@ -33,6 +34,7 @@ func (s *Server) errorStatus(w http.ResponseWriter, r *http.Request, err error) 
 	var (
 		ambiguous *sandbox.AmbiguousError
 		sbInvalid *sandbox.InvalidError
+		clInvalid *class.InvalidError
 		acInvalid *account.InvalidError
 		rateLimit *inference.RateLimitError
 		tooLarge  *http.MaxBytesError
@@ -79,9 +81,11 @@ func (s *Server) errorStatus(w http.ResponseWriter, r *http.Request, err error) 
 		}
 	case errors.As(err, &sbInvalid):
 		status, body = http.StatusBadRequest, api.Error{Code: api.CodeInvalid, Message: err.Error(), Field: sbInvalid.Field}
+	case errors.As(err, &clInvalid):
+		status, body = http.StatusBadRequest, api.Error{Code: api.CodeInvalid, Message: err.Error(), Field: clInvalid.Field}
 	case errors.As(err, &acInvalid):
 		status, body = http.StatusBadRequest, api.Error{Code: api.CodeInvalid, Message: err.Error(), Field: acInvalid.Field}
-	case errors.Is(err, sandbox.ErrInvalid), errors.Is(err, account.ErrInvalid):
+	case errors.Is(err, sandbox.ErrInvalid), errors.Is(err, class.ErrInvalid), errors.Is(err, account.ErrInvalid):
 		status, body = http.StatusBadRequest, api.Error{Code: api.CodeInvalid, Message: err.Error()}
 	case errors.Is(err, tunnel.ErrUpgradeRequired):
 		status, body = http.StatusUpgradeRequired, api.Error{Code: api.CodeUpgradeRequired, Message: err.Error()}
@@ -91,9 +95,9 @@ func (s *Server) errorStatus(w http.ResponseWriter, r *http.Request, err error) 
 		w.Header().Set("WWW-Authenticate", `Bearer realm="berth"`)
 	case errors.Is(err, guardrail.ErrExceeded):
 		status, body = http.StatusForbidden, api.Error{Code: api.CodeQuotaExceeded, Message: err.Error()}
-	case errors.Is(err, sandbox.ErrNotFound), errors.Is(err, account.ErrNotFound):
+	case errors.Is(err, sandbox.ErrNotFound), errors.Is(err, class.ErrNotFound), errors.Is(err, account.ErrNotFound):
 		status, body = http.StatusNotFound, api.Error{Code: api.CodeNotFound, Message: err.Error()}
-	case errors.Is(err, sandbox.ErrForbidden), errors.Is(err, account.ErrForbidden):
+	case errors.Is(err, sandbox.ErrForbidden), errors.Is(err, class.ErrForbidden), errors.Is(err, account.ErrForbidden):
 		status, body = http.StatusForbidden, api.Error{Code: api.CodeForbidden, Message: err.Error()}
 	case errors.Is(err, sandbox.ErrUnavailable):
 		status, body = http.StatusConflict, api.Error{Code: api.CodeUnavailable, Message: err.Error()}
@@ -110,6 +114,7 @@ func (s *Server) errorStatus(w http.ResponseWriter, r *http.Request, err error) 
 // them, so a message does not end with them as well.
 var sentinels = []error{
 	sandbox.ErrNotFound, sandbox.ErrConflict, sandbox.ErrInvalid, sandbox.ErrForbidden, sandbox.ErrUnavailable,
+	class.ErrNotFound, class.ErrInvalid, class.ErrForbidden,
 	account.ErrNotFound, account.ErrConflict, account.ErrInvalid, account.ErrForbidden, account.ErrUnauthenticated,
 	guardrail.ErrExceeded, tunnel.ErrUpgradeRequired,
 	inference.ErrBudget, inference.ErrNotAllowed, inference.ErrForbidden, inference.ErrUnknownModel,

@@ -19,6 +19,7 @@ import (
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/gateway/panel"
 	"berth.dev/berth/internal/githttp"
@@ -33,6 +34,7 @@ type Options struct {
 	Accounts  *account.Service
 	Sandboxes *sandbox.Service
 	Runs      *agentrun.Service
+	Classes   *class.Service
 	Usage     *usage.Service
 	Log       *slog.Logger
 	// Version is reported by /healthz.
@@ -101,6 +103,7 @@ type Server struct {
 	accounts  *account.Service
 	sandboxes *sandbox.Service
 	runs      *agentrun.Service
+	classes   *class.Service
 	usage     *usage.Service
 	log       *slog.Logger
 	version   string
@@ -135,13 +138,13 @@ func New(o Options) *Server {
 	if now == nil {
 		now = time.Now
 	}
-	s := &Server{accounts: o.Accounts, sandboxes: o.Sandboxes, runs: o.Runs, usage: o.Usage, log: o.Log, version: o.Version, driver: o.Driver,
+	s := &Server{accounts: o.Accounts, sandboxes: o.Sandboxes, classes: o.Classes, runs: o.Runs, usage: o.Usage, log: o.Log, version: o.Version, driver: o.Driver,
 		now: now, metrics: o.Metrics, forge: o.Forge, repos: o.Repositories, mirrors: o.Mirrors, git: githttp.New("", o.Log), credLimit: newRateLimit(10, time.Minute),
 		enrollLimit: newRateLimit(10, time.Minute), tunnelIdle: o.TunnelIdleTimeout, tunnels: newTunnels(), meter: meterOr(o.Meter), stopping: make(chan struct{}),
 		inference: o.Inference, scripted: scriptedTransport(o.Scripted), modelTransport: modelTransportOr(o.ModelTransport)}
 	// The web panel answers with the same services and the same error
 	// mapping as the API.
-	s.panel = panel.New(panel.Options{Accounts: o.Accounts, Sandboxes: o.Sandboxes, Runs: o.Runs, Usage: o.Usage, Log: o.Log, Now: now,
+	s.panel = panel.New(panel.Options{Accounts: o.Accounts, Sandboxes: o.Sandboxes, Classes: o.Classes, Runs: o.Runs, Usage: o.Usage, Log: o.Log, Now: now,
 		Driver: o.Driver, Status: s.errorStatus})
 	return s
 }

@@ -18,6 +18,7 @@ import (
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/client"
 	"berth.dev/berth/internal/driver/fake"
 	"berth.dev/berth/internal/forge"
@@ -55,6 +56,7 @@ type world struct {
 	forge                                   *local.Forge
 	sandboxes                               *sandbox.Service
 	runs                                    *agentrun.Service
+	classes                                 *class.Service
 	metrics                                 *metrics.Metrics
 	gw                                      *gateway.Server
 	inference                               *inference.Service // nil unless the world serves models
@@ -113,7 +115,7 @@ func newWorld(t testing.TB, opts ...func(*worldConfig)) *world {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	tmpl, err := sandbox.ParseClassFile(strings.NewReader(cfg.template))
+	tmpl, err := class.ParseFile(strings.NewReader(cfg.template))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,8 +145,7 @@ func newWorld(t testing.TB, opts ...func(*worldConfig)) *world {
 	if cfg.driver != nil {
 		drv = cfg.driver(w.drv)
 	}
-	var svc *sandbox.Service
-	w.accounts = account.NewService(st, st, cfg.now, func(ctx context.Context, org string) error { return svc.SeedClasses(ctx, org) }, st, log)
+	w.accounts = account.NewService(st, st, cfg.now, func(ctx context.Context, org string) error { return w.classes.Seed(ctx, org) }, st, log)
 	var (
 		sbOpts   []sandbox.Option
 		runOpts  []agentrun.Option
@@ -157,7 +158,7 @@ func newWorld(t testing.TB, opts ...func(*worldConfig)) *world {
 	}
 	repos := repository.New(st, w.accounts, repository.Config{Forge: fg, PublicURL: w.url, Audit: st}, log, cfg.now)
 	sbCfg := sandbox.Config{
-		Driver: "fake", Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""}, Template: tmpl, Audit: st,
+		Driver: "fake", Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""}, Audit: st,
 		Retention: 90 * 24 * time.Hour, Metrics: w.metrics, Repositories: repos, PublicURL: w.url,
 	}
 	runCfg := agentrun.Config{Driver: "fake", PublicURL: w.url}
@@ -175,19 +176,20 @@ func newWorld(t testing.TB, opts ...func(*worldConfig)) *world {
 	if cfg.agents != nil {
 		cfg.agents(w, &runCfg)
 	}
-	svc = sandbox.NewService(st, drv, w.accounts, sbCfg, log, cfg.now, sbOpts...)
+	svc := sandbox.NewService(st, drv, w.accounts, sbCfg, log, cfg.now, sbOpts...)
 	runCfg.Pushes = repos
 	runs := agentrun.NewService(st, svc, drv, w.accounts, runCfg, log, cfg.now, runOpts...)
 	if runCfg.Workspaces != nil {
 		svc.SetRuns(runs)
 	}
 	w.sandboxes, w.runs = svc, runs
+	w.classes = class.NewService(st, w.accounts, svc, class.Config{Template: tmpl, Runtimes: sbCfg.Runtimes}, log, cfg.now)
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); svc.Run(runCtx, time.Hour) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	gwo := gateway.Options{Accounts: w.accounts, Sandboxes: svc, Runs: runs, Log: log, Version: "test", Driver: "fake", Now: cfg.now,
+	gwo := gateway.Options{Accounts: w.accounts, Sandboxes: svc, Classes: w.classes, Runs: runs, Log: log, Version: "test", Driver: "fake", Now: cfg.now,
 		Usage:   usage.NewService(st, w.accounts, svc, 90*24*time.Hour, cfg.now),
 		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 		Forge:   fg, Repositories: repos, Mirrors: mirrors, TunnelIdleTimeout: cfg.tunnelIdle,

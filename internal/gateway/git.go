@@ -162,9 +162,6 @@ func (s *Server) gitError(w http.ResponseWriter, r *http.Request, err error) {
 	http.Error(w, "berth: "+err.Error()+"\n", status)
 }
 
-// gitCredential hands a token-mode sandbox a fresh repository token (SPEC
-// S9): POST /sandbox/v1/git-credential with the sandbox's own key, 10
-// requests a minute per client address on this replica.
 // bootstrap hands a warm pool sandbox its environment, once, for the
 // one-time token its pod was given when it was claimed (SPEC S12).
 func (s *Server) bootstrap(w http.ResponseWriter, r *http.Request, _ account.Principal) {
@@ -174,19 +171,12 @@ func (s *Server) bootstrap(w http.ResponseWriter, r *http.Request, _ account.Pri
 		return
 	}
 	env, err := s.sandboxes.Bootstrap(r.Context(), token)
-	outcome := "issued"
-	if err != nil {
-		outcome = "refused"
-	}
-	s.meter.CredentialRequested("bootstrap", outcome)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusOK, api.Environment{Env: env})
+	replyCredential(s, w, r, "bootstrap", http.StatusOK, api.Environment{Env: env}, err)
 }
 
+// gitCredential hands a token-mode sandbox a fresh repository token (SPEC
+// S9): POST /sandbox/v1/git-credential with the sandbox's own key, 10
+// requests a minute per client address on this replica.
 func (s *Server) gitCredential(w http.ResponseWriter, r *http.Request, p account.Principal) {
 	kind := "none"
 	if s.forge != nil {

@@ -424,7 +424,7 @@ func TestDisabledOwner(t *testing.T) {
 	if out := refuse(t, dir, "clone", "-q", withAuth(t, agentEnv["BERTH_REPO"], "berth", agentEnv["BERTH_API_KEY"]), "b"); !strings.Contains(out, "401") && !strings.Contains(out, "Authentication failed") {
 		t.Errorf("the agent sandbox's key still opens git: %s", out)
 	}
-	for id, want := range map[string]string{eng.ID: "expired", agent.ID: "terminated"} {
+	for id, want := range map[string]api.State{eng.ID: "expired", agent.ID: "terminated"} {
 		sb, err := w.admin.Sandbox(ctx, id)
 		if err != nil || sb.State != want || !strings.Contains(sb.Reason, "owner was disabled") {
 			t.Errorf("sandbox %s: %s (%s), %v; want %s", id, sb.State, sb.Reason, err, want)

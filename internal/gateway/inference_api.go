@@ -18,34 +18,28 @@ import (
 // listModels answers GET /api/v1/models: what the caller's key may reach
 // (berth model list).
 func (s *Server) listModels(w http.ResponseWriter, r *http.Request, p account.Principal) {
-	lp, err := readPage(r, "models", nil)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if s.inference == nil {
-		writeJSON(w, http.StatusOK, api.ModelList{Models: []api.Model{}})
-		return
-	}
-	ms, err := s.inference.Models(r.Context(), p)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	// The catalog is in memory: a page of it in its order, chat models
-	// first, each kind by id.
-	slices.SortStableFunc(ms, func(a, b inference.Model) int { return strings.Compare(modelKey(a).Name, modelKey(b).Name) })
-	ms, next := paging.Slice(ms, lp.req, modelKey, paging.ByName)
-	setNext(w, r, lp, next)
-	out := api.ModelList{Models: []api.Model{}}
-	for _, m := range ms {
-		am := api.Model{ID: m.ID, Name: m.Name, Provider: m.Provider, Router: m.Targets, ContextWindow: m.ContextWindow, MaxTokens: m.MaxTokens}
-		if !m.Router() {
-			am.Price = &api.ModelPrice{Input: m.Price.Input, Output: m.Price.Output, CacheRead: m.Price.CacheRead, CacheWrite: m.Price.CacheWrite}
+	replyPage(s, w, r, "models", nil, func(lp listPage) (api.ModelList, *paging.Key, error) {
+		if s.inference == nil {
+			return api.ModelList{Models: []api.Model{}}, nil, nil
 		}
-		out.Models = append(out.Models, am)
+		ms, err := s.inference.Models(r.Context(), p)
+		if err != nil {
+			return api.ModelList{}, nil, err
+		}
+		// The catalog is in memory: a page of it in its order, chat models
+		// first, each kind by id.
+		slices.SortStableFunc(ms, func(a, b inference.Model) int { return strings.Compare(modelKey(a).Name, modelKey(b).Name) })
+		ms, next := paging.Slice(ms, lp.req, modelKey, paging.ByName)
+		return api.ModelList{Models: each(ms, apiModel)}, next, nil
+	})
+}
+
+func apiModel(m inference.Model) api.Model {
+	am := api.Model{ID: m.ID, Name: m.Name, Provider: m.Provider, Router: m.Targets, ContextWindow: m.ContextWindow, MaxTokens: m.MaxTokens}
+	if !m.Router() {
+		am.Price = &api.ModelPrice{Input: m.Price.Input, Output: m.Price.Output, CacheRead: m.Price.CacheRead, CacheWrite: m.Price.CacheWrite}
 	}
-	writeJSON(w, http.StatusOK, out)
+	return am
 }
 
 // modelKey is where a model sits in the list of GET /api/v1/models.
@@ -94,44 +88,32 @@ func (s *Server) vendorModels(w http.ResponseWriter, r *http.Request, _ account.
 // getInference answers an organisation's or a project's inference
 // settings (administrators).
 func (s *Server) getInference(w http.ResponseWriter, r *http.Request, p account.Principal) {
-	if s.inference == nil {
-		s.writeError(w, r, inference.ErrUnavailable)
-		return
-	}
-	st, err := s.inference.Settings(r.Context(), p, r.PathValue("org"), r.PathValue("project"))
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, apiInferenceStatus(st))
+	reply(s, w, r, http.StatusOK, func() (api.InferenceStatus, error) {
+		if s.inference == nil {
+			return api.InferenceStatus{}, inference.ErrUnavailable
+		}
+		st, err := s.inference.Settings(r.Context(), p, r.PathValue("org"), r.PathValue("project"))
+		return apiInferenceStatus(st), err
+	})
 }
 
 // putInference writes them whole: a field left out clears it.
 func (s *Server) putInference(w http.ResponseWriter, r *http.Request, p account.Principal) {
-	var req api.InferenceSettings
-	if err := decode(r, &req); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if s.inference == nil {
-		s.writeError(w, r, inference.ErrUnavailable)
-		return
-	}
-	set := inference.Settings{Models: req.Models, BudgetUSD: req.BudgetUSD, SystemPrompt: req.SystemPrompt}
-	if req.Rate != nil {
-		rate, err := inference.ParseRate(*req.Rate)
-		if err != nil {
-			s.writeError(w, r, err)
-			return
+	replyTo(s, w, r, http.StatusOK, func(req api.InferenceSettings) (api.InferenceStatus, error) {
+		if s.inference == nil {
+			return api.InferenceStatus{}, inference.ErrUnavailable
 		}
-		set.Rate = &rate
-	}
-	st, err := s.inference.SetSettings(r.Context(), p, r.PathValue("org"), r.PathValue("project"), set)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, apiInferenceStatus(st))
+		set := inference.Settings{Models: req.Models, BudgetUSD: req.BudgetUSD, SystemPrompt: req.SystemPrompt}
+		if req.Rate != nil {
+			rate, err := inference.ParseRate(*req.Rate)
+			if err != nil {
+				return api.InferenceStatus{}, err
+			}
+			set.Rate = &rate
+		}
+		st, err := s.inference.SetSettings(r.Context(), p, r.PathValue("org"), r.PathValue("project"), set)
+		return apiInferenceStatus(st), err
+	})
 }
 
 func apiInferenceStatus(st inference.Status) api.InferenceStatus {

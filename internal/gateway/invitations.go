@@ -16,28 +16,23 @@ const maxRedeemBody = 4 << 10
 // inviteUser issues a one-time invitation for a user (SPEC S6): how an
 // administrator lets a person in without ever holding their key.
 func (s *Server) inviteUser(w http.ResponseWriter, r *http.Request, p account.Principal) {
-	var req api.CreateInvitation
-	if err := decode(r, &req); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	var ttl time.Duration
-	if req.TTL != "" {
-		d, err := quantity.ParseDuration(req.TTL)
-		if err != nil {
-			s.writeError(w, r, account.Invalid("ttl", "%v", err))
-			return
+	replyTo(s, w, r, http.StatusCreated, func(req api.CreateInvitation) (api.Invitation, error) {
+		var ttl time.Duration
+		if req.TTL != "" {
+			d, err := quantity.ParseDuration(req.TTL)
+			if err != nil {
+				return api.Invitation{}, account.Invalid("ttl", "%v", err)
+			}
+			ttl = d
 		}
-		ttl = d
-	}
-	res, err := s.accounts.Invite(r.Context(), p, r.PathValue("org"), r.PathValue("user"), ttl)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusCreated, api.Invitation{ID: res.Invitation.ID, User: apiUser(res.User), Recovery: res.Invitation.Recovery,
-		CreatedAt: res.Invitation.CreatedAt, ExpiresAt: res.Invitation.ExpiresAt, Secret: res.Secret.Reveal()})
+		res, err := s.accounts.Invite(r.Context(), p, r.PathValue("org"), r.PathValue("user"), ttl)
+		if err != nil {
+			return api.Invitation{}, err
+		}
+		w.Header().Set("Cache-Control", "no-store") // the answer holds the secret
+		return api.Invitation{ID: res.Invitation.ID, User: apiUser(res.User), Recovery: res.Invitation.Recovery,
+			CreatedAt: res.Invitation.CreatedAt, ExpiresAt: res.Invitation.ExpiresAt, Secret: res.Secret.Reveal()}, nil
+	})
 }
 
 // redeemInvitation exchanges an invitation for a key of its user, once.
@@ -54,15 +49,5 @@ func (s *Server) redeemInvitation(w http.ResponseWriter, r *http.Request, _ acco
 		return
 	}
 	e, err := s.accounts.Redeem(r.Context(), req.Invitation, req.KeyName, clientAddr(r))
-	outcome := "issued"
-	if err != nil {
-		outcome = "refused"
-	}
-	s.meter.CredentialRequested("invitation", outcome)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusCreated, api.Enrollment{User: apiUser(e.User), Organisation: apiOrg(e.Organisation), Key: apiNewKey(e.Key)})
+	replyCredential(s, w, r, "invitation", http.StatusCreated, api.Enrollment{User: apiUser(e.User), Organisation: apiOrg(e.Organisation), Key: apiNewKey(e.Key)}, err)
 }

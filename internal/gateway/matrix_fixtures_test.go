@@ -104,7 +104,7 @@ func (m *matrix) keyState(t *testing.T, id string) string {
 func (m *matrix) newClass(t *testing.T) string {
 	t.Helper()
 	name := fmt.Sprintf("fresh-%d", m.next())
-	if _, err := m.sandboxes.ApplyClasses(t.Context(), m.principal(t, m.opKey), "acme", strings.NewReader(
+	if _, err := m.classes.Apply(t.Context(), m.principal(t, m.opKey), "acme", strings.NewReader(
 		"sandboxes:\n  - name: "+name+"\n    image: localhost/berth-sandbox:1\n    isolation: standard\n")); err != nil {
 		t.Fatal(err)
 	}
@@ -323,7 +323,7 @@ func (m *matrix) runLog(t *testing.T, id string) string {
 // acmeClasses is acme's classes, one a line.
 func (m *matrix) acmeClasses(t *testing.T) string {
 	t.Helper()
-	cs, _, err := m.sandboxes.Classes(t.Context(), m.principal(t, m.opKey), "acme", paging.Request{})
+	cs, _, err := m.classes.List(t.Context(), m.principal(t, m.opKey), "acme", paging.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -142,7 +142,7 @@ func newMatrix(t *testing.T) *matrix {
 	if _, err := w.accounts.CreateProject(ctx, op, "acme", "ml"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.sandboxes.ApplyClasses(ctx, op, "acme", strings.NewReader(
+	if _, err := w.classes.Apply(ctx, op, "acme", strings.NewReader(
 		"sandboxes:\n  - name: acme-only\n    image: localhost/berth-sandbox:1\n    isolation: standard\n")); err != nil {
 		t.Fatal(err)
 	}

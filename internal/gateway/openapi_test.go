@@ -7,7 +7,9 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/sandbox"
 )
 
 // TestOpenAPIDescribesEveryRoute checks the OpenAPI description against the
@@ -93,6 +95,67 @@ func TestOpenAPIGivesEveryBodyLimit(t *testing.T) {
 	for key := range s.bodyLimits() {
 		if !named[key] {
 			t.Errorf("bodyLimits names %q, which is not a route", key)
+		}
+	}
+}
+
+// TestStatesOnTheWire: the API's typed states are the domain's, spelled
+// as it spells them (SPEC S3 for a sandbox's, S13 for a run's), and the
+// OpenAPI description's enums list exactly them, so a client comparing
+// with api's constants sees every state the gateway sends.
+func TestStatesOnTheWire(t *testing.T) {
+	sandboxStates := map[api.State]sandbox.State{
+		api.StateStarting: sandbox.StateStarting, api.StateRunning: sandbox.StateRunning, api.StateSuspended: sandbox.StateSuspended,
+		api.StateExpired: sandbox.StateExpired, api.StateFailed: sandbox.StateFailed, api.StateTerminated: sandbox.StateTerminated,
+	}
+	runStates := map[api.RunState]agentrun.RunState{
+		api.RunRunning: agentrun.RunRunning, api.RunSucceeded: agentrun.RunSucceeded, api.RunFailed: agentrun.RunFailed,
+	}
+	for wire, domain := range sandboxStates {
+		if string(wire) != string(domain) {
+			t.Errorf("the API says sandbox state %s as %q", domain, wire)
+		}
+	}
+	for wire, domain := range runStates {
+		if string(wire) != string(domain) {
+			t.Errorf("the API says run state %s as %q", domain, wire)
+		}
+	}
+	var doc struct {
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]struct {
+					Enum []string `yaml:"enum"`
+				} `yaml:"properties"`
+			} `yaml:"schemas"`
+		} `yaml:"components"`
+	}
+	if err := yaml.Unmarshal(openAPI, &doc); err != nil {
+		t.Fatalf("openapi.yaml does not parse: %v", err)
+	}
+	enum := func(schema, field string) []string {
+		e := slices.Clone(doc.Components.Schemas[schema].Properties[field].Enum)
+		slices.Sort(e)
+		return e
+	}
+	var sbWant, runWant []string
+	for s := range sandboxStates {
+		sbWant = append(sbWant, string(s))
+	}
+	for s := range runStates {
+		runWant = append(runWant, string(s))
+	}
+	slices.Sort(sbWant)
+	slices.Sort(runWant)
+	if got, want := enum("Sandbox", "state"), sbWant; !slices.Equal(got, want) {
+		t.Errorf("openapi.yaml's Sandbox.state is %v; the API's states are %v", got, want)
+	}
+	if got, want := enum("Run", "state"), runWant; !slices.Equal(got, want) {
+		t.Errorf("openapi.yaml's Run.state is %v; the API's run states are %v", got, want)
+	}
+	for _, s := range enum("Run", "ended") {
+		if _, known := sandboxStates[api.State(s)]; !known {
+			t.Errorf("openapi.yaml's Run.ended has %q, which is no sandbox state", s)
 		}
 	}
 }

@@ -41,7 +41,7 @@ func (s *Server) runOf(ctx context.Context, sb sandbox.Sandbox) *api.Run {
 func apiRun(sb sandbox.Sandbox, r agentrun.Run) *api.Run {
 	t := r.Telemetry
 	out := &api.Run{
-		Runner: r.Runner, Model: cmp.Or(t.Model, r.Model), State: string(r.State), Error: r.Error,
+		Runner: r.Runner, Model: cmp.Or(t.Model, r.Model), State: api.RunState(r.State), Error: r.Error,
 		Branch: r.Branch, Commit: r.Commit,
 		Usage:      apiTokens(t.Usage),
 		CostSource: t.Cost.String(), PriceBasis: t.PriceBasis, SessionID: t.SessionID, Turns: t.Turns,
@@ -56,7 +56,7 @@ func apiRun(sb sandbox.Sandbox, r agentrun.Run) *api.Run {
 		out.ExitCode = &code
 	}
 	if r.Ended != "" {
-		out.Ended, out.EndedBy, out.EndedByID = string(r.Ended), cmp.Or(r.EndedByName, r.EndedBy), r.EndedBy
+		out.Ended, out.EndedBy, out.EndedByID = api.State(r.Ended), cmp.Or(r.EndedByName, r.EndedBy), r.EndedBy
 		if r.EndedBy == "" {
 			out.EndedBy = "berth"
 		}

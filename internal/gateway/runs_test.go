@@ -20,6 +20,7 @@ import (
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/client"
 	"berth.dev/berth/internal/driver/fake"
 	"berth.dev/berth/internal/forge"
@@ -58,7 +59,7 @@ func newRunWorld(t *testing.T, wrap ...func(*fake.Driver) sandbox.Driver) *runWo
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	tmpl, err := sandbox.ParseClassFile(strings.NewReader(classes))
+	tmpl, err := class.ParseFile(strings.NewReader(classes))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,16 +70,16 @@ func newRunWorld(t *testing.T, wrap ...func(*fake.Driver) sandbox.Driver) *runWo
 		t.Fatal(err)
 	}
 	w.forge, w.st = lf, st
-	var svc *sandbox.Service
-	accounts := account.NewService(st, st, time.Now, func(ctx context.Context, org string) error { return svc.SeedClasses(ctx, org) }, st, log)
+	var classSvc *class.Service
+	accounts := account.NewService(st, st, time.Now, func(ctx context.Context, org string) error { return classSvc.Seed(ctx, org) }, st, log)
 	var drv sandbox.Driver = w.drv
 	for _, f := range wrap {
 		drv = f(w.drv)
 	}
 	repos := repository.New(st, accounts, repository.Config{Forge: lf, PublicURL: w.url, Audit: st}, log, time.Now)
 	models := inferencetest.Scripted(t, st, accounts, w.url)
-	svc = sandbox.NewService(st, drv, accounts, sandbox.Config{
-		Driver: "fake", Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""}, Template: tmpl, Audit: st,
+	svc := sandbox.NewService(st, drv, accounts, sandbox.Config{
+		Driver: "fake", Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""}, Audit: st,
 		Repositories: repos, PublicURL: w.url,
 	}, log, time.Now, sandbox.WithModelEnv(models))
 	runs := agentrun.NewService(st, svc, drv, accounts, agentrun.Config{
@@ -88,11 +89,12 @@ func newRunWorld(t *testing.T, wrap ...func(*fake.Driver) sandbox.Driver) *runWo
 		Model:      "claude-sonnet-4-5", LogDir: t.TempDir(),
 	}, log, time.Now, agentrun.WithModels(models))
 	svc.SetRuns(runs)
+	classSvc = class.NewService(st, accounts, svc, class.Config{Template: tmpl}, log, time.Now)
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); svc.Run(runCtx, time.Hour) }()
 	t.Cleanup(func() { cancel(); <-done })
-	srv.Config.Handler = gateway.New(gateway.Options{Accounts: accounts, Sandboxes: svc, Runs: runs, Log: log, Version: "test", Driver: "fake", Forge: lf, Repositories: repos}).Handler()
+	srv.Config.Handler = gateway.New(gateway.Options{Accounts: accounts, Sandboxes: svc, Classes: classSvc, Runs: runs, Log: log, Version: "test", Driver: "fake", Forge: lf, Repositories: repos}).Handler()
 	srv.Start()
 	t.Cleanup(srv.Close)
 

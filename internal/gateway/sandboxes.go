@@ -7,53 +7,9 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/sandbox"
 )
-
-func (s *Server) listClasses(w http.ResponseWriter, r *http.Request, p account.Principal) {
-	lp, err := readPage(r, "classes", map[string]string{"org": r.URL.Query().Get("org")})
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	classes, next, err := s.sandboxes.Classes(r.Context(), p, lp.filters["org"], lp.req)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	setNext(w, r, lp, next)
-	out := make([]api.ClassStatus, len(classes))
-	for i, c := range classes {
-		out[i] = api.ClassStatus{Class: apiClass(c.Class), Startable: c.Startable, Reason: c.Reason}
-	}
-	writeJSON(w, http.StatusOK, out)
-}
-
-// applyClasses takes a sandboxes file as the body: YAML, or JSON (which the
-// YAML parser reads too), with a top-level sandboxes: list.
-func (s *Server) applyClasses(w http.ResponseWriter, r *http.Request, p account.Principal) {
-	res, err := s.sandboxes.ApplyClasses(r.Context(), p, r.URL.Query().Get("org"), r.Body)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, api.AppliedClasses{Created: nonNil(res.Created), Updated: nonNil(res.Updated), Warnings: res.Warnings})
-}
-
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
-}
-
-func (s *Server) deleteClass(w http.ResponseWriter, r *http.Request, p account.Principal) {
-	if err := s.sandboxes.DeleteClass(r.Context(), p, r.URL.Query().Get("org"), r.PathValue("name")); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
-}
 
 func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request, p account.Principal) {
 	q := r.URL.Query()
@@ -61,25 +17,17 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request, p account
 	if b, _ := strconv.ParseBool(q.Get("all")); b {
 		all = "true"
 	}
-	lp, err := readPage(r, "sandboxes", map[string]string{"class": q.Get("class"), "purpose": q.Get("purpose"), "all": all})
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	f := lp.filters
-	sbs, next, err := s.sandboxes.List(r.Context(), p, sandbox.ListOptions{Class: f["class"], Purpose: f["purpose"], All: f["all"] == "true",
-		Page: lp.req})
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	setNext(w, r, lp, next)
-	owners := map[string]string{}
-	out := api.SandboxList{Sandboxes: make([]api.Sandbox, len(sbs))}
-	for i, sb := range sbs {
-		out.Sandboxes[i] = s.apiSandbox(r.Context(), sb, owners)
-	}
-	writeJSON(w, http.StatusOK, out)
+	filters := map[string]string{"class": q.Get("class"), "purpose": q.Get("purpose"), "all": all}
+	replyPage(s, w, r, "sandboxes", filters, func(lp listPage) (api.SandboxList, *paging.Key, error) {
+		f := lp.filters
+		sbs, next, err := s.sandboxes.List(r.Context(), p, sandbox.ListOptions{Class: f["class"], Purpose: f["purpose"], All: f["all"] == "true",
+			Page: lp.req})
+		if err != nil {
+			return api.SandboxList{}, nil, err
+		}
+		owners := map[string]string{}
+		return api.SandboxList{Sandboxes: each(sbs, func(sb sandbox.Sandbox) api.Sandbox { return s.apiSandbox(r.Context(), sb, owners) })}, next, nil
+	})
 }
 
 // apiSandbox converts a sandbox, looking its owner's name up once per
@@ -100,20 +48,16 @@ func (s *Server) apiSandbox(ctx context.Context, sb sandbox.Sandbox, names map[s
 }
 
 func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request, p account.Principal) {
-	var req api.CreateSandbox
-	if err := decode(r, &req); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	sb, err := s.sandboxes.Create(r.Context(), p, sandbox.CreateRequest{
-		Name: req.Name, Class: req.Class, Purpose: req.Purpose, Project: req.Project, TTL: req.TTL,
-		Repo: req.Repo, Branch: req.Branch, Task: req.Task, Runner: req.Runner, Model: req.Model, Role: req.Role, SSHKeys: req.SSHKeys, Env: req.Env,
+	replyTo(s, w, r, http.StatusCreated, func(req api.CreateSandbox) (api.Sandbox, error) {
+		sb, err := s.sandboxes.Create(r.Context(), p, sandbox.CreateRequest{
+			Name: req.Name, Class: req.Class, Purpose: req.Purpose, Project: req.Project, TTL: req.TTL,
+			Repo: req.Repo, Branch: req.Branch, Task: req.Task, Runner: req.Runner, Model: req.Model, Role: req.Role, SSHKeys: req.SSHKeys, Env: req.Env,
+		})
+		if err != nil {
+			return api.Sandbox{}, err
+		}
+		return s.apiSandbox(r.Context(), sb, map[string]string{}), nil
 	})
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusCreated, s.apiSandbox(r.Context(), sb, map[string]string{}))
 }
 
 func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request, p account.Principal) {

@@ -6,29 +6,19 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/usage"
 )
 
 func (s *Server) usageReport(w http.ResponseWriter, r *http.Request, p account.Principal) {
 	q := r.URL.Query()
-	lp, err := readPage(r, "usage", map[string]string{"by": q.Get("by"), "since": q.Get("since"), "org": q.Get("org")})
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	f := lp.filters
-	rep, err := s.usage.Report(r.Context(), p, usage.Query{By: f["by"], Since: f["since"], Org: f["org"], Page: lp.req})
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	setNext(w, r, lp, rep.Next) // the total counts every row, of every page
-	out := api.UsageReport{By: string(rep.By), Organisation: rep.Org, Since: rep.Since, Until: rep.Until,
-		Rows: make([]api.UsageRow, len(rep.Rows)), Total: apiUsageRow(rep.Total)}
-	for i, row := range rep.Rows {
-		out.Rows[i] = apiUsageRow(row)
-	}
-	writeJSON(w, http.StatusOK, out)
+	replyPage(s, w, r, "usage", map[string]string{"by": q.Get("by"), "since": q.Get("since"), "org": q.Get("org")}, func(lp listPage) (api.UsageReport, *paging.Key, error) {
+		f := lp.filters
+		rep, err := s.usage.Report(r.Context(), p, usage.Query{By: f["by"], Since: f["since"], Org: f["org"], Page: lp.req})
+		// The total counts every row, of every page.
+		return api.UsageReport{By: string(rep.By), Organisation: rep.Org, Since: rep.Since, Until: rep.Until,
+			Rows: each(rep.Rows, apiUsageRow), Total: apiUsageRow(rep.Total)}, rep.Next, err
+	})
 }
 
 // apiUsageRow converts a row: whole seconds of running time, and
@@ -42,22 +32,14 @@ func apiUsageRow(r usage.Row) api.UsageRow {
 
 func (s *Server) auditLog(w http.ResponseWriter, r *http.Request, p account.Principal) {
 	q := r.URL.Query()
-	lp, err := readPage(r, "audit", map[string]string{"sandbox": q.Get("sandbox"), "since": q.Get("since"), "org": q.Get("org")})
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	f := lp.filters
-	entries, next, err := s.usage.Audit(r.Context(), p, usage.AuditQuery{Sandbox: f["sandbox"], Since: f["since"], Org: f["org"], Page: lp.req})
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	setNext(w, r, lp, next)
-	out := api.AuditLog{Events: make([]api.AuditEvent, len(entries))}
-	for i, e := range entries {
-		out.Events[i] = api.AuditEvent{ID: e.ID, At: e.At, Organisation: e.Org, Actor: e.Actor, ActorName: e.ActorName,
-			Sandbox: e.Sandbox, Action: e.Action, Target: e.Target, Outcome: e.Outcome, Detail: e.Detail}
-	}
-	writeJSON(w, http.StatusOK, out)
+	replyPage(s, w, r, "audit", map[string]string{"sandbox": q.Get("sandbox"), "since": q.Get("since"), "org": q.Get("org")}, func(lp listPage) (api.AuditLog, *paging.Key, error) {
+		f := lp.filters
+		entries, next, err := s.usage.Audit(r.Context(), p, usage.AuditQuery{Sandbox: f["sandbox"], Since: f["since"], Org: f["org"], Page: lp.req})
+		return api.AuditLog{Events: each(entries, apiAuditEvent)}, next, err
+	})
+}
+
+func apiAuditEvent(e usage.Entry) api.AuditEvent {
+	return api.AuditEvent{ID: e.ID, At: e.At, Organisation: e.Org, Actor: e.Actor, ActorName: e.ActorName,
+		Sandbox: e.Sandbox, Action: e.Action, Target: e.Target, Outcome: e.Outcome, Detail: e.Detail}
 }

@@ -38,7 +38,7 @@ func (w *world) running(t *testing.T, c *client.Client, name, class, project str
 	return w.waitState(t, c, sb.ID, "running")
 }
 
-func (w *world) waitState(t *testing.T, c *client.Client, id, want string) api.Sandbox {
+func (w *world) waitState(t *testing.T, c *client.Client, id string, want api.State) api.Sandbox {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {

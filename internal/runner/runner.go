@@ -199,6 +199,20 @@ func Get(name string) (Runner, error) {
 	return nil, fmt.Errorf("%w %q (one of %s)", ErrUnknown, name, strings.Join(Names(), ", "))
 }
 
+// Runnable says why berth does not run the runner called name: it is no
+// runner, or its CLI talks to its vendor itself (VendorDirect), so its
+// calls would not go through the gateway; nil for one berth runs.
+func Runnable(name string) error {
+	r, err := Get(name)
+	if err != nil {
+		return fmt.Errorf("%q is not a runner (one of %s)", name, strings.Join(Names(), ", "))
+	}
+	if _, direct := r.(VendorDirect); direct {
+		return fmt.Errorf("%s talks to its vendor itself, not through the gateway, so berth does not run it", name)
+	}
+	return nil
+}
+
 // checkOptions refuses what must not reach argv: a missing model (the CLI
 // would fall back to its own default, the #761 class of bug) and values
 // that could be read as flags or split by a shell.

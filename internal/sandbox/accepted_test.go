@@ -136,7 +136,7 @@ func TestRestartKeepsAMachineThatRuns(t *testing.T) {
 func TestRestartMintsAFreshRepositoryToken(t *testing.T) {
 	e := newEnv(t)
 	ctx := t.Context()
-	if _, err := e.svc.ApplyClasses(ctx, e.admin, "", strings.NewReader(`sandboxes:
+	if _, err := e.classes.Apply(ctx, e.admin, "", strings.NewReader(`sandboxes:
   - name: tokens
     image: localhost/berth-sandbox:1
     isolation: standard
@@ -326,10 +326,10 @@ func TestAuditCommittedWithTheChange(t *testing.T) {
 	if _, _, err := accounts.CreateOrganisation(ctx, e.operator, "initech", ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.svc.ApplyClasses(ctx, e.admin, "", strings.NewReader("sandboxes:\n  - name: small\n    image: localhost/berth-sandbox:1\n    isolation: standard\n")); err != nil {
+	if _, err := e.classes.Apply(ctx, e.admin, "", strings.NewReader("sandboxes:\n  - name: small\n    image: localhost/berth-sandbox:1\n    isolation: standard\n")); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.svc.DeleteClass(ctx, e.admin, "", "small"); err != nil {
+	if err := e.classes.Delete(ctx, e.admin, "", "small"); err != nil {
 		t.Fatal(err)
 	}
 	after, _, err := e.st.ListAudit(ctx, audit.Filter{}, paging.Request{})

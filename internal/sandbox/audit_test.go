@@ -26,10 +26,10 @@ func TestAuditOneEntryPerAction(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if _, err := e.svc.ApplyClasses(ctx, e.admin, "", strings.NewReader("sandboxes:\n  - name: small\n    image: localhost/berth-sandbox:1\n    isolation: standard\n    cpu: 1\n")); err != nil {
+	if _, err := e.classes.Apply(ctx, e.admin, "", strings.NewReader("sandboxes:\n  - name: small\n    image: localhost/berth-sandbox:1\n    isolation: standard\n    cpu: 1\n")); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.svc.DeleteClass(ctx, e.admin, "", "small"); err != nil {
+	if err := e.classes.Delete(ctx, e.admin, "", "small"); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.accounts.SetGuardrail(ctx, e.admin, "", "", guardrail.Guardrail{MaxSandboxes: ptr(5), AllowedRepos: []string{"acme"}}); err != nil {

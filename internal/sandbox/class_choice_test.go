@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/sandbox/sandboxtest"
 )
@@ -16,8 +17,8 @@ import (
 // else is refused listing the candidates. The organisation starts with
 // the test file's classes: "agent" the only one for agents.
 func TestAgentClassChosenAsAUserExpects(t *testing.T) {
-	class := func(name, runner, contract string, purposes ...string) sandbox.ClassSpec {
-		c := sandbox.ClassSpec{Name: name, Image: "localhost/berth-agent:1", Isolation: "standard", Purposes: purposes, Runner: runner, Contract: contract}
+	spec := func(name, runner, contract string, purposes ...string) class.Spec {
+		c := class.Spec{Name: name, Image: "localhost/berth-agent:1", Isolation: "standard", Purposes: purposes, Runner: runner, Contract: contract}
 		if contract == "kelos" {
 			c.Image = sandboxtest.KelosImage
 		}
@@ -25,28 +26,28 @@ func TestAgentClassChosenAsAUserExpects(t *testing.T) {
 	}
 	for _, tt := range []struct {
 		name    string
-		add     []sandbox.ClassSpec
+		add     []class.Spec
 		runner  string // the creator's; the deployment's is claude-code
 		want    string // the class chosen, or
 		refused string // what the refusal says
 	}{
 		{name: "the only agent class", want: "agent"},
-		{name: "a kelos class beside it", add: []sandbox.ClassSpec{class("kelos-claude", "", "kelos", "agent")}, runner: "claude-code", want: "agent"},
-		{name: "a kelos class, no runner named", add: []sandbox.ClassSpec{class("kelos-claude", "", "kelos", "agent")}, want: "agent"},
-		{name: "a class for both purposes beside it", add: []sandbox.ClassSpec{class("general", "", "")}, want: "agent"},
-		{name: "the creator's runner's class", add: []sandbox.ClassSpec{class("codexes", "codex", "", "agent")}, runner: "codex", want: "codexes"},
-		{name: "the deployment's runner's class", add: []sandbox.ClassSpec{class("claudes", "claude-code", "", "agent")}, want: "claudes"},
-		{name: "a kelos class of the runner", add: []sandbox.ClassSpec{class("kelos-claude", "claude-code", "kelos", "agent")}, runner: "claude-code", want: "kelos-claude"},
-		{name: "two agent classes", add: []sandbox.ClassSpec{class("agent-big", "", "", "agent")},
+		{name: "a kelos class beside it", add: []class.Spec{spec("kelos-claude", "", "kelos", "agent")}, runner: "claude-code", want: "agent"},
+		{name: "a kelos class, no runner named", add: []class.Spec{spec("kelos-claude", "", "kelos", "agent")}, want: "agent"},
+		{name: "a class for both purposes beside it", add: []class.Spec{spec("general", "", "")}, want: "agent"},
+		{name: "the creator's runner's class", add: []class.Spec{spec("codexes", "codex", "", "agent")}, runner: "codex", want: "codexes"},
+		{name: "the deployment's runner's class", add: []class.Spec{spec("claudes", "claude-code", "", "agent")}, want: "claudes"},
+		{name: "a kelos class of the runner", add: []class.Spec{spec("kelos-claude", "claude-code", "kelos", "agent")}, runner: "claude-code", want: "kelos-claude"},
+		{name: "two agent classes", add: []class.Spec{spec("agent-big", "", "", "agent")},
 			refused: "class: is required: this organisation has 2 agent classes (agent, agent-big); name one with --class"},
-		{name: "two of the runner's", add: []sandbox.ClassSpec{class("claudes", "claude-code", "", "agent"), class("claudes-big", "claude-code", "", "agent")},
+		{name: "two of the runner's", add: []class.Spec{spec("claudes", "claude-code", "", "agent"), spec("claudes-big", "claude-code", "", "agent")},
 			refused: "this organisation has 3 agent classes (agent, claudes, claudes-big); name one with --class"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t, func(c *sandbox.Config) { c.AgentRunner = "claude-code" })
-			var add []sandbox.Class
+			var add []class.Class
 			for _, s := range tt.add {
-				c, err := sandbox.ParseClass(s)
+				c, err := class.Parse(s)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -3,6 +3,9 @@ package sandbox
 import (
 	"context"
 	"time"
+
+	"berth.dev/berth/internal/class"
+	"berth.dev/berth/internal/secret"
 )
 
 // Driver runs the machines behind sandboxes: podman containers on one host,
@@ -40,7 +43,7 @@ type Spec struct {
 	// gateway for its environment (SPEC S12): Env is then nil, so nothing
 	// per sandbox is baked into the machine. A driver with Pools takes
 	// such a machine from the class's warm pool, or starts it again.
-	Bootstrap string
+	Bootstrap secret.Secret
 	// Run, when set, makes the machine an agent run (SPEC S13): the
 	// runner's image with its arguments, the checkout the only mount,
 	// hardened, removed after it exits.
@@ -136,7 +139,7 @@ type Expirer interface {
 // class, made before anybody asks, for an organisation's engineers.
 type Pool struct {
 	Org   string
-	Class Class
+	Class class.Class
 	// Runtime is the runtime the class's tier maps to ("" the driver's
 	// default), as a sandbox of the class would get.
 	Runtime string

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/forge"
 )
 
@@ -283,7 +284,7 @@ func (s *Service) manageable(ctx context.Context, p account.Principal, ref strin
 func (s *Service) classLifetimes(ctx context.Context, sb Sandbox) (def, max time.Duration) {
 	c, err := s.store.GetClass(ctx, sb.Org, sb.Class)
 	if err != nil {
-		return DefaultTTL, DefaultMaxTTL
+		return class.DefaultTTL, class.DefaultMaxTTL
 	}
 	return c.DefaultTTL, c.MaxTTL
 }

@@ -6,23 +6,6 @@ import (
 	"berth.dev/berth/internal/forge"
 )
 
-// GitMode is how a sandbox reaches its repository (SPEC S9, S17), a class
-// setting kept on the sandbox's row: the lifecycle mints a token at every
-// start of a token-mode sandbox.
-type GitMode string
-
-// The git modes.
-const (
-	// GitGateway: the sandbox's remote is the gateway's git endpoint,
-	// authenticated with the sandbox's own key; no forge token ever enters
-	// the sandbox. The default, and the only mode for agent sandboxes.
-	GitGateway GitMode = "gateway"
-	// GitToken: the sandbox holds a short-lived token for its one
-	// repository, refreshed by git-credential-berth (engineer sandboxes
-	// whose tools need a real token).
-	GitToken GitMode = "token"
-)
-
 // Repositories is what the service needs to reach sandboxes' repositories
 // (package repository implements it): the service calls it during creates,
 // starts and ends, and makes every state change itself.

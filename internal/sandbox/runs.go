@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/account"
-	"berth.dev/berth/internal/runner"
+	"berth.dev/berth/internal/class"
 )
 
 // Runs is an agent run's part in its sandbox's life (SPEC S13), which
@@ -17,7 +17,7 @@ type Runs interface {
 	// Choose fills in an agent sandbox's runner and image (sb.Runner is
 	// the creator's) and the model its run starts on, or refuses the
 	// create before anything starts.
-	Choose(ctx context.Context, sb *Sandbox, class Class, project account.Project, model string) error
+	Choose(ctx context.Context, sb *Sandbox, c class.Class, project account.Project, model string) error
 	// Prepare turns spec into an agent run's (spec.Run) and records the
 	// run; on error nothing is left behind.
 	Prepare(ctx context.Context, spec *Spec) error
@@ -43,19 +43,6 @@ type Runs interface {
 // AgentPushRefused is why an agent run's key may not push (SPEC S13.1):
 // the container never pushes; the host takes its work after a clean exit.
 const AgentPushRefused = "the host pushes an agent's work after a clean exit: an agent run's key may fetch, never push"
-
-// CheckRunner refuses a name that is no runner berth runs, naming the
-// runner field: a class's, or a run's.
-func CheckRunner(name string) error {
-	r, err := runner.Get(name)
-	if err != nil {
-		return invalid("runner", "%q is not a runner (one of %v)", name, runner.Names())
-	}
-	if _, direct := r.(runner.VendorDirect); direct {
-		return invalid("runner", "%s talks to its vendor itself, not through the gateway, so berth does not run it", name)
-	}
-	return nil
-}
 
 // SetRuns makes agent sandboxes run their runner through r; without it an
 // agent sandbox runs none and waits for its end. Call it before Run.

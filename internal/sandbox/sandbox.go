@@ -1,10 +1,10 @@
-// Package sandbox owns sandboxes and their classes (SPEC S3, S4, S11, S12):
-// the state machine and its legal transitions, names and lifetimes, the
-// class fields with their defaults and ranges, and the Service that creates,
-// suspends, resumes, extends, terminates and sweeps sandboxes through a
-// Driver. It declares the Store and Driver it needs; adapters implement them.
-// An agent sandbox's run is package agentrun's, which the service asks
-// through the Runs port it declares.
+// Package sandbox owns sandboxes (SPEC S3, S11, S12): the state machine
+// and its legal transitions, names and lifetimes, and the Service that
+// creates, suspends, resumes, extends, terminates and sweeps sandboxes
+// through a Driver, each made from a class of package class. It declares
+// the Store and Driver it needs; adapters implement them. An agent
+// sandbox's run is package agentrun's, which the service asks through the
+// Runs port it declares.
 package sandbox
 
 import (
@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/name"
 	"berth.dev/berth/internal/quantity"
 )
@@ -62,13 +63,31 @@ type ID string
 // NewID returns a fresh sandbox id.
 func NewID() ID { return ID("sbx_" + strings.ToLower(rand.Text()[:20])) }
 
-// Purpose says who a sandbox is for.
-type Purpose string
+// A sandbox keeps the tier, purpose, git mode and image contract of its
+// class; package class owns these words, and a sandbox says them too.
+type (
+	// Purpose says who a sandbox is for (SPEC S1).
+	Purpose = class.Purpose
+	// Tier is an isolation tier (SPEC S5).
+	Tier = class.Tier
+	// GitMode is how a sandbox reaches its repository (SPEC S9).
+	GitMode = class.GitMode
+	// Contract is the interface an agent image implements (SPEC S13,
+	// S13.6).
+	Contract = class.Contract
+)
 
-// The purposes of SPEC S1.
+// The class's words, as a sandbox says them.
 const (
-	PurposeEngineer Purpose = "engineer"
-	PurposeAgent    Purpose = "agent"
+	PurposeEngineer = class.PurposeEngineer
+	PurposeAgent    = class.PurposeAgent
+	TierStandard    = class.TierStandard
+	TierIsolated    = class.TierIsolated
+	TierVM          = class.TierVM
+	GitGateway      = class.GitGateway
+	GitToken        = class.GitToken
+	ContractBerth   = class.ContractBerth
+	ContractKelos   = class.ContractKelos
 )
 
 // ParsePurpose checks a purpose; empty means engineer.
@@ -110,19 +129,6 @@ func ParseRole(s string, purpose Purpose) (Role, error) {
 	}
 	return "", invalid("role", "%q is not a role (author or reviewer)", s)
 }
-
-// Tier is an isolation tier (SPEC S5).
-type Tier string
-
-// The tiers of SPEC S5, weakest first.
-const (
-	TierStandard Tier = "standard"
-	TierIsolated Tier = "isolated"
-	TierVM       Tier = "vm"
-)
-
-// Setting names the BERTH_ setting that maps a tier to a runtime.
-func (t Tier) Setting() string { return "BERTH_SANDBOX_RUNTIME_" + strings.ToUpper(string(t)) }
 
 // Sandbox is one lent machine, as the database records it. It keeps its own
 // copy of the image, tier and resources it was given, so a class changed or
@@ -221,8 +227,8 @@ func (sb Sandbox) StoppedAt(exited, now time.Time) time.Time {
 // neverRan reports whether the sandbox has not been running yet.
 func (sb Sandbox) neverRan() bool { return sb.FirstRan.IsZero() }
 
-// CheckName reports whether s is a valid sandbox or class name (package
-// name has the rule), naming field when it is not.
+// CheckName reports whether s is a valid sandbox name (package name has
+// the rule), naming field when it is not.
 func CheckName(field, s string) error {
 	if err := name.Check(s); err != nil {
 		return invalid(field, "%v", err)

@@ -14,6 +14,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/guardrail"
 	"berth.dev/berth/internal/paging"
@@ -45,11 +46,6 @@ type Config struct {
 	Repositories Repositories
 	// PublicURL is the gateway as a sandbox reaches it (BERTH_BASE_URL).
 	PublicURL string
-	// Template is the sandboxes file: the classes each new organisation
-	// starts with.
-	Template []Class
-	// AllowedImages is BERTH_SANDBOX_IMAGES (SPEC S4's image rule).
-	AllowedImages []string
 	// MinTTL is the shortest lifetime a sandbox may ask for; 5m unless a
 	// test lowers it.
 	MinTTL time.Duration
@@ -84,7 +80,6 @@ type Service struct {
 	driver   Driver // nil when the deployment runs no sandboxes
 	accounts Accounts
 	cfg      Config
-	images   ImagePolicy
 	log      *slog.Logger
 	now      func() time.Time
 	audit    audit.Recorder
@@ -117,11 +112,7 @@ type Option func(*Service)
 // refused as unavailable.
 func NewService(store Store, driver Driver, accounts Accounts, cfg Config, log *slog.Logger, now func() time.Time, opts ...Option) *Service {
 	if cfg.MinTTL == 0 {
-		cfg.MinTTL = MinClassTTL
-	}
-	images := ImagePolicy{Allowed: cfg.AllowedImages}
-	for _, c := range cfg.Template {
-		images.Template = append(images.Template, c.Image)
+		cfg.MinTTL = class.MinTTL
 	}
 	rec := cfg.Audit
 	if rec == nil {
@@ -132,7 +123,7 @@ func NewService(store Store, driver Driver, accounts Accounts, cfg Config, log *
 		m = cfg.Metrics
 	}
 	s := &Service{
-		store: store, driver: driver, accounts: accounts, cfg: cfg, images: images, log: log, now: now, audit: rec, metrics: m,
+		store: store, driver: driver, accounts: accounts, cfg: cfg, log: log, now: now, audit: rec, metrics: m,
 		dial:     (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
 		starts:   make(chan startJob, 1024),
 		inflight: map[ID]func(){},
@@ -399,27 +390,27 @@ func (s *Service) chooseProject(ctx context.Context, p account.Principal, org, r
 // purpose alone in berth's contract (its default: a kelos class is for one
 // agent's image, so it is named or found by its runner). Anything else is
 // refused listing the candidates.
-func (s *Service) chooseClass(ctx context.Context, org, name string, purpose Purpose, runnerName string) (Class, error) {
+func (s *Service) chooseClass(ctx context.Context, org, name string, purpose Purpose, runnerName string) (class.Class, error) {
 	if name != "" {
 		c, err := s.store.GetClass(ctx, org, name)
-		if errors.Is(err, ErrNotFound) {
-			return Class{}, invalid("class", "no class %q in your organisation (berth sandbox classes lists them)", name)
+		if errors.Is(err, class.ErrNotFound) {
+			return class.Class{}, invalid("class", "no class %q in your organisation (berth sandbox classes lists them)", name)
 		}
 		if err != nil {
-			return Class{}, err
+			return class.Class{}, err
 		}
 		if !c.Allows(purpose) {
-			return Class{}, invalid("class", "class %s is not for %s sandboxes", c.Name, purpose)
+			return class.Class{}, invalid("class", "class %s is not for %s sandboxes", c.Name, purpose)
 		}
 		return c, nil
 	}
 	all, _, err := s.store.ListClasses(ctx, org, paging.Request{})
 	if err != nil {
-		return Class{}, err
+		return class.Class{}, err
 	}
-	fit := slices.DeleteFunc(all, func(c Class) bool { return !c.Allows(purpose) })
-	one := func(keep func(Class) bool) (Class, bool) {
-		var found []Class
+	fit := slices.DeleteFunc(all, func(c class.Class) bool { return !c.Allows(purpose) })
+	one := func(keep func(class.Class) bool) (class.Class, bool) {
+		var found []class.Class
 		for _, c := range fit {
 			if keep(c) {
 				found = append(found, c)
@@ -428,32 +419,32 @@ func (s *Service) chooseClass(ctx context.Context, org, name string, purpose Pur
 		if len(found) == 1 {
 			return found[0], true
 		}
-		return Class{}, false
+		return class.Class{}, false
 	}
 	switch len(fit) {
 	case 0:
-		return Class{}, invalid("class", "your organisation has no class for %s sandboxes (an administrator adds one with berth sandbox apply)", purpose)
+		return class.Class{}, invalid("class", "your organisation has no class for %s sandboxes (an administrator adds one with berth sandbox apply)", purpose)
 	case 1:
 		return fit[0], nil
 	}
 	if purpose == PurposeAgent && runnerName != "" {
-		if c, ok := one(func(c Class) bool { return c.Runner == runnerName }); ok {
+		if c, ok := one(func(c class.Class) bool { return c.Runner == runnerName }); ok {
 			return c, nil
 		}
 	}
-	if c, ok := one(func(c Class) bool { return c.only(purpose) && c.Contract != ContractKelos }); ok {
+	if c, ok := one(func(c class.Class) bool { return c.Only(purpose) && c.Contract != ContractKelos }); ok {
 		return c, nil
 	}
 	names := make([]string, len(fit))
 	for i, c := range fit {
 		names[i] = c.Name
 	}
-	return Class{}, invalid("class", "is required: this organisation has %d %s classes (%s); name one with --class", len(fit), purpose, strings.Join(names, ", "))
+	return class.Class{}, invalid("class", "is required: this organisation has %d %s classes (%s); name one with --class", len(fit), purpose, strings.Join(names, ", "))
 }
 
 // runtime maps a class's tier to the deployment's runtime, refusing a tier
 // it has not mapped: never run at a weaker tier (SPEC S4, S5).
-func (s *Service) runtime(c Class) (string, error) {
+func (s *Service) runtime(c class.Class) (string, error) {
 	rt, ok := s.cfg.Runtimes[c.Isolation]
 	if !ok {
 		return "", fmt.Errorf("class %s asks for the %s tier, which this deployment has not mapped to a runtime: an operator sets %s: %w",

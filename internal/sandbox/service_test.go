@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/driver/fake"
 	"berth.dev/berth/internal/fakeclock"
 	"berth.dev/berth/internal/forge/local"
@@ -34,6 +35,8 @@ type env struct {
 	repos    *repository.Service // over local
 	accounts *account.Service
 	svc      *sandbox.Service
+	classes  *class.Service
+	classCfg class.Config // the class service's
 	cfg      sandbox.Config
 	opts     []sandbox.Option // the service's
 	clock    *fakeclock.Clock
@@ -56,7 +59,7 @@ func newEnv(t *testing.T, opts ...option) *env {
 func newEnvOn(t *testing.T, storeOpts []store.Option, opts ...option) *env {
 	t.Helper()
 	e := &env{}
-	w := sandboxtest.New(t, func(ctx context.Context, org string) error { return e.svc.SeedClasses(ctx, org) }, storeOpts...)
+	w := sandboxtest.New(t, func(ctx context.Context, org string) error { return e.classes.Seed(ctx, org) }, storeOpts...)
 	e.w, e.st, e.path, e.drv, e.local, e.repos, e.accounts, e.clock = w, w.Store, w.Path, w.Driver, w.Forge, w.Repos, w.Accounts, w.Clock
 	cfg := w.Config(t)
 	for _, o := range opts {
@@ -64,6 +67,8 @@ func newEnvOn(t *testing.T, storeOpts []store.Option, opts ...option) *env {
 	}
 	e.cfg = cfg
 	e.svc = sandbox.NewService(e.st, e.drv, e.accounts, cfg, w.Log, e.clock.Now, e.opts...)
+	e.classCfg = w.ClassConfig(t, cfg)
+	e.classes = class.NewService(e.st, e.accounts, e.svc, e.classCfg, w.Log, e.clock.Now)
 	w.People(t)
 	e.operator, e.admin, e.alice, e.bob, e.stranger, e.acme, e.other = w.Operator, w.Admin, w.Alice, w.Bob, w.Stranger, w.Acme, w.Other
 	return e

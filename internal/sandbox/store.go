@@ -6,13 +6,14 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/paging"
 )
 
-// Store is what the sandbox service needs from the database. Its writes
-// that start something new (CreateSandbox, PutClasses, DeleteClass) may
-// be refused with overload.ErrBusy when the database cannot take them in
-// time, having written nothing, their audit events included; every other
+// Store is what the sandbox service needs from the database. Its write
+// that starts something new (CreateSandbox) may be refused with
+// overload.ErrBusy when the database cannot take it in time, having
+// written nothing, its audit events included; every other
 // write (state changes, a start finished with a fresh key, activity,
 // deletes after the retention) waits for the database as
 // long as its context allows, so load delays it and never drops it, nor
@@ -20,14 +21,10 @@ import (
 type Store interface {
 	// ListClasses returns a page of an organisation's classes by name, and
 	// the key of its last one when more follow.
-	ListClasses(ctx context.Context, org string, pg paging.Request) ([]Class, *paging.Key, error)
-	// GetClass is ErrNotFound for a class the organisation does not have.
-	GetClass(ctx context.Context, org, name string) (Class, error)
-	// PutClasses upserts every class in one transaction and returns the
-	// names of those that did not exist before. It and DeleteClass record
-	// events with their write.
-	PutClasses(ctx context.Context, org string, classes []Class, events ...audit.Event) (created []string, err error)
-	DeleteClass(ctx context.Context, org, name string, events ...audit.Event) error
+	ListClasses(ctx context.Context, org string, pg paging.Request) ([]class.Class, *paging.Key, error)
+	// GetClass is class.ErrNotFound for a class the organisation does not
+	// have.
+	GetClass(ctx context.Context, org, name string) (class.Class, error)
 
 	// CreateSandbox inserts sb and its key in one transaction that first
 	// counts the live sandboxes of sb's organisation and project and hands

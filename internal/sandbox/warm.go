@@ -12,7 +12,9 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/forge"
+	"berth.dev/berth/internal/secret"
 )
 
 // Warm pools (SPEC S12): engineer sandboxes of a class with warm > 0 come
@@ -29,7 +31,7 @@ const BootstrapTTL = 15 * time.Minute
 // WarmClass is a class with a warm pool, and its organisation.
 type WarmClass struct {
 	Org   string
-	Class Class
+	Class class.Class
 }
 
 // BootstrapToken is a one-time token as the store keeps it: the SHA-256
@@ -43,23 +45,23 @@ type BootstrapToken struct {
 
 // pooled reports whether a new sandbox of class for purpose comes from
 // the class's warm pool.
-func (s *Service) pooled(c Class, p Purpose) bool {
+func (s *Service) pooled(c class.Class, p Purpose) bool {
 	_, ok := s.driver.(Pools)
 	return ok && s.cfg.Warm && p == PurposeEngineer && c.Warm > 0
 }
 
 // issueBootstrap mints a one-time token for sb's machine to fetch its
 // environment with, and records it as a credential issued.
-func (s *Service) issueBootstrap(ctx context.Context, sb Sandbox) (string, error) {
-	secret := "bst_" + rand.Text()
+func (s *Service) issueBootstrap(ctx context.Context, sb Sandbox) (secret.Secret, error) {
+	value := "bst_" + rand.Text()
 	now := s.now()
-	t := BootstrapToken{Hash: hashToken(secret), Sandbox: sb.ID, CreatedAt: now, ExpiresAt: now.Add(BootstrapTTL)}
+	t := BootstrapToken{Hash: hashToken(value), Sandbox: sb.ID, CreatedAt: now, ExpiresAt: now.Add(BootstrapTTL)}
 	e := audit.Event{At: now, Org: sb.Org, Sandbox: string(sb.ID), Action: audit.CredentialIssue, Target: "bootstrap token",
 		Detail: "one-time, for the warm pool machine to fetch its environment, until " + stamp(t.ExpiresAt)}
 	if err := s.store.AddBootstrap(ctx, t, e); err != nil {
-		return "", fmt.Errorf("bootstrap token: %w", err)
+		return secret.Secret{}, fmt.Errorf("bootstrap token: %w", err)
 	}
-	return secret, nil
+	return secret.New(value), nil
 }
 
 func hashToken(secret string) string {

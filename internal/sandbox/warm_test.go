@@ -1,8 +1,10 @@
 package sandbox_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -12,6 +14,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/driver/fake"
 	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/sandbox"
@@ -39,7 +42,7 @@ func (d *poolDriver) Start(ctx context.Context, spec sandbox.Spec) error {
 	d.mu.Lock()
 	d.specs = append(d.specs, spec)
 	d.mu.Unlock()
-	if spec.Bootstrap != "" && spec.Env == nil {
+	if !spec.Bootstrap.IsZero() && spec.Env == nil {
 		spec.Env = map[string]string{} // a pool's machine has nothing of the sandbox's
 	}
 	return d.f.Start(ctx, spec)
@@ -113,9 +116,11 @@ func withPools(t *testing.T, e *env, warm bool) *poolDriver {
 	d := &poolDriver{f: e.drv, expiries: map[sandbox.ID]time.Time{}, final: map[sandbox.ID]bool{}}
 	cfg := e.cfg
 	cfg.Driver, cfg.Warm = "kubernetes", warm
-	e.svc = sandbox.NewService(e.st, d, e.accounts, cfg, slog.New(slog.NewTextHandler(t.Output(), nil)), e.clock.Now, e.opts...)
+	log := slog.New(slog.NewTextHandler(t.Output(), nil))
+	e.svc = sandbox.NewService(e.st, d, e.accounts, cfg, log, e.clock.Now, e.opts...)
+	e.classes = class.NewService(e.st, e.accounts, e.svc, e.classCfg, log, e.clock.Now) // its pools follow the classes
 	const warmClass = "sandboxes:\n  - name: warm\n    image: localhost/berth-sandbox:1\n    isolation: standard\n    warm: 2\n    purposes: [engineer]\n"
-	if _, err := e.svc.ApplyClasses(t.Context(), e.admin, "", strings.NewReader(warmClass)); err != nil {
+	if _, err := e.classes.Apply(t.Context(), e.admin, "", strings.NewReader(warmClass)); err != nil {
 		t.Fatal(err)
 	}
 	return d
@@ -142,11 +147,19 @@ func TestWarmPoolSandboxFetchesItsEnvironmentOnce(t *testing.T) {
 		t.Errorf("row FromPool = false, want true")
 	}
 	spec := d.lastSpec(t, sb.ID)
-	if spec.Env != nil || !strings.HasPrefix(spec.Bootstrap, "bst_") {
+	if spec.Env != nil || !strings.HasPrefix(spec.Bootstrap.Reveal(), "bst_") {
 		t.Fatalf("start of a pool sandbox: Env %v, Bootstrap %q; want no environment and a token", spec.Env, spec.Bootstrap)
 	}
+	// The token is a credential: no print or log of the spec shows it.
+	var logged bytes.Buffer
+	slog.New(slog.NewJSONHandler(&logged, nil)).Info("start", "spec", spec)
+	for _, out := range []string{fmt.Sprintf("%v", spec), fmt.Sprintf("%+v", spec), fmt.Sprintf("%#v", spec), logged.String()} {
+		if strings.Contains(out, spec.Bootstrap.Reveal()) {
+			t.Errorf("the spec shows its bootstrap token: %s", out)
+		}
+	}
 
-	env, err := e.svc.Bootstrap(ctx, spec.Bootstrap)
+	env, err := e.svc.Bootstrap(ctx, spec.Bootstrap.Reveal())
 	if err != nil {
 		t.Fatalf("Bootstrap = %v", err)
 	}
@@ -161,7 +174,7 @@ func TestWarmPoolSandboxFetchesItsEnvironmentOnce(t *testing.T) {
 	if after.KeyID == sb.KeyID || after.KeyID == "" {
 		t.Errorf("key %s after bootstrap, created with %s: want a new one", after.KeyID, sb.KeyID)
 	}
-	if _, err := e.svc.Bootstrap(ctx, spec.Bootstrap); !errors.Is(err, account.ErrUnauthenticated) {
+	if _, err := e.svc.Bootstrap(ctx, spec.Bootstrap.Reveal()); !errors.Is(err, account.ErrUnauthenticated) {
 		t.Errorf("second Bootstrap = %v, want ErrUnauthenticated", err)
 	}
 	if _, err := e.svc.Bootstrap(ctx, "bst_NOTATOKEN"); !errors.Is(err, account.ErrUnauthenticated) {
@@ -189,19 +202,19 @@ func TestWarmPoolSandboxFetchesItsEnvironmentOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitState(t, sb.ID, sandbox.StateRunning)
-	if again := d.lastSpec(t, sb.ID); again.Bootstrap == "" || again.Bootstrap == spec.Bootstrap || again.Env != nil {
+	if again := d.lastSpec(t, sb.ID); again.Bootstrap.IsZero() || again.Bootstrap.Equal(spec.Bootstrap) || again.Env != nil {
 		t.Errorf("resume of a pool sandbox: Bootstrap %q, Env %v; want a new token", again.Bootstrap, again.Env)
 	}
 
 	// Engineers of other classes, and agents, start cold.
 	cold := e.engineer(t, e.bob, "cold")
 	e.waitState(t, cold.ID, sandbox.StateRunning)
-	if s := d.lastSpec(t, cold.ID); s.Bootstrap != "" || s.Env == nil {
+	if s := d.lastSpec(t, cold.ID); !s.Bootstrap.IsZero() || s.Env == nil {
 		t.Errorf("a class without warm got Bootstrap %q", s.Bootstrap)
 	}
 
 	// Pools do not outlive their class.
-	if err := e.svc.DeleteClass(ctx, e.admin, "", "warm"); err != nil {
+	if err := e.classes.Delete(ctx, e.admin, "", "warm"); err != nil {
 		t.Fatal(err)
 	}
 	if got := d.lastPools(); len(got) != 0 {
@@ -221,7 +234,7 @@ func TestWarmPoolsOffDeletesThem(t *testing.T) {
 		d.mu.Lock()
 		n := len(d.pools)
 		d.mu.Unlock()
-		if n >= 2 { // ApplyClasses, then Run's start
+		if n >= 2 { // the classes' Apply, then Run's start
 			break
 		}
 		if time.Now().After(deadline) {

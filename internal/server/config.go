@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/inference"
 	"berth.dev/berth/internal/quantity"
 	"berth.dev/berth/internal/runner"
@@ -34,7 +35,7 @@ type Config struct {
 
 	Driver           string                  // BERTH_SANDBOX_DRIVER: "", fake, podman, kubernetes
 	SandboxesFile    string                  // BERTH_SANDBOXES_FILE
-	Classes          []sandbox.Class         // the file, parsed
+	Classes          []class.Class           // the file, parsed
 	Images           []string                // BERTH_SANDBOX_IMAGES
 	Runtimes         map[sandbox.Tier]string // BERTH_SANDBOX_RUNTIME_STANDARD|ISOLATED|VM
 	SandboxPublicURL string                  // BERTH_SANDBOX_PUBLIC_URL, default PublicURL
@@ -314,7 +315,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 			bad("BERTH_RUNNER_IMAGES", "%q is not runner=image", pair)
 			continue
 		}
-		if err := runnable(name); err != nil {
+		if err := runner.Runnable(name); err != nil {
 			bad("BERTH_RUNNER_IMAGES", "%v", err)
 			continue
 		}
@@ -323,7 +324,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	c.AgentRunner = get("BERTH_AGENT_RUNNER", "")
 	switch {
 	case c.AgentRunner != "":
-		if err := runnable(c.AgentRunner); err != nil {
+		if err := runner.Runnable(c.AgentRunner); err != nil {
 			bad("BERTH_AGENT_RUNNER", "%v", err)
 		} else if c.RunnerImages[c.AgentRunner] == "" {
 			bad("BERTH_AGENT_RUNNER", "%s has no image in BERTH_RUNNER_IMAGES", c.AgentRunner)
@@ -387,25 +388,13 @@ func checkKubernetes(c Config, bad func(setting, format string, args ...any)) {
 	}
 }
 
-// runnable says why berth cannot run the named runner, if it cannot.
-func runnable(name string) error {
-	r, err := runner.Get(name)
-	if err != nil {
-		return fmt.Errorf("%q is not a runner (one of %s)", name, strings.Join(runner.Names(), ", "))
-	}
-	if _, direct := r.(runner.VendorDirect); direct {
-		return fmt.Errorf("%s talks to its vendor itself, not through the gateway, so berth does not run it", name)
-	}
-	return nil
-}
-
-func readClassFile(path string) ([]sandbox.Class, error) {
+func readClassFile(path string) ([]class.Class, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	classes, err := sandbox.ParseClassFile(f)
+	classes, err := class.ParseFile(f)
 	if err != nil {
 		return nil, fmt.Errorf("%s:\n%w", path, err)
 	}

@@ -14,6 +14,7 @@ import (
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/client"
 	"berth.dev/berth/internal/driver/fake"
 	"berth.dev/berth/internal/gateway"
@@ -46,17 +47,19 @@ func newDraining(t *testing.T) *draining {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	classes, err := sandbox.ParseClassFile(strings.NewReader("sandboxes:\n  - name: standard\n    image: localhost/berth-sandbox:1\n    isolation: standard\n    purposes: [engineer]\n"))
+	tmpl, err := class.ParseFile(strings.NewReader("sandboxes:\n  - name: standard\n    image: localhost/berth-sandbox:1\n    isolation: standard\n    purposes: [engineer]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(t.Output(), nil))
 	d := &draining{st: st, drv: fake.New(), slow: make(chan struct{}), slowIn: make(chan struct{}, 1)}
-	accounts := account.NewService(st, st, time.Now, func(ctx context.Context, org string) error { return d.svc.SeedClasses(ctx, org) }, st, log)
+	var classes *class.Service
+	accounts := account.NewService(st, st, time.Now, func(ctx context.Context, org string) error { return classes.Seed(ctx, org) }, st, log)
 	d.svc = sandbox.NewService(st, d.drv, accounts, sandbox.Config{Driver: "fake", Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""},
-		Template: classes, Audit: st}, log, time.Now)
+		Audit: st}, log, time.Now)
+	classes = class.NewService(st, accounts, d.svc, class.Config{Template: tmpl}, log, time.Now)
 	runs := agentrun.NewService(st, d.svc, d.drv, accounts, agentrun.Config{Driver: "fake"}, log, time.Now)
-	d.gw = gateway.New(gateway.Options{Accounts: accounts, Sandboxes: d.svc, Runs: runs, Log: log, Version: "test", Driver: "fake"})
+	d.gw = gateway.New(gateway.Options{Accounts: accounts, Sandboxes: d.svc, Classes: classes, Runs: runs, Log: log, Version: "test", Driver: "fake"})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -28,6 +28,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/agentrun"
+	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/driver/fake"
 	"berth.dev/berth/internal/driver/kubernetes"
 	"berth.dev/berth/internal/driver/podman"
@@ -60,6 +61,7 @@ type App struct {
 	accounts  *account.Service
 	sandboxes *sandbox.Service
 	runs      *agentrun.Service
+	classes   *class.Service
 	forge     forge.Forge         // nil without one
 	repos     *repository.Service // how sandboxes reach their repositories
 	mirrors   *githttp.Mirrors    // of a remote forge; nil for the local one
@@ -89,7 +91,7 @@ func Open(ctx context.Context, cfg Config, log *slog.Logger) (*Base, error) {
 	if err != nil {
 		return nil, fmt.Errorf("BERTH_DATABASE_URL: %w", err)
 	}
-	seed := sandbox.ClassSeeder(st, cfg.Classes)
+	seed := class.Seeder(st, cfg.Classes)
 	return &Base{store: st, accounts: account.NewService(st, st, time.Now, seed, st, log)}, nil
 }
 
@@ -100,7 +102,7 @@ func (b *Base) Close() error { return b.store.Close() }
 type Option func(*options)
 
 type options struct {
-	minTTL time.Duration // 0: sandbox.MinClassTTL
+	minTTL time.Duration // 0: class.MinTTL
 }
 
 // WithMinTTL lowers the shortest lifetime a sandbox may ask for (5m), so
@@ -197,19 +199,17 @@ func (b *Base) build(ctx context.Context, cfg Config, log *slog.Logger, o option
 		reach = repos
 	}
 	sandboxes := sandbox.NewService(st, drv, accounts, sandbox.Config{
-		Driver:        cfg.Driver,
-		Runtimes:      cfg.Runtimes,
-		Repositories:  reach,
-		PublicURL:     cfg.SandboxPublicURL,
-		Template:      cfg.Classes,
-		AllowedImages: cfg.Images,
-		MinTTL:        o.minTTL,
-		IdleSuspend:   cfg.IdleSuspend,
-		Audit:         st,
-		Retention:     cfg.UsageRetention,
-		Metrics:       m,
-		AgentRunner:   cfg.AgentRunner,
-		Warm:          cfg.Warm,
+		Driver:       cfg.Driver,
+		Runtimes:     cfg.Runtimes,
+		Repositories: reach,
+		PublicURL:    cfg.SandboxPublicURL,
+		MinTTL:       o.minTTL,
+		IdleSuspend:  cfg.IdleSuspend,
+		Audit:        st,
+		Retention:    cfg.UsageRetention,
+		Metrics:      m,
+		AgentRunner:  cfg.AgentRunner,
+		Warm:         cfg.Warm,
 	}, log, time.Now, sbOpts...)
 	runs := agentrun.NewService(st, sandboxes, drv, accounts, agentrun.Config{
 		Driver:     cfg.Driver,
@@ -227,8 +227,10 @@ func (b *Base) build(ctx context.Context, cfg Config, log *slog.Logger, o option
 	if work != nil {
 		sandboxes.SetRuns(runs) // agent sandboxes run their runner (SPEC S13)
 	}
+	classes := class.NewService(st, accounts, sandboxes, class.Config{Template: cfg.Classes, AllowedImages: cfg.Images,
+		Runtimes: cfg.Runtimes, NoSandboxes: drv == nil}, log, time.Now)
 	reports := usage.NewService(st, accounts, sandboxes, cfg.UsageRetention, time.Now)
-	return &App{store: st, replica: replica, accounts: accounts, sandboxes: sandboxes, runs: runs, usage: reports, metrics: m, registry: reg, forge: fg, repos: repos, mirrors: mirrors, log: log,
+	return &App{store: st, replica: replica, accounts: accounts, sandboxes: sandboxes, classes: classes, runs: runs, usage: reports, metrics: m, registry: reg, forge: fg, repos: repos, mirrors: mirrors, log: log,
 		inference: models, scripted: scripted}, nil
 }
 
@@ -326,7 +328,7 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) er
 	if err != nil {
 		return fmt.Errorf("BERTH_ADDR: %w", err)
 	}
-	gw := gateway.New(gateway.Options{Accounts: a.accounts, Sandboxes: a.sandboxes, Runs: a.runs, Usage: a.usage, Log: log, Version: Version, Driver: cfg.Driver,
+	gw := gateway.New(gateway.Options{Accounts: a.accounts, Sandboxes: a.sandboxes, Classes: a.classes, Runs: a.runs, Usage: a.usage, Log: log, Version: Version, Driver: cfg.Driver,
 		Forge: a.forge, Repositories: a.repos, Mirrors: gatewayMirrors(a.mirrors), Meter: a.metrics, Inference: a.inference, Scripted: a.scripted,
 		Metrics: promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{
 			ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),

@@ -7,16 +7,16 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/quantity"
-	"berth.dev/berth/internal/sandbox"
 )
 
 const classColumns = `name, description, image, isolation, cpu, memory, disk, default_ttl, max_ttl, warm, purposes, git, contract, setup_command, runner`
 
-func scanClass(row rowScanner) (sandbox.Class, error) {
+func scanClass(row rowScanner) (class.Class, error) {
 	var (
-		c                  sandbox.Class
+		c                  class.Class
 		isolation, git     string
 		contract           string
 		cpu, memory, disk  int64
@@ -25,52 +25,52 @@ func scanClass(row rowScanner) (sandbox.Class, error) {
 	)
 	if err := row.Scan(&c.Name, &c.Description, &c.Image, &isolation, &cpu, &memory, &disk,
 		&defaultTTL, &maxTTL, &c.Warm, &purposes, &git, &contract, &setup, &c.Runner); err != nil {
-		return sandbox.Class{}, err
+		return class.Class{}, err
 	}
-	c.Isolation, c.Git, c.Contract = sandbox.Tier(isolation), sandbox.GitMode(git), sandbox.Contract(contract)
+	c.Isolation, c.Git, c.Contract = class.Tier(isolation), class.GitMode(git), class.Contract(contract)
 	c.CPU, c.Memory, c.Disk = quantity.Millicores(cpu), quantity.Bytes(memory), quantity.Bytes(disk)
 	c.DefaultTTL, c.MaxTTL = time.Duration(defaultTTL), time.Duration(maxTTL)
 	if err := jsonOf(purposes, &c.Purposes); err != nil {
-		return sandbox.Class{}, fmt.Errorf("class %s: purposes: %w", c.Name, err)
+		return class.Class{}, fmt.Errorf("class %s: purposes: %w", c.Name, err)
 	}
 	if err := jsonOf(setup, &c.SetupCommand); err != nil {
-		return sandbox.Class{}, fmt.Errorf("class %s: setup_command: %w", c.Name, err)
+		return class.Class{}, fmt.Errorf("class %s: setup_command: %w", c.Name, err)
 	}
 	return c, nil
 }
 
 // ListClasses returns a page of an organisation's classes by name, and
 // the key of its last one when more follow.
-func (s *Store) ListClasses(ctx context.Context, org string, pg paging.Request) ([]sandbox.Class, *paging.Key, error) {
+func (s *Store) ListClasses(ctx context.Context, org string, pg paging.Request) ([]class.Class, *paging.Key, error) {
 	args := []any{org}
 	cond, tail := keyset(byName, "", pg, &args)
 	q := `SELECT ` + classColumns + ` FROM classes WHERE org_id = $1`
 	if cond != "" {
 		q += " AND " + cond
 	}
-	return listPage(ctx, s.db, "list classes", q+tail, args, pg, func(row rowScanner) (sandbox.Class, paging.Key, error) {
+	return listPage(ctx, s.db, "list classes", q+tail, args, pg, func(row rowScanner) (class.Class, paging.Key, error) {
 		c, err := scanClass(row)
 		return c, paging.Key{Name: c.Name}, err
 	})
 }
 
 // GetClass returns one of an organisation's classes; one it does not have
-// is sandbox.ErrNotFound.
-func (s *Store) GetClass(ctx context.Context, org, name string) (sandbox.Class, error) {
+// is class.ErrNotFound.
+func (s *Store) GetClass(ctx context.Context, org, name string) (class.Class, error) {
 	c, err := scanClass(s.db.QueryRowContext(ctx, `SELECT `+classColumns+` FROM classes WHERE org_id = $1 AND name = $2`, org, name))
 	switch {
 	case notFound(err):
-		return sandbox.Class{}, fmt.Errorf("class %s: %w", name, sandbox.ErrNotFound)
+		return class.Class{}, fmt.Errorf("class %s: %w", name, class.ErrNotFound)
 	case err != nil:
-		return sandbox.Class{}, fmt.Errorf("get class %s: %w", name, err)
+		return class.Class{}, fmt.Errorf("get class %s: %w", name, err)
 	}
 	return c, nil
 }
 
 // PutClasses upserts every class in one transaction and returns, in input
 // order, the names of those that did not exist before. An organisation that
-// does not exist is sandbox.ErrNotFound. events are recorded with them.
-func (s *Store) PutClasses(ctx context.Context, org string, classes []sandbox.Class, events ...audit.Event) ([]string, error) {
+// does not exist is class.ErrNotFound. events are recorded with them.
+func (s *Store) PutClasses(ctx context.Context, org string, classes []class.Class, events ...audit.Event) ([]string, error) {
 	var created []string
 	err := s.inTx(ctx, bounded, func(tx *sql.Tx) error {
 		created = nil
@@ -99,7 +99,7 @@ func (s *Store) PutClasses(ctx context.Context, org string, classes []sandbox.Cl
 	return created, nil
 }
 
-func upsertClass(ctx context.Context, tx *sql.Tx, org string, c sandbox.Class) error {
+func upsertClass(ctx context.Context, tx *sql.Tx, org string, c class.Class) error {
 	purposes, err := jsonArg(c.Purposes, c.Purposes == nil)
 	if err != nil {
 		return fmt.Errorf("put class %s: purposes: %w", c.Name, err)
@@ -131,7 +131,7 @@ func upsertClass(ctx context.Context, tx *sql.Tx, org string, c sandbox.Class) e
 		int64(c.DefaultTTL), int64(c.MaxTTL), c.Warm, purposes, string(c.Git), string(c.Contract), setup, c.Runner)
 	switch {
 	case constraintOf(err) == foreignKeyConstraint:
-		return fmt.Errorf("class %s: organisation %s: %w", c.Name, org, sandbox.ErrNotFound)
+		return fmt.Errorf("class %s: organisation %s: %w", c.Name, org, class.ErrNotFound)
 	case err != nil:
 		return fmt.Errorf("put class %s: %w", c.Name, err)
 	}
@@ -139,7 +139,7 @@ func upsertClass(ctx context.Context, tx *sql.Tx, org string, c sandbox.Class) e
 }
 
 // DeleteClass removes one of an organisation's classes; one it does not
-// have is sandbox.ErrNotFound. Sandboxes made from it keep their copy.
+// have is class.ErrNotFound. Sandboxes made from it keep their copy.
 // events are recorded with it.
 func (s *Store) DeleteClass(ctx context.Context, org, name string, events ...audit.Event) error {
 	return s.inTx(ctx, bounded, func(tx *sql.Tx) error {
@@ -152,7 +152,7 @@ func (s *Store) DeleteClass(ctx context.Context, org, name string, events ...aud
 			return fmt.Errorf("delete class %s: %w", name, err)
 		}
 		if n == 0 {
-			return fmt.Errorf("class %s: %w", name, sandbox.ErrNotFound)
+			return fmt.Errorf("class %s: %w", name, class.ErrNotFound)
 		}
 		return insertAudits(ctx, tx, events)
 	})

@@ -8,6 +8,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
@@ -140,7 +141,7 @@ func testPages(t *testing.T, st *store.Store) {
 			}
 		}
 	}
-	if _, err := st.PutClasses(ctx, acme.org.ID, []sandbox.Class{{Name: "c"}, {Name: "a"}, {Name: "e"}, {Name: "b"}, {Name: "d"}}); err != nil {
+	if _, err := st.PutClasses(ctx, acme.org.ID, []class.Class{{Name: "c"}, {Name: "a"}, {Name: "e"}, {Name: "b"}, {Name: "d"}}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 6 {
@@ -166,10 +167,10 @@ func testPages(t *testing.T, st *store.Store) {
 			func(u account.User) string { return u.ID })},
 		{"keys", pageIDs(func(pg paging.Request) ([]account.Key, *paging.Key, error) { return st.ListKeys(ctx, acme.ann.ID, pg) },
 			func(k account.Key) string { return k.ID })},
-		{"classes", pageIDs(func(pg paging.Request) ([]sandbox.Class, *paging.Key, error) {
+		{"classes", pageIDs(func(pg paging.Request) ([]class.Class, *paging.Key, error) {
 			return st.ListClasses(ctx, acme.org.ID, pg)
 		},
-			func(c sandbox.Class) string { return c.Name })},
+			func(c class.Class) string { return c.Name })},
 		{"audit", pageIDs(func(pg paging.Request) ([]audit.Event, *paging.Key, error) {
 			return st.ListAudit(ctx, audit.Filter{Org: acme.org.ID}, pg)
 		}, func(e audit.Event) string { return e.Target })},

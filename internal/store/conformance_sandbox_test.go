@@ -11,6 +11,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
@@ -80,20 +81,20 @@ func testClasses(t *testing.T, st *store.Store) {
 	ctx := t.Context()
 	acme := newFixture(t, st, "acme")
 	globex := newFixture(t, st, "globex")
-	full := sandbox.Class{
-		Name: "big", Description: "a large machine", Image: "ghcr.io/acme/dev:2", Isolation: sandbox.TierVM,
+	full := class.Class{
+		Name: "big", Description: "a large machine", Image: "ghcr.io/acme/dev:2", Isolation: class.TierVM,
 		CPU: 8500, Memory: 32 << 30, Disk: 100 << 30, DefaultTTL: 8 * time.Hour, MaxTTL: 7 * 24 * time.Hour,
-		Warm: 3, Purposes: []sandbox.Purpose{sandbox.PurposeEngineer}, Git: sandbox.GitToken,
-		// The store keeps what it is given; ParseClass decides what makes sense.
-		Contract: sandbox.ContractKelos, SetupCommand: []string{"make", "deps"}, Runner: "codex",
+		Warm: 3, Purposes: []class.Purpose{class.PurposeEngineer}, Git: class.GitToken,
+		// The store keeps what it is given; class.Parse decides what makes sense.
+		Contract: class.ContractKelos, SetupCommand: []string{"make", "deps"}, Runner: "codex",
 	}
 	checkAllSet(t, full)
-	small := sandbox.Class{
-		Name: "small", Image: "ghcr.io/acme/dev:1", Isolation: sandbox.TierIsolated,
-		CPU: sandbox.DefaultCPU, Memory: sandbox.DefaultMemory, DefaultTTL: sandbox.DefaultTTL, MaxTTL: sandbox.DefaultMaxTTL,
+	small := class.Class{
+		Name: "small", Image: "ghcr.io/acme/dev:1", Isolation: class.TierIsolated,
+		CPU: class.DefaultCPU, Memory: class.DefaultMemory, DefaultTTL: class.DefaultTTL, MaxTTL: class.DefaultMaxTTL,
 	}
 
-	created, err := st.PutClasses(ctx, acme.org.ID, []sandbox.Class{small, full})
+	created, err := st.PutClasses(ctx, acme.org.ID, []class.Class{small, full})
 	if err != nil {
 		t.Fatalf("PutClasses: %v", err)
 	}
@@ -104,22 +105,22 @@ func testClasses(t *testing.T, st *store.Store) {
 	if err != nil {
 		t.Fatalf("ListClasses: %v", err)
 	}
-	if diff := cmp.Diff([]sandbox.Class{full, small}, got); diff != "" {
+	if diff := cmp.Diff([]class.Class{full, small}, got); diff != "" {
 		t.Errorf("ListClasses, by name (-want +got):\n%s", diff)
 	}
 
-	agent := sandbox.Class{Name: "agent", Image: "ghcr.io/acme/agent:1", Isolation: sandbox.TierStandard,
-		CPU: 1000, Memory: 2 << 30, DefaultTTL: time.Hour, MaxTTL: 2 * time.Hour, Purposes: []sandbox.Purpose{sandbox.PurposeAgent}}
+	agent := class.Class{Name: "agent", Image: "ghcr.io/acme/agent:1", Isolation: class.TierStandard,
+		CPU: 1000, Memory: 2 << 30, DefaultTTL: time.Hour, MaxTTL: 2 * time.Hour, Purposes: []class.Purpose{class.PurposeAgent}}
 	changed := small
 	changed.Image, changed.Warm = "ghcr.io/acme/dev:3", 2
-	created, err = st.PutClasses(ctx, acme.org.ID, []sandbox.Class{changed, agent})
+	created, err = st.PutClasses(ctx, acme.org.ID, []class.Class{changed, agent})
 	if err != nil {
 		t.Fatalf("PutClasses again: %v", err)
 	}
 	if diff := cmp.Diff([]string{"agent"}, created); diff != "" {
 		t.Errorf("PutClasses again created (-want +got):\n%s", diff)
 	}
-	for _, want := range []sandbox.Class{changed, agent, full} {
+	for _, want := range []class.Class{changed, agent, full} {
 		got, err := st.GetClass(ctx, acme.org.ID, want.Name)
 		if err != nil {
 			t.Fatalf("GetClass %s: %v", want.Name, err)
@@ -134,16 +135,16 @@ func testClasses(t *testing.T, st *store.Store) {
 		t.Errorf("ListClasses(another organisation) = %v, %v; want none", got, err)
 	}
 	_, err = st.GetClass(ctx, globex.org.ID, "big")
-	wantErr(t, "GetClass(another organisation's class)", err, sandbox.ErrNotFound)
+	wantErr(t, "GetClass(another organisation's class)", err, class.ErrNotFound)
 
 	if err := st.DeleteClass(ctx, acme.org.ID, "big"); err != nil {
 		t.Fatalf("DeleteClass: %v", err)
 	}
 	_, err = st.GetClass(ctx, acme.org.ID, "big")
-	wantErr(t, "GetClass(deleted)", err, sandbox.ErrNotFound)
-	wantErr(t, "DeleteClass(deleted)", st.DeleteClass(ctx, acme.org.ID, "big"), sandbox.ErrNotFound)
-	_, err = st.PutClasses(ctx, "org_nope", []sandbox.Class{small})
-	wantErr(t, "PutClasses(unknown organisation)", err, sandbox.ErrNotFound)
+	wantErr(t, "GetClass(deleted)", err, class.ErrNotFound)
+	wantErr(t, "DeleteClass(deleted)", st.DeleteClass(ctx, acme.org.ID, "big"), class.ErrNotFound)
+	_, err = st.PutClasses(ctx, "org_nope", []class.Class{small})
+	wantErr(t, "PutClasses(unknown organisation)", err, class.ErrNotFound)
 }
 
 func testSandboxRoundTrip(t *testing.T, st *store.Store) {

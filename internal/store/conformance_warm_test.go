@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
 )
@@ -16,11 +17,11 @@ import (
 func testWarmPools(t *testing.T, st *store.Store) {
 	ctx := t.Context()
 	acme, globex := newFixture(t, st, "acme"), newFixture(t, st, "globex")
-	cold := sandbox.Class{Name: "cold", Image: "img", Isolation: sandbox.TierStandard, CPU: 1000, Memory: 1 << 30, DefaultTTL: time.Hour, MaxTTL: time.Hour}
+	cold := class.Class{Name: "cold", Image: "img", Isolation: sandbox.TierStandard, CPU: 1000, Memory: 1 << 30, DefaultTTL: time.Hour, MaxTTL: time.Hour}
 	warm := cold
 	warm.Name, warm.Warm = "warm", 3
 	for _, fx := range []fixture{acme, globex} {
-		if _, err := st.PutClasses(ctx, fx.org.ID, []sandbox.Class{cold, warm}); err != nil {
+		if _, err := st.PutClasses(ctx, fx.org.ID, []class.Class{cold, warm}); err != nil {
 			t.Fatalf("PutClasses: %v", err)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/driver/fake"
 	"berth.dev/berth/internal/fakeclock"
 	"berth.dev/berth/internal/inference"
@@ -27,6 +28,7 @@ type fixture struct {
 	*fakeclock.Clock
 	st        *store.Store
 	sandboxes *sandbox.Service
+	classes   *class.Service
 	usage     *usage.Service
 	accounts  *account.Service
 	operator  account.Principal
@@ -42,17 +44,18 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	tmpl, err := sandbox.ParseClassFile(strings.NewReader("sandboxes:\n  - name: quad\n    image: localhost/berth-sandbox:1\n    isolation: standard\n    cpu: \"4\"\n    default_ttl: 4h\n"))
+	tmpl, err := class.ParseFile(strings.NewReader("sandboxes:\n  - name: quad\n    image: localhost/berth-sandbox:1\n    isolation: standard\n    cpu: \"4\"\n    default_ttl: 4h\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := &fixture{Clock: fakeclock.New(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)), st: st}
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	accounts := account.NewService(st, st, f.Now, func(ctx context.Context, org string) error { return f.sandboxes.SeedClasses(ctx, org) }, st, log)
+	accounts := account.NewService(st, st, f.Now, func(ctx context.Context, org string) error { return f.classes.Seed(ctx, org) }, st, log)
 	f.accounts = accounts
 	f.sandboxes = sandbox.NewService(st, fake.New(), accounts, sandbox.Config{
-		Driver: "fake", Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""}, Template: tmpl,
+		Driver: "fake", Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""},
 	}, log, f.Now)
+	f.classes = class.NewService(st, accounts, f.sandboxes, class.Config{Template: tmpl}, log, f.Now)
 	f.usage = usage.NewService(st, accounts, f.sandboxes, 90*24*time.Hour, f.Now)
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

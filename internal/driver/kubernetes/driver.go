@@ -72,7 +72,7 @@ func (d *Driver) Start(ctx context.Context, spec sandbox.Spec) error {
 	}
 	cur, err := d.find(ctx, sb.ID)
 	switch {
-	case errors.Is(err, sandbox.ErrNotFound) && spec.Bootstrap != "":
+	case errors.Is(err, sandbox.ErrNotFound) && !spec.Bootstrap.IsZero():
 		if err := d.claim(ctx, spec); err != nil {
 			return err
 		}
@@ -93,9 +93,9 @@ func (d *Driver) Start(ctx context.Context, spec sandbox.Spec) error {
 		}
 	default:
 		patch := map[string]any{"operatingMode": modeRunning}
-		if spec.Bootstrap != "" {
+		if !spec.Bootstrap.IsZero() {
 			// A pool sandbox's new pod fetches its environment again.
-			patch["podTemplate"] = map[string]any{"metadata": map[string]any{"annotations": map[string]any{annotationBootstrap: spec.Bootstrap}}}
+			patch["podTemplate"] = map[string]any{"metadata": map[string]any{"annotations": map[string]any{annotationBootstrap: spec.Bootstrap.Reveal()}}}
 		}
 		if spec.Replace {
 			patch["shutdownTime"] = expiry(sb.ExpiresAt)
@@ -195,7 +195,7 @@ func (d *Driver) waitReady(ctx context.Context, spec sandbox.Spec) error {
 	sb := spec.Sandbox
 	return d.poll(ctx, func() (bool, error) {
 		cur, err := d.find(ctx, sb.ID)
-		if errors.Is(err, sandbox.ErrNotFound) && (spec.Bootstrap != "" || sb.FromPool) {
+		if errors.Is(err, sandbox.ErrNotFound) && (!spec.Bootstrap.IsZero() || sb.FromPool) {
 			return false, nil // the claim is not bound yet
 		}
 		if err != nil {

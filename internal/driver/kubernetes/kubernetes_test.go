@@ -26,12 +26,14 @@ import (
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/client"
 	"berth.dev/berth/internal/driver/drivertest"
 	"berth.dev/berth/internal/driver/kubernetes"
 	"berth.dev/berth/internal/entrypoint"
 	"berth.dev/berth/internal/gateway"
 	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/secret"
 	"berth.dev/berth/internal/store"
 	"berth.dev/berth/internal/tunnel/tunneltest"
 	"berth.dev/berth/internal/usage"
@@ -126,23 +128,24 @@ func newCluster(t *testing.T, warm bool, g *greeter) *cluster {
 	drv, ctl, kcfg := newDriver(t, dc, g)
 	kcfg.PublicURL = url
 	drv = kubernetes.New(kcfg, dc, slog.New(slog.NewTextHandler(t.Output(), nil)))
-	tmpl, err := sandbox.ParseClassFile(strings.NewReader(clusterClasses))
+	tmpl, err := class.ParseFile(strings.NewReader(clusterClasses))
 	if err != nil {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	var svc *sandbox.Service
-	accounts := account.NewService(st, st, time.Now, func(ctx context.Context, org string) error { return svc.SeedClasses(ctx, org) }, st, log)
-	svc = sandbox.NewService(st, drv, accounts, sandbox.Config{
-		Driver: "kubernetes", Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: "", sandbox.TierIsolated: "gvisor"},
-		PublicURL: url, Template: tmpl, Audit: st, Warm: warm,
+	var classes *class.Service
+	accounts := account.NewService(st, st, time.Now, func(ctx context.Context, org string) error { return classes.Seed(ctx, org) }, st, log)
+	runtimes := map[sandbox.Tier]string{sandbox.TierStandard: "", sandbox.TierIsolated: "gvisor"}
+	svc := sandbox.NewService(st, drv, accounts, sandbox.Config{
+		Driver: "kubernetes", Runtimes: runtimes, PublicURL: url, Audit: st, Warm: warm,
 	}, log, time.Now)
+	classes = class.NewService(st, accounts, svc, class.Config{Template: tmpl, Runtimes: runtimes}, log, time.Now)
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); svc.Run(runCtx, time.Hour) }()
 	t.Cleanup(func() { cancel(); <-done })
 	runs := agentrun.NewService(st, svc, drv, accounts, agentrun.Config{Driver: "kubernetes", PublicURL: url}, log, time.Now)
-	gw := gateway.New(gateway.Options{Accounts: accounts, Sandboxes: svc, Runs: runs, Log: log, Version: "test", Driver: "kubernetes",
+	gw := gateway.New(gateway.Options{Accounts: accounts, Sandboxes: svc, Classes: classes, Runs: runs, Log: log, Version: "test", Driver: "kubernetes",
 		Usage: usage.NewService(st, accounts, svc, 90*24*time.Hour, time.Now)})
 	srv.Config.Handler = gw.Handler()
 	srv.Start()
@@ -155,14 +158,14 @@ func newCluster(t *testing.T, warm bool, g *greeter) *cluster {
 }
 
 // waitState polls the API until the sandbox is in state want.
-func (c *cluster) waitState(t *testing.T, ref, want string) api.Sandbox {
+func (c *cluster) waitState(t *testing.T, ref string, want api.State) api.Sandbox {
 	t.Helper()
 	return c.within(t, ref, want, 45*time.Second)
 }
 
 // within polls the API until the sandbox is in state want, failing the
 // test when d passes first or it fails instead.
-func (c *cluster) within(t *testing.T, ref, want string, d time.Duration) api.Sandbox {
+func (c *cluster) within(t *testing.T, ref string, want api.State, d time.Duration) api.Sandbox {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for {
@@ -617,13 +620,13 @@ func TestClaimWaitedForAgain(t *testing.T) {
 	dc := kubeClient(t)
 	d, ctl, _ := newDriver(t, dc, newGreeter(t, nil))
 	ctx := t.Context()
-	p := sandbox.Pool{Org: "org_acme", Class: sandbox.Class{Name: "warm", Image: "ghcr.io/acme/dev:1", CPU: 500, Memory: 1 << 30, Warm: 1}}
+	p := sandbox.Pool{Org: "org_acme", Class: class.Class{Name: "warm", Image: "ghcr.io/acme/dev:1", CPU: 500, Memory: 1 << 30, Warm: 1}}
 	if err := d.SyncPools(ctx, []sandbox.Pool{p}); err != nil {
 		t.Fatal(err)
 	}
 	spec := drivertest.Spec(drivertest.Options{Image: p.Class.Image, SSHKey: sshKey})
 	spec.Sandbox.Org, spec.Sandbox.Class, spec.Sandbox.FromPool = p.Org, p.Class.Name, true
-	spec.Env, spec.Bootstrap = nil, "bst_ONETIME"
+	spec.Env, spec.Bootstrap = nil, secret.New("bst_ONETIME")
 	release := ctl.hold()
 	stopped, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()

@@ -152,7 +152,7 @@ func ClaimObject(c Config, spec sandbox.Spec) SandboxClaim {
 	c = c.withDefaults()
 	sb := spec.Sandbox
 	podAnnotations := annotations(sb)
-	podAnnotations[annotationBootstrap] = spec.Bootstrap
+	podAnnotations[annotationBootstrap] = spec.Bootstrap.Reveal()
 	return SandboxClaim{
 		TypeMeta: metav1.TypeMeta{APIVersion: apiVersionExtensions, Kind: "SandboxClaim"},
 		ObjectMeta: metav1.ObjectMeta{

@@ -12,11 +12,13 @@ import (
 	"go.yaml.in/yaml/v3"
 	corev1 "k8s.io/api/core/v1"
 
+	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/driver/kubernetes"
 	"berth.dev/berth/internal/driver/kubernetes/kubetest"
 	"berth.dev/berth/internal/golden"
 	"berth.dev/berth/internal/quantity"
 	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/secret"
 )
 
 var testConfig = kubernetes.Config{
@@ -56,7 +58,7 @@ func agentRunSpec() sandbox.Spec {
 }
 
 func warmPool() sandbox.Pool {
-	return sandbox.Pool{Org: "org_acme", Runtime: "gvisor", Class: sandbox.Class{
+	return sandbox.Pool{Org: "org_acme", Runtime: "gvisor", Class: class.Class{
 		Name: "standard", Image: "ghcr.io/acme/dev:1", Isolation: sandbox.TierIsolated, CPU: 1000, Memory: 2 << 30, Disk: 10 << 30, Warm: 3,
 	}}
 }
@@ -69,7 +71,7 @@ func objects() map[string]any {
 	agent := engineerSpec()
 	agent.Sandbox.Purpose = sandbox.PurposeAgent
 	claim := engineerSpec()
-	claim.Env, claim.Bootstrap = nil, "bst_ONETIMETOKEN"
+	claim.Env, claim.Bootstrap = nil, secret.New("bst_ONETIMETOKEN")
 	return map[string]any{
 		"sandbox-engineer":      kubernetes.SandboxObject(testConfig, eng),
 		"sandbox-engineer-disk": kubernetes.SandboxObject(testConfig, disk),

@@ -10,13 +10,13 @@ import (
 	"strconv"
 	"strings"
 
+	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/paging"
-	"berth.dev/berth/internal/sandbox"
 )
 
 // classList is the body of the classes screen.
 type classList struct {
-	Classes []sandbox.ClassStatus
+	Classes []class.Status
 	File    string // a sandboxes file being applied, kept when refused
 	Error   string
 }
@@ -26,7 +26,7 @@ func (p *Panel) listClasses(w http.ResponseWriter, r *http.Request, c caller) {
 }
 
 func (p *Panel) renderClasses(w http.ResponseWriter, r *http.Request, c caller, status int, body classList) {
-	classes, _, err := p.sandboxes.Classes(r.Context(), c.Principal, "", paging.Request{Limit: sandbox.MaxClasses})
+	classes, _, err := p.classes.List(r.Context(), c.Principal, "", paging.Request{Limit: class.MaxClasses})
 	if err != nil {
 		p.fail(w, r, c, err)
 		return
@@ -39,7 +39,7 @@ func (p *Panel) renderClasses(w http.ResponseWriter, r *http.Request, c caller, 
 // all of it checked first, then every class it names written.
 func (p *Panel) applyClasses(w http.ResponseWriter, r *http.Request, c caller) {
 	file := r.PostForm.Get("file")
-	res, err := p.sandboxes.ApplyClasses(r.Context(), c.Principal, "", strings.NewReader(file))
+	res, err := p.classes.Apply(r.Context(), c.Principal, "", strings.NewReader(file))
 	if err != nil {
 		status, body := p.status(w, r, err)
 		p.renderClasses(w, r, c, status, classList{File: file, Error: body.Message})
@@ -49,7 +49,7 @@ func (p *Panel) applyClasses(w http.ResponseWriter, r *http.Request, c caller) {
 }
 
 // applied says what an apply did.
-func applied(res sandbox.Applied) string {
+func applied(res class.Applied) string {
 	var parts []string
 	if len(res.Created) > 0 {
 		parts = append(parts, "created "+strings.Join(res.Created, ", "))
@@ -80,7 +80,7 @@ type classForm struct {
 	Tiers                                                  []string
 }
 
-func formOf(s sandbox.ClassSpec) classForm {
+func formOf(s class.Spec) classForm {
 	f := classForm{Name: s.Name, Description: s.Description, Image: s.Image, Isolation: s.Isolation, CPU: s.CPU,
 		Memory: s.Memory, Disk: s.Disk, DefaultTTL: s.DefaultTTL, MaxTTL: s.MaxTTL, Warm: strconv.Itoa(s.Warm),
 		Engineer: len(s.Purposes) == 0 || slices.Contains(s.Purposes, "engineer"),
@@ -90,7 +90,7 @@ func formOf(s sandbox.ClassSpec) classForm {
 }
 
 // kept words the fields the editor does not show.
-func kept(s sandbox.ClassSpec) []string {
+func kept(s class.Spec) []string {
 	out := []string{"git: " + s.Git, "contract: " + s.Contract}
 	if len(s.SetupCommand) > 0 {
 		out = append(out, "setup_command: "+strings.Join(s.SetupCommand, " "))
@@ -102,22 +102,22 @@ func kept(s sandbox.ClassSpec) []string {
 }
 
 // class finds one of the caller's organisation's classes.
-func (p *Panel) class(r *http.Request, c caller, name string) (sandbox.ClassSpec, error) {
-	classes, _, err := p.sandboxes.Classes(r.Context(), c.Principal, "", paging.Request{Limit: sandbox.MaxClasses})
+func (p *Panel) class(r *http.Request, c caller, name string) (class.Spec, error) {
+	classes, _, err := p.classes.List(r.Context(), c.Principal, "", paging.Request{Limit: class.MaxClasses})
 	if err != nil {
-		return sandbox.ClassSpec{}, err
+		return class.Spec{}, err
 	}
 	for _, cl := range classes {
 		if cl.Name == name {
 			return cl.Spec(), nil
 		}
 	}
-	return sandbox.ClassSpec{}, fmt.Errorf("class %s: %w", name, sandbox.ErrNotFound)
+	return class.Spec{}, fmt.Errorf("class %s: %w", name, class.ErrNotFound)
 }
 
 func (p *Panel) newClass(w http.ResponseWriter, r *http.Request, c caller) {
-	f := formOf(sandbox.Class{Isolation: sandbox.DefaultIsolation, CPU: sandbox.DefaultCPU, Memory: sandbox.DefaultMemory,
-		DefaultTTL: sandbox.DefaultTTL, MaxTTL: sandbox.DefaultMaxTTL}.Spec())
+	f := formOf(class.Class{Isolation: class.DefaultIsolation, CPU: class.DefaultCPU, Memory: class.DefaultMemory,
+		DefaultTTL: class.DefaultTTL, MaxTTL: class.DefaultMaxTTL}.Spec())
 	f.New, f.Kept = true, nil
 	p.renderClass(w, r, c, http.StatusOK, f)
 }
@@ -132,7 +132,7 @@ func (p *Panel) editClass(w http.ResponseWriter, r *http.Request, c caller) {
 }
 
 func (p *Panel) renderClass(w http.ResponseWriter, r *http.Request, c caller, status int, f classForm) {
-	f.Tiers = []string{string(sandbox.TierStandard), string(sandbox.TierIsolated), string(sandbox.TierVM)}
+	f.Tiers = []string{string(class.TierStandard), string(class.TierIsolated), string(class.TierVM)}
 	title := "Class " + f.Name
 	if f.New {
 		title = "New class"
@@ -140,13 +140,14 @@ func (p *Panel) renderClass(w http.ResponseWriter, r *http.Request, c caller, st
 	p.render(w, r, status, "class", p.view(c, r, title, "classes", f))
 }
 
-// saveClass writes one class through ApplyClasses, so it is checked as
-// `berth sandbox apply` checks a file. An edit starts from the class as
-// it is now, so the fields the form does not show keep their values.
+// saveClass writes one class through the class service's Apply, so it is
+// checked as `berth sandbox apply` checks a file. An edit starts from the
+// class as it is now, so the fields the form does not show keep their
+// values.
 func (p *Panel) saveClass(w http.ResponseWriter, r *http.Request, c caller) {
 	v := r.PostForm
 	name := r.PathValue("name")
-	spec := sandbox.ClassSpec{Name: strings.TrimSpace(v.Get("name"))}
+	spec := class.Spec{Name: strings.TrimSpace(v.Get("name"))}
 	if name != "" {
 		current, err := p.class(r, c, name)
 		if err != nil {
@@ -185,12 +186,12 @@ func (p *Panel) saveClass(w http.ResponseWriter, r *http.Request, c caller) {
 		refuse("purposes", "purposes: choose engineer, agent or both")
 		return
 	}
-	doc, err := json.Marshal(map[string][]sandbox.ClassSpec{"sandboxes": {spec}})
+	doc, err := json.Marshal(map[string][]class.Spec{"sandboxes": {spec}})
 	if err != nil {
 		p.fail(w, r, c, err)
 		return
 	}
-	res, err := p.sandboxes.ApplyClasses(r.Context(), c.Principal, "", bytes.NewReader(doc))
+	res, err := p.classes.Apply(r.Context(), c.Principal, "", bytes.NewReader(doc))
 	if err != nil {
 		status, body := p.status(w, r, err)
 		f.Error, f.Field = body.Message, body.Field
@@ -202,7 +203,7 @@ func (p *Panel) saveClass(w http.ResponseWriter, r *http.Request, c caller) {
 
 func (p *Panel) deleteClass(w http.ResponseWriter, r *http.Request, c caller) {
 	name := r.PathValue("name")
-	if err := p.sandboxes.DeleteClass(r.Context(), c.Principal, "", name); err != nil {
+	if err := p.classes.Delete(r.Context(), c.Principal, "", name); err != nil {
 		p.fail(w, r, c, err)
 		return
 	}

@@ -106,7 +106,7 @@ func TestFormBodyOverTheLimit(t *testing.T) {
 	if pg.status != http.StatusRequestEntityTooLarge || !strings.Contains(pg.body, "(1048576 bytes)") {
 		t.Errorf("a class file form over 1 MiB: %d, want 413 naming the limit\n%s", pg.status, pg.body)
 	}
-	classes, _, err := w.sandboxes.Classes(t.Context(), w.principal("ada"), "", paging.Request{})
+	classes, _, err := w.classes.List(t.Context(), w.principal("ada"), "", paging.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}

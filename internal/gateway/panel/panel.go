@@ -33,6 +33,7 @@ import (
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/usage"
 )
@@ -48,6 +49,7 @@ type Options struct {
 	Accounts  *account.Service
 	Sandboxes *sandbox.Service
 	Runs      *agentrun.Service
+	Classes   *class.Service
 	Usage     *usage.Service
 	Log       *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -65,6 +67,7 @@ type Panel struct {
 	accounts  *account.Service
 	sandboxes *sandbox.Service
 	runs      *agentrun.Service
+	classes   *class.Service
 	usage     *usage.Service
 	log       *slog.Logger
 	now       func() time.Time
@@ -82,7 +85,7 @@ func New(o Options) *Panel {
 	if now == nil {
 		now = time.Now
 	}
-	p := &Panel{accounts: o.Accounts, sandboxes: o.Sandboxes, runs: o.Runs, usage: o.Usage, log: o.Log, now: now,
+	p := &Panel{accounts: o.Accounts, sandboxes: o.Sandboxes, classes: o.Classes, runs: o.Runs, usage: o.Usage, log: o.Log, now: now,
 		driver: o.Driver, status: o.Status, assets: map[string]string{}}
 	entries, err := fs.ReadDir(assetFS, "assets")
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/guardrail"
 	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/quantity"
@@ -230,7 +231,7 @@ func TestClassEditorKeepsWhatItDoesNotShow(t *testing.T) {
 		t.Fatalf("save class: %d, want 303\n%s", pg.status, pg.body)
 	}
 	got := classSpec(t, w, "agent")
-	want := sandbox.ClassSpec{Name: "agent", Description: "Agents, bigger", Image: "localhost/berth-sandbox:latest", Isolation: "standard",
+	want := class.Spec{Name: "agent", Description: "Agents, bigger", Image: "localhost/berth-sandbox:latest", Isolation: "standard",
 		CPU: "4", Memory: "8Gi", Disk: "none", DefaultTTL: "2h", MaxTTL: "6h", Purposes: []string{"agent"},
 		Git: "gateway", Contract: "kelos", SetupCommand: []string{"make", "deps"}}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -264,13 +265,13 @@ func TestClassEditorKeepsWhatItDoesNotShow(t *testing.T) {
 	}
 }
 
-func classSpec(t *testing.T, w *world, name string) sandbox.ClassSpec {
+func classSpec(t *testing.T, w *world, name string) class.Spec {
 	t.Helper()
-	classes, _, err := w.sandboxes.Classes(t.Context(), w.principal("ada"), "", paging.Request{})
+	classes, _, err := w.classes.List(t.Context(), w.principal("ada"), "", paging.Request{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	i := slices.IndexFunc(classes, func(c sandbox.ClassStatus) bool { return c.Name == name })
+	i := slices.IndexFunc(classes, func(c class.Status) bool { return c.Name == name })
 	if i < 0 {
 		t.Fatalf("no class %s", name)
 	}

@@ -15,6 +15,7 @@ import (
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
@@ -283,7 +284,7 @@ func (p *Panel) act(w http.ResponseWriter, r *http.Request, c caller) {
 type createForm struct {
 	Name, Purpose, Class, TTL, SSHKeys, Repo, Branch, Task, Runner, Role, Project string
 
-	Classes  []sandbox.ClassStatus
+	Classes  []class.Status
 	Projects []account.Project // for administrators, who may choose one
 	Runners  []string
 	Error    string
@@ -315,7 +316,7 @@ func (p *Panel) lastSSHKeys(ctx context.Context, c caller) string {
 
 func (p *Panel) renderCreate(w http.ResponseWriter, r *http.Request, c caller, status int, f createForm) {
 	ctx := r.Context()
-	classes, _, err := p.sandboxes.Classes(ctx, c.Principal, "", paging.Request{Limit: sandbox.MaxClasses})
+	classes, _, err := p.classes.List(ctx, c.Principal, "", paging.Request{Limit: class.MaxClasses})
 	if err != nil {
 		p.fail(w, r, c, err)
 		return

@@ -19,6 +19,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/agentrun"
+	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/driver/fake"
 	"berth.dev/berth/internal/forge/local"
 	"berth.dev/berth/internal/gateway"
@@ -70,6 +71,7 @@ type world struct {
 	drv       *fake.Driver
 	accounts  *account.Service
 	sandboxes *sandbox.Service
+	classes   *class.Service
 	operator  account.Principal
 	keys      map[string]string       // user name → API key
 	users     map[string]account.User // user name → user
@@ -112,7 +114,7 @@ func newWorld(t testing.TB, opts ...worldOption) *world {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	tmpl, err := sandbox.ParseClassFile(strings.NewReader(classes))
+	tmpl, err := class.ParseFile(strings.NewReader(classes))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,8 +123,8 @@ func newWorld(t testing.TB, opts ...worldOption) *world {
 	if cfg.driver != "" {
 		drv = w.drv
 	}
-	var svc *sandbox.Service
-	w.accounts = account.NewService(st, st, w.now, func(ctx context.Context, org string) error { return svc.SeedClasses(ctx, org) }, st, log)
+	var classSvc *class.Service
+	w.accounts = account.NewService(st, st, w.now, func(ctx context.Context, org string) error { return classSvc.Seed(ctx, org) }, st, log)
 	// Agent sandboxes run claude-code on a checkout of the local forge's
 	// acme/app; the fake driver "runs" the agent a test gives it.
 	srv := httptest.NewUnstartedServer(nil)
@@ -138,8 +140,8 @@ func newWorld(t testing.TB, opts ...worldOption) *world {
 		runOpts = append(runOpts, agentrun.WithSessionMeter(st))
 	}
 	repos := repository.New(st, w.accounts, repository.Config{Forge: lf, PublicURL: w.url, Audit: st}, log, time.Now)
-	svc = sandbox.NewService(st, drv, w.accounts, sandbox.Config{
-		Driver: cfg.driver, Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""}, Template: tmpl, Audit: st,
+	svc := sandbox.NewService(st, drv, w.accounts, sandbox.Config{
+		Driver: cfg.driver, Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""}, Audit: st,
 		Retention: 90 * 24 * time.Hour, Repositories: repos, PublicURL: w.url,
 	}, log, w.now, sandbox.WithModelEnv(models))
 	runs := agentrun.NewService(st, svc, drv, w.accounts, agentrun.Config{
@@ -150,12 +152,15 @@ func newWorld(t testing.TB, opts ...worldOption) *world {
 	}, log, w.now, runOpts...)
 	svc.SetRuns(runs)
 	w.sandboxes = svc
+	classSvc = class.NewService(st, w.accounts, svc, class.Config{Template: tmpl, Runtimes: map[class.Tier]string{class.TierStandard: ""},
+		NoSandboxes: drv == nil}, log, w.now)
+	w.classes = classSvc
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); svc.Run(runCtx, time.Hour) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	gw := gateway.New(gateway.Options{Accounts: w.accounts, Sandboxes: svc, Runs: runs, Log: log, Version: "test", Driver: cfg.driver, Now: w.now,
+	gw := gateway.New(gateway.Options{Accounts: w.accounts, Sandboxes: svc, Classes: classSvc, Runs: runs, Log: log, Version: "test", Driver: cfg.driver, Now: w.now,
 		Usage: usage.NewService(st, w.accounts, svc, 90*24*time.Hour, w.now)})
 	srv.Config.Handler = gw.Handler()
 	srv.Start()

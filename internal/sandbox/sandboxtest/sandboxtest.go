@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/driver/fake"
 	"berth.dev/berth/internal/fakeclock"
 	"berth.dev/berth/internal/forge/local"
@@ -74,7 +75,7 @@ type World struct {
 
 // New makes the world's store, clock, driver, forge and account service;
 // a new organisation's classes are seeded by seed, which the caller's
-// sandbox service answers (SeedClasses). People calls in the people.
+// class service answers (Seed). People calls in the people.
 func New(t *testing.T, seed func(ctx context.Context, org string) error, storeOpts ...store.Option) *World {
 	t.Helper()
 	ctx := t.Context()
@@ -97,22 +98,29 @@ func New(t *testing.T, seed func(ctx context.Context, org string) error, storeOp
 }
 
 // Config is the sandbox service's configuration in the world: the fake
-// driver at the standard tier, the repositories of the local forge, the gateway at
-// gateway.test:8080, the world's classes, audited in the store.
+// driver at the standard tier, the repositories of the local forge, the
+// gateway at gateway.test:8080, audited in the store.
 func (w *World) Config(t *testing.T) sandbox.Config {
 	t.Helper()
-	classes, err := sandbox.ParseClassFile(strings.NewReader(ClassFile))
-	if err != nil {
-		t.Fatal(err)
-	}
 	return sandbox.Config{
 		Driver:       "fake",
 		Runtimes:     map[sandbox.Tier]string{sandbox.TierStandard: ""},
 		Repositories: w.Repos,
 		PublicURL:    "http://gateway.test:8080",
-		Template:     classes,
 		Audit:        w.Store,
 	}
+}
+
+// ClassConfig is the class service's configuration in the world: the
+// classes of ClassFile as every organisation's template, at the runtimes
+// of the sandbox service's cfg.
+func (w *World) ClassConfig(t *testing.T, cfg sandbox.Config) class.Config {
+	t.Helper()
+	classes, err := class.ParseFile(strings.NewReader(ClassFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return class.Config{Template: classes, Runtimes: cfg.Runtimes}
 }
 
 // People makes the organisations and their people: the operator, acme's
@@ -189,12 +197,12 @@ const KelosImage = "localhost/kelos-claude-code:1"
 // interface (SPEC S13.6), with a setup command.
 func (w *World) KelosClass(t *testing.T) {
 	t.Helper()
-	c, err := sandbox.ParseClass(sandbox.ClassSpec{Name: "kelos", Image: KelosImage, Isolation: "standard",
+	c, err := class.Parse(class.Spec{Name: "kelos", Image: KelosImage, Isolation: "standard",
 		Purposes: []string{"agent"}, Contract: "kelos", SetupCommand: []string{"sh", "-c", "make deps"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.Store.PutClasses(t.Context(), w.Acme.ID, []sandbox.Class{c}); err != nil {
+	if _, err := w.Store.PutClasses(t.Context(), w.Acme.ID, []class.Class{c}); err != nil {
 		t.Fatal(err)
 	}
 }

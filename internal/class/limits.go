@@ -1,4 +1,4 @@
-package sandbox
+package class
 
 import (
 	"fmt"
@@ -14,9 +14,9 @@ import (
 // refuse the same things; and an organisation's classes are bounded in
 // number, so every list of them is bounded too.
 const (
-	// MaxClassFile is the most a sandboxes file holds, in bytes, both as
+	// MaxFile is the most a sandboxes file holds, in bytes, both as
 	// written and as its YAML aliases expand.
-	MaxClassFile = 1 << 20
+	MaxFile = 1 << 20
 	// MaxClasses is the most classes a file names and an organisation has.
 	MaxClasses = 100
 	// MaxDescription is the longest description, in bytes.
@@ -33,10 +33,10 @@ const (
 	MaxSetupCommand = 16 << 10
 )
 
-// checkSpecBounds refuses the fields of s past their bounds. ParseClass
+// checkSpecBounds refuses the fields of s past their bounds. Parse
 // reads nothing further of a spec it refuses, so no message repeats a
 // value of any length.
-func checkSpecBounds(s ClassSpec) []error {
+func checkSpecBounds(s Spec) []error {
 	var errs []error
 	long := func(field, v string, limit int) {
 		if len(v) > limit {
@@ -71,7 +71,7 @@ func checkSpecBounds(s ClassSpec) []error {
 }
 
 // checkExpansion refuses a document whose YAML aliases expand it past
-// MaxClassFile bytes, before anything decodes it: a small file that
+// MaxFile bytes, before anything decodes it: a small file that
 // aliases one long string thousands of times would otherwise become a
 // huge class in memory, in the database and in every list of classes.
 // Aliases within the budget are fine (a shared setup command, say). The
@@ -79,7 +79,7 @@ func checkSpecBounds(s ClassSpec) []error {
 // budget whatever the document; every node counts at least one byte, so a
 // cycle ends too.
 func checkExpansion(n *yaml.Node) error {
-	budget := MaxClassFile
+	budget := MaxFile
 	var walk func(n *yaml.Node) bool
 	walk = func(n *yaml.Node) bool {
 		budget -= 1 + len(n.Value)
@@ -97,8 +97,8 @@ func checkExpansion(n *yaml.Node) error {
 		return true
 	}
 	if !walk(n) {
-		return invalid(classFileTopLevel, "the file, its YAML aliases expanded, is larger than %s (%d bytes), the most a sandboxes file holds",
-			quantity.Bytes(MaxClassFile), MaxClassFile)
+		return invalid(fileTopLevel, "the file, its YAML aliases expanded, is larger than %s (%d bytes), the most a sandboxes file holds",
+			quantity.Bytes(MaxFile), MaxFile)
 	}
 	return nil
 }
@@ -133,12 +133,12 @@ func checkShape(root *yaml.Node) error {
 	}
 	walk(root)
 	if len(errs) > 0 {
-		return invalid(classFileTopLevel, "a key is given twice: %v", &FileError{Errs: errs})
+		return invalid(fileTopLevel, "a key is given twice: %v", &FileError{Errs: errs})
 	}
 	return nil
 }
 
-// errFileTooLarge refuses a sandboxes file longer than MaxClassFile.
+// errFileTooLarge refuses a sandboxes file longer than MaxFile.
 func errFileTooLarge() error {
-	return invalid(classFileTopLevel, "the file is larger than %s (%d bytes), the most a sandboxes file holds", quantity.Bytes(MaxClassFile), MaxClassFile)
+	return invalid(fileTopLevel, "the file is larger than %s (%d bytes), the most a sandboxes file holds", quantity.Bytes(MaxFile), MaxFile)
 }

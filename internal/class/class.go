@@ -1,4 +1,12 @@
-package sandbox
+// Package class owns classes (SPEC S4): the named machine shapes an
+// organisation's sandboxes are made from. It has the fields with their
+// defaults, ranges and bounds, the tiers, purposes, git modes and image
+// contracts they name, the sandboxes file (bounded as written and with
+// its YAML aliases expanded), the image rule, and the Service that lists,
+// applies, deletes and seeds an organisation's classes. It declares the
+// Store and Accounts it needs; package sandbox makes sandboxes from what
+// it keeps.
+package class
 
 import (
 	"bytes"
@@ -12,25 +20,27 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"berth.dev/berth/internal/kelos"
+	"berth.dev/berth/internal/name"
 	"berth.dev/berth/internal/quantity"
+	"berth.dev/berth/internal/runner"
 )
 
 // Class field defaults and ranges (SPEC S4).
 const (
-	DefaultCPU        = quantity.Millicores(2000)
-	DefaultMemory     = quantity.Bytes(4 << 30)
-	DefaultTTL        = 4 * time.Hour
-	DefaultMaxTTL     = 24 * time.Hour
-	MinClassTTL       = 5 * time.Minute
-	MaxClassTTL       = 28 * 24 * time.Hour
-	MaxWarm           = 32
-	DefaultIsolation  = TierIsolated
-	classFileTopLevel = "sandboxes"
+	DefaultCPU       = quantity.Millicores(2000)
+	DefaultMemory    = quantity.Bytes(4 << 30)
+	DefaultTTL       = 4 * time.Hour
+	DefaultMaxTTL    = 24 * time.Hour
+	MinTTL           = 5 * time.Minute
+	MaxTTL           = 28 * 24 * time.Hour
+	MaxWarm          = 32
+	DefaultIsolation = TierIsolated
+	fileTopLevel     = "sandboxes"
 )
 
-// ClassSpec is a class as people write it: in the sandboxes file
+// Spec is a class as people write it: in the sandboxes file
 // (BERTH_SANDBOXES_FILE), in `berth sandbox apply -f`, or as JSON.
-type ClassSpec struct {
+type Spec struct {
 	Name        string   `yaml:"name" json:"name"`
 	Description string   `yaml:"description" json:"description,omitempty"`
 	Image       string   `yaml:"image" json:"image"`
@@ -97,12 +107,12 @@ func (c Class) Allows(p Purpose) bool {
 	return len(c.Purposes) == 0 || slices.Contains(c.Purposes, p)
 }
 
-// only reports whether the class is for purpose p and no other.
-func (c Class) only(p Purpose) bool { return len(c.Purposes) == 1 && c.Purposes[0] == p }
+// Only reports whether the class is for purpose p and no other.
+func (c Class) Only(p Purpose) bool { return len(c.Purposes) == 1 && c.Purposes[0] == p }
 
 // Spec returns c in the form people write, with every field explicit.
-func (c Class) Spec() ClassSpec {
-	s := ClassSpec{
+func (c Class) Spec() Spec {
+	s := Spec{
 		Name: c.Name, Description: c.Description, Image: c.Image, Isolation: string(c.Isolation),
 		CPU: c.CPU.String(), Memory: c.Memory.String(), Disk: "none",
 		DefaultTTL: quantity.FormatDuration(c.DefaultTTL), MaxTTL: quantity.FormatDuration(c.MaxTTL),
@@ -118,16 +128,16 @@ func (c Class) Spec() ClassSpec {
 	return s
 }
 
-// ParseClass checks a spec and fills in the defaults. Every problem is
+// Parse checks a spec and fills in the defaults. Every problem is
 // reported at once, each naming its field.
-func ParseClass(s ClassSpec) (Class, error) {
+func Parse(s Spec) (Class, error) {
 	if errs := checkSpecBounds(s); len(errs) > 0 {
 		return Class{}, errors.Join(errs...)
 	}
 	var errs []error
 	c := Class{Name: s.Name, Description: s.Description, Image: strings.TrimSpace(s.Image), Warm: s.Warm}
-	if err := CheckName("name", s.Name); err != nil {
-		errs = append(errs, err)
+	if err := name.Check(s.Name); err != nil {
+		errs = append(errs, invalid("name", "%v", err))
 	}
 	if c.Image == "" {
 		errs = append(errs, invalid("image", "is required"))
@@ -175,10 +185,10 @@ func ParseClass(s ClassSpec) (Class, error) {
 		c.Disk = disk
 	}
 	var err error
-	if c.DefaultTTL, err = classTTL("default_ttl", s.DefaultTTL, DefaultTTL); err != nil {
+	if c.DefaultTTL, err = parseTTL("default_ttl", s.DefaultTTL, DefaultTTL); err != nil {
 		errs = append(errs, err)
 	}
-	if c.MaxTTL, err = classTTL("max_ttl", s.MaxTTL, DefaultMaxTTL); err != nil {
+	if c.MaxTTL, err = parseTTL("max_ttl", s.MaxTTL, DefaultMaxTTL); err != nil {
 		errs = append(errs, err)
 	}
 	if c.MaxTTL < c.DefaultTTL {
@@ -207,7 +217,7 @@ func ParseClass(s ClassSpec) (Class, error) {
 	case GitToken:
 		c.Git = GitToken
 		// SPEC S17: forge tokens never enter agent sandboxes.
-		if !c.only(PurposeEngineer) {
+		if !c.Only(PurposeEngineer) {
 			errs = append(errs, invalid("git", "token mode puts a forge token in the sandbox: a class with git: token must be for engineers only (purposes: [engineer])"))
 		}
 	default:
@@ -216,14 +226,14 @@ func ParseClass(s ClassSpec) (Class, error) {
 	errs = append(errs, parseContract(s, &c)...)
 	if s.Runner != "" {
 		c.Runner = s.Runner
-		if err := CheckRunner(s.Runner); err != nil {
-			errs = append(errs, err)
+		if err := runner.Runnable(s.Runner); err != nil {
+			errs = append(errs, invalid("runner", "%v", err))
 		} else if !c.Allows(PurposeAgent) {
 			errs = append(errs, invalid("runner", "a runner is what an agent sandbox runs: this class is for engineers only (purposes: [engineer])"))
 		}
 	}
 	// SPEC S12: only engineer sandboxes come from a pool.
-	if c.Warm > 0 && c.only(PurposeAgent) {
+	if c.Warm > 0 && c.Only(PurposeAgent) {
 		errs = append(errs, invalid("warm", "a class only agents may use cannot have a warm pool (agent sandboxes always start cold)"))
 	}
 	return c, errors.Join(errs...)
@@ -231,7 +241,7 @@ func ParseClass(s ClassSpec) (Class, error) {
 
 // parseContract reads the contract and the setup command into c, whose
 // purposes are already read.
-func parseContract(s ClassSpec, c *Class) []error {
+func parseContract(s Spec, c *Class) []error {
 	var errs []error
 	switch ct := Contract(s.Contract); ct {
 	case "", ContractBerth:
@@ -239,7 +249,7 @@ func parseContract(s ClassSpec, c *Class) []error {
 	case ContractKelos:
 		c.Contract = ContractKelos
 		// A Kelos image has no sshd and no berth-init: nobody can work in it.
-		if !c.only(PurposeAgent) {
+		if !c.Only(PurposeAgent) {
 			errs = append(errs, invalid("contract", "a kelos image runs an agent and nothing else: a class with contract: kelos is for agents only (purposes: [agent])"))
 		}
 	default:
@@ -259,7 +269,7 @@ func parseContract(s ClassSpec, c *Class) []error {
 	return errs
 }
 
-func classTTL(field, s string, def time.Duration) (time.Duration, error) {
+func parseTTL(field, s string, def time.Duration) (time.Duration, error) {
 	if s == "" {
 		return def, nil
 	}
@@ -267,24 +277,24 @@ func classTTL(field, s string, def time.Duration) (time.Duration, error) {
 	if err != nil {
 		return def, invalid(field, "%v", err)
 	}
-	if d < MinClassTTL || d > MaxClassTTL {
+	if d < MinTTL || d > MaxTTL {
 		return d, invalid(field, "%s is outside 5m to 28d", s)
 	}
 	return d, nil
 }
 
-// ParseClassFile reads a sandboxes file: a YAML (or JSON) document with a
+// ParseFile reads a sandboxes file: a YAML (or JSON) document with a
 // top-level `sandboxes:` list. It validates the whole file and returns
 // every problem, each with its entry, line and field; unknown fields and
 // duplicate names are errors. Nothing is returned unless all is well. The
 // file, and the file with its YAML aliases expanded, hold at most
-// MaxClassFile bytes, and name at most MaxClasses classes.
-func ParseClassFile(r io.Reader) ([]Class, error) {
-	data, err := io.ReadAll(io.LimitReader(r, MaxClassFile+1))
+// MaxFile bytes, and name at most MaxClasses classes.
+func ParseFile(r io.Reader) ([]Class, error) {
+	data, err := io.ReadAll(io.LimitReader(r, MaxFile+1))
 	if err != nil {
 		return nil, err
 	}
-	if len(data) > MaxClassFile {
+	if len(data) > MaxFile {
 		return nil, errFileTooLarge()
 	}
 	// Read as nodes only: decoding into Go values has the YAML library
@@ -295,12 +305,12 @@ func ParseClassFile(r io.Reader) ([]Class, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&root); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil, invalid(classFileTopLevel, "the file is empty; it needs a top-level sandboxes: list")
+			return nil, invalid(fileTopLevel, "the file is empty; it needs a top-level sandboxes: list")
 		}
-		return nil, invalid(classFileTopLevel, "%v", err)
+		return nil, invalid(fileTopLevel, "%v", err)
 	}
 	if err := dec.Decode(new(yaml.Node)); !errors.Is(err, io.EOF) {
-		return nil, invalid(classFileTopLevel, "the file holds more than one YAML document (---); a sandboxes file is one")
+		return nil, invalid(fileTopLevel, "the file holds more than one YAML document (---); a sandboxes file is one")
 	}
 	if err := checkExpansion(&root); err != nil {
 		return nil, err
@@ -313,21 +323,21 @@ func ParseClassFile(r io.Reader) ([]Class, error) {
 		top := root.Content[0]
 		var unknown []error
 		for k := 0; k+1 < len(top.Content); k += 2 {
-			if key := top.Content[k]; key.Value == classFileTopLevel {
+			if key := top.Content[k]; key.Value == fileTopLevel {
 				doc.Sandboxes = *top.Content[k+1]
 			} else {
 				unknown = append(unknown, fmt.Errorf("line %d: unknown field %s (a sandboxes file has only sandboxes:)", key.Line, key.Value))
 			}
 		}
 		if len(unknown) > 0 {
-			return nil, invalid(classFileTopLevel, "%v", &FileError{Errs: unknown})
+			return nil, invalid(fileTopLevel, "%v", &FileError{Errs: unknown})
 		}
 	}
 	if doc.Sandboxes.Kind != yaml.SequenceNode {
-		return nil, invalid(classFileTopLevel, "the file needs a top-level sandboxes: list")
+		return nil, invalid(fileTopLevel, "the file needs a top-level sandboxes: list")
 	}
 	if n := len(doc.Sandboxes.Content); n > MaxClasses {
-		return nil, invalid(classFileTopLevel, "the file names %d classes; at most %d", n, MaxClasses)
+		return nil, invalid(fileTopLevel, "the file names %d classes; at most %d", n, MaxClasses)
 	}
 	var (
 		classes []Class
@@ -349,7 +359,7 @@ func ParseClassFile(r io.Reader) ([]Class, error) {
 			errs = append(errs, prefixEach(where, err)...)
 			continue
 		}
-		c, err := ParseClass(spec)
+		c, err := Parse(spec)
 		if err != nil {
 			errs = append(errs, prefixEach(where, err)...)
 			continue
@@ -417,8 +427,8 @@ var specFields = []string{"name", "description", "image", "isolation", "cpu", "m
 
 // decodeSpec decodes one entry of the sandboxes list, refusing fields a
 // class does not have with the line they are on.
-func decodeSpec(n *yaml.Node) (ClassSpec, error) {
-	var spec ClassSpec
+func decodeSpec(n *yaml.Node) (Spec, error) {
+	var spec Spec
 	if n.Kind != yaml.MappingNode {
 		return spec, invalid("class", "each entry is a set of fields such as name: and image:")
 	}

@@ -1,4 +1,4 @@
-package sandbox_test
+package class_test
 
 import (
 	"bytes"
@@ -11,24 +11,24 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/class"
 )
 
-// FuzzParseClassFile feeds ParseClassFile arbitrary sandboxes files,
+// FuzzParseFile feeds ParseFile arbitrary sandboxes files,
 // seeded with the repository's own, the tests' and the tricks of YAML
 // (aliases, merge keys, tags, JSON, documents, deep nesting). It must
 // never panic, and either refuse with an ErrInvalid whose message stays
 // bounded, or return classes within every bound that come back the same
 // when written out as a file again the way the panel's class editor
 // writes one (JSON, which the parser reads too).
-func FuzzParseClassFile(f *testing.F) {
+func FuzzParseFile(f *testing.F) {
 	for _, path := range []string{"../../examples/sandboxes.yaml"} {
 		if b, err := os.ReadFile(filepath.FromSlash(path)); err == nil {
 			f.Add(b)
 		}
 	}
 	for _, s := range []string{
-		classFile,
+		templateFile,
 		"sandboxes: []",
 		"sandboxes:\n  - name: a\n    image: i\n    isolation: standard\n",
 		"sandboxes:\n  - name: a\n    image: &i x\n  - name: b\n    image: *i\n",
@@ -49,9 +49,9 @@ func FuzzParseClassFile(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, file []byte) {
-		classes, err := sandbox.ParseClassFile(bytes.NewReader(file))
+		classes, err := class.ParseFile(bytes.NewReader(file))
 		if err != nil {
-			if !errors.Is(err, sandbox.ErrInvalid) {
+			if !errors.Is(err, class.ErrInvalid) {
 				t.Fatalf("refused with %v, which is no ErrInvalid", err)
 			}
 			// A refusal names what is wrong; it does not grow with the
@@ -61,10 +61,10 @@ func FuzzParseClassFile(f *testing.F) {
 			}
 			return
 		}
-		if len(classes) > sandbox.MaxClasses {
-			t.Fatalf("%d classes; at most %d", len(classes), sandbox.MaxClasses)
+		if len(classes) > class.MaxClasses {
+			t.Fatalf("%d classes; at most %d", len(classes), class.MaxClasses)
 		}
-		specs := make([]sandbox.ClassSpec, len(classes))
+		specs := make([]class.Spec, len(classes))
 		size := 0
 		for i, c := range classes {
 			specs[i] = c.Spec()
@@ -72,19 +72,19 @@ func FuzzParseClassFile(f *testing.F) {
 			for _, a := range c.SetupCommand {
 				size += len(a)
 			}
-			if len(c.Description) > sandbox.MaxDescription || len(c.Image) > sandbox.MaxImage || len(c.SetupCommand) > sandbox.MaxSetupArgs {
+			if len(c.Description) > class.MaxDescription || len(c.Image) > class.MaxImage || len(c.SetupCommand) > class.MaxSetupArgs {
 				t.Fatalf("class %s is past a bound: description %d, image %d, setup_command %d arguments",
 					c.Name, len(c.Description), len(c.Image), len(c.SetupCommand))
 			}
 		}
-		if size > sandbox.MaxClassFile {
+		if size > class.MaxFile {
 			t.Fatalf("a file of %d bytes gave classes of %d bytes", len(file), size)
 		}
-		again, err := json.Marshal(map[string][]sandbox.ClassSpec{"sandboxes": specs})
+		again, err := json.Marshal(map[string][]class.Spec{"sandboxes": specs})
 		if err != nil {
 			t.Fatal(err)
 		}
-		back, err := sandbox.ParseClassFile(bytes.NewReader(again))
+		back, err := class.ParseFile(bytes.NewReader(again))
 		if err != nil {
 			t.Fatalf("the classes written out again are refused: %v\n%s", err, again)
 		}

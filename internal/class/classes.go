@@ -1,4 +1,4 @@
-package sandbox
+package class
 
 import (
 	"context"
@@ -13,18 +13,18 @@ import (
 	"berth.dev/berth/internal/paging"
 )
 
-// ClassStatus is a class with whether the caller could start one in the
+// Status is a class with whether the caller could start one in the
 // default project now, and why not.
-type ClassStatus struct {
+type Status struct {
 	Class
 	Startable bool
 	Reason    string
 }
 
-// Classes lists a page of an organisation's classes by name (empty
+// List lists a page of an organisation's classes by name (empty
 // orgRef: the caller's) and whether the default project's quota lets the
 // caller start each one, and the key of its last one when more follow.
-func (s *Service) Classes(ctx context.Context, p account.Principal, orgRef string, pg paging.Request) ([]ClassStatus, *paging.Key, error) {
+func (s *Service) List(ctx context.Context, p account.Principal, orgRef string, pg paging.Request) ([]Status, *paging.Key, error) {
 	org, err := s.accounts.Organisation(ctx, p, orgRef)
 	if err != nil {
 		return nil, nil, err
@@ -41,9 +41,9 @@ func (s *Service) Classes(ctx context.Context, p account.Principal, orgRef strin
 	if err != nil {
 		return nil, nil, err
 	}
-	out := make([]ClassStatus, len(classes))
+	out := make([]Status, len(classes))
 	for i, c := range classes {
-		out[i] = ClassStatus{Class: c, Startable: true}
+		out[i] = Status{Class: c, Startable: true}
 		if reason := s.whyNot(c, g); reason != "" {
 			out[i].Startable, out[i].Reason = false, reason
 		}
@@ -52,10 +52,10 @@ func (s *Service) Classes(ctx context.Context, p account.Principal, orgRef strin
 }
 
 func (s *Service) whyNot(c Class, g guardrail.Guardrail) string {
-	if s.driver == nil {
+	if s.cfg.NoSandboxes {
 		return "this deployment runs no sandboxes"
 	}
-	if _, err := s.runtime(c); err != nil {
+	if !s.mapped(c) {
 		return fmt.Sprintf("tier %s is not mapped (%s)", c.Isolation, c.Isolation.Setting())
 	}
 	if err := g.CheckSize(c.CPU, c.Memory); err != nil {
@@ -64,18 +64,25 @@ func (s *Service) whyNot(c Class, g guardrail.Guardrail) string {
 	return ""
 }
 
-// Applied says what ApplyClasses wrote, and what will not work yet.
+// mapped reports whether the deployment maps c's tier to a runtime: a
+// class of a tier it does not cannot start sandboxes (SPEC S4, S5).
+func (s *Service) mapped(c Class) bool {
+	_, ok := s.cfg.Runtimes[c.Isolation]
+	return ok
+}
+
+// Applied says what Apply wrote, and what will not work yet.
 type Applied struct {
 	Created  []string
 	Updated  []string
 	Warnings []string
 }
 
-// ApplyClasses reads a sandboxes file, checks all of it, and only then
+// Apply reads a sandboxes file, checks all of it, and only then
 // upserts every class it names; classes it does not name are left alone
 // (SPEC S4). Administrators of the organisation and operators only; an
 // administrator may set only images the image rule allows.
-func (s *Service) ApplyClasses(ctx context.Context, p account.Principal, orgRef string, file io.Reader) (Applied, error) {
+func (s *Service) Apply(ctx context.Context, p account.Principal, orgRef string, file io.Reader) (Applied, error) {
 	org, err := s.accounts.Organisation(ctx, p, orgRef)
 	if err != nil {
 		return Applied{}, err
@@ -83,11 +90,11 @@ func (s *Service) ApplyClasses(ctx context.Context, p account.Principal, orgRef 
 	if !p.IsAdminOf(org.ID) {
 		return Applied{}, fmt.Errorf("apply classes: only an administrator of %s may: %w", org.Name, ErrForbidden)
 	}
-	classes, err := ParseClassFile(file)
+	classes, err := ParseFile(file)
 	if err != nil {
 		return Applied{}, err
 	}
-	if err := s.checkClassCount(ctx, org, classes); err != nil {
+	if err := s.checkCount(ctx, org, classes); err != nil {
 		return Applied{}, err
 	}
 	var refused []error
@@ -123,19 +130,19 @@ func (s *Service) ApplyClasses(ctx context.Context, p account.Principal, orgRef 
 		if !isNew[c.Name] {
 			res.Updated = append(res.Updated, c.Name)
 		}
-		if _, err := s.runtime(c); err != nil {
+		if !s.mapped(c) {
 			res.Warnings = append(res.Warnings, fmt.Sprintf("class %s: tier %s is not mapped to a runtime, so it cannot start sandboxes until an operator sets %s", c.Name, c.Isolation, c.Isolation.Setting()))
 		}
 	}
 	s.log.InfoContext(ctx, "classes applied", "org", org.ID, "user", p.User.ID, "created", res.Created, "updated", res.Updated)
-	s.syncPoolsAndLog(ctx) // a class's pool follows its warm
+	s.syncPools(ctx) // a class's pool follows its warm
 	return res, nil
 }
 
-// checkClassCount refuses an apply after which org would have more than
+// checkCount refuses an apply after which org would have more than
 // MaxClasses classes, so a list of them stays bounded. (Two applies at
 // once may together pass it by what each adds; neither passes alone.)
-func (s *Service) checkClassCount(ctx context.Context, org account.Organisation, classes []Class) error {
+func (s *Service) checkCount(ctx context.Context, org account.Organisation, classes []Class) error {
 	have, _, err := s.store.ListClasses(ctx, org.ID, paging.Request{})
 	if err != nil {
 		return fmt.Errorf("apply classes: %w", err)
@@ -145,14 +152,14 @@ func (s *Service) checkClassCount(ctx context.Context, org account.Organisation,
 		names[c.Name] = true
 	}
 	if len(names) > MaxClasses {
-		return invalid(classFileTopLevel, "%s would have %d classes; at most %d (berth sandbox delete-class removes one)", org.Name, len(names), MaxClasses)
+		return invalid(fileTopLevel, "%s would have %d classes; at most %d (berth sandbox delete-class removes one)", org.Name, len(names), MaxClasses)
 	}
 	return nil
 }
 
-// DeleteClass removes one class. Sandboxes made from it keep their own copy
+// Delete removes one class. Sandboxes made from it keep their own copy
 // of its image, tier and resources.
-func (s *Service) DeleteClass(ctx context.Context, p account.Principal, orgRef, name string) error {
+func (s *Service) Delete(ctx context.Context, p account.Principal, orgRef, name string) error {
 	org, err := s.accounts.Organisation(ctx, p, orgRef)
 	if err != nil {
 		return err
@@ -165,30 +172,41 @@ func (s *Service) DeleteClass(ctx context.Context, p account.Principal, orgRef, 
 		return fmt.Errorf("delete class %s: %w", name, err)
 	}
 	s.log.InfoContext(ctx, "class deleted", "org", org.ID, "user", p.User.ID, "class", name)
-	s.syncPoolsAndLog(ctx) // pools do not outlive their class (SPEC S12)
+	s.syncPools(ctx) // pools do not outlive their class (SPEC S12)
 	return nil
 }
 
-// SeedClasses gives a new organisation its copies of the template classes.
-func (s *Service) SeedClasses(ctx context.Context, org string) error {
-	return ClassSeeder(s.store, s.cfg.Template)(ctx, org)
+// Seed gives a new organisation its copies of the template classes.
+func (s *Service) Seed(ctx context.Context, org string) error {
+	return Seeder(s.store, s.cfg.Template)(ctx, org)
 }
 
-// ClassWriter is the store's side of ClassSeeder.
-type ClassWriter interface {
+// Writer is the store's side of Seeder.
+type Writer interface {
 	PutClasses(ctx context.Context, org string, classes []Class, events ...audit.Event) (created []string, err error)
 }
 
-// ClassSeeder is the hook account.Service calls for each new organisation:
-// it writes the organisation's copies of the template classes through st.
+// Seeder is the hook account.Service calls for each new organisation: it
+// writes the organisation's copies of the template classes through st.
 // It needs no Service, so the accounts are made first, and alone where
 // nothing else is needed (berth admin bootstrap).
-func ClassSeeder(st ClassWriter, template []Class) func(ctx context.Context, org string) error {
+func Seeder(st Writer, template []Class) func(ctx context.Context, org string) error {
 	return func(ctx context.Context, org string) error {
 		if len(template) == 0 {
 			return nil
 		}
 		_, err := st.PutClasses(ctx, org, template)
 		return err
+	}
+}
+
+// syncPools tells the pools the classes changed, logging a failure: the
+// next sweep tries again.
+func (s *Service) syncPools(ctx context.Context) {
+	if s.pools == nil {
+		return
+	}
+	if err := s.pools.SyncPools(ctx); err != nil && ctx.Err() == nil {
+		s.log.WarnContext(ctx, "warm pools not in step with the classes", "err", err)
 	}
 }
