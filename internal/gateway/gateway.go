@@ -24,6 +24,7 @@ import (
 	"berth.dev/berth/internal/gateway/panel"
 	"berth.dev/berth/internal/githttp"
 	"berth.dev/berth/internal/inference"
+	"berth.dev/berth/internal/reach"
 	"berth.dev/berth/internal/repository"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/usage"
@@ -33,10 +34,12 @@ import (
 type Options struct {
 	Accounts  *account.Service
 	Sandboxes *sandbox.Service
-	Runs      *agentrun.Service
-	Classes   *class.Service
-	Usage     *usage.Service
-	Log       *slog.Logger
+	// Reach is the way into sandboxes (the tunnel's route); nil: none.
+	Reach   *reach.Service
+	Runs    *agentrun.Service
+	Classes *class.Service
+	Usage   *usage.Service
+	Log     *slog.Logger
 	// Version is reported by /healthz.
 	Version string
 	// Driver names the sandbox driver, "" when the deployment runs none.
@@ -102,6 +105,7 @@ type Mirrors interface {
 type Server struct {
 	accounts  *account.Service
 	sandboxes *sandbox.Service
+	reach     *reach.Service
 	runs      *agentrun.Service
 	classes   *class.Service
 	usage     *usage.Service
@@ -138,7 +142,7 @@ func New(o Options) *Server {
 	if now == nil {
 		now = time.Now
 	}
-	s := &Server{accounts: o.Accounts, sandboxes: o.Sandboxes, classes: o.Classes, runs: o.Runs, usage: o.Usage, log: o.Log, version: o.Version, driver: o.Driver,
+	s := &Server{accounts: o.Accounts, sandboxes: o.Sandboxes, reach: o.Reach, classes: o.Classes, runs: o.Runs, usage: o.Usage, log: o.Log, version: o.Version, driver: o.Driver,
 		now: now, metrics: o.Metrics, forge: o.Forge, repos: o.Repositories, mirrors: o.Mirrors, git: githttp.New("", o.Log), credLimit: newRateLimit(10, time.Minute),
 		enrollLimit: newRateLimit(10, time.Minute), tunnelIdle: o.TunnelIdleTimeout, tunnels: newTunnels(), meter: meterOr(o.Meter), stopping: make(chan struct{}),
 		inference: o.Inference, scripted: scriptedTransport(o.Scripted), modelTransport: modelTransportOr(o.ModelTransport)}

@@ -26,6 +26,7 @@ import (
 	"berth.dev/berth/internal/gateway"
 	"berth.dev/berth/internal/inference"
 	"berth.dev/berth/internal/metrics"
+	"berth.dev/berth/internal/reach"
 	"berth.dev/berth/internal/repository"
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
@@ -183,13 +184,19 @@ func newWorld(t testing.TB, opts ...func(*worldConfig)) *world {
 		svc.SetRuns(runs)
 	}
 	w.sandboxes, w.runs = svc, runs
+	rcfg := reach.Config{Driver: sbCfg.Driver, Audit: st}
+	if r, ok := drv.(reach.Reacher); ok {
+		rcfg.Reacher = r
+	}
+	way := reach.NewService(svc, st, rcfg, log, cfg.now)
+	svc.SetActivity(way)
 	w.classes = class.NewService(st, w.accounts, svc, class.Config{Template: tmpl, Runtimes: sbCfg.Runtimes}, log, cfg.now)
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); svc.Run(runCtx, time.Hour) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	gwo := gateway.Options{Accounts: w.accounts, Sandboxes: svc, Classes: w.classes, Runs: runs, Log: log, Version: "test", Driver: "fake", Now: cfg.now,
+	gwo := gateway.Options{Accounts: w.accounts, Sandboxes: svc, Reach: way, Classes: w.classes, Runs: runs, Log: log, Version: "test", Driver: "fake", Now: cfg.now,
 		Usage:   usage.NewService(st, w.accounts, svc, 90*24*time.Hour, cfg.now),
 		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 		Forge:   fg, Repositories: repos, Mirrors: mirrors, TunnelIdleTimeout: cfg.tunnelIdle,

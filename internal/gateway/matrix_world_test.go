@@ -20,6 +20,7 @@ import (
 	"berth.dev/berth/internal/driver/fake"
 	"berth.dev/berth/internal/inference"
 	"berth.dev/berth/internal/paging"
+	"berth.dev/berth/internal/reach"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
 	"berth.dev/berth/internal/tunnel"
@@ -59,7 +60,7 @@ type inMachineReacher struct {
 	d *fake.Driver
 }
 
-func (r inMachineReacher) Ports() sandbox.PortRange { return r.d.Ports() }
+func (r inMachineReacher) Ports() reach.PortRange { return r.d.Ports() }
 
 func (r inMachineReacher) Addr(ctx context.Context, id sandbox.ID, port int) (string, error) {
 	return r.d.Addr(ctx, id, port)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/reach"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/tunnel"
 )
@@ -36,7 +37,11 @@ func (s *Server) openTunnel(w http.ResponseWriter, r *http.Request, p account.Pr
 		return
 	}
 	defer s.tunnels.done()
-	conn, err := s.sandboxes.Connect(r.Context(), p, r.PathValue("ref"), port)
+	if s.reach == nil {
+		s.writeError(w, r, fmt.Errorf("this gateway reaches no sandbox: %w", sandbox.ErrUnavailable))
+		return
+	}
+	conn, err := s.reach.Connect(r.Context(), p, r.PathValue("ref"), port)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -69,7 +74,7 @@ func (s *Server) openTunnel(w http.ResponseWriter, r *http.Request, p account.Pr
 	// Recorded even when the gateway is stopping: CloseTunnels waits for it.
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
 	defer rcancel()
-	conn.Close(rctx, sandbox.Traffic{Up: st.Up, Down: st.Down, End: st.End})
+	conn.Close(rctx, reach.Traffic{Up: st.Up, Down: st.Down, End: st.End})
 	if err != nil {
 		s.writeError(w, r, err)
 		return

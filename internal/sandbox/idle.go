@@ -3,132 +3,39 @@ package sandbox
 import (
 	"context"
 	"errors"
-	"log/slog"
-	"sync"
 	"time"
 
 	"berth.dev/berth/internal/quantity"
 )
 
-// activity is what the gateway's tunnel tells the service about a sandbox:
-// how many connections are open through it and when one last opened,
-// closed or carried bytes.
-type activity struct {
-	open  int
-	last  time.Time
-	saved time.Time // the latest last written to the store
+// Activity is the idle clock's source (SPEC S3): what the gateway's
+// tunnel (package reach) saw of the connections to each sandbox, here or
+// as another replica saved it. The sweep asks it whether an engineer
+// sandbox is idle, has it save what it saw once a tick of Run, and has it
+// forget a sandbox that ended for good.
+type Activity interface {
+	// Seen is how many connections this replica has open to sb and when
+	// one last opened, closed or carried bytes (sb.ActiveAt when later).
+	Seen(sb Sandbox) (open int, last time.Time)
+	// Save writes to the store what this replica saw since it last did.
+	Save(ctx context.Context)
+	// Forget drops what was seen of a sandbox that is gone for good.
+	Forget(id ID)
 }
 
-// activities is this replica's activity of every sandbox (SPEC S3's idle
-// clock), saved to the store so that another replica's sweep reads it.
-type activities struct {
-	mu    sync.Mutex
-	of    map[ID]*activity
-	now   func() time.Time
-	store Store
-	log   *slog.Logger
-}
-
-// ConnectionOpened records a connection opened to a sandbox through the
-// gateway (SPEC S3: an open connection is activity, even with nobody typing).
-func (s *Service) ConnectionOpened(id ID) { s.active.opened(id, 1) }
-
-// ConnectionClosed records the end of such a connection.
-func (s *Service) ConnectionClosed(id ID) { s.active.opened(id, -1) }
+// SetActivity feeds the idle clock from a (the tunnel's connections);
+// without it no connection is counted, only what the row says. Call it
+// before Run.
+func (s *Service) SetActivity(a Activity) { s.activity = a }
 
 // Activity returns the connections this replica has open to sb and when
 // a connection last opened, closed or carried bytes, here or as another
 // replica saved it; zero when none has since the sandbox was made.
-func (s *Service) Activity(sb Sandbox) (open int, last time.Time) { return s.active.seen(sb) }
-
-// opened counts n more connections open to id (-1: one closed), now.
-func (a *activities) opened(id ID, n int) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	v := a.get(id)
-	v.open = max(v.open+n, 0)
-	v.last = a.now()
-}
-
-// touch records bytes moving through a connection to a sandbox.
-func (a *activities) touch(id ID) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.get(id).last = a.now()
-}
-
-// seen is Activity.
-func (a *activities) seen(sb Sandbox) (open int, last time.Time) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	last = sb.ActiveAt
-	if v, ok := a.of[sb.ID]; ok {
-		open = v.open
-		if v.last.After(last) {
-			last = v.last
-		}
+func (s *Service) Activity(sb Sandbox) (open int, last time.Time) {
+	if s.activity == nil {
+		return 0, sb.ActiveAt
 	}
-	return open, last
-}
-
-// save writes to the store what this replica saw of id's activity since
-// it last did, so another replica's sweep reads it (SPEC S3: the idle
-// clock counts connections through any replica). A failure is logged: the
-// next tick tries again.
-func (a *activities) save(ctx context.Context, id ID) {
-	a.mu.Lock()
-	v, ok := a.of[id]
-	if !ok || !v.last.After(v.saved) {
-		a.mu.Unlock()
-		return
-	}
-	at := v.last
-	a.mu.Unlock()
-	if err := a.store.SaveActivity(ctx, id, at); err != nil {
-		a.log.WarnContext(ctx, "sandbox activity not saved", "sandbox", id, "err", err)
-		return
-	}
-	a.mu.Lock()
-	if at.After(v.saved) {
-		v.saved = at
-	}
-	a.mu.Unlock()
-}
-
-// saveAll saves every sandbox's activity not yet saved: bytes through a
-// connection that stays open reach the store once a tick.
-func (a *activities) saveAll(ctx context.Context) {
-	a.mu.Lock()
-	var ids []ID
-	for id, v := range a.of {
-		if v.last.After(v.saved) {
-			ids = append(ids, id)
-		}
-	}
-	a.mu.Unlock()
-	for _, id := range ids {
-		a.save(ctx, id)
-	}
-}
-
-// forget drops what was seen of a sandbox that is gone for good, unless a
-// connection to it is still closing (its close records it again).
-func (a *activities) forget(id ID) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if v, ok := a.of[id]; ok && v.open == 0 {
-		delete(a.of, id)
-	}
-}
-
-// get is id's activity, made if it has none. The caller holds mu.
-func (a *activities) get(id ID) *activity {
-	v, ok := a.of[id]
-	if !ok {
-		v = &activity{}
-		a.of[id] = v
-	}
-	return v
+	return s.activity.Seen(sb)
 }
 
 // idle reports whether an engineer sandbox has had no connection for the
@@ -166,4 +73,19 @@ func (s sweeper) suspendIdle(ctx context.Context, sb Sandbox) error {
 		s.log.WarnContext(ctx, "driver could not stop an idle sandbox's machine", "sandbox", sb.ID, "err", err)
 	}
 	return nil
+}
+
+// Recheck looks again at a running sandbox whose machine did not answer
+// (the tunnel's dial, package reach): unless the driver says it runs, the
+// sandbox is handled at once, as the sweep would (its machine stopped or
+// went behind the gateway's back), and its row is read afresh. It returns
+// sb as it now is.
+func (s *Service) Recheck(ctx context.Context, sb Sandbox) (Sandbox, error) {
+	if m, err := s.driver.Inspect(ctx, sb.ID); err == nil && m.Status == MachineRunning {
+		return sb, nil
+	}
+	if err := (sweeper{s}).sweepSandbox(ctx, sb.ID); err != nil {
+		s.log.WarnContext(ctx, "could not handle a sandbox whose machine stopped", "sandbox", sb.ID, "err", err)
+	}
+	return s.store.GetSandbox(ctx, sb.ID)
 }

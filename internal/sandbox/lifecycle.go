@@ -252,8 +252,8 @@ func (s *Service) endAt(ctx context.Context, actor string, sb Sandbox, to State,
 		// The row is right; the reconciler will finish the job.
 		s.log.WarnContext(ctx, "driver could not release a sandbox's machine", "sandbox", sb.ID, "state", to, "err", err)
 	}
-	if !next.Live() {
-		s.active.forget(sb.ID)
+	if !next.Live() && s.activity != nil {
+		s.activity.Forget(sb.ID)
 	}
 	if s.agentRun(sb) && !next.Live() {
 		// The task never outlives its sandbox, nor does its checkout.

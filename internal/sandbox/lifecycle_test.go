@@ -378,7 +378,7 @@ func TestIdleSuspend(t *testing.T) {
 	busy := e.engineer(t, e.alice, "busy")
 	e.waitState(t, quiet.ID, sandbox.StateRunning)
 	e.waitState(t, busy.ID, sandbox.StateRunning)
-	e.svc.ConnectionOpened(busy.ID) // an ssh session nobody types in
+	e.reach.ConnectionOpened(busy.ID) // an ssh session nobody types in
 
 	e.clock.Advance(29 * time.Minute)
 	if res, _ := e.svc.Sweep(ctx); len(res.Suspended) != 0 {
@@ -401,7 +401,7 @@ func TestIdleSuspend(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitState(t, quiet.ID, sandbox.StateRunning)
-	e.svc.ConnectionClosed(busy.ID)
+	e.reach.ConnectionClosed(busy.ID)
 	e.clock.Advance(10 * time.Minute)
 	if res, _ := e.svc.Sweep(ctx); len(res.Suspended) != 0 {
 		t.Fatalf("suspended %v 10 minutes after a resume and a closed connection", res.Suspended)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"berth.dev/berth/internal/reach"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/tunnel/tunneltest"
 )
@@ -149,6 +150,8 @@ func TestIdleClockAcrossReplicas(t *testing.T) {
 			e.clock.Now, append(e.opts, sandbox.WithReplicas(seat{name, all}))...)
 	}
 	a, b := replica("a"), replica("b")
+	aIn := e.wayIn(a, seat{"a", all})
+	e.wayIn(b, seat{"b", all})
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -163,7 +166,7 @@ func TestIdleClockAcrossReplicas(t *testing.T) {
 	}
 	e.waitState(t, sb.ID, sandbox.StateRunning)
 	e.drv.Point(sb.ID, 2222, tunneltest.Listen(t, tunneltest.Drain))
-	conn, err := a.Connect(ctx, e.alice, "dev", 2222)
+	conn, err := aIn.Connect(ctx, e.alice, "dev", 2222)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +193,7 @@ func TestIdleClockAcrossReplicas(t *testing.T) {
 	}
 
 	e.clock.Advance(10 * time.Minute) // open and quiet: still activity
-	conn.Close(ctx, sandbox.Traffic{End: "closed"})
+	conn.Close(ctx, reach.Traffic{End: "closed"})
 	closed := e.clock.Now()
 	if res, err := b.Sweep(ctx); err != nil || len(res.Suspended) != 0 {
 		t.Fatalf("b's sweep just after the close: suspended %v (err %v); want nothing: the sandbox was in use through a", res.Suspended, err)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -84,13 +83,12 @@ type Service struct {
 	now      func() time.Time
 	audit    audit.Recorder
 	metrics  Metrics
-	dial     func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	starts   chan startJob
 	mu       sync.Mutex
 	inflight map[ID]func() // sandboxes whose start is queued or running, with their holds' release
 	settled  chan struct{} // closed, and replaced, whenever a start ends (under mu)
-	active   *activities
+	activity Activity      // nil: no connection is counted (SetActivity)
 	stopOnce sync.Once
 	stopping chan struct{} // closed by Shutdown: Run takes no new work
 
@@ -124,12 +122,10 @@ func NewService(store Store, driver Driver, accounts Accounts, cfg Config, log *
 	}
 	s := &Service{
 		store: store, driver: driver, accounts: accounts, cfg: cfg, log: log, now: now, audit: rec, metrics: m,
-		dial:     (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
 		starts:   make(chan startJob, 1024),
 		inflight: map[ID]func(){},
 		settled:  make(chan struct{}),
 		stopping: make(chan struct{}),
-		active:   &activities{of: map[ID]*activity{}, now: now, store: store, log: log},
 		follows:  make(chan ID, 1024),
 		replicas: alone{},
 	}

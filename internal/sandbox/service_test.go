@@ -15,6 +15,7 @@ import (
 	"berth.dev/berth/internal/forge/local"
 	"berth.dev/berth/internal/guardrail"
 	"berth.dev/berth/internal/quantity"
+	"berth.dev/berth/internal/reach"
 	"berth.dev/berth/internal/repository"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/sandbox/sandboxtest"
@@ -35,6 +36,7 @@ type env struct {
 	repos    *repository.Service // over local
 	accounts *account.Service
 	svc      *sandbox.Service
+	reach    *reach.Service // the way in, svc's idle clock
 	classes  *class.Service
 	classCfg class.Config // the class service's
 	cfg      sandbox.Config
@@ -67,11 +69,21 @@ func newEnvOn(t *testing.T, storeOpts []store.Option, opts ...option) *env {
 	}
 	e.cfg = cfg
 	e.svc = sandbox.NewService(e.st, e.drv, e.accounts, cfg, w.Log, e.clock.Now, e.opts...)
+	e.reach = e.wayIn(e.svc, nil)
 	e.classCfg = w.ClassConfig(t, cfg)
 	e.classes = class.NewService(e.st, e.accounts, e.svc, e.classCfg, w.Log, e.clock.Now)
 	w.People(t)
 	e.operator, e.admin, e.alice, e.bob, e.stranger, e.acme, e.other = w.Operator, w.Admin, w.Alice, w.Bob, w.Stranger, w.Acme, w.Other
 	return e
+}
+
+// wayIn is the way in to svc's sandboxes, its idle clock, holding what
+// it serves through holds (nil: a gateway alone), as the composition root
+// wires them.
+func (e *env) wayIn(svc *sandbox.Service, holds reach.Holds) *reach.Service {
+	r := reach.NewService(svc, e.st, reach.Config{Driver: e.cfg.Driver, Reacher: e.drv, Holds: holds, Audit: e.st}, e.w.Log, e.clock.Now)
+	svc.SetActivity(r)
+	return r
 }
 
 // run starts the service's background work for the test's life. The

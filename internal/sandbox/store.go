@@ -43,10 +43,6 @@ type Store interface {
 	// running segment, revokes or replaces the sandbox's key, and records
 	// u.Audit.
 	UpdateSandbox(ctx context.Context, u Update) error
-	// SaveActivity moves the sandbox's ActiveAt forward to at (never back:
-	// replicas save what they saw in any order). A sandbox that is gone
-	// is not an error.
-	SaveActivity(ctx context.Context, id ID, at time.Time) error
 
 	// DeleteEnded deletes, in one transaction, the sandboxes that ended
 	// (are no longer live) before before, with their running segments and

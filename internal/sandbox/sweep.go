@@ -58,7 +58,9 @@ func (s *Service) Run(ctx context.Context, interval time.Duration) {
 				}
 			})
 		case <-tick:
-			s.active.saveAll(ctx)
+			if s.activity != nil {
+				s.activity.Save(ctx)
+			}
 			sw.sweepIfLeader(ctx, &leading)
 		}
 	}

@@ -97,7 +97,7 @@ func TestATunnelToAStoppedMachineSaysSo(t *testing.T) {
 		{crash, sandbox.StateFailed, "sandbox crash is failed (its process exited 137); a failed sandbox is over"},
 		{clean, sandbox.StateSuspended, "sandbox clean is suspended (its process exited 0); resume it first (berth sandbox resume clean)"},
 	} {
-		_, err := e.svc.Connect(t.Context(), e.alice, tt.sb.Name, 2222)
+		_, err := e.reach.Connect(t.Context(), e.alice, tt.sb.Name, 2222)
 		if !errors.Is(err, sandbox.ErrConflict) || !strings.Contains(err.Error(), tt.words) || strings.Contains(err.Error(), "fake") {
 			t.Errorf("tunnel to %s: %v, want a conflict saying %q", tt.sb.Name, err, tt.words)
 		}

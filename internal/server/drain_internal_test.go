@@ -18,6 +18,7 @@ import (
 	"berth.dev/berth/internal/client"
 	"berth.dev/berth/internal/driver/fake"
 	"berth.dev/berth/internal/gateway"
+	"berth.dev/berth/internal/reach"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
 	"berth.dev/berth/internal/tunnel/tunneltest"
@@ -59,7 +60,9 @@ func newDraining(t *testing.T) *draining {
 		Audit: st}, log, time.Now)
 	classes = class.NewService(st, accounts, d.svc, class.Config{Template: tmpl}, log, time.Now)
 	runs := agentrun.NewService(st, d.svc, d.drv, accounts, agentrun.Config{Driver: "fake"}, log, time.Now)
-	d.gw = gateway.New(gateway.Options{Accounts: accounts, Sandboxes: d.svc, Classes: classes, Runs: runs, Log: log, Version: "test", Driver: "fake"})
+	way := reach.NewService(d.svc, st, reach.Config{Driver: "fake", Reacher: d.drv, Audit: st}, log, time.Now)
+	d.svc.SetActivity(way)
+	d.gw = gateway.New(gateway.Options{Accounts: accounts, Sandboxes: d.svc, Reach: way, Classes: classes, Runs: runs, Log: log, Version: "test", Driver: "fake"})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

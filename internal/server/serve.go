@@ -40,6 +40,7 @@ import (
 	"berth.dev/berth/internal/githttp"
 	"berth.dev/berth/internal/inference"
 	"berth.dev/berth/internal/metrics"
+	"berth.dev/berth/internal/reach"
 	"berth.dev/berth/internal/repository"
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
@@ -60,6 +61,7 @@ type App struct {
 	replica   *store.Replica // nil on SQLite
 	accounts  *account.Service
 	sandboxes *sandbox.Service
+	reach     *reach.Service
 	runs      *agentrun.Service
 	classes   *class.Service
 	forge     forge.Forge         // nil without one
@@ -194,14 +196,14 @@ func (b *Base) build(ctx context.Context, cfg Config, log *slog.Logger, o option
 		runOpts = append(runOpts, agentrun.WithReplicas(replica))
 	}
 	repos := repository.New(st, accounts, repository.Config{Forge: fg, PublicURL: cfg.SandboxPublicURL, Audit: st}, log, time.Now)
-	var reach sandbox.Repositories // nil: sandboxes cannot have a repository
+	var reposOf sandbox.Repositories // nil: sandboxes cannot have a repository
 	if fg != nil {
-		reach = repos
+		reposOf = repos
 	}
 	sandboxes := sandbox.NewService(st, drv, accounts, sandbox.Config{
 		Driver:       cfg.Driver,
 		Runtimes:     cfg.Runtimes,
-		Repositories: reach,
+		Repositories: reposOf,
 		PublicURL:    cfg.SandboxPublicURL,
 		MinTTL:       o.minTTL,
 		IdleSuspend:  cfg.IdleSuspend,
@@ -227,10 +229,20 @@ func (b *Base) build(ctx context.Context, cfg Config, log *slog.Logger, o option
 	if work != nil {
 		sandboxes.SetRuns(runs) // agent sandboxes run their runner (SPEC S13)
 	}
+	// The way in (SPEC S10): the tunnel's connections feed the idle clock.
+	rcfg := reach.Config{Driver: cfg.Driver, Audit: st}
+	if r, ok := drv.(reach.Reacher); ok {
+		rcfg.Reacher = r
+	}
+	if replica != nil {
+		rcfg.Holds = replica
+	}
+	way := reach.NewService(sandboxes, st, rcfg, log, time.Now)
+	sandboxes.SetActivity(way)
 	classes := class.NewService(st, accounts, sandboxes, class.Config{Template: cfg.Classes, AllowedImages: cfg.Images,
 		Runtimes: cfg.Runtimes, NoSandboxes: drv == nil}, log, time.Now)
 	reports := usage.NewService(st, accounts, sandboxes, cfg.UsageRetention, time.Now)
-	return &App{store: st, replica: replica, accounts: accounts, sandboxes: sandboxes, classes: classes, runs: runs, usage: reports, metrics: m, registry: reg, forge: fg, repos: repos, mirrors: mirrors, log: log,
+	return &App{store: st, replica: replica, accounts: accounts, sandboxes: sandboxes, reach: way, classes: classes, runs: runs, usage: reports, metrics: m, registry: reg, forge: fg, repos: repos, mirrors: mirrors, log: log,
 		inference: models, scripted: scripted}, nil
 }
 
@@ -328,7 +340,7 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) er
 	if err != nil {
 		return fmt.Errorf("BERTH_ADDR: %w", err)
 	}
-	gw := gateway.New(gateway.Options{Accounts: a.accounts, Sandboxes: a.sandboxes, Classes: a.classes, Runs: a.runs, Usage: a.usage, Log: log, Version: Version, Driver: cfg.Driver,
+	gw := gateway.New(gateway.Options{Accounts: a.accounts, Sandboxes: a.sandboxes, Reach: a.reach, Classes: a.classes, Runs: a.runs, Usage: a.usage, Log: log, Version: Version, Driver: cfg.Driver,
 		Forge: a.forge, Repositories: a.repos, Mirrors: gatewayMirrors(a.mirrors), Meter: a.metrics, Inference: a.inference, Scripted: a.scripted,
 		Metrics: promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{
 			ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),

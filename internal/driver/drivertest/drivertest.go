@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/quantity"
+	"berth.dev/berth/internal/reach"
 	"berth.dev/berth/internal/sandbox"
 )
 
@@ -282,9 +283,9 @@ func Run(t *testing.T, o Options) {
 
 	t.Run("Reach", func(t *testing.T) {
 		d := o.NewDriver(t)
-		r, ok := d.(sandbox.Reacher)
+		r, ok := d.(reach.Reacher)
 		if !ok {
-			t.Skip("the driver cannot reach sandboxes' ports (no sandbox.Reacher)")
+			t.Skip("the driver cannot reach sandboxes' ports (no reach.Reacher)")
 		}
 		ports := r.Ports()
 		if ports.Lo < 1024 || ports.Hi > 65535 || ports.Lo > ports.Hi {

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"berth.dev/berth/internal/reach"
 	"berth.dev/berth/internal/sandbox"
 )
 
@@ -116,7 +117,7 @@ func New() *Driver {
 
 var (
 	_ sandbox.Driver  = (*Driver)(nil)
-	_ sandbox.Reacher = (*Driver)(nil)
+	_ reach.Reacher   = (*Driver)(nil)
 	_ sandbox.Tidier  = (*Driver)(nil)
 	_ sandbox.Watcher = (*Driver)(nil)
 )
@@ -370,7 +371,7 @@ func (d *Driver) Has(id sandbox.ID) bool {
 
 // Ports are those the Kubernetes driver allows: the fake stands in for
 // either real driver.
-func (d *Driver) Ports() sandbox.PortRange { return sandbox.PortRange{Lo: 1024, Hi: 65535} }
+func (d *Driver) Ports() reach.PortRange { return reach.PortRange{Lo: 1024, Hi: 65535} }
 
 // Addr returns the address a test pointed port of a running machine at.
 // A fake machine runs nothing, so any other port is unavailable.

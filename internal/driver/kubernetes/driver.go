@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 
+	"berth.dev/berth/internal/reach"
 	"berth.dev/berth/internal/sandbox"
 )
 
@@ -33,7 +34,7 @@ type Driver struct {
 
 var (
 	_ sandbox.Driver  = (*Driver)(nil)
-	_ sandbox.Reacher = (*Driver)(nil)
+	_ reach.Reacher   = (*Driver)(nil)
 	_ sandbox.Expirer = (*Driver)(nil)
 	_ sandbox.Pools   = (*Driver)(nil)
 	_ sandbox.Watcher = (*Driver)(nil)
@@ -492,7 +493,7 @@ func (d *Driver) SetExpiry(ctx context.Context, id sandbox.ID, at time.Time) err
 
 // Ports are the pod's unprivileged ports: the gateway dials pod IPs from
 // inside the cluster, never through pods/portforward (SPEC S11).
-func (d *Driver) Ports() sandbox.PortRange { return sandbox.PortRange{Lo: portLo, Hi: portHi} }
+func (d *Driver) Ports() reach.PortRange { return reach.PortRange{Lo: portLo, Hi: portHi} }
 
 // Addr returns the pod's address for port, for the gateway's tunnel.
 func (d *Driver) Addr(ctx context.Context, id sandbox.ID, port int) (string, error) {

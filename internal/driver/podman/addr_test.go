@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"berth.dev/berth/internal/driver/podman"
-	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/reach"
 )
 
 // TestAddrIsCached: the tunnel asks for a sandbox's address on every
@@ -52,7 +52,7 @@ func TestAddrIsCached(t *testing.T) {
 	if a := addr(); a != "10.88.0.9:2222" || inspects != 2 {
 		t.Errorf("after a stop Addr = %s with %d inspects; want podman asked again", a, inspects)
 	}
-	if got := d.Ports(); got != (sandbox.PortRange{Lo: 2222, Hi: 2222}) {
+	if got := d.Ports(); got != (reach.PortRange{Lo: 2222, Hi: 2222}) {
 		t.Errorf("Ports = %v, want 2222 only", got)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"berth.dev/berth/internal/reach"
 	"berth.dev/berth/internal/sandbox"
 )
 
@@ -37,9 +38,9 @@ type Driver struct {
 }
 
 var (
-	_ sandbox.Driver  = (*Driver)(nil)
-	_ sandbox.Reacher = (*Driver)(nil)
-	_ sandbox.Tidier  = (*Driver)(nil)
+	_ sandbox.Driver = (*Driver)(nil)
+	_ reach.Reacher  = (*Driver)(nil)
+	_ sandbox.Tidier = (*Driver)(nil)
 )
 
 // New writes the driver's podman configuration into cfg.StateDir and
@@ -538,7 +539,7 @@ func orEmpty(b []byte) []byte {
 
 // Ports is sshd's port only (SPEC S11): a sandbox's other ports stay
 // closed to the gateway's tunnel on one host.
-func (d *Driver) Ports() sandbox.PortRange { return sandbox.PortRange{Lo: sshPort, Hi: sshPort} }
+func (d *Driver) Ports() reach.PortRange { return reach.PortRange{Lo: sshPort, Hi: sshPort} }
 
 // Addr returns the address a port of the sandbox listens on, for the
 // gateway's tunnel: the container's address on its network.

@@ -1,4 +1,4 @@
-package sandbox_test
+package reach_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/paging"
+	"berth.dev/berth/internal/reach"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/tunnel/tunneltest"
 )
@@ -27,7 +28,7 @@ func TestConnectionKeepsTheSandboxAwake(t *testing.T) {
 	e.waitState(t, sb.ID, sandbox.StateRunning)
 	e.drv.Point(sb.ID, 2222, tunneltest.Listen(t, tunneltest.Drain))
 
-	conn, err := e.svc.Connect(ctx, e.alice, "dev", 2222)
+	conn, err := e.reach.Connect(ctx, e.alice, "dev", 2222)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,8 +44,8 @@ func TestConnectionKeepsTheSandboxAwake(t *testing.T) {
 	if _, last := e.svc.Activity(sb); !last.Equal(e.clock.Now()) {
 		t.Errorf("after bytes moved, last activity %v, want now (%v)", last, e.clock.Now())
 	}
-	conn.Close(ctx, sandbox.Traffic{Up: 10, Down: 20, End: "closed"})
-	conn.Close(ctx, sandbox.Traffic{}) // a second close changes nothing
+	conn.Close(ctx, reach.Traffic{Up: 10, Down: 20, End: "closed"})
+	conn.Close(ctx, reach.Traffic{}) // a second close changes nothing
 	if open, _ := e.svc.Activity(sb); open != 0 {
 		t.Fatalf("open connections %d after close, want 0", open)
 	}
@@ -103,7 +104,7 @@ func TestConnectRefuses(t *testing.T) {
 		{"another organisation", func() error { return connect(e, e.stranger, string(sb.ID)) }, sandbox.ErrNotFound},
 		{"an agent sandbox", func() error { return connect(e, e.alice, "task") }, sandbox.ErrConflict},
 		{"a privileged port", func() error {
-			_, err := e.svc.Connect(ctx, e.alice, "dev", 22)
+			_, err := e.reach.Connect(ctx, e.alice, "dev", 22)
 			return err
 		}, sandbox.ErrInvalid},
 	}
@@ -125,9 +126,9 @@ func TestConnectRefuses(t *testing.T) {
 
 // connect opens and closes a connection to port 2222 of ref as p.
 func connect(e *env, p account.Principal, ref string) error {
-	c, err := e.svc.Connect(context.Background(), p, ref, 2222)
+	c, err := e.reach.Connect(context.Background(), p, ref, 2222)
 	if err == nil {
-		c.Close(context.Background(), sandbox.Traffic{})
+		c.Close(context.Background(), reach.Traffic{})
 	}
 	return err
 }

@@ -1,8 +1,14 @@
-package sandbox
+// Package reach is the way into a sandbox (SPEC S10), one floor above
+// sandbox: who may get inside, dialling the port a driver reaches, the
+// idle clock the tunnel's connections feed (sandbox's Activity port), and
+// the audit entry of each shell. A sandbox's state it changes only through
+// the sandbox service (Recheck).
+package reach
 
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"strconv"
 	"sync"
@@ -11,6 +17,7 @@ import (
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/quantity"
+	"berth.dev/berth/internal/sandbox"
 )
 
 // PortRange is the ports of a sandbox a driver lets the gateway reach, from
@@ -34,10 +41,71 @@ type Reacher interface {
 	// Addr returns the host:port the gateway dials for port of a sandbox's
 	// machine: ErrNotFound when the driver has no machine, ErrConflict when
 	// it is not running.
-	Addr(ctx context.Context, id ID, port int) (string, error)
+	Addr(ctx context.Context, id sandbox.ID, port int) (string, error)
 	// Ports are the ports Addr may be asked for (podman: 2222; Kubernetes:
 	// 1024–65535).
 	Ports() PortRange
+}
+
+// Sandboxes is what the way in needs of the sandbox service: the sandbox
+// a caller names, as for every call (not found for whoever may not see
+// it), and a sandbox whose machine did not answer looked at again, as the
+// sweep would.
+type Sandboxes interface {
+	Get(ctx context.Context, p account.Principal, ref string) (sandbox.Sandbox, error)
+	Recheck(ctx context.Context, sb sandbox.Sandbox) (sandbox.Sandbox, error)
+}
+
+// Store is where the idle clock is saved for the other replicas' sweeps.
+type Store interface {
+	// SaveActivity moves the sandbox's ActiveAt forward to at (never back).
+	SaveActivity(ctx context.Context, id sandbox.ID, at time.Time) error
+}
+
+// Holds is how a replica marks the sandboxes it serves (sandbox.Replicas'
+// Hold), so the leader's sweep does not count one idle while a
+// connection through this replica is open.
+type Holds interface {
+	Hold(ctx context.Context, id sandbox.ID) (release func(), err error)
+}
+
+// Config is the way in's part of the deployment.
+type Config struct {
+	// Driver names the driver for messages.
+	Driver string
+	// Reacher dials the sandboxes' ports; nil: this driver has no tunnel.
+	Reacher Reacher
+	// Holds holds a sandbox while a connection to it is open; nil on a
+	// gateway alone.
+	Holds Holds
+	// Audit records each shell and each refusal; nil records nothing.
+	Audit audit.Recorder
+}
+
+// Service lets callers into sandboxes. It is the sandbox service's
+// Activity.
+type Service struct {
+	sandboxes Sandboxes
+	cfg       Config
+	audit     audit.Recorder
+	log       *slog.Logger
+	now       func() time.Time
+	dial      func(ctx context.Context, network, addr string) (net.Conn, error)
+	active    *activities
+}
+
+var _ sandbox.Activity = (*Service)(nil)
+
+// NewService returns a Service over sandboxes, saving the idle clock to
+// store.
+func NewService(sandboxes Sandboxes, store Store, cfg Config, log *slog.Logger, now func() time.Time) *Service {
+	rec := cfg.Audit
+	if rec == nil {
+		rec = audit.Discard{}
+	}
+	return &Service{sandboxes: sandboxes, cfg: cfg, audit: rec, log: log, now: now,
+		dial:   (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
+		active: &activities{of: map[sandbox.ID]*activity{}, now: now, store: store, log: log}}
 }
 
 // Connection is one connection through the gateway's tunnel to a port of
@@ -46,7 +114,7 @@ type Reacher interface {
 type Connection struct {
 	// Conn is the sandbox's end, dialled by Connect.
 	Conn    net.Conn
-	Sandbox Sandbox
+	Sandbox sandbox.Sandbox
 	Port    int
 
 	svc    *Service
@@ -78,27 +146,27 @@ func (s *Service) Connect(ctx context.Context, p account.Principal, ref string, 
 }
 
 func (s *Service) connect(ctx context.Context, p account.Principal, ref string, port int) (*Connection, error) {
-	sb, err := s.resolve(ctx, p, ref)
+	sb, err := s.sandboxes.Get(ctx, p, ref)
 	if err != nil {
 		return nil, err
 	}
 	if !p.CanShell(sb.Owner) {
 		s.record(ctx, audit.Event{At: s.now(), Org: sb.Org, Actor: p.User.ID, Sandbox: string(sb.ID), Action: audit.ShellOpen,
 			Target: portTarget(port), Outcome: audit.Refused, Detail: "only its owner and operators may open a shell in a sandbox"})
-		return nil, fmt.Errorf("an organisation's administrator may see sandbox %s but not get inside it; only its owner and operators may: %w", sb.Name, ErrForbidden)
+		return nil, fmt.Errorf("an organisation's administrator may see sandbox %s but not get inside it; only its owner and operators may: %w", sb.Name, sandbox.ErrForbidden)
 	}
-	if sb.Purpose != PurposeEngineer {
-		return nil, fmt.Errorf("nothing attaches to an agent sandbox: %w", ErrConflict)
+	if sb.Purpose != sandbox.PurposeEngineer {
+		return nil, fmt.Errorf("nothing attaches to an agent sandbox: %w", sandbox.ErrConflict)
 	}
-	if sb.State != StateRunning {
+	if sb.State != sandbox.StateRunning {
 		return nil, notRunning(sb)
 	}
-	reach, ok := s.driver.(Reacher)
-	if !ok {
-		return nil, fmt.Errorf("this deployment's driver (%s) cannot reach a sandbox's ports: %w", orNone(s.cfg.Driver), ErrUnavailable)
+	reach := s.cfg.Reacher
+	if reach == nil {
+		return nil, fmt.Errorf("this deployment's driver (%s) cannot reach a sandbox's ports: %w", orNone(s.cfg.Driver), sandbox.ErrUnavailable)
 	}
 	if ports := reach.Ports(); !ports.Contains(port) {
-		return nil, invalid("port", "%d is not reachable: the %s driver reaches %s", port, s.cfg.Driver, ports)
+		return nil, &sandbox.InvalidError{Field: "port", Reason: fmt.Sprintf("%d is not reachable: the %s driver reaches %s", port, s.cfg.Driver, ports)}
 	}
 	addr, err := reach.Addr(ctx, sb.ID, port)
 	if err != nil {
@@ -107,7 +175,7 @@ func (s *Service) connect(ctx context.Context, p account.Principal, ref string, 
 	conn, err := s.dial(ctx, "tcp", addr)
 	if err != nil {
 		s.log.WarnContext(ctx, "sandbox does not answer", "sandbox", sb.ID, "port", port, "err", err)
-		return nil, s.unreachable(ctx, sb, fmt.Errorf("sandbox %s does not answer on port %d: %w", sb.Name, port, ErrUnavailable))
+		return nil, s.unreachable(ctx, sb, fmt.Errorf("sandbox %s does not answer on port %d: %w", sb.Name, port, sandbox.ErrUnavailable))
 	}
 	s.ConnectionOpened(sb.ID)
 	// Held while open: the idle clock of another replica's sweep does not
@@ -118,35 +186,55 @@ func (s *Service) connect(ctx context.Context, p account.Principal, ref string, 
 
 // notRunning is why a sandbox that is not running has no tunnel, in its
 // state's words: why it is in it, and what its owner can do.
-func notRunning(sb Sandbox) error {
+func notRunning(sb sandbox.Sandbox) error {
 	msg := fmt.Sprintf("sandbox %s is %s", sb.Name, sb.State)
 	if sb.Reason != "" && sb.Reason != string(sb.State) {
 		msg += " (" + sb.Reason + ")"
 	}
 	switch sb.State {
-	case StateSuspended, StateExpired:
+	case sandbox.StateSuspended, sandbox.StateExpired:
 		msg += fmt.Sprintf("; resume it first (berth sandbox resume %s)", sb.Name)
-	case StateFailed:
+	case sandbox.StateFailed:
 		msg += fmt.Sprintf("; a failed sandbox is over: its volume is kept until it is terminated (berth sandbox terminate %s)", sb.Name)
 	}
-	return fmt.Errorf("%s: %w", msg, ErrConflict)
+	return fmt.Errorf("%s: %w", msg, sandbox.ErrConflict)
 }
 
 // unreachable is why a running sandbox could not be reached (err), unless
 // its machine has stopped or gone behind the gateway's back: then the
 // sandbox is handled at once, as the sweep would, and the answer is its
 // new state's, in berth's words rather than the driver's or the dialler's.
-func (s *Service) unreachable(ctx context.Context, sb Sandbox, err error) error {
-	if m, ierr := s.driver.Inspect(ctx, sb.ID); ierr == nil && m.Status == MachineRunning {
-		return err
-	}
-	if herr := (sweeper{s}).sweepSandbox(ctx, sb.ID); herr != nil {
-		s.log.WarnContext(ctx, "could not handle a sandbox whose machine stopped", "sandbox", sb.ID, "err", herr)
-	}
-	if now, gerr := s.store.GetSandbox(ctx, sb.ID); gerr == nil && now.State != StateRunning {
+func (s *Service) unreachable(ctx context.Context, sb sandbox.Sandbox, err error) error {
+	if now, rerr := s.sandboxes.Recheck(ctx, sb); rerr == nil && now.State != sandbox.StateRunning {
 		return notRunning(now)
 	}
 	return err
+}
+
+// hold holds id for this replica and returns its release. A hold that
+// cannot be taken is logged and the connection goes on: at worst the
+// leader's sweep counts the sandbox's idle time from the row.
+func (s *Service) hold(ctx context.Context, id sandbox.ID) func() {
+	if s.cfg.Holds == nil {
+		return func() {}
+	}
+	release, err := s.cfg.Holds.Hold(ctx, id)
+	if err != nil {
+		s.log.WarnContext(ctx, "could not hold a sandbox for this replica", "sandbox", id, "err", err)
+		return func() {}
+	}
+	return release
+}
+
+// record writes an event that has no write of its own; a failure is
+// logged.
+func (s *Service) record(ctx context.Context, e audit.Event) {
+	if e.At.IsZero() {
+		e.At = s.now()
+	}
+	if err := s.audit.Record(ctx, e); err != nil {
+		s.log.ErrorContext(ctx, "audit event not recorded", "action", e.Action, "sandbox", e.Sandbox, "err", err)
+	}
 }
 
 func orNone(driver string) string {
