@@ -2,10 +2,9 @@
 // connection to SQLite (modernc.org/sqlite, pure Go) or PostgreSQL (pgx)
 // through database/sql, the migrations run by goose, the order SQLite's
 // writes take turns in (writer.go), the advisory locks PostgreSQL
-// serialises on (postgres.go), what a constraint a write broke was, and
-// Replica, a gateway's seat among the replicas sharing a PostgreSQL
-// database. It knows no table: the schema and the queries are package
-// store's, one set for both dialects.
+// serialises on (postgres.go), and Replica, a gateway's seat among the
+// replicas sharing a PostgreSQL database. It knows no table: the schema
+// and the queries are package store's, one set for both dialects.
 package sqldb
 
 import (
