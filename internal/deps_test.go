@@ -80,6 +80,12 @@ func TestImportDirection(t *testing.T) {
 		// client side (TestCompositionRoot has the rest).
 		{"server", []string{module + "cli", module + "client"}},
 		{"store", []string{module + "gateway", module + "client", module + "cli", module + "driver/"}},
+		// sqldb is the store's floor: the connection, the migrations'
+		// runner, the writers' turns and the advisory locks; no concept of
+		// ours (the tables and queries are the store's), overload's ErrBusy
+		// alone.
+		{"store/sqldb", append([]string{"account", "sandbox", "class", "guardrail", "agentrun", "repository", "inference", "usage",
+			"audit", "paging", "forge", "net/http", "k8s.io/"}, adapters...)},
 		// The podman driver runs the podman binary: no HTTP, no database, no
 		// other driver, none of the forges.
 		{"driver/podman", append([]string{module + "store", module + "gateway", module + "client", module + "cli", module + "driver/kubernetes", module + "driver/fake",
@@ -213,6 +219,8 @@ func TestCompositionRoot(t *testing.T) {
 		// sandboxtest is the world of sandbox's and agentrun's tests: a
 		// real store and the fake driver. Only test files import it.
 		{"store", []string{module + "server", module + "sandbox/sandboxtest"}},
+		// sqldb is the store's own floor: the store alone opens it.
+		{"store/sqldb", []string{module + "store"}},
 		{"driver/", []string{module + "server", module + "sandbox/sandboxtest"}},
 		{"sandbox/sandboxtest", nil},
 		{"gateway", []string{module + "server"}},

@@ -9,15 +9,16 @@ import (
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/paging"
+	"berth.dev/berth/internal/store/sqldb"
 )
 
 // Bootstrap writes the first organisation, its project, an operator and
 // the operator's key in one transaction, with events, what it records. It
 // is account.ErrConflict when any organisation exists.
 func (s *Store) Bootstrap(ctx context.Context, org account.Organisation, project account.Project, user account.User, key account.Key, events ...audit.Event) error {
-	return s.inTx(ctx, bounded, func(tx *sql.Tx) error {
+	return s.db.InTx(ctx, sqldb.Bounded, func(tx *sql.Tx) error {
 		// Two replicas bootstrapping at once must not both find none.
-		if err := s.serialize(ctx, tx, "bootstrap"); err != nil {
+		if err := s.db.Serialize(ctx, tx, "bootstrap"); err != nil {
 			return err
 		}
 		var n int
@@ -46,7 +47,7 @@ func (s *Store) Bootstrap(ctx context.Context, org account.Organisation, project
 // CreateOrganisation writes an organisation and its first project in one
 // transaction, with events. A name taken is account.ErrConflict.
 func (s *Store) CreateOrganisation(ctx context.Context, org account.Organisation, project account.Project, events ...audit.Event) error {
-	return s.inTx(ctx, bounded, func(tx *sql.Tx) error {
+	return s.db.InTx(ctx, sqldb.Bounded, func(tx *sql.Tx) error {
 		if err := insertOrganisation(ctx, tx, org); err != nil {
 			return err
 		}
@@ -57,7 +58,7 @@ func (s *Store) CreateOrganisation(ctx context.Context, org account.Organisation
 	})
 }
 
-func insertOrganisation(ctx context.Context, q queryer, org account.Organisation) error {
+func insertOrganisation(ctx context.Context, q sqldb.Queryer, org account.Organisation) error {
 	_, err := q.ExecContext(ctx, `INSERT INTO organisations (id, name, created_at) VALUES ($1, $2, $3)`,
 		org.ID, org.Name, timeArg(org.CreatedAt))
 	switch {
@@ -114,10 +115,10 @@ func (s *Store) ListOrganisations(ctx context.Context, pg paging.Request) ([]acc
 // already uses is account.ErrConflict; an organisation that does not
 // exist is account.ErrNotFound.
 func (s *Store) CreateProject(ctx context.Context, p account.Project, events ...audit.Event) error {
-	return s.withEvents(ctx, bounded, events, func(q queryer) error { return insertProject(ctx, q, p) })
+	return s.withEvents(ctx, sqldb.Bounded, events, func(q sqldb.Queryer) error { return insertProject(ctx, q, p) })
 }
 
-func insertProject(ctx context.Context, q queryer, p account.Project) error {
+func insertProject(ctx context.Context, q sqldb.Queryer, p account.Project) error {
 	_, err := q.ExecContext(ctx, `INSERT INTO projects (id, org_id, name, created_at) VALUES ($1, $2, $3, $4)`,
 		p.ID, p.Org, p.Name, timeArg(p.CreatedAt))
 	switch constraintOf(err) {
@@ -172,10 +173,10 @@ func (s *Store) ListProjects(ctx context.Context, org string, pg paging.Request)
 // account.ErrConflict; an organisation that does not exist is
 // account.ErrNotFound.
 func (s *Store) CreateUser(ctx context.Context, u account.User, events ...audit.Event) error {
-	return s.withEvents(ctx, bounded, events, func(q queryer) error { return insertUser(ctx, q, u) })
+	return s.withEvents(ctx, sqldb.Bounded, events, func(q sqldb.Queryer) error { return insertUser(ctx, q, u) })
 }
 
-func insertUser(ctx context.Context, q queryer, u account.User) error {
+func insertUser(ctx context.Context, q sqldb.Queryer, u account.User) error {
 	_, err := q.ExecContext(ctx, `
 		INSERT INTO users (id, org_id, name, email, role, created_at)
 		VALUES ($1, $2, $3, $4, $5, $6)`,
@@ -248,11 +249,11 @@ func (s *Store) ListUsers(ctx context.Context, org string, pg paging.Request) ([
 // already used is account.ErrConflict; a user who does not exist is
 // account.ErrNotFound.
 func (s *Store) CreateKey(ctx context.Context, k account.Key, events ...audit.Event) error {
-	return s.withEvents(ctx, bounded, events, func(q queryer) error { return insertKey(ctx, q, k) })
+	return s.withEvents(ctx, sqldb.Bounded, events, func(q sqldb.Queryer) error { return insertKey(ctx, q, k) })
 }
 
 // insertKey writes k, with account's errors.
-func insertKey(ctx context.Context, q queryer, k account.Key) error {
+func insertKey(ctx context.Context, q sqldb.Queryer, k account.Key) error {
 	err := execInsertKey(ctx, q, k)
 	switch constraintOf(err) {
 	case uniqueConstraint:
@@ -268,7 +269,7 @@ func insertKey(ctx context.Context, q queryer, k account.Key) error {
 
 // execInsertKey writes k and returns the driver's error as it is, for the
 // caller to map to its own package's errors.
-func execInsertKey(ctx context.Context, q queryer, k account.Key) error {
+func execInsertKey(ctx context.Context, q sqldb.Queryer, k account.Key) error {
 	_, err := q.ExecContext(ctx, `
 		INSERT INTO keys (id, user_id, name, sandbox_id, project_id, hash, created_at, expires_at, revoked_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
@@ -313,7 +314,7 @@ func (s *Store) ListKeys(ctx context.Context, user string, pg paging.Request) ([
 // revocation time stands), and records events in the same transaction
 // when it did. A key that does not exist is account.ErrNotFound.
 func (s *Store) RevokeKey(ctx context.Context, id string, at time.Time, events ...audit.Event) error {
-	return s.inTx(ctx, patient, func(tx *sql.Tx) error {
+	return s.db.InTx(ctx, sqldb.Patient, func(tx *sql.Tx) error {
 		var one int
 		err := tx.QueryRowContext(ctx, `SELECT 1 FROM keys WHERE id = $1`, id).Scan(&one)
 		switch {
@@ -334,7 +335,7 @@ func (s *Store) RevokeKey(ctx context.Context, id string, at time.Time, events .
 }
 
 // revokeKey sets revoked_at on key id unless it is already set.
-func revokeKey(ctx context.Context, q queryer, id string, at time.Time) error {
+func revokeKey(ctx context.Context, q sqldb.Queryer, id string, at time.Time) error {
 	_, err := q.ExecContext(ctx, `UPDATE keys SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL`, timeArg(at), id)
 	return err
 }
@@ -345,7 +346,7 @@ func (s *Store) SetUserDisabled(ctx context.Context, id string, disabled bool) e
 	if disabled {
 		v = 1
 	}
-	res, err := s.exec(ctx, patient, `UPDATE users SET disabled = $2 WHERE id = $1`, id, v)
+	res, err := s.db.Write(ctx, sqldb.Patient, `UPDATE users SET disabled = $2 WHERE id = $1`, id, v)
 	if err != nil {
 		return fmt.Errorf("disable user %s: %w", id, err)
 	}

@@ -8,18 +8,19 @@ import (
 
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/paging"
+	"berth.dev/berth/internal/store/sqldb"
 )
 
 var _ audit.Recorder = (*Store)(nil)
 
 // Record appends an audit event.
 func (s *Store) Record(ctx context.Context, e audit.Event) error {
-	return s.autocommit(ctx, patient, func(q queryer) error { return insertAudit(ctx, q, e) })
+	return s.db.Autocommit(ctx, sqldb.Patient, func(q sqldb.Queryer) error { return insertAudit(ctx, q, e) })
 }
 
 // insertAudit appends e through db, the database or a transaction whose
 // change it records.
-func insertAudit(ctx context.Context, db queryer, e audit.Event) error {
+func insertAudit(ctx context.Context, db sqldb.Queryer, e audit.Event) error {
 	if e.Outcome == "" {
 		e.Outcome = audit.OK
 	}
@@ -33,13 +34,13 @@ func insertAudit(ctx context.Context, db queryer, e audit.Event) error {
 }
 
 // withEvents makes a write through write and records events with it, in
-// one transaction, in its turn t (writer.go); without events it is the
-// write alone. Like inTx's fn, a patient write may run more than once.
-func (s *Store) withEvents(ctx context.Context, t turn, events []audit.Event, write func(q queryer) error) error {
+// one transaction, in its turn t (sqldb.Turn); without events it is the
+// write alone. Like InTx's fn, a patient write may run more than once.
+func (s *Store) withEvents(ctx context.Context, t sqldb.Turn, events []audit.Event, write func(q sqldb.Queryer) error) error {
 	if len(events) == 0 {
-		return s.autocommit(ctx, t, write)
+		return s.db.Autocommit(ctx, t, write)
 	}
-	return s.inTx(ctx, t, func(tx *sql.Tx) error {
+	return s.db.InTx(ctx, t, func(tx *sql.Tx) error {
 		if err := write(tx); err != nil {
 			return err
 		}
@@ -49,7 +50,7 @@ func (s *Store) withEvents(ctx context.Context, t turn, events []audit.Event, wr
 
 // insertAudits appends events in order through q, the transaction of the
 // change they record.
-func insertAudits(ctx context.Context, q queryer, events []audit.Event) error {
+func insertAudits(ctx context.Context, q sqldb.Queryer, events []audit.Event) error {
 	for _, e := range events {
 		if err := insertAudit(ctx, q, e); err != nil {
 			return err

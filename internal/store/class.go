@@ -10,6 +10,7 @@ import (
 	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/quantity"
+	"berth.dev/berth/internal/store/sqldb"
 )
 
 const classColumns = `name, description, image, isolation, cpu, memory, disk, default_ttl, max_ttl, warm, purposes, git, contract, setup_command, runner`
@@ -72,10 +73,10 @@ func (s *Store) GetClass(ctx context.Context, org, name string) (class.Class, er
 // does not exist is class.ErrNotFound. events are recorded with them.
 func (s *Store) PutClasses(ctx context.Context, org string, classes []class.Class, events ...audit.Event) ([]string, error) {
 	var created []string
-	err := s.inTx(ctx, bounded, func(tx *sql.Tx) error {
+	err := s.db.InTx(ctx, sqldb.Bounded, func(tx *sql.Tx) error {
 		created = nil
 		// What was created is read before the upserts write it.
-		if err := s.serialize(ctx, tx, "classes:"+org); err != nil {
+		if err := s.db.Serialize(ctx, tx, "classes:"+org); err != nil {
 			return fmt.Errorf("put classes: %w", err)
 		}
 		for _, c := range classes {
@@ -142,7 +143,7 @@ func upsertClass(ctx context.Context, tx *sql.Tx, org string, c class.Class) err
 // have is class.ErrNotFound. Sandboxes made from it keep their copy.
 // events are recorded with it.
 func (s *Store) DeleteClass(ctx context.Context, org, name string, events ...audit.Event) error {
-	return s.inTx(ctx, bounded, func(tx *sql.Tx) error {
+	return s.db.InTx(ctx, sqldb.Bounded, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM classes WHERE org_id = $1 AND name = $2`, org, name)
 		if err != nil {
 			return fmt.Errorf("delete class %s: %w", name, err)

@@ -7,15 +7,17 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"berth.dev/berth/internal/store/sqldb"
 )
 
 // DeploymentID returns the deployment's identity, minting it on first use:
 // "berth" and eight random characters. It never changes afterwards.
 func (s *Store) DeploymentID(ctx context.Context) (string, error) {
 	var id string
-	err := s.inTx(ctx, patient, func(tx *sql.Tx) error {
+	err := s.db.InTx(ctx, sqldb.Patient, func(tx *sql.Tx) error {
 		// Replicas starting together must mint one id between them.
-		if err := s.serialize(ctx, tx, "deployment"); err != nil {
+		if err := s.db.Serialize(ctx, tx, "deployment"); err != nil {
 			return err
 		}
 		err := tx.QueryRowContext(ctx, `SELECT id FROM deployment`).Scan(&id)

@@ -10,6 +10,7 @@ import (
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/guardrail"
 	"berth.dev/berth/internal/quantity"
+	"berth.dev/berth/internal/store/sqldb"
 )
 
 // GetGuardrail returns the guardrail of org (project "") or of one of its
@@ -49,10 +50,10 @@ func (s *Store) PutGuardrail(ctx context.Context, org, project string, g guardra
 	if err != nil {
 		return fmt.Errorf("put guardrail of %s: allowed_repos: %w", scope(org, project), err)
 	}
-	return s.withEvents(ctx, bounded, events, func(q queryer) error { return putGuardrail(ctx, q, org, project, g, repos) })
+	return s.withEvents(ctx, sqldb.Bounded, events, func(q sqldb.Queryer) error { return putGuardrail(ctx, q, org, project, g, repos) })
 }
 
-func putGuardrail(ctx context.Context, q queryer, org, project string, g guardrail.Guardrail, repos any) error {
+func putGuardrail(ctx context.Context, q sqldb.Queryer, org, project string, g guardrail.Guardrail, repos any) error {
 	_, err := q.ExecContext(ctx, `
 		INSERT INTO guardrails (org_id, project_id, max_sandboxes, max_sandbox_memory, max_sandbox_cpu, max_sandbox_ttl, allowed_repos)
 		VALUES ($1, $2, $3, $4, $5, $6, $7)

@@ -12,6 +12,7 @@ import (
 	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/inference"
 	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/store/sqldb"
 )
 
 var _ inference.Store = (*Store)(nil)
@@ -63,7 +64,7 @@ func (s *Store) PutInferenceSettings(ctx context.Context, org, project string, s
 	if set.Rate != nil {
 		requests, per = int64(set.Rate.Requests), int64(set.Rate.Per)
 	}
-	_, err = s.exec(ctx, bounded, `
+	_, err = s.db.Write(ctx, sqldb.Bounded, `
 		INSERT INTO inference_settings (org_id, project_id, models, budget_usd, rate_requests, rate_period, system_prompt)
 		VALUES ($1, $2, $3, $4, $5, $6, $7)
 		ON CONFLICT (org_id, project_id) DO UPDATE SET
@@ -101,11 +102,11 @@ const insertInferenceSQL = `
 // insertInference writes records in one transaction, with what they take
 // off their replicas' leases.
 func (s *Store) insertInference(ctx context.Context, rs []inference.Record) error {
-	insert, err := s.prepared(ctx, insertInferenceSQL)
+	insert, err := s.db.Prepared(ctx, insertInferenceSQL)
 	if err != nil {
 		return err
 	}
-	return s.inTx(ctx, patient, func(tx *sql.Tx) error {
+	return s.db.InTx(ctx, sqldb.Patient, func(tx *sql.Tx) error {
 		st := tx.StmtContext(ctx, insert)
 		defer st.Close()
 		for _, r := range rs {

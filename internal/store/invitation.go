@@ -8,6 +8,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/store/sqldb"
 )
 
 // CreateInvitation writes inv and marks the user's earlier unused
@@ -15,11 +16,11 @@ import (
 // recovery invitation, a user who has ever had a key is
 // account.ErrConflict; a user who does not exist is account.ErrNotFound.
 func (s *Store) CreateInvitation(ctx context.Context, inv account.Invitation, events ...audit.Event) error {
-	return s.inTx(ctx, bounded, func(tx *sql.Tx) error {
+	return s.db.InTx(ctx, sqldb.Bounded, func(tx *sql.Tx) error {
 		// An invitation issued and one redeemed at once, for the same
 		// user, must not both pass the check of the other (PostgreSQL; on
 		// SQLite the transaction holds the write lock).
-		if err := s.serialize(ctx, tx, "invitations:"+inv.User); err != nil {
+		if err := s.db.Serialize(ctx, tx, "invitations:"+inv.User); err != nil {
 			return err
 		}
 		if !inv.Recovery {
@@ -61,7 +62,7 @@ func (s *Store) CreateInvitation(ctx context.Context, inv account.Invitation, ev
 // hasKey reports whether user has ever had a key: keys are revoked, never
 // deleted, but for sandboxes' own, which retention deletes long after the
 // user's own key that made the sandbox.
-func hasKey(ctx context.Context, q queryer, user string) (bool, error) {
+func hasKey(ctx context.Context, q sqldb.Queryer, user string) (bool, error) {
 	var n int
 	if err := q.QueryRowContext(ctx, `SELECT COUNT(*) FROM keys WHERE user_id = $1`, user).Scan(&n); err != nil {
 		return false, fmt.Errorf("count keys of %s: %w", user, err)
@@ -98,8 +99,8 @@ func (s *Store) GetInvitation(ctx context.Context, id string) (account.Invitatio
 // account.ErrConflict and nothing is written; an unknown id is
 // account.ErrNotFound. events are recorded with it.
 func (s *Store) RedeemInvitation(ctx context.Context, id string, at time.Time, from string, k account.Key, events ...audit.Event) error {
-	return s.inTx(ctx, bounded, func(tx *sql.Tx) error {
-		if err := s.serialize(ctx, tx, "invitations:"+k.User); err != nil {
+	return s.db.InTx(ctx, sqldb.Bounded, func(tx *sql.Tx) error {
+		if err := s.db.Serialize(ctx, tx, "invitations:"+k.User); err != nil {
 			return err
 		}
 		// One statement decides, so two uses at once cannot both pass.

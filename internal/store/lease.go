@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/inference"
+	"berth.dev/berth/internal/store/sqldb"
 )
 
 var _ inference.Leases = (*Store)(nil)
@@ -28,8 +29,8 @@ var _ inference.Leases = (*Store)(nil)
 func (s *Store) Lease(ctx context.Context, g inference.LeaseGrant, decide func([]inference.Leased) ([]float64, error)) error {
 	// Bounded: a lease is granted as a request is admitted, and a request
 	// refused then has cost nothing.
-	return s.inTx(ctx, bounded, func(tx *sql.Tx) error {
-		if err := s.serialize(ctx, tx, "budget:"+g.Org); err != nil {
+	return s.db.InTx(ctx, sqldb.Bounded, func(tx *sql.Tx) error {
+		if err := s.db.Serialize(ctx, tx, "budget:"+g.Org); err != nil {
 			return err
 		}
 		fs, err := leased(ctx, tx, g.Org, g.Projects, g.Month, g.Now, g.Replica)
@@ -65,7 +66,7 @@ func (s *Store) Lease(ctx context.Context, g inference.LeaseGrant, decide func([
 // leased reads scopes' month in one statement, so a record committed
 // meanwhile is either in the spend with its lease lowered or in neither.
 // The replica's own lease counts even expired: Lease writes on top of it.
-func leased(ctx context.Context, q queryer, org string, projects []string, month, now time.Time, replica string) ([]inference.Leased, error) {
+func leased(ctx context.Context, q sqldb.Queryer, org string, projects []string, month, now time.Time, replica string) ([]inference.Leased, error) {
 	var parts []string
 	args := []any{org, timeArg(month), timeArg(now), replica}
 	for i, p := range projects {
@@ -118,7 +119,7 @@ func (s *Store) LeaseStatus(ctx context.Context, org, project string, month, now
 
 // ReturnLease takes amount off a replica's lease of a scope.
 func (s *Store) ReturnLease(ctx context.Context, replica, org, project string, month time.Time, amount float64) error {
-	_, err := s.exec(ctx, patient, `UPDATE inference_leases SET amount = amount - $1
+	_, err := s.db.Write(ctx, sqldb.Patient, `UPDATE inference_leases SET amount = amount - $1
 		WHERE org_id = $2 AND project_id = $3 AND month = $4 AND replica = $5`,
 		amount, org, project, timeArg(month), replica)
 	if err != nil {
@@ -129,7 +130,7 @@ func (s *Store) ReturnLease(ctx context.Context, replica, org, project string, m
 
 // DropLease removes a replica's lease of a scope.
 func (s *Store) DropLease(ctx context.Context, replica, org, project string, month time.Time) error {
-	_, err := s.exec(ctx, patient, `DELETE FROM inference_leases
+	_, err := s.db.Write(ctx, sqldb.Patient, `DELETE FROM inference_leases
 		WHERE org_id = $1 AND project_id = $2 AND month = $3 AND replica = $4`,
 		org, project, timeArg(month), replica)
 	if err != nil {
@@ -146,7 +147,7 @@ func (s *Store) RenewLeases(ctx context.Context, replica string, now, until time
 		return err
 	}
 	for _, k := range mine {
-		if _, err := s.exec(ctx, patient, `UPDATE inference_leases SET expires_at = $1
+		if _, err := s.db.Write(ctx, sqldb.Patient, `UPDATE inference_leases SET expires_at = $1
 			WHERE org_id = $2 AND project_id = $3 AND month = $4 AND replica = $5`,
 			timeArg(until), k.org, k.project, k.month, replica); err != nil {
 			return fmt.Errorf("renew a lease of %s: %w", scope(k.org, k.project), err)
@@ -158,7 +159,7 @@ func (s *Store) RenewLeases(ctx context.Context, replica string, now, until time
 	}
 	for _, k := range expired {
 		// Renewed meanwhile, it stays.
-		if _, err := s.exec(ctx, patient, `DELETE FROM inference_leases
+		if _, err := s.db.Write(ctx, sqldb.Patient, `DELETE FROM inference_leases
 			WHERE org_id = $1 AND project_id = $2 AND month = $3 AND replica = $4 AND expires_at <= $5`,
 			k.org, k.project, k.month, k.replica, timeArg(now)); err != nil {
 			return fmt.Errorf("remove an expired lease of %s: %w", scope(k.org, k.project), err)

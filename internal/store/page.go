@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/paging"
+	"berth.dev/berth/internal/store/sqldb"
 )
 
 // order is how a list's rows are sorted, which is also what its pages'
@@ -79,7 +80,7 @@ func cut[T any](rows []keyed[T], pg paging.Request) ([]T, *paging.Key) {
 
 // listPage runs q, a page read whose keyset and tail are in it, and makes
 // the page of its rows; what names the operation in errors.
-func listPage[T any](ctx context.Context, db queryer, what, q string, args []any, pg paging.Request,
+func listPage[T any](ctx context.Context, db sqldb.Queryer, what, q string, args []any, pg paging.Request,
 	scan func(rowScanner) (T, paging.Key, error)) ([]T, *paging.Key, error) {
 	rows, err := db.QueryContext(ctx, q, args...)
 	if err != nil {
@@ -103,7 +104,7 @@ func listPage[T any](ctx context.Context, db queryer, what, q string, args []any
 
 // listOldestFirst reads a page of the rows of table whose column is value,
 // oldest first: columns as scan reads them, created their created_at.
-func listOldestFirst[T any](ctx context.Context, db queryer, what, columns, table, column string, value any, pg paging.Request,
+func listOldestFirst[T any](ctx context.Context, db sqldb.Queryer, what, columns, table, column string, value any, pg paging.Request,
 	scan func(rowScanner, ...any) (T, error), created func(T) time.Time) ([]T, *paging.Key, error) {
 	args := []any{value}
 	cond, tail := keyset(oldestFirst, "", pg, &args)

@@ -3,6 +3,7 @@ package store_test
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +13,13 @@ import (
 	"berth.dev/berth/internal/store"
 	"berth.dev/berth/internal/store/storetest"
 )
+
+func TestReplicaOnSQLite(t *testing.T) {
+	st := openStore(t, store.DefaultPath(t.TempDir()))
+	if r, err := st.Replica(t.Context(), slog.New(slog.DiscardHandler)); r != nil || err != nil {
+		t.Fatalf("Replica on SQLite = %v, %v; want nil, nil: one gateway owns an SQLite database", r, err)
+	}
+}
 
 // TestPostgresReplicas opens one PostgreSQL database as two replicas of
 // the gateway would: each Store has its own connections.

@@ -12,6 +12,7 @@ import (
 	"berth.dev/berth/internal/forge/local"
 	"berth.dev/berth/internal/repository"
 	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/store/sqldb"
 )
 
 var (
@@ -21,7 +22,7 @@ var (
 
 // PutForgeToken stores a local forge token (its hash only).
 func (s *Store) PutForgeToken(ctx context.Context, t local.StoredToken) error {
-	_, err := s.exec(ctx, patient, `INSERT INTO forge_tokens (id, repo, hash, expires_at, revoked_at) VALUES ($1, $2, $3, $4, $5)`,
+	_, err := s.db.Write(ctx, sqldb.Patient, `INSERT INTO forge_tokens (id, repo, hash, expires_at, revoked_at) VALUES ($1, $2, $3, $4, $5)`,
 		t.ID, t.Repo, t.Hash, timeArg(t.ExpiresAt), timeArg(t.RevokedAt))
 	if err != nil {
 		return fmt.Errorf("put forge token: %w", err)
@@ -47,7 +48,7 @@ func (s *Store) GetForgeToken(ctx context.Context, id string) (local.StoredToken
 
 // RevokeForgeToken ends a local forge token; forge.ErrNotFound if unknown.
 func (s *Store) RevokeForgeToken(ctx context.Context, id string, at time.Time) error {
-	res, err := s.exec(ctx, patient, `UPDATE forge_tokens SET revoked_at = COALESCE(revoked_at, $2) WHERE id = $1`, id, timeArg(at))
+	res, err := s.db.Write(ctx, sqldb.Patient, `UPDATE forge_tokens SET revoked_at = COALESCE(revoked_at, $2) WHERE id = $1`, id, timeArg(at))
 	if err != nil {
 		return fmt.Errorf("revoke forge token: %w", err)
 	}
@@ -59,7 +60,7 @@ func (s *Store) RevokeForgeToken(ctx context.Context, id string, at time.Time) e
 
 // AddCredential records a credential handed to a sandbox, with events.
 func (s *Store) AddCredential(ctx context.Context, c repository.Credential, events ...audit.Event) error {
-	return s.withEvents(ctx, patient, events, func(q queryer) error {
+	return s.withEvents(ctx, sqldb.Patient, events, func(q sqldb.Queryer) error {
 		_, err := q.ExecContext(ctx, `INSERT INTO credentials (sandbox_id, token_id, created_at, expires_at) VALUES ($1, $2, $3, $4)`,
 			string(c.Sandbox), c.TokenID, timeArg(c.CreatedAt), timeArg(c.ExpiresAt))
 		if err != nil {
@@ -94,7 +95,7 @@ func (s *Store) LiveCredentials(ctx context.Context, id sandbox.ID) ([]repositor
 // RevokeCredential marks a sandbox's credential revoked, and records
 // events with it when it was not revoked already.
 func (s *Store) RevokeCredential(ctx context.Context, id sandbox.ID, tokenID string, at time.Time, events ...audit.Event) error {
-	return s.inTx(ctx, patient, func(tx *sql.Tx) error {
+	return s.db.InTx(ctx, sqldb.Patient, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE credentials SET revoked_at = $3 WHERE sandbox_id = $1 AND token_id = $2 AND revoked_at IS NULL`,
 			string(id), tokenID, timeArg(at))
 		if err != nil {
@@ -109,7 +110,7 @@ func (s *Store) RevokeCredential(ctx context.Context, id sandbox.ID, tokenID str
 
 // AddCreatedRef records a ref a sandbox created by a push.
 func (s *Store) AddCreatedRef(ctx context.Context, id sandbox.ID, ref string) error {
-	_, err := s.exec(ctx, patient, `INSERT INTO sandbox_refs (sandbox_id, ref) VALUES ($1, $2) ON CONFLICT DO NOTHING`, string(id), ref)
+	_, err := s.db.Write(ctx, sqldb.Patient, `INSERT INTO sandbox_refs (sandbox_id, ref) VALUES ($1, $2) ON CONFLICT DO NOTHING`, string(id), ref)
 	if err != nil {
 		return fmt.Errorf("record ref of %s: %w", id, err)
 	}
@@ -118,7 +119,7 @@ func (s *Store) AddCreatedRef(ctx context.Context, id sandbox.ID, ref string) er
 
 // DeleteCreatedRef forgets a ref a sandbox deleted.
 func (s *Store) DeleteCreatedRef(ctx context.Context, id sandbox.ID, ref string) error {
-	_, err := s.exec(ctx, patient, `DELETE FROM sandbox_refs WHERE sandbox_id = $1 AND ref = $2`, string(id), ref)
+	_, err := s.db.Write(ctx, sqldb.Patient, `DELETE FROM sandbox_refs WHERE sandbox_id = $1 AND ref = $2`, string(id), ref)
 	if err != nil {
 		return fmt.Errorf("forget ref of %s: %w", id, err)
 	}

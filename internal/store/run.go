@@ -11,6 +11,7 @@ import (
 	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/review"
 	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/store/sqldb"
 )
 
 // PutRun writes an agent sandbox's run whole. Its telemetry is kept as
@@ -32,7 +33,7 @@ func (s *Store) PutRun(ctx context.Context, r agentrun.Run) error {
 	if r.Exited {
 		exited = 1
 	}
-	_, err = s.exec(ctx, patient, `
+	_, err = s.db.Write(ctx, sqldb.Patient, `
 		INSERT INTO runs (sandbox_id, runner, model, state, exit_code, error, branch, commit_id, telemetry, lines, ignored, started_at, ended_at,
 			review_outcome, review_summary, review_sha256, review_reason, review_file, outputs, results, exited, ended, ended_by)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)
@@ -61,7 +62,7 @@ func (s *Store) PutRunTelemetry(ctx context.Context, r agentrun.Run) error {
 	if err != nil {
 		return fmt.Errorf("put telemetry of the run of %s: %w", r.Sandbox, err)
 	}
-	if _, err := s.exec(ctx, patient, `UPDATE runs SET telemetry = $2, lines = $3, ignored = $4 WHERE sandbox_id = $1`,
+	if _, err := s.db.Write(ctx, sqldb.Patient, `UPDATE runs SET telemetry = $2, lines = $3, ignored = $4 WHERE sandbox_id = $1`,
 		string(r.Sandbox), string(tel), r.Lines, r.Ignored); err != nil {
 		return fmt.Errorf("put telemetry of the run of %s: %w", r.Sandbox, err)
 	}
@@ -70,7 +71,7 @@ func (s *Store) PutRunTelemetry(ctx context.Context, r agentrun.Run) error {
 
 // ClaimRunEnd sets the end of a run that is still running and has none.
 func (s *Store) ClaimRunEnd(ctx context.Context, id sandbox.ID, at time.Time) error {
-	res, err := s.exec(ctx, patient, `UPDATE runs SET ended_at = $2 WHERE sandbox_id = $1 AND state = $3 AND ended_at IS NULL`,
+	res, err := s.db.Write(ctx, sqldb.Patient, `UPDATE runs SET ended_at = $2 WHERE sandbox_id = $1 AND state = $3 AND ended_at IS NULL`,
 		string(id), timeArg(at), string(agentrun.RunRunning))
 	if err != nil {
 		return fmt.Errorf("claim the end of the run of %s: %w", id, err)

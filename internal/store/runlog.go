@@ -11,6 +11,7 @@ import (
 
 	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/store/sqldb"
 )
 
 // RunLogs keeps runs' logs in the database (agentrun.RunLogs): replicas that
@@ -32,7 +33,7 @@ const (
 // that streamed it broke.
 func (l dbLogs) Write(ctx context.Context, id sandbox.ID) (io.WriteCloser, error) {
 	ctx = context.WithoutCancel(ctx)
-	err := l.st.inTx(ctx, patient, func(tx *sql.Tx) error {
+	err := l.st.db.InTx(ctx, sqldb.Patient, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM run_logs WHERE sandbox_id = $1`, string(id)); err != nil {
 			return err
 		}
@@ -62,7 +63,7 @@ func (l dbLogs) Read(ctx context.Context, id sandbox.ID) (io.ReadCloser, error) 
 
 // Remove deletes id's log.
 func (l dbLogs) Remove(ctx context.Context, id sandbox.ID) error {
-	if _, err := l.st.exec(ctx, patient, `DELETE FROM run_logs WHERE sandbox_id = $1`, string(id)); err != nil {
+	if _, err := l.st.db.Write(ctx, sqldb.Patient, `DELETE FROM run_logs WHERE sandbox_id = $1`, string(id)); err != nil {
 		return fmt.Errorf("remove the run log of %s: %w", id, err)
 	}
 	return nil
@@ -107,7 +108,7 @@ func (w *logWriter) flush() {
 		return
 	}
 	w.seq++
-	if _, err := w.st.exec(w.ctx, patient, `INSERT INTO run_logs (sandbox_id, seq, data) VALUES ($1, $2, $3)`, w.id, w.seq, w.buf); err != nil {
+	if _, err := w.st.db.Write(w.ctx, sqldb.Patient, `INSERT INTO run_logs (sandbox_id, seq, data) VALUES ($1, $2, $3)`, w.id, w.seq, w.buf); err != nil {
 		w.err = fmt.Errorf("run log of %s: chunk %d: %w", w.id, w.seq, err)
 		return
 	}

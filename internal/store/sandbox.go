@@ -12,6 +12,7 @@ import (
 	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/quantity"
 	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/store/sqldb"
 )
 
 // sandboxArgs returns sb's values for insertSandboxSQL and updateSandboxSQL:
@@ -138,14 +139,14 @@ func (s *Store) CreateSandbox(ctx context.Context, sb sandbox.Sandbox, key accou
 			return fmt.Errorf("create sandbox %s: %w", sb.ID, ctx.Err())
 		}
 	}
-	return s.inTx(ctx, bounded, func(tx *sql.Tx) error {
+	return s.db.InTx(ctx, sqldb.Bounded, func(tx *sql.Tx) error {
 		// The counts below must not change before commit (SPEC S7: N
 		// concurrent creates never exceed a quota). On SQLite this
 		// transaction already holds the database's write lock
 		// (_txlock=immediate); on PostgreSQL creates in one organisation
 		// (whose counts include its projects') take turns here, whichever
 		// replica they reach.
-		if err := s.serialize(ctx, tx, "admit:"+sb.Org); err != nil {
+		if err := s.db.Serialize(ctx, tx, "admit:"+sb.Org); err != nil {
 			return fmt.Errorf("create sandbox %s: %w", sb.ID, err)
 		}
 		if sb.Live() {
@@ -269,7 +270,7 @@ func (s *Store) PageSandboxes(ctx context.Context, f sandbox.Filter, pg paging.R
 // SaveActivity moves a sandbox's active_at forward to at; an earlier at,
 // or a sandbox that is gone, changes nothing.
 func (s *Store) SaveActivity(ctx context.Context, id sandbox.ID, at time.Time) error {
-	_, err := s.exec(ctx, patient, `
+	_, err := s.db.Write(ctx, sqldb.Patient, `
 		UPDATE sandboxes SET active_at = $2
 		WHERE id = $1 AND (active_at IS NULL OR active_at < $2)`, string(id), timeArg(at))
 	if err != nil {
@@ -290,10 +291,10 @@ func (s *Store) UpdateSandbox(ctx context.Context, u sandbox.Update) error {
 	if err != nil {
 		return fmt.Errorf("update sandbox %s: %w", sb.ID, err)
 	}
-	return s.inTx(ctx, patient, func(tx *sql.Tx) error {
+	return s.db.InTx(ctx, sqldb.Patient, func(tx *sql.Tx) error {
 		// The key read here is the one revoked below: no other update of
 		// this sandbox may come between.
-		if err := s.serialize(ctx, tx, "sandbox:"+string(sb.ID)); err != nil {
+		if err := s.db.Serialize(ctx, tx, "sandbox:"+string(sb.ID)); err != nil {
 			return fmt.Errorf("update sandbox %s: %w", sb.ID, err)
 		}
 		var oldKey string
@@ -351,7 +352,7 @@ func (s *Store) UpdateSandbox(ctx context.Context, u sandbox.Update) error {
 }
 
 // insertSandboxKey writes a sandbox's key, with sandbox's errors.
-func insertSandboxKey(ctx context.Context, q queryer, k account.Key) error {
+func insertSandboxKey(ctx context.Context, q sqldb.Queryer, k account.Key) error {
 	err := execInsertKey(ctx, q, k)
 	switch constraintOf(err) {
 	case uniqueConstraint:
@@ -366,7 +367,7 @@ func insertSandboxKey(ctx context.Context, q queryer, k account.Key) error {
 }
 
 // openSegment starts a running segment at at.
-func openSegment(ctx context.Context, q queryer, id sandbox.ID, at time.Time) error {
+func openSegment(ctx context.Context, q sqldb.Queryer, id sandbox.ID, at time.Time) error {
 	if _, err := q.ExecContext(ctx, `INSERT INTO segments (sandbox_id, started_at) VALUES ($1, $2)`, string(id), timeArg(at)); err != nil {
 		return fmt.Errorf("open running segment of %s: %w", id, err)
 	}
@@ -376,7 +377,7 @@ func openSegment(ctx context.Context, q queryer, id sandbox.ID, at time.Time) er
 // closeSegment ends the open running segment at at, but never before it
 // began: a start that finishes after the sandbox's expiry opens a segment
 // later than the expiry the service clamps the close to.
-func closeSegment(ctx context.Context, q queryer, id sandbox.ID, at time.Time) error {
+func closeSegment(ctx context.Context, q sqldb.Queryer, id sandbox.ID, at time.Time) error {
 	_, err := q.ExecContext(ctx, `
 		UPDATE segments SET ended_at = CASE WHEN started_at > $1 THEN started_at ELSE $1 END
 		WHERE sandbox_id = $2 AND ended_at IS NULL`, timeArg(at), string(id))
@@ -396,7 +397,7 @@ const endedBefore = `SELECT id FROM sandboxes WHERE live = 0 AND ended_at < $1`
 // its entries.
 func (s *Store) DeleteEnded(ctx context.Context, before time.Time) ([]sandbox.ID, error) {
 	var ids []sandbox.ID
-	err := s.inTx(ctx, patient, func(tx *sql.Tx) error {
+	err := s.db.InTx(ctx, sqldb.Patient, func(tx *sql.Tx) error {
 		ids = nil
 		rows, err := tx.QueryContext(ctx, endedBefore+` ORDER BY id`, timeArg(before))
 		if err != nil {

@@ -4,9 +4,10 @@
 // It implements account.Store, account.GuardrailStore and sandbox.Store.
 //
 // The database is an SQLite file (modernc.org/sqlite, pure Go) for one
-// gateway, or PostgreSQL (pgx) for one or several replicas of it. The
+// gateway, or PostgreSQL (pgx) for one or several replicas of it, opened,
+// migrated and written in turn by package sqldb, one floor down. The
 // queries use $1, $2… placeholders and portable SQL, the same on both; what
-// is dialect-specific lives in the migrations, dialect.go and postgres.go.
+// is dialect-specific lives in the migrations, sqldb and constraint.go.
 //
 // The store never reads a clock: every time it writes comes from its caller.
 package store
@@ -14,18 +15,24 @@ package store
 import (
 	"context"
 	"database/sql"
+	"embed"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"path/filepath"
-	"sync"
 	"time"
+
+	"berth.dev/berth/internal/store/sqldb"
 )
+
+// migrations holds the schema of every dialect, which sqldb.Open runs.
+// Embedded files are read-only, so this is data, not state.
+//
+//go:embed migrations/sqlite/*.sql migrations/postgres/*.sql
+var migrations embed.FS
 
 // Store is berth's database. It is safe for concurrent use.
 type Store struct {
-	db      *sql.DB
-	dialect dialect
+	db *sqldb.DB
 	// admitting bounds the creates whose transaction is open at once on
 	// PostgreSQL (nil on SQLite): admit reads guardrails on a second
 	// connection while the transaction holds its own, so creates waiting
@@ -34,18 +41,34 @@ type Store struct {
 	admitting chan struct{}
 	// inference commits concurrent model requests' records together.
 	inference recordBatch
-	// stmts keeps the statements of the hot paths prepared (see
-	// prepared): query text -> *sql.Stmt.
-	stmts sync.Map
-	// writer is the queue of SQLite's writes (nil on PostgreSQL), and
-	// writeWait how long a bounded one waits in it (see writer.go).
-	writer    *queue
-	writeWait time.Duration
 }
 
 // DefaultPath is where the SQLite database lives in a data directory.
 func DefaultPath(dataDir string) string {
 	return filepath.Join(dataDir, "berth.db")
+}
+
+// DefaultWriteWait is how long a bounded write waits for its turn unless
+// WithWriteWait says otherwise (BERTH_DATABASE_WRITE_WAIT). A write holds
+// the turn about a millisecond, so only a stall (another process holding
+// the file, a disk that stopped) makes a queue this long.
+const DefaultWriteWait = 5 * time.Second
+
+// Option changes how Open opens a store.
+type Option func(*options)
+
+// options are what Open is told.
+type options struct{ writeWait time.Duration }
+
+// WithWriteWait is how long a bounded write waits for its turn at an
+// SQLite database, and how long any write waits for another process's
+// lock on the file (busy_timeout), before it is overload.ErrBusy; d > 0.
+func WithWriteWait(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.writeWait = d
+		}
+	}
 }
 
 // Open opens the database named by url and migrates it to the current
@@ -54,66 +77,31 @@ func DefaultPath(dataDir string) string {
 // for SQLite, whose parent directory is created if needed. Errors never
 // repeat a password.
 func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
-	st := &Store{writeWait: DefaultWriteWait}
-	for _, o := range opts {
-		o(st)
+	o := options{writeWait: DefaultWriteWait}
+	for _, opt := range opts {
+		opt(&o)
 	}
-	var err error
-	if isPostgres(url) {
-		st.dialect = postgresDialect
-		st.db, err = openPostgres(ctx, url)
-		st.admitting = make(chan struct{}, maxPostgresConns/2)
-	} else {
-		st.dialect = sqliteDialect
-		st.db, err = openSQLite(ctx, url, st.writeWait)
-		st.writer = &queue{}
-	}
+	db, err := sqldb.Open(ctx, url, migrations, o.writeWait)
 	if err != nil {
-		return nil, fmt.Errorf("open database: %w", err)
+		return nil, err
 	}
-	if err := migrate(ctx, st.db, st.dialect); err != nil {
-		st.db.Close()
-		return nil, fmt.Errorf("open database: %w", err)
+	st := &Store{db: db}
+	if db.Postgres() {
+		st.admitting = make(chan struct{}, sqldb.MaxPostgresConns/2)
 	}
 	return st, nil
 }
 
 // Shared reports whether several gateways may share the database
 // (PostgreSQL): what one caches of it, another may change.
-func (s *Store) Shared() bool { return s.dialect == postgresDialect }
+func (s *Store) Shared() bool { return s.db.Postgres() }
 
 // Close closes the database.
-func (s *Store) Close() error {
-	s.stmts.Range(func(_, st any) bool {
-		st.(*sql.Stmt).Close()
-		return true
-	})
-	return s.db.Close()
-}
-
-// prepared returns query prepared once for the store's life. The hot
-// paths (every request's key and user, every model request's record)
-// use it: SQLite otherwise parses and plans the statement again on every
-// call, which costs more than running it. database/sql prepares it again
-// on each connection that needs it.
-func (s *Store) prepared(ctx context.Context, query string) (*sql.Stmt, error) {
-	if st, ok := s.stmts.Load(query); ok {
-		return st.(*sql.Stmt), nil
-	}
-	st, err := s.db.PrepareContext(ctx, query)
-	if err != nil {
-		return nil, err
-	}
-	if prev, loaded := s.stmts.LoadOrStore(query, st); loaded {
-		st.Close()
-		return prev.(*sql.Stmt), nil
-	}
-	return st, nil
-}
+func (s *Store) Close() error { return s.db.Close() }
 
 // queryRow runs a one-row query through its prepared statement.
 func (s *Store) queryRow(ctx context.Context, query string, args ...any) rowScanner {
-	st, err := s.prepared(ctx, query)
+	st, err := s.db.Prepared(ctx, query)
 	if err != nil {
 		return errRow{err}
 	}
@@ -127,13 +115,6 @@ type rowScanner interface{ Scan(dest ...any) error }
 type errRow struct{ err error }
 
 func (r errRow) Scan(...any) error { return r.err }
-
-// queryer is what *sql.DB and *sql.Tx share, so one read serves both.
-type queryer interface {
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-}
 
 // timeArg encodes a time as unix nanoseconds; the zero time is NULL.
 func timeArg(t time.Time) any {

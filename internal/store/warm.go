@@ -8,6 +8,7 @@ import (
 
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/store/sqldb"
 )
 
 // boolArg is a boolean column's value: 0 or 1 on both engines.
@@ -53,10 +54,10 @@ func (p prefixed) Scan(dest ...any) error { return p.rows.Scan(append([]any{p.fi
 
 // AddBootstrap keeps a bootstrap token's hash, with events.
 func (s *Store) AddBootstrap(ctx context.Context, t sandbox.BootstrapToken, events ...audit.Event) error {
-	return s.withEvents(ctx, patient, events, func(q queryer) error { return addBootstrap(ctx, q, t) })
+	return s.withEvents(ctx, sqldb.Patient, events, func(q sqldb.Queryer) error { return addBootstrap(ctx, q, t) })
 }
 
-func addBootstrap(ctx context.Context, q queryer, t sandbox.BootstrapToken) error {
+func addBootstrap(ctx context.Context, q sqldb.Queryer, t sandbox.BootstrapToken) error {
 	_, err := q.ExecContext(ctx, `INSERT INTO bootstrap_tokens (hash, sandbox_id, created_at, expires_at) VALUES ($1, $2, $3, $4)`,
 		t.Hash, string(t.Sandbox), timeArg(t.CreatedAt), timeArg(t.ExpiresAt))
 	switch constraintOf(err) {
@@ -76,7 +77,7 @@ func addBootstrap(ctx context.Context, q queryer, t sandbox.BootstrapToken) erro
 // replicas) cannot both win.
 func (s *Store) UseBootstrap(ctx context.Context, hash string, at time.Time) (sandbox.ID, error) {
 	var id string
-	err := s.autocommit(ctx, patient, func(q queryer) error {
+	err := s.db.Autocommit(ctx, sqldb.Patient, func(q sqldb.Queryer) error {
 		return q.QueryRowContext(ctx, `
 			UPDATE bootstrap_tokens SET used_at = $1
 			WHERE hash = $2 AND used_at IS NULL AND expires_at > $1

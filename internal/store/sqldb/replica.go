@@ -1,4 +1,4 @@
-package store
+package sqldb
 
 import (
 	"context"
@@ -8,15 +8,11 @@ import (
 	"log/slog"
 	"sync"
 	"time"
-
-	"berth.dev/berth/internal/sandbox"
 )
 
-var _ sandbox.Replicas = (*Replica)(nil)
-
 // Replica is one gateway's seat among the replicas sharing a PostgreSQL
-// database: it elects the sweep's leader and holds sandboxes for
-// sandbox.Replicas. Both are session-level advisory locks on one
+// database: it elects the sweep's leader and holds sandboxes, by id, for
+// the store's sandbox.Replicas. Both are session-level advisory locks on one
 // connection of its own, so they end with the replica: when its process
 // dies the server closes the session and frees them, and another replica
 // takes them at its next try. Should the connection break while the
@@ -35,20 +31,20 @@ type Replica struct {
 }
 
 // Replica returns this gateway's seat among replicas. Only a PostgreSQL
-// store has one: on SQLite, where one gateway owns the database and needs
+// database has one: on SQLite, where one gateway owns the database and needs
 // none, it is nil.
 // Advisory locks belong to the whole database, so the lead is taken per
 // schema: two deployments in two schemas of one database each have a
 // leader.
-func (s *Store) Replica(ctx context.Context, log *slog.Logger) (*Replica, error) {
-	if s.dialect != postgresDialect {
+func (d *DB) Replica(ctx context.Context, log *slog.Logger) (*Replica, error) {
+	if d.dialect != postgresDialect {
 		return nil, nil
 	}
 	var schema string
-	if err := s.db.QueryRowContext(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+	if err := d.QueryRowContext(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
 		return nil, fmt.Errorf("replica: %w", err)
 	}
-	return &Replica{db: s.db, log: log, leader: lockKey(schema), held: map[int32]int{}}, nil
+	return &Replica{db: d.DB, log: log, leader: lockKey(schema), held: map[int32]int{}}, nil
 }
 
 // Lead reports whether this replica leads the sweep, trying to take the
@@ -80,8 +76,8 @@ func (r *Replica) Lead(ctx context.Context) (bool, error) {
 
 // Hold holds a sandbox for this replica until release is called. A
 // sandbox another replica holds cannot be held.
-func (r *Replica) Hold(ctx context.Context, id sandbox.ID) (func(), error) {
-	key := lockKey(string(id))
+func (r *Replica) Hold(ctx context.Context, id string) (func(), error) {
+	key := lockKey(id)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	conn, err := r.session(ctx)
@@ -102,7 +98,7 @@ func (r *Replica) Hold(ctx context.Context, id sandbox.ID) (func(), error) {
 }
 
 // release ends one hold of key.
-func (r *Replica) release(id sandbox.ID, key int32) {
+func (r *Replica) release(id string, key int32) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.held[key]--; r.held[key] <= 0 {
@@ -122,7 +118,7 @@ func (r *Replica) release(id sandbox.ID, key int32) {
 // HeldElsewhere reports whether another replica's session holds a
 // sandbox. It reads the server's lock table, so it takes nothing a
 // concurrent Hold could meet.
-func (r *Replica) HeldElsewhere(ctx context.Context, id sandbox.ID) (bool, error) {
+func (r *Replica) HeldElsewhere(ctx context.Context, id string) (bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	conn, err := r.session(ctx)
@@ -136,7 +132,7 @@ func (r *Replica) HeldElsewhere(ctx context.Context, id sandbox.ID) (bool, error
 		SELECT EXISTS (SELECT 1 FROM pg_locks
 			WHERE locktype = 'advisory' AND classid::bigint = $1 AND objid::bigint = $2 AND objsubid = 2
 				AND granted AND pid <> $3)`,
-		int64(uint32(lockSpaceHold)), int64(uint32(lockKey(string(id)))), r.pid).Scan(&held)
+		int64(uint32(lockSpaceHold)), int64(uint32(lockKey(id))), r.pid).Scan(&held)
 	if err != nil {
 		r.broken(err)
 		return false, fmt.Errorf("is sandbox %s held: %w", id, err)

@@ -1,4 +1,4 @@
-package store
+package sqldb
 
 // For the replica tests, which end the sessions holding given locks.
 var (

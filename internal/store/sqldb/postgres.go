@@ -1,4 +1,4 @@
-package store
+package sqldb
 
 import (
 	"context"
@@ -29,11 +29,11 @@ const (
 	lockSpaceHold   int32 = 0x62727403 // sandboxes a replica is starting or following
 )
 
-// maxPostgresConns caps each replica's connections. Creates wait on the
+// MaxPostgresConns caps each replica's connections. Creates wait on the
 // admission lock holding a connection, so without a cap a burst of them
 // could use up the server's max_connections (100 by default) across two
 // replicas.
-const maxPostgresConns = 25
+const MaxPostgresConns = 25
 
 // openPostgres connects to the PostgreSQL database url names.
 func openPostgres(ctx context.Context, rawURL string) (*sql.DB, error) {
@@ -44,8 +44,8 @@ func openPostgres(ctx context.Context, rawURL string) (*sql.DB, error) {
 		return nil, fmt.Errorf("postgres %s: %w", where, err)
 	}
 	db := stdlib.OpenDB(*cfg)
-	db.SetMaxOpenConns(maxPostgresConns)
-	db.SetMaxIdleConns(maxPostgresConns)
+	db.SetMaxOpenConns(MaxPostgresConns)
+	db.SetMaxIdleConns(MaxPostgresConns)
 	db.SetConnMaxIdleTime(5 * time.Minute)
 	pingCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
@@ -66,11 +66,11 @@ func redact(rawURL string) string {
 	return u.Redacted()
 }
 
-// serialize makes tx the only transaction past this point for key until
+// Serialize makes tx the only transaction past this point for key until
 // it ends. On SQLite every transaction already holds the database's write
 // lock from BEGIN (see dialect.go), so there is nothing to do.
-func (s *Store) serialize(ctx context.Context, tx *sql.Tx, key string) error {
-	if s.dialect != postgresDialect {
+func (d *DB) Serialize(ctx context.Context, tx *sql.Tx, key string) error {
+	if d.dialect != postgresDialect {
 		return nil
 	}
 	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1, $2)`, lockSpaceTx, lockKey(key)); err != nil {

@@ -1,24 +1,17 @@
-package store_test
+package sqldb_test
 
 import (
 	"database/sql"
 	"log/slog"
 	"testing"
+	"testing/fstest"
 	"time"
 
-	"berth.dev/berth/internal/sandbox"
-	"berth.dev/berth/internal/store"
+	"berth.dev/berth/internal/store/sqldb"
 	"berth.dev/berth/internal/store/storetest"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver, for terminateHolder
 )
-
-func TestReplicaOnSQLite(t *testing.T) {
-	st := openStore(t, store.DefaultPath(t.TempDir()))
-	if r, err := st.Replica(t.Context(), slog.New(slog.DiscardHandler)); r != nil || err != nil {
-		t.Fatalf("Replica on SQLite = %v, %v; want nil, nil: one gateway owns an SQLite database", r, err)
-	}
-}
 
 // TestReplicaLead checks that one replica leads at a time and that the
 // lead passes on when the leader's session ends, closed or killed.
@@ -26,7 +19,7 @@ func TestReplicaLead(t *testing.T) {
 	url := storetest.PostgresURL(t)
 	a, b := newReplica(t, url), newReplica(t, url)
 	ctx := t.Context()
-	lead := func(r *store.Replica, name string, want bool) {
+	lead := func(r *sqldb.Replica, name string, want bool) {
 		t.Helper()
 		got, err := r.Lead(ctx)
 		if err != nil || got != want {
@@ -35,7 +28,7 @@ func TestReplicaLead(t *testing.T) {
 	}
 	// The server frees a closed session's locks a moment after the
 	// client has gone: the next leader finds out at a later try.
-	takesOver := func(r *store.Replica, name string) {
+	takesOver := func(r *sqldb.Replica, name string) {
 		t.Helper()
 		deadline := time.Now().Add(5 * time.Second)
 		for {
@@ -60,7 +53,7 @@ func TestReplicaLead(t *testing.T) {
 
 	// A leader whose session the server ends (as when its host vanishes)
 	// finds out at its next Lead, and the other takes over.
-	terminateHolder(t, url, store.LockSpaceLeader, b.LeaderKey())
+	terminateHolder(t, url, sqldb.LockSpaceLeader, b.LeaderKey())
 	if got, err := b.Lead(ctx); got {
 		t.Fatalf("b.Lead after its session ended = true, %v; want false", err)
 	}
@@ -75,8 +68,8 @@ func TestReplicaHold(t *testing.T) {
 	url := storetest.PostgresURL(t)
 	a, b := newReplica(t, url), newReplica(t, url)
 	ctx := t.Context()
-	const id = sandbox.ID("sbx_held")
-	held := func(r *store.Replica, name string, want bool) {
+	const id = "sbx_held"
+	held := func(r *sqldb.Replica, name string, want bool) {
 		t.Helper()
 		got, err := r.HeldElsewhere(ctx, id)
 		if err != nil || got != want {
@@ -101,7 +94,7 @@ func TestReplicaHold(t *testing.T) {
 	held(b, "b after one release", true)
 
 	// a's session ends; a takes its hold again on its next call.
-	terminateHolder(t, url, store.LockSpaceHold, store.LockKey(string(id)))
+	terminateHolder(t, url, sqldb.LockSpaceHold, sqldb.LockKey(id))
 	if _, err := a.Lead(ctx); err == nil {
 		t.Fatal("a.Lead on an ended session = nil error, want the session's failure")
 	}
@@ -113,9 +106,9 @@ func TestReplicaHold(t *testing.T) {
 	held(b, "b after a release called twice", false)
 }
 
-func newReplica(t *testing.T, url string) *store.Replica {
+func newReplica(t *testing.T, url string) *sqldb.Replica {
 	t.Helper()
-	r, err := openStore(t, url).Replica(t.Context(), slog.New(slog.NewTextHandler(t.Output(), nil)))
+	r, err := openDB(t, url).Replica(t.Context(), slog.New(slog.NewTextHandler(t.Output(), nil)))
 	if err != nil {
 		t.Fatalf("Replica: %v", err)
 	}
@@ -140,4 +133,21 @@ func terminateHolder(t *testing.T, url string, space, key int32) {
 	if err != nil || n != 1 {
 		t.Fatalf("terminate the holder of lock (%d, %d): ended %d sessions, %v; want 1", space, key, n, err)
 	}
+}
+
+// noSchema is a migration set that makes nothing: a replica needs no
+// table of the store's.
+var noSchema = fstest.MapFS{
+	"migrations/postgres/00001_none.sql": {Data: []byte("-- +goose Up\nSELECT 1;\n")},
+}
+
+// openDB opens the database at url, closed when t ends.
+func openDB(t *testing.T, url string) *sqldb.DB {
+	t.Helper()
+	db, err := sqldb.Open(t.Context(), url, noSchema, time.Second)
+	if err != nil {
+		t.Fatalf("open %s: %v", url, err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
 }

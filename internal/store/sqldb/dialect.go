@@ -1,10 +1,8 @@
-package store
+package sqldb
 
 import (
 	"context"
 	"database/sql"
-	"embed"
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -12,24 +10,15 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
-	"modernc.org/sqlite"
-	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // Everything that depends on the database engine is in this file, in
-// postgres.go and in migrations/<dialect>/; the queries elsewhere are
-// shared.
+// postgres.go, and in the store's migrations/<dialect>/ and constraint.go;
+// the store's queries are shared.
 
-// migrations holds the schema of every dialect. Embedded files are
-// read-only, so this is data, not state.
-//
-//go:embed migrations/sqlite/*.sql migrations/postgres/*.sql
-var migrations embed.FS
-
-// dialect is the database engine a Store talks to.
+// dialect is the database engine a DB talks to.
 type dialect int
 
 const (
@@ -122,7 +111,7 @@ func sqlitePath(url string) (string, error) {
 // migrate brings the schema up to date; already applied migrations are
 // skipped. On PostgreSQL a session advisory lock keeps replicas that start
 // together from migrating at once.
-func migrate(ctx context.Context, db *sql.DB, d dialect) error {
+func migrate(ctx context.Context, db *sql.DB, migrations fs.FS, d dialect) error {
 	dir, gd := "migrations/sqlite", goose.DialectSQLite3
 	opts := []goose.ProviderOption{goose.WithDisableGlobalRegistry(true)}
 	if d == postgresDialect {
@@ -147,44 +136,4 @@ func migrate(ctx context.Context, db *sql.DB, d dialect) error {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	return nil
-}
-
-// constraint is the kind of integrity constraint a write broke.
-type constraint int
-
-const (
-	noConstraint constraint = iota
-	uniqueConstraint
-	foreignKeyConstraint
-)
-
-// PostgreSQL's SQLSTATE codes for the constraints constraintOf tells apart.
-const (
-	pgUniqueViolation     = "23505"
-	pgForeignKeyViolation = "23503"
-)
-
-// constraintOf tells which constraint err reports breaking, if any, in
-// either dialect.
-func constraintOf(err error) constraint {
-	if pe, ok := errors.AsType[*pgconn.PgError](err); ok {
-		switch pe.Code {
-		case pgUniqueViolation:
-			return uniqueConstraint
-		case pgForeignKeyViolation:
-			return foreignKeyConstraint
-		}
-		return noConstraint
-	}
-	e, ok := errors.AsType[*sqlite.Error](err)
-	if !ok {
-		return noConstraint
-	}
-	switch e.Code() {
-	case sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
-		return uniqueConstraint
-	case sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY:
-		return foreignKeyConstraint
-	}
-	return noConstraint
 }

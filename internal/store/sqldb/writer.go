@@ -1,4 +1,4 @@
-package store
+package sqldb
 
 import (
 	"container/list"
@@ -29,47 +29,27 @@ import (
 // database/sql hands a freed connection to a waiter at random and bounds
 // no wait but the context's.
 //
-// How long a write waits for its turn depends on what it is (turn).
+// How long a write waits for its turn depends on what it is (Turn).
 // PostgreSQL has no queue: it waits on its own row and advisory locks,
 // and replicas share it.
 
-// turn says how long a write may wait for the database.
-type turn int
+// Turn says how long a write may wait for the database.
+type Turn int
 
 const (
-	// bounded is a write that starts something new at a caller's
+	// Bounded is a write that starts something new at a caller's
 	// request (a sandbox, an organisation, a key, a setting): it waits
 	// at most the store's write wait for its turn (and as long again
 	// for another process's lock), then fails with overload.ErrBusy
 	// having written nothing, which the caller may send again.
-	bounded turn = iota
-	// patient is a write of what has happened or must follow (a state
+	Bounded Turn = iota
+	// Patient is a write of what has happened or must follow (a state
 	// change, a run's record, an audit event, a revocation, activity,
 	// the sweep's deletes, what an accepted create still writes): it
 	// waits as long as its context allows and is tried again while the
 	// database is busy, so load delays it and never drops it.
-	patient
+	Patient
 )
-
-// DefaultWriteWait is how long a bounded write waits for its turn unless
-// WithWriteWait says otherwise (BERTH_DATABASE_WRITE_WAIT). A write holds
-// the turn about a millisecond, so only a stall (another process holding
-// the file, a disk that stopped) makes a queue this long.
-const DefaultWriteWait = 5 * time.Second
-
-// Option changes how Open opens a store.
-type Option func(*Store)
-
-// WithWriteWait is how long a bounded write waits for its turn at an
-// SQLite database, and how long any write waits for another process's
-// lock on the file (busy_timeout), before it is overload.ErrBusy; d > 0.
-func WithWriteWait(d time.Duration) Option {
-	return func(s *Store) {
-		if d > 0 {
-			s.writeWait = d
-		}
-	}
-}
 
 // queue hands the one turn to write to callers in the order they asked.
 // The turn passes straight from the holder to the first in line, so none
@@ -138,14 +118,14 @@ func (q *queue) handOff() {
 	first.Value.(chan struct{}) <- struct{}{}
 }
 
-// inTx runs fn in a transaction in its turn (see turn), committing if it
+// InTx runs fn in a transaction in its turn (see Turn), committing if it
 // returns nil. On SQLite every transaction takes the write lock at BEGIN
 // (see dialect.go), so the reads fn makes cannot be invalidated before it
 // commits. A patient transaction may run fn more than once: fn touches
 // nothing but tx.
-func (s *Store) inTx(ctx context.Context, t turn, fn func(tx *sql.Tx) error) error {
-	return s.write(ctx, t, func() error {
-		tx, err := s.db.BeginTx(ctx, nil)
+func (d *DB) InTx(ctx context.Context, t Turn, fn func(tx *sql.Tx) error) error {
+	return d.write(ctx, t, func() error {
+		tx, err := d.BeginTx(ctx, nil)
 		if err != nil {
 			return fmt.Errorf("begin transaction: %w", err)
 		}
@@ -160,16 +140,16 @@ func (s *Store) inTx(ctx context.Context, t turn, fn func(tx *sql.Tx) error) err
 	})
 }
 
-// autocommit runs fn's writes on s.db, each its own transaction, in its
-// turn; like inTx's fn, a patient one's may run more than once.
-func (s *Store) autocommit(ctx context.Context, t turn, fn func(q queryer) error) error {
-	return s.write(ctx, t, func() error { return fn(s.db) })
+// Autocommit runs fn's writes on the database, each its own transaction,
+// in its turn; like InTx's fn, a patient one's may run more than once.
+func (d *DB) Autocommit(ctx context.Context, t Turn, fn func(q Queryer) error) error {
+	return d.write(ctx, t, func() error { return fn(d.DB) })
 }
 
-// exec runs one writing statement in its turn.
-func (s *Store) exec(ctx context.Context, t turn, query string, args ...any) (sql.Result, error) {
+// Write runs one writing statement in its turn.
+func (d *DB) Write(ctx context.Context, t Turn, query string, args ...any) (sql.Result, error) {
 	var res sql.Result
-	err := s.autocommit(ctx, t, func(q queryer) error {
+	err := d.Autocommit(ctx, t, func(q Queryer) error {
 		var err error
 		res, err = q.ExecContext(ctx, query, args...)
 		return err
@@ -178,28 +158,28 @@ func (s *Store) exec(ctx context.Context, t turn, query string, args ...any) (sq
 }
 
 // write runs fn holding the turn to write (SQLite), as t allows: a bounded
-// write that waits past the store's write wait, or meets another process's
+// write that waits past the database's write wait, or meets another process's
 // lock for as long, is overload.ErrBusy; a patient one waits and tries
 // again. On PostgreSQL fn runs at once.
-func (s *Store) write(ctx context.Context, t turn, fn func() error) error {
-	if s.writer == nil {
+func (d *DB) write(ctx context.Context, t Turn, fn func() error) error {
+	if d.writer == nil {
 		return fn()
 	}
 	for {
-		wait := s.writeWait
-		if t == patient {
+		wait := d.writeWait
+		if t == Patient {
 			wait = 0
 		}
-		if err := s.writer.acquire(ctx, wait); err != nil {
+		if err := d.writer.acquire(ctx, wait); err != nil {
 			return err
 		}
 		err := fn()
-		s.writer.release()
+		d.writer.release()
 		if !isBusy(err) {
 			return err
 		}
-		if t == bounded {
-			return fmt.Errorf("the database was locked by another process for %v: %w", s.writeWait, overload.ErrBusy)
+		if t == Bounded {
+			return fmt.Errorf("the database was locked by another process for %v: %w", d.writeWait, overload.ErrBusy)
 		}
 		if ctx.Err() != nil {
 			return err
