@@ -68,7 +68,8 @@ func TestImportDirection(t *testing.T) {
 		{"kelos", []string{module, "database/sql", "net/http"}},
 		{"modelserver", []string{module}},
 		{"githttp", []string{module + "store", module + "gateway", module + "client", module + "cli", module + "driver/", module + "sandbox", module + "account", "database/sql"}},
-		{"tunnel", []string{module}},
+		// fault is the one error vocabulary: a leaf every layer imports.
+		{"fault", []string{module}},
 		// openssh is what the CLI hands OpenSSH: pure, stdlib only.
 		{"openssh", []string{module, "database/sql", "net/http"}},
 		// server is the composition root: every adapter, but never the
@@ -120,6 +121,9 @@ func TestImportDirection(t *testing.T) {
 	}{
 		// api: the wire types berth-init shares with the gateway.
 		{"entrypoint", []string{"api", "review", "runner", "secret"}},
+		// tunnel is shared by the gateway and the client as api is: its
+		// refusal is a fault.UpgradeRequired.
+		{"tunnel", []string{"fault"}},
 	}
 	for _, r := range only {
 		t.Run(r.pkg, func(t *testing.T) {

@@ -117,14 +117,20 @@ func Field(field, format string, args ...any) error {
 	return &Error{Kind: Invalid, Field: field, Message: field + ": " + err.Error(), Err: errors.Unwrap(err)}
 }
 
-// Of returns the kind of err: its first *Error's, or a bare kind's; "" for
-// an error of no kind.
+// Of returns the kind of err: its first *Error's, else a bare kind's, else
+// the first kind an Is method of its own says it is; "" for an error of no
+// kind.
 func Of(err error) Kind {
 	if e, ok := errors.AsType[*Error](err); ok {
 		return e.Kind
 	}
 	if k, ok := errors.AsType[Kind](err); ok {
 		return k
+	}
+	for _, k := range Kinds {
+		if errors.Is(err, k) {
+			return k
+		}
 	}
 	return ""
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/guardrail"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
@@ -69,7 +70,7 @@ func TestPostgresReplicas(t *testing.T) {
 			switch {
 			case err == nil:
 				admitted++
-			case !errors.Is(err, guardrail.ErrExceeded):
+			case !errors.Is(err, fault.Exceeded):
 				t.Errorf("create %d: %v", i, err)
 			}
 		}

@@ -12,6 +12,7 @@ import (
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/overload"
 )
 
@@ -40,7 +41,7 @@ const (
 	// bounded is a write that starts something new at a caller's
 	// request (a sandbox, an organisation, a key, a setting): it waits
 	// at most the store's write wait for its turn (and as long again
-	// for another process's lock), then fails with overload.ErrBusy
+	// for another process's lock), then fails with fault.Busy
 	// having written nothing, which the caller may send again.
 	bounded turn = iota
 	// patient is a write of what has happened or must follow (a state
@@ -62,7 +63,7 @@ type Option func(*Store)
 
 // WithWriteWait is how long a bounded write waits for its turn at an
 // SQLite database, and how long any write waits for another process's
-// lock on the file (busy_timeout), before it is overload.ErrBusy; d > 0.
+// lock on the file (busy_timeout), before it is fault.Busy; d > 0.
 func WithWriteWait(d time.Duration) Option {
 	return func(s *Store) {
 		if d > 0 {
@@ -81,7 +82,7 @@ type queue struct {
 }
 
 // acquire waits for the turn, at most wait when wait > 0, and as long as
-// ctx allows. It returns nil holding the turn, overload.ErrBusy when the
+// ctx allows. It returns nil holding the turn, fault.Busy when the
 // wait ran out, or ctx's error.
 func (q *queue) acquire(ctx context.Context, wait time.Duration) error {
 	q.mu.Lock()
@@ -104,7 +105,7 @@ func (q *queue) acquire(ctx context.Context, wait time.Duration) error {
 	case <-ch:
 		return nil
 	case <-expired:
-		err = fmt.Errorf("no turn to write to the database within %v: %w", wait, overload.ErrBusy)
+		err = &fault.Error{Kind: fault.Busy, RetryAfter: overload.RetryAfter, Message: fmt.Sprintf("no turn to write to the database within %v", wait)}
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
@@ -179,7 +180,7 @@ func (s *Store) exec(ctx context.Context, t turn, query string, args ...any) (sq
 
 // write runs fn holding the turn to write (SQLite), as t allows: a bounded
 // write that waits past the store's write wait, or meets another process's
-// lock for as long, is overload.ErrBusy; a patient one waits and tries
+// lock for as long, is fault.Busy; a patient one waits and tries
 // again. On PostgreSQL fn runs at once.
 func (s *Store) write(ctx context.Context, t turn, fn func() error) error {
 	if s.writer == nil {
@@ -199,7 +200,7 @@ func (s *Store) write(ctx context.Context, t turn, fn func() error) error {
 			return err
 		}
 		if t == bounded {
-			return fmt.Errorf("the database was locked by another process for %v: %w", s.writeWait, overload.ErrBusy)
+			return &fault.Error{Kind: fault.Busy, RetryAfter: overload.RetryAfter, Message: fmt.Sprintf("the database was locked by another process for %v", s.writeWait)}
 		}
 		if ctx.Err() != nil {
 			return err
