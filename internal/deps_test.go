@@ -73,7 +73,8 @@ func TestImportDirection(t *testing.T) {
 		{"kelos", []string{module, "database/sql", "net/http"}},
 		{"modelserver", []string{module}},
 		{"githttp", []string{module + "store", module + "gateway", module + "client", module + "cli", module + "driver/", module + "sandbox", module + "account", "database/sql"}},
-		{"tunnel", []string{module}},
+		// fault is the one error vocabulary: a leaf every layer imports.
+		{"fault", []string{module}},
 		// openssh is what the CLI hands OpenSSH: pure, stdlib only.
 		{"openssh", []string{module, "database/sql", "net/http"}},
 		// server is the composition root: every adapter, but never the
@@ -82,8 +83,8 @@ func TestImportDirection(t *testing.T) {
 		{"store", []string{module + "gateway", module + "client", module + "cli", module + "driver/"}},
 		// sqldb is the store's floor: the connection, the migrations'
 		// runner, the writers' turns and the advisory locks; no concept of
-		// ours (the tables and queries are the store's), overload's ErrBusy
-		// alone.
+		// ours (the tables and queries are the store's); a write refused
+		// is fault.Busy with overload's Retry-After.
 		{"store/sqldb", append([]string{"account", "sandbox", "class", "guardrail", "agentrun", "repository", "inference", "usage",
 			"audit", "paging", "forge", "net/http", "k8s.io/"}, adapters...)},
 		// The podman driver runs the podman binary: no HTTP, no database, no
@@ -131,6 +132,9 @@ func TestImportDirection(t *testing.T) {
 	}{
 		// api: the wire types berth-init shares with the gateway.
 		{"entrypoint", []string{"api", "review", "runner", "secret"}},
+		// tunnel is shared by the gateway and the client as api is: its
+		// refusal is a fault.UpgradeRequired.
+		{"tunnel", []string{"fault"}},
 	}
 	for _, r := range only {
 		t.Run(r.pkg, func(t *testing.T) {

@@ -6,39 +6,13 @@ package account
 
 import (
 	"crypto/rand"
-	"errors"
-	"fmt"
 	"regexp"
 	"strings"
 	"time"
 
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/name"
 )
-
-// Errors the account service returns; the gateway maps them to HTTP.
-var (
-	ErrNotFound        = errors.New("not found")
-	ErrConflict        = errors.New("already exists")
-	ErrForbidden       = errors.New("forbidden")
-	ErrUnauthenticated = errors.New("unauthenticated")
-	ErrInvalid         = errors.New("invalid")
-)
-
-// InvalidError is bad input, naming the field at fault.
-type InvalidError struct {
-	Field  string
-	Reason string
-}
-
-func (e *InvalidError) Error() string { return e.Field + ": " + e.Reason }
-
-// Is makes errors.Is(err, ErrInvalid) true for every InvalidError.
-func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
-
-// Invalid returns an *InvalidError for field.
-func Invalid(field, format string, args ...any) error {
-	return &InvalidError{Field: field, Reason: fmt.Sprintf(format, args...)}
-}
 
 // Role is what a user may do. Operators act across the deployment;
 // administrators across their organisation; members on their own things.
@@ -59,7 +33,7 @@ func ParseRole(s string) (Role, error) {
 	case "":
 		return RoleMember, nil
 	}
-	return "", Invalid("role", "%q is not a role (operator, admin or member)", s)
+	return "", fault.Field("role", "%q is not a role (operator, admin or member)", s)
 }
 
 // Organisation is a tenant.
@@ -93,7 +67,7 @@ type User struct {
 // (package name has the rule), naming field when it is not.
 func CheckName(field, s string) error {
 	if err := name.Check(s); err != nil {
-		return Invalid(field, "%v", err)
+		return fault.Field(field, "%v", err)
 	}
 	return nil
 }
@@ -103,7 +77,7 @@ var userNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._@+-]{0,63}$`)
 // CheckUserName accepts a login or an email address.
 func CheckUserName(s string) error {
 	if !userNameRE.MatchString(s) {
-		return Invalid("name", "%q must be 1-64 lowercase letters, digits and . _ @ + -", s)
+		return fault.Field("name", "%q must be 1-64 lowercase letters, digits and . _ @ + -", s)
 	}
 	return nil
 }
@@ -119,11 +93,11 @@ const (
 // than limit bytes or holding a control character.
 func CheckText(field, s string, limit int) error {
 	if len(s) > limit {
-		return Invalid(field, "is %d bytes; at most %d", len(s), limit)
+		return fault.Field(field, "is %d bytes; at most %d", len(s), limit)
 	}
 	for _, c := range s {
 		if c < 0x20 || c == 0x7f {
-			return Invalid(field, "holds a control character")
+			return fault.Field(field, "holds a control character")
 		}
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/fault"
 )
 
 // Invite issues a one-time invitation for a user of an organisation p
@@ -24,20 +25,20 @@ func (s *Service) Invite(ctx context.Context, p Principal, orgRef, userRef strin
 		return NewInvitationResult{}, err
 	}
 	if !p.IsAdminOf(org.ID) {
-		return NewInvitationResult{}, fmt.Errorf("invite: only an administrator of %s may: %w", org.Name, ErrForbidden)
+		return NewInvitationResult{}, fault.Errorf(fault.Forbidden, "invite: only an administrator of %s may", org.Name)
 	}
 	u, err := s.store.FindUser(ctx, org.ID, userRef)
 	if err != nil {
 		return NewInvitationResult{}, err // the store names the user
 	}
 	if !p.CanHandleKeysOf(u) {
-		return NewInvitationResult{}, fmt.Errorf("user %s: %w", userRef, ErrNotFound)
+		return NewInvitationResult{}, fault.Errorf(fault.NotFound, "user %s", userRef)
 	}
 	if ttl == 0 {
 		ttl = DefaultInvitationTTL
 	}
 	if ttl < MinInvitationTTL || ttl > MaxInvitationTTL {
-		return NewInvitationResult{}, Invalid("ttl", "%s is outside %s to %s", ttl, MinInvitationTTL, MaxInvitationTTL)
+		return NewInvitationResult{}, fault.Field("ttl", "%s is outside %s to %s", ttl, MinInvitationTTL, MaxInvitationTTL)
 	}
 	now := s.now()
 	inv, secret := NewInvitation(u.ID, p.User.ID, p.IsOperator(), now, now.Add(ttl))
@@ -47,9 +48,9 @@ func (s *Service) Invite(ctx context.Context, p Principal, orgRef, userRef strin
 	}
 	err = s.store.CreateInvitation(ctx, inv,
 		audit.Event{At: now, Org: u.Org, Actor: p.User.ID, Action: audit.InvitationCreate, Target: u.Name, Detail: detail})
-	if errors.Is(err, ErrConflict) && !inv.Recovery {
-		return NewInvitationResult{}, fmt.Errorf("invite: %s has signed in before (a key of theirs exists), so only %s or an operator "+
-			"mints their keys; an operator can send a recovery invitation: %w", u.Name, u.Name, ErrForbidden)
+	if errors.Is(err, fault.Conflict) && !inv.Recovery {
+		return NewInvitationResult{}, fault.Errorf(fault.Forbidden, "invite: %s has signed in before (a key of theirs exists), so only %s or an operator "+
+			"mints their keys; an operator can send a recovery invitation", u.Name, u.Name)
 	}
 	if err != nil {
 		return NewInvitationResult{}, fmt.Errorf("invite: %w", err)
@@ -62,8 +63,8 @@ func (s *Service) Invite(ctx context.Context, p Principal, orgRef, userRef strin
 // from is the client's address, for the audit log.
 //
 // An invitation that is not berth's, unknown, or whose secret is wrong is
-// ErrUnauthenticated, saying nothing more. One that was already used,
-// replaced or has expired is ErrConflict saying so and when: the person
+// fault.Unauthenticated, saying nothing more. One that was already used,
+// replaced or has expired is fault.Conflict saying so and when: the person
 // it was meant for learns at once that someone else may hold a key as
 // them. Every refusal of a known invitation is in the audit log.
 func (s *Service) Redeem(ctx context.Context, token, keyName, from string) (Enrollment, error) {
@@ -72,11 +73,11 @@ func (s *Service) Redeem(ctx context.Context, token, keyName, from string) (Enro
 	}
 	id, secret, ok := ParseInvitation(token)
 	if !ok {
-		return Enrollment{}, fmt.Errorf("not a berth invitation: %w", ErrUnauthenticated)
+		return Enrollment{}, fault.Errorf(fault.Unauthenticated, "not a berth invitation")
 	}
-	unknown := fmt.Errorf("unknown invitation: %w", ErrUnauthenticated)
+	unknown := fault.Errorf(fault.Unauthenticated, "unknown invitation")
 	inv, err := s.store.GetInvitation(ctx, id)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, fault.NotFound) {
 		return Enrollment{}, unknown
 	}
 	if err != nil {
@@ -107,7 +108,7 @@ func (s *Service) Redeem(ctx context.Context, token, keyName, from string) (Enro
 			Detail: fmt.Sprintf("used from %s for %s's key %s", from, u.Name, k.ID)},
 		audit.Event{At: now, Org: u.Org, Actor: u.ID, Action: audit.KeyCreate, Target: k.ID,
 			Detail: keyDetail(u, k) + ", by invitation " + inv.ID})
-	if errors.Is(err, ErrConflict) {
+	if errors.Is(err, fault.Conflict) {
 		// Something came first: another use, a newer invitation, or a key.
 		if again, gerr := s.store.GetInvitation(ctx, inv.ID); gerr == nil {
 			inv = again
@@ -115,8 +116,8 @@ func (s *Service) Redeem(ctx context.Context, token, keyName, from string) (Enro
 		if detail, err := unusable(inv, u, now); err != nil {
 			return refuse(detail, err)
 		}
-		return refuse("its user has a key already", fmt.Errorf("invitation %s: %s has a key already, and only %s or an operator "+
-			"mints their keys now: ask your administrator: %w", inv.ID, u.Name, u.Name, ErrConflict))
+		return refuse("its user has a key already", fault.Errorf(fault.Conflict, "invitation %s: %s has a key already, and only %s or an operator "+
+			"mints their keys now: ask your administrator", inv.ID, u.Name, u.Name))
 	}
 	if err != nil {
 		return Enrollment{}, fmt.Errorf("redeem invitation: %w", err)
@@ -138,18 +139,18 @@ func unusable(inv Invitation, u User, now time.Time) (detail string, err error) 
 	switch {
 	case !inv.RedeemedAt.IsZero():
 		return fmt.Sprintf("already used at %s from %s", inv.RedeemedAt.UTC().Format(time.RFC3339), inv.RedeemedFrom),
-			fmt.Errorf("invitation %s was already used, on %s. If that was not you, someone else may hold a key as %s: "+
-				"tell your administrator now (they can revoke that key; an operator can send you a new invitation): %w",
-				inv.ID, stamp(inv.RedeemedAt), u.Name, ErrConflict)
+			fault.Errorf(fault.Conflict, "invitation %s was already used, on %s. If that was not you, someone else may hold a key as %s: "+
+				"tell your administrator now (they can revoke that key; an operator can send you a new invitation)",
+				inv.ID, stamp(inv.RedeemedAt), u.Name)
 	case !inv.ReplacedAt.IsZero():
 		return "replaced by a newer invitation at " + inv.ReplacedAt.UTC().Format(time.RFC3339),
-			fmt.Errorf("invitation %s was replaced by a newer one on %s: use the newest you were sent, or ask your administrator: %w",
-				inv.ID, stamp(inv.ReplacedAt), ErrConflict)
+			fault.Errorf(fault.Conflict, "invitation %s was replaced by a newer one on %s: use the newest you were sent, or ask your administrator",
+				inv.ID, stamp(inv.ReplacedAt))
 	case !now.Before(inv.ExpiresAt):
 		return "expired at " + inv.ExpiresAt.UTC().Format(time.RFC3339),
-			fmt.Errorf("invitation %s expired on %s: ask your administrator for a new one: %w", inv.ID, stamp(inv.ExpiresAt), ErrConflict)
+			fault.Errorf(fault.Conflict, "invitation %s expired on %s: ask your administrator for a new one", inv.ID, stamp(inv.ExpiresAt))
 	case u.Disabled:
-		return u.Name + " is disabled", fmt.Errorf("invitation %s: %s is disabled: ask your administrator: %w", inv.ID, u.Name, ErrConflict)
+		return u.Name + " is disabled", fault.Errorf(fault.Conflict, "invitation %s: %s is disabled: ask your administrator", inv.ID, u.Name)
 	}
 	return "", nil
 }

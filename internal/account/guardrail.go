@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/guardrail"
 )
 
@@ -37,10 +38,10 @@ func (s *Service) SetGuardrail(ctx context.Context, p Principal, orgRef, project
 		return err
 	}
 	if !p.IsAdminOf(org) {
-		return fmt.Errorf("set guardrail: only an administrator may: %w", ErrForbidden)
+		return fault.Errorf(fault.Forbidden, "set guardrail: only an administrator may")
 	}
 	if err := g.Validate(); err != nil {
-		return &InvalidError{Field: "guardrail", Reason: err.Error()}
+		return fault.Field("guardrail", "%v", err)
 	}
 	if prj == "" && !p.IsOperator() {
 		old, err := s.guardrails.GetGuardrail(ctx, org, "")
@@ -48,7 +49,7 @@ func (s *Service) SetGuardrail(ctx context.Context, p Principal, orgRef, project
 			return fmt.Errorf("set guardrail: %w", err)
 		}
 		if !sameList(old.AllowedRepos, g.AllowedRepos) {
-			return fmt.Errorf("set guardrail: an organisation's allowed_repos is set by an operator: %w", ErrForbidden)
+			return fault.Errorf(fault.Forbidden, "set guardrail: an organisation's allowed_repos is set by an operator")
 		}
 	}
 	target := "organisation"

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/secret"
 )
@@ -17,7 +18,7 @@ import (
 // deployment, projects and users within their organisation.
 type Store interface {
 	// Bootstrap writes the first organisation, project, operator and key in
-	// one transaction, failing with ErrConflict when any organisation exists.
+	// one transaction, failing with fault.Conflict when any organisation exists.
 	// Every write below that takes events appends them to the audit log in
 	// the transaction of its change (SPEC S17: the log never misses one).
 	Bootstrap(ctx context.Context, org Organisation, project Project, user User, key Key, events ...audit.Event) error
@@ -43,14 +44,14 @@ type Store interface {
 	// CreateInvitation writes inv and marks the user's earlier unused
 	// invitations replaced at inv.CreatedAt, in one transaction. Unless inv
 	// is a recovery invitation, a user who has ever had a key is
-	// ErrConflict (checked in that transaction).
+	// fault.Conflict (checked in that transaction).
 	CreateInvitation(ctx context.Context, inv Invitation, events ...audit.Event) error
 	GetInvitation(ctx context.Context, id string) (Invitation, error)
 	// RedeemInvitation marks invitation id used at at from the address
 	// from and writes k, in one transaction, if the invitation is still
 	// usable then: not used, not replaced, not expired, and (unless it is
 	// a recovery invitation) its user has never had a key. Otherwise it is
-	// ErrConflict and nothing is written.
+	// fault.Conflict and nothing is written.
 	RedeemInvitation(ctx context.Context, id string, at time.Time, from string, k Key, events ...audit.Event) error
 }
 
@@ -123,8 +124,8 @@ func (s *Service) Bootstrap(ctx context.Context, orgName, projectName, userName 
 		events[i].At, events[i].Org = now, org.ID
 	}
 	if err := s.store.Bootstrap(ctx, org, prj, usr, key, events...); err != nil {
-		if errors.Is(err, ErrConflict) {
-			return Organisation{}, Project{}, User{}, NewKeyResult{}, fmt.Errorf("bootstrap: the deployment already has an organisation: %w", ErrConflict)
+		if errors.Is(err, fault.Conflict) {
+			return Organisation{}, Project{}, User{}, NewKeyResult{}, fault.Errorf(fault.Conflict, "bootstrap: the deployment already has an organisation")
 		}
 		return Organisation{}, Project{}, User{}, NewKeyResult{}, fmt.Errorf("bootstrap: %w", err)
 	}
@@ -141,15 +142,15 @@ type NewKeyResult struct {
 }
 
 // Authenticate finds the caller a presented secret belongs to. Every way it
-// can fail is ErrUnauthenticated, so a caller learns nothing about keys.
+// can fail is fault.Unauthenticated, so a caller learns nothing about keys.
 func (s *Service) Authenticate(ctx context.Context, token string) (Principal, error) {
 	id, secret, ok := ParseSecret(token)
 	if !ok {
-		return Principal{}, fmt.Errorf("not a berth key: %w", ErrUnauthenticated)
+		return Principal{}, fault.Errorf(fault.Unauthenticated, "not a berth key")
 	}
 	k, err := s.store.GetKey(ctx, id)
-	if errors.Is(err, ErrNotFound) || (err == nil && (!k.Matches(secret) || !k.Live(s.now()))) {
-		return Principal{}, fmt.Errorf("unknown, revoked or expired key: %w", ErrUnauthenticated)
+	if errors.Is(err, fault.NotFound) || (err == nil && (!k.Matches(secret) || !k.Live(s.now()))) {
+		return Principal{}, fault.Errorf(fault.Unauthenticated, "unknown, revoked or expired key")
 	}
 	if err != nil {
 		return Principal{}, fmt.Errorf("authenticate: %w", err)
@@ -159,7 +160,7 @@ func (s *Service) Authenticate(ctx context.Context, token string) (Principal, er
 		return Principal{}, fmt.Errorf("authenticate: key %s: %w", k.ID, err)
 	}
 	if u.Disabled {
-		return Principal{}, fmt.Errorf("the key's user is disabled: %w", ErrUnauthenticated)
+		return Principal{}, fault.Errorf(fault.Unauthenticated, "the key's user is disabled")
 	}
 	return Principal{User: u, KeyID: k.ID, Sandbox: k.Sandbox, Project: k.Project}, nil
 }
@@ -168,7 +169,7 @@ func (s *Service) Authenticate(ctx context.Context, token string) (Principal, er
 // Operators only.
 func (s *Service) CreateOrganisation(ctx context.Context, p Principal, name, project string) (Organisation, Project, error) {
 	if !p.IsOperator() {
-		return Organisation{}, Project{}, fmt.Errorf("create organisation: only an operator may: %w", ErrForbidden)
+		return Organisation{}, Project{}, fault.Errorf(fault.Forbidden, "create organisation: only an operator may")
 	}
 	if project == "" {
 		project = "default"
@@ -231,7 +232,7 @@ func (s *Service) Organisation(ctx context.Context, p Principal, ref string) (Or
 		return Organisation{}, err // the store names the organisation
 	}
 	if !p.InOrg(org.ID) {
-		return Organisation{}, fmt.Errorf("organisation %s: %w", ref, ErrNotFound)
+		return Organisation{}, fault.Errorf(fault.NotFound, "organisation %s", ref)
 	}
 	return org, nil
 }
@@ -243,7 +244,7 @@ func (s *Service) CreateProject(ctx context.Context, p Principal, orgRef, name s
 		return Project{}, err
 	}
 	if !p.IsAdminOf(org.ID) {
-		return Project{}, fmt.Errorf("create project: only an administrator of %s may: %w", org.Name, ErrForbidden)
+		return Project{}, fault.Errorf(fault.Forbidden, "create project: only an administrator of %s may", org.Name)
 	}
 	if err := CheckName("name", name); err != nil {
 		return Project{}, err
@@ -274,7 +275,7 @@ func (s *Service) Project(ctx context.Context, org, ref string) (Project, error)
 		return Project{}, err // the store names the project
 	}
 	if prj.Org != org {
-		return Project{}, fmt.Errorf("project %s: %w", ref, ErrNotFound)
+		return Project{}, fault.Errorf(fault.NotFound, "project %s", ref)
 	}
 	return prj, nil
 }
@@ -286,7 +287,7 @@ func (s *Service) DefaultProject(ctx context.Context, org string) (Project, erro
 		return Project{}, err
 	}
 	if len(prjs) == 0 {
-		return Project{}, fmt.Errorf("organisation %s has no project: %w", org, ErrNotFound)
+		return Project{}, fault.Errorf(fault.NotFound, "organisation %s has no project", org)
 	}
 	return prjs[0], nil
 }
@@ -299,10 +300,10 @@ func (s *Service) CreateUser(ctx context.Context, p Principal, orgRef, name, ema
 		return User{}, err
 	}
 	if !p.IsAdminOf(org.ID) {
-		return User{}, fmt.Errorf("create user: only an administrator of %s may: %w", org.Name, ErrForbidden)
+		return User{}, fault.Errorf(fault.Forbidden, "create user: only an administrator of %s may", org.Name)
 	}
 	if role == RoleOperator && !p.IsOperator() {
-		return User{}, fmt.Errorf("create user: only an operator may make an operator: %w", ErrForbidden)
+		return User{}, fault.Errorf(fault.Forbidden, "create user: only an operator may make an operator")
 	}
 	if err := CheckUserName(name); err != nil {
 		return User{}, err
@@ -340,14 +341,14 @@ func (s *Service) keyUser(ctx context.Context, p Principal, ref string) (User, e
 		return p.User, nil
 	}
 	u, err := s.store.FindUser(ctx, p.User.Org, ref)
-	if errors.Is(err, ErrNotFound) && p.IsOperator() {
+	if errors.Is(err, fault.NotFound) && p.IsOperator() {
 		u, err = s.store.GetUser(ctx, ref)
 	}
 	if err != nil {
 		return User{}, err // the store names the user
 	}
 	if !p.CanHandleKeysOf(u) {
-		return User{}, fmt.Errorf("user %s: %w", ref, ErrNotFound)
+		return User{}, fault.Errorf(fault.NotFound, "user %s", ref)
 	}
 	return u, nil
 }
@@ -364,8 +365,8 @@ func (s *Service) CreateKey(ctx context.Context, p Principal, userRef, name stri
 		return NewKeyResult{}, err
 	}
 	if !p.CanMintKeyFor(u) {
-		return NewKeyResult{}, fmt.Errorf("create key: a key of %s is theirs alone: only %s or an operator mints one "+
-			"(a user who has never signed in gets an invitation: berth user invite %s): %w", u.Name, u.Name, u.Name, ErrForbidden)
+		return NewKeyResult{}, fault.Errorf(fault.Forbidden, "create key: a key of %s is theirs alone: only %s or an operator mints one "+
+			"(a user who has never signed in gets an invitation: berth user invite %s)", u.Name, u.Name, u.Name)
 	}
 	k, secret := NewKey(u.ID, name, s.now())
 	e := audit.Event{At: k.CreatedAt, Org: u.Org, Actor: p.User.ID, Action: audit.KeyCreate, Target: k.ID, Detail: keyDetail(u, k)}
@@ -398,7 +399,7 @@ func (s *Service) RevokeKey(ctx context.Context, p Principal, id string) error {
 		return fmt.Errorf("revoke: %w", err)
 	}
 	if !p.CanHandleKeysOf(u) {
-		return fmt.Errorf("revoke: key %s: %w", id, ErrNotFound)
+		return fault.Errorf(fault.NotFound, "revoke: key %s", id)
 	}
 	// Revoking a revoked key changes nothing, and records nothing.
 	now := s.now()
@@ -419,7 +420,7 @@ func (s *Service) SetDisabled(ctx context.Context, p Principal, orgRef, userRef 
 		return User{}, err
 	}
 	if !p.IsAdminOf(org.ID) {
-		return User{}, fmt.Errorf("disable user: only an administrator of %s may: %w", org.Name, ErrForbidden)
+		return User{}, fault.Errorf(fault.Forbidden, "disable user: only an administrator of %s may", org.Name)
 	}
 	u, err := s.store.FindUser(ctx, org.ID, userRef)
 	if err != nil {
@@ -427,9 +428,9 @@ func (s *Service) SetDisabled(ctx context.Context, p Principal, orgRef, userRef 
 	}
 	switch {
 	case u.ID == p.User.ID:
-		return User{}, fmt.Errorf("disable user: you cannot disable yourself: %w", ErrForbidden)
+		return User{}, fault.Errorf(fault.Forbidden, "disable user: you cannot disable yourself")
 	case u.Role == RoleOperator && !p.IsOperator():
-		return User{}, fmt.Errorf("disable user: only an operator may disable an operator: %w", ErrForbidden)
+		return User{}, fault.Errorf(fault.Forbidden, "disable user: only an operator may disable an operator")
 	}
 	if err := s.store.SetUserDisabled(ctx, u.ID, disabled); err != nil {
 		return User{}, fmt.Errorf("disable user: %w", err)

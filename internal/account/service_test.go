@@ -13,6 +13,7 @@ import (
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/fakeclock"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/secret"
 	"berth.dev/berth/internal/store"
@@ -122,17 +123,17 @@ func TestOperatorsKeysDoNotExistBelowOperator(t *testing.T) {
 	}{{"administrator", e.ada}, {"member", e.alice}} {
 		for _, ref := range []string{"ops", e.ops.User.ID} {
 			_, err := e.accounts.CreateKey(ctx, who.p, ref, "stolen")
-			wantIs(t, who.name+": CreateKey("+ref+")", err, account.ErrNotFound)
+			wantIs(t, who.name+": CreateKey("+ref+")", err, fault.NotFound)
 			_, _, err = e.accounts.Keys(ctx, who.p, ref, paging.Request{})
-			wantIs(t, who.name+": Keys("+ref+")", err, account.ErrNotFound)
+			wantIs(t, who.name+": Keys("+ref+")", err, fault.NotFound)
 			_, err = e.accounts.Invite(ctx, who.p, "", ref, 0)
 			if who.p.User.Role == account.RoleAdmin {
-				wantIs(t, who.name+": Invite("+ref+")", err, account.ErrNotFound)
+				wantIs(t, who.name+": Invite("+ref+")", err, fault.NotFound)
 			} else if err == nil {
 				t.Errorf("%s: Invite(%s) succeeded", who.name, ref)
 			}
 		}
-		wantIs(t, who.name+": RevokeKey(the operator's)", e.accounts.RevokeKey(ctx, who.p, e.opsKey), account.ErrNotFound)
+		wantIs(t, who.name+": RevokeKey(the operator's)", e.accounts.RevokeKey(ctx, who.p, e.opsKey), fault.NotFound)
 	}
 	keys, _, err := e.accounts.Keys(ctx, e.ops, "", paging.Request{})
 	if err != nil || len(keys) != 1 || !keys[0].RevokedAt.IsZero() {
@@ -149,12 +150,12 @@ func TestAKeyIsMintedOnlyByItsUserOrAnOperator(t *testing.T) {
 	carol := e.person(t, "acme", "carol", account.RoleAdmin)
 	for _, ref := range []string{"alice", e.alice.User.ID, "carol", carol.User.ID, "dan"} {
 		_, err := e.accounts.CreateKey(ctx, e.ada, ref, "")
-		wantIs(t, "administrator: CreateKey("+ref+")", err, account.ErrForbidden)
+		wantIs(t, "administrator: CreateKey("+ref+")", err, fault.Forbidden)
 	}
 	_, err := e.accounts.CreateKey(ctx, e.olga, "alice", "")
-	wantIs(t, "another organisation's administrator: CreateKey(alice)", err, account.ErrNotFound)
+	wantIs(t, "another organisation's administrator: CreateKey(alice)", err, fault.NotFound)
 	_, err = e.accounts.CreateKey(ctx, e.alice, "carol", "")
-	wantIs(t, "member: CreateKey(another's)", err, account.ErrNotFound)
+	wantIs(t, "member: CreateKey(another's)", err, fault.NotFound)
 	if keys, _, _ := e.accounts.Keys(ctx, e.ops, e.dan.ID, paging.Request{}); len(keys) != 0 {
 		t.Fatalf("refused mints left keys for dan: %+v", keys)
 	}
@@ -190,7 +191,7 @@ func TestInvitationIsUsedOnce(t *testing.T) {
 	if want := e.clock.Now().Add(72 * time.Hour); !inv.Invitation.ExpiresAt.Equal(want) || inv.Invitation.Recovery {
 		t.Errorf("invitation expires %v (recovery %v), want %v and not recovery", inv.Invitation.ExpiresAt, inv.Invitation.Recovery, want)
 	}
-	if _, err := e.accounts.Authenticate(ctx, inv.Secret.Reveal()); !errors.Is(err, account.ErrUnauthenticated) {
+	if _, err := e.accounts.Authenticate(ctx, inv.Secret.Reveal()); !errors.Is(err, fault.Unauthenticated) {
 		t.Errorf("the invitation authenticates as a key: %v", err)
 	}
 	first := e.clock.Now()
@@ -204,7 +205,7 @@ func TestInvitationIsUsedOnce(t *testing.T) {
 
 	e.clock.Advance(time.Hour)
 	_, err = e.accounts.Redeem(ctx, inv.Secret.Reveal(), "", "198.51.100.20")
-	wantIs(t, "Redeem(again)", err, account.ErrConflict)
+	wantIs(t, "Redeem(again)", err, fault.Conflict)
 	if err != nil {
 		for _, words := range []string{"already used", first.Format("2006-01-02 15:04:05"), "administrator"} {
 			if !strings.Contains(err.Error(), words) {
@@ -235,14 +236,14 @@ func TestInvitationRefusals(t *testing.T) {
 	ctx := t.Context()
 	for _, token := range []string{"", "berth_inv_x", "berth_0123456789abcdef_secret"} {
 		_, err := e.accounts.Redeem(ctx, token, "", "192.0.2.1")
-		wantIs(t, "Redeem("+token+")", err, account.ErrUnauthenticated)
+		wantIs(t, "Redeem("+token+")", err, fault.Unauthenticated)
 	}
 	inv, err := e.accounts.Invite(ctx, e.ada, "", "dan", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = e.accounts.Redeem(ctx, inv.Secret.Reveal()+"x", "", "192.0.2.2")
-	wantIs(t, "Redeem(wrong secret)", err, account.ErrUnauthenticated)
+	wantIs(t, "Redeem(wrong secret)", err, fault.Unauthenticated)
 	if ev := e.redemptions(t); len(ev) != 1 || ev[0].Outcome != audit.Refused || !strings.Contains(ev[0].Detail, "wrong secret") {
 		t.Errorf("the wrong secret on record = %+v, want one refused redemption saying so", ev)
 	}
@@ -252,7 +253,7 @@ func TestInvitationRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = e.accounts.Redeem(ctx, inv.Secret.Reveal(), "", "192.0.2.3")
-	wantIs(t, "Redeem(disabled user)", err, account.ErrConflict)
+	wantIs(t, "Redeem(disabled user)", err, fault.Conflict)
 	if _, err := e.accounts.SetDisabled(ctx, e.ada, "", "dan", false); err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +264,7 @@ func TestInvitationRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = e.accounts.Redeem(ctx, inv.Secret.Reveal(), "", "192.0.2.4")
-	wantIs(t, "Redeem(replaced)", err, account.ErrConflict)
+	wantIs(t, "Redeem(replaced)", err, fault.Conflict)
 	if err != nil && !strings.Contains(err.Error(), "replaced") {
 		t.Errorf("Redeem(replaced) = %q, want it to say replaced", err)
 	}
@@ -271,7 +272,7 @@ func TestInvitationRefusals(t *testing.T) {
 	// Expired: at its expiry, not a moment later.
 	e.clock.Advance(72 * time.Hour)
 	_, err = e.accounts.Redeem(ctx, newer.Secret.Reveal(), "", "192.0.2.5")
-	wantIs(t, "Redeem(expired)", err, account.ErrConflict)
+	wantIs(t, "Redeem(expired)", err, fault.Conflict)
 	if err != nil && !strings.Contains(err.Error(), "expired") {
 		t.Errorf("Redeem(expired) = %q, want it to say expired", err)
 	}
@@ -282,7 +283,7 @@ func TestInvitationRefusals(t *testing.T) {
 	// A life is bounded: 5m to 7d.
 	for _, ttl := range []time.Duration{time.Minute, 8 * 24 * time.Hour} {
 		_, err := e.accounts.Invite(ctx, e.ada, "", "dan", ttl)
-		wantIs(t, "Invite(ttl "+ttl.String()+")", err, account.ErrInvalid)
+		wantIs(t, "Invite(ttl "+ttl.String()+")", err, fault.Invalid)
 	}
 	short, err := e.accounts.Invite(ctx, e.ada, "", "dan", time.Hour)
 	if err != nil || !short.Invitation.ExpiresAt.Equal(e.clock.Now().Add(time.Hour)) {
@@ -337,7 +338,7 @@ func TestReinvitingAnEnrolledUser(t *testing.T) {
 	}
 	for _, ref := range []string{"dan", "alice", "ada"} {
 		_, err := e.accounts.Invite(ctx, e.ada, "", ref, 0)
-		wantIs(t, "administrator: Invite("+ref+", who has a key)", err, account.ErrForbidden)
+		wantIs(t, "administrator: Invite("+ref+", who has a key)", err, fault.Forbidden)
 	}
 	keys, _, _ := e.accounts.Keys(ctx, e.ada, "dan", paging.Request{})
 	for _, k := range keys {
@@ -346,11 +347,11 @@ func TestReinvitingAnEnrolledUser(t *testing.T) {
 		}
 	}
 	_, err = e.accounts.Invite(ctx, e.ada, "", "dan", 0)
-	wantIs(t, "administrator: Invite(dan, every key revoked)", err, account.ErrForbidden)
+	wantIs(t, "administrator: Invite(dan, every key revoked)", err, fault.Forbidden)
 	_, err = e.accounts.Invite(ctx, e.olga, "acme", "dan", 0)
-	wantIs(t, "another organisation's administrator: Invite(dan)", err, account.ErrNotFound)
+	wantIs(t, "another organisation's administrator: Invite(dan)", err, fault.NotFound)
 	_, err = e.accounts.Invite(ctx, e.alice, "", "dan", 0)
-	wantIs(t, "member: Invite(dan)", err, account.ErrForbidden)
+	wantIs(t, "member: Invite(dan)", err, fault.Forbidden)
 
 	// The operator's recovery invitation: alice, who has a key, gets another.
 	rec, err := e.accounts.Invite(ctx, e.ops, "acme", "alice", 0)

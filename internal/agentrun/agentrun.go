@@ -23,10 +23,10 @@ import (
 
 // Store is what runs need from the database.
 type Store interface {
-	// GetSandbox reads a sandbox's row; sandbox.ErrNotFound without one.
+	// GetSandbox reads a sandbox's row; fault.NotFound without one.
 	GetSandbox(ctx context.Context, id sandbox.ID) (sandbox.Sandbox, error)
 	// PutRun writes an agent sandbox's run whole, except that a run's end
-	// once set is kept; GetRun is sandbox.ErrNotFound for a sandbox
+	// once set is kept; GetRun is fault.NotFound for a sandbox
 	// without one.
 	PutRun(ctx context.Context, r Run) error
 	GetRun(ctx context.Context, id sandbox.ID) (Run, error)
@@ -34,7 +34,7 @@ type Store interface {
 	// nothing else of it.
 	PutRunTelemetry(ctx context.Context, r Run) error
 	// ClaimRunEnd sets the end of a run still running whose end is not
-	// set yet, in one statement; sandbox.ErrConflict when it is over or
+	// set yet, in one statement; fault.Conflict when it is over or
 	// set (an in-machine run's end is reported once).
 	ClaimRunEnd(ctx context.Context, id sandbox.ID, at time.Time) error
 }

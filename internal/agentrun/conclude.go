@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/kelos"
 	"berth.dev/berth/internal/sandbox"
@@ -111,7 +112,7 @@ func (s *Service) concludeRun(ctx context.Context, sb sandbox.Sandbox, run Run, 
 	if run.State == RunFailed {
 		to, reason = sandbox.StateFailed, run.Error
 	}
-	if err := s.sandboxes.EndRun(ctx, sb.ID, to, reason, exited); err != nil && !errors.Is(err, sandbox.ErrConflict) {
+	if err := s.sandboxes.EndRun(ctx, sb.ID, to, reason, exited); err != nil && !errors.Is(err, fault.Conflict) {
 		s.log.ErrorContext(ctx, "could not end a finished run's sandbox", "sandbox", sb.ID, "err", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/class"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/kelos"
 	"berth.dev/berth/internal/review"
 	"berth.dev/berth/internal/runner"
@@ -57,8 +58,8 @@ func (s *Service) runsAgents() bool {
 // a kelos image (its own entrypoint pushes and takes its prompt as $1).
 func (s *Service) checkInMachine(c class.Class) error {
 	if s.inMachine() && c.Contract == class.ContractKelos {
-		return fmt.Errorf("class %s runs a kelos image, which the %s driver cannot run yet (its entrypoint is not berth-init): run it on podman: %w",
-			c.Name, s.cfg.Driver, sandbox.ErrUnavailable)
+		return fault.Errorf(fault.Unavailable, "class %s runs a kelos image, which the %s driver cannot run yet (its entrypoint is not berth-init): run it on podman",
+			c.Name, s.cfg.Driver)
 	}
 	return nil
 }
@@ -88,17 +89,17 @@ type Report struct {
 // in-machine run is under way (SPEC S6: any other sandbox is not found).
 func (s *Service) reporting(ctx context.Context, p account.Principal) (sandbox.Sandbox, Run, error) {
 	if p.Sandbox == "" {
-		return sandbox.Sandbox{}, Run{}, fmt.Errorf("only a sandbox's own key reports its run: %w", sandbox.ErrForbidden)
+		return sandbox.Sandbox{}, Run{}, fault.Errorf(fault.Forbidden, "only a sandbox's own key reports its run")
 	}
 	sb, err := s.store.GetSandbox(ctx, sandbox.ID(p.Sandbox))
 	if err != nil {
 		return sandbox.Sandbox{}, Run{}, err
 	}
 	if !s.agentRun(sb) || !s.inMachine() {
-		return sandbox.Sandbox{}, Run{}, fmt.Errorf("sandbox %s runs no task in its machine: %w", sb.Name, sandbox.ErrNotFound)
+		return sandbox.Sandbox{}, Run{}, fault.Errorf(fault.NotFound, "sandbox %s runs no task in its machine", sb.Name)
 	}
 	if sb.State != sandbox.StateStarting && sb.State != sandbox.StateRunning {
-		return sandbox.Sandbox{}, Run{}, fmt.Errorf("sandbox %s is %s: %w", sb.Name, sb.State, sandbox.ErrConflict)
+		return sandbox.Sandbox{}, Run{}, fault.Errorf(fault.Conflict, "sandbox %s is %s", sb.Name, sb.State)
 	}
 	run, err := s.store.GetRun(ctx, sb.ID)
 	if err != nil {
@@ -106,9 +107,9 @@ func (s *Service) reporting(ctx context.Context, p account.Principal) (sandbox.S
 	}
 	switch {
 	case run.State != RunRunning:
-		return sandbox.Sandbox{}, Run{}, fmt.Errorf("the run of sandbox %s is over (%s): %w", sb.Name, run.State, sandbox.ErrConflict)
+		return sandbox.Sandbox{}, Run{}, fault.Errorf(fault.Conflict, "the run of sandbox %s is over (%s)", sb.Name, run.State)
 	case !run.EndedAt.IsZero():
-		return sandbox.Sandbox{}, Run{}, fmt.Errorf("the run of sandbox %s has reported its end: %w", sb.Name, sandbox.ErrConflict)
+		return sandbox.Sandbox{}, Run{}, fault.Errorf(fault.Conflict, "the run of sandbox %s has reported its end", sb.Name)
 	}
 	return sb, run, nil
 }
@@ -181,7 +182,7 @@ func (s *Service) Output(ctx context.Context, p account.Principal, body io.Reade
 		s.log.WarnContext(ctx, "could not save a run's telemetry", "sandbox", sb.ID, "err", err)
 	}
 	if err != nil {
-		return fmt.Errorf("run output: read: %v: %w", err, sandbox.ErrInvalid)
+		return fault.Errorf(fault.Invalid, "run output: read: %v", err)
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/driver/fake"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/runner/runnertest"
 	"berth.dev/berth/internal/sandbox"
@@ -99,7 +100,7 @@ func TestInMachineRun(t *testing.T) {
 	}
 
 	key := e.sandboxKey(sb, e.alice)
-	if _, err := runs.Task(ctx, e.alice); !errors.Is(err, sandbox.ErrForbidden) {
+	if _, err := runs.Task(ctx, e.alice); !errors.Is(err, fault.Forbidden) {
 		t.Errorf("task for a person's key: %v, want forbidden", err)
 	}
 	task, err := runs.Task(ctx, key)

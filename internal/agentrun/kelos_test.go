@@ -14,6 +14,7 @@ import (
 
 	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/driver/fake"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/kelos"
 	"berth.dev/berth/internal/runner"
@@ -203,7 +204,7 @@ func TestKelosCreateRefuses(t *testing.T) {
 			Task: "t", Runner: "cursor"}, "runner"},
 	} {
 		_, err := e.svc.Create(t.Context(), e.alice, tt.req)
-		var inv *sandbox.InvalidError
+		var inv *fault.Error
 		if !errors.As(err, &inv) || inv.Field != tt.field {
 			t.Errorf("%s: err = %v, want invalid %s", tt.name, err, tt.field)
 		}

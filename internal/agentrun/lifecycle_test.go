@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/agentrun"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/runner/runnertest"
 	"berth.dev/berth/internal/sandbox"
 )
@@ -188,7 +189,7 @@ func TestRetentionRemovesARunsFiles(t *testing.T) {
 	if _, err := os.Stat(log); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the run's log after its sandbox was deleted: %v, want it gone", err)
 	}
-	if _, _, err := e.runs.Log(t.Context(), e.alice, string(sb.ID)); !errors.Is(err, sandbox.ErrNotFound) {
+	if _, _, err := e.runs.Log(t.Context(), e.alice, string(sb.ID)); !errors.Is(err, fault.NotFound) {
 		t.Errorf("RunLog of a deleted sandbox: %v, want ErrNotFound", err)
 	}
 }
@@ -204,7 +205,7 @@ func TestAgentRunsNeedADriverThatRunsThem(t *testing.T) {
 	e.svc, e.runs = e.services(e.st, plain{e.drv}, e.w.Log)
 	_, err := e.svc.Create(t.Context(), e.alice, sandbox.CreateRequest{Name: "task", Purpose: "agent", Class: "agent",
 		Repo: "acme/app", Task: "fix it", Runner: "claude-code"})
-	if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "can run no agents") {
+	if !errors.Is(err, fault.Unavailable) || !strings.Contains(err.Error(), "can run no agents") {
 		t.Fatalf("agent run on a driver without Follow or InMachineRuns = %v, want ErrUnavailable naming why", err)
 	}
 }

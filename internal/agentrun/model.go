@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/runner"
-	"berth.dev/berth/internal/sandbox"
 )
 
 // chooseModel is the model an agent sandbox's run starts on (SPEC S15's
@@ -46,11 +46,11 @@ func (s *Service) chooseModel(ctx context.Context, org string, prj account.Proje
 		i := slices.IndexFunc(reach, func(m runner.Model) bool { return m.ID == requested })
 		switch {
 		case s.models == nil:
-			return "", invalid("model", "this gateway serves no models (BERTH_INFERENCE_FILE is unset)")
+			return "", fault.Field("model", "this gateway serves no models (BERTH_INFERENCE_FILE is unset)")
 		case i < 0:
-			return "", invalid("model", "project %s may not reach %q; it may reach %s", prj.Name, requested, listModels(reach))
+			return "", fault.Field("model", "project %s may not reach %q; it may reach %s", prj.Name, requested, listModels(reach))
 		case !fits(reach[i]):
-			return "", invalid("model", "%s is served in %s, and runner %s speaks %s", requested, joinAPIs(reach[i].APIs), runnerName, joinAPIs(r.APIs()))
+			return "", fault.Field("model", "%s is served in %s, and runner %s speaks %s", requested, joinAPIs(reach[i].APIs), runnerName, joinAPIs(r.APIs()))
 		}
 		return requested, nil
 	}
@@ -66,12 +66,12 @@ func (s *Service) chooseModel(ctx context.Context, org string, prj account.Proje
 	}
 	switch {
 	case s.models == nil:
-		return "", fmt.Errorf("runner %s has no model to call: this gateway serves no models (BERTH_INFERENCE_FILE is unset): %w", runnerName, sandbox.ErrUnavailable)
+		return "", fault.Errorf(fault.Unavailable, "runner %s has no model to call: this gateway serves no models (BERTH_INFERENCE_FILE is unset)", runnerName)
 	case len(reach) == 0:
-		return "", fmt.Errorf("runner %s has no model to call: project %s may reach no model (an administrator allows some with berth project inference set): %w", runnerName, prj.Name, sandbox.ErrUnavailable)
+		return "", fault.Errorf(fault.Unavailable, "runner %s has no model to call: project %s may reach no model (an administrator allows some with berth project inference set)", runnerName, prj.Name)
 	}
-	return "", fmt.Errorf("runner %s speaks %s, and project %s may reach no model served in it: it may reach %s; choose another --runner, or an administrator allows a model it speaks: %w",
-		runnerName, joinAPIs(r.APIs()), prj.Name, listModels(reach), sandbox.ErrUnavailable)
+	return "", fault.Errorf(fault.Unavailable, "runner %s speaks %s, and project %s may reach no model served in it: it may reach %s; choose another --runner, or an administrator allows a model it speaks",
+		runnerName, joinAPIs(r.APIs()), prj.Name, listModels(reach))
 }
 
 // reachable lists the models a key of the project may reach, with their

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/review"
 	"berth.dev/berth/internal/runner/runnertest"
@@ -119,7 +120,7 @@ func TestReviewerRuns(t *testing.T) {
 				if err == nil {
 					f.Close()
 					t.Error("a verdict copy was kept for a verdict that could not be taken")
-				} else if !errors.Is(err, sandbox.ErrNotFound) {
+				} else if !errors.Is(err, fault.NotFound) {
 					t.Errorf("RunVerdict = %v, want ErrNotFound", err)
 				}
 				if got.SHA256 != "" {
@@ -138,7 +139,7 @@ func TestReviewerRuns(t *testing.T) {
 			if strings.Contains(string(b), "host secret") {
 				t.Error("a host file was copied out as the verdict")
 			}
-			if _, _, err := e.runs.Verdict(t.Context(), e.stranger, string(sb.ID)); !errors.Is(err, sandbox.ErrNotFound) {
+			if _, _, err := e.runs.Verdict(t.Context(), e.stranger, string(sb.ID)); !errors.Is(err, fault.NotFound) {
 				t.Errorf("a stranger read the verdict: %v", err)
 			}
 		})

@@ -16,6 +16,7 @@ import (
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/class"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/review"
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
@@ -118,11 +119,6 @@ const promptFile = ".berth-prompt.txt"
 // exit report, a git bundle: the wire's limit, which berth-init keeps too.
 const MaxBundle = api.MaxBundle
 
-// invalid is bad input, naming the field at fault.
-func invalid(field, format string, args ...any) error {
-	return &sandbox.InvalidError{Field: field, Reason: fmt.Sprintf(format, args...)}
-}
-
 // Choose fills in an agent sandbox's runner and image (SPEC S13: images
 // per runner, fail-closed on an unmapped one) and the model its run starts
 // on, at create: a run its driver cannot run, or no model fits, is refused
@@ -134,8 +130,8 @@ func (s *Service) Choose(ctx context.Context, sb *sandbox.Sandbox, class class.C
 	}
 	if name != "" {
 		if !s.runsAgents() {
-			return fmt.Errorf("this deployment's driver (%s) can run no agents: it neither follows a run's output nor lets the machine run it whole, so runner %s cannot run here: %w",
-				s.cfg.Driver, name, sandbox.ErrUnavailable)
+			return fault.Errorf(fault.Unavailable, "this deployment's driver (%s) can run no agents: it neither follows a run's output nor lets the machine run it whole, so runner %s cannot run here",
+				s.cfg.Driver, name)
 		}
 		if err := s.checkInMachine(class); err != nil {
 			return err
@@ -160,19 +156,19 @@ func (s *Service) chooseRunner(req string, class class.Class) (string, string, e
 	name := cmp.Or(req, class.Runner, s.cfg.Runner)
 	if name == "" {
 		if class.Contract == sandbox.ContractKelos {
-			return "", "", invalid("runner", "class %s runs a kelos image, which needs a runner: it names the agent type (KELOS_AGENT_TYPE)", class.Name)
+			return "", "", fault.Field("runner", "class %s runs a kelos image, which needs a runner: it names the agent type (KELOS_AGENT_TYPE)", class.Name)
 		}
 		return "", "", nil // an agent sandbox without a runner: it waits for its end
 	}
 	if err := runner.Runnable(name); err != nil {
-		return "", "", invalid("runner", "%v", err)
+		return "", "", fault.Field("runner", "%v", err)
 	}
 	if class.Contract == sandbox.ContractKelos {
 		return name, class.Image, nil
 	}
 	image := s.cfg.Images[name]
 	if image == "" {
-		return "", "", fmt.Errorf("runner %s has no image on this deployment (BERTH_RUNNER_IMAGES): %w", name, sandbox.ErrUnavailable)
+		return "", "", fault.Errorf(fault.Unavailable, "runner %s has no image on this deployment (BERTH_RUNNER_IMAGES)", name)
 	}
 	return name, image, nil
 }
@@ -360,7 +356,7 @@ func (s *Service) saveRun(ctx context.Context, run Run) {
 	}
 }
 
-// Of returns an agent sandbox's run; sandbox.ErrNotFound when it has
+// Of returns an agent sandbox's run; fault.NotFound when it has
 // none.
 func (s *Service) Of(ctx context.Context, sb sandbox.Sandbox) (Run, error) {
 	run, err := s.store.GetRun(ctx, sb.ID)
@@ -386,8 +382,8 @@ func (s *Service) Log(ctx context.Context, p account.Principal, ref string) (io.
 		return nil, sandbox.Sandbox{}, err
 	}
 	r, err := s.logs().Read(ctx, sb.ID)
-	if errors.Is(err, sandbox.ErrNotFound) {
-		return nil, sandbox.Sandbox{}, fmt.Errorf("sandbox %s has no run log: %w", sb.Name, sandbox.ErrNotFound)
+	if errors.Is(err, fault.NotFound) {
+		return nil, sandbox.Sandbox{}, fault.Errorf(fault.NotFound, "sandbox %s has no run log", sb.Name)
 	}
 	return r, sb, err
 }
@@ -402,7 +398,7 @@ func (s *Service) openRunFile(ctx context.Context, p account.Principal, ref stri
 	}
 	f, err := os.Open(path(sb.ID))
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, sandbox.Sandbox{}, fmt.Errorf("sandbox %s has no %s: %w", sb.Name, what, sandbox.ErrNotFound)
+		return nil, sandbox.Sandbox{}, fault.Errorf(fault.NotFound, "sandbox %s has no %s", sb.Name, what)
 	}
 	return f, sb, err
 }

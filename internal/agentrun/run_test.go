@@ -11,6 +11,7 @@ import (
 
 	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/runner"
@@ -131,7 +132,7 @@ func TestAgentRunPushesItsWorkAndReportsItsUsage(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	if _, _, err := e.runs.Log(t.Context(), e.stranger, string(sb.ID)); !errors.Is(err, sandbox.ErrNotFound) {
+	if _, _, err := e.runs.Log(t.Context(), e.stranger, string(sb.ID)); !errors.Is(err, fault.NotFound) {
 		t.Errorf("a stranger read the run log: err = %v, want ErrNotFound", err)
 	}
 
@@ -253,9 +254,9 @@ func TestAgentRunRefusesARunnerWithoutAnImage(t *testing.T) {
 		runner string
 		want   error
 	}{
-		{"codex", sandbox.ErrUnavailable}, // a runner, but no image here
-		{"cursor", sandbox.ErrInvalid},    // talks to its vendor itself
-		{"vim", sandbox.ErrInvalid},
+		{"codex", fault.Unavailable}, // a runner, but no image here
+		{"cursor", fault.Invalid},    // talks to its vendor itself
+		{"vim", fault.Invalid},
 	} {
 		_, err := e.svc.Create(t.Context(), e.alice, sandbox.CreateRequest{Name: "r-" + tt.runner, Purpose: "agent", Repo: "acme/app", Task: "t", Runner: tt.runner})
 		if !errors.Is(err, tt.want) {

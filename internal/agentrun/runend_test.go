@@ -8,6 +8,7 @@ import (
 
 	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/runner/runnertest"
 	"berth.dev/berth/internal/sandbox"
@@ -64,7 +65,7 @@ func TestInMachineWorkOnlyAfterACleanRun(t *testing.T) {
 				if _, err := svc.Terminate(ctx, e.alice, "fix"); err != nil {
 					t.Fatal(err)
 				}
-				if _, _, err := runs.Exit(ctx, key, agentrun.Report{Commit: commit, Bundle: bundle}); !errors.Is(err, sandbox.ErrConflict) {
+				if _, _, err := runs.Exit(ctx, key, agentrun.Report{Commit: commit, Bundle: bundle}); !errors.Is(err, fault.Conflict) {
 					t.Errorf("a terminated run's report: %v, want a conflict", err)
 				}
 			} else if _, _, err := runs.Exit(ctx, key, agentrun.Report{ExitCode: tt.exit, Commit: commit, Bundle: bundle}); err != nil {

@@ -3,11 +3,11 @@ package agentrun
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/sandbox"
 )
 
@@ -21,7 +21,7 @@ type RunLogs interface {
 	Write(ctx context.Context, id sandbox.ID) (io.WriteCloser, error)
 	// Read reads id's log from its start. At its end Read returns io.EOF,
 	// and a later Read what was written since, so a follower reads on.
-	// sandbox.ErrNotFound when id has none.
+	// fault.NotFound when id has none.
 	Read(ctx context.Context, id sandbox.ID) (io.ReadCloser, error)
 	// Remove deletes id's log; none is not an error.
 	Remove(ctx context.Context, id sandbox.ID) error
@@ -44,7 +44,7 @@ func (l FileLogs) Write(_ context.Context, id sandbox.ID) (io.WriteCloser, error
 func (l FileLogs) Read(_ context.Context, id sandbox.ID) (io.ReadCloser, error) {
 	f, err := os.Open(l.path(id))
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("run log of %s: %w", id, sandbox.ErrNotFound)
+		return nil, fault.Errorf(fault.NotFound, "run log of %s", id)
 	}
 	return f, err
 }

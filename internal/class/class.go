@@ -19,6 +19,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/kelos"
 	"berth.dev/berth/internal/name"
 	"berth.dev/berth/internal/quantity"
@@ -137,12 +138,12 @@ func Parse(s Spec) (Class, error) {
 	var errs []error
 	c := Class{Name: s.Name, Description: s.Description, Image: strings.TrimSpace(s.Image), Warm: s.Warm}
 	if err := name.Check(s.Name); err != nil {
-		errs = append(errs, invalid("name", "%v", err))
+		errs = append(errs, fault.Field("name", "%v", err))
 	}
 	if c.Image == "" {
-		errs = append(errs, invalid("image", "is required"))
+		errs = append(errs, fault.Field("image", "is required"))
 	} else if strings.ContainsAny(c.Image, " \t\n") {
-		errs = append(errs, invalid("image", "%q is not an image reference", c.Image))
+		errs = append(errs, fault.Field("image", "%q is not an image reference", c.Image))
 	}
 	switch t := Tier(s.Isolation); t {
 	case "":
@@ -150,16 +151,16 @@ func Parse(s Spec) (Class, error) {
 	case TierStandard, TierIsolated, TierVM:
 		c.Isolation = t
 	default:
-		errs = append(errs, invalid("isolation", "%q is not a tier (standard, isolated or vm)", s.Isolation))
+		errs = append(errs, fault.Field("isolation", "%q is not a tier (standard, isolated or vm)", s.Isolation))
 	}
 	c.CPU = DefaultCPU
 	if s.CPU != "" {
 		cpu, err := quantity.ParseCPU(s.CPU)
 		switch {
 		case err != nil:
-			errs = append(errs, invalid("cpu", "%v", err))
+			errs = append(errs, fault.Field("cpu", "%v", err))
 		case cpu <= 0:
-			errs = append(errs, invalid("cpu", "%q must be more than 0", s.CPU))
+			errs = append(errs, fault.Field("cpu", "%q must be more than 0", s.CPU))
 		}
 		c.CPU = cpu
 	}
@@ -168,9 +169,9 @@ func Parse(s Spec) (Class, error) {
 		mem, err := quantity.ParseBytes(s.Memory)
 		switch {
 		case err != nil:
-			errs = append(errs, invalid("memory", "%v", err))
+			errs = append(errs, fault.Field("memory", "%v", err))
 		case mem <= 0:
-			errs = append(errs, invalid("memory", "%q must be more than 0", s.Memory))
+			errs = append(errs, fault.Field("memory", "%q must be more than 0", s.Memory))
 		}
 		c.Memory = mem
 	}
@@ -178,9 +179,9 @@ func Parse(s Spec) (Class, error) {
 		disk, err := quantity.ParseBytes(s.Disk)
 		switch {
 		case err != nil:
-			errs = append(errs, invalid("disk", "%v", err))
+			errs = append(errs, fault.Field("disk", "%v", err))
 		case disk <= 0:
-			errs = append(errs, invalid("disk", "%q must be none or more than 0", s.Disk))
+			errs = append(errs, fault.Field("disk", "%q must be none or more than 0", s.Disk))
 		}
 		c.Disk = disk
 	}
@@ -192,11 +193,11 @@ func Parse(s Spec) (Class, error) {
 		errs = append(errs, err)
 	}
 	if c.MaxTTL < c.DefaultTTL {
-		errs = append(errs, invalid("max_ttl", "%s is shorter than default_ttl %s",
+		errs = append(errs, fault.Field("max_ttl", "%s is shorter than default_ttl %s",
 			quantity.FormatDuration(c.MaxTTL), quantity.FormatDuration(c.DefaultTTL)))
 	}
 	if s.Warm < 0 || s.Warm > MaxWarm {
-		errs = append(errs, invalid("warm", "%d is outside 0 to %d", s.Warm, MaxWarm))
+		errs = append(errs, fault.Field("warm", "%d is outside 0 to %d", s.Warm, MaxWarm))
 	}
 	for _, p := range s.Purposes {
 		switch pp := Purpose(p); pp {
@@ -205,7 +206,7 @@ func Parse(s Spec) (Class, error) {
 				c.Purposes = append(c.Purposes, pp)
 			}
 		default:
-			errs = append(errs, invalid("purposes", "%q is not a purpose (engineer or agent)", p))
+			errs = append(errs, fault.Field("purposes", "%q is not a purpose (engineer or agent)", p))
 		}
 	}
 	if len(c.Purposes) == 2 {
@@ -218,23 +219,23 @@ func Parse(s Spec) (Class, error) {
 		c.Git = GitToken
 		// SPEC S17: forge tokens never enter agent sandboxes.
 		if !c.Only(PurposeEngineer) {
-			errs = append(errs, invalid("git", "token mode puts a forge token in the sandbox: a class with git: token must be for engineers only (purposes: [engineer])"))
+			errs = append(errs, fault.Field("git", "token mode puts a forge token in the sandbox: a class with git: token must be for engineers only (purposes: [engineer])"))
 		}
 	default:
-		errs = append(errs, invalid("git", "%q is not a git mode (gateway or token)", s.Git))
+		errs = append(errs, fault.Field("git", "%q is not a git mode (gateway or token)", s.Git))
 	}
 	errs = append(errs, parseContract(s, &c)...)
 	if s.Runner != "" {
 		c.Runner = s.Runner
 		if err := runner.Runnable(s.Runner); err != nil {
-			errs = append(errs, invalid("runner", "%v", err))
+			errs = append(errs, fault.Field("runner", "%v", err))
 		} else if !c.Allows(PurposeAgent) {
-			errs = append(errs, invalid("runner", "a runner is what an agent sandbox runs: this class is for engineers only (purposes: [engineer])"))
+			errs = append(errs, fault.Field("runner", "a runner is what an agent sandbox runs: this class is for engineers only (purposes: [engineer])"))
 		}
 	}
 	// SPEC S12: only engineer sandboxes come from a pool.
 	if c.Warm > 0 && c.Only(PurposeAgent) {
-		errs = append(errs, invalid("warm", "a class only agents may use cannot have a warm pool (agent sandboxes always start cold)"))
+		errs = append(errs, fault.Field("warm", "a class only agents may use cannot have a warm pool (agent sandboxes always start cold)"))
 	}
 	return c, errors.Join(errs...)
 }
@@ -250,19 +251,19 @@ func parseContract(s Spec, c *Class) []error {
 		c.Contract = ContractKelos
 		// A Kelos image has no sshd and no berth-init: nobody can work in it.
 		if !c.Only(PurposeAgent) {
-			errs = append(errs, invalid("contract", "a kelos image runs an agent and nothing else: a class with contract: kelos is for agents only (purposes: [agent])"))
+			errs = append(errs, fault.Field("contract", "a kelos image runs an agent and nothing else: a class with contract: kelos is for agents only (purposes: [agent])"))
 		}
 	default:
-		errs = append(errs, invalid("contract", "%q is not a contract (berth or kelos)", s.Contract))
+		errs = append(errs, fault.Field("contract", "%q is not a contract (berth or kelos)", s.Contract))
 	}
 	if s.SetupCommand != nil {
 		c.SetupCommand = s.SetupCommand
 		switch {
 		case c.Contract != ContractKelos:
-			errs = append(errs, invalid("setup_command", "only a class with contract: kelos has one (its image runs it from KELOS_SETUP_COMMAND)"))
+			errs = append(errs, fault.Field("setup_command", "only a class with contract: kelos has one (its image runs it from KELOS_SETUP_COMMAND)"))
 		default:
 			if err := kelos.CheckSetupCommand(s.SetupCommand); err != nil {
-				errs = append(errs, invalid("setup_command", "%v", err))
+				errs = append(errs, fault.Field("setup_command", "%v", err))
 			}
 		}
 	}
@@ -275,10 +276,10 @@ func parseTTL(field, s string, def time.Duration) (time.Duration, error) {
 	}
 	d, err := quantity.ParseDuration(s)
 	if err != nil {
-		return def, invalid(field, "%v", err)
+		return def, fault.Field(field, "%v", err)
 	}
 	if d < MinTTL || d > MaxTTL {
-		return d, invalid(field, "%s is outside 5m to 28d", s)
+		return d, fault.Field(field, "%s is outside 5m to 28d", s)
 	}
 	return d, nil
 }
@@ -305,12 +306,12 @@ func ParseFile(r io.Reader) ([]Class, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&root); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil, invalid(fileTopLevel, "the file is empty; it needs a top-level sandboxes: list")
+			return nil, fault.Field(fileTopLevel, "the file is empty; it needs a top-level sandboxes: list")
 		}
-		return nil, invalid(fileTopLevel, "%v", err)
+		return nil, fault.Field(fileTopLevel, "%v", err)
 	}
 	if err := dec.Decode(new(yaml.Node)); !errors.Is(err, io.EOF) {
-		return nil, invalid(fileTopLevel, "the file holds more than one YAML document (---); a sandboxes file is one")
+		return nil, fault.Field(fileTopLevel, "the file holds more than one YAML document (---); a sandboxes file is one")
 	}
 	if err := checkExpansion(&root); err != nil {
 		return nil, err
@@ -330,14 +331,14 @@ func ParseFile(r io.Reader) ([]Class, error) {
 			}
 		}
 		if len(unknown) > 0 {
-			return nil, invalid(fileTopLevel, "%v", &FileError{Errs: unknown})
+			return nil, fault.Field(fileTopLevel, "%v", &FileError{Errs: unknown})
 		}
 	}
 	if doc.Sandboxes.Kind != yaml.SequenceNode {
-		return nil, invalid(fileTopLevel, "the file needs a top-level sandboxes: list")
+		return nil, fault.Field(fileTopLevel, "the file needs a top-level sandboxes: list")
 	}
 	if n := len(doc.Sandboxes.Content); n > MaxClasses {
-		return nil, invalid(fileTopLevel, "the file names %d classes; at most %d", n, MaxClasses)
+		return nil, fault.Field(fileTopLevel, "the file names %d classes; at most %d", n, MaxClasses)
 	}
 	var (
 		classes []Class
@@ -349,7 +350,7 @@ func ParseFile(r io.Reader) ([]Class, error) {
 		if name := fieldOf(n, "name"); name != "" && len(name) <= maxWord {
 			where = fmt.Sprintf("sandboxes[%d] %s (line %d)", i, name, n.Line)
 			if j, dup := seen[name]; dup {
-				errs = append(errs, fmt.Errorf("%s: %w", where, invalid("name", "%q is also sandboxes[%d]", name, j)))
+				errs = append(errs, fmt.Errorf("%s: %w", where, fault.Field("name", "%q is also sandboxes[%d]", name, j)))
 				continue
 			}
 			seen[name] = i
@@ -372,7 +373,7 @@ func ParseFile(r io.Reader) ([]Class, error) {
 	return classes, nil
 }
 
-// FileError lists every problem of a sandboxes file. It is an ErrInvalid.
+// FileError lists every problem of a sandboxes file. It is a fault.Invalid.
 type FileError struct{ Errs []error }
 
 func (e *FileError) Error() string {
@@ -390,8 +391,8 @@ func (e *FileError) Error() string {
 // maxProblems is how many problems a FileError lists; the rest it counts.
 const maxProblems = 20
 
-// Is makes a FileError an ErrInvalid.
-func (e *FileError) Is(target error) bool { return target == ErrInvalid }
+// Is makes a FileError a fault.Invalid.
+func (e *FileError) Is(target error) bool { return target == fault.Invalid }
 
 // Unwrap gives errors.As each problem: the first InvalidError names the
 // field of the first problem.
@@ -430,13 +431,13 @@ var specFields = []string{"name", "description", "image", "isolation", "cpu", "m
 func decodeSpec(n *yaml.Node) (Spec, error) {
 	var spec Spec
 	if n.Kind != yaml.MappingNode {
-		return spec, invalid("class", "each entry is a set of fields such as name: and image:")
+		return spec, fault.Field("class", "each entry is a set of fields such as name: and image:")
 	}
 	var errs []error
 	for k := 0; k+1 < len(n.Content); k += 2 {
 		key := n.Content[k]
 		if !slices.Contains(specFields, key.Value) {
-			errs = append(errs, invalid(key.Value, "line %d: unknown field (a class has %s)", key.Line, strings.Join(specFields, ", ")))
+			errs = append(errs, fault.Field(key.Value, "line %d: unknown field (a class has %s)", key.Line, strings.Join(specFields, ", ")))
 		}
 	}
 	if len(errs) > 0 {
@@ -444,7 +445,7 @@ func decodeSpec(n *yaml.Node) (Spec, error) {
 	}
 	if err := n.Decode(&spec); err != nil {
 		msg := strings.TrimPrefix(err.Error(), "yaml: unmarshal errors:\n")
-		return spec, invalid("class", "%s", strings.TrimSpace(msg))
+		return spec, fault.Field("class", "%s", strings.TrimSpace(msg))
 	}
 	return spec, nil
 }

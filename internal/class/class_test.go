@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"berth.dev/berth/internal/class"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/quantity"
 )
 
@@ -92,7 +93,7 @@ func TestClassRanges(t *testing.T) {
 				}
 				return
 			}
-			var ie *class.InvalidError
+			var ie *fault.Error
 			if !errors.As(err, &ie) || ie.Field != tt.field {
 				t.Fatalf("Parse = %v, want an error on %s", err, tt.field)
 			}
@@ -117,7 +118,7 @@ func TestClassFileReportsEveryProblemWithItsLine(t *testing.T) {
     mem: 4Gi
 `
 	_, err := class.ParseFile(strings.NewReader(file))
-	if !errors.Is(err, class.ErrInvalid) {
+	if !errors.Is(err, fault.Invalid) {
 		t.Fatalf("ParseFile = %v, want ErrInvalid", err)
 	}
 	for _, want := range []string{"sandboxes[1] bad (line 4): cpu", "sandboxes[1] bad (line 4): memory", `sandboxes[2] good (line 8): name: "good" is also sandboxes[0]`, "sandboxes[4] typo (line 12): mem: line 14: unknown field", `sandboxes[3] bad (line 10): name: "bad" is also sandboxes[1]`} {
@@ -126,7 +127,7 @@ func TestClassFileReportsEveryProblemWithItsLine(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"", "classes: []\n", "sandboxes: 3\n", "sandboxes:\n  - [\n"} {
-		if _, err := class.ParseFile(strings.NewReader(bad)); !errors.Is(err, class.ErrInvalid) {
+		if _, err := class.ParseFile(strings.NewReader(bad)); !errors.Is(err, fault.Invalid) {
 			t.Errorf("ParseFile(%q) = %v, want ErrInvalid", bad, err)
 		}
 	}

@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/guardrail"
 	"berth.dev/berth/internal/paging"
 )
@@ -59,7 +59,7 @@ func (s *Service) whyNot(c Class, g guardrail.Guardrail) string {
 		return fmt.Sprintf("tier %s is not mapped (%s)", c.Isolation, c.Isolation.Setting())
 	}
 	if err := g.CheckSize(c.CPU, c.Memory); err != nil {
-		return strings.TrimSuffix(err.Error(), ": "+guardrail.ErrExceeded.Error())
+		return err.Error()
 	}
 	return ""
 }
@@ -88,7 +88,7 @@ func (s *Service) Apply(ctx context.Context, p account.Principal, orgRef string,
 		return Applied{}, err
 	}
 	if !p.IsAdminOf(org.ID) {
-		return Applied{}, fmt.Errorf("apply classes: only an administrator of %s may: %w", org.Name, ErrForbidden)
+		return Applied{}, fault.Errorf(fault.Forbidden, "apply classes: only an administrator of %s may", org.Name)
 	}
 	classes, err := ParseFile(file)
 	if err != nil {
@@ -105,7 +105,7 @@ func (s *Service) Apply(ctx context.Context, p account.Principal, orgRef string,
 		switch {
 		case err == nil:
 			current, how = old.Image, "updated"
-		case !errors.Is(err, ErrNotFound):
+		case !errors.Is(err, fault.NotFound):
 			return Applied{}, err
 		}
 		events = append(events, audit.Event{At: s.now(), Org: org.ID, Actor: p.User.ID, Action: audit.ClassApply, Target: c.Name,
@@ -115,7 +115,7 @@ func (s *Service) Apply(ctx context.Context, p account.Principal, orgRef string,
 		}
 	}
 	if len(refused) > 0 {
-		return Applied{}, fmt.Errorf("apply classes: %w: %w", errors.Join(refused...), ErrForbidden)
+		return Applied{}, fault.Errorf(fault.Forbidden, "apply classes: %w", errors.Join(refused...))
 	}
 	created, err := s.store.PutClasses(ctx, org.ID, classes, events...)
 	if err != nil {
@@ -152,7 +152,7 @@ func (s *Service) checkCount(ctx context.Context, org account.Organisation, clas
 		names[c.Name] = true
 	}
 	if len(names) > MaxClasses {
-		return invalid(fileTopLevel, "%s would have %d classes; at most %d (berth sandbox delete-class removes one)", org.Name, len(names), MaxClasses)
+		return fault.Field(fileTopLevel, "%s would have %d classes; at most %d (berth sandbox delete-class removes one)", org.Name, len(names), MaxClasses)
 	}
 	return nil
 }
@@ -165,7 +165,7 @@ func (s *Service) Delete(ctx context.Context, p account.Principal, orgRef, name 
 		return err
 	}
 	if !p.IsAdminOf(org.ID) {
-		return fmt.Errorf("delete class: only an administrator of %s may: %w", org.Name, ErrForbidden)
+		return fault.Errorf(fault.Forbidden, "delete class: only an administrator of %s may", org.Name)
 	}
 	e := audit.Event{At: s.now(), Org: org.ID, Actor: p.User.ID, Action: audit.ClassDelete, Target: name}
 	if err := s.store.DeleteClass(ctx, org.ID, name, e); err != nil {

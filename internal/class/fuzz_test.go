@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"berth.dev/berth/internal/class"
+	"berth.dev/berth/internal/fault"
 )
 
 // FuzzParseFile feeds ParseFile arbitrary sandboxes files,
@@ -51,7 +52,7 @@ func FuzzParseFile(f *testing.F) {
 	f.Fuzz(func(t *testing.T, file []byte) {
 		classes, err := class.ParseFile(bytes.NewReader(file))
 		if err != nil {
-			if !errors.Is(err, class.ErrInvalid) {
+			if !errors.Is(err, fault.Invalid) {
 				t.Fatalf("refused with %v, which is no ErrInvalid", err)
 			}
 			// A refusal names what is wrong; it does not grow with the

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/class"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/paging"
 )
 
@@ -44,7 +45,7 @@ func TestApplyRefusesAliasExpansion(t *testing.T) {
 	} {
 		file := aliasBomb(tt.size, tt.n)
 		_, err := e.svc.Apply(t.Context(), e.admin, "", strings.NewReader(file))
-		var ie *class.InvalidError
+		var ie *fault.Error
 		if !errors.As(err, &ie) || ie.Field != "sandboxes" || !strings.Contains(err.Error(), "aliases expanded") || !strings.Contains(err.Error(), "(1048576 bytes)") {
 			// On a gateway without the bound the first is stored whole; the
 			// second would take gigabytes.
@@ -96,7 +97,7 @@ func TestClassFieldsAreBounded(t *testing.T) {
 		{"name", strings.Replace(entry(""), "name: c", "name: "+strings.Repeat("n", 70), 1), "name", "is 70 bytes; at most 64"},
 	} {
 		_, err := e.svc.Apply(t.Context(), e.admin, "", strings.NewReader(tt.file))
-		var ie *class.InvalidError
+		var ie *fault.Error
 		if !errors.As(err, &ie) || ie.Field != tt.field || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: %.200v; want it invalid on %s saying %q", tt.name, err, tt.field, tt.want)
 		}

@@ -5,6 +5,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/quantity"
 )
 
@@ -40,7 +41,7 @@ func checkSpecBounds(s Spec) []error {
 	var errs []error
 	long := func(field, v string, limit int) {
 		if len(v) > limit {
-			errs = append(errs, invalid(field, "is %d bytes; at most %d", len(v), limit))
+			errs = append(errs, fault.Field(field, "is %d bytes; at most %d", len(v), limit))
 		}
 	}
 	long("name", s.Name, maxWord)
@@ -51,7 +52,7 @@ func checkSpecBounds(s Spec) []error {
 		long(f.name, f.v, maxWord)
 	}
 	if len(s.Purposes) > 2 {
-		errs = append(errs, invalid("purposes", "has %d entries; at most 2 (engineer, agent)", len(s.Purposes)))
+		errs = append(errs, fault.Field("purposes", "has %d entries; at most 2 (engineer, agent)", len(s.Purposes)))
 	} else {
 		for _, p := range s.Purposes {
 			long("purposes", p, maxWord)
@@ -63,9 +64,9 @@ func checkSpecBounds(s Spec) []error {
 	}
 	switch {
 	case len(s.SetupCommand) > MaxSetupArgs:
-		errs = append(errs, invalid("setup_command", "has %d arguments; at most %d", len(s.SetupCommand), MaxSetupArgs))
+		errs = append(errs, fault.Field("setup_command", "has %d arguments; at most %d", len(s.SetupCommand), MaxSetupArgs))
 	case size > MaxSetupCommand:
-		errs = append(errs, invalid("setup_command", "is %d bytes; at most %d", size, MaxSetupCommand))
+		errs = append(errs, fault.Field("setup_command", "is %d bytes; at most %d", size, MaxSetupCommand))
 	}
 	return errs
 }
@@ -97,7 +98,7 @@ func checkExpansion(n *yaml.Node) error {
 		return true
 	}
 	if !walk(n) {
-		return invalid(fileTopLevel, "the file, its YAML aliases expanded, is larger than %s (%d bytes), the most a sandboxes file holds",
+		return fault.Field(fileTopLevel, "the file, its YAML aliases expanded, is larger than %s (%d bytes), the most a sandboxes file holds",
 			quantity.Bytes(MaxFile), MaxFile)
 	}
 	return nil
@@ -133,12 +134,12 @@ func checkShape(root *yaml.Node) error {
 	}
 	walk(root)
 	if len(errs) > 0 {
-		return invalid(fileTopLevel, "a key is given twice: %v", &FileError{Errs: errs})
+		return fault.Field(fileTopLevel, "a key is given twice: %v", &FileError{Errs: errs})
 	}
 	return nil
 }
 
 // errFileTooLarge refuses a sandboxes file longer than MaxFile.
 func errFileTooLarge() error {
-	return invalid(fileTopLevel, "the file is larger than %s (%d bytes), the most a sandboxes file holds", quantity.Bytes(MaxFile), MaxFile)
+	return fault.Field(fileTopLevel, "the file is larger than %s (%d bytes), the most a sandboxes file holds", quantity.Bytes(MaxFile), MaxFile)
 }

@@ -13,13 +13,13 @@ import (
 
 // Store is what the class service needs from the database. PutClasses and
 // DeleteClass start something new, so they may be refused with
-// overload.ErrBusy when the database cannot take them in time, having
+// fault.Busy when the database cannot take them in time, having
 // written nothing, their audit events included.
 type Store interface {
 	// ListClasses returns a page of an organisation's classes by name, and
 	// the key of its last one when more follow.
 	ListClasses(ctx context.Context, org string, pg paging.Request) ([]Class, *paging.Key, error)
-	// GetClass is ErrNotFound for a class the organisation does not have.
+	// GetClass is fault.NotFound for a class the organisation does not have.
 	GetClass(ctx context.Context, org, name string) (Class, error)
 	// PutClasses upserts every class in one transaction and returns the
 	// names of those that did not exist before. It and DeleteClass record

@@ -12,6 +12,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/class"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/guardrail"
 	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/quantity"
@@ -179,7 +180,7 @@ func TestApplyAndDelete(t *testing.T) {
 	e := newEnv(t)
 	ctx := t.Context()
 	file := "sandboxes:\n  - {name: dev, image: ghcr.io/acme/dev:2, isolation: standard}\n  - {name: big, image: localhost/berth-sandbox:1, isolation: vm}\n"
-	if _, err := e.svc.Apply(ctx, e.member, "", strings.NewReader(file)); !errors.Is(err, class.ErrForbidden) {
+	if _, err := e.svc.Apply(ctx, e.member, "", strings.NewReader(file)); !errors.Is(err, fault.Forbidden) {
 		t.Errorf("a member applies: %v; want forbidden", err)
 	}
 	res, err := e.svc.Apply(ctx, e.admin, "", strings.NewReader(file))
@@ -191,19 +192,19 @@ func TestApplyAndDelete(t *testing.T) {
 		t.Errorf("apply: %+v; want big created, dev updated, a warning for the vm tier", res)
 	}
 	evil := "sandboxes:\n  - {name: dev, image: evil.example/miner:1}\n"
-	if _, err := e.svc.Apply(ctx, e.admin, "", strings.NewReader(evil)); !errors.Is(err, class.ErrForbidden) || !strings.Contains(err.Error(), "evil.example/miner:1") {
+	if _, err := e.svc.Apply(ctx, e.admin, "", strings.NewReader(evil)); !errors.Is(err, fault.Forbidden) || !strings.Contains(err.Error(), "evil.example/miner:1") {
 		t.Errorf("an administrator sets an image outside the rule: %v; want forbidden naming it", err)
 	}
 	if _, err := e.svc.Apply(ctx, e.operator, "acme", strings.NewReader(evil)); err != nil {
 		t.Errorf("an operator sets it: %v", err)
 	}
-	if err := e.svc.Delete(ctx, e.member, "", "big"); !errors.Is(err, class.ErrForbidden) {
+	if err := e.svc.Delete(ctx, e.member, "", "big"); !errors.Is(err, fault.Forbidden) {
 		t.Errorf("a member deletes: %v; want forbidden", err)
 	}
 	if err := e.svc.Delete(ctx, e.admin, "", "big"); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.svc.Delete(ctx, e.admin, "", "big"); !errors.Is(err, class.ErrNotFound) {
+	if err := e.svc.Delete(ctx, e.admin, "", "big"); !errors.Is(err, fault.NotFound) {
 		t.Errorf("deleting it again: %v; want not found", err)
 	}
 	if got := e.pools.count(); got != 3 {

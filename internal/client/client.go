@@ -1,6 +1,9 @@
 // Package client is the Go client of the gateway's API, used by the CLI and
 // by tests. Every non-2xx answer comes back as an *api.Error carrying the
-// gateway's code, so callers branch with errors.As, not on message text.
+// gateway's code, inside a *fault.Error of the kind the code says, so
+// callers branch with errors.Is(err, fault.NotFound) as on the gateway's
+// side of the wire, or with errors.As on the *api.Error, not on message
+// text.
 // Every list method reads the list's pages one after the other (each
 // answer's Link rel="next"), so it returns the whole list, or its first n
 // entries on a client from WithLimit(n). A call that is safe to repeat is
@@ -145,8 +148,9 @@ func (c *Client) open(ctx context.Context, hc *http.Client, method, path, conten
 	}
 }
 
-// decodeError turns an error answer into an *api.Error. An answer that is
-// not ours (a proxy's HTML page, say) still becomes one, with its status.
+// decodeError turns an error answer into an *api.Error, wrapped in the
+// *fault.Error of its kind (kinds.go). An answer that is not ours (a
+// proxy's HTML page, say) still becomes one, with its status.
 func decodeError(resp *http.Response) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	e := &api.Error{}
@@ -154,7 +158,7 @@ func decodeError(resp *http.Response) error {
 		e = &api.Error{Code: codeFor(resp.StatusCode), Message: strings.TrimSpace(resp.Status + " " + firstLine(b))}
 	}
 	e.Status = resp.StatusCode
-	return e
+	return withKind(e, resp.Header)
 }
 
 func codeFor(status int) string {

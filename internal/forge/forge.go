@@ -26,8 +26,6 @@ var (
 	ErrBadAddress = errors.New("not a repository address")
 	// ErrNoCredential: the forge gave no token (SPEC S9: 409 no_git_credential).
 	ErrNoCredential = errors.New("the forge gives no credential for this repository")
-	// ErrNotFound: the forge has no such repository.
-	ErrNotFound = errors.New("no such repository")
 )
 
 // Repo is one repository on a forge.
@@ -77,7 +75,7 @@ type Forge interface {
 	CloneURL(r Repo) string
 	// Token mints a credential for r that lasts until about until (the
 	// forge may cap it: GitHub gives one hour). ErrNoCredential when the
-	// forge gives none; ErrNotFound when it has no such repository.
+	// forge gives none; fault.NotFound when it has no such repository.
 	Token(ctx context.Context, r Repo, until time.Time) (Token, error)
 	// Revoke takes a credential back where the forge allows; where it
 	// cannot (t.ID is ""), it returns nil.

@@ -6,6 +6,7 @@ import (
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/class"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/guardrail"
 	"berth.dev/berth/internal/quantity"
 	"berth.dev/berth/internal/sandbox"
@@ -84,14 +85,14 @@ func domainGuardrail(in api.Guardrail) (guardrail.Guardrail, error) {
 	if in.MaxSandboxCPU != nil {
 		cpu, err := quantity.ParseCPU(*in.MaxSandboxCPU)
 		if err != nil {
-			return out, account.Invalid("max_sandbox_cpu", "%v", err)
+			return out, fault.Field("max_sandbox_cpu", "%v", err)
 		}
 		out.MaxSandboxCPU = &cpu
 	}
 	if in.MaxSandboxTTL != nil {
 		d, err := quantity.ParseDuration(*in.MaxSandboxTTL)
 		if err != nil {
-			return out, account.Invalid("max_sandbox_ttl", "%v", err)
+			return out, fault.Field("max_sandbox_ttl", "%v", err)
 		}
 		out.MaxSandboxTTL = &d
 	}

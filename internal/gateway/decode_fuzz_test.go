@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"berth.dev/berth/internal/api"
-	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/fault"
 )
 
 // FuzzDecode feeds the one request-body decoder arbitrary bodies for the
@@ -45,7 +45,7 @@ func FuzzDecode(f *testing.F) {
 			r.Body = http.MaxBytesReader(httptest.NewRecorder(), r.Body, limit)
 			err := decode(r, v)
 			if err != nil {
-				var ie *sandbox.InvalidError
+				var ie *fault.Error
 				tooLarge := errors.As(err, new(*http.MaxBytesError))
 				switch {
 				case tooLarge && len(body) <= limit:

@@ -20,6 +20,7 @@ import (
 	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/class"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/gateway/panel"
 	"berth.dev/berth/internal/githttp"
@@ -295,7 +296,7 @@ func (s *Server) authenticate(rt route) http.Handler {
 		}
 		token, ok := bearer(r)
 		if !ok {
-			s.writeError(w, r, fmt.Errorf("send your key as Authorization: Bearer <key>: %w", account.ErrUnauthenticated))
+			s.writeError(w, r, fault.Errorf(fault.Unauthenticated, "send your key as Authorization: Bearer <key>"))
 			return
 		}
 		p, err := s.accounts.Authenticate(r.Context(), token)
@@ -304,15 +305,15 @@ func (s *Server) authenticate(rt route) http.Handler {
 			return
 		}
 		if rt.access == sandboxStream && p.Sandbox == "" {
-			s.writeError(w, r, fmt.Errorf("only a sandbox's own key may use %s: %w", rt.path, account.ErrForbidden))
+			s.writeError(w, r, fault.Errorf(fault.Forbidden, "only a sandbox's own key may use %s", rt.path))
 			return
 		}
 		if rt.access != anyKey && rt.access != sandboxStream && p.Sandbox != "" {
-			s.writeError(w, r, fmt.Errorf("a sandbox's own key cannot use the control API: %w", account.ErrForbidden))
+			s.writeError(w, r, fault.Errorf(fault.Forbidden, "a sandbox's own key cannot use the control API"))
 			return
 		}
 		if rt.access == operatorKey && !p.IsOperator() {
-			s.writeError(w, r, fmt.Errorf("%s is for operators: %w", rt.path, account.ErrForbidden))
+			s.writeError(w, r, fault.Errorf(fault.Forbidden, "%s is for operators", rt.path))
 			return
 		}
 		rt.handle(w, r, p)
@@ -397,7 +398,7 @@ func decode(r *http.Request, v any) error {
 		if errors.As(err, new(*http.MaxBytesError)) {
 			return fmt.Errorf("read the body: %w", err)
 		}
-		return &sandbox.InvalidError{Field: "body", Reason: "not the JSON this route takes: " + err.Error()}
+		return fault.Field("body", "not the JSON this route takes: %v", err)
 	}
 	switch _, err := dec.Token(); {
 	case errors.Is(err, io.EOF):
@@ -405,7 +406,7 @@ func decode(r *http.Request, v any) error {
 	case errors.As(err, new(*http.MaxBytesError)):
 		return fmt.Errorf("read the body: %w", err)
 	}
-	return &sandbox.InvalidError{Field: "body", Reason: "holds more after its JSON value; send one value and nothing after it"}
+	return fault.Field("body", "holds more after its JSON value; send one value and nothing after it")
 }
 
 // byteSize words a body limit: "1 MiB", "4 KiB".

@@ -12,9 +12,9 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/githttp"
-	"berth.dev/berth/internal/sandbox"
 )
 
 // splitGitPath splits "acme/app.git/info/refs" into the repository path
@@ -97,7 +97,7 @@ func (s *Server) serveGit(w http.ResponseWriter, r *http.Request, _ account.Prin
 // is served from the gateway's mirrors.
 type HostedForge interface {
 	forge.Forge
-	// Path is the bare repository of r; forge.ErrNotFound when there is
+	// Path is the bare repository of r; fault.NotFound when there is
 	// none.
 	Path(r forge.Repo) (string, error)
 	// Check reports whether secret is a live token the forge minted for
@@ -142,18 +142,18 @@ func (s *Server) repoDir(ctx context.Context, repo forge.Repo) (string, error) {
 	if s.mirrors != nil {
 		return s.mirrors.Sync(ctx, repo)
 	}
-	return "", fmt.Errorf("no git forge: %w", sandbox.ErrUnavailable)
+	return "", fault.Errorf(fault.Unavailable, "no git forge")
 }
 
 // gitError answers a git client: plain text, which git shows.
 func (s *Server) gitError(w http.ResponseWriter, r *http.Request, err error) {
 	status := http.StatusInternalServerError
 	switch {
-	case errors.Is(err, sandbox.ErrNotFound), errors.Is(err, forge.ErrNotFound):
+	case errors.Is(err, fault.NotFound):
 		status = http.StatusNotFound
-	case errors.Is(err, sandbox.ErrForbidden):
+	case errors.Is(err, fault.Forbidden):
 		status = http.StatusForbidden
-	case errors.Is(err, sandbox.ErrUnavailable):
+	case errors.Is(err, fault.Unavailable):
 		status = http.StatusServiceUnavailable
 	default:
 		s.log.ErrorContext(r.Context(), "git request failed", "path", r.URL.Path, "err", err)
@@ -167,7 +167,7 @@ func (s *Server) gitError(w http.ResponseWriter, r *http.Request, err error) {
 func (s *Server) bootstrap(w http.ResponseWriter, r *http.Request, _ account.Principal) {
 	token, ok := bearer(r)
 	if !ok {
-		s.writeError(w, r, fmt.Errorf("send the bootstrap token as Authorization: Bearer <token>: %w", account.ErrUnauthenticated))
+		s.writeError(w, r, fault.Errorf(fault.Unauthenticated, "send the bootstrap token as Authorization: Bearer <token>"))
 		return
 	}
 	env, err := s.sandboxes.Bootstrap(r.Context(), token)
@@ -195,7 +195,7 @@ func (s *Server) gitCredential(w http.ResponseWriter, r *http.Request, p account
 	}
 	s.meter.CredentialRequested(kind, outcome)
 	if errors.Is(err, forge.ErrNoCredential) {
-		writeJSON(w, http.StatusConflict, api.Error{Code: api.CodeNoGitCredential, Message: tidy(err.Error())})
+		writeJSON(w, http.StatusConflict, api.Error{Code: api.CodeNoGitCredential, Message: err.Error()})
 		return
 	}
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/inference"
 )
 
@@ -23,16 +23,12 @@ import (
 // the upstream's answer on as it arrives, an event stream flushed piece by
 // piece, while a Meter counts its tokens.
 
-// errUpstream is a model vendor that could not be reached.
-var errUpstream = errors.New("upstream unreachable")
-
-// errTooLarge is a model request whose body is over maxModelBody: 413 in
-// the vendor's shape, as the vendor itself answers one.
-var errTooLarge = errors.New("request too large")
-
 // maxModelBody caps a model request; Claude Code's are around 100 KB, and
 // images make them larger.
 const maxModelBody = 32 << 20
+
+// errNoModels is a model route on a gateway that serves no models.
+var errNoModels = fault.Errorf(fault.Unserved, "no models configured")
 
 func (s *Server) anthropicMessages(w http.ResponseWriter, r *http.Request, _ account.Principal) {
 	s.proxyModel(w, r, inference.Anthropic, "", false, false)
@@ -80,7 +76,7 @@ func vendorKey(r *http.Request) string {
 func (s *Server) modelPrincipal(r *http.Request) (account.Principal, error) {
 	key := vendorKey(r)
 	if key == "" {
-		return account.Principal{}, fmt.Errorf("send your berth key as x-api-key, Authorization: Bearer, x-goog-api-key or ?key=: %w", account.ErrUnauthenticated)
+		return account.Principal{}, fault.Errorf(fault.Unauthenticated, "send your berth key as x-api-key, Authorization: Bearer, x-goog-api-key or ?key=")
 	}
 	return s.accounts.Authenticate(r.Context(), key)
 }
@@ -91,7 +87,7 @@ func (s *Server) modelPrincipal(r *http.Request) (account.Principal, error) {
 func (s *Server) proxyModel(w http.ResponseWriter, r *http.Request, d inference.Dialect, model string, stream, count bool) {
 	start := time.Now()
 	if s.inference == nil {
-		s.modelError(w, r, d, fmt.Errorf("this gateway serves no models (BERTH_INFERENCE_FILE is unset): %w", inference.ErrUnavailable))
+		s.modelError(w, r, d, fault.Errorf(fault.Unserved, "this gateway serves no models (BERTH_INFERENCE_FILE is unset)"))
 		return
 	}
 	p, err := s.modelPrincipal(r)
@@ -131,7 +127,7 @@ func (s *Server) proxyModel(w http.ResponseWriter, r *http.Request, d inference.
 	resp, err := s.sendUpstream(r, t)
 	if err != nil {
 		s.log.WarnContext(r.Context(), "model vendor unreachable", "provider", t.Provider.Name, "model", t.Model.ID, "err", err)
-		s.modelError(w, r, d, fmt.Errorf("%s could not be reached: %w", t.Provider.Name, errUpstream))
+		s.modelError(w, r, d, fault.Errorf(fault.Upstream, "%s could not be reached", t.Provider.Name))
 		return
 	}
 	defer resp.Body.Close()
@@ -144,9 +140,9 @@ func (s *Server) proxyModel(w http.ResponseWriter, r *http.Request, d inference.
 
 // readModelBody reads a model request's body, refusing one over
 // maxModelBody (told by its length ahead or found reading) with
-// errTooLarge.
+// fault.TooLarge.
 func readModelBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	tooLarge := fmt.Errorf("the request body is over the %d MiB limit: %w", maxModelBody>>20, errTooLarge)
+	tooLarge := fault.Errorf(fault.TooLarge, "the request body is over the %d MiB limit", maxModelBody>>20)
 	if r.ContentLength > maxModelBody {
 		return nil, tooLarge
 	}
@@ -156,7 +152,7 @@ func readModelBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	case errors.As(err, &over):
 		return nil, tooLarge
 	case err != nil:
-		return nil, fmt.Errorf("read the request: %v: %w", err, inference.ErrInvalid)
+		return nil, fault.Errorf(fault.Invalid, "read the request: %v", err)
 	}
 	return body, nil
 }

@@ -60,7 +60,7 @@ func (s *Server) vendorModels(w http.ResponseWriter, r *http.Request, _ account.
 		d = inference.Anthropic
 	}
 	if s.inference == nil {
-		s.modelError(w, r, d, inference.ErrUnavailable)
+		s.modelError(w, r, d, errNoModels)
 		return
 	}
 	p, err := s.modelPrincipal(r)
@@ -90,7 +90,7 @@ func (s *Server) vendorModels(w http.ResponseWriter, r *http.Request, _ account.
 func (s *Server) getInference(w http.ResponseWriter, r *http.Request, p account.Principal) {
 	reply(s, w, r, http.StatusOK, func() (api.InferenceStatus, error) {
 		if s.inference == nil {
-			return api.InferenceStatus{}, inference.ErrUnavailable
+			return api.InferenceStatus{}, errNoModels
 		}
 		st, err := s.inference.Settings(r.Context(), p, r.PathValue("org"), r.PathValue("project"))
 		return apiInferenceStatus(st), err
@@ -101,7 +101,7 @@ func (s *Server) getInference(w http.ResponseWriter, r *http.Request, p account.
 func (s *Server) putInference(w http.ResponseWriter, r *http.Request, p account.Principal) {
 	replyTo(s, w, r, http.StatusOK, func(req api.InferenceSettings) (api.InferenceStatus, error) {
 		if s.inference == nil {
-			return api.InferenceStatus{}, inference.ErrUnavailable
+			return api.InferenceStatus{}, errNoModels
 		}
 		set := inference.Settings{Models: req.Models, BudgetUSD: req.BudgetUSD, SystemPrompt: req.SystemPrompt}
 		if req.Rate != nil {

@@ -6,6 +6,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/quantity"
 )
 
@@ -21,7 +22,7 @@ func (s *Server) inviteUser(w http.ResponseWriter, r *http.Request, p account.Pr
 		if req.TTL != "" {
 			d, err := quantity.ParseDuration(req.TTL)
 			if err != nil {
-				return api.Invitation{}, account.Invalid("ttl", "%v", err)
+				return api.Invitation{}, fault.Field("ttl", "%v", err)
 			}
 			ttl = d
 		}

@@ -7,8 +7,8 @@ import (
 	"strconv"
 
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/paging"
-	"berth.dev/berth/internal/sandbox"
 )
 
 // listPage is what a list route's request asks for: one page of the list,
@@ -31,8 +31,7 @@ func readPage(r *http.Request, list string, filters map[string]string) (listPage
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > api.MaxLimit {
-			return listPage{}, &sandbox.InvalidError{Field: "limit",
-				Reason: fmt.Sprintf("%q is not a number from 1 to %d, the most a page holds (default %d)", s, api.MaxLimit, api.DefaultLimit)}
+			return listPage{}, fault.Field("limit", "%q is not a number from 1 to %d, the most a page holds (default %d)", s, api.MaxLimit, api.DefaultLimit)
 		}
 		lp.req.Limit = n
 	}
@@ -43,15 +42,14 @@ func readPage(r *http.Request, list string, filters map[string]string) (listPage
 	key, _ := bearer(r)
 	c, err := paging.Open(key, s)
 	if err != nil {
-		return listPage{}, &sandbox.InvalidError{Field: "cursor", Reason: err.Error() + "; send the cursor of the last answer's Link header unchanged"}
+		return listPage{}, fault.Field("cursor", "%v; send the cursor of the last answer's Link header unchanged", err)
 	}
 	if c.List != list {
-		return listPage{}, &sandbox.InvalidError{Field: "cursor", Reason: "belongs to another list than " + list}
+		return listPage{}, fault.Field("cursor", "belongs to another list than %s", list)
 	}
 	for name, v := range filters {
 		if v != "" && v != c.Filters[name] {
-			return listPage{}, &sandbox.InvalidError{Field: name,
-				Reason: fmt.Sprintf("is %q, the cursor's list has %q: a cursor keeps the filters of its first page", v, c.Filters[name])}
+			return listPage{}, fault.Field(name, "is %q, the cursor's list has %q: a cursor keeps the filters of its first page", v, c.Filters[name])
 		}
 	}
 	lp.filters, lp.req.After = c.Filters, &c.After

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
 )
@@ -29,7 +29,7 @@ func (s *Server) runOf(ctx context.Context, sb sandbox.Sandbox) *api.Run {
 	}
 	run, err := s.runs.Of(ctx, sb)
 	if err != nil {
-		if !errors.Is(err, sandbox.ErrNotFound) && ctx.Err() == nil {
+		if !errors.Is(err, fault.NotFound) && ctx.Err() == nil {
 			// The sandbox is still worth showing; its run is left out.
 			s.log.WarnContext(ctx, "could not read a sandbox's run", "sandbox", sb.ID, "err", err)
 		}
@@ -102,7 +102,7 @@ func (s *Server) runLog(w http.ResponseWriter, r *http.Request, p account.Princi
 	if v := r.URL.Query().Get("follow"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			s.writeError(w, r, &sandbox.InvalidError{Field: "follow", Reason: fmt.Sprintf("%q is not true or false", v)})
+			s.writeError(w, r, fault.Field("follow", "%q is not true or false", v))
 			return
 		}
 		follow = b
@@ -182,7 +182,7 @@ func (s *Server) followLog(w http.ResponseWriter, r *http.Request, f io.Reader, 
 func (s *Server) runOver(ctx context.Context, sb sandbox.Sandbox) bool {
 	run, err := s.runs.Of(ctx, sb)
 	switch {
-	case errors.Is(err, sandbox.ErrNotFound):
+	case errors.Is(err, fault.NotFound):
 		return true // no record (the sandbox was deleted): nothing will add to the log
 	case err != nil:
 		if ctx.Err() == nil {
@@ -231,7 +231,7 @@ func (s *Server) runExit(w http.ResponseWriter, r *http.Request, p account.Princ
 		return
 	}
 	if len(req.Bundle) > agentrun.MaxBundle {
-		s.writeError(w, r, &sandbox.InvalidError{Field: "bundle", Reason: fmt.Sprintf("%d bytes, over the %d MiB limit of an in-machine run's work", len(req.Bundle), agentrun.MaxBundle>>20)})
+		s.writeError(w, r, fault.Field("bundle", "%d bytes, over the %d MiB limit of an in-machine run's work", len(req.Bundle), agentrun.MaxBundle>>20))
 		return
 	}
 	sb, run, err := s.runs.Exit(r.Context(), p, agentrun.Report{ExitCode: req.ExitCode, Commit: req.Commit, Bundle: req.Bundle, Error: req.Error,

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"strconv"
 	"sync"
@@ -10,8 +9,8 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/reach"
-	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/tunnel"
 )
 
@@ -28,17 +27,17 @@ func (s *Server) openTunnel(w http.ResponseWriter, r *http.Request, p account.Pr
 	}
 	port, err := strconv.Atoi(r.PathValue("port"))
 	if err != nil || port < 1 || port > 65535 {
-		s.writeError(w, r, &sandbox.InvalidError{Field: "port", Reason: fmt.Sprintf("%q is not a TCP port", r.PathValue("port"))})
+		s.writeError(w, r, fault.Field("port", "%q is not a TCP port", r.PathValue("port")))
 		return
 	}
 	stop, ok := s.tunnels.add()
 	if !ok {
-		s.writeError(w, r, fmt.Errorf("the gateway is stopping: %w", sandbox.ErrUnavailable))
+		s.writeError(w, r, fault.Errorf(fault.Unavailable, "the gateway is stopping"))
 		return
 	}
 	defer s.tunnels.done()
 	if s.reach == nil {
-		s.writeError(w, r, fmt.Errorf("this gateway reaches no sandbox: %w", sandbox.ErrUnavailable))
+		s.writeError(w, r, fault.Errorf(fault.Unavailable, "this gateway reaches no sandbox"))
 		return
 	}
 	conn, err := s.reach.Connect(r.Context(), p, r.PathValue("ref"), port)

@@ -12,11 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/quantity"
 )
-
-// ErrExceeded is returned when a guardrail refuses a request.
-var ErrExceeded = errors.New("quota exceeded")
 
 // Guardrail is the set of sandbox quota fields on an organisation or a
 // project. A nil ceiling sets no limit. AllowedRepos nil means "not set":
@@ -144,10 +142,10 @@ func (g Guardrail) AllowsRepo(path string) bool {
 // quietly gives a smaller one.
 func (g Guardrail) CheckSize(cpu quantity.Millicores, memory quantity.Bytes) error {
 	if g.MaxSandboxCPU != nil && cpu > *g.MaxSandboxCPU {
-		return fmt.Errorf("%s cores is more than the guardrail's max_sandbox_cpu of %s: %w", cpu, *g.MaxSandboxCPU, ErrExceeded)
+		return fault.Errorf(fault.Exceeded, "%s cores is more than the guardrail's max_sandbox_cpu of %s", cpu, *g.MaxSandboxCPU)
 	}
 	if g.MaxSandboxMemory != nil && memory.MiB() > *g.MaxSandboxMemory {
-		return fmt.Errorf("%d MiB of memory is more than the guardrail's max_sandbox_memory of %d MiB: %w", memory.MiB(), *g.MaxSandboxMemory, ErrExceeded)
+		return fault.Errorf(fault.Exceeded, "%d MiB of memory is more than the guardrail's max_sandbox_memory of %d MiB", memory.MiB(), *g.MaxSandboxMemory)
 	}
 	return nil
 }
@@ -165,7 +163,7 @@ func (g Guardrail) CutTTL(ttl time.Duration) time.Duration {
 // of them under limit. scope names it in the message ("organisation acme").
 func CheckCount(limit *int, live int, scope string) error {
 	if limit != nil && live >= *limit {
-		return fmt.Errorf("%s has %d live sandboxes, its max_sandboxes is %d: %w", scope, live, *limit, ErrExceeded)
+		return fault.Errorf(fault.Exceeded, "%s has %d live sandboxes, its max_sandboxes is %d", scope, live, *limit)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/guardrail"
 	"berth.dev/berth/internal/quantity"
 )
@@ -71,10 +72,10 @@ func TestCheckSizeRefuses(t *testing.T) {
 	if err := g.CheckSize(4000, 8<<30); err != nil {
 		t.Errorf("a machine at the ceiling is refused: %v", err)
 	}
-	if err := g.CheckSize(8000, 1<<30); !errors.Is(err, guardrail.ErrExceeded) {
+	if err := g.CheckSize(8000, 1<<30); !errors.Is(err, fault.Exceeded) {
 		t.Errorf("8 cores under a 4-core ceiling: err = %v, want ErrExceeded", err)
 	}
-	if err := g.CheckSize(1000, 16<<30); !errors.Is(err, guardrail.ErrExceeded) {
+	if err := g.CheckSize(1000, 16<<30); !errors.Is(err, fault.Exceeded) {
 		t.Errorf("16Gi under an 8192 MiB ceiling: err = %v, want ErrExceeded", err)
 	}
 }
@@ -87,7 +88,7 @@ func TestCutTTLAndCount(t *testing.T) {
 	if got := g.CutTTL(time.Hour); got != time.Hour {
 		t.Errorf("CutTTL(1h) = %v, want 1h", got)
 	}
-	if err := guardrail.CheckCount(ptr(2), 2, "project p"); !errors.Is(err, guardrail.ErrExceeded) {
+	if err := guardrail.CheckCount(ptr(2), 2, "project p"); !errors.Is(err, fault.Exceeded) {
 		t.Errorf("CheckCount(2 of 2) = %v, want ErrExceeded", err)
 	}
 	if err := guardrail.CheckCount(ptr(2), 1, "project p"); err != nil {

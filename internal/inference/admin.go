@@ -9,6 +9,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/quantity"
 	"berth.dev/berth/internal/runner"
 )
@@ -71,14 +72,14 @@ func (s *Service) SetSettings(ctx context.Context, p account.Principal, orgRef, 
 // its projects that p administers.
 func (s *Service) adminScope(ctx context.Context, p account.Principal, orgRef, projectRef, verb string) (string, account.Project, error) {
 	if p.Sandbox != "" {
-		return "", account.Project{}, fmt.Errorf("a sandbox's key cannot %s inference settings: %w", verb, ErrForbidden)
+		return "", account.Project{}, fault.Errorf(fault.Forbidden, "a sandbox's key cannot %s inference settings", verb)
 	}
 	o, err := s.accounts.Organisation(ctx, p, orgRef)
 	if err != nil {
 		return "", account.Project{}, err
 	}
 	if !p.IsAdminOf(o.ID) {
-		return "", account.Project{}, fmt.Errorf("%s inference settings: only an administrator of %s may: %w", verb, o.Name, ErrForbidden)
+		return "", account.Project{}, fault.Errorf(fault.Forbidden, "%s inference settings: only an administrator of %s may", verb, o.Name)
 	}
 	if projectRef == "" {
 		return o.ID, account.Project{}, nil
@@ -193,7 +194,7 @@ func (s *Service) SandboxEnv(ctx context.Context, org, project, model string) (m
 	if model != "" {
 		i := slices.IndexFunc(reach, func(m runner.Model) bool { return m.ID == model })
 		if i < 0 {
-			return nil, fmt.Errorf("model %q: project %s may not reach it: %w", model, project, ErrNotAllowed)
+			return nil, fault.Errorf(fault.Forbidden, "model %q: project %s may not reach it", model, project)
 		}
 		first = reach[i]
 	}

@@ -19,52 +19,10 @@
 package inference
 
 import (
-	"errors"
-	"fmt"
 	"strings"
-	"time"
 
 	"berth.dev/berth/internal/runner"
 )
-
-// Errors Admit and the settings methods return; the gateway maps them to
-// HTTP statuses and renders them in the caller's dialect.
-var (
-	// ErrNotAllowed: the model exists but the key's project may not reach
-	// it. The message lists the models it may reach.
-	ErrNotAllowed = errors.New("model not allowed")
-	// ErrUnknownModel: no provider serves the model. The message lists the
-	// models the key may reach.
-	ErrUnknownModel = errors.New("unknown model")
-	// ErrBudget: the request's reservation does not fit what is left of a
-	// budget.
-	ErrBudget = errors.New("budget exceeded")
-	// ErrInvalid: a request or a setting that cannot be used.
-	ErrInvalid = errors.New("invalid")
-	// ErrForbidden: the caller may not do this (set another project's
-	// settings, name another sandbox's session).
-	ErrForbidden = errors.New("forbidden")
-	// ErrUnavailable: the gateway serves no models.
-	ErrUnavailable = errors.New("no models configured")
-)
-
-// RateLimitError is a request over its project's (or organisation's) rate
-// limit. It is ErrRateLimited for errors.Is.
-type RateLimitError struct {
-	Scope      string        // "project ml" or "the organisation"
-	Limit      Rate          // the limit that refused
-	RetryAfter time.Duration // when the next request would be allowed
-}
-
-// ErrRateLimited matches every *RateLimitError.
-var ErrRateLimited = errors.New("rate limited")
-
-func (e *RateLimitError) Error() string {
-	return fmt.Sprintf("%s allows %s; try again in %s", e.Scope, e.Limit, e.RetryAfter.Round(time.Second))
-}
-
-// Is makes errors.Is(err, ErrRateLimited) true.
-func (e *RateLimitError) Is(target error) bool { return target == ErrRateLimited }
 
 // Dialect is a vendor API, named as the runners name the APIs they speak
 // (runner.API).
@@ -138,11 +96,6 @@ func (k Kind) Speaks(d Dialect) bool {
 		}
 	}
 	return false
-}
-
-// invalid returns an ErrInvalid naming what is wrong.
-func invalid(format string, args ...any) error {
-	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), ErrInvalid)
 }
 
 // names joins model names for a message; none says so.

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"berth.dev/berth/internal/fault"
 )
 
 // Replicas sharing a database share its budgets through leases: each
@@ -268,7 +270,7 @@ func (l *shared) grant(ctx context.Context, r reservation, now time.Time) error 
 		return add, nil
 	})
 	if err != nil {
-		if errors.Is(err, ErrBudget) {
+		if errors.Is(err, fault.Budget) {
 			return err
 		}
 		return fmt.Errorf("lease of %s's budget: %w", r.limits[0].name, err)

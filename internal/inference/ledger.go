@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/quantity"
 )
 
@@ -27,7 +28,7 @@ import (
 // ledger is where reservations are kept.
 type ledger interface {
 	// reserve holds amount against every limit, all or none, or refuses
-	// with ErrBudget.
+	// with fault.Budget.
 	reserve(ctx context.Context, limits []limit, amount float64, now time.Time) (reservation, error)
 	// release is what the record of r's request takes off the database's
 	// leases when it is committed (Record.Lease).
@@ -64,8 +65,8 @@ func monthOf(t time.Time) time.Time {
 // budget.
 func overBudget(lim limit, spent, held, worst float64, where string) error {
 	left := max(lim.budget-spent-held, 0)
-	return fmt.Errorf("%s's inference budget of %s a month is spent: %s spent this month, %s held by requests in flight%s, %s left; this request may cost up to %s (ask an administrator to raise it with berth project inference set): %w",
-		lim.name, quantity.USD(lim.budget), quantity.USD(spent), quantity.USD(held), where, quantity.USD(left), quantity.USD(worst), ErrBudget)
+	return fault.Errorf(fault.Budget, "%s's inference budget of %s a month is spent: %s spent this month, %s held by requests in flight%s, %s left; this request may cost up to %s (ask an administrator to raise it with berth project inference set)",
+		lim.name, quantity.USD(lim.budget), quantity.USD(spent), quantity.USD(held), where, quantity.USD(left), quantity.USD(worst))
 }
 
 // unreserve takes one request's amount off what requests in flight

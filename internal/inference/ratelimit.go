@@ -1,8 +1,11 @@
 package inference
 
 import (
+	"fmt"
 	"sync"
 	"time"
+
+	"berth.dev/berth/internal/fault"
 )
 
 // limiter is a token bucket per scope: a rate of N per period allows a
@@ -29,7 +32,7 @@ type scopeRate struct {
 }
 
 // take spends one token from every bucket, all or none. When one is
-// empty it returns a *RateLimitError saying when to come back.
+// empty it returns a fault.RateLimited saying when to come back.
 func (l *limiter) take(rates []scopeRate, now time.Time) error {
 	if len(rates) == 0 {
 		return nil
@@ -51,7 +54,9 @@ func (l *limiter) take(rates []scopeRate, now time.Time) error {
 		}
 		if b.tokens < 1 {
 			wait := time.Duration((1 - b.tokens) * float64(perToken))
-			return &RateLimitError{Scope: r.name, Limit: r.rate, RetryAfter: max(wait, time.Second)}
+			after := max(wait, time.Second)
+			return &fault.Error{Kind: fault.RateLimited, RetryAfter: after,
+				Message: fmt.Sprintf("%s allows %s; try again in %s", r.name, r.rate, after.Round(time.Second))}
 		}
 		bs[i] = b
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/inference"
 	"berth.dev/berth/internal/runner"
 )
@@ -108,7 +109,7 @@ func TestSandboxEnvNamesTheRunsModel(t *testing.T) {
 			t.Errorf("Pi's models (-want +got):\n%s", diff)
 		}
 	}
-	if _, err := e.svc.SandboxEnv(t.Context(), org, "default", "nope"); !errors.Is(err, inference.ErrNotAllowed) {
+	if _, err := e.svc.SandboxEnv(t.Context(), org, "default", "nope"); !errors.Is(err, fault.Forbidden) {
 		t.Errorf("SandboxEnv of a model the key may not reach: %v, want ErrNotAllowed", err)
 	}
 }

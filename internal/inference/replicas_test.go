@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/inference"
 	"berth.dev/berth/internal/store"
 	"berth.dev/berth/internal/store/storetest"
@@ -117,7 +118,7 @@ func TestBudgetsHoldAcrossReplicas(t *testing.T) {
 						tk, err := admit(t, r, r.user, inference.Anthropic, body)
 						tried.Done()
 						if err != nil {
-							if !errors.Is(err, inference.ErrBudget) {
+							if !errors.Is(err, fault.Budget) {
 								t.Error(err)
 							}
 							return
@@ -197,7 +198,7 @@ func TestCrashedReplicasLeaseStopsCounting(t *testing.T) {
 	untilRefused := func() int {
 		n := 0
 		for ; n < 100; n++ {
-			if _, err := admit(t, b, b.user, inference.Anthropic, body); errors.Is(err, inference.ErrBudget) {
+			if _, err := admit(t, b, b.user, inference.Anthropic, body); errors.Is(err, fault.Budget) {
 				return n
 			} else if err != nil {
 				t.Fatal(err)
@@ -282,7 +283,7 @@ func TestGrantWhileARequestSettles(t *testing.T) {
 	for _, r := range []env{a, b, a, b} {
 		if tk, err := admit(t, r, r.user, inference.Anthropic, body); err == nil {
 			held = append(held, tk)
-		} else if !errors.Is(err, inference.ErrBudget) {
+		} else if !errors.Is(err, fault.Budget) {
 			t.Fatal(err)
 		}
 	}

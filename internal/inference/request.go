@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"strings"
+
+	"berth.dev/berth/internal/fault"
 )
 
 // Call is what the gateway reads of one model request.
@@ -41,7 +43,7 @@ type Call struct {
 func ReadCall(d Dialect, model string, stream bool, body []byte) (Call, error) {
 	c := Call{Dialect: d, Model: model, Stream: stream, size: len(body), choices: 1}
 	if err := json.Unmarshal(body, &c.body); err != nil || c.body == nil {
-		return Call{}, invalid("the body is not a JSON object")
+		return Call{}, fault.Errorf(fault.Invalid, "the body is not a JSON object")
 	}
 	str := func(key string) string {
 		var s string
@@ -63,7 +65,7 @@ func ReadCall(d Dialect, model string, stream bool, body []byte) (Call, error) {
 		_ = json.Unmarshal(c.body["stream"], &c.Stream)
 	case Gemini:
 	default:
-		return Call{}, invalid("dialect %q is not served", d)
+		return Call{}, fault.Errorf(fault.Invalid, "dialect %q is not served", d)
 	}
 	tools := c.body["tools"]
 	switch d {
@@ -90,7 +92,7 @@ func ReadCall(d Dialect, model string, stream bool, body []byte) (Call, error) {
 	}
 	c.tools, c.builtin = countTools(d, tools)
 	if c.Model == "" {
-		return Call{}, invalid("the request names no model")
+		return Call{}, fault.Errorf(fault.Invalid, "the request names no model")
 	}
 	return c, nil
 }
@@ -239,14 +241,14 @@ func (c Call) withSystem(system string) (string, any, error) {
 		}
 		var blocks []json.RawMessage
 		if err := json.Unmarshal(old, &blocks); err != nil {
-			return "", nil, invalid("system is neither a string nor a list of blocks")
+			return "", nil, fault.Errorf(fault.Invalid, "system is neither a string nor a list of blocks")
 		}
 		head, _ := marshalJSON(map[string]string{"type": "text", "text": system})
 		return "system", append([]json.RawMessage{head}, blocks...), nil
 	case OpenAIChat:
 		var msgs []json.RawMessage
 		if err := json.Unmarshal(raw("messages"), &msgs); err != nil {
-			return "", nil, invalid("messages is not a list")
+			return "", nil, fault.Errorf(fault.Invalid, "messages is not a list")
 		}
 		role := "system"
 		for _, m := range msgs {
@@ -274,7 +276,7 @@ func (c Call) withSystem(system string) (string, any, error) {
 		var si map[string]json.RawMessage
 		if old := raw(key); old != nil {
 			if err := json.Unmarshal(old, &si); err != nil {
-				return "", nil, invalid("%s is not an object", key)
+				return "", nil, fault.Errorf(fault.Invalid, "%s is not an object", key)
 			}
 		}
 		if si == nil {
@@ -283,7 +285,7 @@ func (c Call) withSystem(system string) (string, any, error) {
 		var parts []json.RawMessage
 		if p := si["parts"]; p != nil {
 			if err := json.Unmarshal(p, &parts); err != nil {
-				return "", nil, invalid("%s.parts is not a list", key)
+				return "", nil, fault.Errorf(fault.Invalid, "%s.parts is not a list", key)
 			}
 		}
 		head, _ := marshalJSON(map[string]string{"text": system})
@@ -311,7 +313,7 @@ func marshalJSON(v any) ([]byte, error) {
 func ParseGeminiPath(segment string) (model string, stream, count bool, err error) {
 	model, method, ok := strings.Cut(segment, ":")
 	if !ok || model == "" {
-		return "", false, false, invalid("want /v1beta/models/MODEL:generateContent, not %q", segment)
+		return "", false, false, fault.Errorf(fault.Invalid, "want /v1beta/models/MODEL:generateContent, not %q", segment)
 	}
 	switch method {
 	case "generateContent":
@@ -320,7 +322,7 @@ func ParseGeminiPath(segment string) (model string, stream, count bool, err erro
 	case "countTokens":
 		count = true
 	default:
-		return "", false, false, invalid("method %q is not generateContent, streamGenerateContent or countTokens", method)
+		return "", false, false, fault.Errorf(fault.Invalid, "method %q is not generateContent, streamGenerateContent or countTokens", method)
 	}
 	return model, stream, count, nil
 }

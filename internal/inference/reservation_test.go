@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/inference"
 )
 
@@ -109,8 +110,8 @@ func TestRefusalPrintsTheBudgetExactly(t *testing.T) {
 	body := `{"model":"m","max_tokens":8000,"messages":[]}`
 	call, _ := inference.ReadCall(inference.Anthropic, "", false, []byte(body))
 	_, err := e.svc.Admit(t.Context(), e.user, call, []byte(body), "")
-	if !errors.Is(err, inference.ErrBudget) {
-		t.Fatalf("admit over the budget: %v, want %v", err, inference.ErrBudget)
+	if !errors.Is(err, fault.Budget) {
+		t.Fatalf("admit over the budget: %v, want %v", err, fault.Budget)
 	}
 	worst := (float64(len(body)) + 8000*2) / 1e6
 	for _, want := range []string{"budget of $0.0028 a month", "$0.00 spent", "$0.0028 left", "may cost up to $0.016045"} {

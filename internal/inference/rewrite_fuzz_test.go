@@ -7,11 +7,13 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"berth.dev/berth/internal/fault"
 )
 
 // FuzzRewrite feeds the request rewriter arbitrary bodies of every
 // dialect, models and system prompts. It never panics; a body ReadCall or
-// rewrite refuses is refused as ErrInvalid; and a rewritten body is a JSON
+// rewrite refuses is refused as fault.Invalid; and a rewritten body is a JSON
 // object, of bounded size, that reads back as the call the gateway
 // admitted (the upstream's model, the same stream and output cap) whether
 // its reader takes a key's first value or its last, with the system
@@ -53,8 +55,8 @@ func FuzzRewrite(f *testing.F) {
 		d := dialects[int(which)%len(dialects)]
 		c, err := ReadCall(d, "gemini-model", false, body)
 		if err != nil {
-			if !errors.Is(err, ErrInvalid) {
-				t.Fatalf("%s: ReadCall refused %q with %v, not ErrInvalid", d, body, err)
+			if !errors.Is(err, fault.Invalid) {
+				t.Fatalf("%s: ReadCall refused %q with %v, not fault.Invalid", d, body, err)
 			}
 			return
 		}
@@ -63,8 +65,8 @@ func FuzzRewrite(f *testing.F) {
 		}
 		out, err := c.rewrite(body, upstream, system)
 		if err != nil {
-			if !errors.Is(err, ErrInvalid) {
-				t.Fatalf("%s: rewrite refused %q with %v, not ErrInvalid", d, body, err)
+			if !errors.Is(err, fault.Invalid) {
+				t.Fatalf("%s: rewrite refused %q with %v, not fault.Invalid", d, body, err)
 			}
 			return
 		}

@@ -10,6 +10,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/runner"
 )
 
@@ -283,7 +284,7 @@ type Ticket struct {
 // (sbx_…).
 func (s *Service) Admit(ctx context.Context, p account.Principal, call Call, body []byte, session string) (*Ticket, error) {
 	if s.catalog.Empty() {
-		return nil, fmt.Errorf("this gateway serves no models (BERTH_INFERENCE_FILE is unset or lists none): %w", ErrUnavailable)
+		return nil, fault.Errorf(fault.Unserved, "this gateway serves no models (BERTH_INFERENCE_FILE is unset or lists none)")
 	}
 	if err := checkSession(p, session); err != nil {
 		return nil, err
@@ -295,15 +296,15 @@ func (s *Service) Admit(ctx context.Context, p account.Principal, call Call, bod
 	prj := account.Project{ID: pol.Project, Name: pol.ProjectName}
 	m, ok := s.catalog.Model(call.Model)
 	if !ok {
-		return nil, fmt.Errorf("model %q is not served by this gateway; this key may reach: %s: %w", call.Model, names(pol.reachableIDs()), ErrUnknownModel)
+		return nil, fault.Errorf(fault.NotFound, "model %q is not served by this gateway; this key may reach: %s", call.Model, names(pol.reachableIDs()))
 	}
 	if !pol.Allows(m.ID) {
-		return nil, fmt.Errorf("model %q is not allowed in project %s; this key may reach: %s: %w", m.ID, prj.Name, names(pol.reachableIDs()), ErrNotAllowed)
+		return nil, fault.Errorf(fault.Forbidden, "model %q is not allowed in project %s; this key may reach: %s", m.ID, prj.Name, names(pol.reachableIDs()))
 	}
 	target, ok := s.catalog.route(m, pol.Allows)
 	if !ok {
-		return nil, fmt.Errorf("router %q reaches none of its models (%s) in project %s; this key may reach: %s: %w",
-			m.ID, names(m.Targets), prj.Name, names(pol.reachableIDs()), ErrNotAllowed)
+		return nil, fault.Errorf(fault.Forbidden, "router %q reaches none of its models (%s) in project %s; this key may reach: %s",
+			m.ID, names(m.Targets), prj.Name, names(pol.reachableIDs()))
 	}
 	prov, _ := s.catalog.Provider(target.Provider)
 	if !prov.Kind.Speaks(call.Dialect) {
@@ -311,7 +312,7 @@ func (s *Service) Admit(ctx context.Context, p account.Principal, call Call, bod
 		for _, d := range prov.Kind.Dialects() {
 			paths = append(paths, d.Path())
 		}
-		return nil, invalid("model %q is served by %s, which does not speak %s: call %s", target.ID, prov.Name, call.Dialect, strings.Join(paths, " or "))
+		return nil, fault.Errorf(fault.Invalid, "model %q is served by %s, which does not speak %s: call %s", target.ID, prov.Name, call.Dialect, strings.Join(paths, " or "))
 	}
 	now := s.now()
 	t := &Ticket{Call: call, Model: target, Provider: prov, rec: Record{
@@ -452,11 +453,11 @@ func checkSession(p account.Principal, session string) error {
 	case session == "":
 		return nil
 	case len(session) > 128 || strings.ContainsFunc(session, func(r rune) bool { return r < 0x21 || r > 0x7e }):
-		return invalid("X-Berth-Session: at most 128 printable characters")
+		return fault.Errorf(fault.Invalid, "X-Berth-Session: at most 128 printable characters")
 	case p.Sandbox != "" && session != p.Sandbox && strings.HasPrefix(session, "sbx_"):
-		return fmt.Errorf("X-Berth-Session: a sandbox's key names only its own session (%s): %w", p.Sandbox, ErrForbidden)
+		return fault.Errorf(fault.Forbidden, "X-Berth-Session: a sandbox's key names only its own session (%s)", p.Sandbox)
 	case p.Sandbox == "" && strings.HasPrefix(session, "sbx_"):
-		return fmt.Errorf("X-Berth-Session: sbx_ sessions are sandboxes' own; a user's key names another: %w", ErrForbidden)
+		return fault.Errorf(fault.Forbidden, "X-Berth-Session: sbx_ sessions are sandboxes' own; a user's key names another")
 	}
 	return nil
 }

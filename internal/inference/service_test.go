@@ -11,6 +11,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/fakeclock"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/inference"
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/store"
@@ -152,7 +153,7 @@ func TestReservationsNeverOvershoot(t *testing.T) {
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
-			case errors.Is(err, inference.ErrBudget):
+			case errors.Is(err, fault.Budget):
 				refused++
 			case err != nil:
 				t.Error(err)
@@ -204,8 +205,8 @@ func TestRateLimitRefillsWithTime(t *testing.T) {
 		}
 	}
 	_, err = admit(t, e, e.user, inference.OpenAIChat, body)
-	var rl *inference.RateLimitError
-	if !errors.As(err, &rl) || rl.RetryAfter != 20*time.Second || !errors.Is(err, inference.ErrRateLimited) {
+	var rl *fault.Error
+	if !errors.As(err, &rl) || rl.RetryAfter != 20*time.Second || !errors.Is(err, fault.RateLimited) {
 		t.Fatalf("fourth: %v, want a rate limit with 20s to wait", err)
 	}
 	e.clock.Advance(20 * time.Second)
@@ -247,10 +248,10 @@ func TestPolicyNarrowsAndRoutes(t *testing.T) {
 	}
 	e.set(t, "default", inference.Settings{Models: []string{}})
 	_, err = e.svc.Admit(t.Context(), e.user, mustCall(t, inference.Anthropic, `{"model":"cheap"}`), []byte(`{"model":"cheap"}`), "")
-	if !errors.Is(err, inference.ErrNotAllowed) || !strings.Contains(err.Error(), "may reach: none") {
+	if !errors.Is(err, fault.Forbidden) || !strings.Contains(err.Error(), "may reach: none") {
 		t.Errorf("an empty project list: %v", err)
 	}
-	if _, err := e.svc.SetSettings(t.Context(), e.user, "", "default", inference.Settings{}); !errors.Is(err, inference.ErrForbidden) {
+	if _, err := e.svc.SetSettings(t.Context(), e.user, "", "default", inference.Settings{}); !errors.Is(err, fault.Forbidden) {
 		t.Errorf("a member sets settings: %v", err)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"berth.dev/berth/internal/fault"
 )
 
 // Settings are an organisation's or a project's inference rules (SPEC
@@ -56,7 +58,7 @@ func (s Settings) Validate(c *Catalog) error {
 		bad = append(bad, fmt.Sprintf("system prompt: %d bytes; at most %d", len(s.SystemPrompt), maxSystemPrompt))
 	}
 	if len(bad) > 0 {
-		return invalid("%s", strings.Join(bad, "; "))
+		return fault.Errorf(fault.Invalid, "%s", strings.Join(bad, "; "))
 	}
 	return nil
 }
@@ -71,11 +73,11 @@ type Rate struct {
 func ParseRate(s string) (Rate, error) {
 	n, per, ok := strings.Cut(strings.TrimSpace(s), "/")
 	if !ok {
-		return Rate{}, invalid("rate %q: want requests/period, such as 60/m", s)
+		return Rate{}, fault.Errorf(fault.Invalid, "rate %q: want requests/period, such as 60/m", s)
 	}
 	req, err := strconv.Atoi(n)
 	if err != nil || req <= 0 {
-		return Rate{}, invalid("rate %q: %q is not a positive whole number", s, n)
+		return Rate{}, fault.Errorf(fault.Invalid, "rate %q: %q is not a positive whole number", s, n)
 	}
 	var d time.Duration
 	switch per {
@@ -89,7 +91,7 @@ func ParseRate(s string) (Rate, error) {
 		d = 24 * time.Hour
 	default:
 		if d, err = time.ParseDuration(per); err != nil || d < time.Second {
-			return Rate{}, invalid("rate %q: the period is s, m, h, d or a duration of at least 1s", s)
+			return Rate{}, fault.Errorf(fault.Invalid, "rate %q: the period is s, m, h, d or a duration of at least 1s", s)
 		}
 	}
 	return Rate{Requests: req, Per: d}, nil

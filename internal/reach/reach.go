@@ -16,6 +16,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/quantity"
 	"berth.dev/berth/internal/sandbox"
 )
@@ -39,7 +40,7 @@ func (r PortRange) String() string {
 // pod's. A driver without it has no tunnel.
 type Reacher interface {
 	// Addr returns the host:port the gateway dials for port of a sandbox's
-	// machine: ErrNotFound when the driver has no machine, ErrConflict when
+	// machine: fault.NotFound when the driver has no machine, fault.Conflict when
 	// it is not running.
 	Addr(ctx context.Context, id sandbox.ID, port int) (string, error)
 	// Ports are the ports Addr may be asked for (podman: 2222; Kubernetes:
@@ -134,7 +135,7 @@ type Traffic struct {
 
 // Connect opens a connection to port of the sandbox ref for p (SPEC S6,
 // S10): operators and the owner may; an organisation's administrator sees
-// the sandbox but may not get inside (ErrForbidden, and the refusal is
+// the sandbox but may not get inside (fault.Forbidden, and the refusal is
 // audited); anybody else does not find it. The sandbox must be a running
 // engineer sandbox, and the driver must reach the port.
 func (s *Service) Connect(ctx context.Context, p account.Principal, ref string, port int) (*Connection, error) {
@@ -153,20 +154,20 @@ func (s *Service) connect(ctx context.Context, p account.Principal, ref string, 
 	if !p.CanShell(sb.Owner) {
 		s.record(ctx, audit.Event{At: s.now(), Org: sb.Org, Actor: p.User.ID, Sandbox: string(sb.ID), Action: audit.ShellOpen,
 			Target: portTarget(port), Outcome: audit.Refused, Detail: "only its owner and operators may open a shell in a sandbox"})
-		return nil, fmt.Errorf("an organisation's administrator may see sandbox %s but not get inside it; only its owner and operators may: %w", sb.Name, sandbox.ErrForbidden)
+		return nil, fault.Errorf(fault.Forbidden, "an organisation's administrator may see sandbox %s but not get inside it; only its owner and operators may", sb.Name)
 	}
 	if sb.Purpose != sandbox.PurposeEngineer {
-		return nil, fmt.Errorf("nothing attaches to an agent sandbox: %w", sandbox.ErrConflict)
+		return nil, fault.Errorf(fault.Conflict, "nothing attaches to an agent sandbox")
 	}
 	if sb.State != sandbox.StateRunning {
 		return nil, notRunning(sb)
 	}
 	reach := s.cfg.Reacher
 	if reach == nil {
-		return nil, fmt.Errorf("this deployment's driver (%s) cannot reach a sandbox's ports: %w", orNone(s.cfg.Driver), sandbox.ErrUnavailable)
+		return nil, fault.Errorf(fault.Unavailable, "this deployment's driver (%s) cannot reach a sandbox's ports", orNone(s.cfg.Driver))
 	}
 	if ports := reach.Ports(); !ports.Contains(port) {
-		return nil, &sandbox.InvalidError{Field: "port", Reason: fmt.Sprintf("%d is not reachable: the %s driver reaches %s", port, s.cfg.Driver, ports)}
+		return nil, fault.Field("port", "%d is not reachable: the %s driver reaches %s", port, s.cfg.Driver, ports)
 	}
 	addr, err := reach.Addr(ctx, sb.ID, port)
 	if err != nil {
@@ -175,7 +176,7 @@ func (s *Service) connect(ctx context.Context, p account.Principal, ref string, 
 	conn, err := s.dial(ctx, "tcp", addr)
 	if err != nil {
 		s.log.WarnContext(ctx, "sandbox does not answer", "sandbox", sb.ID, "port", port, "err", err)
-		return nil, s.unreachable(ctx, sb, fmt.Errorf("sandbox %s does not answer on port %d: %w", sb.Name, port, sandbox.ErrUnavailable))
+		return nil, s.unreachable(ctx, sb, fault.Errorf(fault.Unavailable, "sandbox %s does not answer on port %d", sb.Name, port))
 	}
 	s.ConnectionOpened(sb.ID)
 	// Held while open: the idle clock of another replica's sweep does not
@@ -197,7 +198,7 @@ func notRunning(sb sandbox.Sandbox) error {
 	case sandbox.StateFailed:
 		msg += fmt.Sprintf("; a failed sandbox is over: its volume is kept until it is terminated (berth sandbox terminate %s)", sb.Name)
 	}
-	return fmt.Errorf("%s: %w", msg, sandbox.ErrConflict)
+	return fault.Errorf(fault.Conflict, "%s", msg)
 }
 
 // unreachable is why a running sandbox could not be reached (err), unless

@@ -9,6 +9,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/reach"
 	"berth.dev/berth/internal/sandbox"
@@ -99,14 +100,14 @@ func TestConnectRefuses(t *testing.T) {
 	}{
 		{"operator", func() error { return connect(e, e.operator, string(sb.ID)) }, nil},
 		{"owner", func() error { return connect(e, e.alice, "dev") }, nil},
-		{"administrator", func() error { return connect(e, e.admin, string(sb.ID)) }, sandbox.ErrForbidden},
-		{"another member", func() error { return connect(e, e.bob, string(sb.ID)) }, sandbox.ErrNotFound},
-		{"another organisation", func() error { return connect(e, e.stranger, string(sb.ID)) }, sandbox.ErrNotFound},
-		{"an agent sandbox", func() error { return connect(e, e.alice, "task") }, sandbox.ErrConflict},
+		{"administrator", func() error { return connect(e, e.admin, string(sb.ID)) }, fault.Forbidden},
+		{"another member", func() error { return connect(e, e.bob, string(sb.ID)) }, fault.NotFound},
+		{"another organisation", func() error { return connect(e, e.stranger, string(sb.ID)) }, fault.NotFound},
+		{"an agent sandbox", func() error { return connect(e, e.alice, "task") }, fault.Conflict},
 		{"a privileged port", func() error {
 			_, err := e.reach.Connect(ctx, e.alice, "dev", 22)
 			return err
-		}, sandbox.ErrInvalid},
+		}, fault.Invalid},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -119,7 +120,7 @@ func TestConnectRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = connect(e, e.alice, "dev")
-	if !errors.Is(err, sandbox.ErrConflict) || !strings.Contains(err.Error(), "resume it first") {
+	if !errors.Is(err, fault.Conflict) || !strings.Contains(err.Error(), "resume it first") {
 		t.Errorf("Connect to a suspended sandbox = %v, want a conflict that says to resume it", err)
 	}
 }

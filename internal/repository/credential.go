@@ -7,6 +7,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/sandbox"
 )
@@ -73,14 +74,14 @@ func orDash(s string) string {
 // to give.
 func (s *Service) Credential(ctx context.Context, p account.Principal) (forge.Token, error) {
 	if p.Sandbox == "" {
-		return forge.Token{}, fmt.Errorf("git credential: only a sandbox's own key may ask: %w", sandbox.ErrForbidden)
+		return forge.Token{}, fault.Errorf(fault.Forbidden, "git credential: only a sandbox's own key may ask")
 	}
 	sb, err := s.store.GetSandbox(ctx, sandbox.ID(p.Sandbox))
 	if err != nil {
 		return forge.Token{}, err
 	}
 	if sb.State != sandbox.StateRunning && sb.State != sandbox.StateStarting {
-		return forge.Token{}, fmt.Errorf("git credential: sandbox %s is %s: %w", sb.Name, sb.State, sandbox.ErrConflict)
+		return forge.Token{}, fault.Errorf(fault.Conflict, "git credential: sandbox %s is %s", sb.Name, sb.State)
 	}
 	if sb.Repo == "" || sb.GitMode != sandbox.GitToken || s.forge == nil {
 		return forge.Token{}, fmt.Errorf("git credential: sandbox %s reaches its repository through the gateway, with its own key: %w", sb.Name, forge.ErrNoCredential)

@@ -3,11 +3,11 @@ package repository
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/review"
 	"berth.dev/berth/internal/sandbox"
@@ -19,7 +19,7 @@ import (
 // Anything else is not found. It returns the repository and what a push
 // may do; the caller fills in the default branch.
 func (s *Service) Access(ctx context.Context, p account.Principal, path string) (sandbox.Sandbox, forge.Repo, forge.PushRules, error) {
-	notFound := fmt.Errorf("repository %s: %w", path, sandbox.ErrNotFound)
+	notFound := fault.Errorf(fault.NotFound, "repository %s", path)
 	if p.Sandbox == "" || s.forge == nil {
 		return sandbox.Sandbox{}, forge.Repo{}, forge.PushRules{}, notFound
 	}
@@ -32,7 +32,7 @@ func (s *Service) Access(ctx context.Context, p account.Principal, path string) 
 		return sandbox.Sandbox{}, forge.Repo{}, forge.PushRules{}, notFound
 	}
 	if err := s.checkAllowed(ctx, sb.Org, sb.Project, r); err != nil {
-		if errors.Is(err, sandbox.ErrForbidden) {
+		if errors.Is(err, fault.Forbidden) {
 			s.record(ctx, audit.Event{Org: sb.Org, Sandbox: string(sb.ID), Action: audit.GitFetch, Target: sb.Repo, Outcome: audit.Refused, Detail: err.Error()})
 		}
 		return sandbox.Sandbox{}, forge.Repo{}, forge.PushRules{}, err

@@ -14,13 +14,13 @@ package repository
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
 	"time"
 
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/guardrail"
 	"berth.dev/berth/internal/sandbox"
@@ -98,7 +98,7 @@ func New(store Store, guardrails Guardrails, cfg Config, log *slog.Logger, now f
 // S9).
 func (s *Service) Resolve(ctx context.Context, org, project, addr string) (forge.Repo, error) {
 	if s.forge == nil {
-		return forge.Repo{}, fmt.Errorf("repository %s asked for, but this deployment has no git forge (BERTH_SANDBOX_GIT_FORGE is unset): %w", addr, sandbox.ErrUnavailable)
+		return forge.Repo{}, fault.Errorf(fault.Unavailable, "repository %s asked for, but this deployment has no git forge (BERTH_SANDBOX_GIT_FORGE is unset)", addr)
 	}
 	r, err := forge.Parse(addr, s.forge.Host())
 	if err != nil {
@@ -121,7 +121,7 @@ func (s *Service) Resolve(ctx context.Context, org, project, addr string) (forge
 
 // invalid is a refusal of the create request's repo field.
 func invalid(format string, args ...any) error {
-	return &sandbox.InvalidError{Field: "repo", Reason: fmt.Sprintf(format, args...)}
+	return fault.Field("repo", format, args...)
 }
 
 // Allowed refuses sb's repository when the guardrails no longer allow it
@@ -138,7 +138,7 @@ func (s *Service) checkAllowed(ctx context.Context, org, project string, r forge
 		return err
 	}
 	if !g.AllowsRepo(r.Path) {
-		return fmt.Errorf("repository %s is not in the allowed_repos of this project and organisation (an operator sets the organisation's list): %w", r, sandbox.ErrForbidden)
+		return fault.Errorf(fault.Forbidden, "repository %s is not in the allowed_repos of this project and organisation (an operator sets the organisation's list)", r)
 	}
 	return nil
 }

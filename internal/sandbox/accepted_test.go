@@ -12,6 +12,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/guardrail"
 	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/sandbox"
@@ -246,11 +247,11 @@ func TestFailedStartsAndTheQuota(t *testing.T) {
 		t.Fatalf("with a failed sandbox that never ran, a create under max_sandboxes 2 = %v; want it admitted", err)
 	}
 	_, err := e.svc.Create(ctx, e.bob, sandbox.CreateRequest{Name: "fourth", Class: "standard", SSHKeys: []string{testKey}})
-	if !errors.Is(err, guardrail.ErrExceeded) {
+	if !errors.Is(err, fault.Exceeded) {
 		t.Errorf("a fourth create = %v, want refused: the sandbox that ran holds its slot", err)
 	}
 	// Its name is free again: nothing of it is left.
-	if _, err := e.svc.Create(ctx, e.alice, sandbox.CreateRequest{Name: "never", Class: "standard", SSHKeys: []string{testKey}}); !errors.Is(err, guardrail.ErrExceeded) {
+	if _, err := e.svc.Create(ctx, e.alice, sandbox.CreateRequest{Name: "never", Class: "standard", SSHKeys: []string{testKey}}); !errors.Is(err, fault.Exceeded) {
 		t.Errorf("a new %q = %v, want refused by the quota only, not by the name", "never", err)
 	}
 }

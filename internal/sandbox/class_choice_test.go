@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"berth.dev/berth/internal/class"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/sandbox/sandboxtest"
 )
@@ -58,7 +59,7 @@ func TestAgentClassChosenAsAUserExpects(t *testing.T) {
 			}
 			sb, err := e.svc.Create(t.Context(), e.alice, sandbox.CreateRequest{Name: "fix", Purpose: "agent", Repo: "acme/app", Task: "t", Runner: tt.runner})
 			if tt.refused != "" {
-				var inv *sandbox.InvalidError
+				var inv *fault.Error
 				if !errors.As(err, &inv) || inv.Field != "class" || !strings.Contains(err.Error(), tt.refused) {
 					t.Fatalf("create: %v; want refused naming class: %s", err, tt.refused)
 				}

@@ -18,13 +18,13 @@ type Driver interface {
 	// resume); with spec.Replace it is first recreated on the same volume,
 	// because a resume after expiry brings a new key in its environment.
 	Start(ctx context.Context, spec Spec) error
-	// Stop stops the machine and keeps its volume. It is ErrNotFound when
+	// Stop stops the machine and keeps its volume. It is fault.NotFound when
 	// the driver has no machine for id.
 	Stop(ctx context.Context, id ID) error
 	// Remove deletes the machine and its volume. A machine already gone is
 	// not an error, so terminate can be retried.
 	Remove(ctx context.Context, id ID) error
-	// Inspect reports the machine's condition; ErrNotFound when it has none.
+	// Inspect reports the machine's condition; fault.NotFound when it has none.
 	Inspect(ctx context.Context, id ID) (Machine, error)
 	// List returns every machine the driver holds for this deployment, for
 	// the reconciler (SPEC S11: sandboxes never outlive the database).
@@ -130,7 +130,7 @@ type Watcher interface {
 // themselves, so the cluster enforces it even with every gateway gone
 // (SPEC S11: Kubernetes' shutdownTime). Every new expiry is handed to it.
 type Expirer interface {
-	// SetExpiry moves the machine's expiry to at: ErrNotFound when the
+	// SetExpiry moves the machine's expiry to at: fault.NotFound when the
 	// driver has no machine for id.
 	SetExpiry(ctx context.Context, id ID, at time.Time) error
 }

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/quantity"
 	"berth.dev/berth/internal/secret"
@@ -129,7 +130,7 @@ func (s *Service) checkWithheld(env map[string]string) error {
 	}
 	for _, name := range s.modelEnv.Withheld() {
 		if _, ok := env[name]; ok {
-			return invalid("env."+name, "%s names a vendor credential; a sandbox reaches models through the gateway with its own key", name)
+			return fault.Field("env."+name, "%s names a vendor credential; a sandbox reaches models through the gateway with its own key", name)
 		}
 	}
 	return nil
@@ -150,7 +151,7 @@ const (
 // BERTH_ variable: those are the gateway's (SPEC S3).
 func checkEnv(env map[string]string) error {
 	if len(env) > MaxEnvVars {
-		return invalid("env", "%d variables; at most %d", len(env), MaxEnvVars)
+		return fault.Field("env", "%d variables; at most %d", len(env), MaxEnvVars)
 	}
 	size := 0
 	for k, v := range env {
@@ -158,19 +159,19 @@ func checkEnv(env map[string]string) error {
 		field := "env." + k
 		switch {
 		case len(k) > MaxEnvName:
-			return invalid("env", "a name of %d bytes; at most %d", len(k), MaxEnvName)
+			return fault.Field("env", "a name of %d bytes; at most %d", len(k), MaxEnvName)
 		case !envNameRE.MatchString(k):
-			return invalid(field, "%q is not an environment variable name", k)
+			return fault.Field(field, "%q is not an environment variable name", k)
 		case strings.HasPrefix(strings.ToUpper(k), "BERTH_"):
-			return invalid(field, "%s is the gateway's: a sandbox's own environment may not name a BERTH_ variable", k)
+			return fault.Field(field, "%s is the gateway's: a sandbox's own environment may not name a BERTH_ variable", k)
 		case strings.ContainsRune(v, 0):
-			return invalid(field, "the value holds a NUL byte")
+			return fault.Field(field, "the value holds a NUL byte")
 		case len(v) > MaxEnvValue:
-			return invalid(field, "the value is %d bytes; at most %d", len(v), MaxEnvValue)
+			return fault.Field(field, "the value is %d bytes; at most %d", len(v), MaxEnvValue)
 		}
 	}
 	if size > MaxEnv {
-		return invalid("env", "%d bytes of names and values; at most %d", size, MaxEnv)
+		return fault.Field("env", "%d bytes of names and values; at most %d", size, MaxEnv)
 	}
 	return nil
 }

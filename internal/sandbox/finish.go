@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/forge"
 )
 
@@ -76,7 +77,7 @@ func (s sweeper) finishSpec(ctx context.Context, sb Sandbox) (Spec, error) {
 
 // failUnfinished fails a start that could not be finished, saying why.
 func (s sweeper) failUnfinished(ctx context.Context, sb Sandbox, cause error, res *SweepResult) error {
-	if errors.Is(cause, ErrConflict) {
+	if errors.Is(cause, fault.Conflict) {
 		return cause // the row moved on meanwhile: nothing to finish
 	}
 	_, err := s.end(ctx, "", sb, StateFailed, "its start was interrupted and could not be finished: "+cause.Error())

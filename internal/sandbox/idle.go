@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/quantity"
 )
 
@@ -68,7 +69,7 @@ func (s sweeper) suspendIdle(ctx context.Context, sb Sandbox) error {
 	if _, err = s.write(ctx, "", sb, Update{Sandbox: next, From: StateRunning, At: s.clamp(sb)}); err != nil {
 		return err
 	}
-	if err := s.driver.Stop(ctx, sb.ID); err != nil && !errors.Is(err, ErrNotFound) {
+	if err := s.driver.Stop(ctx, sb.ID); err != nil && !errors.Is(err, fault.NotFound) {
 		// The row is right; the sweep stops what must not run.
 		s.log.WarnContext(ctx, "driver could not stop an idle sandbox's machine", "sandbox", sb.ID, "err", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/sandbox"
 )
 
@@ -31,7 +32,7 @@ func TestCreateRefusesBadBranches(t *testing.T) {
 			{Name: "fix", Purpose: "agent", Class: "agent", Repo: "acme/app", Branch: tt.branch, Task: "fix it"},
 		} {
 			_, err := e.svc.Create(t.Context(), e.alice, req)
-			var ie *sandbox.InvalidError
+			var ie *fault.Error
 			if !errors.As(err, &ie) || ie.Field != "branch" || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("create %s with branch %.40q: %v; want it invalid on branch saying %s", req.Name, tt.branch, err, tt.want)
 			}
@@ -80,7 +81,7 @@ func TestCreateBoundsItsFields(t *testing.T) {
 			req.SSHKeys = tt.keys
 		}
 		_, err := e.svc.Create(t.Context(), e.alice, req)
-		var ie *sandbox.InvalidError
+		var ie *fault.Error
 		if !errors.As(err, &ie) || ie.Field != tt.field || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: %.200v; want it invalid on %s saying %q", tt.name, err, tt.field, tt.want)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/class"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/forge"
 )
 
@@ -26,10 +27,10 @@ func (s *Service) suspend(ctx context.Context, p account.Principal, ref string) 
 		return Sandbox{}, err
 	}
 	if sb.Purpose == PurposeAgent {
-		return Sandbox{}, fmt.Errorf("an agent sandbox runs its task to the end; it cannot be suspended: %w", ErrConflict)
+		return Sandbox{}, fault.Errorf(fault.Conflict, "an agent sandbox runs its task to the end; it cannot be suspended")
 	}
 	if sb.State != StateRunning {
-		return Sandbox{}, fmt.Errorf("sandbox %s is %s; only a running sandbox can be suspended: %w", sb.Name, sb.State, ErrConflict)
+		return Sandbox{}, fault.Errorf(fault.Conflict, "sandbox %s is %s; only a running sandbox can be suspended", sb.Name, sb.State)
 	}
 	next, err := sb.Transition(StateSuspended)
 	if err != nil {
@@ -44,7 +45,7 @@ func (s *Service) suspend(ctx context.Context, p account.Principal, ref string) 
 	if err != nil {
 		return Sandbox{}, err
 	}
-	if err := s.driver.Stop(ctx, sb.ID); err != nil && !errors.Is(err, ErrNotFound) {
+	if err := s.driver.Stop(ctx, sb.ID); err != nil && !errors.Is(err, fault.NotFound) {
 		// The row is right; the reconciler will finish the job.
 		s.log.WarnContext(ctx, "driver could not stop a suspended sandbox's machine", "sandbox", sb.ID, "err", err)
 	}
@@ -68,10 +69,10 @@ func (s *Service) resume(ctx context.Context, p account.Principal, ref string) (
 		return Sandbox{}, err
 	}
 	if sb.Purpose == PurposeAgent {
-		return Sandbox{}, fmt.Errorf("an agent sandbox cannot be resumed: %w", ErrConflict)
+		return Sandbox{}, fault.Errorf(fault.Conflict, "an agent sandbox cannot be resumed")
 	}
 	if sb.State != StateSuspended && sb.State != StateExpired {
-		return Sandbox{}, fmt.Errorf("sandbox %s is %s; only a suspended or expired sandbox can be resumed: %w", sb.Name, sb.State, ErrConflict)
+		return Sandbox{}, fault.Errorf(fault.Conflict, "sandbox %s is %s; only a suspended or expired sandbox can be resumed", sb.Name, sb.State)
 	}
 	next, err := sb.Transition(StateStarting)
 	if err != nil {
@@ -162,7 +163,7 @@ func (s *Service) extend(ctx context.Context, p account.Principal, ref, ttl stri
 	case StateExpired:
 		return Sandbox{}, expiredError(sb)
 	default:
-		return Sandbox{}, fmt.Errorf("sandbox %s is %s: %w", sb.Name, sb.State, ErrConflict)
+		return Sandbox{}, fault.Errorf(fault.Conflict, "sandbox %s is %s", sb.Name, sb.State)
 	}
 	def, max := s.classLifetimes(ctx, sb)
 	g, err := s.accounts.EffectiveGuardrail(ctx, sb.Org, sb.Project)
@@ -181,7 +182,7 @@ func (s *Service) extend(ctx context.Context, p account.Principal, ref, ttl stri
 	}
 	if e, ok := s.driver.(Expirer); ok {
 		// The cluster enforces the expiry itself (SPEC S11): move it too.
-		if err := e.SetExpiry(ctx, sb.ID, next.ExpiresAt); err != nil && !errors.Is(err, ErrNotFound) {
+		if err := e.SetExpiry(ctx, sb.ID, next.ExpiresAt); err != nil && !errors.Is(err, fault.NotFound) {
 			return Sandbox{}, fmt.Errorf("driver: %w", err)
 		}
 	}
@@ -245,7 +246,7 @@ func (s *Service) endAt(ctx context.Context, actor string, sb Sandbox, to State,
 		// Gone for good, or failed before it ever ran: its volume holds
 		// nothing worth keeping (Sandbox.HoldsVolume).
 		err = s.driver.Remove(ctx, sb.ID)
-	} else if err = s.driver.Stop(ctx, sb.ID); errors.Is(err, ErrNotFound) {
+	} else if err = s.driver.Stop(ctx, sb.ID); errors.Is(err, fault.NotFound) {
 		err = nil
 	}
 	if err != nil {
@@ -271,10 +272,10 @@ func (s *Service) manageable(ctx context.Context, p account.Principal, ref strin
 		return Sandbox{}, err
 	}
 	if !p.CanManage(sb.Org, sb.Owner) {
-		return Sandbox{}, ErrNotFound
+		return Sandbox{}, fault.NotFound
 	}
 	if s.driver == nil {
-		return Sandbox{}, fmt.Errorf("this deployment runs no sandboxes (BERTH_SANDBOX_DRIVER is unset): %w", ErrUnavailable)
+		return Sandbox{}, fault.Errorf(fault.Unavailable, "this deployment runs no sandboxes (BERTH_SANDBOX_DRIVER is unset)")
 	}
 	return sb, nil
 }
@@ -306,7 +307,7 @@ func (s *Service) stoppedAt(sb Sandbox, exited time.Time) time.Time {
 }
 
 func expiredError(sb Sandbox) error {
-	return fmt.Errorf("sandbox %s has expired; resume it first, then extend it: %w", sb.Name, ErrConflict)
+	return fault.Errorf(fault.Conflict, "sandbox %s has expired; resume it first, then extend it", sb.Name)
 }
 
 // pastExpiry reports whether sb's lifetime has run out, whether or not the
@@ -337,7 +338,7 @@ func retryMoved(op func() (Sandbox, error)) (Sandbox, error) {
 func (s *Service) write(ctx context.Context, actor string, prev Sandbox, u Update) (Sandbox, error) {
 	u.Audit = s.writeEvents(actor, prev, u)
 	if err := s.store.UpdateSandbox(ctx, u); err != nil {
-		if errors.Is(err, ErrConflict) {
+		if errors.Is(err, fault.Conflict) {
 			return Sandbox{}, fmt.Errorf("%w: %w", errMoved, err)
 		}
 		return Sandbox{}, err

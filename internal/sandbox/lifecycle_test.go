@@ -11,6 +11,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/guardrail"
 	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/sandbox"
@@ -86,7 +87,7 @@ func TestSuspendResumeExtendTerminate(t *testing.T) {
 		t.Errorf("running time after 90s running then suspended: %v", rt)
 	}
 	e.clock.Advance(time.Hour) // suspended time is not charged
-	if _, err := e.svc.Suspend(ctx, e.alice, "dev"); !errors.Is(err, sandbox.ErrConflict) {
+	if _, err := e.svc.Suspend(ctx, e.alice, "dev"); !errors.Is(err, fault.Conflict) {
 		t.Errorf("suspend a suspended sandbox: err = %v, want ErrConflict", err)
 	}
 	if _, err := e.svc.Resume(ctx, e.alice, "dev"); err != nil {
@@ -122,10 +123,10 @@ func TestSuspendResumeExtendTerminate(t *testing.T) {
 	if e.drv.Has(sb.ID) {
 		t.Error("terminate left the machine behind")
 	}
-	if _, err := e.accounts.Authenticate(ctx, key); !errors.Is(err, account.ErrUnauthenticated) {
+	if _, err := e.accounts.Authenticate(ctx, key); !errors.Is(err, fault.Unauthenticated) {
 		t.Errorf("the terminated sandbox's key still authenticates: %v", err)
 	}
-	if _, err := e.svc.Resume(ctx, e.alice, string(sb.ID)); !errors.Is(err, sandbox.ErrConflict) {
+	if _, err := e.svc.Resume(ctx, e.alice, string(sb.ID)); !errors.Is(err, fault.Conflict) {
 		t.Errorf("resume a terminated sandbox: err = %v, want ErrConflict", err)
 	}
 	// The name is free again, and the ended sandbox shows only with All.
@@ -175,7 +176,7 @@ func TestExpiry(t *testing.T) {
 	if e.drv.Has(agent.ID) {
 		t.Error("an expired agent sandbox's machine was kept")
 	}
-	if _, err := e.svc.Extend(ctx, e.alice, "dev", "1h"); !errors.Is(err, sandbox.ErrConflict) {
+	if _, err := e.svc.Extend(ctx, e.alice, "dev", "1h"); !errors.Is(err, fault.Conflict) {
 		t.Errorf("extend while expired: err = %v, want ErrConflict", err)
 	}
 	// Resume after expiry: new key, the class's default lifetime, env dropped.
@@ -321,7 +322,7 @@ func TestConcurrentCreatesRespectMaxSandboxes(t *testing.T) {
 			switch {
 			case err == nil:
 				created++
-			case errors.Is(err, guardrail.ErrExceeded):
+			case errors.Is(err, fault.Exceeded):
 				refused++
 			default:
 				t.Errorf("create sb-%d: %v", i, err)
@@ -343,7 +344,7 @@ func TestNamesResolve(t *testing.T) {
 	ctx := t.Context()
 	mine := e.engineer(t, e.alice, "dev")
 	bobs := e.engineer(t, e.bob, "dev")
-	if _, err := e.svc.Create(ctx, e.alice, sandbox.CreateRequest{Name: "dev", Class: "standard", SSHKeys: []string{testKey}}); !errors.Is(err, sandbox.ErrConflict) {
+	if _, err := e.svc.Create(ctx, e.alice, sandbox.CreateRequest{Name: "dev", Class: "standard", SSHKeys: []string{testKey}}); !errors.Is(err, fault.Conflict) {
 		t.Errorf("a second live sandbox of the same name and owner: err = %v, want ErrConflict", err)
 	}
 	if got, err := e.svc.Get(ctx, e.alice, "dev"); err != nil || got.ID != mine.ID {
@@ -353,19 +354,19 @@ func TestNamesResolve(t *testing.T) {
 		t.Errorf("bob's dev resolves to %v (%v), want his", got.ID, err)
 	}
 	_, err := e.svc.Get(ctx, e.admin, "dev")
-	var amb *sandbox.AmbiguousError
-	if !errors.As(err, &amb) || len(amb.IDs) != 2 {
+	var amb *fault.Error
+	if !errors.As(err, &amb) || amb.Kind != fault.Ambiguous || len(amb.IDs) != 2 {
 		t.Fatalf("administrator resolving a name two people use: err = %v, want AmbiguousError with 2 ids", err)
 	}
 	if got, err := e.svc.Get(ctx, e.admin, string(bobs.ID)); err != nil || got.ID != bobs.ID {
 		t.Errorf("administrator by id: %v, %v", got.ID, err)
 	}
 	for _, ref := range []string{string(bobs.ID), "nope", "NOT A NAME"} {
-		if _, err := e.svc.Get(ctx, e.alice, ref); !errors.Is(err, sandbox.ErrNotFound) {
+		if _, err := e.svc.Get(ctx, e.alice, ref); !errors.Is(err, fault.NotFound) {
 			t.Errorf("alice Get(%s) = %v, want ErrNotFound", ref, err)
 		}
 	}
-	if _, err := e.svc.Get(ctx, e.stranger, string(mine.ID)); !errors.Is(err, sandbox.ErrNotFound) {
+	if _, err := e.svc.Get(ctx, e.stranger, string(mine.ID)); !errors.Is(err, fault.NotFound) {
 		t.Errorf("another organisation's member by id: %v, want ErrNotFound", err)
 	}
 }

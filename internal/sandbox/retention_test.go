@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/sandbox"
 )
 
@@ -37,7 +38,7 @@ func TestRetentionDeletesEndedSandboxes(t *testing.T) {
 	if err != nil || res.Deleted != 1 {
 		t.Fatalf("sweep past the retention deleted %d (%v), want 1", res.Deleted, err)
 	}
-	if _, err := e.st.GetSandbox(ctx, gone.ID); !errors.Is(err, sandbox.ErrNotFound) {
+	if _, err := e.st.GetSandbox(ctx, gone.ID); !errors.Is(err, fault.NotFound) {
 		t.Errorf("the sandbox ended past the retention: %v, want it deleted", err)
 	}
 	if _, err := e.st.GetKey(ctx, gone.KeyID); err == nil {

@@ -9,53 +9,14 @@ package sandbox
 
 import (
 	"crypto/rand"
-	"errors"
-	"fmt"
 	"strings"
 	"time"
 
 	"berth.dev/berth/internal/class"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/name"
 	"berth.dev/berth/internal/quantity"
 )
-
-// Errors the sandbox service returns; the gateway maps them to HTTP.
-var (
-	ErrNotFound    = errors.New("not found")
-	ErrConflict    = errors.New("conflict")
-	ErrInvalid     = errors.New("invalid")
-	ErrForbidden   = errors.New("forbidden")
-	ErrUnavailable = errors.New("unavailable")
-)
-
-// InvalidError is bad input, naming the field at fault.
-type InvalidError struct {
-	Field  string
-	Reason string
-}
-
-func (e *InvalidError) Error() string { return e.Field + ": " + e.Reason }
-
-// Is makes errors.Is(err, ErrInvalid) true for every InvalidError.
-func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
-
-func invalid(field, format string, args ...any) error {
-	return &InvalidError{Field: field, Reason: fmt.Sprintf(format, args...)}
-}
-
-// AmbiguousError is returned when a name matches sandboxes of several people
-// and the caller may see them all (SPEC S6: 409 listing the ids).
-type AmbiguousError struct {
-	Name string
-	IDs  []ID
-}
-
-func (e *AmbiguousError) Error() string {
-	return fmt.Sprintf("%d sandboxes are named %s; name one by its id", len(e.IDs), e.Name)
-}
-
-// Is makes an AmbiguousError an ErrConflict.
-func (e *AmbiguousError) Is(target error) bool { return target == ErrConflict }
 
 // ID identifies a sandbox: "sbx_" and 20 random characters.
 type ID string
@@ -98,7 +59,7 @@ func ParsePurpose(s string) (Purpose, error) {
 	case "":
 		return PurposeEngineer, nil
 	}
-	return "", invalid("purpose", "%q is not a purpose (engineer or agent)", s)
+	return "", fault.Field("purpose", "%q is not a purpose (engineer or agent)", s)
 }
 
 // Role says what an agent sandbox's run does with its work (SPEC S13.5).
@@ -117,7 +78,7 @@ const (
 func ParseRole(s string, purpose Purpose) (Role, error) {
 	if purpose != PurposeAgent {
 		if s != "" {
-			return "", invalid("role", "only an agent sandbox has a role (--purpose agent)")
+			return "", fault.Field("role", "only an agent sandbox has a role (--purpose agent)")
 		}
 		return "", nil
 	}
@@ -127,7 +88,7 @@ func ParseRole(s string, purpose Purpose) (Role, error) {
 	case RoleAuthor, RoleReviewer:
 		return r, nil
 	}
-	return "", invalid("role", "%q is not a role (author or reviewer)", s)
+	return "", fault.Field("role", "%q is not a role (author or reviewer)", s)
 }
 
 // Sandbox is one lent machine, as the database records it. It keeps its own
@@ -231,7 +192,7 @@ func (sb Sandbox) neverRan() bool { return sb.FirstRan.IsZero() }
 // the rule), naming field when it is not.
 func CheckName(field, s string) error {
 	if err := name.Check(s); err != nil {
-		return invalid(field, "%v", err)
+		return fault.Field(field, "%v", err)
 	}
 	return nil
 }

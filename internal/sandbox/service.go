@@ -14,6 +14,7 @@ import (
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/class"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/guardrail"
 	"berth.dev/berth/internal/paging"
@@ -167,7 +168,7 @@ func (s *Service) Create(ctx context.Context, p account.Principal, req CreateReq
 
 func (s *Service) create(ctx context.Context, p account.Principal, req CreateRequest) (Sandbox, error) {
 	if p.Sandbox != "" {
-		return Sandbox{}, fmt.Errorf("a sandbox's key cannot create sandboxes: %w", ErrForbidden)
+		return Sandbox{}, fault.Errorf(fault.Forbidden, "a sandbox's key cannot create sandboxes")
 	}
 	if err := CheckName("name", req.Name); err != nil {
 		return Sandbox{}, err
@@ -184,7 +185,7 @@ func (s *Service) create(ctx context.Context, p account.Principal, req CreateReq
 		return Sandbox{}, err
 	}
 	if s.driver == nil {
-		return Sandbox{}, fmt.Errorf("this deployment runs no sandboxes (BERTH_SANDBOX_DRIVER is unset): %w", ErrUnavailable)
+		return Sandbox{}, fault.Errorf(fault.Unavailable, "this deployment runs no sandboxes (BERTH_SANDBOX_DRIVER is unset)")
 	}
 	org := p.User.Org
 	prj, err := s.chooseProject(ctx, p, org, req.Project)
@@ -246,7 +247,7 @@ func (s *Service) create(ctx context.Context, p account.Principal, req CreateReq
 			return Sandbox{}, err
 		}
 	} else if req.Model != "" {
-		return Sandbox{}, invalid("model", "this deployment runs no agent's task, so no run starts on a model")
+		return Sandbox{}, fault.Field("model", "this deployment runs no agent's task, so no run starts on a model")
 	}
 	key, secret := account.NewSandboxKey(p.User.ID, string(sb.ID), prj.ID, sb.ExpiresAt, now)
 	sb.KeyID = key.ID
@@ -311,43 +312,43 @@ func (s *Service) checkRequestShape(purpose Purpose, req CreateRequest) error {
 	switch purpose {
 	case PurposeEngineer:
 		if len(req.SSHKeys) == 0 {
-			return invalid("ssh_keys", "an engineer sandbox needs an ssh public key (berth sandbox create sends ~/.ssh/*.pub, or --ssh-key FILE)")
+			return fault.Field("ssh_keys", "an engineer sandbox needs an ssh public key (berth sandbox create sends ~/.ssh/*.pub, or --ssh-key FILE)")
 		}
 		if req.Task != "" || req.Runner != "" {
-			return invalid("task", "only an agent sandbox takes a task or a runner (--purpose agent)")
+			return fault.Field("task", "only an agent sandbox takes a task or a runner (--purpose agent)")
 		}
 		if req.Model != "" {
-			return invalid("model", "only an agent sandbox takes a model (--purpose agent); an engineer sandbox's BERTH_MODEL is the first model its project may reach")
+			return fault.Field("model", "only an agent sandbox takes a model (--purpose agent); an engineer sandbox's BERTH_MODEL is the first model its project may reach")
 		}
 	case PurposeAgent:
 		if req.Repo == "" || req.Task == "" {
-			return invalid("repo", "an agent sandbox needs both a repository and a task (--repo and --task)")
+			return fault.Field("repo", "an agent sandbox needs both a repository and a task (--repo and --task)")
 		}
 		if len(req.SSHKeys) > 0 {
-			return invalid("ssh_keys", "nothing attaches to an agent sandbox, so it takes no ssh key")
+			return fault.Field("ssh_keys", "nothing attaches to an agent sandbox, so it takes no ssh key")
 		}
 		if _, err := runner.Get(req.Runner); req.Runner != "" && err != nil {
-			return invalid("runner", "%q is not a runner (one of %v)", req.Runner, runner.Names())
+			return fault.Field("runner", "%q is not a runner (one of %v)", req.Runner, runner.Names())
 		}
 	}
 	if len(req.SSHKeys) > MaxSSHKeys {
-		return invalid("ssh_keys", "%d keys; at most %d", len(req.SSHKeys), MaxSSHKeys)
+		return fault.Field("ssh_keys", "%d keys; at most %d", len(req.SSHKeys), MaxSSHKeys)
 	}
 	for i, k := range req.SSHKeys {
 		if err := checkAuthorizedKey(k); err != nil {
-			return invalid(fmt.Sprintf("ssh_keys[%d]", i), "%v", err)
+			return fault.Field(fmt.Sprintf("ssh_keys[%d]", i), "%v", err)
 		}
 	}
 	if req.Branch != "" {
 		if req.Repo == "" {
-			return invalid("branch", "a branch needs a repository (--repo)")
+			return fault.Field("branch", "a branch needs a repository (--repo)")
 		}
 		if err := forge.CheckBranch(req.Branch); err != nil {
-			return invalid("branch", "%v", err)
+			return fault.Field("branch", "%v", err)
 		}
 	}
 	if req.Repo != "" && s.cfg.Repositories == nil {
-		return fmt.Errorf("repository %s asked for, but this deployment has no git forge (BERTH_SANDBOX_GIT_FORGE is unset): %w", req.Repo, ErrUnavailable)
+		return fault.Errorf(fault.Unavailable, "repository %s asked for, but this deployment has no git forge (BERTH_SANDBOX_GIT_FORGE is unset)", req.Repo)
 	}
 	if err := checkEnv(req.Env); err != nil {
 		return err
@@ -367,12 +368,12 @@ func (s *Service) chooseProject(ctx context.Context, p account.Principal, org, r
 		return def, nil
 	}
 	if !p.IsAdminOf(org) {
-		return account.Project{}, fmt.Errorf("only an administrator may choose a project; a member's sandbox goes in %s: %w", def.Name, ErrForbidden)
+		return account.Project{}, fault.Errorf(fault.Forbidden, "only an administrator may choose a project; a member's sandbox goes in %s", def.Name)
 	}
 	prj, err := s.accounts.Project(ctx, org, ref)
 	if err != nil {
-		if errors.Is(err, account.ErrNotFound) {
-			return account.Project{}, invalid("project", "no project %q in your organisation", ref)
+		if errors.Is(err, fault.NotFound) {
+			return account.Project{}, fault.Field("project", "no project %q in your organisation", ref)
 		}
 		return account.Project{}, err
 	}
@@ -389,14 +390,14 @@ func (s *Service) chooseProject(ctx context.Context, p account.Principal, org, r
 func (s *Service) chooseClass(ctx context.Context, org, name string, purpose Purpose, runnerName string) (class.Class, error) {
 	if name != "" {
 		c, err := s.store.GetClass(ctx, org, name)
-		if errors.Is(err, class.ErrNotFound) {
-			return class.Class{}, invalid("class", "no class %q in your organisation (berth sandbox classes lists them)", name)
+		if errors.Is(err, fault.NotFound) {
+			return class.Class{}, fault.Field("class", "no class %q in your organisation (berth sandbox classes lists them)", name)
 		}
 		if err != nil {
 			return class.Class{}, err
 		}
 		if !c.Allows(purpose) {
-			return class.Class{}, invalid("class", "class %s is not for %s sandboxes", c.Name, purpose)
+			return class.Class{}, fault.Field("class", "class %s is not for %s sandboxes", c.Name, purpose)
 		}
 		return c, nil
 	}
@@ -419,7 +420,7 @@ func (s *Service) chooseClass(ctx context.Context, org, name string, purpose Pur
 	}
 	switch len(fit) {
 	case 0:
-		return class.Class{}, invalid("class", "your organisation has no class for %s sandboxes (an administrator adds one with berth sandbox apply)", purpose)
+		return class.Class{}, fault.Field("class", "your organisation has no class for %s sandboxes (an administrator adds one with berth sandbox apply)", purpose)
 	case 1:
 		return fit[0], nil
 	}
@@ -435,7 +436,7 @@ func (s *Service) chooseClass(ctx context.Context, org, name string, purpose Pur
 	for i, c := range fit {
 		names[i] = c.Name
 	}
-	return class.Class{}, invalid("class", "is required: this organisation has %d %s classes (%s); name one with --class", len(fit), purpose, strings.Join(names, ", "))
+	return class.Class{}, fault.Field("class", "is required: this organisation has %d %s classes (%s); name one with --class", len(fit), purpose, strings.Join(names, ", "))
 }
 
 // runtime maps a class's tier to the deployment's runtime, refusing a tier
@@ -443,8 +444,8 @@ func (s *Service) chooseClass(ctx context.Context, org, name string, purpose Pur
 func (s *Service) runtime(c class.Class) (string, error) {
 	rt, ok := s.cfg.Runtimes[c.Isolation]
 	if !ok {
-		return "", fmt.Errorf("class %s asks for the %s tier, which this deployment has not mapped to a runtime: an operator sets %s: %w",
-			c.Name, c.Isolation, c.Isolation.Setting(), ErrUnavailable)
+		return "", fault.Errorf(fault.Unavailable, "class %s asks for the %s tier, which this deployment has not mapped to a runtime: an operator sets %s",
+			c.Name, c.Isolation, c.Isolation.Setting())
 	}
 	return rt, nil
 }
@@ -456,13 +457,13 @@ func (s *Service) lifetime(req string, def, max time.Duration, g guardrail.Guard
 	if req != "" {
 		d, err := parseDuration(req)
 		if err != nil {
-			return 0, invalid("ttl", "%v", err)
+			return 0, fault.Field("ttl", "%v", err)
 		}
 		if d <= 0 {
-			return 0, invalid("ttl", "%s must be more than 0", req)
+			return 0, fault.Field("ttl", "%s must be more than 0", req)
 		}
 		if d < s.cfg.MinTTL {
-			return 0, invalid("ttl", "%s is under the %s minimum", req, quantity.FormatDuration(s.cfg.MinTTL))
+			return 0, fault.Field("ttl", "%s is under the %s minimum", req, quantity.FormatDuration(s.cfg.MinTTL))
 		}
 		ttl = d
 	}
@@ -486,23 +487,23 @@ func (s *Service) Get(ctx context.Context, p account.Principal, ref string) (San
 // Sandboxes the caller may not see are not found, never forbidden.
 func (s *Service) resolve(ctx context.Context, p account.Principal, ref string) (Sandbox, error) {
 	if p.Sandbox != "" {
-		return Sandbox{}, ErrNotFound
+		return Sandbox{}, fault.NotFound
 	}
 	if len(ref) > 4 && ref[:4] == "sbx_" {
 		sb, err := s.store.GetSandbox(ctx, ID(ref))
-		if errors.Is(err, ErrNotFound) {
-			return Sandbox{}, ErrNotFound // the caller names the sandbox
+		if errors.Is(err, fault.NotFound) {
+			return Sandbox{}, fault.NotFound // the caller names the sandbox
 		}
 		if err != nil {
 			return Sandbox{}, err
 		}
 		if !p.CanSee(sb.Org, sb.Owner) {
-			return Sandbox{}, ErrNotFound
+			return Sandbox{}, fault.NotFound
 		}
 		return sb, nil
 	}
 	if CheckName("name", ref) != nil {
-		return Sandbox{}, ErrNotFound
+		return Sandbox{}, fault.NotFound
 	}
 	for _, ended := range []bool{false, true} {
 		f := Filter{Name: ref, Ended: ended}
@@ -529,16 +530,18 @@ func (s *Service) resolve(ctx context.Context, p account.Principal, ref string) 
 		case len(visible) == 1:
 			return visible[0], nil
 		case len(visible) > 1 && !ended:
-			ids := make([]ID, len(visible))
+			ids := make([]string, len(visible))
 			for i, sb := range visible {
-				ids[i] = sb.ID
+				ids[i] = string(sb.ID)
 			}
-			return Sandbox{}, &AmbiguousError{Name: ref, IDs: ids}
+			// SPEC S6: 409 listing the ids.
+			return Sandbox{}, &fault.Error{Kind: fault.Ambiguous, IDs: ids,
+				Message: fmt.Sprintf("%d sandboxes are named %s; name one by its id", len(ids), ref)}
 		case len(visible) > 1:
 			return visible[0], nil // several ended ones: the newest
 		}
 	}
-	return Sandbox{}, ErrNotFound
+	return Sandbox{}, fault.NotFound
 }
 
 // ListOptions narrows List.

@@ -12,6 +12,7 @@ import (
 	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/driver/fake"
 	"berth.dev/berth/internal/fakeclock"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/forge/local"
 	"berth.dev/berth/internal/guardrail"
 	"berth.dev/berth/internal/quantity"
@@ -167,7 +168,7 @@ func TestCreateRunsAndHandsOverTheEnvironment(t *testing.T) {
 	if p.User.ID != e.alice.User.ID || p.Sandbox != string(sb.ID) {
 		t.Errorf("sandbox key acts as %s for sandbox %q, want alice for %s", p.User.Name, p.Sandbox, sb.ID)
 	}
-	if _, err := e.svc.Create(t.Context(), p, sandbox.CreateRequest{Name: "child", Class: "standard", SSHKeys: []string{testKey}}); !errors.Is(err, sandbox.ErrForbidden) {
+	if _, err := e.svc.Create(t.Context(), p, sandbox.CreateRequest{Name: "child", Class: "standard", SSHKeys: []string{testKey}}); !errors.Is(err, fault.Forbidden) {
 		t.Errorf("a sandbox key created a sandbox: err = %v, want ErrForbidden", err)
 	}
 }
@@ -194,7 +195,7 @@ func TestAgentSandboxGetsASession(t *testing.T) {
 	if got := env["GEMINI_CLI_CUSTOM_HEADERS"]; got != "X-Berth-Session: "+string(sb.ID) {
 		t.Errorf("GEMINI_CLI_CUSTOM_HEADERS %q, want the session header", got)
 	}
-	if _, err := e.svc.Suspend(t.Context(), e.alice, "fix"); !errors.Is(err, sandbox.ErrConflict) {
+	if _, err := e.svc.Suspend(t.Context(), e.alice, "fix"); !errors.Is(err, fault.Conflict) {
 		t.Errorf("suspend agent sandbox: err = %v, want ErrConflict", err)
 	}
 }
@@ -215,24 +216,24 @@ func TestCreateRefusesBadRequests(t *testing.T) {
 		field   string
 		message string
 	}{
-		{"bad name", e.alice, with(func(r *sandbox.CreateRequest) { r.Name = "Dev_1" }), sandbox.ErrInvalid, "name", "lowercase"},
-		{"long name", e.alice, with(func(r *sandbox.CreateRequest) { r.Name = strings.Repeat("a", 41) }), sandbox.ErrInvalid, "name", "40"},
-		{"ttl 0", e.alice, with(func(r *sandbox.CreateRequest) { r.TTL = "0s" }), sandbox.ErrInvalid, "ttl", "more than 0"},
-		{"ttl under the minimum", e.alice, with(func(r *sandbox.CreateRequest) { r.TTL = "1m" }), sandbox.ErrInvalid, "ttl", "minimum"},
-		{"ttl not a duration", e.alice, with(func(r *sandbox.CreateRequest) { r.TTL = "soon" }), sandbox.ErrInvalid, "ttl", "duration"},
-		{"unknown class", e.alice, with(func(r *sandbox.CreateRequest) { r.Class = "huge" }), sandbox.ErrInvalid, "class", "no class"},
-		{"class for agents only", e.alice, with(func(r *sandbox.CreateRequest) { r.Class = "agent" }), sandbox.ErrInvalid, "class", "not for engineer"},
-		{"no class and several fit", e.alice, with(func(r *sandbox.CreateRequest) { r.Class = "" }), sandbox.ErrInvalid, "class", "this organisation has 3 engineer classes (big, gpu, standard); name one with --class"},
-		{"BERTH_ variable", e.alice, with(func(r *sandbox.CreateRequest) { r.Env = map[string]string{"BERTH_X": "1"} }), sandbox.ErrInvalid, "env.BERTH_X", "gateway's"},
-		{"bad variable name", e.alice, with(func(r *sandbox.CreateRequest) { r.Env = map[string]string{"A-B": "1"} }), sandbox.ErrInvalid, "env.A-B", "not an environment variable"},
-		{"engineer without a key", e.alice, with(func(r *sandbox.CreateRequest) { r.SSHKeys = nil }), sandbox.ErrInvalid, "ssh_keys", "ssh public key"},
-		{"not an ssh key", e.alice, with(func(r *sandbox.CreateRequest) { r.SSHKeys = []string{"hello"} }), sandbox.ErrInvalid, "ssh_keys[0]", "not an ssh public key"},
-		{"agent without a task", e.alice, sandbox.CreateRequest{Name: "a", Purpose: "agent", Repo: "acme/app"}, sandbox.ErrInvalid, "repo", "--task"},
-		{"unknown runner", e.alice, sandbox.CreateRequest{Name: "a", Purpose: "agent", Repo: "acme/app", Task: "t", Runner: "vim"}, sandbox.ErrInvalid, "runner", "not a runner"},
-		{"unknown purpose", e.alice, with(func(r *sandbox.CreateRequest) { r.Purpose = "robot" }), sandbox.ErrInvalid, "purpose", "not a purpose"},
-		{"unmapped tier", e.alice, with(func(r *sandbox.CreateRequest) { r.Class = "gpu" }), sandbox.ErrUnavailable, "", "BERTH_SANDBOX_RUNTIME_VM"},
-		{"member chooses a project", e.alice, with(func(r *sandbox.CreateRequest) { r.Project = "ml" }), sandbox.ErrForbidden, "", "only an administrator"},
-		{"administrator names another organisation's project", e.admin, with(func(r *sandbox.CreateRequest) { r.Project = "elsewhere" }), sandbox.ErrInvalid, "project", "no project"},
+		{"bad name", e.alice, with(func(r *sandbox.CreateRequest) { r.Name = "Dev_1" }), fault.Invalid, "name", "lowercase"},
+		{"long name", e.alice, with(func(r *sandbox.CreateRequest) { r.Name = strings.Repeat("a", 41) }), fault.Invalid, "name", "40"},
+		{"ttl 0", e.alice, with(func(r *sandbox.CreateRequest) { r.TTL = "0s" }), fault.Invalid, "ttl", "more than 0"},
+		{"ttl under the minimum", e.alice, with(func(r *sandbox.CreateRequest) { r.TTL = "1m" }), fault.Invalid, "ttl", "minimum"},
+		{"ttl not a duration", e.alice, with(func(r *sandbox.CreateRequest) { r.TTL = "soon" }), fault.Invalid, "ttl", "duration"},
+		{"unknown class", e.alice, with(func(r *sandbox.CreateRequest) { r.Class = "huge" }), fault.Invalid, "class", "no class"},
+		{"class for agents only", e.alice, with(func(r *sandbox.CreateRequest) { r.Class = "agent" }), fault.Invalid, "class", "not for engineer"},
+		{"no class and several fit", e.alice, with(func(r *sandbox.CreateRequest) { r.Class = "" }), fault.Invalid, "class", "this organisation has 3 engineer classes (big, gpu, standard); name one with --class"},
+		{"BERTH_ variable", e.alice, with(func(r *sandbox.CreateRequest) { r.Env = map[string]string{"BERTH_X": "1"} }), fault.Invalid, "env.BERTH_X", "gateway's"},
+		{"bad variable name", e.alice, with(func(r *sandbox.CreateRequest) { r.Env = map[string]string{"A-B": "1"} }), fault.Invalid, "env.A-B", "not an environment variable"},
+		{"engineer without a key", e.alice, with(func(r *sandbox.CreateRequest) { r.SSHKeys = nil }), fault.Invalid, "ssh_keys", "ssh public key"},
+		{"not an ssh key", e.alice, with(func(r *sandbox.CreateRequest) { r.SSHKeys = []string{"hello"} }), fault.Invalid, "ssh_keys[0]", "not an ssh public key"},
+		{"agent without a task", e.alice, sandbox.CreateRequest{Name: "a", Purpose: "agent", Repo: "acme/app"}, fault.Invalid, "repo", "--task"},
+		{"unknown runner", e.alice, sandbox.CreateRequest{Name: "a", Purpose: "agent", Repo: "acme/app", Task: "t", Runner: "vim"}, fault.Invalid, "runner", "not a runner"},
+		{"unknown purpose", e.alice, with(func(r *sandbox.CreateRequest) { r.Purpose = "robot" }), fault.Invalid, "purpose", "not a purpose"},
+		{"unmapped tier", e.alice, with(func(r *sandbox.CreateRequest) { r.Class = "gpu" }), fault.Unavailable, "", "BERTH_SANDBOX_RUNTIME_VM"},
+		{"member chooses a project", e.alice, with(func(r *sandbox.CreateRequest) { r.Project = "ml" }), fault.Forbidden, "", "only an administrator"},
+		{"administrator names another organisation's project", e.admin, with(func(r *sandbox.CreateRequest) { r.Project = "elsewhere" }), fault.Invalid, "project", "no project"},
 	}
 	if _, err := e.accounts.CreateProject(t.Context(), e.admin, "acme", "ml"); err != nil {
 		t.Fatal(err)
@@ -246,7 +247,7 @@ func TestCreateRefusesBadRequests(t *testing.T) {
 			if !errors.Is(err, tt.want) {
 				t.Fatalf("Create = %v, want %v", err, tt.want)
 			}
-			var ie *sandbox.InvalidError
+			var ie *fault.Error
 			if tt.field != "" && (!errors.As(err, &ie) || ie.Field != tt.field) {
 				t.Errorf("Create = %v, want the field %q named", err, tt.field)
 			}
@@ -263,12 +264,12 @@ func TestCreateRefusesBadRequests(t *testing.T) {
 func TestCreateWithoutForgeOrDriver(t *testing.T) {
 	e := newEnv(t, noForge)
 	_, err := e.svc.Create(t.Context(), e.alice, sandbox.CreateRequest{Name: "a", Purpose: "agent", Repo: "acme/app", Task: "t"})
-	if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "BERTH_SANDBOX_GIT_FORGE") {
+	if !errors.Is(err, fault.Unavailable) || !strings.Contains(err.Error(), "BERTH_SANDBOX_GIT_FORGE") {
 		t.Errorf("repository without a forge: err = %v, want ErrUnavailable naming BERTH_SANDBOX_GIT_FORGE", err)
 	}
 	nodrv := sandbox.NewService(e.st, nil, e.accounts, sandbox.Config{}, slog.New(slog.DiscardHandler), e.clock.Now)
 	_, err = nodrv.Create(t.Context(), e.alice, sandbox.CreateRequest{Name: "dev", Class: "standard", SSHKeys: []string{testKey}})
-	if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "BERTH_SANDBOX_DRIVER") {
+	if !errors.Is(err, fault.Unavailable) || !strings.Contains(err.Error(), "BERTH_SANDBOX_DRIVER") {
 		t.Errorf("no driver: err = %v, want ErrUnavailable naming BERTH_SANDBOX_DRIVER", err)
 	}
 }
@@ -300,7 +301,7 @@ func TestGuardrailsCutAndRefuse(t *testing.T) {
 		t.Errorf("class default 4h under a 2h guardrail: lifetime %v, want 2h", got)
 	}
 	_, err = e.svc.Create(ctx, e.alice, sandbox.CreateRequest{Name: "huge", Class: "big", SSHKeys: []string{testKey}})
-	if !errors.Is(err, guardrail.ErrExceeded) || !strings.Contains(err.Error(), "max_sandbox_cpu") {
+	if !errors.Is(err, fault.Exceeded) || !strings.Contains(err.Error(), "max_sandbox_cpu") {
 		t.Errorf("16 cores under an 8-core ceiling: err = %v, want ErrExceeded naming max_sandbox_cpu", err)
 	}
 }
@@ -328,7 +329,7 @@ func TestLiveCountsCountWhatMaxSandboxesCounts(t *testing.T) {
 	if got.Org != 2 || got.Projects[prj.ID] != 2 || len(got.Projects) != 1 {
 		t.Errorf("LiveCounts(alice) = %+v, want 2 in acme, 2 in its default project", got)
 	}
-	if _, err := e.svc.LiveCounts(ctx, e.stranger, "acme"); !errors.Is(err, account.ErrNotFound) {
+	if _, err := e.svc.LiveCounts(ctx, e.stranger, "acme"); !errors.Is(err, fault.NotFound) {
 		t.Errorf("LiveCounts(another organisation's member, acme) err = %v, want not found", err)
 	}
 }
@@ -344,7 +345,7 @@ func TestRoleIsForAgentsOnly(t *testing.T) {
 		{"unknown role", sandbox.CreateRequest{Name: "a1", Purpose: "agent", Repo: "acme/app", Task: "t", Role: "approver"}},
 	} {
 		_, err := e.svc.Create(t.Context(), e.alice, tt.req)
-		var inv *sandbox.InvalidError
+		var inv *fault.Error
 		if !errors.As(err, &inv) || inv.Field != "role" {
 			t.Errorf("%s: err = %v, want invalid role", tt.name, err)
 		}

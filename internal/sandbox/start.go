@@ -3,6 +3,8 @@ package sandbox
 import (
 	"context"
 	"errors"
+
+	"berth.dev/berth/internal/fault"
 )
 
 // A create (or a resume, or a start a restart interrupted) claims its
@@ -108,7 +110,7 @@ func (s *Service) start(ctx context.Context, spec Spec) {
 	// Clamped: a start that ends past the expiry opens no charged time; the
 	// next sweep expires it.
 	if _, err := s.write(ctx, "", sb, Update{Sandbox: next, From: StateStarting, At: s.clamp(sb)}); err != nil {
-		if errors.Is(err, ErrConflict) {
+		if errors.Is(err, fault.Conflict) {
 			if sb, err := s.store.GetSandbox(ctx, id); err == nil {
 				s.release(ctx, sb)
 			}
@@ -151,7 +153,7 @@ func (s *Service) release(ctx context.Context, sb Sandbox) {
 	case !sb.Live():
 		err = s.driver.Remove(ctx, sb.ID)
 	case sb.State != StateRunning && sb.State != StateStarting:
-		if err = s.driver.Stop(ctx, sb.ID); errors.Is(err, ErrNotFound) {
+		if err = s.driver.Stop(ctx, sb.ID); errors.Is(err, fault.NotFound) {
 			err = nil
 		}
 	}

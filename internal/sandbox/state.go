@@ -1,6 +1,8 @@
 package sandbox
 
-import "fmt"
+import (
+	"berth.dev/berth/internal/fault"
+)
 
 // State is where a sandbox is in its life (SPEC S3).
 type State string
@@ -41,11 +43,11 @@ func CanMove(from, to State) bool {
 	return false
 }
 
-// Transition returns sb moved to state to, or an ErrConflict naming both
+// Transition returns sb moved to state to, or a fault.Conflict naming both
 // states when S3 does not allow the move.
 func (sb Sandbox) Transition(to State) (Sandbox, error) {
 	if !CanMove(sb.State, to) {
-		return sb, fmt.Errorf("sandbox %s is %s, it cannot become %s: %w", sb.Name, sb.State, to, ErrConflict)
+		return sb, fault.Errorf(fault.Conflict, "sandbox %s is %s, it cannot become %s", sb.Name, sb.State, to)
 	}
 	sb.State = to
 	return sb, nil

@@ -12,7 +12,7 @@ import (
 
 // Store is what the sandbox service needs from the database. Its write
 // that starts something new (CreateSandbox) may be refused with
-// overload.ErrBusy when the database cannot take it in time, having
+// fault.Busy when the database cannot take it in time, having
 // written nothing, its audit events included; every other
 // write (state changes, a start finished with a fresh key, activity,
 // deletes after the retention) waits for the database as
@@ -22,7 +22,7 @@ type Store interface {
 	// ListClasses returns a page of an organisation's classes by name, and
 	// the key of its last one when more follow.
 	ListClasses(ctx context.Context, org string, pg paging.Request) ([]class.Class, *paging.Key, error)
-	// GetClass is class.ErrNotFound for a class the organisation does not
+	// GetClass is fault.NotFound for a class the organisation does not
 	// have.
 	GetClass(ctx context.Context, org, name string) (class.Class, error)
 
@@ -30,7 +30,7 @@ type Store interface {
 	// counts the live sandboxes of sb's organisation and project and hands
 	// the counts to admit; an error from admit aborts the insert. Admission
 	// is race-free: concurrent creates are serialised (SPEC S7). A live
-	// sandbox of the same owner and name is ErrConflict. events are what
+	// sandbox of the same owner and name is fault.Conflict. events are what
 	// the create records (SPEC S17), committed with it.
 	CreateSandbox(ctx context.Context, sb Sandbox, key account.Key, admit func(Live) error, events ...audit.Event) error
 	GetSandbox(ctx context.Context, id ID) (Sandbox, error)
@@ -39,7 +39,7 @@ type Store interface {
 	// sandbox when more follow.
 	PageSandboxes(ctx context.Context, f Filter, pg paging.Request) ([]Sandbox, *paging.Key, error)
 	// UpdateSandbox writes u.Sandbox if the row is still in state u.From,
-	// else ErrConflict; in the same transaction it opens or closes the
+	// else fault.Conflict; in the same transaction it opens or closes the
 	// running segment, revokes or replaces the sandbox's key, and records
 	// u.Audit.
 	UpdateSandbox(ctx context.Context, u Update) error
@@ -53,7 +53,7 @@ type Store interface {
 	ListWarmClasses(ctx context.Context) ([]WarmClass, error)
 	// AddBootstrap keeps a one-time bootstrap token's hash, and records
 	// events with its write; UseBootstrap marks the token of hash used at
-	// at and returns its sandbox, once: ErrNotFound for a token unknown,
+	// at and returns its sandbox, once: fault.NotFound for a token unknown,
 	// used or expired.
 	AddBootstrap(ctx context.Context, t BootstrapToken, events ...audit.Event) error
 	UseBootstrap(ctx context.Context, hash string, at time.Time) (ID, error)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"berth.dev/berth/internal/fault"
 )
 
 // Run starts queued machines and sweeps every interval until ctx is done,
@@ -202,7 +204,7 @@ func (s sweeper) sweepLive(ctx context.Context, sb Sandbox, m Machine, has bool,
 		// row read now says what it did. Only a row still starting is
 		// a start a restart interrupted.
 		fresh, err := s.store.GetSandbox(ctx, sb.ID)
-		if err != nil && !errors.Is(err, ErrNotFound) {
+		if err != nil && !errors.Is(err, fault.NotFound) {
 			return err
 		}
 		if err != nil || !fresh.Live() {
@@ -218,7 +220,7 @@ func (s sweeper) sweepLive(ctx context.Context, sb Sandbox, m Machine, has bool,
 	if s.servedElsewhere(ctx, sb) {
 		return nil
 	}
-	if err := s.sweepOne(ctx, sb, m, has, has && !m.VolumeOnly, res); err != nil && !errors.Is(err, ErrConflict) {
+	if err := s.sweepOne(ctx, sb, m, has, has && !m.VolumeOnly, res); err != nil && !errors.Is(err, fault.Conflict) {
 		return err
 	}
 	return nil
@@ -349,7 +351,7 @@ func (s sweeper) sweepOne(ctx context.Context, sb Sandbox, m Machine, has, machi
 		// sandbox that never ran is not live; the reconciler below removes
 		// whatever a crash left of it.)
 		if has && m.Status == MachineRunning {
-			if err := s.driver.Stop(ctx, sb.ID); err != nil && !errors.Is(err, ErrNotFound) {
+			if err := s.driver.Stop(ctx, sb.ID); err != nil && !errors.Is(err, fault.NotFound) {
 				return err
 			}
 		}

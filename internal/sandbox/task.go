@@ -4,6 +4,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/kelos"
 )
 
@@ -21,16 +22,16 @@ const MaxTask = 1 << 20
 func checkTask(c Contract, task string) error {
 	if c == ContractKelos {
 		if err := kelos.CheckPrompt(task); err != nil {
-			return invalid("task", "%v", err)
+			return fault.Field("task", "%v", err)
 		}
 	}
 	switch {
 	case len(task) > MaxTask:
-		return invalid("task", "%d bytes; at most %d bytes (1 MiB: the agent reads it from the prompt file)", len(task), MaxTask)
+		return fault.Field("task", "%d bytes; at most %d bytes (1 MiB: the agent reads it from the prompt file)", len(task), MaxTask)
 	case strings.ContainsRune(task, 0):
-		return invalid("task", "holds a NUL byte; a task is text")
+		return fault.Field("task", "holds a NUL byte; a task is text")
 	case !utf8.ValidString(task):
-		return invalid("task", "is not UTF-8 text")
+		return fault.Field("task", "is not UTF-8 text")
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/kelos"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/sandbox/sandboxtest"
@@ -27,8 +28,8 @@ func TestCreateRefusesATaskOverItsContractsLimit(t *testing.T) {
 	} {
 		_, err := e.svc.Create(t.Context(), e.alice, sandbox.CreateRequest{Name: "fix", Class: tt.class, Purpose: "agent",
 			Repo: "acme/app", Task: tt.task, Runner: "claude-code"})
-		var inv *sandbox.InvalidError
-		if !errors.As(err, &inv) || inv.Field != "task" || !strings.Contains(inv.Reason, tt.want) {
+		var inv *fault.Error
+		if !errors.As(err, &inv) || inv.Field != "task" || !strings.Contains(inv.Message, tt.want) {
 			t.Errorf("%s: err = %v, want task refused saying %q", tt.name, err, tt.want)
 		}
 	}

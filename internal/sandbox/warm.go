@@ -13,6 +13,7 @@ import (
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/class"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/secret"
 )
@@ -85,12 +86,12 @@ func (s *Service) Bootstrap(ctx context.Context, token string) (map[string]strin
 
 func (s *Service) bootstrap(ctx context.Context, token string) (map[string]string, error) {
 	if !strings.HasPrefix(token, "bst_") {
-		return nil, fmt.Errorf("not a bootstrap token: %w", account.ErrUnauthenticated)
+		return nil, fault.Errorf(fault.Unauthenticated, "not a bootstrap token")
 	}
 	now := s.now()
 	id, err := s.store.UseBootstrap(ctx, hashToken(token), now)
-	if errors.Is(err, ErrNotFound) {
-		return nil, fmt.Errorf("the token is unknown, used or expired: %w", account.ErrUnauthenticated)
+	if errors.Is(err, fault.NotFound) {
+		return nil, fault.Errorf(fault.Unauthenticated, "the token is unknown, used or expired")
 	}
 	if err != nil {
 		return nil, err
@@ -104,7 +105,7 @@ func (s *Service) bootstrap(ctx context.Context, token string) (map[string]strin
 		if sb.State != StateStarting && sb.State != StateRunning {
 			s.record(ctx, audit.Event{At: now, Org: sb.Org, Sandbox: string(sb.ID), Action: audit.CredentialIssue, Target: "environment",
 				Outcome: audit.Refused, Detail: "bootstrap token used while the sandbox is " + string(sb.State)})
-			return Sandbox{}, fmt.Errorf("sandbox %s is %s: %w", sb.Name, sb.State, account.ErrUnauthenticated)
+			return Sandbox{}, fault.Errorf(fault.Unauthenticated, "sandbox %s is %s", sb.Name, sb.State)
 		}
 		key, secret := account.NewSandboxKey(sb.Owner, string(sb.ID), sb.Project, sb.ExpiresAt, now)
 		next := sb
@@ -130,7 +131,7 @@ func (s *Service) bootstrap(ctx context.Context, token string) (map[string]strin
 			u.Audit = append(u.Audit, e)
 		}
 		if err := s.store.UpdateSandbox(ctx, u); err != nil {
-			if errors.Is(err, ErrConflict) {
+			if errors.Is(err, fault.Conflict) {
 				return Sandbox{}, fmt.Errorf("%w: %w", errMoved, err)
 			}
 			return Sandbox{}, err

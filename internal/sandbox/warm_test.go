@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/driver/fake"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/sandbox"
 )
@@ -174,10 +174,10 @@ func TestWarmPoolSandboxFetchesItsEnvironmentOnce(t *testing.T) {
 	if after.KeyID == sb.KeyID || after.KeyID == "" {
 		t.Errorf("key %s after bootstrap, created with %s: want a new one", after.KeyID, sb.KeyID)
 	}
-	if _, err := e.svc.Bootstrap(ctx, spec.Bootstrap.Reveal()); !errors.Is(err, account.ErrUnauthenticated) {
+	if _, err := e.svc.Bootstrap(ctx, spec.Bootstrap.Reveal()); !errors.Is(err, fault.Unauthenticated) {
 		t.Errorf("second Bootstrap = %v, want ErrUnauthenticated", err)
 	}
-	if _, err := e.svc.Bootstrap(ctx, "bst_NOTATOKEN"); !errors.Is(err, account.ErrUnauthenticated) {
+	if _, err := e.svc.Bootstrap(ctx, "bst_NOTATOKEN"); !errors.Is(err, fault.Unauthenticated) {
 		t.Errorf("Bootstrap(unknown) = %v, want ErrUnauthenticated", err)
 	}
 	events, _, err := e.st.ListAudit(ctx, audit.Filter{Sandbox: string(sb.ID)}, paging.Request{})

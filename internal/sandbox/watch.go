@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"berth.dev/berth/internal/fault"
 )
 
 // The pauses between two watches of a driver whose watch broke: doubling
@@ -67,7 +69,7 @@ func (s sweeper) machineChanged(ctx context.Context, id ID) {
 // one that loses it does nothing.
 func (s sweeper) sweepSandbox(ctx context.Context, id ID) error {
 	sb, err := s.store.GetSandbox(ctx, id)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, fault.NotFound) {
 		return nil
 	}
 	if err != nil {
@@ -77,7 +79,7 @@ func (s sweeper) sweepSandbox(ctx context.Context, id ID) error {
 		return nil
 	}
 	m, err := s.driver.Inspect(ctx, id)
-	if err != nil && !errors.Is(err, ErrNotFound) {
+	if err != nil && !errors.Is(err, fault.NotFound) {
 		return fmt.Errorf("driver: %w", err)
 	}
 	res := SweepResult{Errors: map[ID]error{}}

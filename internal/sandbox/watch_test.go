@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/sandbox"
 )
 
@@ -98,7 +99,7 @@ func TestATunnelToAStoppedMachineSaysSo(t *testing.T) {
 		{clean, sandbox.StateSuspended, "sandbox clean is suspended (its process exited 0); resume it first (berth sandbox resume clean)"},
 	} {
 		_, err := e.reach.Connect(t.Context(), e.alice, tt.sb.Name, 2222)
-		if !errors.Is(err, sandbox.ErrConflict) || !strings.Contains(err.Error(), tt.words) || strings.Contains(err.Error(), "fake") {
+		if !errors.Is(err, fault.Conflict) || !strings.Contains(err.Error(), tt.words) || strings.Contains(err.Error(), "fake") {
 			t.Errorf("tunnel to %s: %v, want a conflict saying %q", tt.sb.Name, err, tt.words)
 		}
 		if got, _ := e.st.GetSandbox(t.Context(), tt.sb.ID); got.State != tt.state {

@@ -8,13 +8,14 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/store/sqldb"
 )
 
 // Bootstrap writes the first organisation, its project, an operator and
 // the operator's key in one transaction, with events, what it records. It
-// is account.ErrConflict when any organisation exists.
+// is fault.Conflict when any organisation exists.
 func (s *Store) Bootstrap(ctx context.Context, org account.Organisation, project account.Project, user account.User, key account.Key, events ...audit.Event) error {
 	return s.db.InTx(ctx, sqldb.Bounded, func(tx *sql.Tx) error {
 		// Two replicas bootstrapping at once must not both find none.
@@ -26,7 +27,7 @@ func (s *Store) Bootstrap(ctx context.Context, org account.Organisation, project
 			return fmt.Errorf("count organisations: %w", err)
 		}
 		if n > 0 {
-			return fmt.Errorf("the deployment already has %d organisations: %w", n, account.ErrConflict)
+			return fault.Errorf(fault.Conflict, "the deployment already has %d organisations", n)
 		}
 		if err := insertOrganisation(ctx, tx, org); err != nil {
 			return err
@@ -45,7 +46,7 @@ func (s *Store) Bootstrap(ctx context.Context, org account.Organisation, project
 }
 
 // CreateOrganisation writes an organisation and its first project in one
-// transaction, with events. A name taken is account.ErrConflict.
+// transaction, with events. A name taken is fault.Conflict.
 func (s *Store) CreateOrganisation(ctx context.Context, org account.Organisation, project account.Project, events ...audit.Event) error {
 	return s.db.InTx(ctx, sqldb.Bounded, func(tx *sql.Tx) error {
 		if err := insertOrganisation(ctx, tx, org); err != nil {
@@ -63,7 +64,7 @@ func insertOrganisation(ctx context.Context, q sqldb.Queryer, org account.Organi
 		org.ID, org.Name, timeArg(org.CreatedAt))
 	switch {
 	case constraintOf(err) == uniqueConstraint:
-		return fmt.Errorf("organisation %q: %w", org.Name, account.ErrConflict)
+		return fault.Errorf(fault.Conflict, "organisation %q", org.Name)
 	case err != nil:
 		return fmt.Errorf("insert organisation %s: %w", org.Name, err)
 	}
@@ -82,7 +83,7 @@ func (s *Store) GetOrganisation(ctx context.Context, ref string) (account.Organi
 		LIMIT 1`, ref).Scan(&o.ID, &o.Name, &created)
 	switch {
 	case notFound(err):
-		return account.Organisation{}, fmt.Errorf("organisation %s: %w", ref, account.ErrNotFound)
+		return account.Organisation{}, fault.Errorf(fault.NotFound, "organisation %s", ref)
 	case err != nil:
 		return account.Organisation{}, fmt.Errorf("get organisation %s: %w", ref, err)
 	}
@@ -112,8 +113,8 @@ func (s *Store) ListOrganisations(ctx context.Context, pg paging.Request) ([]acc
 }
 
 // CreateProject writes a project, with events. A name its organisation
-// already uses is account.ErrConflict; an organisation that does not
-// exist is account.ErrNotFound.
+// already uses is fault.Conflict; an organisation that does not
+// exist is fault.NotFound.
 func (s *Store) CreateProject(ctx context.Context, p account.Project, events ...audit.Event) error {
 	return s.withEvents(ctx, sqldb.Bounded, events, func(q sqldb.Queryer) error { return insertProject(ctx, q, p) })
 }
@@ -123,9 +124,9 @@ func insertProject(ctx context.Context, q sqldb.Queryer, p account.Project) erro
 		p.ID, p.Org, p.Name, timeArg(p.CreatedAt))
 	switch constraintOf(err) {
 	case uniqueConstraint:
-		return fmt.Errorf("project %q: %w", p.Name, account.ErrConflict)
+		return fault.Errorf(fault.Conflict, "project %q", p.Name)
 	case foreignKeyConstraint:
-		return fmt.Errorf("project %q: organisation %s: %w", p.Name, p.Org, account.ErrNotFound)
+		return fault.Errorf(fault.NotFound, "project %q: organisation %s", p.Name, p.Org)
 	}
 	if err != nil {
 		return fmt.Errorf("insert project %s: %w", p.Name, err)
@@ -155,7 +156,7 @@ func (s *Store) GetProject(ctx context.Context, org, ref string) (account.Projec
 		LIMIT 1`, org, ref))
 	switch {
 	case notFound(err):
-		return account.Project{}, fmt.Errorf("project %s: %w", ref, account.ErrNotFound)
+		return account.Project{}, fault.Errorf(fault.NotFound, "project %s", ref)
 	case err != nil:
 		return account.Project{}, fmt.Errorf("get project %s: %w", ref, err)
 	}
@@ -170,8 +171,8 @@ func (s *Store) ListProjects(ctx context.Context, org string, pg paging.Request)
 }
 
 // CreateUser writes a user, with events. A name its organisation already uses is
-// account.ErrConflict; an organisation that does not exist is
-// account.ErrNotFound.
+// fault.Conflict; an organisation that does not exist is
+// fault.NotFound.
 func (s *Store) CreateUser(ctx context.Context, u account.User, events ...audit.Event) error {
 	return s.withEvents(ctx, sqldb.Bounded, events, func(q sqldb.Queryer) error { return insertUser(ctx, q, u) })
 }
@@ -183,9 +184,9 @@ func insertUser(ctx context.Context, q sqldb.Queryer, u account.User) error {
 		u.ID, u.Org, u.Name, u.Email, string(u.Role), timeArg(u.CreatedAt))
 	switch constraintOf(err) {
 	case uniqueConstraint:
-		return fmt.Errorf("user %q: %w", u.Name, account.ErrConflict)
+		return fault.Errorf(fault.Conflict, "user %q", u.Name)
 	case foreignKeyConstraint:
-		return fmt.Errorf("user %q: organisation %s: %w", u.Name, u.Org, account.ErrNotFound)
+		return fault.Errorf(fault.NotFound, "user %q: organisation %s", u.Name, u.Org)
 	}
 	if err != nil {
 		return fmt.Errorf("insert user %s: %w", u.Name, err)
@@ -215,7 +216,7 @@ func (s *Store) GetUser(ctx context.Context, id string) (account.User, error) {
 	u, err := scanUser(s.queryRow(ctx, `SELECT `+userColumns+` FROM users WHERE id = $1`, id))
 	switch {
 	case notFound(err):
-		return account.User{}, fmt.Errorf("user %s: %w", id, account.ErrNotFound)
+		return account.User{}, fault.Errorf(fault.NotFound, "user %s", id)
 	case err != nil:
 		return account.User{}, fmt.Errorf("get user %s: %w", id, err)
 	}
@@ -231,7 +232,7 @@ func (s *Store) FindUser(ctx context.Context, org, ref string) (account.User, er
 		LIMIT 1`, org, ref))
 	switch {
 	case notFound(err):
-		return account.User{}, fmt.Errorf("user %s: %w", ref, account.ErrNotFound)
+		return account.User{}, fault.Errorf(fault.NotFound, "user %s", ref)
 	case err != nil:
 		return account.User{}, fmt.Errorf("find user %s: %w", ref, err)
 	}
@@ -246,8 +247,8 @@ func (s *Store) ListUsers(ctx context.Context, org string, pg paging.Request) ([
 }
 
 // CreateKey writes a key, and events with it in one transaction. An id
-// already used is account.ErrConflict; a user who does not exist is
-// account.ErrNotFound.
+// already used is fault.Conflict; a user who does not exist is
+// fault.NotFound.
 func (s *Store) CreateKey(ctx context.Context, k account.Key, events ...audit.Event) error {
 	return s.withEvents(ctx, sqldb.Bounded, events, func(q sqldb.Queryer) error { return insertKey(ctx, q, k) })
 }
@@ -257,9 +258,9 @@ func insertKey(ctx context.Context, q sqldb.Queryer, k account.Key) error {
 	err := execInsertKey(ctx, q, k)
 	switch constraintOf(err) {
 	case uniqueConstraint:
-		return fmt.Errorf("key %s: %w", k.ID, account.ErrConflict)
+		return fault.Errorf(fault.Conflict, "key %s", k.ID)
 	case foreignKeyConstraint:
-		return fmt.Errorf("key %s: user %s: %w", k.ID, k.User, account.ErrNotFound)
+		return fault.Errorf(fault.NotFound, "key %s: user %s", k.ID, k.User)
 	}
 	if err != nil {
 		return fmt.Errorf("insert key %s: %w", k.ID, err)
@@ -296,7 +297,7 @@ func (s *Store) GetKey(ctx context.Context, id string) (account.Key, error) {
 	k, err := scanKey(s.queryRow(ctx, `SELECT `+keyColumns+` FROM keys WHERE id = $1`, id))
 	switch {
 	case notFound(err):
-		return account.Key{}, fmt.Errorf("key %s: %w", id, account.ErrNotFound)
+		return account.Key{}, fault.Errorf(fault.NotFound, "key %s", id)
 	case err != nil:
 		return account.Key{}, fmt.Errorf("get key %s: %w", id, err)
 	}
@@ -312,14 +313,14 @@ func (s *Store) ListKeys(ctx context.Context, user string, pg paging.Request) ([
 
 // RevokeKey marks a key revoked at at, unless it already is (the first
 // revocation time stands), and records events in the same transaction
-// when it did. A key that does not exist is account.ErrNotFound.
+// when it did. A key that does not exist is fault.NotFound.
 func (s *Store) RevokeKey(ctx context.Context, id string, at time.Time, events ...audit.Event) error {
 	return s.db.InTx(ctx, sqldb.Patient, func(tx *sql.Tx) error {
 		var one int
 		err := tx.QueryRowContext(ctx, `SELECT 1 FROM keys WHERE id = $1`, id).Scan(&one)
 		switch {
 		case notFound(err):
-			return fmt.Errorf("key %s: %w", id, account.ErrNotFound)
+			return fault.Errorf(fault.NotFound, "key %s", id)
 		case err != nil:
 			return fmt.Errorf("revoke key %s: %w", id, err)
 		}
@@ -340,7 +341,7 @@ func revokeKey(ctx context.Context, q sqldb.Queryer, id string, at time.Time) er
 	return err
 }
 
-// SetUserDisabled disables or enables a user; account.ErrNotFound if unknown.
+// SetUserDisabled disables or enables a user; fault.NotFound if unknown.
 func (s *Store) SetUserDisabled(ctx context.Context, id string, disabled bool) error {
 	v := 0
 	if disabled {
@@ -351,7 +352,7 @@ func (s *Store) SetUserDisabled(ctx context.Context, id string, disabled bool) e
 		return fmt.Errorf("disable user %s: %w", id, err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("user %s: %w", id, account.ErrNotFound)
+		return fault.Errorf(fault.NotFound, "user %s", id)
 	}
 	return nil
 }

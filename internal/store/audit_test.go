@@ -7,6 +7,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
@@ -94,7 +95,7 @@ func testAuditWithTheChange(t *testing.T, st *store.Store) {
 
 	next := sb
 	next.State = sandbox.StateRunning
-	if err := st.UpdateSandbox(ctx, sandbox.Update{Sandbox: next, From: sandbox.StateSuspended, At: t0, Audit: []audit.Event{ev(audit.SandboxState)}}); !errors.Is(err, sandbox.ErrConflict) {
+	if err := st.UpdateSandbox(ctx, sandbox.Update{Sandbox: next, From: sandbox.StateSuspended, At: t0, Audit: []audit.Event{ev(audit.SandboxState)}}); !errors.Is(err, fault.Conflict) {
 		t.Fatalf("an update from the wrong state = %v, want a conflict", err)
 	}
 	if n := count(audit.SandboxState); n != 0 {

@@ -8,6 +8,7 @@ import (
 
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/class"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/quantity"
 	"berth.dev/berth/internal/store/sqldb"
@@ -56,12 +57,12 @@ func (s *Store) ListClasses(ctx context.Context, org string, pg paging.Request) 
 }
 
 // GetClass returns one of an organisation's classes; one it does not have
-// is class.ErrNotFound.
+// is fault.NotFound.
 func (s *Store) GetClass(ctx context.Context, org, name string) (class.Class, error) {
 	c, err := scanClass(s.db.QueryRowContext(ctx, `SELECT `+classColumns+` FROM classes WHERE org_id = $1 AND name = $2`, org, name))
 	switch {
 	case notFound(err):
-		return class.Class{}, fmt.Errorf("class %s: %w", name, class.ErrNotFound)
+		return class.Class{}, fault.Errorf(fault.NotFound, "class %s", name)
 	case err != nil:
 		return class.Class{}, fmt.Errorf("get class %s: %w", name, err)
 	}
@@ -70,7 +71,7 @@ func (s *Store) GetClass(ctx context.Context, org, name string) (class.Class, er
 
 // PutClasses upserts every class in one transaction and returns, in input
 // order, the names of those that did not exist before. An organisation that
-// does not exist is class.ErrNotFound. events are recorded with them.
+// does not exist is fault.NotFound. events are recorded with them.
 func (s *Store) PutClasses(ctx context.Context, org string, classes []class.Class, events ...audit.Event) ([]string, error) {
 	var created []string
 	err := s.db.InTx(ctx, sqldb.Bounded, func(tx *sql.Tx) error {
@@ -132,7 +133,7 @@ func upsertClass(ctx context.Context, tx *sql.Tx, org string, c class.Class) err
 		int64(c.DefaultTTL), int64(c.MaxTTL), c.Warm, purposes, string(c.Git), string(c.Contract), setup, c.Runner)
 	switch {
 	case constraintOf(err) == foreignKeyConstraint:
-		return fmt.Errorf("class %s: organisation %s: %w", c.Name, org, class.ErrNotFound)
+		return fault.Errorf(fault.NotFound, "class %s: organisation %s", c.Name, org)
 	case err != nil:
 		return fmt.Errorf("put class %s: %w", c.Name, err)
 	}
@@ -140,7 +141,7 @@ func upsertClass(ctx context.Context, tx *sql.Tx, org string, c class.Class) err
 }
 
 // DeleteClass removes one of an organisation's classes; one it does not
-// have is class.ErrNotFound. Sandboxes made from it keep their copy.
+// have is fault.NotFound. Sandboxes made from it keep their copy.
 // events are recorded with it.
 func (s *Store) DeleteClass(ctx context.Context, org, name string, events ...audit.Event) error {
 	return s.db.InTx(ctx, sqldb.Bounded, func(tx *sql.Tx) error {
@@ -153,7 +154,7 @@ func (s *Store) DeleteClass(ctx context.Context, org, name string, events ...aud
 			return fmt.Errorf("delete class %s: %w", name, err)
 		}
 		if n == 0 {
-			return fmt.Errorf("class %s: %w", name, class.ErrNotFound)
+			return fault.Errorf(fault.NotFound, "class %s", name)
 		}
 		return insertAudits(ctx, tx, events)
 	})

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/guardrail"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
@@ -39,18 +40,18 @@ func testSandboxAdmit(t *testing.T, st *store.Store) {
 	var seen sandbox.Live
 	err := st.CreateSandbox(ctx, next, key, func(live sandbox.Live) error {
 		seen = live
-		return fmt.Errorf("project default has %d live sandboxes: %w", live.Project, guardrail.ErrExceeded)
+		return fault.Errorf(fault.Exceeded, "project default has %d live sandboxes", live.Project)
 	})
-	if !errors.Is(err, guardrail.ErrExceeded) {
-		t.Errorf("CreateSandbox refused by admit = %v, want %v", err, guardrail.ErrExceeded)
+	if !errors.Is(err, fault.Exceeded) {
+		t.Errorf("CreateSandbox refused by admit = %v, want %v", err, fault.Exceeded)
 	}
 	if want := (sandbox.Live{Org: 3, Project: 2}); seen != want {
 		t.Errorf("admit saw %+v, want %+v", seen, want)
 	}
 	_, err = st.GetSandbox(ctx, next.ID)
-	wantErr(t, "GetSandbox(refused by admit)", err, sandbox.ErrNotFound)
+	wantErr(t, "GetSandbox(refused by admit)", err, fault.NotFound)
 	_, err = st.GetKey(ctx, key.ID)
-	wantErr(t, "GetKey(refused by admit)", err, account.ErrNotFound)
+	wantErr(t, "GetKey(refused by admit)", err, fault.NotFound)
 
 	// A sandbox created running (not what the service does) starts its clock.
 	running, kr := newSandbox(fx, fx.ann, "running", t0)
@@ -94,7 +95,7 @@ func testConcurrentAdmission(t *testing.T, st *store.Store) {
 		switch {
 		case err == nil:
 			admitted++
-		case errors.Is(err, guardrail.ErrExceeded):
+		case errors.Is(err, fault.Exceeded):
 			refused++
 		default:
 			t.Errorf("create %d: %v", i, err)
@@ -123,7 +124,7 @@ func admitOrg(t *testing.T, st *store.Store, org string) func(sandbox.Live) erro
 			return err
 		}
 		if live.Org >= *g.MaxSandboxes {
-			return fmt.Errorf("the organisation has %d live sandboxes: %w", live.Org, guardrail.ErrExceeded)
+			return fault.Errorf(fault.Exceeded, "the organisation has %d live sandboxes", live.Org)
 		}
 		return nil
 	}

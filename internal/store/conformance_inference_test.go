@@ -6,8 +6,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/agentrun"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/inference"
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
@@ -44,7 +44,7 @@ func testInference(t *testing.T, st *store.Store) {
 		t.Errorf("after writing an empty list: %+v, want an empty, non-nil list and nothing else", got)
 	}
 	wantErr(t, "PutInferenceSettings(unknown organisation)",
-		st.PutInferenceSettings(ctx, "org_nope", "", inference.Settings{}), account.ErrNotFound)
+		st.PutInferenceSettings(ctx, "org_nope", "", inference.Settings{}), fault.NotFound)
 
 	rec := func(org, project, session string, at time.Time, cost float64, metered bool) {
 		t.Helper()

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/store"
 )
@@ -33,9 +34,9 @@ func testInvitations(t *testing.T, st *store.Store) {
 	if diff := cmp.Diff(first, got); diff != "" {
 		t.Errorf("invitation round trip (-want +got):\n%s", diff)
 	}
-	wantErr(t, "GetInvitation(unknown)", func() error { _, err := st.GetInvitation(ctx, "inv_nope"); return err }(), account.ErrNotFound)
+	wantErr(t, "GetInvitation(unknown)", func() error { _, err := st.GetInvitation(ctx, "inv_nope"); return err }(), fault.NotFound)
 	orphan, _ := account.NewInvitation("usr_nope", fx.ann.ID, false, t0, expires)
-	wantErr(t, "CreateInvitation(unknown user)", st.CreateInvitation(ctx, orphan), account.ErrNotFound)
+	wantErr(t, "CreateInvitation(unknown user)", st.CreateInvitation(ctx, orphan), fault.NotFound)
 
 	// A second one replaces the first, which can no longer be used.
 	second, _ := account.NewInvitation(fx.bob.ID, fx.ann.ID, false, t0.Add(time.Minute), expires)
@@ -46,9 +47,9 @@ func testInvitations(t *testing.T, st *store.Store) {
 		t.Errorf("first invitation replaced at %v, want %v (the second's creation)", got.ReplacedAt, second.CreatedAt)
 	}
 	k1, _ := account.NewKey(fx.bob.ID, "enrolled", t0.Add(2*time.Minute))
-	wantErr(t, "RedeemInvitation(replaced)", st.RedeemInvitation(ctx, first.ID, t0.Add(2*time.Minute), "192.0.2.1", k1), account.ErrConflict)
-	wantErr(t, "RedeemInvitation(expired)", st.RedeemInvitation(ctx, second.ID, expires, "192.0.2.1", k1), account.ErrConflict)
-	wantErr(t, "RedeemInvitation(unknown)", st.RedeemInvitation(ctx, "inv_nope", t0, "192.0.2.1", k1), account.ErrNotFound)
+	wantErr(t, "RedeemInvitation(replaced)", st.RedeemInvitation(ctx, first.ID, t0.Add(2*time.Minute), "192.0.2.1", k1), fault.Conflict)
+	wantErr(t, "RedeemInvitation(expired)", st.RedeemInvitation(ctx, second.ID, expires, "192.0.2.1", k1), fault.Conflict)
+	wantErr(t, "RedeemInvitation(unknown)", st.RedeemInvitation(ctx, "inv_nope", t0, "192.0.2.1", k1), fault.NotFound)
 	if keys, _, _ := st.ListKeys(ctx, fx.bob.ID, paging.Request{}); len(keys) != 0 {
 		t.Fatalf("refused redemptions wrote keys: %v", keys)
 	}
@@ -69,7 +70,7 @@ func testInvitations(t *testing.T, st *store.Store) {
 				mu.Lock()
 				wins = append(wins, k.ID)
 				mu.Unlock()
-			} else if !errors.Is(err, account.ErrConflict) {
+			} else if !errors.Is(err, fault.Conflict) {
 				t.Errorf("RedeemInvitation(concurrent) = %v, want nil or ErrConflict", err)
 			}
 		})
@@ -89,7 +90,7 @@ func testInvitations(t *testing.T, st *store.Store) {
 	// bob has had a key: an administrator's invitation is refused, an
 	// operator's (recovery) is not, and it is used despite bob's key.
 	third, _ := account.NewInvitation(fx.bob.ID, fx.ann.ID, false, t0.Add(4*time.Minute), expires)
-	wantErr(t, "CreateInvitation(enrolled user)", st.CreateInvitation(ctx, third), account.ErrConflict)
+	wantErr(t, "CreateInvitation(enrolled user)", st.CreateInvitation(ctx, third), fault.Conflict)
 	recovery, _ := account.NewInvitation(fx.bob.ID, "usr_ops", true, t0.Add(5*time.Minute), expires)
 	if err := st.CreateInvitation(ctx, recovery); err != nil {
 		t.Fatalf("CreateInvitation(recovery): %v", err)
@@ -110,7 +111,7 @@ func testInvitations(t *testing.T, st *store.Store) {
 		t.Fatal(err)
 	}
 	k3, _ := account.NewKey(fx.ann.ID, "enrolled", t0.Add(2*time.Minute))
-	wantErr(t, "RedeemInvitation(user with a key)", st.RedeemInvitation(ctx, early.ID, t0.Add(2*time.Minute), "192.0.2.9", k3), account.ErrConflict)
+	wantErr(t, "RedeemInvitation(user with a key)", st.RedeemInvitation(ctx, early.ID, t0.Add(2*time.Minute), "192.0.2.9", k3), fault.Conflict)
 	if got, _ := st.GetInvitation(ctx, early.ID); !got.RedeemedAt.IsZero() {
 		t.Errorf("a refused redemption marked the invitation used at %v", got.RedeemedAt)
 	}

@@ -12,6 +12,7 @@ import (
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/class"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
@@ -135,16 +136,16 @@ func testClasses(t *testing.T, st *store.Store) {
 		t.Errorf("ListClasses(another organisation) = %v, %v; want none", got, err)
 	}
 	_, err = st.GetClass(ctx, globex.org.ID, "big")
-	wantErr(t, "GetClass(another organisation's class)", err, class.ErrNotFound)
+	wantErr(t, "GetClass(another organisation's class)", err, fault.NotFound)
 
 	if err := st.DeleteClass(ctx, acme.org.ID, "big"); err != nil {
 		t.Fatalf("DeleteClass: %v", err)
 	}
 	_, err = st.GetClass(ctx, acme.org.ID, "big")
-	wantErr(t, "GetClass(deleted)", err, class.ErrNotFound)
-	wantErr(t, "DeleteClass(deleted)", st.DeleteClass(ctx, acme.org.ID, "big"), class.ErrNotFound)
+	wantErr(t, "GetClass(deleted)", err, fault.NotFound)
+	wantErr(t, "DeleteClass(deleted)", st.DeleteClass(ctx, acme.org.ID, "big"), fault.NotFound)
 	_, err = st.PutClasses(ctx, "org_nope", []class.Class{small})
-	wantErr(t, "PutClasses(unknown organisation)", err, class.ErrNotFound)
+	wantErr(t, "PutClasses(unknown organisation)", err, fault.NotFound)
 }
 
 func testSandboxRoundTrip(t *testing.T, st *store.Store) {
@@ -188,7 +189,7 @@ func testSandboxRoundTrip(t *testing.T, st *store.Store) {
 	}
 
 	_, err = st.GetSandbox(ctx, "sbx_nope")
-	wantErr(t, "GetSandbox(unknown)", err, sandbox.ErrNotFound)
+	wantErr(t, "GetSandbox(unknown)", err, fault.NotFound)
 }
 
 func testSandboxList(t *testing.T, st *store.Store) {
@@ -247,12 +248,12 @@ func testSandboxNames(t *testing.T, st *store.Store) {
 
 	again, key2 := newSandbox(fx, fx.ann, "dev", t0.Add(time.Minute))
 	err := st.CreateSandbox(ctx, again, key2, admitAll)
-	wantErr(t, "CreateSandbox(a live name of the same owner)", err, sandbox.ErrConflict)
+	wantErr(t, "CreateSandbox(a live name of the same owner)", err, fault.Conflict)
 	if err != nil && !strings.Contains(err.Error(), "taken") {
 		t.Errorf("CreateSandbox(a live name) = %v, want it to say the name is taken", err)
 	}
 	_, err = st.GetKey(ctx, key2.ID)
-	wantErr(t, "GetKey of a refused sandbox's key", err, account.ErrNotFound)
+	wantErr(t, "GetKey of a refused sandbox's key", err, fault.NotFound)
 
 	bobs, key3 := newSandbox(fx, fx.bob, "dev", t0)
 	if err := st.CreateSandbox(ctx, bobs, key3, admitAll); err != nil {
@@ -263,7 +264,7 @@ func testSandboxNames(t *testing.T, st *store.Store) {
 	// name.
 	dev = move(t, st, dev, sandbox.StateRunning, t0.Add(time.Minute))
 	dev = move(t, st, dev, sandbox.StateFailed, t0.Add(2*time.Minute))
-	wantErr(t, "CreateSandbox(a failed engineer sandbox's name)", st.CreateSandbox(ctx, again, key2, admitAll), sandbox.ErrConflict)
+	wantErr(t, "CreateSandbox(a failed engineer sandbox's name)", st.CreateSandbox(ctx, again, key2, admitAll), fault.Conflict)
 	// A terminated one frees it.
 	move(t, st, dev, sandbox.StateTerminated, t0.Add(3*time.Minute))
 	if err := st.CreateSandbox(ctx, again, key2, admitAll); err != nil {
@@ -305,7 +306,7 @@ func testSandboxUpdate(t *testing.T, st *store.Store) {
 	stale := sb
 	stale.State = sandbox.StateSuspended
 	err := st.UpdateSandbox(ctx, sandbox.Update{Sandbox: stale, From: sandbox.StateRunning, At: t0, Audit: []audit.Event{event("refused")}})
-	wantErr(t, "UpdateSandbox(from a state the row is not in)", err, sandbox.ErrConflict)
+	wantErr(t, "UpdateSandbox(from a state the row is not in)", err, fault.Conflict)
 	if got := mustGet(t, st, sb.ID); got.State != sandbox.StateStarting {
 		t.Errorf("state after a refused update = %s, want %s", got.State, sandbox.StateStarting)
 	}
@@ -313,7 +314,7 @@ func testSandboxUpdate(t *testing.T, st *store.Store) {
 	ghost := sb
 	ghost.ID = "sbx_nope"
 	err = st.UpdateSandbox(ctx, sandbox.Update{Sandbox: ghost, From: sandbox.StateStarting, At: t0})
-	wantErr(t, "UpdateSandbox(unknown)", err, sandbox.ErrNotFound)
+	wantErr(t, "UpdateSandbox(unknown)", err, fault.NotFound)
 
 	next := sb
 	next.State, next.Reason, next.ExpiresAt = sandbox.StateSuspended, "exited 0", t0.Add(8*time.Hour)

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/guardrail"
 	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/quantity"
@@ -117,7 +118,7 @@ func testBootstrap(t *testing.T, st *store.Store) {
 	prj2 := account.Project{ID: "prj_second", Org: org2.ID, Name: "default", CreatedAt: t0}
 	usr2 := account.User{ID: "usr_second", Org: org2.ID, Name: "root", Role: account.RoleOperator, CreatedAt: t0}
 	key2, _ := account.NewKey(usr2.ID, "bootstrap", t0)
-	wantErr(t, "second Bootstrap", st.Bootstrap(ctx, org2, prj2, usr2, key2), account.ErrConflict)
+	wantErr(t, "second Bootstrap", st.Bootstrap(ctx, org2, prj2, usr2, key2), fault.Conflict)
 	orgs, _, err := st.ListOrganisations(ctx, paging.Request{})
 	if err != nil {
 		t.Fatalf("ListOrganisations: %v", err)
@@ -126,7 +127,7 @@ func testBootstrap(t *testing.T, st *store.Store) {
 		t.Errorf("organisations after a refused bootstrap (-want +got):\n%s", diff)
 	}
 	_, err = st.GetKey(ctx, key2.ID)
-	wantErr(t, "GetKey of the refused bootstrap's key", err, account.ErrNotFound)
+	wantErr(t, "GetKey of the refused bootstrap's key", err, fault.NotFound)
 }
 
 func testOrganisations(t *testing.T, st *store.Store) {
@@ -143,7 +144,7 @@ func testOrganisations(t *testing.T, st *store.Store) {
 		}
 	}
 	_, err := st.GetOrganisation(ctx, "initech")
-	wantErr(t, "GetOrganisation(unknown)", err, account.ErrNotFound)
+	wantErr(t, "GetOrganisation(unknown)", err, fault.NotFound)
 
 	got, _, err := st.ListOrganisations(ctx, paging.Request{})
 	if err != nil {
@@ -156,9 +157,9 @@ func testOrganisations(t *testing.T, st *store.Store) {
 	// A taken name fails the whole create, its project too.
 	dup := account.Organisation{ID: "org_dup", Name: "acme", CreatedAt: t0}
 	dupPrj := account.Project{ID: "prj_dup", Org: dup.ID, Name: "default", CreatedAt: t0}
-	wantErr(t, "CreateOrganisation(taken name)", st.CreateOrganisation(ctx, dup, dupPrj), account.ErrConflict)
+	wantErr(t, "CreateOrganisation(taken name)", st.CreateOrganisation(ctx, dup, dupPrj), fault.Conflict)
 	_, err = st.GetOrganisation(ctx, dup.ID)
-	wantErr(t, "GetOrganisation(refused)", err, account.ErrNotFound)
+	wantErr(t, "GetOrganisation(refused)", err, fault.NotFound)
 }
 
 func testProjects(t *testing.T, st *store.Store) {
@@ -191,17 +192,17 @@ func testProjects(t *testing.T, st *store.Store) {
 		}
 	}
 	_, err = st.GetProject(ctx, globex.org.ID, web.ID)
-	wantErr(t, "GetProject(another organisation's id)", err, account.ErrNotFound)
+	wantErr(t, "GetProject(another organisation's id)", err, fault.NotFound)
 	_, err = st.GetProject(ctx, acme.org.ID, "nope")
-	wantErr(t, "GetProject(unknown)", err, account.ErrNotFound)
+	wantErr(t, "GetProject(unknown)", err, fault.NotFound)
 
 	wantErr(t, "CreateProject(taken name)",
-		st.CreateProject(ctx, account.Project{ID: "prj_web2", Org: acme.org.ID, Name: "web", CreatedAt: t0}), account.ErrConflict)
+		st.CreateProject(ctx, account.Project{ID: "prj_web2", Org: acme.org.ID, Name: "web", CreatedAt: t0}), fault.Conflict)
 	if err := st.CreateProject(ctx, account.Project{ID: "prj_gweb", Org: globex.org.ID, Name: "web", CreatedAt: t0}); err != nil {
 		t.Errorf("CreateProject(a name another organisation uses): %v", err)
 	}
 	wantErr(t, "CreateProject(unknown organisation)",
-		st.CreateProject(ctx, account.Project{ID: "prj_x", Org: "org_nope", Name: "x", CreatedAt: t0}), account.ErrNotFound)
+		st.CreateProject(ctx, account.Project{ID: "prj_x", Org: "org_nope", Name: "x", CreatedAt: t0}), fault.NotFound)
 }
 
 func testUsers(t *testing.T, st *store.Store) {
@@ -217,7 +218,7 @@ func testUsers(t *testing.T, st *store.Store) {
 		t.Errorf("GetUser (-want +got):\n%s", diff)
 	}
 	_, err = st.GetUser(ctx, "ann")
-	wantErr(t, "GetUser(a name)", err, account.ErrNotFound)
+	wantErr(t, "GetUser(a name)", err, fault.NotFound)
 
 	for _, ref := range []string{acme.bob.ID, acme.bob.Name} {
 		got, err := st.FindUser(ctx, acme.org.ID, ref)
@@ -229,7 +230,7 @@ func testUsers(t *testing.T, st *store.Store) {
 		}
 	}
 	_, err = st.FindUser(ctx, globex.org.ID, acme.bob.ID)
-	wantErr(t, "FindUser(another organisation's user)", err, account.ErrNotFound)
+	wantErr(t, "FindUser(another organisation's user)", err, fault.NotFound)
 
 	users, _, err := st.ListUsers(ctx, globex.org.ID, paging.Request{})
 	if err != nil {
@@ -241,13 +242,13 @@ func testUsers(t *testing.T, st *store.Store) {
 
 	wantErr(t, "CreateUser(taken name)",
 		st.CreateUser(ctx, account.User{ID: "usr_ann2", Org: acme.org.ID, Name: "ann", Role: account.RoleMember, CreatedAt: t0}),
-		account.ErrConflict)
+		fault.Conflict)
 	wantErr(t, "CreateUser(taken id)",
 		st.CreateUser(ctx, account.User{ID: acme.ann.ID, Org: acme.org.ID, Name: "cat", Role: account.RoleMember, CreatedAt: t0}),
-		account.ErrConflict)
+		fault.Conflict)
 	wantErr(t, "CreateUser(unknown organisation)",
 		st.CreateUser(ctx, account.User{ID: "usr_x", Org: "org_nope", Name: "x", Role: account.RoleMember, CreatedAt: t0}),
-		account.ErrNotFound)
+		fault.NotFound)
 }
 
 func testKeys(t *testing.T, st *store.Store) {
@@ -297,12 +298,12 @@ func testKeys(t *testing.T, st *store.Store) {
 		t.Errorf("RevokedAt = %v (live %t), want %v and not live: the first revocation stands", got.RevokedAt, got.Live(t0), revoked)
 	}
 
-	wantErr(t, "RevokeKey(unknown)", st.RevokeKey(ctx, "key_nope", t0), account.ErrNotFound)
+	wantErr(t, "RevokeKey(unknown)", st.RevokeKey(ctx, "key_nope", t0), fault.NotFound)
 	_, err = st.GetKey(ctx, "key_nope")
-	wantErr(t, "GetKey(unknown)", err, account.ErrNotFound)
-	wantErr(t, "CreateKey(taken id)", st.CreateKey(ctx, plain), account.ErrConflict)
+	wantErr(t, "GetKey(unknown)", err, fault.NotFound)
+	wantErr(t, "CreateKey(taken id)", st.CreateKey(ctx, plain), fault.Conflict)
 	orphan, _ := account.NewKey("usr_nope", "x", t0)
-	wantErr(t, "CreateKey(unknown user)", st.CreateKey(ctx, orphan), account.ErrNotFound)
+	wantErr(t, "CreateKey(unknown user)", st.CreateKey(ctx, orphan), fault.NotFound)
 }
 
 func testGuardrails(t *testing.T, st *store.Store) {
@@ -358,5 +359,5 @@ func testGuardrails(t *testing.T, st *store.Store) {
 	if diff := cmp.Diff(guardrail.Guardrail{}, got); diff != "" {
 		t.Errorf("organisation's guardrail after writing the project's (-want +got):\n%s", diff)
 	}
-	wantErr(t, "PutGuardrail(unknown organisation)", st.PutGuardrail(ctx, "org_nope", "", guardrail.Guardrail{}), account.ErrNotFound)
+	wantErr(t, "PutGuardrail(unknown organisation)", st.PutGuardrail(ctx, "org_nope", "", guardrail.Guardrail{}), fault.NotFound)
 }

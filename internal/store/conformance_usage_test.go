@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/inference"
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
@@ -55,10 +56,10 @@ func testDeleteEnded(t *testing.T, st *store.Store) {
 	if err != nil || !slices.Equal(ids, []sandbox.ID{old.ID}) {
 		t.Fatalf("DeleteEnded = %v, %v; want [%s] (old)", ids, err, old.ID)
 	}
-	if _, err := st.GetSandbox(ctx, old.ID); !errors.Is(err, sandbox.ErrNotFound) {
+	if _, err := st.GetSandbox(ctx, old.ID); !errors.Is(err, fault.NotFound) {
 		t.Errorf("GetSandbox(old) = %v, want ErrNotFound", err)
 	}
-	if _, err := st.GetKey(ctx, oldKey.ID); !errors.Is(err, account.ErrNotFound) {
+	if _, err := st.GetKey(ctx, oldKey.ID); !errors.Is(err, fault.NotFound) {
 		t.Errorf("GetKey(old's key) = %v, want ErrNotFound", err)
 	}
 	for _, kept := range []struct {

@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"berth.dev/berth/internal/class"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
 )
@@ -45,19 +46,19 @@ func testWarmPools(t *testing.T, st *store.Store) {
 			t.Fatalf("AddBootstrap %d: %v", i, err)
 		}
 	}
-	wantErr(t, "AddBootstrap(same hash)", st.AddBootstrap(ctx, sandbox.BootstrapToken{Hash: "h1", Sandbox: sb.ID, CreatedAt: t0, ExpiresAt: t0}), sandbox.ErrConflict)
-	wantErr(t, "AddBootstrap(unknown sandbox)", st.AddBootstrap(ctx, sandbox.BootstrapToken{Hash: "h3", Sandbox: "sbx_nope", CreatedAt: t0, ExpiresAt: t0}), sandbox.ErrNotFound)
+	wantErr(t, "AddBootstrap(same hash)", st.AddBootstrap(ctx, sandbox.BootstrapToken{Hash: "h1", Sandbox: sb.ID, CreatedAt: t0, ExpiresAt: t0}), fault.Conflict)
+	wantErr(t, "AddBootstrap(unknown sandbox)", st.AddBootstrap(ctx, sandbox.BootstrapToken{Hash: "h3", Sandbox: "sbx_nope", CreatedAt: t0, ExpiresAt: t0}), fault.NotFound)
 
 	id, err := st.UseBootstrap(ctx, "h1", t0.Add(time.Second))
 	if err != nil || id != sb.ID {
 		t.Fatalf("UseBootstrap(h1) = %s, %v; want %s", id, err, sb.ID)
 	}
 	_, err = st.UseBootstrap(ctx, "h1", t0.Add(2*time.Second))
-	wantErr(t, "UseBootstrap(used)", err, sandbox.ErrNotFound)
+	wantErr(t, "UseBootstrap(used)", err, fault.NotFound)
 	_, err = st.UseBootstrap(ctx, "h2", t0.Add(time.Minute))
-	wantErr(t, "UseBootstrap(expired)", err, sandbox.ErrNotFound)
+	wantErr(t, "UseBootstrap(expired)", err, fault.NotFound)
 	_, err = st.UseBootstrap(ctx, "nope", t0)
-	wantErr(t, "UseBootstrap(unknown)", err, sandbox.ErrNotFound)
+	wantErr(t, "UseBootstrap(unknown)", err, fault.NotFound)
 
 	// An ended sandbox goes with its tokens after the retention.
 	ended := mustGet(t, st, sb.ID)

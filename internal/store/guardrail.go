@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/guardrail"
 	"berth.dev/berth/internal/quantity"
 	"berth.dev/berth/internal/store/sqldb"
@@ -44,7 +44,7 @@ func (s *Store) GetGuardrail(ctx context.Context, org, project string) (guardrai
 
 // PutGuardrail writes the guardrail of org (project "") or of one of its
 // projects whole, replacing every field, with events. An organisation
-// that does not exist is account.ErrNotFound.
+// that does not exist is fault.NotFound.
 func (s *Store) PutGuardrail(ctx context.Context, org, project string, g guardrail.Guardrail, events ...audit.Event) error {
 	repos, err := jsonArg(g.AllowedRepos, g.AllowedRepos == nil)
 	if err != nil {
@@ -67,7 +67,7 @@ func putGuardrail(ctx context.Context, q sqldb.Queryer, org, project string, g g
 		ptrArg(g.MaxSandboxTTL), repos)
 	switch {
 	case constraintOf(err) == foreignKeyConstraint:
-		return fmt.Errorf("guardrail of %s: organisation %s: %w", scope(org, project), org, account.ErrNotFound)
+		return fault.Errorf(fault.NotFound, "guardrail of %s: organisation %s", scope(org, project), org)
 	case err != nil:
 		return fmt.Errorf("put guardrail of %s: %w", scope(org, project), err)
 	}

@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/agentrun"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/inference"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store/sqldb"
@@ -51,7 +51,7 @@ func (s *Store) GetInferenceSettings(ctx context.Context, org, project string) (
 
 // PutInferenceSettings writes the inference settings of org (project "")
 // or of one of its projects whole. An organisation that does not exist is
-// account.ErrNotFound.
+// fault.NotFound.
 func (s *Store) PutInferenceSettings(ctx context.Context, org, project string, set inference.Settings) error {
 	models, err := jsonArg(set.Models, set.Models == nil)
 	if err != nil {
@@ -76,7 +76,7 @@ func (s *Store) PutInferenceSettings(ctx context.Context, org, project string, s
 		org, project, models, budget, requests, per, set.SystemPrompt)
 	switch {
 	case constraintOf(err) == foreignKeyConstraint:
-		return fmt.Errorf("inference settings of %s: organisation %s: %w", scope(org, project), org, account.ErrNotFound)
+		return fault.Errorf(fault.NotFound, "inference settings of %s: organisation %s", scope(org, project), org)
 	case err != nil:
 		return fmt.Errorf("put inference settings of %s: %w", scope(org, project), err)
 	}

@@ -8,13 +8,14 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/store/sqldb"
 )
 
 // CreateInvitation writes inv and marks the user's earlier unused
 // invitations replaced, in one transaction, with events. Unless inv is a
 // recovery invitation, a user who has ever had a key is
-// account.ErrConflict; a user who does not exist is account.ErrNotFound.
+// fault.Conflict; a user who does not exist is fault.NotFound.
 func (s *Store) CreateInvitation(ctx context.Context, inv account.Invitation, events ...audit.Event) error {
 	return s.db.InTx(ctx, sqldb.Bounded, func(tx *sql.Tx) error {
 		// An invitation issued and one redeemed at once, for the same
@@ -29,7 +30,7 @@ func (s *Store) CreateInvitation(ctx context.Context, inv account.Invitation, ev
 				return fmt.Errorf("create invitation: %w", err)
 			}
 			if enrolled {
-				return fmt.Errorf("user %s has had a key: %w", inv.User, account.ErrConflict)
+				return fault.Errorf(fault.Conflict, "user %s has had a key", inv.User)
 			}
 		}
 		if _, err := tx.ExecContext(ctx, `
@@ -48,9 +49,9 @@ func (s *Store) CreateInvitation(ctx context.Context, inv account.Invitation, ev
 			inv.ID, inv.User, inv.CreatedBy, recovery, inv.Hash, timeArg(inv.CreatedAt), timeArg(inv.ExpiresAt))
 		switch constraintOf(err) {
 		case uniqueConstraint:
-			return fmt.Errorf("invitation %s: %w", inv.ID, account.ErrConflict)
+			return fault.Errorf(fault.Conflict, "invitation %s", inv.ID)
 		case foreignKeyConstraint:
-			return fmt.Errorf("invitation %s: user %s: %w", inv.ID, inv.User, account.ErrNotFound)
+			return fault.Errorf(fault.NotFound, "invitation %s: user %s", inv.ID, inv.User)
 		}
 		if err != nil {
 			return fmt.Errorf("insert invitation %s: %w", inv.ID, err)
@@ -83,7 +84,7 @@ func (s *Store) GetInvitation(ctx context.Context, id string) (account.Invitatio
 		&created, &expires, &replaced, &redeemed, &inv.RedeemedFrom, &inv.Key)
 	switch {
 	case notFound(err):
-		return account.Invitation{}, fmt.Errorf("invitation %s: %w", id, account.ErrNotFound)
+		return account.Invitation{}, fault.Errorf(fault.NotFound, "invitation %s", id)
 	case err != nil:
 		return account.Invitation{}, fmt.Errorf("get invitation %s: %w", id, err)
 	}
@@ -96,8 +97,8 @@ func (s *Store) GetInvitation(ctx context.Context, id string) (account.Invitatio
 // and writes k, in one transaction, if the invitation is still usable at
 // at: not used, not replaced, not expired, and, unless it is a recovery
 // invitation, its user has never had a key. Otherwise it is
-// account.ErrConflict and nothing is written; an unknown id is
-// account.ErrNotFound. events are recorded with it.
+// fault.Conflict and nothing is written; an unknown id is
+// fault.NotFound. events are recorded with it.
 func (s *Store) RedeemInvitation(ctx context.Context, id string, at time.Time, from string, k account.Key, events ...audit.Event) error {
 	return s.db.InTx(ctx, sqldb.Bounded, func(tx *sql.Tx) error {
 		if err := s.db.Serialize(ctx, tx, "invitations:"+k.User); err != nil {
@@ -118,9 +119,9 @@ func (s *Store) RedeemInvitation(ctx context.Context, id string, at time.Time, f
 			var one int
 			err := tx.QueryRowContext(ctx, `SELECT 1 FROM invitations WHERE id = $1`, id).Scan(&one)
 			if notFound(err) {
-				return fmt.Errorf("invitation %s: %w", id, account.ErrNotFound)
+				return fault.Errorf(fault.NotFound, "invitation %s", id)
 			}
-			return fmt.Errorf("invitation %s is no longer usable: %w", id, account.ErrConflict)
+			return fault.Errorf(fault.Conflict, "invitation %s is no longer usable", id)
 		}
 		if err := insertKey(ctx, tx, k); err != nil {
 			return err

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/guardrail"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
@@ -77,7 +78,7 @@ func TestPostgresReplicas(t *testing.T) {
 			switch {
 			case err == nil:
 				admitted++
-			case !errors.Is(err, guardrail.ErrExceeded):
+			case !errors.Is(err, fault.Exceeded):
 				t.Errorf("create %d: %v", i, err)
 			}
 		}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/audit"
-	"berth.dev/berth/internal/forge"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/forge/local"
 	"berth.dev/berth/internal/repository"
 	"berth.dev/berth/internal/sandbox"
@@ -30,14 +30,14 @@ func (s *Store) PutForgeToken(ctx context.Context, t local.StoredToken) error {
 	return nil
 }
 
-// GetForgeToken reads a local forge token; forge.ErrNotFound if unknown.
+// GetForgeToken reads a local forge token; fault.NotFound if unknown.
 func (s *Store) GetForgeToken(ctx context.Context, id string) (local.StoredToken, error) {
 	t := local.StoredToken{ID: id}
 	var expires, revoked sql.NullInt64
 	err := s.db.QueryRowContext(ctx, `SELECT repo, hash, expires_at, revoked_at FROM forge_tokens WHERE id = $1`, id).
 		Scan(&t.Repo, &t.Hash, &expires, &revoked)
 	if errors.Is(err, sql.ErrNoRows) {
-		return local.StoredToken{}, fmt.Errorf("forge token %s: %w", id, forge.ErrNotFound)
+		return local.StoredToken{}, fault.Errorf(fault.NotFound, "forge token %s: no such repository", id)
 	}
 	if err != nil {
 		return local.StoredToken{}, fmt.Errorf("get forge token: %w", err)
@@ -46,14 +46,14 @@ func (s *Store) GetForgeToken(ctx context.Context, id string) (local.StoredToken
 	return t, nil
 }
 
-// RevokeForgeToken ends a local forge token; forge.ErrNotFound if unknown.
+// RevokeForgeToken ends a local forge token; fault.NotFound if unknown.
 func (s *Store) RevokeForgeToken(ctx context.Context, id string, at time.Time) error {
 	res, err := s.db.Write(ctx, sqldb.Patient, `UPDATE forge_tokens SET revoked_at = COALESCE(revoked_at, $2) WHERE id = $1`, id, timeArg(at))
 	if err != nil {
 		return fmt.Errorf("revoke forge token: %w", err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("forge token %s: %w", id, forge.ErrNotFound)
+		return fault.Errorf(fault.NotFound, "forge token %s: no such repository", id)
 	}
 	return nil
 }

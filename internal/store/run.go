@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/agentrun"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/review"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store/sqldb"
@@ -77,12 +78,12 @@ func (s *Store) ClaimRunEnd(ctx context.Context, id sandbox.ID, at time.Time) er
 		return fmt.Errorf("claim the end of the run of %s: %w", id, err)
 	}
 	if n, err := res.RowsAffected(); err != nil || n != 1 {
-		return fmt.Errorf("the run of %s is over or has reported its end: %w", id, sandbox.ErrConflict)
+		return fault.Errorf(fault.Conflict, "the run of %s is over or has reported its end", id)
 	}
 	return nil
 }
 
-// GetRun reads an agent sandbox's run; sandbox.ErrNotFound without one.
+// GetRun reads an agent sandbox's run; fault.NotFound without one.
 func (s *Store) GetRun(ctx context.Context, id sandbox.ID) (agentrun.Run, error) {
 	r := agentrun.Run{Sandbox: id}
 	var state, tel, outcome, endedAs string
@@ -95,7 +96,7 @@ func (s *Store) GetRun(ctx context.Context, id sandbox.ID) (agentrun.Run, error)
 		Scan(&r.Runner, &r.Model, &state, &r.ExitCode, &r.Error, &r.Branch, &r.Commit, &tel, &r.Lines, &r.Ignored, &started, &ended,
 			&outcome, &r.Review.Summary, &r.Review.SHA256, &r.Review.Reason, &r.Review.File, &outputs, &results, &exited, &endedAs, &r.EndedBy)
 	if errors.Is(err, sql.ErrNoRows) {
-		return agentrun.Run{}, fmt.Errorf("run of %s: %w", id, sandbox.ErrNotFound)
+		return agentrun.Run{}, fault.Errorf(fault.NotFound, "run of %s", id)
 	}
 	if err != nil {
 		return agentrun.Run{}, fmt.Errorf("get run of %s: %w", id, err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/agentrun"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store/sqldb"
 )
@@ -56,7 +57,7 @@ func (l dbLogs) Read(ctx context.Context, id sandbox.ID) (io.ReadCloser, error) 
 		return nil, fmt.Errorf("run log of %s: %w", id, err)
 	}
 	if n == 0 {
-		return nil, fmt.Errorf("run log of %s: %w", id, sandbox.ErrNotFound)
+		return nil, fault.Errorf(fault.NotFound, "run log of %s", id)
 	}
 	return &logReader{st: l.st, ctx: ctx, id: string(id)}, nil
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
 )
@@ -38,7 +39,7 @@ func testRunLogs(t *testing.T, st *store.Store) {
 	fx := newFixture(t, st, "acme")
 	sb, key := newSandbox(fx, fx.ann, "dev", t0)
 	mustCreate(t, st, sb, key)
-	if _, err := logs.Read(ctx, sb.ID); !errors.Is(err, sandbox.ErrNotFound) {
+	if _, err := logs.Read(ctx, sb.ID); !errors.Is(err, fault.NotFound) {
 		t.Fatalf("Read before any log: %v, want not found", err)
 	}
 
@@ -94,7 +95,7 @@ func testRunLogs(t *testing.T, st *store.Store) {
 	if err := logs.Remove(ctx, sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := logs.Read(ctx, sb.ID); !errors.Is(err, sandbox.ErrNotFound) {
+	if _, err := logs.Read(ctx, sb.ID); !errors.Is(err, fault.NotFound) {
 		t.Errorf("Read after Remove: %v, want not found", err)
 	}
 
@@ -106,7 +107,7 @@ func testRunLogs(t *testing.T, st *store.Store) {
 	if _, err := st.DeleteEnded(ctx, t0.Add(2*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := logs.Read(ctx, sb.ID); !errors.Is(err, sandbox.ErrNotFound) {
+	if _, err := logs.Read(ctx, sb.ID); !errors.Is(err, fault.NotFound) {
 		t.Errorf("Read after the retention deleted the sandbox: %v, want not found", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/quantity"
 	"berth.dev/berth/internal/sandbox"
@@ -120,7 +121,7 @@ func scanSandbox(row rowScanner, extra ...any) (sandbox.Sandbox, error) {
 }
 
 // CreateSandbox inserts sb and its key in one transaction. It first refuses
-// a name one of the owner's live sandboxes has (sandbox.ErrConflict), then
+// a name one of the owner's live sandboxes has (fault.Conflict), then
 // counts the live sandboxes of sb's organisation and project and hands the
 // counts to admit; admit's error is returned as it is and nothing is
 // written. A sandbox created running opens its running segment at its
@@ -179,9 +180,9 @@ func (s *Store) CreateSandbox(ctx context.Context, sb sandbox.Sandbox, key accou
 		switch constraintOf(err) {
 		case uniqueConstraint:
 			// The name was checked above, so this is most likely the id.
-			return fmt.Errorf("sandbox %s or its name %q: %w", sb.ID, sb.Name, sandbox.ErrConflict)
+			return fault.Errorf(fault.Conflict, "sandbox %s or its name %q", sb.ID, sb.Name)
 		case foreignKeyConstraint:
-			return fmt.Errorf("sandbox %s: its organisation %s, project %s or owner %s: %w", sb.ID, sb.Org, sb.Project, sb.Owner, sandbox.ErrNotFound)
+			return fault.Errorf(fault.NotFound, "sandbox %s: its organisation %s, project %s or owner %s", sb.ID, sb.Org, sb.Project, sb.Owner)
 		}
 		if err != nil {
 			return fmt.Errorf("insert sandbox %s: %w", sb.ID, err)
@@ -196,7 +197,7 @@ func (s *Store) CreateSandbox(ctx context.Context, sb sandbox.Sandbox, key accou
 }
 
 func nameTaken(name string) error {
-	return fmt.Errorf("the name %q is taken by a live sandbox of the same owner: %w", name, sandbox.ErrConflict)
+	return fault.Errorf(fault.Conflict, "the name %q is taken by a live sandbox of the same owner", name)
 }
 
 // GetSandbox returns a sandbox by id, with its running time.
@@ -204,7 +205,7 @@ func (s *Store) GetSandbox(ctx context.Context, id sandbox.ID) (sandbox.Sandbox,
 	sb, err := scanSandbox(s.db.QueryRowContext(ctx, selectSandbox+` WHERE s.id = $1`, string(id)))
 	switch {
 	case notFound(err):
-		return sandbox.Sandbox{}, fmt.Errorf("sandbox %s: %w", id, sandbox.ErrNotFound)
+		return sandbox.Sandbox{}, fault.Errorf(fault.NotFound, "sandbox %s", id)
 	case err != nil:
 		return sandbox.Sandbox{}, fmt.Errorf("get sandbox %s: %w", id, err)
 	}
@@ -280,8 +281,8 @@ func (s *Store) SaveActivity(ctx context.Context, id sandbox.ID, at time.Time) e
 }
 
 // UpdateSandbox writes u.Sandbox if its row is still in state u.From: a
-// row that moved on is sandbox.ErrConflict, one that does not exist
-// sandbox.ErrNotFound. In the same transaction it opens a running segment
+// row that moved on is fault.Conflict, one that does not exist
+// fault.NotFound. In the same transaction it opens a running segment
 // at u.At when the sandbox becomes running, closes it at u.At when it stops
 // running, and revokes the key the row named before the update (u.RevokeKey,
 // or u.NewKey, which it then stores).
@@ -301,7 +302,7 @@ func (s *Store) UpdateSandbox(ctx context.Context, u sandbox.Update) error {
 		err := tx.QueryRowContext(ctx, `SELECT key_id FROM sandboxes WHERE id = $1`, string(sb.ID)).Scan(&oldKey)
 		switch {
 		case notFound(err):
-			return fmt.Errorf("sandbox %s: %w", sb.ID, sandbox.ErrNotFound)
+			return fault.Errorf(fault.NotFound, "sandbox %s", sb.ID)
 		case err != nil:
 			return fmt.Errorf("update sandbox %s: %w", sb.ID, err)
 		}
@@ -319,7 +320,7 @@ func (s *Store) UpdateSandbox(ctx context.Context, u sandbox.Update) error {
 		if n == 0 {
 			// The row exists (read above in this transaction), so its
 			// state moved on.
-			return fmt.Errorf("sandbox %s is no longer %s: %w", sb.ID, u.From, sandbox.ErrConflict)
+			return fault.Errorf(fault.Conflict, "sandbox %s is no longer %s", sb.ID, u.From)
 		}
 
 		wasRunning, isRunning := u.From == sandbox.StateRunning, sb.State == sandbox.StateRunning
@@ -356,9 +357,9 @@ func insertSandboxKey(ctx context.Context, q sqldb.Queryer, k account.Key) error
 	err := execInsertKey(ctx, q, k)
 	switch constraintOf(err) {
 	case uniqueConstraint:
-		return fmt.Errorf("key %s: %w", k.ID, sandbox.ErrConflict)
+		return fault.Errorf(fault.Conflict, "key %s", k.ID)
 	case foreignKeyConstraint:
-		return fmt.Errorf("key %s: user %s: %w", k.ID, k.User, sandbox.ErrNotFound)
+		return fault.Errorf(fault.NotFound, "key %s: user %s", k.ID, k.User)
 	}
 	if err != nil {
 		return fmt.Errorf("insert key %s: %w", k.ID, err)

@@ -62,7 +62,7 @@ type options struct{ writeWait time.Duration }
 
 // WithWriteWait is how long a bounded write waits for its turn at an
 // SQLite database, and how long any write waits for another process's
-// lock on the file (busy_timeout), before it is overload.ErrBusy; d > 0.
+// lock on the file (busy_timeout), before it is fault.Busy; d > 0.
 func WithWriteWait(d time.Duration) Option {
 	return func(o *options) {
 		if d > 0 {

@@ -14,6 +14,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/agentrun"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/review"
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
@@ -199,7 +200,7 @@ func testRunRoundTrip(t *testing.T, st *store.Store) {
 	fx := newFixture(t, st, "acme")
 	sb, key := newSandbox(fx, fx.ann, "task", t0)
 	mustCreate(t, st, sb, key)
-	if _, err := st.GetRun(t.Context(), sb.ID); !errors.Is(err, sandbox.ErrNotFound) {
+	if _, err := st.GetRun(t.Context(), sb.ID); !errors.Is(err, fault.NotFound) {
 		t.Fatalf("GetRun before any = %v, want ErrNotFound", err)
 	}
 	run := agentrun.Run{Sandbox: sb.ID, Runner: "pi", Model: "m", State: agentrun.RunRunning, StartedAt: t0}
@@ -210,7 +211,7 @@ func testRunRoundTrip(t *testing.T, st *store.Store) {
 	if err := st.ClaimRunEnd(t.Context(), sb.ID, t0.Add(time.Minute)); err != nil {
 		t.Fatalf("claim the end: %v", err)
 	}
-	if err := st.ClaimRunEnd(t.Context(), sb.ID, t0.Add(2*time.Minute)); !errors.Is(err, sandbox.ErrConflict) {
+	if err := st.ClaimRunEnd(t.Context(), sb.ID, t0.Add(2*time.Minute)); !errors.Is(err, fault.Conflict) {
 		t.Fatalf("claim the end again: %v, want a conflict", err)
 	}
 	// Telemetry saved meanwhile changes nothing else; a run put without

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store/sqldb"
 )
@@ -62,9 +63,9 @@ func addBootstrap(ctx context.Context, q sqldb.Queryer, t sandbox.BootstrapToken
 		t.Hash, string(t.Sandbox), timeArg(t.CreatedAt), timeArg(t.ExpiresAt))
 	switch constraintOf(err) {
 	case foreignKeyConstraint:
-		return fmt.Errorf("bootstrap token of %s: %w", t.Sandbox, sandbox.ErrNotFound)
+		return fault.Errorf(fault.NotFound, "bootstrap token of %s", t.Sandbox)
 	case uniqueConstraint:
-		return fmt.Errorf("bootstrap token of %s: %w", t.Sandbox, sandbox.ErrConflict)
+		return fault.Errorf(fault.Conflict, "bootstrap token of %s", t.Sandbox)
 	}
 	if err != nil {
 		return fmt.Errorf("add bootstrap token of %s: %w", t.Sandbox, err)
@@ -85,7 +86,7 @@ func (s *Store) UseBootstrap(ctx context.Context, hash string, at time.Time) (sa
 	})
 	switch {
 	case notFound(err):
-		return "", fmt.Errorf("bootstrap token: %w", sandbox.ErrNotFound)
+		return "", fault.Errorf(fault.NotFound, "bootstrap token")
 	case err != nil:
 		return "", fmt.Errorf("use bootstrap token: %w", err)
 	}

@@ -9,9 +9,9 @@ import (
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/guardrail"
 	"berth.dev/berth/internal/inference"
-	"berth.dev/berth/internal/overload"
 	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/repository"
 	"berth.dev/berth/internal/sandbox"
@@ -71,7 +71,7 @@ type stallCase struct {
 }
 
 // TestBoundedWritesAreBusyUnderAStall: a write that starts something new,
-// stalled past its wait, is overload.ErrBusy (the gateway's 503) and has
+// stalled past its wait, is fault.Busy (the gateway's 503) and has
 // written nothing, neither its rows nor the audit entries that commit with
 // them; before, it waited SQLite's 10 s busy timeout and came
 // back as SQLITE_BUSY, a 500.
@@ -113,8 +113,8 @@ func TestBoundedWritesAreBusyUnderAStall(t *testing.T) {
 			err := tt.write(t.Context(), s)
 			took := time.Since(began)
 			release()
-			if !errors.Is(err, overload.ErrBusy) {
-				t.Fatalf("stalled write = %v, want overload.ErrBusy", err)
+			if !errors.Is(err, fault.Busy) {
+				t.Fatalf("stalled write = %v, want fault.Busy", err)
 			}
 			// Its own wait, not SQLite's old 10 s: loose, for a busy machine.
 			if took > 5*time.Second {
@@ -245,7 +245,7 @@ func TestStateWriteEndsWithItsContext(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 5*stallWait)
 	defer cancel()
 	err := s.st.SaveActivity(ctx, s.sb.ID, t0)
-	if err == nil || errors.Is(err, overload.ErrBusy) {
+	if err == nil || errors.Is(err, fault.Busy) {
 		t.Fatalf("SaveActivity past its context = %v, want the context's end", err)
 	}
 }

@@ -14,31 +14,27 @@
 package tunnel
 
 import (
-	"errors"
-	"fmt"
 	"net"
 	"net/http"
 	"strings"
+
+	"berth.dev/berth/internal/fault"
 )
 
 // Protocol is the upgrade token.
 const Protocol = "berth-sandbox/1"
 
-// ErrUpgradeRequired says a request came without the upgrade it needs,
-// most likely because a proxy on the way stripped it.
-var ErrUpgradeRequired = errors.New("upgrade required")
-
 // CheckRequest reports whether r asks for the berth-sandbox/1 upgrade. When
-// it does not, the error (an ErrUpgradeRequired) says which header is
+// it does not, the error (a fault.UpgradeRequired) says which header is
 // missing and which client speaks the protocol.
 func CheckRequest(r *http.Request) error {
 	if r.ProtoMajor != 1 || r.ProtoMinor < 1 {
-		return fmt.Errorf("the tunnel needs HTTP/1.1 (this request came as %s); use berth sandbox ssh or berth sandbox proxy as the client: %w", r.Proto, ErrUpgradeRequired)
+		return fault.Errorf(fault.UpgradeRequired, "the tunnel needs HTTP/1.1 (this request came as %s); use berth sandbox ssh or berth sandbox proxy as the client", r.Proto)
 	}
 	if !hasToken(r.Header, "Upgrade", Protocol) || !hasToken(r.Header, "Connection", "upgrade") {
-		return fmt.Errorf("this route needs the headers Connection: Upgrade and Upgrade: %s "+
-			"(a proxy on the way may have stripped them); use berth sandbox ssh or berth sandbox proxy as the client: %w",
-			Protocol, ErrUpgradeRequired)
+		return fault.Errorf(fault.UpgradeRequired, "this route needs the headers Connection: Upgrade and Upgrade: %s "+
+			"(a proxy on the way may have stripped them); use berth sandbox ssh or berth sandbox proxy as the client",
+			Protocol)
 	}
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/tunnel"
 	"berth.dev/berth/internal/tunnel/tunneltest"
 )
@@ -275,7 +276,7 @@ func TestCheckRequest(t *testing.T) {
 				r.Header.Set("Upgrade", tt.upgr)
 			}
 			err := tunnel.CheckRequest(r)
-			if got := errors.Is(err, tunnel.ErrUpgradeRequired); got != tt.wantUpgradeNeeded {
+			if got := errors.Is(err, fault.UpgradeRequired); got != tt.wantUpgradeNeeded {
 				t.Fatalf("CheckRequest = %v, want upgrade required: %v", err, tt.wantUpgradeNeeded)
 			}
 			if err != nil && (!strings.Contains(err.Error(), "Upgrade: berth-sandbox/1") && tt.proto == "HTTP/1.1" ||

@@ -7,6 +7,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/agentrun"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
@@ -30,7 +31,7 @@ func ParseBy(s string) (By, error) {
 	case "":
 		return ByProject, nil
 	}
-	return "", account.Invalid("by", "%q is not a grouping (project, user or class)", s)
+	return "", fault.Field("by", "%q is not a grouping (project, user or class)", s)
 }
 
 // Query is what a report is asked for, as typed.

@@ -10,13 +10,13 @@ package usage
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"slices"
 	"time"
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/quantity"
 	"berth.dev/berth/internal/sandbox"
@@ -83,7 +83,7 @@ func (s *Service) scopeOf(ctx context.Context, p account.Principal, orgRef, what
 		return scope{}, err // not found for an organisation p is not in
 	}
 	if !p.IsAdminOf(org.ID) {
-		return scope{}, fmt.Errorf("%s of %s is for its administrators: %w", what, org.Name, account.ErrForbidden)
+		return scope{}, fault.Errorf(fault.Forbidden, "%s of %s is for its administrators", what, org.Name)
 	}
 	return scope{org: org.ID, name: org.Name}, nil
 }
@@ -99,13 +99,13 @@ func window(field, since string, def, limit time.Duration) (time.Duration, error
 	}
 	d, err := quantity.ParseDuration(since)
 	if err != nil {
-		return 0, account.Invalid(field, "%v", err)
+		return 0, fault.Field(field, "%v", err)
 	}
 	if d <= 0 {
-		return 0, account.Invalid(field, "%s must be more than 0", since)
+		return 0, fault.Field(field, "%s must be more than 0", since)
 	}
 	if limit > 0 && d > limit {
-		return 0, account.Invalid(field, "%s reaches past the usage retention of %s (BERTH_USAGE_RETENTION): ended sandboxes older than that are deleted; ask for %s or less",
+		return 0, fault.Field(field, "%s reaches past the usage retention of %s (BERTH_USAGE_RETENTION): ended sandboxes older than that are deleted; ask for %s or less",
 			since, quantity.FormatDuration(limit), quantity.FormatDuration(limit))
 	}
 	return d, nil

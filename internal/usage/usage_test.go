@@ -12,6 +12,7 @@ import (
 	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/driver/fake"
 	"berth.dev/berth/internal/fakeclock"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/inference"
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
@@ -213,10 +214,10 @@ func TestSeriesSplitsTheTotalByWhenSandboxesWereCreated(t *testing.T) {
 func TestWhoMayReadUsage(t *testing.T) {
 	f := newFixture(t)
 	ctx := t.Context()
-	if _, err := f.usage.Report(ctx, f.alice, usage.Query{}); !errors.Is(err, account.ErrForbidden) {
+	if _, err := f.usage.Report(ctx, f.alice, usage.Query{}); !errors.Is(err, fault.Forbidden) {
 		t.Errorf("a member: %v, want ErrForbidden", err)
 	}
-	if _, _, err := f.usage.Audit(ctx, f.alice, usage.AuditQuery{}); !errors.Is(err, account.ErrForbidden) {
+	if _, _, err := f.usage.Audit(ctx, f.alice, usage.AuditQuery{}); !errors.Is(err, fault.Forbidden) {
 		t.Errorf("a member's audit: %v, want ErrForbidden", err)
 	}
 	for _, p := range []account.Principal{f.admin, f.operator} {
@@ -224,7 +225,7 @@ func TestWhoMayReadUsage(t *testing.T) {
 			t.Errorf("%s: %v", p.User.Name, err)
 		}
 	}
-	var ie *account.InvalidError
+	var ie *fault.Error
 	for _, since := range []string{"91d", "0s", "-1h", "later"} {
 		if _, err := f.usage.Report(ctx, f.admin, usage.Query{Since: since}); !errors.As(err, &ie) || ie.Field != "since" {
 			t.Errorf("--since %s: %v, want invalid since", since, err)

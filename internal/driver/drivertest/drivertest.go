@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/quantity"
 	"berth.dev/berth/internal/reach"
 	"berth.dev/berth/internal/sandbox"
@@ -83,10 +84,10 @@ func Run(t *testing.T, o Options) {
 	t.Run("UnknownIsNotFound", func(t *testing.T) {
 		d := o.NewDriver(t)
 		id := sandbox.NewID()
-		if _, err := d.Inspect(t.Context(), id); !errors.Is(err, sandbox.ErrNotFound) {
+		if _, err := d.Inspect(t.Context(), id); !errors.Is(err, fault.NotFound) {
 			t.Errorf("Inspect(unknown) = %v, want ErrNotFound", err)
 		}
-		if err := d.Stop(t.Context(), id); !errors.Is(err, sandbox.ErrNotFound) {
+		if err := d.Stop(t.Context(), id); !errors.Is(err, fault.NotFound) {
 			t.Errorf("Stop(unknown) = %v, want ErrNotFound", err)
 		}
 		if err := d.Remove(t.Context(), id); err != nil {
@@ -131,7 +132,7 @@ func Run(t *testing.T, o Options) {
 		if err := d.Remove(t.Context(), id); err != nil {
 			t.Fatalf("Remove = %v", err)
 		}
-		if _, err := d.Inspect(t.Context(), id); !errors.Is(err, sandbox.ErrNotFound) {
+		if _, err := d.Inspect(t.Context(), id); !errors.Is(err, fault.NotFound) {
 			t.Fatalf("Inspect after Remove = %v, want ErrNotFound", err)
 		}
 		if listed(t, d, id) {
@@ -291,7 +292,7 @@ func Run(t *testing.T, o Options) {
 		if ports.Lo < 1024 || ports.Hi > 65535 || ports.Lo > ports.Hi {
 			t.Fatalf("Ports = %v: want unprivileged ports, low to high", ports)
 		}
-		if _, err := r.Addr(t.Context(), sandbox.NewID(), ports.Lo); !errors.Is(err, sandbox.ErrNotFound) {
+		if _, err := r.Addr(t.Context(), sandbox.NewID(), ports.Lo); !errors.Is(err, fault.NotFound) {
 			t.Errorf("Addr(unknown) = %v, want ErrNotFound", err)
 		}
 		spec := Spec(o)
@@ -300,7 +301,7 @@ func Run(t *testing.T, o Options) {
 		start(t, d, spec)
 		addr, err := r.Addr(t.Context(), id, ports.Lo)
 		switch {
-		case errors.Is(err, sandbox.ErrUnavailable):
+		case errors.Is(err, fault.Unavailable):
 			// Nothing listens there, as on a machine that runs nothing.
 		case err != nil:
 			t.Fatalf("Addr(running) = %v", err)
@@ -318,7 +319,7 @@ func Run(t *testing.T, o Options) {
 		if err := d.Stop(t.Context(), id); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := r.Addr(t.Context(), id, ports.Lo); !errors.Is(err, sandbox.ErrConflict) {
+		if _, err := r.Addr(t.Context(), id, ports.Lo); !errors.Is(err, fault.Conflict) {
 			t.Errorf("Addr(stopped) = %v, want ErrConflict", err)
 		}
 	})

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/reach"
 	"berth.dev/berth/internal/sandbox"
 )
@@ -86,7 +87,7 @@ func (d *Driver) Follow(ctx context.Context, id sandbox.ID, line func(stdout boo
 	agent := d.agent
 	d.mu.Unlock()
 	if !ok {
-		return fmt.Errorf("fake: %w: %s", sandbox.ErrNotFound, id)
+		return fmt.Errorf("fake: %w: %s", fault.NotFound, id)
 	}
 	if m.run != nil && agent != nil {
 		out, exit := agent(sandbox.Spec{Sandbox: m.spec, Env: maps.Clone(m.env), Run: m.run})
@@ -221,7 +222,7 @@ func (d *Driver) Start(ctx context.Context, spec sandbox.Spec) error {
 	m, ok := d.machines[id]
 	if !ok || spec.Replace {
 		if !ok && spec.Env == nil {
-			return fmt.Errorf("fake: no machine for %s and no environment to create one: %w", id, sandbox.ErrNotFound)
+			return fault.Errorf(fault.NotFound, "fake: no machine for %s and no environment to create one", id)
 		}
 		m = &machine{env: maps.Clone(spec.Env), spec: spec.Sandbox, run: spec.Run, ended: make(chan struct{})}
 		d.machines[id] = m
@@ -239,7 +240,7 @@ func (d *Driver) Stop(_ context.Context, id sandbox.ID) error {
 	defer d.mu.Unlock()
 	m, ok := d.machines[id]
 	if !ok {
-		return fmt.Errorf("fake: %w: %s", sandbox.ErrNotFound, id)
+		return fmt.Errorf("fake: %w: %s", fault.NotFound, id)
 	}
 	if m.status == sandbox.MachineRunning {
 		d.stopped(id, m, 143)
@@ -282,7 +283,7 @@ func (d *Driver) Inspect(_ context.Context, id sandbox.ID) (sandbox.Machine, err
 	defer d.mu.Unlock()
 	m, ok := d.machines[id]
 	if !ok {
-		return sandbox.Machine{}, fmt.Errorf("fake: %w: %s", sandbox.ErrNotFound, id)
+		return sandbox.Machine{}, fmt.Errorf("fake: %w: %s", fault.NotFound, id)
 	}
 	return m.machine(id), nil
 }
@@ -380,14 +381,14 @@ func (d *Driver) Addr(_ context.Context, id sandbox.ID, port int) (string, error
 	defer d.mu.Unlock()
 	m, ok := d.machines[id]
 	if !ok {
-		return "", fmt.Errorf("fake: %w: %s", sandbox.ErrNotFound, id)
+		return "", fmt.Errorf("fake: %w: %s", fault.NotFound, id)
 	}
 	if m.status != sandbox.MachineRunning {
-		return "", fmt.Errorf("fake: %s is not running: %w", id, sandbox.ErrConflict)
+		return "", fault.Errorf(fault.Conflict, "fake: %s is not running", id)
 	}
 	addr, ok := d.pointed[id][port]
 	if !ok {
-		return "", fmt.Errorf("fake: nothing listens on port %d of %s (the fake driver runs nothing): %w", port, id, sandbox.ErrUnavailable)
+		return "", fault.Errorf(fault.Unavailable, "fake: nothing listens on port %d of %s (the fake driver runs nothing)", port, id)
 	}
 	return addr, nil
 }

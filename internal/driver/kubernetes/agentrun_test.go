@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"berth.dev/berth/internal/driver/kubernetes"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/sandbox"
 )
 
@@ -116,7 +117,7 @@ func TestAgentRunStarts(t *testing.T) {
 	if err := d.Remove(ctx, spec.Sandbox.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.Inspect(ctx, spec.Sandbox.ID); !errors.Is(err, sandbox.ErrNotFound) {
+	if _, err := d.Inspect(ctx, spec.Sandbox.ID); !errors.Is(err, fault.NotFound) {
 		t.Errorf("Inspect after Remove = %v, want ErrNotFound", err)
 	}
 	if ms, err := d.List(ctx); err != nil || len(ms) != 0 {
@@ -162,7 +163,7 @@ func TestAgentRunRefusals(t *testing.T) {
 			spec := runSpec("sbx_agentrunrefused000001")
 			edit(spec.Run)
 			err := d.Start(t.Context(), spec)
-			if !errors.Is(err, sandbox.ErrUnavailable) {
+			if !errors.Is(err, fault.Unavailable) {
 				t.Fatalf("Start = %v, want ErrUnavailable", err)
 			}
 			if name == "kelos contract" && !strings.Contains(err.Error(), "kelos") {

@@ -14,7 +14,7 @@
 // agent's work as a git bundle, which the gateway lands after a clean run
 // (the pod's key pushes nothing).
 // Runs that need the host's checkout, and images of the kelos contract,
-// are refused (sandbox.ErrUnavailable).
+// are refused (fault.Unavailable).
 //
 // What it writes is built by pure functions (objects.go) and checked by
 // golden files; integration tests run it against a real kube-apiserver

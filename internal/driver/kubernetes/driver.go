@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/reach"
 	"berth.dev/berth/internal/sandbox"
 )
@@ -73,15 +74,15 @@ func (d *Driver) Start(ctx context.Context, spec sandbox.Spec) error {
 	}
 	cur, err := d.find(ctx, sb.ID)
 	switch {
-	case errors.Is(err, sandbox.ErrNotFound) && !spec.Bootstrap.IsZero():
+	case errors.Is(err, fault.NotFound) && !spec.Bootstrap.IsZero():
 		if err := d.claim(ctx, spec); err != nil {
 			return err
 		}
-	case errors.Is(err, sandbox.ErrNotFound) && sb.FromPool && d.claimed(ctx, sb.ID):
+	case errors.Is(err, fault.NotFound) && sb.FromPool && d.claimed(ctx, sb.ID):
 		// A restart interrupted the wait for the claim: wait again.
-	case errors.Is(err, sandbox.ErrNotFound):
+	case errors.Is(err, fault.NotFound):
 		if spec.Env == nil {
-			return fmt.Errorf("kubernetes: %s has no Sandbox and no environment to make one: %w", sb.ID, sandbox.ErrNotFound)
+			return fault.Errorf(fault.NotFound, "kubernetes: %s has no Sandbox and no environment to make one", sb.ID)
 		}
 		if err := d.create(ctx, spec); err != nil {
 			return err
@@ -115,11 +116,11 @@ func checkRun(run *sandbox.RunSpec) error {
 	case run == nil:
 		return nil
 	case !run.InMachine:
-		return fmt.Errorf("kubernetes: an agent run here must run whole in its pod (RunSpec.InMachine): a pod cannot mount the gateway's checkout: %w", sandbox.ErrUnavailable)
+		return fault.Errorf(fault.Unavailable, "kubernetes: an agent run here must run whole in its pod (RunSpec.InMachine): a pod cannot mount the gateway's checkout")
 	case run.Contract == sandbox.ContractKelos:
-		return fmt.Errorf("kubernetes: images of the kelos contract are not supported on Kubernetes yet (they expect their own entrypoint and environment, not berth-init's in-machine run); run them on podman: %w", sandbox.ErrUnavailable)
+		return fault.Errorf(fault.Unavailable, "kubernetes: images of the kelos contract are not supported on Kubernetes yet (they expect their own entrypoint and environment, not berth-init's in-machine run); run them on podman")
 	case run.Contract != "" && run.Contract != sandbox.ContractBerth:
-		return fmt.Errorf("kubernetes: agent run contract %q is not supported: %w", run.Contract, sandbox.ErrUnavailable)
+		return fault.Errorf(fault.Unavailable, "kubernetes: agent run contract %q is not supported", run.Contract)
 	}
 	return nil
 }
@@ -174,7 +175,7 @@ func (d *Driver) patchSpec(ctx context.Context, name string, spec map[string]any
 	}
 	if _, err := d.sandboxes().Patch(ctx, name, types.MergePatchType, b, metav1.PatchOptions{}); err != nil {
 		if apierrors.IsNotFound(err) {
-			return fmt.Errorf("kubernetes: Sandbox %s: %w", name, sandbox.ErrNotFound)
+			return fault.Errorf(fault.NotFound, "kubernetes: Sandbox %s", name)
 		}
 		return fmt.Errorf("kubernetes: patch Sandbox %s: %w", name, err)
 	}
@@ -196,7 +197,7 @@ func (d *Driver) waitReady(ctx context.Context, spec sandbox.Spec) error {
 	sb := spec.Sandbox
 	return d.poll(ctx, func() (bool, error) {
 		cur, err := d.find(ctx, sb.ID)
-		if errors.Is(err, sandbox.ErrNotFound) && (!spec.Bootstrap.IsZero() || sb.FromPool) {
+		if errors.Is(err, fault.NotFound) && (!spec.Bootstrap.IsZero() || sb.FromPool) {
 			return false, nil // the claim is not bound yet
 		}
 		if err != nil {
@@ -265,7 +266,7 @@ func (d *Driver) find(ctx context.Context, id sandbox.ID) (Sandbox, error) {
 		return Sandbox{}, fmt.Errorf("kubernetes: list Sandboxes of %s: %w", id, err)
 	}
 	if len(list.Items) == 0 {
-		return Sandbox{}, fmt.Errorf("kubernetes: Sandbox of %s: %w", id, sandbox.ErrNotFound)
+		return Sandbox{}, fault.Errorf(fault.NotFound, "kubernetes: Sandbox of %s", id)
 	}
 	var sb Sandbox
 	if err := fromUnstructured(&list.Items[0], &sb); err != nil {
@@ -325,7 +326,7 @@ func (d *Driver) claimed(ctx context.Context, id sandbox.ID) bool {
 // bound yet is a machine on its way.
 func (d *Driver) Inspect(ctx context.Context, id sandbox.ID) (sandbox.Machine, error) {
 	cur, err := d.find(ctx, id)
-	if errors.Is(err, sandbox.ErrNotFound) && d.claimed(ctx, id) {
+	if errors.Is(err, fault.NotFound) && d.claimed(ctx, id) {
 		return sandbox.Machine{ID: id, Status: sandbox.MachineRunning, Detail: "claimed from the warm pool, not bound yet"}, nil
 	}
 	if err != nil {
@@ -503,7 +504,7 @@ func (d *Driver) Addr(ctx context.Context, id sandbox.ID, port int) (string, err
 	}
 	m := machine(id, cur)
 	if m.Status != sandbox.MachineRunning || len(cur.Status.PodIPs) == 0 {
-		return "", fmt.Errorf("kubernetes: %s is not running: %w", id, sandbox.ErrConflict)
+		return "", fault.Errorf(fault.Conflict, "kubernetes: %s is not running", id)
 	}
 	return net.JoinHostPort(cur.Status.PodIPs[0], strconv.Itoa(port)), nil
 }

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/reach"
 	"berth.dev/berth/internal/sandbox"
 )
@@ -200,7 +201,7 @@ func (i inspected) ip() string {
 func (d *Driver) inspect(ctx context.Context, id sandbox.ID) (inspected, error) {
 	out, err := d.run(ctx, nil, "container", "inspect", "--format", "json", d.cfg.name(id))
 	if noSuch(err) {
-		return inspected{}, fmt.Errorf("podman: container of %s: %w", id, sandbox.ErrNotFound)
+		return inspected{}, fault.Errorf(fault.NotFound, "podman: container of %s", id)
 	}
 	if err != nil {
 		return inspected{}, err
@@ -235,7 +236,7 @@ func (d *Driver) Start(ctx context.Context, spec sandbox.Spec) error {
 	}
 	cur, err := d.inspect(ctx, sb.ID)
 	exists := err == nil
-	if err != nil && !errors.Is(err, sandbox.ErrNotFound) {
+	if err != nil && !errors.Is(err, fault.NotFound) {
 		return err
 	}
 	switch {
@@ -251,7 +252,7 @@ func (d *Driver) Start(ctx context.Context, spec sandbox.Spec) error {
 			return err
 		}
 	case !exists:
-		return fmt.Errorf("podman: %s has no container and no environment to create one: %w", sb.ID, sandbox.ErrNotFound)
+		return fault.Errorf(fault.NotFound, "podman: %s has no container and no environment to create one", sb.ID)
 	case !cur.State.Running:
 		if _, err := d.run(ctx, nil, "start", d.cfg.name(sb.ID)); err != nil {
 			return err
@@ -422,7 +423,7 @@ func (d *Driver) Stop(ctx context.Context, id sandbox.ID) error {
 		if d.hasVolume(ctx, id) {
 			return nil // only the home is left: stopped enough
 		}
-		return fmt.Errorf("podman: %s: %w", id, sandbox.ErrNotFound)
+		return fault.Errorf(fault.NotFound, "podman: %s", id)
 	}
 	return err
 }
@@ -450,7 +451,7 @@ func (d *Driver) hasVolume(ctx context.Context, id sandbox.ID) bool {
 // left is stopped.
 func (d *Driver) Inspect(ctx context.Context, id sandbox.ID) (sandbox.Machine, error) {
 	cur, err := d.inspect(ctx, id)
-	if errors.Is(err, sandbox.ErrNotFound) {
+	if errors.Is(err, fault.NotFound) {
 		if d.hasVolume(ctx, id) {
 			return sandbox.Machine{ID: id, Status: sandbox.MachineStopped, Detail: "only its volume is left", VolumeOnly: true}, nil
 		}
@@ -553,7 +554,7 @@ func (d *Driver) Addr(ctx context.Context, id sandbox.ID, port int) (string, err
 			return "", err
 		}
 		if ip = cur.ip(); !cur.State.Running || ip == "" {
-			return "", fmt.Errorf("podman: %s is not running: %w", id, sandbox.ErrConflict)
+			return "", fault.Errorf(fault.Conflict, "podman: %s is not running", id)
 		}
 		d.mu.Lock()
 		if d.ips == nil {
@@ -581,8 +582,8 @@ func (d *Driver) checkNetwork(ctx context.Context, run sandbox.RunSpec) error {
 		return nil
 	}
 	if _, err := d.run(ctx, nil, "network", "exists", d.cfg.AgentNetwork); err != nil {
-		return fmt.Errorf("the allowlist network %s does not exist, so the run does not start (berth admin network creates it; a class may ask for an open network instead): %w",
-			d.cfg.AgentNetwork, sandbox.ErrUnavailable)
+		return fault.Errorf(fault.Unavailable, "the allowlist network %s does not exist, so the run does not start (berth admin network creates it; a class may ask for an open network instead)",
+			d.cfg.AgentNetwork)
 	}
 	return nil
 }

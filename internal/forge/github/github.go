@@ -15,6 +15,7 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/forge/rest"
 	"berth.dev/berth/internal/secret"
@@ -103,7 +104,7 @@ func (g *Forge) Host() string { return g.web.Host }
 func (g *Forge) CloneURL(r forge.Repo) string { return g.web.String() + "/" + r.Path + ".git" }
 
 // Token mints an installation token for r: the App's JWT finds the
-// installation that covers r (forge.ErrNotFound when the App is not installed
+// installation that covers r (fault.NotFound when the App is not installed
 // there), which gives a token for r alone with contents:write. It lasts the
 // hour GitHub gives; until cannot lengthen it. ID is "": GitHub revokes a
 // token only when presented with the token itself.
@@ -181,7 +182,7 @@ func (g *Forge) mapError(err error, notFound string) error {
 	case 0:
 		return err
 	case http.StatusNotFound:
-		return fmt.Errorf("%s (%w): %w", notFound, err, forge.ErrNotFound)
+		return fault.Errorf(fault.NotFound, "%s (%w): no such repository", notFound, err)
 	case http.StatusUnauthorized:
 		return fmt.Errorf("GitHub refused the App's JWT (check the App id and its key): %w", err)
 	case http.StatusForbidden, http.StatusUnprocessableEntity:

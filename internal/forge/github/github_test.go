@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/forge/forgetest"
 	"berth.dev/berth/internal/forge/github"
@@ -124,8 +125,8 @@ func TestGitHubToken(t *testing.T) {
 	}{
 		{name: "installed", repo: "acme/app"},
 		{name: "another owner's installation", repo: "other/app"},
-		{name: "no such repository", repo: "acme/nowhere", wantErr: forge.ErrNotFound, wantMsg: "not installed"},
-		{name: "the App not installed there", repo: "acme/gone", wantErr: forge.ErrNotFound, wantMsg: "not installed"},
+		{name: "no such repository", repo: "acme/nowhere", wantErr: fault.NotFound, wantMsg: "not installed"},
+		{name: "the App not installed there", repo: "acme/gone", wantErr: fault.NotFound, wantMsg: "not installed"},
 		{name: "wrong App id", appID: "7", repo: "acme/app", wantMsg: "401"},
 		{name: "another App's key", key: otherKey, repo: "acme/app", wantMsg: "401"},
 		{name: "clock 20 minutes slow: JWT expired", now: now.Add(-20 * time.Minute), repo: "acme/app", wantMsg: "401"},

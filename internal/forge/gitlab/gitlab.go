@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/forge/rest"
 	"berth.dev/berth/internal/secret"
@@ -84,7 +85,7 @@ func (g *Forge) Host() string { return g.web.Host }
 func (g *Forge) CloneURL(r forge.Repo) string { return g.web.String() + "/" + r.Path + ".git" }
 
 // Token mints a project access token for r that expires at midnight UTC
-// after until. forge.ErrNotFound when GitLab has no such project (or the
+// after until. fault.NotFound when GitLab has no such project (or the
 // deployment's token cannot see it); forge.ErrNoCredential when GitLab refuses
 // to give one.
 func (g *Forge) Token(ctx context.Context, r forge.Repo, until time.Time) (forge.Token, error) {
@@ -190,7 +191,7 @@ func (g *Forge) mapError(err error) error {
 	case 0:
 		return err
 	case http.StatusNotFound:
-		return fmt.Errorf("GitLab has no such project, or the deployment's token cannot see it (%w): %w", err, forge.ErrNotFound)
+		return fault.Errorf(fault.NotFound, "GitLab has no such project, or the deployment's token cannot see it (%w): no such repository", err)
 	case http.StatusUnauthorized:
 		return fmt.Errorf("GitLab refused the deployment's token (is it valid, with the api scope?): %w", err)
 	case http.StatusForbidden:

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/forge/forgetest"
 	"berth.dev/berth/internal/forge/gitlab"
@@ -105,7 +106,7 @@ func TestGitLabToken(t *testing.T) {
 		{name: "evening west of UTC is the next UTC day", repo: "group/app", until: time.Date(y, m, d+3, 20, 0, 0, 0, time.FixedZone("EST", -5*3600)), wantExpiry: midnight(2)},
 		{name: "within the hour", repo: "group/app", until: now.Add(time.Hour), wantExpiry: midnightAfter(now.Add(time.Hour))},
 		{name: "nested group", repo: "group/sub/app", until: day.Add(12 * time.Hour), wantExpiry: midnight(1)},
-		{name: "no such project", repo: "group/nowhere", until: day, wantErr: forge.ErrNotFound, wantMsg: "404"},
+		{name: "no such project", repo: "group/nowhere", until: day, wantErr: fault.NotFound, wantMsg: "404"},
 		{name: "wrong deployment token", admin: "glpat-not-the-admin", repo: "group/app", until: day, wantMsg: "401"},
 		{name: "sandbox already ended", repo: "group/app", until: now.Add(-time.Minute), wantMsg: "past"},
 		{name: "beyond GitLab's year", repo: "group/app", until: now.AddDate(2, 0, 0), wantMsg: "expires_at"},

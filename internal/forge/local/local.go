@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/secret"
 )
@@ -26,7 +27,7 @@ import (
 // berth's own keys.
 type Tokens interface {
 	PutForgeToken(ctx context.Context, t StoredToken) error
-	// GetForgeToken is forge.forge.ErrNotFound for an unknown id.
+	// GetForgeToken is fault.NotFound for an unknown id.
 	GetForgeToken(ctx context.Context, id string) (StoredToken, error)
 	RevokeForgeToken(ctx context.Context, id string, at time.Time) error
 }
@@ -76,14 +77,14 @@ func (l *Forge) Dir() string { return l.dir }
 // CloneURL is where the gateway serves the repository to forge tokens.
 func (l *Forge) CloneURL(r forge.Repo) string { return l.baseURL + "/forge/" + r.Path + ".git" }
 
-// Path is the bare repository's directory, or forge.ErrNotFound.
+// Path is the bare repository's directory, or fault.NotFound.
 func (l *Forge) Path(r forge.Repo) (string, error) {
 	if err := forge.CheckPath(r.Path); err != nil {
 		return "", err
 	}
 	p := filepath.Join(l.dir, filepath.FromSlash(r.Path)+".git")
 	if fi, err := os.Stat(filepath.Join(p, "HEAD")); err != nil || !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("repository %s: %w", r.Path, forge.ErrNotFound)
+		return "", fault.Errorf(fault.NotFound, "repository %s: no such repository", r.Path)
 	}
 	return p, nil
 }
@@ -107,7 +108,7 @@ func (l *Forge) Revoke(ctx context.Context, t forge.Token) error {
 	if t.ID == "" {
 		return nil
 	}
-	if err := l.tokens.RevokeForgeToken(ctx, t.ID, l.now()); err != nil && !errors.Is(err, forge.ErrNotFound) {
+	if err := l.tokens.RevokeForgeToken(ctx, t.ID, l.now()); err != nil && !errors.Is(err, fault.NotFound) {
 		return fmt.Errorf("local forge: %w", err)
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"berth.dev/berth/internal/class"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/paging"
 )
 
@@ -112,7 +113,7 @@ func (p *Panel) class(r *http.Request, c caller, name string) (class.Spec, error
 			return cl.Spec(), nil
 		}
 	}
-	return class.Spec{}, fmt.Errorf("class %s: %w", name, class.ErrNotFound)
+	return class.Spec{}, fault.Errorf(fault.NotFound, "class %s", name)
 }
 
 func (p *Panel) newClass(w http.ResponseWriter, r *http.Request, c caller) {

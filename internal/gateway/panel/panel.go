@@ -34,6 +34,7 @@ import (
 	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/class"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/usage"
 )
@@ -274,7 +275,7 @@ type errorPage struct {
 // fail answers an error as the API would: the same status and message,
 // as a page. An expired or revoked key signs the caller out.
 func (p *Panel) fail(w http.ResponseWriter, r *http.Request, c caller, err error) {
-	if errors.Is(err, account.ErrUnauthenticated) {
+	if errors.Is(err, fault.Unauthenticated) {
 		p.toSignIn(w, r, "Your key no longer works: sign in again.")
 		return
 	}

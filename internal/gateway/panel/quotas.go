@@ -5,8 +5,8 @@ import (
 	"strconv"
 	"strings"
 
-	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/guardrail"
 	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/quantity"
@@ -177,28 +177,28 @@ func (f guardrailForm) apply(g *guardrail.Guardrail) error {
 	if f.MaxSandboxes != "" {
 		n, err := strconv.Atoi(f.MaxSandboxes)
 		if err != nil {
-			return account.Invalid("max_sandboxes", "%q is not a whole number", f.MaxSandboxes)
+			return fault.Field("max_sandboxes", "%q is not a whole number", f.MaxSandboxes)
 		}
 		g.MaxSandboxes = &n
 	}
 	if f.Memory != "" {
 		n, err := strconv.ParseInt(f.Memory, 10, 64)
 		if err != nil {
-			return account.Invalid("max_sandbox_memory", "%q is not a whole number of MiB", f.Memory)
+			return fault.Field("max_sandbox_memory", "%q is not a whole number of MiB", f.Memory)
 		}
 		g.MaxSandboxMemory = &n
 	}
 	if f.CPU != "" {
 		cpu, err := quantity.ParseCPU(f.CPU)
 		if err != nil {
-			return account.Invalid("max_sandbox_cpu", "%v", err)
+			return fault.Field("max_sandbox_cpu", "%v", err)
 		}
 		g.MaxSandboxCPU = &cpu
 	}
 	if f.TTL != "" {
 		d, err := quantity.ParseDuration(f.TTL)
 		if err != nil {
-			return account.Invalid("max_sandbox_ttl", "%v", err)
+			return fault.Field("max_sandbox_ttl", "%v", err)
 		}
 		g.MaxSandboxTTL = &d
 	}

@@ -16,6 +16,7 @@ import (
 	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/class"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
@@ -104,7 +105,7 @@ func (p *Panel) listSandboxes(w http.ResponseWriter, r *http.Request, c caller) 
 			err = paging.ErrBadCursor
 		}
 		if err != nil {
-			p.fail(w, r, c, &sandbox.InvalidError{Field: "cursor", Reason: err.Error() + "; start again from the first page"})
+			p.fail(w, r, c, fault.Field("cursor", "%v; start again from the first page", err))
 			return
 		}
 		all, pg.After = cur.Filters["all"] == "1", &cur.After
@@ -155,7 +156,7 @@ func (p *Panel) showSandbox(w http.ResponseWriter, r *http.Request, c caller) {
 	case sb.Purpose == sandbox.PurposeAgent:
 		if run, err := p.runs.Of(ctx, sb); err == nil {
 			body.Run, body.CostKnown = &run, run.Telemetry.Cost != runner.CostUnknown
-		} else if !errors.Is(err, sandbox.ErrNotFound) {
+		} else if !errors.Is(err, fault.NotFound) {
 			p.log.WarnContext(ctx, "panel: could not read a sandbox's run", "sandbox", sb.ID, "err", err)
 		}
 		body.Log, body.HasLog, body.Clipped = p.tail(ctx, c, sb)
@@ -174,7 +175,7 @@ func (p *Panel) showSandbox(w http.ResponseWriter, r *http.Request, c caller) {
 func (p *Panel) tail(ctx context.Context, c caller, sb sandbox.Sandbox) (text string, ok, clipped bool) {
 	f, _, err := p.runs.Log(ctx, c.Principal, string(sb.ID))
 	if err != nil {
-		if !errors.Is(err, sandbox.ErrNotFound) {
+		if !errors.Is(err, fault.NotFound) {
 			p.log.WarnContext(ctx, "panel: could not open a run log", "sandbox", sb.ID, "err", err)
 		}
 		return "", false, false

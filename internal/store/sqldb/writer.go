@@ -12,6 +12,7 @@ import (
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/overload"
 )
 
@@ -40,7 +41,7 @@ const (
 	// Bounded is a write that starts something new at a caller's
 	// request (a sandbox, an organisation, a key, a setting): it waits
 	// at most the store's write wait for its turn (and as long again
-	// for another process's lock), then fails with overload.ErrBusy
+	// for another process's lock), then fails with fault.Busy
 	// having written nothing, which the caller may send again.
 	Bounded Turn = iota
 	// Patient is a write of what has happened or must follow (a state
@@ -61,7 +62,7 @@ type queue struct {
 }
 
 // acquire waits for the turn, at most wait when wait > 0, and as long as
-// ctx allows. It returns nil holding the turn, overload.ErrBusy when the
+// ctx allows. It returns nil holding the turn, fault.Busy when the
 // wait ran out, or ctx's error.
 func (q *queue) acquire(ctx context.Context, wait time.Duration) error {
 	q.mu.Lock()
@@ -84,7 +85,7 @@ func (q *queue) acquire(ctx context.Context, wait time.Duration) error {
 	case <-ch:
 		return nil
 	case <-expired:
-		err = fmt.Errorf("no turn to write to the database within %v: %w", wait, overload.ErrBusy)
+		err = &fault.Error{Kind: fault.Busy, RetryAfter: overload.RetryAfter, Message: fmt.Sprintf("no turn to write to the database within %v", wait)}
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
@@ -159,7 +160,7 @@ func (d *DB) Write(ctx context.Context, t Turn, query string, args ...any) (sql.
 
 // write runs fn holding the turn to write (SQLite), as t allows: a bounded
 // write that waits past the database's write wait, or meets another process's
-// lock for as long, is overload.ErrBusy; a patient one waits and tries
+// lock for as long, is fault.Busy; a patient one waits and tries
 // again. On PostgreSQL fn runs at once.
 func (d *DB) write(ctx context.Context, t Turn, fn func() error) error {
 	if d.writer == nil {
@@ -179,7 +180,7 @@ func (d *DB) write(ctx context.Context, t Turn, fn func() error) error {
 			return err
 		}
 		if t == Bounded {
-			return fmt.Errorf("the database was locked by another process for %v: %w", d.writeWait, overload.ErrBusy)
+			return &fault.Error{Kind: fault.Busy, RetryAfter: overload.RetryAfter, Message: fmt.Sprintf("the database was locked by another process for %v", d.writeWait)}
 		}
 		if ctx.Err() != nil {
 			return err

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"berth.dev/berth/internal/overload"
+	"berth.dev/berth/internal/fault"
 )
 
 // waitInLine waits until n callers wait in q.
@@ -54,15 +54,15 @@ func TestQueueServesInOrder(t *testing.T) {
 }
 
 // TestQueueBoundedWait: a caller whose wait runs out leaves the line with
-// overload.ErrBusy, or with its context's error; those behind it move up,
+// fault.Busy, or with its context's error; those behind it move up,
 // and the turn is free once the last one is done.
 func TestQueueBoundedWait(t *testing.T) {
 	q := &queue{}
 	if err := q.acquire(t.Context(), 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := q.acquire(t.Context(), 20*time.Millisecond); !errors.Is(err, overload.ErrBusy) {
-		t.Fatalf("a wait that ran out = %v, want overload.ErrBusy", err)
+	if err := q.acquire(t.Context(), 20*time.Millisecond); !errors.Is(err, fault.Busy) {
+		t.Fatalf("a wait that ran out = %v, want fault.Busy", err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancelled := make(chan error, 1)
