@@ -170,7 +170,11 @@ func (s *Server) bootstrap(w http.ResponseWriter, r *http.Request, _ account.Pri
 		s.writeError(w, r, fmt.Errorf("send the bootstrap token as Authorization: Bearer <token>: %w", account.ErrUnauthenticated))
 		return
 	}
-	env, err := s.sandboxes.Bootstrap(r.Context(), token)
+	if s.warm == nil {
+		s.writeError(w, r, fmt.Errorf("bootstrap: this gateway keeps no warm pools: %w", account.ErrUnauthenticated))
+		return
+	}
+	env, err := s.warm.Bootstrap(r.Context(), token)
 	replyCredential(s, w, r, "bootstrap", http.StatusOK, api.Environment{Env: env}, err)
 }
 

@@ -43,7 +43,7 @@ func newEnv(t *testing.T, opts ...func(*sandbox.Config)) *env {
 	e.svc = sandbox.NewService(e.st, e.drv, w.Accounts, cfg, w.Log, e.clock.Now)
 	e.reach = reach.NewService(e.svc, e.st, reach.Config{Driver: cfg.Driver, Reacher: e.drv, Audit: e.st}, w.Log, e.clock.Now)
 	e.svc.SetActivity(e.reach)
-	e.classes = class.NewService(e.st, w.Accounts, e.svc, w.ClassConfig(t, cfg), w.Log, e.clock.Now)
+	e.classes = class.NewService(e.st, w.Accounts, nil, w.ClassConfig(t, cfg), w.Log, e.clock.Now)
 	w.People(t)
 	e.operator, e.admin, e.alice, e.bob, e.stranger = w.Operator, w.Admin, w.Alice, w.Bob, w.Stranger
 	return e

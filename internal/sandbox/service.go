@@ -66,10 +66,6 @@ type Config struct {
 	// AgentRunner is the runner an agent sandbox's class is chosen for
 	// when its create names none (BERTH_AGENT_RUNNER, SPEC S13).
 	AgentRunner string
-	// Warm turns warm pools on (BERTH_SANDBOX_WARM, SPEC S12): engineer
-	// sandboxes of a class with warm > 0 come from its pool when the
-	// driver keeps pools. Off, every pool is deleted.
-	Warm bool
 }
 
 // Service drives sandboxes through their lifecycle. Its Run method owns the
@@ -89,14 +85,14 @@ type Service struct {
 	inflight map[ID]func() // sandboxes whose start is queued or running, with their holds' release
 	settled  chan struct{} // closed, and replaced, whenever a start ends (under mu)
 	activity Activity      // nil: no connection is counted (SetActivity)
+	warm     Warm          // nil: no sandbox is a pool's (SetWarm)
 	stopOnce sync.Once
 	stopping chan struct{} // closed by Shutdown: Run takes no new work
 
-	runs     Runs       // nil: agent sandboxes run no runner (SetRuns)
-	follows  chan ID    // agent runs to follow again (after a restart)
-	modelEnv ModelEnv   // nil: sandboxes are told no model
-	replicas Replicas   // alone unless WithReplicas
-	poolsMu  sync.Mutex // serialises SyncPools
+	runs     Runs     // nil: agent sandboxes run no runner (SetRuns)
+	follows  chan ID  // agent runs to follow again (after a restart)
+	modelEnv ModelEnv // nil: sandboxes are told no model
+	replicas Replicas // alone unless WithReplicas
 }
 
 type startJob struct {
