@@ -36,6 +36,9 @@ func TestImportDirection(t *testing.T) {
 		// dialling is its Reacher, the tunnel's bytes the gateway's.
 		{"reach", append([]string{"database/sql", "k8s.io/", "github.com/prometheus/", "net/http", "github.com/golang-jwt/",
 			"forge/", "githttp", "workspace", "repository", "agentrun", "tunnel", "inference", "modelserver", "usage", "metrics"}, adapters...)},
+		// sandbox/input checks a create's environment and ssh keys: pure,
+		// the standard library and x/crypto/ssh.
+		{"sandbox/input", []string{module, "database/sql", "net/http"}},
 		// warm is warm pools, one floor above sandbox (its Warm port): no
 		// adapter, no database, no HTTP; the driver's pools are its Pools.
 		{"warm", append([]string{"database/sql", "k8s.io/", "github.com/prometheus/", "net/http", "github.com/golang-jwt/",

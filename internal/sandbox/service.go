@@ -19,6 +19,7 @@ import (
 	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/quantity"
 	"berth.dev/berth/internal/runner"
+	"berth.dev/berth/internal/sandbox/input"
 )
 
 // Accounts is what the sandbox service needs to know about organisations,
@@ -326,13 +327,8 @@ func (s *Service) checkRequestShape(purpose Purpose, req CreateRequest) error {
 			return invalid("runner", "%q is not a runner (one of %v)", req.Runner, runner.Names())
 		}
 	}
-	if len(req.SSHKeys) > MaxSSHKeys {
-		return invalid("ssh_keys", "%d keys; at most %d", len(req.SSHKeys), MaxSSHKeys)
-	}
-	for i, k := range req.SSHKeys {
-		if err := checkAuthorizedKey(k); err != nil {
-			return invalid(fmt.Sprintf("ssh_keys[%d]", i), "%v", err)
-		}
+	if field, err := input.SSHKeys(req.SSHKeys); err != nil {
+		return invalid(field, "%v", err)
 	}
 	if req.Branch != "" {
 		if req.Repo == "" {
@@ -345,8 +341,8 @@ func (s *Service) checkRequestShape(purpose Purpose, req CreateRequest) error {
 	if req.Repo != "" && s.cfg.Repositories == nil {
 		return fmt.Errorf("repository %s asked for, but this deployment has no git forge (BERTH_SANDBOX_GIT_FORGE is unset): %w", req.Repo, ErrUnavailable)
 	}
-	if err := checkEnv(req.Env); err != nil {
-		return err
+	if field, err := input.Env(req.Env); err != nil {
+		return invalid(field, "%v", err)
 	}
 	return s.checkWithheld(req.Env)
 }
