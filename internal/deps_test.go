@@ -30,12 +30,19 @@ func TestImportDirection(t *testing.T) {
 		// are one floor up: sandbox calls them through its Runs port, never
 		// by name.
 		{"sandbox", append([]string{"database/sql", "k8s.io/", "github.com/prometheus/", "net/http", "github.com/golang-jwt/",
-			"forge/", "githttp", "workspace", "repository", "agentrun", "reach", "inference", "modelserver", "usage", "metrics"}, adapters...)},
+			"forge/", "githttp", "workspace", "repository", "agentrun", "reach", "warm", "inference", "modelserver", "usage", "metrics"}, adapters...)},
 		// reach is the way into a sandbox, one floor above sandbox (its
 		// Activity port): no adapter, no database, no HTTP; the driver's
 		// dialling is its Reacher, the tunnel's bytes the gateway's.
 		{"reach", append([]string{"database/sql", "k8s.io/", "github.com/prometheus/", "net/http", "github.com/golang-jwt/",
 			"forge/", "githttp", "workspace", "repository", "agentrun", "tunnel", "inference", "modelserver", "usage", "metrics"}, adapters...)},
+		// sandbox/input checks a create's environment and ssh keys: pure,
+		// the standard library and x/crypto/ssh.
+		{"sandbox/input", []string{module, "database/sql", "net/http"}},
+		// warm is warm pools, one floor above sandbox (its Warm port): no
+		// adapter, no database, no HTTP; the driver's pools are its Pools.
+		{"warm", append([]string{"database/sql", "k8s.io/", "github.com/prometheus/", "net/http", "github.com/golang-jwt/",
+			"forge/", "githttp", "workspace", "repository", "agentrun", "reach", "inference", "modelserver", "usage", "metrics"}, adapters...)},
 		// repository is how a sandbox reaches its repository, one floor
 		// above sandbox: the forge domain only, no HTTP.
 		{"repository", append([]string{"database/sql", "k8s.io/", "github.com/prometheus/", "net/http", "github.com/golang-jwt/",

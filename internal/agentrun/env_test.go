@@ -72,7 +72,7 @@ func newEnv(t *testing.T, opts ...option) *env {
 	e.opts = []sandbox.Option{sandbox.WithModelEnv(models)}
 	e.ropts = []agentrun.Option{agentrun.WithModels(models)}
 	e.svc, e.runs = e.services(e.st, e.drv, w.Log)
-	e.classes = class.NewService(e.st, e.accounts, e.svc, w.ClassConfig(t, e.cfg), w.Log, e.clock.Now)
+	e.classes = class.NewService(e.st, e.accounts, nil, w.ClassConfig(t, e.cfg), w.Log, e.clock.Now)
 	w.People(t)
 	e.operator, e.admin, e.alice, e.bob, e.stranger, e.acme, e.other = w.Operator, w.Admin, w.Alice, w.Bob, w.Stranger, w.Acme, w.Other
 	return e

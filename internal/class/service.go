@@ -36,8 +36,8 @@ type Accounts interface {
 	EffectiveGuardrail(ctx context.Context, org, project string) (guardrail.Guardrail, error)
 }
 
-// Pools keeps the warm pools in step with the classes (SPEC S12): the
-// sandbox service, told after every apply and delete.
+// Pools keeps the warm pools in step with the classes (SPEC S12):
+// package warm, told after every apply and delete.
 type Pools interface {
 	SyncPools(ctx context.Context) error
 }

@@ -136,7 +136,7 @@ func newAgentGateway(t *testing.T, opts ...func(*agentSetup)) *agentGateway {
 		Model:      "claude-sonnet-4-5", LogDir: t.TempDir(), Prices: setup.prices,
 	}, log, time.Now, runOpts...)
 	svc.SetRuns(runs)
-	classes = class.NewService(st, accounts, svc, class.Config{Template: tmpl}, log, time.Now)
+	classes = class.NewService(st, accounts, nil, class.Config{Template: tmpl}, log, time.Now)
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); svc.Run(runCtx, time.Hour) }()

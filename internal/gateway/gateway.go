@@ -29,6 +29,7 @@ import (
 	"berth.dev/berth/internal/repository"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/usage"
+	"berth.dev/berth/internal/warm"
 )
 
 // Options configure a Server. Every field is required unless it says not.
@@ -36,7 +37,10 @@ type Options struct {
 	Accounts  *account.Service
 	Sandboxes *sandbox.Service
 	// Reach is the way into sandboxes (the tunnel's route); nil: none.
-	Reach   *reach.Service
+	Reach *reach.Service
+	// Warm hands warm pool sandboxes their environment (the bootstrap
+	// route); nil: the deployment keeps no pools.
+	Warm    *warm.Service
 	Runs    *agentrun.Service
 	Classes *class.Service
 	Usage   *usage.Service
@@ -107,6 +111,7 @@ type Server struct {
 	accounts  *account.Service
 	sandboxes *sandbox.Service
 	reach     *reach.Service
+	warm      *warm.Service
 	runs      *agentrun.Service
 	classes   *class.Service
 	usage     *usage.Service
@@ -143,7 +148,7 @@ func New(o Options) *Server {
 	if now == nil {
 		now = time.Now
 	}
-	s := &Server{accounts: o.Accounts, sandboxes: o.Sandboxes, reach: o.Reach, classes: o.Classes, runs: o.Runs, usage: o.Usage, log: o.Log, version: o.Version, driver: o.Driver,
+	s := &Server{accounts: o.Accounts, sandboxes: o.Sandboxes, reach: o.Reach, warm: o.Warm, classes: o.Classes, runs: o.Runs, usage: o.Usage, log: o.Log, version: o.Version, driver: o.Driver,
 		now: now, metrics: o.Metrics, forge: o.Forge, repos: o.Repositories, mirrors: o.Mirrors, git: githttp.New("", o.Log), credLimit: newRateLimit(10, time.Minute),
 		enrollLimit: newRateLimit(10, time.Minute), tunnelIdle: o.TunnelIdleTimeout, tunnels: newTunnels(), meter: meterOr(o.Meter), stopping: make(chan struct{}),
 		inference: o.Inference, scripted: scriptedTransport(o.Scripted), modelTransport: modelTransportOr(o.ModelTransport)}

@@ -32,6 +32,7 @@ import (
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
 	"berth.dev/berth/internal/usage"
+	"berth.dev/berth/internal/warm"
 	"berth.dev/berth/internal/workspace"
 )
 
@@ -190,13 +191,19 @@ func newWorld(t testing.TB, opts ...func(*worldConfig)) *world {
 	}
 	way := reach.NewService(svc, st, rcfg, log, cfg.now)
 	svc.SetActivity(way)
-	w.classes = class.NewService(st, w.accounts, svc, class.Config{Template: tmpl, Runtimes: sbCfg.Runtimes}, log, cfg.now)
+	var pools warm.Pools
+	if p, ok := drv.(warm.Pools); ok {
+		pools = p
+	}
+	warmth := warm.NewService(st, svc, pools, warm.Config{Runtimes: sbCfg.Runtimes}, log, cfg.now)
+	svc.SetWarm(warmth)
+	w.classes = class.NewService(st, w.accounts, warmth, class.Config{Template: tmpl, Runtimes: sbCfg.Runtimes}, log, cfg.now)
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); svc.Run(runCtx, time.Hour) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	gwo := gateway.Options{Accounts: w.accounts, Sandboxes: svc, Reach: way, Classes: w.classes, Runs: runs, Log: log, Version: "test", Driver: "fake", Now: cfg.now,
+	gwo := gateway.Options{Accounts: w.accounts, Sandboxes: svc, Reach: way, Warm: warmth, Classes: w.classes, Runs: runs, Log: log, Version: "test", Driver: "fake", Now: cfg.now,
 		Usage:   usage.NewService(st, w.accounts, svc, 90*24*time.Hour, cfg.now),
 		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 		Forge:   fg, Repositories: repos, Mirrors: mirrors, TunnelIdleTimeout: cfg.tunnelIdle,

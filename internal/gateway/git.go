@@ -170,7 +170,11 @@ func (s *Server) bootstrap(w http.ResponseWriter, r *http.Request, _ account.Pri
 		s.writeError(w, r, fault.Errorf(fault.Unauthenticated, "send the bootstrap token as Authorization: Bearer <token>"))
 		return
 	}
-	env, err := s.sandboxes.Bootstrap(r.Context(), token)
+	if s.warm == nil {
+		s.writeError(w, r, fault.Errorf(fault.Unauthenticated, "bootstrap: this gateway keeps no warm pools"))
+		return
+	}
+	env, err := s.warm.Bootstrap(r.Context(), token)
 	replyCredential(s, w, r, "bootstrap", http.StatusOK, api.Environment{Env: env}, err)
 }
 

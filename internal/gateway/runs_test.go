@@ -89,7 +89,7 @@ func newRunWorld(t *testing.T, wrap ...func(*fake.Driver) sandbox.Driver) *runWo
 		Model:      "claude-sonnet-4-5", LogDir: t.TempDir(),
 	}, log, time.Now, agentrun.WithModels(models))
 	svc.SetRuns(runs)
-	classSvc = class.NewService(st, accounts, svc, class.Config{Template: tmpl}, log, time.Now)
+	classSvc = class.NewService(st, accounts, nil, class.Config{Template: tmpl}, log, time.Now)
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); svc.Run(runCtx, time.Hour) }()

@@ -43,30 +43,17 @@ func newEnv(t *testing.T, opts ...func(*sandbox.Config)) *env {
 	e.svc = sandbox.NewService(e.st, e.drv, w.Accounts, cfg, w.Log, e.clock.Now)
 	e.reach = reach.NewService(e.svc, e.st, reach.Config{Driver: cfg.Driver, Reacher: e.drv, Audit: e.st}, w.Log, e.clock.Now)
 	e.svc.SetActivity(e.reach)
-	e.classes = class.NewService(e.st, w.Accounts, e.svc, w.ClassConfig(t, cfg), w.Log, e.clock.Now)
+	e.classes = class.NewService(e.st, w.Accounts, nil, w.ClassConfig(t, cfg), w.Log, e.clock.Now)
 	w.People(t)
 	e.operator, e.admin, e.alice, e.bob, e.stranger = w.Operator, w.Admin, w.Alice, w.Bob, w.Stranger
 	return e
 }
 
 // run starts the sandbox service's background work for the test's life.
-func (e *env) run(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		e.svc.Run(ctx, time.Hour)
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-}
+func (e *env) run(t *testing.T) { sandboxtest.Run(t, e.svc) }
 
 func (e *env) engineer(t *testing.T, p account.Principal, name string) sandbox.Sandbox {
-	t.Helper()
-	sb, err := e.svc.Create(t.Context(), p, sandbox.CreateRequest{Name: name, Class: "standard", SSHKeys: []string{testKey}})
-	if err != nil {
-		t.Fatalf("create %s: %v", name, err)
-	}
-	return sb
+	return sandboxtest.Engineer(t, e.svc, p, name)
 }
 
 // waitState polls until the sandbox is in state want.

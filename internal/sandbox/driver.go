@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/secret"
 )
 
@@ -41,7 +40,7 @@ type Spec struct {
 	Replace bool
 	// Bootstrap, when set, is a one-time token the machine trades at the
 	// gateway for its environment (SPEC S12): Env is then nil, so nothing
-	// per sandbox is baked into the machine. A driver with Pools takes
+	// per sandbox is baked into the machine. A driver with warm.Pools takes
 	// such a machine from the class's warm pool, or starts it again.
 	Bootstrap secret.Secret
 	// Run, when set, makes the machine an agent run (SPEC S13): the
@@ -133,24 +132,4 @@ type Expirer interface {
 	// SetExpiry moves the machine's expiry to at: fault.NotFound when the
 	// driver has no machine for id.
 	SetExpiry(ctx context.Context, id ID, at time.Time) error
-}
-
-// Pool is one class's warm pool (SPEC S12): Size ready machines of the
-// class, made before anybody asks, for an organisation's engineers.
-type Pool struct {
-	Org   string
-	Class class.Class
-	// Runtime is the runtime the class's tier maps to ("" the driver's
-	// default), as a sandbox of the class would get.
-	Runtime string
-}
-
-// Pools is the capability of a driver that keeps warm pools (Kubernetes,
-// with agent-sandbox's extensions). A sandbox whose Spec carries a
-// Bootstrap token is taken from its class's pool.
-type Pools interface {
-	// SyncPools makes the driver's pools exactly pools, one per
-	// organisation and class, deleting every other pool of the deployment:
-	// an empty list deletes them all.
-	SyncPools(ctx context.Context, pools []Pool) error
 }

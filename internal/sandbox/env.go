@@ -3,11 +3,8 @@ package sandbox
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
-
-	"golang.org/x/crypto/ssh"
 
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/forge"
@@ -132,67 +129,6 @@ func (s *Service) checkWithheld(env map[string]string) error {
 		if _, ok := env[name]; ok {
 			return fault.Field("env."+name, "%s names a vendor credential; a sandbox reaches models through the gateway with its own key", name)
 		}
-	}
-	return nil
-}
-
-var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
-// The bounds of a sandbox's own environment: it is stored with the
-// sandbox and in every answer about it, lists included.
-const (
-	MaxEnvVars  = 100
-	MaxEnvName  = 256
-	MaxEnvValue = 32 << 10
-	MaxEnv      = 64 << 10 // names and values together
-)
-
-// checkEnv refuses caller-added variables that are not names, or that name a
-// BERTH_ variable: those are the gateway's (SPEC S3).
-func checkEnv(env map[string]string) error {
-	if len(env) > MaxEnvVars {
-		return fault.Field("env", "%d variables; at most %d", len(env), MaxEnvVars)
-	}
-	size := 0
-	for k, v := range env {
-		size += len(k) + len(v)
-		field := "env." + k
-		switch {
-		case len(k) > MaxEnvName:
-			return fault.Field("env", "a name of %d bytes; at most %d", len(k), MaxEnvName)
-		case !envNameRE.MatchString(k):
-			return fault.Field(field, "%q is not an environment variable name", k)
-		case strings.HasPrefix(strings.ToUpper(k), "BERTH_"):
-			return fault.Field(field, "%s is the gateway's: a sandbox's own environment may not name a BERTH_ variable", k)
-		case strings.ContainsRune(v, 0):
-			return fault.Field(field, "the value holds a NUL byte")
-		case len(v) > MaxEnvValue:
-			return fault.Field(field, "the value is %d bytes; at most %d", len(v), MaxEnvValue)
-		}
-	}
-	if size > MaxEnv {
-		return fault.Field("env", "%d bytes of names and values; at most %d", size, MaxEnv)
-	}
-	return nil
-}
-
-// An engineer sandbox takes at most MaxSSHKeys public keys of at most
-// MaxSSHKey bytes each (a 16384-bit RSA key is about 2.8 KB).
-const (
-	MaxSSHKeys = 32
-	MaxSSHKey  = 16 << 10
-)
-
-// checkAuthorizedKey accepts one ssh public key in authorized_keys form.
-func checkAuthorizedKey(line string) error {
-	if len(line) > MaxSSHKey {
-		return fmt.Errorf("%d bytes; at most %d", len(line), MaxSSHKey)
-	}
-	if strings.ContainsAny(line, "\r\n") {
-		return fmt.Errorf("one key per entry, without line breaks")
-	}
-	if _, _, _, _, err := ssh.ParseAuthorizedKey([]byte(line)); err != nil {
-		return fmt.Errorf("not an ssh public key: %v", err)
 	}
 	return nil
 }

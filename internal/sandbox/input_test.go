@@ -8,6 +8,7 @@ import (
 
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/sandbox/input"
 )
 
 // TestCreateRefusesBadBranches: a branch is refused at create, naming the
@@ -59,7 +60,7 @@ func TestCreateBoundsItsFields(t *testing.T) {
 		}
 		return env
 	}
-	keys := make([]string, sandbox.MaxSSHKeys+1)
+	keys := make([]string, input.MaxSSHKeys+1)
 	for i := range keys {
 		keys[i] = testKey
 	}
@@ -86,7 +87,7 @@ func TestCreateBoundsItsFields(t *testing.T) {
 			t.Errorf("%s: %.200v; want it invalid on %s saying %q", tt.name, err, tt.field, tt.want)
 		}
 	}
-	if _, err := e.svc.Create(t.Context(), e.alice, sandbox.CreateRequest{Name: "dev", Class: "standard", SSHKeys: keys[:sandbox.MaxSSHKeys],
+	if _, err := e.svc.Create(t.Context(), e.alice, sandbox.CreateRequest{Name: "dev", Class: "standard", SSHKeys: keys[:input.MaxSSHKeys],
 		Env: vars(2, 32<<10-8)}); err != nil {
 		t.Errorf("a sandbox at the bounds: %v", err)
 	}

@@ -80,9 +80,9 @@ func (s sweeper) sweepIfLeader(ctx context.Context, leading *bool) {
 		}
 	}
 	if lead {
-		// With pools off, the first sync deletes every pool (SPEC S12);
-		// later ones catch classes another replica changed.
-		s.syncPoolsAndLog(ctx)
+		if s.warm != nil {
+			s.warm.Tick(ctx) // the pools in step with the classes (SPEC S12)
+		}
 		s.sweepAndLog(ctx)
 	}
 }

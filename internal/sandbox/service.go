@@ -20,6 +20,7 @@ import (
 	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/quantity"
 	"berth.dev/berth/internal/runner"
+	"berth.dev/berth/internal/sandbox/input"
 )
 
 // Accounts is what the sandbox service needs to know about organisations,
@@ -67,10 +68,6 @@ type Config struct {
 	// AgentRunner is the runner an agent sandbox's class is chosen for
 	// when its create names none (BERTH_AGENT_RUNNER, SPEC S13).
 	AgentRunner string
-	// Warm turns warm pools on (BERTH_SANDBOX_WARM, SPEC S12): engineer
-	// sandboxes of a class with warm > 0 come from its pool when the
-	// driver keeps pools. Off, every pool is deleted.
-	Warm bool
 }
 
 // Service drives sandboxes through their lifecycle. Its Run method owns the
@@ -90,14 +87,14 @@ type Service struct {
 	inflight map[ID]func() // sandboxes whose start is queued or running, with their holds' release
 	settled  chan struct{} // closed, and replaced, whenever a start ends (under mu)
 	activity Activity      // nil: no connection is counted (SetActivity)
+	warm     Warm          // nil: no sandbox is a pool's (SetWarm)
 	stopOnce sync.Once
 	stopping chan struct{} // closed by Shutdown: Run takes no new work
 
-	runs     Runs       // nil: agent sandboxes run no runner (SetRuns)
-	follows  chan ID    // agent runs to follow again (after a restart)
-	modelEnv ModelEnv   // nil: sandboxes are told no model
-	replicas Replicas   // alone unless WithReplicas
-	poolsMu  sync.Mutex // serialises SyncPools
+	runs     Runs     // nil: agent sandboxes run no runner (SetRuns)
+	follows  chan ID  // agent runs to follow again (after a restart)
+	modelEnv ModelEnv // nil: sandboxes are told no model
+	replicas Replicas // alone unless WithReplicas
 }
 
 type startJob struct {
@@ -331,13 +328,8 @@ func (s *Service) checkRequestShape(purpose Purpose, req CreateRequest) error {
 			return fault.Field("runner", "%q is not a runner (one of %v)", req.Runner, runner.Names())
 		}
 	}
-	if len(req.SSHKeys) > MaxSSHKeys {
-		return fault.Field("ssh_keys", "%d keys; at most %d", len(req.SSHKeys), MaxSSHKeys)
-	}
-	for i, k := range req.SSHKeys {
-		if err := checkAuthorizedKey(k); err != nil {
-			return fault.Field(fmt.Sprintf("ssh_keys[%d]", i), "%v", err)
-		}
+	if field, err := input.SSHKeys(req.SSHKeys); err != nil {
+		return fault.Field(field, "%v", err)
 	}
 	if req.Branch != "" {
 		if req.Repo == "" {
@@ -350,8 +342,8 @@ func (s *Service) checkRequestShape(purpose Purpose, req CreateRequest) error {
 	if req.Repo != "" && s.cfg.Repositories == nil {
 		return fault.Errorf(fault.Unavailable, "repository %s asked for, but this deployment has no git forge (BERTH_SANDBOX_GIT_FORGE is unset)", req.Repo)
 	}
-	if err := checkEnv(req.Env); err != nil {
-		return err
+	if field, err := input.Env(req.Env); err != nil {
+		return fault.Field(field, "%v", err)
 	}
 	return s.checkWithheld(req.Env)
 }

@@ -72,7 +72,7 @@ func newEnvOn(t *testing.T, storeOpts []store.Option, opts ...option) *env {
 	e.svc = sandbox.NewService(e.st, e.drv, e.accounts, cfg, w.Log, e.clock.Now, e.opts...)
 	e.reach = e.wayIn(e.svc, nil)
 	e.classCfg = w.ClassConfig(t, cfg)
-	e.classes = class.NewService(e.st, e.accounts, e.svc, e.classCfg, w.Log, e.clock.Now)
+	e.classes = class.NewService(e.st, e.accounts, nil, e.classCfg, w.Log, e.clock.Now)
 	w.People(t)
 	e.operator, e.admin, e.alice, e.bob, e.stranger, e.acme, e.other = w.Operator, w.Admin, w.Alice, w.Bob, w.Stranger, w.Acme, w.Other
 	return e

@@ -48,15 +48,6 @@ type Store interface {
 	// (are no longer live) before before, with their running segments and
 	// keys, and returns the ids of the sandboxes it deleted.
 	DeleteEnded(ctx context.Context, before time.Time) ([]ID, error)
-
-	// ListWarmClasses returns every organisation's classes with warm > 0.
-	ListWarmClasses(ctx context.Context) ([]WarmClass, error)
-	// AddBootstrap keeps a one-time bootstrap token's hash, and records
-	// events with its write; UseBootstrap marks the token of hash used at
-	// at and returns its sandbox, once: fault.NotFound for a token unknown,
-	// used or expired.
-	AddBootstrap(ctx context.Context, t BootstrapToken, events ...audit.Event) error
-	UseBootstrap(ctx context.Context, hash string, at time.Time) (ID, error)
 }
 
 // Live counts live sandboxes (SPEC S7: starting, running, suspended,

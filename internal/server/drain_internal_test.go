@@ -58,7 +58,7 @@ func newDraining(t *testing.T) *draining {
 	accounts := account.NewService(st, st, time.Now, func(ctx context.Context, org string) error { return classes.Seed(ctx, org) }, st, log)
 	d.svc = sandbox.NewService(st, d.drv, accounts, sandbox.Config{Driver: "fake", Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""},
 		Audit: st}, log, time.Now)
-	classes = class.NewService(st, accounts, d.svc, class.Config{Template: tmpl}, log, time.Now)
+	classes = class.NewService(st, accounts, nil, class.Config{Template: tmpl}, log, time.Now)
 	runs := agentrun.NewService(st, d.svc, d.drv, accounts, agentrun.Config{Driver: "fake"}, log, time.Now)
 	way := reach.NewService(d.svc, st, reach.Config{Driver: "fake", Reacher: d.drv, Audit: st}, log, time.Now)
 	d.svc.SetActivity(way)

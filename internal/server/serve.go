@@ -47,6 +47,7 @@ import (
 	"berth.dev/berth/internal/secret"
 	"berth.dev/berth/internal/store"
 	"berth.dev/berth/internal/usage"
+	"berth.dev/berth/internal/warm"
 	"berth.dev/berth/internal/workspace"
 )
 
@@ -62,6 +63,7 @@ type App struct {
 	accounts  *account.Service
 	sandboxes *sandbox.Service
 	reach     *reach.Service
+	warm      *warm.Service
 	runs      *agentrun.Service
 	classes   *class.Service
 	forge     forge.Forge         // nil without one
@@ -211,7 +213,6 @@ func (b *Base) build(ctx context.Context, cfg Config, log *slog.Logger, o option
 		Retention:    cfg.UsageRetention,
 		Metrics:      m,
 		AgentRunner:  cfg.AgentRunner,
-		Warm:         cfg.Warm,
 	}, log, time.Now, sbOpts...)
 	runs := agentrun.NewService(st, sandboxes, drv, accounts, agentrun.Config{
 		Driver:     cfg.Driver,
@@ -239,10 +240,17 @@ func (b *Base) build(ctx context.Context, cfg Config, log *slog.Logger, o option
 	}
 	way := reach.NewService(sandboxes, st, rcfg, log, time.Now)
 	sandboxes.SetActivity(way)
-	classes := class.NewService(st, accounts, sandboxes, class.Config{Template: cfg.Classes, AllowedImages: cfg.Images,
+	// Warm pools (SPEC S12): the classes' pools, when the driver keeps them.
+	var pools warm.Pools
+	if p, ok := drv.(warm.Pools); ok {
+		pools = p
+	}
+	warmth := warm.NewService(st, sandboxes, pools, warm.Config{On: cfg.Warm, Runtimes: cfg.Runtimes}, log, time.Now)
+	sandboxes.SetWarm(warmth)
+	classes := class.NewService(st, accounts, warmth, class.Config{Template: cfg.Classes, AllowedImages: cfg.Images,
 		Runtimes: cfg.Runtimes, NoSandboxes: drv == nil}, log, time.Now)
 	reports := usage.NewService(st, accounts, sandboxes, cfg.UsageRetention, time.Now)
-	return &App{store: st, replica: replica, accounts: accounts, sandboxes: sandboxes, reach: way, classes: classes, runs: runs, usage: reports, metrics: m, registry: reg, forge: fg, repos: repos, mirrors: mirrors, log: log,
+	return &App{store: st, replica: replica, accounts: accounts, sandboxes: sandboxes, reach: way, warm: warmth, classes: classes, runs: runs, usage: reports, metrics: m, registry: reg, forge: fg, repos: repos, mirrors: mirrors, log: log,
 		inference: models, scripted: scripted}, nil
 }
 
@@ -340,7 +348,7 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) er
 	if err != nil {
 		return fmt.Errorf("BERTH_ADDR: %w", err)
 	}
-	gw := gateway.New(gateway.Options{Accounts: a.accounts, Sandboxes: a.sandboxes, Reach: a.reach, Classes: a.classes, Runs: a.runs, Usage: a.usage, Log: log, Version: Version, Driver: cfg.Driver,
+	gw := gateway.New(gateway.Options{Accounts: a.accounts, Sandboxes: a.sandboxes, Reach: a.reach, Warm: a.warm, Classes: a.classes, Runs: a.runs, Usage: a.usage, Log: log, Version: Version, Driver: cfg.Driver,
 		Forge: a.forge, Repositories: a.repos, Mirrors: gatewayMirrors(a.mirrors), Meter: a.metrics, Inference: a.inference, Scripted: a.scripted,
 		Metrics: promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{
 			ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),

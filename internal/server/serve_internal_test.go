@@ -60,7 +60,7 @@ func TestBuildKubernetes(t *testing.T) {
 	}
 	defer a.store.Close()
 	// With no warm class, the start-up sync lists and deletes nothing.
-	if err := a.sandboxes.SyncPools(ctx); err != nil {
+	if err := a.warm.SyncPools(ctx); err != nil {
 		t.Errorf("SyncPools on the real API server = %v", err)
 	}
 	if _, err := a.sandboxes.Sweep(ctx); err != nil {

@@ -10,6 +10,7 @@ import (
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
+	"berth.dev/berth/internal/warm"
 )
 
 // testWarmPools covers what warm pools keep (SPEC S12): the classes with a
@@ -19,10 +20,10 @@ func testWarmPools(t *testing.T, st *store.Store) {
 	ctx := t.Context()
 	acme, globex := newFixture(t, st, "acme"), newFixture(t, st, "globex")
 	cold := class.Class{Name: "cold", Image: "img", Isolation: sandbox.TierStandard, CPU: 1000, Memory: 1 << 30, DefaultTTL: time.Hour, MaxTTL: time.Hour}
-	warm := cold
-	warm.Name, warm.Warm = "warm", 3
+	hot := cold
+	hot.Name, hot.Warm = "warm", 3
 	for _, fx := range []fixture{acme, globex} {
-		if _, err := st.PutClasses(ctx, fx.org.ID, []class.Class{cold, warm}); err != nil {
+		if _, err := st.PutClasses(ctx, fx.org.ID, []class.Class{cold, hot}); err != nil {
 			t.Fatalf("PutClasses: %v", err)
 		}
 	}
@@ -30,7 +31,7 @@ func testWarmPools(t *testing.T, st *store.Store) {
 	if err != nil {
 		t.Fatalf("ListWarmClasses: %v", err)
 	}
-	want := []sandbox.WarmClass{{Org: acme.org.ID, Class: warm}, {Org: globex.org.ID, Class: warm}}
+	want := []warm.Class{{Org: acme.org.ID, Class: hot}, {Org: globex.org.ID, Class: hot}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("ListWarmClasses (-want +got):\n%s", diff)
 	}
@@ -38,7 +39,7 @@ func testWarmPools(t *testing.T, st *store.Store) {
 	sb, key := newSandbox(acme, acme.ann, "pooled", t0)
 	sb.FromPool = true
 	mustCreate(t, st, sb, key)
-	for i, tok := range []sandbox.BootstrapToken{
+	for i, tok := range []warm.Token{
 		{Hash: "h1", Sandbox: sb.ID, CreatedAt: t0, ExpiresAt: t0.Add(time.Minute)},
 		{Hash: "h2", Sandbox: sb.ID, CreatedAt: t0, ExpiresAt: t0.Add(time.Minute)},
 	} {
@@ -46,8 +47,8 @@ func testWarmPools(t *testing.T, st *store.Store) {
 			t.Fatalf("AddBootstrap %d: %v", i, err)
 		}
 	}
-	wantErr(t, "AddBootstrap(same hash)", st.AddBootstrap(ctx, sandbox.BootstrapToken{Hash: "h1", Sandbox: sb.ID, CreatedAt: t0, ExpiresAt: t0}), fault.Conflict)
-	wantErr(t, "AddBootstrap(unknown sandbox)", st.AddBootstrap(ctx, sandbox.BootstrapToken{Hash: "h3", Sandbox: "sbx_nope", CreatedAt: t0, ExpiresAt: t0}), fault.NotFound)
+	wantErr(t, "AddBootstrap(same hash)", st.AddBootstrap(ctx, warm.Token{Hash: "h1", Sandbox: sb.ID, CreatedAt: t0, ExpiresAt: t0}), fault.Conflict)
+	wantErr(t, "AddBootstrap(unknown sandbox)", st.AddBootstrap(ctx, warm.Token{Hash: "h3", Sandbox: "sbx_nope", CreatedAt: t0, ExpiresAt: t0}), fault.NotFound)
 
 	id, err := st.UseBootstrap(ctx, "h1", t0.Add(time.Second))
 	if err != nil || id != sb.ID {

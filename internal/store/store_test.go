@@ -20,6 +20,7 @@ import (
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
 	"berth.dev/berth/internal/store/storetest"
+	"berth.dev/berth/internal/warm"
 )
 
 // The store is the database behind every domain Store interface.
@@ -27,6 +28,7 @@ var (
 	_ account.Store          = (*store.Store)(nil)
 	_ account.GuardrailStore = (*store.Store)(nil)
 	_ sandbox.Store          = (*store.Store)(nil)
+	_ warm.Store             = (*store.Store)(nil)
 )
 
 func TestSQLite(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store/sqldb"
+	"berth.dev/berth/internal/warm"
 )
 
 // boolArg is a boolean column's value: 0 or 1 on both engines.
@@ -22,16 +23,16 @@ func boolArg(b bool) int {
 
 // ListWarmClasses returns every organisation's classes with warm > 0
 // (SPEC S12), by organisation and name.
-func (s *Store) ListWarmClasses(ctx context.Context) ([]sandbox.WarmClass, error) {
+func (s *Store) ListWarmClasses(ctx context.Context) ([]warm.Class, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT org_id, `+classColumns+` FROM classes WHERE warm > 0 ORDER BY org_id, name`)
 	if err != nil {
 		return nil, fmt.Errorf("list warm classes: %w", err)
 	}
 	defer rows.Close()
-	var out []sandbox.WarmClass
+	var out []warm.Class
 	for rows.Next() {
 		var org string
-		var wc sandbox.WarmClass
+		var wc warm.Class
 		c, err := scanClass(prefixed{rows, &org})
 		if err != nil {
 			return nil, fmt.Errorf("list warm classes: %w", err)
@@ -54,11 +55,11 @@ type prefixed struct {
 func (p prefixed) Scan(dest ...any) error { return p.rows.Scan(append([]any{p.first}, dest...)...) }
 
 // AddBootstrap keeps a bootstrap token's hash, with events.
-func (s *Store) AddBootstrap(ctx context.Context, t sandbox.BootstrapToken, events ...audit.Event) error {
+func (s *Store) AddBootstrap(ctx context.Context, t warm.Token, events ...audit.Event) error {
 	return s.withEvents(ctx, sqldb.Patient, events, func(q sqldb.Queryer) error { return addBootstrap(ctx, q, t) })
 }
 
-func addBootstrap(ctx context.Context, q sqldb.Queryer, t sandbox.BootstrapToken) error {
+func addBootstrap(ctx context.Context, q sqldb.Queryer, t warm.Token) error {
 	_, err := q.ExecContext(ctx, `INSERT INTO bootstrap_tokens (hash, sandbox_id, created_at, expires_at) VALUES ($1, $2, $3, $4)`,
 		t.Hash, string(t.Sandbox), timeArg(t.CreatedAt), timeArg(t.ExpiresAt))
 	switch constraintOf(err) {

@@ -56,7 +56,7 @@ func newFixture(t *testing.T) *fixture {
 	f.sandboxes = sandbox.NewService(st, fake.New(), accounts, sandbox.Config{
 		Driver: "fake", Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""},
 	}, log, f.Now)
-	f.classes = class.NewService(st, accounts, f.sandboxes, class.Config{Template: tmpl}, log, f.Now)
+	f.classes = class.NewService(st, accounts, nil, class.Config{Template: tmpl}, log, f.Now)
 	f.usage = usage.NewService(st, accounts, f.sandboxes, 90*24*time.Hour, f.Now)
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -24,6 +24,7 @@ import (
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/reach"
 	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/warm"
 )
 
 // Driver runs sandboxes as agent-sandbox objects in one namespace.
@@ -37,7 +38,7 @@ var (
 	_ sandbox.Driver  = (*Driver)(nil)
 	_ reach.Reacher   = (*Driver)(nil)
 	_ sandbox.Expirer = (*Driver)(nil)
-	_ sandbox.Pools   = (*Driver)(nil)
+	_ warm.Pools      = (*Driver)(nil)
 	_ sandbox.Watcher = (*Driver)(nil)
 
 	_ sandbox.InMachineRuns = (*Driver)(nil)

@@ -37,6 +37,7 @@ import (
 	"berth.dev/berth/internal/store"
 	"berth.dev/berth/internal/tunnel/tunneltest"
 	"berth.dev/berth/internal/usage"
+	"berth.dev/berth/internal/warm"
 )
 
 const sshKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGQ0n8q0dvGXmfhT3x7Jt0yq4xNn6JkJ3sJ8QmV4c2Xk alice@laptop"
@@ -114,7 +115,7 @@ const clusterClasses = `sandboxes:
     purposes: [engineer]
 `
 
-func newCluster(t *testing.T, warm bool, g *greeter) *cluster {
+func newCluster(t *testing.T, pooled bool, g *greeter) *cluster {
 	t.Helper()
 	dc := kubeClient(t)
 	ctx := t.Context()
@@ -137,15 +138,17 @@ func newCluster(t *testing.T, warm bool, g *greeter) *cluster {
 	accounts := account.NewService(st, st, time.Now, func(ctx context.Context, org string) error { return classes.Seed(ctx, org) }, st, log)
 	runtimes := map[sandbox.Tier]string{sandbox.TierStandard: "", sandbox.TierIsolated: "gvisor"}
 	svc := sandbox.NewService(st, drv, accounts, sandbox.Config{
-		Driver: "kubernetes", Runtimes: runtimes, PublicURL: url, Audit: st, Warm: warm,
+		Driver: "kubernetes", Runtimes: runtimes, PublicURL: url, Audit: st,
 	}, log, time.Now)
-	classes = class.NewService(st, accounts, svc, class.Config{Template: tmpl, Runtimes: runtimes}, log, time.Now)
+	pools := warm.NewService(st, svc, drv, warm.Config{On: pooled, Runtimes: runtimes}, log, time.Now)
+	svc.SetWarm(pools)
+	classes = class.NewService(st, accounts, pools, class.Config{Template: tmpl, Runtimes: runtimes}, log, time.Now)
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); svc.Run(runCtx, time.Hour) }()
 	t.Cleanup(func() { cancel(); <-done })
 	runs := agentrun.NewService(st, svc, drv, accounts, agentrun.Config{Driver: "kubernetes", PublicURL: url}, log, time.Now)
-	gw := gateway.New(gateway.Options{Accounts: accounts, Sandboxes: svc, Classes: classes, Runs: runs, Log: log, Version: "test", Driver: "kubernetes",
+	gw := gateway.New(gateway.Options{Accounts: accounts, Sandboxes: svc, Warm: pools, Classes: classes, Runs: runs, Log: log, Version: "test", Driver: "kubernetes",
 		Usage: usage.NewService(st, accounts, svc, 90*24*time.Hour, time.Now)})
 	srv.Config.Handler = gw.Handler()
 	srv.Start()
@@ -589,8 +592,8 @@ func TestWarmPoolClaimEndToEnd(t *testing.T) {
 	if n := len(pools()); n != 1 {
 		t.Fatalf("%d pools after warm 2 again, want 1", n)
 	}
-	off := sandbox.NewService(c.st, kubernetes.New(c.kcfg, c.dc, slog.New(slog.DiscardHandler)), nil, sandbox.Config{
-		Driver: "kubernetes", Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""}, Warm: false,
+	off := warm.NewService(c.st, nil, kubernetes.New(c.kcfg, c.dc, slog.New(slog.DiscardHandler)), warm.Config{
+		On: false, Runtimes: map[sandbox.Tier]string{sandbox.TierStandard: ""},
 	}, slog.New(slog.DiscardHandler), time.Now)
 	if err := off.SyncPools(ctx); err != nil {
 		t.Fatal(err)
@@ -620,8 +623,8 @@ func TestClaimWaitedForAgain(t *testing.T) {
 	dc := kubeClient(t)
 	d, ctl, _ := newDriver(t, dc, newGreeter(t, nil))
 	ctx := t.Context()
-	p := sandbox.Pool{Org: "org_acme", Class: class.Class{Name: "warm", Image: "ghcr.io/acme/dev:1", CPU: 500, Memory: 1 << 30, Warm: 1}}
-	if err := d.SyncPools(ctx, []sandbox.Pool{p}); err != nil {
+	p := warm.Pool{Org: "org_acme", Class: class.Class{Name: "warm", Image: "ghcr.io/acme/dev:1", CPU: 500, Memory: 1 << 30, Warm: 1}}
+	if err := d.SyncPools(ctx, []warm.Pool{p}); err != nil {
 		t.Fatal(err)
 	}
 	spec := drivertest.Spec(drivertest.Options{Image: p.Class.Image, SSHKey: sshKey})

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/warm"
 )
 
 // objectName is a sandbox's Sandbox (and SandboxClaim) name: its id with
@@ -94,7 +95,7 @@ func expiry(at time.Time) *metav1.Time {
 // environment from the gateway with it. The namespace's own NetworkPolicy
 // (deploy/) governs them: the controller's managed policy would block
 // cluster DNS and the gateway.
-func TemplateObject(c Config, p sandbox.Pool) SandboxTemplate {
+func TemplateObject(c Config, p warm.Pool) SandboxTemplate {
 	c = c.withDefaults()
 	sb := sandbox.Sandbox{
 		Org: p.Org, Purpose: sandbox.PurposeEngineer, Class: p.Class.Name, Image: p.Class.Image,
@@ -123,14 +124,14 @@ func TemplateObject(c Config, p sandbox.Pool) SandboxTemplate {
 	}
 }
 
-func (c Config) poolLabels(p sandbox.Pool) map[string]string {
+func (c Config) poolLabels(p warm.Pool) map[string]string {
 	return map[string]string{labelDeployment: c.Deployment, labelOrg: p.Org, labelClass: p.Class.Name, labelPool: "true"}
 }
 
 // PoolObject is a class's SandboxWarmPool: warm ready sandboxes, replaced
 // with the template's newest form only as they are claimed (SPEC S12:
 // OnReplenish).
-func PoolObject(c Config, p sandbox.Pool) SandboxWarmPool {
+func PoolObject(c Config, p warm.Pool) SandboxWarmPool {
 	c = c.withDefaults()
 	name := c.poolName(p.Org, p.Class.Name)
 	n := int32(p.Class.Warm)

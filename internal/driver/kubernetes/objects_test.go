@@ -19,6 +19,7 @@ import (
 	"berth.dev/berth/internal/quantity"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/secret"
+	"berth.dev/berth/internal/warm"
 )
 
 var testConfig = kubernetes.Config{
@@ -57,8 +58,8 @@ func agentRunSpec() sandbox.Spec {
 	return sandbox.Spec{Sandbox: sb, Env: env, Run: &sandbox.RunSpec{InMachine: true, Args: args, Network: "allowlist"}}
 }
 
-func warmPool() sandbox.Pool {
-	return sandbox.Pool{Org: "org_acme", Runtime: "gvisor", Class: class.Class{
+func warmPool() warm.Pool {
+	return warm.Pool{Org: "org_acme", Runtime: "gvisor", Class: class.Class{
 		Name: "standard", Image: "ghcr.io/acme/dev:1", Isolation: sandbox.TierIsolated, CPU: 1000, Memory: 2 << 30, Disk: 10 << 30, Warm: 3,
 	}}
 }

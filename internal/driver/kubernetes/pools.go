@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/warm"
 )
 
 // claim asks the class's warm pool for a sandbox. The controller adopts a
@@ -33,7 +34,7 @@ func (d *Driver) claim(ctx context.Context, spec sandbox.Spec) error {
 // pools: created, updated where a class changed (the pool replaces its
 // members as they are claimed, OnReplenish), and deleted where a class is
 // gone, has warm 0, or warm pools are off.
-func (d *Driver) SyncPools(ctx context.Context, pools []sandbox.Pool) error {
+func (d *Driver) SyncPools(ctx context.Context, pools []warm.Pool) error {
 	want := map[string]bool{}
 	var errs []error
 	for _, p := range pools {

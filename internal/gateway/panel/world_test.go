@@ -152,7 +152,7 @@ func newWorld(t testing.TB, opts ...worldOption) *world {
 	}, log, w.now, runOpts...)
 	svc.SetRuns(runs)
 	w.sandboxes = svc
-	classSvc = class.NewService(st, w.accounts, svc, class.Config{Template: tmpl, Runtimes: map[class.Tier]string{class.TierStandard: ""},
+	classSvc = class.NewService(st, w.accounts, nil, class.Config{Template: tmpl, Runtimes: map[class.Tier]string{class.TierStandard: ""},
 		NoSandboxes: drv == nil}, log, w.now)
 	w.classes = classSvc
 	runCtx, cancel := context.WithCancel(context.Background())

@@ -221,3 +221,24 @@ func Task(n int) string {
 	}
 	return s + strings.Repeat(".", n-len(s))
 }
+
+// Run starts svc's background work for the test's life.
+func Run(t *testing.T, svc *sandbox.Service) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		svc.Run(ctx, time.Hour)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// Engineer creates p's engineer sandbox name of class standard with Key.
+func Engineer(t *testing.T, svc *sandbox.Service, p account.Principal, name string) sandbox.Sandbox {
+	t.Helper()
+	sb, err := svc.Create(t.Context(), p, sandbox.CreateRequest{Name: name, Class: "standard", SSHKeys: []string{Key}})
+	if err != nil {
+		t.Fatalf("create %s: %v", name, err)
+	}
+	return sb
+}

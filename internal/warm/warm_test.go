@@ -1,4 +1,4 @@
-package sandbox_test
+package warm_test
 
 import (
 	"bytes"
@@ -12,31 +12,33 @@ import (
 	"testing"
 	"time"
 
+	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/driver/fake"
+	"berth.dev/berth/internal/fakeclock"
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/sandbox/sandboxtest"
+	"berth.dev/berth/internal/store"
+	"berth.dev/berth/internal/warm"
 )
 
-// poolDriver is the fake driver with the capabilities of the kubernetes
-// driver and none of podman's: it keeps warm pools, carries expiries, and
-// neither follows runs nor reaches ports.
+const testKey = sandboxtest.Key
+
+// poolDriver is the fake driver with the warm pools of the kubernetes
+// driver and none of podman's capabilities: it records every start and
+// every SyncPools call.
 type poolDriver struct {
 	f *fake.Driver
 
-	mu       sync.Mutex
-	pools    [][]sandbox.Pool // every SyncPools call
-	expiries map[sandbox.ID]time.Time
-	specs    []sandbox.Spec
-	final    map[sandbox.ID]bool
+	mu    sync.Mutex
+	pools [][]warm.Pool // every SyncPools call
+	specs []sandbox.Spec
 }
 
-var (
-	_ sandbox.Pools   = (*poolDriver)(nil)
-	_ sandbox.Expirer = (*poolDriver)(nil)
-)
+var _ warm.Pools = (*poolDriver)(nil)
 
 func (d *poolDriver) Start(ctx context.Context, spec sandbox.Spec) error {
 	d.mu.Lock()
@@ -50,42 +52,15 @@ func (d *poolDriver) Start(ctx context.Context, spec sandbox.Spec) error {
 func (d *poolDriver) Stop(ctx context.Context, id sandbox.ID) error   { return d.f.Stop(ctx, id) }
 func (d *poolDriver) Remove(ctx context.Context, id sandbox.ID) error { return d.f.Remove(ctx, id) }
 func (d *poolDriver) Inspect(ctx context.Context, id sandbox.ID) (sandbox.Machine, error) {
-	m, err := d.f.Inspect(ctx, id)
-	d.mu.Lock()
-	m.Final = d.final[id]
-	d.mu.Unlock()
-	return m, err
+	return d.f.Inspect(ctx, id)
 }
-func (d *poolDriver) List(ctx context.Context) ([]sandbox.Machine, error) {
-	ms, err := d.f.List(ctx)
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for i := range ms {
-		ms[i].Final = d.final[ms[i].ID]
-	}
-	return ms, err
-}
+func (d *poolDriver) List(ctx context.Context) ([]sandbox.Machine, error) { return d.f.List(ctx) }
 
-func (d *poolDriver) SyncPools(_ context.Context, pools []sandbox.Pool) error {
+func (d *poolDriver) SyncPools(_ context.Context, pools []warm.Pool) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.pools = append(d.pools, pools)
 	return nil
-}
-
-func (d *poolDriver) SetExpiry(_ context.Context, id sandbox.ID, at time.Time) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.expiries[id] = at
-	return nil
-}
-
-// finish makes a machine's pod finish with code, as on Kubernetes.
-func (d *poolDriver) finish(id sandbox.ID, code int) {
-	d.mu.Lock()
-	d.final[id] = true
-	d.mu.Unlock()
-	d.f.Exit(id, code)
 }
 
 func (d *poolDriver) lastSpec(t *testing.T, id sandbox.ID) sandbox.Spec {
@@ -101,7 +76,7 @@ func (d *poolDriver) lastSpec(t *testing.T, id sandbox.ID) sandbox.Spec {
 	return sandbox.Spec{}
 }
 
-func (d *poolDriver) lastPools() []sandbox.Pool {
+func (d *poolDriver) lastPools() []warm.Pool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if len(d.pools) == 0 {
@@ -110,20 +85,57 @@ func (d *poolDriver) lastPools() []sandbox.Pool {
 	return d.pools[len(d.pools)-1]
 }
 
-// withPools rebuilds e's service on a poolDriver with warm pools on or off.
-func withPools(t *testing.T, e *env, warm bool) *poolDriver {
+// env is the warm pools' world (sandboxtest): one gateway's sandbox
+// service on a poolDriver, with warm pools on or off, its classes telling
+// the pools, as the composition root wires them.
+type env struct {
+	st      *store.Store
+	clock   *fakeclock.Clock
+	w       *sandboxtest.World
+	svc     *sandbox.Service
+	warm    *warm.Service
+	classes *class.Service
+
+	accounts          *account.Service
+	admin, alice, bob account.Principal
+	acme              account.Organisation
+}
+
+// withPools makes the world with warm pools on or off, and a class warm
+// with a pool of 2 in acme.
+func withPools(t *testing.T, on bool) (*env, *poolDriver) {
 	t.Helper()
-	d := &poolDriver{f: e.drv, expiries: map[sandbox.ID]time.Time{}, final: map[sandbox.ID]bool{}}
-	cfg := e.cfg
-	cfg.Driver, cfg.Warm = "kubernetes", warm
+	e := &env{}
+	w := sandboxtest.New(t, func(ctx context.Context, org string) error { return e.classes.Seed(ctx, org) })
+	e.w, e.st, e.clock, e.accounts = w, w.Store, w.Clock, w.Accounts
+	d := &poolDriver{f: w.Driver}
+	cfg := w.Config(t)
+	cfg.Driver = "kubernetes"
 	log := slog.New(slog.NewTextHandler(t.Output(), nil))
-	e.svc = sandbox.NewService(e.st, d, e.accounts, cfg, log, e.clock.Now, e.opts...)
-	e.classes = class.NewService(e.st, e.accounts, e.svc, e.classCfg, log, e.clock.Now) // its pools follow the classes
+	e.svc = sandbox.NewService(e.st, d, w.Accounts, cfg, log, e.clock.Now)
+	e.warm = warm.NewService(e.st, e.svc, d, warm.Config{On: on, Runtimes: cfg.Runtimes}, log, e.clock.Now)
+	e.svc.SetWarm(e.warm)
+	e.classes = class.NewService(e.st, w.Accounts, e.warm, w.ClassConfig(t, cfg), log, e.clock.Now) // its pools follow the classes
+	w.People(t)
+	e.admin, e.alice, e.bob, e.acme = w.Admin, w.Alice, w.Bob, w.Acme
 	const warmClass = "sandboxes:\n  - name: warm\n    image: localhost/berth-sandbox:1\n    isolation: standard\n    warm: 2\n    purposes: [engineer]\n"
 	if _, err := e.classes.Apply(t.Context(), e.admin, "", strings.NewReader(warmClass)); err != nil {
 		t.Fatal(err)
 	}
-	return d
+	return e, d
+}
+
+// run starts the sandbox service's background work for the test's life.
+func (e *env) run(t *testing.T) { sandboxtest.Run(t, e.svc) }
+
+func (e *env) engineer(t *testing.T, p account.Principal, name string) sandbox.Sandbox {
+	return sandboxtest.Engineer(t, e.svc, p, name)
+}
+
+// waitState polls until the sandbox is in state want.
+func (e *env) waitState(t *testing.T, id sandbox.ID, want sandbox.State) sandbox.Sandbox {
+	t.Helper()
+	return e.w.Within(t, id, want, 10*time.Second)
 }
 
 // TestWarmPoolSandboxFetchesItsEnvironmentOnce: a sandbox of a warm class
@@ -131,8 +143,7 @@ func withPools(t *testing.T, e *env, warm bool) *poolDriver {
 // the environment once, with a fresh key that replaces the one of its
 // creation, and every step is in the audit log (SPEC S12, S17).
 func TestWarmPoolSandboxFetchesItsEnvironmentOnce(t *testing.T) {
-	e := newEnv(t)
-	d := withPools(t, e, true)
+	e, d := withPools(t, true)
 	e.run(t)
 	ctx := t.Context()
 	if got := d.lastPools(); len(got) != 1 || got[0].Class.Name != "warm" || got[0].Class.Warm != 2 || got[0].Org != e.acme.ID {
@@ -159,7 +170,7 @@ func TestWarmPoolSandboxFetchesItsEnvironmentOnce(t *testing.T) {
 		}
 	}
 
-	env, err := e.svc.Bootstrap(ctx, spec.Bootstrap.Reveal())
+	env, err := e.warm.Bootstrap(ctx, spec.Bootstrap.Reveal())
 	if err != nil {
 		t.Fatalf("Bootstrap = %v", err)
 	}
@@ -174,10 +185,10 @@ func TestWarmPoolSandboxFetchesItsEnvironmentOnce(t *testing.T) {
 	if after.KeyID == sb.KeyID || after.KeyID == "" {
 		t.Errorf("key %s after bootstrap, created with %s: want a new one", after.KeyID, sb.KeyID)
 	}
-	if _, err := e.svc.Bootstrap(ctx, spec.Bootstrap.Reveal()); !errors.Is(err, fault.Unauthenticated) {
+	if _, err := e.warm.Bootstrap(ctx, spec.Bootstrap.Reveal()); !errors.Is(err, fault.Unauthenticated) {
 		t.Errorf("second Bootstrap = %v, want ErrUnauthenticated", err)
 	}
-	if _, err := e.svc.Bootstrap(ctx, "bst_NOTATOKEN"); !errors.Is(err, fault.Unauthenticated) {
+	if _, err := e.warm.Bootstrap(ctx, "bst_NOTATOKEN"); !errors.Is(err, fault.Unauthenticated) {
 		t.Errorf("Bootstrap(unknown) = %v, want ErrUnauthenticated", err)
 	}
 	events, _, err := e.st.ListAudit(ctx, audit.Filter{Sandbox: string(sb.ID)}, paging.Request{})
@@ -226,8 +237,7 @@ func TestWarmPoolSandboxFetchesItsEnvironmentOnce(t *testing.T) {
 // driver for no pool at its start, and sandboxes of warm classes start
 // cold (SPEC S12).
 func TestWarmPoolsOffDeletesThem(t *testing.T) {
-	e := newEnv(t)
-	d := withPools(t, e, false)
+	e, d := withPools(t, false)
 	e.run(t)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -251,44 +261,5 @@ func TestWarmPoolsOffDeletesThem(t *testing.T) {
 	}
 	if got := e.waitState(t, sb.ID, sandbox.StateRunning); got.FromPool {
 		t.Errorf("FromPool with pools off")
-	}
-}
-
-// TestExtendMovesTheDriversExpiry: a driver that carries expiries gets
-// every new one (SPEC S11: the cluster enforces shutdownTime).
-func TestExtendMovesTheDriversExpiry(t *testing.T) {
-	e := newEnv(t)
-	d := withPools(t, e, false)
-	e.run(t)
-	sb := e.engineer(t, e.alice, "long")
-	e.waitState(t, sb.ID, sandbox.StateRunning)
-	got, err := e.svc.Extend(t.Context(), e.alice, "long", "8h")
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.mu.Lock()
-	at := d.expiries[sb.ID]
-	d.mu.Unlock()
-	if !at.Equal(got.ExpiresAt) {
-		t.Errorf("driver expiry %s, want %s", at, got.ExpiresAt)
-	}
-}
-
-// TestFinishedMachineFails: a machine that finished cannot restart, so
-// even exit 0 fails the sandbox instead of suspending it (SPEC S11).
-func TestFinishedMachineFails(t *testing.T) {
-	e := newEnv(t)
-	d := withPools(t, e, false)
-	stop := e.run(t)
-	sb := e.engineer(t, e.alice, "done")
-	e.waitState(t, sb.ID, sandbox.StateRunning)
-	stop()
-	d.finish(sb.ID, 0)
-	if _, err := e.svc.Sweep(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	got, _ := e.st.GetSandbox(t.Context(), sb.ID)
-	if got.State != sandbox.StateFailed || !strings.Contains(got.Reason, "cannot restart") {
-		t.Errorf("after a finished pod: %s (%s), want failed", got.State, got.Reason)
 	}
 }
