@@ -52,6 +52,11 @@ func TestMain(m *testing.M) {
 	fmt.Fprintf(os.Stderr, "kube-apiserver and etcd up with the agent-sandbox CRDs in %s\n", time.Since(began).Round(100*time.Millisecond))
 	code := m.Run()
 	server.Stop()
+	// The real controller's tests start a server of their own
+	// (realcontroller_test.go).
+	if realServer.srv != nil {
+		realServer.srv.Stop()
+	}
 	os.Exit(code)
 }
 
