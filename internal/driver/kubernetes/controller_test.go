@@ -22,11 +22,11 @@ import (
 	"berth.dev/berth/internal/driver/kubernetes/kubetest"
 )
 
-// The API server runs without the agent-sandbox controller (it cannot be
-// built here: notes/kubernetes.md), so these tests play its part with
-// standIn: it turns Sandboxes Ready with a pod IP, suspends them, keeps
-// warm pools filled from their templates and binds claims to a pool's
-// member as the claim controller does. Everything the driver writes is
+// This API server runs without the agent-sandbox controller, so these
+// tests play its part with standIn (the real controller runs on a server
+// of its own for realcontroller_test.go): it turns Sandboxes Ready with a
+// pod IP, suspends them, keeps warm pools filled from their templates and
+// binds claims to a pool's member as the claim controller does. Everything the driver writes is
 // still validated by the real API server against the real CRDs.
 
 var server *kubetest.Server
@@ -52,6 +52,11 @@ func TestMain(m *testing.M) {
 	fmt.Fprintf(os.Stderr, "kube-apiserver and etcd up with the agent-sandbox CRDs in %s\n", time.Since(began).Round(100*time.Millisecond))
 	code := m.Run()
 	server.Stop()
+	// The real controller's tests start a server of their own
+	// (realcontroller_test.go).
+	if realServer.srv != nil {
+		realServer.srv.Stop()
+	}
 	os.Exit(code)
 }
 

@@ -2,8 +2,10 @@
 // integration tests, with the agent-sandbox CRDs applied
 // (notes/kubernetes.md §3). The binaries come from scripts/build-kube,
 // which builds them from the Go module proxy and caches them by version;
-// BERTH_TEST_KUBE names their directory. There is no controller manager,
-// scheduler or agent-sandbox controller: tests play the controller's part
+// BERTH_TEST_KUBE names their directory. There is no controller manager
+// or scheduler. The real agent-sandbox controller runs beside them when a
+// test run asks (StartController, BERTH_TEST_CONTROLLER), with a kubelet
+// stand-in for its pods; otherwise tests play the controller's part
 // themselves, and say so.
 package kubetest
 
@@ -48,8 +50,27 @@ type Server struct {
 	// Config reaches the server as a member of system:masters.
 	Config *rest.Config
 	dir    string
-	procs  []*exec.Cmd
+	procs  []*proc
 	logs   []*os.File
+	// controller is the agent-sandbox controller's process once started,
+	// stopKubelet ends the kubelet stand-in (controller.go).
+	controller  *proc
+	stopKubelet func()
+}
+
+// proc is a process the server started; exited is closed once it ends.
+type proc struct {
+	cmd    *exec.Cmd
+	exited chan struct{}
+}
+
+func (p *proc) done() bool {
+	select {
+	case <-p.exited:
+		return true
+	default:
+		return false
+	}
 }
 
 var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
@@ -99,7 +120,7 @@ func (s *Server) start(ctx context.Context, bin string) error {
 		}
 	}
 	url := func(p int) string { return "http://127.0.0.1:" + strconv.Itoa(p) }
-	if err := s.run(filepath.Join(bin, "etcd"), "etcd.log",
+	if err := s.run(filepath.Join(bin, "etcd"), "etcd.log", nil,
 		"--name", "kubetest", "--data-dir", filepath.Join(s.dir, "etcd"),
 		"--listen-client-urls", url(client), "--advertise-client-urls", url(client),
 		"--listen-peer-urls", url(peer), "--initial-advertise-peer-urls", url(peer),
@@ -107,7 +128,7 @@ func (s *Server) start(ctx context.Context, bin string) error {
 		"--unsafe-no-fsync"); err != nil {
 		return err
 	}
-	if err := s.run(filepath.Join(bin, "kube-apiserver"), "kube-apiserver.log",
+	if err := s.run(filepath.Join(bin, "kube-apiserver"), "kube-apiserver.log", nil,
 		"--etcd-servers="+url(client),
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port="+strconv.Itoa(secure),
 		"--endpoint-reconciler-type=none", "--cert-dir="+filepath.Join(s.dir, "certs"),
@@ -125,18 +146,25 @@ func (s *Server) start(ctx context.Context, bin string) error {
 	return s.waitReady(ctx)
 }
 
-func (s *Server) run(path, log string, args ...string) error {
+// run starts path with args, its output in the file log of the server's
+// directory; setup, if any, adjusts the command first.
+func (s *Server) run(path, log string, setup func(*exec.Cmd), args ...string) error {
 	f, err := os.Create(filepath.Join(s.dir, log))
 	if err != nil {
 		return err
 	}
 	cmd := exec.Command(path, args...)
 	cmd.Stdout, cmd.Stderr = f, f
+	if setup != nil {
+		setup(cmd)
+	}
 	if err := cmd.Start(); err != nil {
 		f.Close()
 		return fmt.Errorf("start %s: %w", filepath.Base(path), err)
 	}
-	s.procs = append(s.procs, cmd)
+	p := &proc{cmd: cmd, exited: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(p.exited) }()
+	s.procs = append(s.procs, p)
 	s.logs = append(s.logs, f)
 	return nil
 }
@@ -151,8 +179,8 @@ func (s *Server) waitReady(ctx context.Context) error {
 	deadline := time.Now().Add(90 * time.Second)
 	for time.Now().Before(deadline) {
 		for _, p := range s.procs {
-			if p.ProcessState != nil {
-				return fmt.Errorf("%s exited: %s", filepath.Base(p.Path), s.tail())
+			if p.done() {
+				return fmt.Errorf("%s exited: %s", filepath.Base(p.cmd.Path), s.tail())
 			}
 		}
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.Config.Host+"/readyz", nil)
@@ -247,18 +275,20 @@ current-context: kubetest
 `, s.Config.Host, token)
 }
 
-// Stop ends the API server, then etcd, and removes their state.
+// Stop ends the kubelet stand-in and the controller if started, then
+// the API server, then etcd, and removes their state.
 func (s *Server) Stop() {
+	if s.stopKubelet != nil {
+		s.stopKubelet()
+	}
 	for i := len(s.procs) - 1; i >= 0; i-- {
 		p := s.procs[i]
-		_ = p.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { _ = p.Wait(); close(done) }()
+		_ = p.cmd.Process.Signal(os.Interrupt)
 		select {
-		case <-done:
+		case <-p.exited:
 		case <-time.After(10 * time.Second):
-			_ = p.Process.Kill()
-			<-done
+			_ = p.cmd.Process.Kill()
+			<-p.exited
 		}
 	}
 	for _, f := range s.logs {
