@@ -190,7 +190,7 @@ func TestRetentionRemovesARunsFiles(t *testing.T) {
 		t.Errorf("the run's log after its sandbox was deleted: %v, want it gone", err)
 	}
 	if _, _, err := e.runs.Log(t.Context(), e.alice, string(sb.ID)); !errors.Is(err, fault.NotFound) {
-		t.Errorf("RunLog of a deleted sandbox: %v, want ErrNotFound", err)
+		t.Errorf("RunLog of a deleted sandbox: %v, want fault.NotFound", err)
 	}
 }
 
@@ -206,6 +206,6 @@ func TestAgentRunsNeedADriverThatRunsThem(t *testing.T) {
 	_, err := e.svc.Create(t.Context(), e.alice, sandbox.CreateRequest{Name: "task", Purpose: "agent", Class: "agent",
 		Repo: "acme/app", Task: "fix it", Runner: "claude-code"})
 	if !errors.Is(err, fault.Unavailable) || !strings.Contains(err.Error(), "can run no agents") {
-		t.Fatalf("agent run on a driver without Follow or InMachineRuns = %v, want ErrUnavailable naming why", err)
+		t.Fatalf("agent run on a driver without Follow or InMachineRuns = %v, want fault.Unavailable naming why", err)
 	}
 }

@@ -121,7 +121,7 @@ func TestReviewerRuns(t *testing.T) {
 					f.Close()
 					t.Error("a verdict copy was kept for a verdict that could not be taken")
 				} else if !errors.Is(err, fault.NotFound) {
-					t.Errorf("RunVerdict = %v, want ErrNotFound", err)
+					t.Errorf("RunVerdict = %v, want fault.NotFound", err)
 				}
 				if got.SHA256 != "" {
 					t.Errorf("review sha256 %s with nothing copied", got.SHA256)

@@ -133,7 +133,7 @@ func TestAgentRunPushesItsWorkAndReportsItsUsage(t *testing.T) {
 	}
 	f.Close()
 	if _, _, err := e.runs.Log(t.Context(), e.stranger, string(sb.ID)); !errors.Is(err, fault.NotFound) {
-		t.Errorf("a stranger read the run log: err = %v, want ErrNotFound", err)
+		t.Errorf("a stranger read the run log: err = %v, want fault.NotFound", err)
 	}
 
 	entries, _, err := e.st.ListAudit(t.Context(), audit.Filter{}, paging.Request{})

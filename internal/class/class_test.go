@@ -119,7 +119,7 @@ func TestClassFileReportsEveryProblemWithItsLine(t *testing.T) {
 `
 	_, err := class.ParseFile(strings.NewReader(file))
 	if !errors.Is(err, fault.Invalid) {
-		t.Fatalf("ParseFile = %v, want ErrInvalid", err)
+		t.Fatalf("ParseFile = %v, want fault.Invalid", err)
 	}
 	for _, want := range []string{"sandboxes[1] bad (line 4): cpu", "sandboxes[1] bad (line 4): memory", `sandboxes[2] good (line 8): name: "good" is also sandboxes[0]`, "sandboxes[4] typo (line 12): mem: line 14: unknown field", `sandboxes[3] bad (line 10): name: "bad" is also sandboxes[1]`} {
 		if !strings.Contains(err.Error(), want) {
@@ -128,7 +128,7 @@ func TestClassFileReportsEveryProblemWithItsLine(t *testing.T) {
 	}
 	for _, bad := range []string{"", "classes: []\n", "sandboxes: 3\n", "sandboxes:\n  - [\n"} {
 		if _, err := class.ParseFile(strings.NewReader(bad)); !errors.Is(err, fault.Invalid) {
-			t.Errorf("ParseFile(%q) = %v, want ErrInvalid", bad, err)
+			t.Errorf("ParseFile(%q) = %v, want fault.Invalid", bad, err)
 		}
 	}
 	// JSON is YAML too: the API takes either.

@@ -53,7 +53,7 @@ func FuzzParseFile(f *testing.F) {
 		classes, err := class.ParseFile(bytes.NewReader(file))
 		if err != nil {
 			if !errors.Is(err, fault.Invalid) {
-				t.Fatalf("refused with %v, which is no ErrInvalid", err)
+				t.Fatalf("refused with %v, which is no fault.Invalid", err)
 			}
 			// A refusal names what is wrong; it does not grow with the
 			// file past a few screens.

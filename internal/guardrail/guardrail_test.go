@@ -73,10 +73,10 @@ func TestCheckSizeRefuses(t *testing.T) {
 		t.Errorf("a machine at the ceiling is refused: %v", err)
 	}
 	if err := g.CheckSize(8000, 1<<30); !errors.Is(err, fault.Exceeded) {
-		t.Errorf("8 cores under a 4-core ceiling: err = %v, want ErrExceeded", err)
+		t.Errorf("8 cores under a 4-core ceiling: err = %v, want fault.Exceeded", err)
 	}
 	if err := g.CheckSize(1000, 16<<30); !errors.Is(err, fault.Exceeded) {
-		t.Errorf("16Gi under an 8192 MiB ceiling: err = %v, want ErrExceeded", err)
+		t.Errorf("16Gi under an 8192 MiB ceiling: err = %v, want fault.Exceeded", err)
 	}
 }
 
@@ -89,7 +89,7 @@ func TestCutTTLAndCount(t *testing.T) {
 		t.Errorf("CutTTL(1h) = %v, want 1h", got)
 	}
 	if err := guardrail.CheckCount(ptr(2), 2, "project p"); !errors.Is(err, fault.Exceeded) {
-		t.Errorf("CheckCount(2 of 2) = %v, want ErrExceeded", err)
+		t.Errorf("CheckCount(2 of 2) = %v, want fault.Exceeded", err)
 	}
 	if err := guardrail.CheckCount(ptr(2), 1, "project p"); err != nil {
 		t.Errorf("CheckCount(1 of 2) = %v", err)

@@ -110,6 +110,6 @@ func TestSandboxEnvNamesTheRunsModel(t *testing.T) {
 		}
 	}
 	if _, err := e.svc.SandboxEnv(t.Context(), org, "default", "nope"); !errors.Is(err, fault.Forbidden) {
-		t.Errorf("SandboxEnv of a model the key may not reach: %v, want ErrNotAllowed", err)
+		t.Errorf("SandboxEnv of a model the key may not reach: %v, want fault.Forbidden (not allowed)", err)
 	}
 }

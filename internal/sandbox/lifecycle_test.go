@@ -88,7 +88,7 @@ func TestSuspendResumeExtendTerminate(t *testing.T) {
 	}
 	e.clock.Advance(time.Hour) // suspended time is not charged
 	if _, err := e.svc.Suspend(ctx, e.alice, "dev"); !errors.Is(err, fault.Conflict) {
-		t.Errorf("suspend a suspended sandbox: err = %v, want ErrConflict", err)
+		t.Errorf("suspend a suspended sandbox: err = %v, want fault.Conflict", err)
 	}
 	if _, err := e.svc.Resume(ctx, e.alice, "dev"); err != nil {
 		t.Fatal(err)
@@ -127,7 +127,7 @@ func TestSuspendResumeExtendTerminate(t *testing.T) {
 		t.Errorf("the terminated sandbox's key still authenticates: %v", err)
 	}
 	if _, err := e.svc.Resume(ctx, e.alice, string(sb.ID)); !errors.Is(err, fault.Conflict) {
-		t.Errorf("resume a terminated sandbox: err = %v, want ErrConflict", err)
+		t.Errorf("resume a terminated sandbox: err = %v, want fault.Conflict", err)
 	}
 	// The name is free again, and the ended sandbox shows only with All.
 	again := e.engineer(t, e.alice, "dev")
@@ -177,7 +177,7 @@ func TestExpiry(t *testing.T) {
 		t.Error("an expired agent sandbox's machine was kept")
 	}
 	if _, err := e.svc.Extend(ctx, e.alice, "dev", "1h"); !errors.Is(err, fault.Conflict) {
-		t.Errorf("extend while expired: err = %v, want ErrConflict", err)
+		t.Errorf("extend while expired: err = %v, want fault.Conflict", err)
 	}
 	// Resume after expiry: new key, the class's default lifetime, env dropped.
 	res2, err := e.svc.Resume(ctx, e.alice, "dev")
@@ -345,7 +345,7 @@ func TestNamesResolve(t *testing.T) {
 	mine := e.engineer(t, e.alice, "dev")
 	bobs := e.engineer(t, e.bob, "dev")
 	if _, err := e.svc.Create(ctx, e.alice, sandbox.CreateRequest{Name: "dev", Class: "standard", SSHKeys: []string{testKey}}); !errors.Is(err, fault.Conflict) {
-		t.Errorf("a second live sandbox of the same name and owner: err = %v, want ErrConflict", err)
+		t.Errorf("a second live sandbox of the same name and owner: err = %v, want fault.Conflict", err)
 	}
 	if got, err := e.svc.Get(ctx, e.alice, "dev"); err != nil || got.ID != mine.ID {
 		t.Errorf("alice's dev resolves to %v (%v), want hers", got.ID, err)
@@ -356,18 +356,18 @@ func TestNamesResolve(t *testing.T) {
 	_, err := e.svc.Get(ctx, e.admin, "dev")
 	var amb *fault.Error
 	if !errors.As(err, &amb) || amb.Kind != fault.Ambiguous || len(amb.IDs) != 2 {
-		t.Fatalf("administrator resolving a name two people use: err = %v, want AmbiguousError with 2 ids", err)
+		t.Fatalf("administrator resolving a name two people use: err = %v, want fault.Ambiguous with 2 ids", err)
 	}
 	if got, err := e.svc.Get(ctx, e.admin, string(bobs.ID)); err != nil || got.ID != bobs.ID {
 		t.Errorf("administrator by id: %v, %v", got.ID, err)
 	}
 	for _, ref := range []string{string(bobs.ID), "nope", "NOT A NAME"} {
 		if _, err := e.svc.Get(ctx, e.alice, ref); !errors.Is(err, fault.NotFound) {
-			t.Errorf("alice Get(%s) = %v, want ErrNotFound", ref, err)
+			t.Errorf("alice Get(%s) = %v, want fault.NotFound", ref, err)
 		}
 	}
 	if _, err := e.svc.Get(ctx, e.stranger, string(mine.ID)); !errors.Is(err, fault.NotFound) {
-		t.Errorf("another organisation's member by id: %v, want ErrNotFound", err)
+		t.Errorf("another organisation's member by id: %v, want fault.NotFound", err)
 	}
 }
 

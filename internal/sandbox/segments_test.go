@@ -141,7 +141,7 @@ func TestNothingIsChargedPastExpiryBeforeTheSweep(t *testing.T) {
 	e.waitState(t, sb.ID, sandbox.StateRunning)
 	e.clock.Advance(4*time.Hour + 20*time.Second) // 20s past expiry, no sweep yet
 	if _, err := e.svc.Extend(ctx, e.alice, "dev", "2h"); !errors.Is(err, fault.Conflict) {
-		t.Fatalf("extend 20s past expiry: err = %v, want ErrConflict (resume it first)", err)
+		t.Fatalf("extend 20s past expiry: err = %v, want fault.Conflict (resume it first)", err)
 	}
 	if _, err := e.svc.Suspend(ctx, e.alice, "dev"); err != nil {
 		t.Fatal(err)

@@ -169,7 +169,7 @@ func TestCreateRunsAndHandsOverTheEnvironment(t *testing.T) {
 		t.Errorf("sandbox key acts as %s for sandbox %q, want alice for %s", p.User.Name, p.Sandbox, sb.ID)
 	}
 	if _, err := e.svc.Create(t.Context(), p, sandbox.CreateRequest{Name: "child", Class: "standard", SSHKeys: []string{testKey}}); !errors.Is(err, fault.Forbidden) {
-		t.Errorf("a sandbox key created a sandbox: err = %v, want ErrForbidden", err)
+		t.Errorf("a sandbox key created a sandbox: err = %v, want fault.Forbidden", err)
 	}
 }
 
@@ -196,7 +196,7 @@ func TestAgentSandboxGetsASession(t *testing.T) {
 		t.Errorf("GEMINI_CLI_CUSTOM_HEADERS %q, want the session header", got)
 	}
 	if _, err := e.svc.Suspend(t.Context(), e.alice, "fix"); !errors.Is(err, fault.Conflict) {
-		t.Errorf("suspend agent sandbox: err = %v, want ErrConflict", err)
+		t.Errorf("suspend agent sandbox: err = %v, want fault.Conflict", err)
 	}
 }
 
@@ -265,12 +265,12 @@ func TestCreateWithoutForgeOrDriver(t *testing.T) {
 	e := newEnv(t, noForge)
 	_, err := e.svc.Create(t.Context(), e.alice, sandbox.CreateRequest{Name: "a", Purpose: "agent", Repo: "acme/app", Task: "t"})
 	if !errors.Is(err, fault.Unavailable) || !strings.Contains(err.Error(), "BERTH_SANDBOX_GIT_FORGE") {
-		t.Errorf("repository without a forge: err = %v, want ErrUnavailable naming BERTH_SANDBOX_GIT_FORGE", err)
+		t.Errorf("repository without a forge: err = %v, want fault.Unavailable naming BERTH_SANDBOX_GIT_FORGE", err)
 	}
 	nodrv := sandbox.NewService(e.st, nil, e.accounts, sandbox.Config{}, slog.New(slog.DiscardHandler), e.clock.Now)
 	_, err = nodrv.Create(t.Context(), e.alice, sandbox.CreateRequest{Name: "dev", Class: "standard", SSHKeys: []string{testKey}})
 	if !errors.Is(err, fault.Unavailable) || !strings.Contains(err.Error(), "BERTH_SANDBOX_DRIVER") {
-		t.Errorf("no driver: err = %v, want ErrUnavailable naming BERTH_SANDBOX_DRIVER", err)
+		t.Errorf("no driver: err = %v, want fault.Unavailable naming BERTH_SANDBOX_DRIVER", err)
 	}
 }
 
@@ -302,7 +302,7 @@ func TestGuardrailsCutAndRefuse(t *testing.T) {
 	}
 	_, err = e.svc.Create(ctx, e.alice, sandbox.CreateRequest{Name: "huge", Class: "big", SSHKeys: []string{testKey}})
 	if !errors.Is(err, fault.Exceeded) || !strings.Contains(err.Error(), "max_sandbox_cpu") {
-		t.Errorf("16 cores under an 8-core ceiling: err = %v, want ErrExceeded naming max_sandbox_cpu", err)
+		t.Errorf("16 cores under an 8-core ceiling: err = %v, want fault.Exceeded naming max_sandbox_cpu", err)
 	}
 }
 

@@ -57,10 +57,10 @@ func testDeleteEnded(t *testing.T, st *store.Store) {
 		t.Fatalf("DeleteEnded = %v, %v; want [%s] (old)", ids, err, old.ID)
 	}
 	if _, err := st.GetSandbox(ctx, old.ID); !errors.Is(err, fault.NotFound) {
-		t.Errorf("GetSandbox(old) = %v, want ErrNotFound", err)
+		t.Errorf("GetSandbox(old) = %v, want fault.NotFound", err)
 	}
 	if _, err := st.GetKey(ctx, oldKey.ID); !errors.Is(err, fault.NotFound) {
-		t.Errorf("GetKey(old's key) = %v, want ErrNotFound", err)
+		t.Errorf("GetKey(old's key) = %v, want fault.NotFound", err)
 	}
 	for _, kept := range []struct {
 		sb  sandbox.Sandbox

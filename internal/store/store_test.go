@@ -203,7 +203,7 @@ func testRunRoundTrip(t *testing.T, st *store.Store) {
 	sb, key := newSandbox(fx, fx.ann, "task", t0)
 	mustCreate(t, st, sb, key)
 	if _, err := st.GetRun(t.Context(), sb.ID); !errors.Is(err, fault.NotFound) {
-		t.Fatalf("GetRun before any = %v, want ErrNotFound", err)
+		t.Fatalf("GetRun before any = %v, want fault.NotFound", err)
 	}
 	run := agentrun.Run{Sandbox: sb.ID, Runner: "pi", Model: "m", State: agentrun.RunRunning, StartedAt: t0}
 	if err := st.PutRun(t.Context(), run); err != nil {

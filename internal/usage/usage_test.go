@@ -215,10 +215,10 @@ func TestWhoMayReadUsage(t *testing.T) {
 	f := newFixture(t)
 	ctx := t.Context()
 	if _, err := f.usage.Report(ctx, f.alice, usage.Query{}); !errors.Is(err, fault.Forbidden) {
-		t.Errorf("a member: %v, want ErrForbidden", err)
+		t.Errorf("a member: %v, want fault.Forbidden", err)
 	}
 	if _, _, err := f.usage.Audit(ctx, f.alice, usage.AuditQuery{}); !errors.Is(err, fault.Forbidden) {
-		t.Errorf("a member's audit: %v, want ErrForbidden", err)
+		t.Errorf("a member's audit: %v, want fault.Forbidden", err)
 	}
 	for _, p := range []account.Principal{f.admin, f.operator} {
 		if _, err := f.usage.Report(ctx, p, usage.Query{}); err != nil {

@@ -186,10 +186,10 @@ func TestWarmPoolSandboxFetchesItsEnvironmentOnce(t *testing.T) {
 		t.Errorf("key %s after bootstrap, created with %s: want a new one", after.KeyID, sb.KeyID)
 	}
 	if _, err := e.warm.Bootstrap(ctx, spec.Bootstrap.Reveal()); !errors.Is(err, fault.Unauthenticated) {
-		t.Errorf("second Bootstrap = %v, want ErrUnauthenticated", err)
+		t.Errorf("second Bootstrap = %v, want fault.Unauthenticated", err)
 	}
 	if _, err := e.warm.Bootstrap(ctx, "bst_NOTATOKEN"); !errors.Is(err, fault.Unauthenticated) {
-		t.Errorf("Bootstrap(unknown) = %v, want ErrUnauthenticated", err)
+		t.Errorf("Bootstrap(unknown) = %v, want fault.Unauthenticated", err)
 	}
 	events, _, err := e.st.ListAudit(ctx, audit.Filter{Sandbox: string(sb.ID)}, paging.Request{})
 	if err != nil {

@@ -85,10 +85,10 @@ func Run(t *testing.T, o Options) {
 		d := o.NewDriver(t)
 		id := sandbox.NewID()
 		if _, err := d.Inspect(t.Context(), id); !errors.Is(err, fault.NotFound) {
-			t.Errorf("Inspect(unknown) = %v, want ErrNotFound", err)
+			t.Errorf("Inspect(unknown) = %v, want fault.NotFound", err)
 		}
 		if err := d.Stop(t.Context(), id); !errors.Is(err, fault.NotFound) {
-			t.Errorf("Stop(unknown) = %v, want ErrNotFound", err)
+			t.Errorf("Stop(unknown) = %v, want fault.NotFound", err)
 		}
 		if err := d.Remove(t.Context(), id); err != nil {
 			t.Errorf("Remove(unknown) = %v, want nil: removing twice must be safe", err)
@@ -133,7 +133,7 @@ func Run(t *testing.T, o Options) {
 			t.Fatalf("Remove = %v", err)
 		}
 		if _, err := d.Inspect(t.Context(), id); !errors.Is(err, fault.NotFound) {
-			t.Fatalf("Inspect after Remove = %v, want ErrNotFound", err)
+			t.Fatalf("Inspect after Remove = %v, want fault.NotFound", err)
 		}
 		if listed(t, d, id) {
 			t.Fatalf("List holds a removed machine")
@@ -293,7 +293,7 @@ func Run(t *testing.T, o Options) {
 			t.Fatalf("Ports = %v: want unprivileged ports, low to high", ports)
 		}
 		if _, err := r.Addr(t.Context(), sandbox.NewID(), ports.Lo); !errors.Is(err, fault.NotFound) {
-			t.Errorf("Addr(unknown) = %v, want ErrNotFound", err)
+			t.Errorf("Addr(unknown) = %v, want fault.NotFound", err)
 		}
 		spec := Spec(o)
 		id := spec.Sandbox.ID
@@ -320,7 +320,7 @@ func Run(t *testing.T, o Options) {
 			t.Fatal(err)
 		}
 		if _, err := r.Addr(t.Context(), id, ports.Lo); !errors.Is(err, fault.Conflict) {
-			t.Errorf("Addr(stopped) = %v, want ErrConflict", err)
+			t.Errorf("Addr(stopped) = %v, want fault.Conflict", err)
 		}
 	})
 }

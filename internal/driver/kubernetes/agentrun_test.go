@@ -118,7 +118,7 @@ func TestAgentRunStarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := d.Inspect(ctx, spec.Sandbox.ID); !errors.Is(err, fault.NotFound) {
-		t.Errorf("Inspect after Remove = %v, want ErrNotFound", err)
+		t.Errorf("Inspect after Remove = %v, want fault.NotFound", err)
 	}
 	if ms, err := d.List(ctx); err != nil || len(ms) != 0 {
 		t.Errorf("List after Remove = %v, %v; want nothing", ms, err)
@@ -151,7 +151,7 @@ func TestAgentRunFinishedBeforeReady(t *testing.T) {
 	}
 }
 
-// TestAgentRunRefusals: runs this driver cannot run are ErrUnavailable,
+// TestAgentRunRefusals: runs this driver cannot run are fault.Unavailable,
 // and nothing reaches the cluster.
 func TestAgentRunRefusals(t *testing.T) {
 	d, _, c := runDriver(t)
@@ -164,7 +164,7 @@ func TestAgentRunRefusals(t *testing.T) {
 			edit(spec.Run)
 			err := d.Start(t.Context(), spec)
 			if !errors.Is(err, fault.Unavailable) {
-				t.Fatalf("Start = %v, want ErrUnavailable", err)
+				t.Fatalf("Start = %v, want fault.Unavailable", err)
 			}
 			if name == "kelos contract" && !strings.Contains(err.Error(), "kelos") {
 				t.Errorf("refusal %q does not name the kelos contract", err)
