@@ -16,7 +16,7 @@ import (
 )
 
 // bound finds the Sandbox the controller bound the sandbox's claim to, and
-// labels it with the claim's labels (berth's), so that from then on it is
+// labels (and annotates) it as the claim is, with berth's keys, so that from then on it is
 // found, listed and watched like any other. The controller copies none of
 // a claim's labels to the Sandbox it adopts from the pool or cold-starts:
 // it names it in the claim's status and labels it with the claim's uid.
@@ -44,13 +44,16 @@ func (d *Driver) bound(ctx context.Context, id sandbox.ID) (Sandbox, error) {
 	if sb == nil {
 		return Sandbox{}, notFound
 	}
-	labels := d.cfg.labels(sandbox.Sandbox{}) // berth's keys, from the claim
+	labels, ann := d.cfg.labels(sandbox.Sandbox{}), annotations(sandbox.Sandbox{}) // berth's keys, the claim's values
 	for k := range labels {
 		labels[k] = claim.Labels[k]
 	}
+	for k := range ann {
+		ann[k] = claim.Annotations[k]
+	}
 	// The uid makes the patch fail, not label another, should the Sandbox
 	// be deleted and its name reused meanwhile.
-	b, err := json.Marshal(map[string]any{"metadata": map[string]any{"uid": sb.GetUID(), "labels": labels}})
+	b, err := json.Marshal(map[string]any{"metadata": map[string]any{"uid": sb.GetUID(), "labels": labels, "annotations": ann}})
 	if err != nil {
 		return Sandbox{}, err
 	}

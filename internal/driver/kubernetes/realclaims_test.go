@@ -123,6 +123,9 @@ func TestRealControllerWarmPoolClaim(t *testing.T) {
 		if got := u.GetLabels()["berth.dev/sandbox"]; got != string(id) {
 			t.Errorf("the bound Sandbox's berth.dev/sandbox = %q, want %q", got, id)
 		}
+		if got := u.GetAnnotations()["berth.dev/name"]; got != spec.Sandbox.Name {
+			t.Errorf("the bound Sandbox's berth.dev/name annotation = %q, want %q", got, spec.Sandbox.Name)
+		}
 		if st := str(u, "spec", "shutdownTime"); st != spec.Sandbox.ExpiresAt.UTC().Format(time.RFC3339) {
 			t.Errorf("the bound Sandbox's shutdownTime = %q, want the expiry %s", st, spec.Sandbox.ExpiresAt.UTC().Format(time.RFC3339))
 		}
