@@ -113,17 +113,9 @@ func (d *Driver) refreshToken(ctx context.Context, id sandbox.ID, name string, t
 		}
 		return fmt.Errorf("kubernetes: patch SandboxClaim of %s: %w", id, err)
 	}
-	return d.poll(ctx, func() (bool, error) {
-		u, err := d.sandboxes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, fmt.Errorf("kubernetes: get Sandbox %s: %w", name, err)
-		}
-		var sb Sandbox
-		if err := fromUnstructured(u, &sb); err != nil {
-			return false, err
-		}
-		return sb.Spec.PodTemplate.Metadata.Annotations[annotationBootstrap] == token.Reveal(), nil
-	}, "the controller to carry the claim's new token to Sandbox "+name)
+	return d.waitSandbox(ctx, name, "the controller to carry the claim's new token to Sandbox "+name, func(sb Sandbox) bool {
+		return sb.Spec.PodTemplate.Metadata.Annotations[annotationBootstrap] == token.Reveal()
+	})
 }
 
 // labelClaimUID is the label the controller puts on the Sandbox it binds

@@ -159,6 +159,13 @@ func (d *Driver) replace(ctx context.Context, cur Sandbox, spec sandbox.Spec) er
 
 // waitSuspended waits until the controller says the pod is gone.
 func (d *Driver) waitSuspended(ctx context.Context, name string) error {
+	return d.waitSandbox(ctx, name, "its pod to stop", func(sb Sandbox) bool {
+		return meta.IsStatusConditionTrue(sb.Status.Conditions, condSuspended)
+	})
+}
+
+// waitSandbox polls the Sandbox name until ok says so.
+func (d *Driver) waitSandbox(ctx context.Context, name, what string, ok func(Sandbox) bool) error {
 	return d.poll(ctx, func() (bool, error) {
 		u, err := d.sandboxes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -168,8 +175,8 @@ func (d *Driver) waitSuspended(ctx context.Context, name string) error {
 		if err := fromUnstructured(u, &sb); err != nil {
 			return false, err
 		}
-		return meta.IsStatusConditionTrue(sb.Status.Conditions, condSuspended), nil
-	}, "its pod to stop")
+		return ok(sb), nil
+	}, what)
 }
 
 func (d *Driver) patchSpec(ctx context.Context, name string, spec map[string]any) error {
