@@ -270,9 +270,13 @@ func (c *standIn) fillPools(ctx context.Context) error {
 }
 
 // bindClaims adopts a ready member of the claimed pool for every unbound
-// claim: ownership moves to the claim, the claim's labels are copied to
-// the Sandbox, its additionalPodMetadata to the pod, and the claim's
-// status names the Sandbox, which keeps its pool name.
+// claim, as the real claim controller does (its source at the pinned
+// commit): a claim whose pod labels are outside the default label
+// allowlist (sandbox.users.io) is refused, Ready=False/InvalidMetadata;
+// ownership moves to the claim; the Sandbox gets the claim's uid as a
+// label and none of the claim's labels; the claim's status names the
+// Sandbox, which keeps its pool name. On every pass the claim's pod
+// annotations are written back over the bound Sandbox's pod template.
 func (c *standIn) bindClaims(ctx context.Context) error {
 	c.mu.Lock()
 	held := c.holdBind
@@ -286,7 +290,19 @@ func (c *standIn) bindClaims(ctx context.Context) error {
 	}
 	for i := range claims.Items {
 		claim := &claims.Items[i]
+		podAnn, _, _ := unstructured.NestedStringMap(claim.Object, "spec", "additionalPodMetadata", "annotations")
 		if name, _, _ := unstructured.NestedString(claim.Object, "status", "sandbox", "name"); name != "" {
+			if err := c.writeBack(ctx, name, podAnn); err != nil {
+				return err
+			}
+			continue
+		}
+		podLabels, _, _ := unstructured.NestedStringMap(claim.Object, "spec", "additionalPodMetadata", "labels")
+		if bad := outsideAllowlist(podLabels); bad != "" {
+			claim.Object["status"] = map[string]any{"conditions": []any{cond("Ready", "False", "InvalidMetadata")}}
+			if _, err := c.dc.Resource(claimGVR).Namespace(c.ns).UpdateStatus(ctx, claim, metav1.UpdateOptions{}); err != nil && !apierrors.IsConflict(err) {
+				return err
+			}
 			continue
 		}
 		pool, _, _ := unstructured.NestedString(claim.Object, "spec", "warmPoolRef", "name")
@@ -305,15 +321,13 @@ func (c *standIn) bindClaims(ctx context.Context) error {
 			continue // none ready yet
 		}
 		podMeta, _, _ := unstructured.NestedMap(claim.Object, "spec", "additionalPodMetadata")
-		labels := map[string]any{}
-		for k, v := range claim.GetLabels() {
-			labels[k] = v
-		}
-		labels["standin/pool"] = nil // no longer the pool's
 		patch, _ := json.Marshal(map[string]any{
-			"metadata": map[string]any{"labels": labels, "ownerReferences": []any{map[string]any{
-				"apiVersion": "extensions.agents.x-k8s.io/v1beta1", "kind": "SandboxClaim", "name": claim.GetName(),
-				"uid": string(claim.GetUID()), "controller": true}}},
+			"metadata": map[string]any{
+				"labels": map[string]any{"standin/pool": nil, "agents.x-k8s.io/claim-uid": string(claim.GetUID())},
+				"ownerReferences": []any{map[string]any{
+					"apiVersion": "extensions.agents.x-k8s.io/v1beta1", "kind": "SandboxClaim", "name": claim.GetName(),
+					"uid": string(claim.GetUID()), "controller": true}},
+			},
 			"spec": map[string]any{"podTemplate": map[string]any{"metadata": podMeta}},
 		})
 		bound, err := c.dc.Resource(sandboxGVR).Namespace(c.ns).Patch(ctx, member.GetName(), types.MergePatchType, patch, metav1.PatchOptions{})
@@ -332,6 +346,41 @@ func (c *standIn) bindClaims(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// outsideAllowlist is a pod label of a claim the real controller's
+// default allowlist refuses, or "".
+func outsideAllowlist(labels map[string]string) string {
+	for k := range labels {
+		domain, _, ok := strings.Cut(k, "/")
+		if !ok || (domain != "sandbox.users.io" && !strings.HasSuffix(domain, ".sandbox.users.io")) {
+			return k
+		}
+	}
+	return ""
+}
+
+// writeBack puts a claim's pod annotations over its Sandbox's pod
+// template, as the claim controller does on every pass.
+func (c *standIn) writeBack(ctx context.Context, name string, ann map[string]string) error {
+	u, err := c.dc.Resource(sandboxGVR).Namespace(c.ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	have, _, _ := unstructured.NestedStringMap(u.Object, "spec", "podTemplate", "metadata", "annotations")
+	differs := false
+	for k, v := range ann {
+		differs = differs || have[k] != v
+	}
+	if !differs {
+		return nil
+	}
+	patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"podTemplate": map[string]any{"metadata": map[string]any{"annotations": ann}}}})
+	_, err = c.dc.Resource(sandboxGVR).Namespace(c.ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	return err
 }
 
 func ready(u *unstructured.Unstructured) bool {

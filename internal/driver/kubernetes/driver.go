@@ -97,8 +97,11 @@ func (d *Driver) Start(ctx context.Context, spec sandbox.Spec) error {
 	default:
 		patch := map[string]any{"operatingMode": modeRunning}
 		if !spec.Bootstrap.IsZero() {
-			// A pool sandbox's new pod fetches its environment again.
-			patch["podTemplate"] = map[string]any{"metadata": map[string]any{"annotations": map[string]any{annotationBootstrap: spec.Bootstrap.Reveal()}}}
+			// A pool sandbox's new pod fetches its environment again,
+			// with a token that reaches it through its claim.
+			if err := d.refreshToken(ctx, sb.ID, cur.Name, spec.Bootstrap); err != nil {
+				return err
+			}
 		}
 		if spec.Replace {
 			patch["shutdownTime"] = expiry(sb.ExpiresAt)
@@ -156,6 +159,13 @@ func (d *Driver) replace(ctx context.Context, cur Sandbox, spec sandbox.Spec) er
 
 // waitSuspended waits until the controller says the pod is gone.
 func (d *Driver) waitSuspended(ctx context.Context, name string) error {
+	return d.waitSandbox(ctx, name, "its pod to stop", func(sb Sandbox) bool {
+		return meta.IsStatusConditionTrue(sb.Status.Conditions, condSuspended)
+	})
+}
+
+// waitSandbox polls the Sandbox name until ok says so.
+func (d *Driver) waitSandbox(ctx context.Context, name, what string, ok func(Sandbox) bool) error {
 	return d.poll(ctx, func() (bool, error) {
 		u, err := d.sandboxes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -165,8 +175,8 @@ func (d *Driver) waitSuspended(ctx context.Context, name string) error {
 		if err := fromUnstructured(u, &sb); err != nil {
 			return false, err
 		}
-		return meta.IsStatusConditionTrue(sb.Status.Conditions, condSuspended), nil
-	}, "its pod to stop")
+		return ok(sb), nil
+	}, what)
 }
 
 func (d *Driver) patchSpec(ctx context.Context, name string, spec map[string]any) error {
@@ -259,15 +269,16 @@ func (d *Driver) greets(ctx context.Context, addr string) bool {
 	return err == nil && strings.HasPrefix(line, "SSH-")
 }
 
-// find returns the Sandbox of a sandbox, made directly or adopted from a
-// pool: an adopted one keeps its pool's name, so it is found by label.
+// find returns the Sandbox of a sandbox, made directly or bound to its
+// claim: a claimed one keeps its pool's name, so it is found by label, or
+// through the claim until the driver has labelled it (bound).
 func (d *Driver) find(ctx context.Context, id sandbox.ID) (Sandbox, error) {
 	list, err := d.sandboxes().List(ctx, metav1.ListOptions{LabelSelector: d.selector(id)})
 	if err != nil {
 		return Sandbox{}, fmt.Errorf("kubernetes: list Sandboxes of %s: %w", id, err)
 	}
 	if len(list.Items) == 0 {
-		return Sandbox{}, fault.Errorf(fault.NotFound, "kubernetes: Sandbox of %s", id)
+		return d.bound(ctx, id)
 	}
 	var sb Sandbox
 	if err := fromUnstructured(&list.Items[0], &sb); err != nil {
@@ -302,6 +313,11 @@ func (d *Driver) Stop(ctx context.Context, id sandbox.ID) error {
 func (d *Driver) Remove(ctx context.Context, id sandbox.ID) error {
 	bg := metav1.DeletePropagationBackground
 	opts := metav1.DeleteOptions{PropagationPolicy: &bg}
+	// A claimed Sandbox not labelled yet is labelled first, so it goes
+	// below with the claim gone (no garbage collector need follow it).
+	if _, err := d.find(ctx, id); err != nil && !errors.Is(err, fault.NotFound) {
+		return err
+	}
 	if err := d.claims().Delete(ctx, objectName(id), opts); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("kubernetes: delete SandboxClaim of %s: %w", id, err)
 	}
@@ -474,7 +490,14 @@ func (d *Driver) List(ctx context.Context) ([]sandbox.Machine, error) {
 			continue
 		}
 		seen[id] = true
-		ms = append(ms, sandbox.Machine{ID: id, Status: sandbox.MachineRunning, Detail: "claimed from the warm pool, not bound yet"})
+		switch sb, err := d.bound(ctx, id); {
+		case err == nil:
+			ms = append(ms, machine(id, sb))
+		case errors.Is(err, fault.NotFound):
+			ms = append(ms, sandbox.Machine{ID: id, Status: sandbox.MachineRunning, Detail: "claimed from the warm pool, not bound yet"})
+		default:
+			return nil, err
+		}
 	}
 	return ms, nil
 }

@@ -145,7 +145,12 @@ func PoolObject(c Config, p warm.Pool) SandboxWarmPool {
 // ClaimObject is the SandboxClaim that takes a sandbox from its class's
 // pool. It sets neither env nor volume claim templates, either of which
 // would cold-start a sandbox; what is the sandbox's own reaches the pod as
-// the one-time token in its annotations. No lifecycle: the claim
+// the one-time token in its annotations. The pod gets annotations only:
+// the controller refuses a claim whose pod labels are outside its label
+// allowlist (by default sandbox.users.io alone), and checks annotations
+// against its own system domains only. The claim carries berth's labels
+// itself, which the controller neither checks nor copies to the Sandbox
+// it binds (the driver labels that, bound). No lifecycle: the claim
 // controller deletes the Sandbox at a claim's expiry, volume and all,
 // where an engineer's expired sandbox keeps it, so the driver sets the
 // expiry on the claimed Sandbox instead.
@@ -161,7 +166,7 @@ func ClaimObject(c Config, spec sandbox.Spec) SandboxClaim {
 		},
 		Spec: ClaimSpec{
 			WarmPoolRef:           LocalRef{Name: c.poolName(sb.Org, sb.Class)},
-			AdditionalPodMetadata: &Meta{Labels: c.labels(sb), Annotations: podAnnotations},
+			AdditionalPodMetadata: &Meta{Annotations: podAnnotations},
 		},
 	}
 }

@@ -118,20 +118,7 @@ func TestRealControllerEngineerLifecycle(t *testing.T) {
 	dc := realClient(t)
 	ctx := t.Context()
 	ns := namespace(t, dc)
-	// sshd "greets" only at the IP of a live pod of this namespace: the
-	// driver must dial the address the controller copied from the pod.
-	g := newGreeter(t, func(ip string) bool {
-		list, err := dc.Resource(podGVR).Namespace(ns).List(context.Background(), metav1.ListOptions{})
-		if err != nil {
-			return false
-		}
-		for _, p := range list.Items {
-			if p.GetDeletionTimestamp() == nil && str(&p, "status", "podIP") == ip && str(&p, "status", "phase") == "Running" {
-				return true
-			}
-		}
-		return false
-	})
+	g := newGreeter(t, livePodsGreet(dc, ns))
 	cfg := kubernetes.Config{Namespace: ns, Deployment: "berthtest0001", ReadyTimeout: time.Minute, Dial: g.dial,
 		PublicURL: "http://gateway.test:8080"}
 	d := kubernetes.New(cfg, dc, slog.New(slog.NewTextHandler(t.Output(), nil)))
