@@ -91,8 +91,17 @@ func TestAgentRunOnKubernetes(t *testing.T) {
 		if files := gitIn(t, bare, "ls-tree", "-r", "--name-only", run.Commit); strings.Contains(files, ".berth-prompt.txt") {
 			t.Errorf("the prompt file was committed: %s", files)
 		}
-		if pl := g.podmanMay("logs", pod); !strings.Contains(pl, "handing the gateway berth/fix-k8s") || !strings.Contains(pl, "the gateway concluded the run succeeded") {
-			t.Errorf("the pod's log does not say it handed its work over and the gateway landed it:\n%s", pl)
+		// berth-init writes its last line once the gateway has answered its
+		// exit report, which may be after the run's end is visible here.
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			pl := g.podmanMay("logs", pod)
+			if strings.Contains(pl, "handing the gateway berth/fix-k8s") && strings.Contains(pl, "the gateway concluded the run succeeded") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("the pod's log does not say it handed its work over and the gateway landed it:\n%s", pl)
+				break
+			}
 		}
 		if want := (api.Tokens{Input: 240, CacheRead: 60, CacheWrite: 10, Output: 34}); run.Usage != want {
 			t.Errorf("the agent reported %+v through its pod's stream, want the model server's %+v", run.Usage, want)
