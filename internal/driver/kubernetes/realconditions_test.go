@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
 
 	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/driver/drivertest"
@@ -31,60 +33,88 @@ func realDriver(t *testing.T, timeout time.Duration, dial func(context.Context, 
 // TestRealControllerClaimRefusedAtOnce: a claim the real controller
 // refuses fails Start at once, in berth's words with the controller's
 // reason and message (they become the sandbox's failure reason), instead
-// of after the whole ready timeout. The pool exists but its template does
-// not, which the controller reports as TemplateNotFound (InvalidMetadata
-// comes first while the claim carries labels outside the controller's
-// allowlist: either is a refusal, and the error must name the one the
-// controller wrote).
+// of after the whole ready timeout: a pool without its template
+// (TemplateNotFound), no pool (WarmPoolNotFound), and the claim exactly
+// as the driver writes it on a pool without its template, whatever the
+// controller says first (InvalidMetadata while the claim's pod labels are
+// outside the controller's allowlist). The first two claims are made
+// beforehand without pod labels, so the metadata check passes.
 func TestRealControllerClaimRefusedAtOnce(t *testing.T) {
-	dc := realClient(t)
-	d, cfg := realDriver(t, 2*time.Minute, newGreeter(t, nil).dial)
-	ctx := t.Context()
-	p := warm.Pool{Org: "org_acme", Class: class.Class{Name: "warm", Image: "ghcr.io/acme/dev:1", CPU: 500, Memory: 1 << 30, Warm: 1}}
-	pool, err := kubernetes.Render(kubernetes.PoolObject(cfg, p))
+	for _, tc := range []struct {
+		name       string
+		pool       bool
+		preclaim   bool
+		wantReason []string
+	}{
+		{"no template", true, true, []string{"TemplateNotFound"}},
+		{"no pool", false, true, []string{"WarmPoolNotFound"}},
+		{"as written", true, false, []string{"TemplateNotFound", "InvalidMetadata"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dc := realClient(t)
+			d, cfg := realDriver(t, 2*time.Minute, newGreeter(t, nil).dial)
+			ctx := t.Context()
+			p := warm.Pool{Org: "org_acme", Class: class.Class{Name: "warm", Image: "ghcr.io/acme/dev:1", CPU: 500, Memory: 1 << 30, Warm: 1}}
+			spec := drivertest.Spec(drivertest.Options{Image: p.Class.Image, SSHKey: sshKey})
+			spec.Sandbox.Org, spec.Sandbox.Class, spec.Sandbox.FromPool = p.Org, p.Class.Name, true
+			spec.Env, spec.Bootstrap = nil, secret.New("bst_ONETIME")
+			if tc.pool {
+				create(t, dc.Resource(poolGVR).Namespace(cfg.Namespace), kubernetes.PoolObject(cfg, p))
+			}
+			if tc.preclaim {
+				claim := kubernetes.ClaimObject(cfg, spec)
+				claim.Spec.AdditionalPodMetadata.Labels = nil
+				create(t, dc.Resource(claimGVR).Namespace(cfg.Namespace), claim)
+			}
+
+			began := time.Now()
+			err := d.Start(ctx, spec)
+			took := time.Since(began)
+			if err == nil {
+				t.Fatal("Start succeeded")
+			}
+			t.Logf("Start after %s: %v", took.Round(time.Millisecond), err)
+			if took > 30*time.Second {
+				t.Errorf("Start took %s to fail, want it at once (the ready timeout is %s)", took, cfg.ReadyTimeout)
+			}
+			u, gerr := dc.Resource(claimGVR).Namespace(cfg.Namespace).Get(ctx, "sbx-"+strings.TrimPrefix(string(spec.Sandbox.ID), "sbx_"), metav1.GetOptions{})
+			if gerr != nil {
+				t.Fatalf("the claim: %v", gerr)
+			}
+			var conds []metav1.Condition
+			raw, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+			for _, c := range raw {
+				m := c.(map[string]any)
+				msg, _ := m["message"].(string)
+				conds = append(conds, metav1.Condition{Type: m["type"].(string), Status: metav1.ConditionStatus(m["status"].(string)),
+					Reason: m["reason"].(string), Message: msg})
+			}
+			ready := meta.FindStatusCondition(conds, "Ready")
+			if ready == nil {
+				t.Fatalf("the claim has no Ready condition (%v); Start said %v", conds, err)
+			}
+			if !slices.Contains(tc.wantReason, ready.Reason) {
+				t.Errorf("the controller's reason %q, want one of %v", ready.Reason, tc.wantReason)
+			}
+			msg := err.Error()
+			for _, want := range []string{"agent-sandbox controller", ready.Reason, ready.Message} {
+				if !strings.Contains(msg, want) {
+					t.Errorf("Start = %q, want it to name %q", msg, want)
+				}
+			}
+		})
+	}
+}
+
+// create makes obj, as the driver would render it, through res.
+func create(t *testing.T, res dynamic.ResourceInterface, obj any) {
+	t.Helper()
+	m, err := kubernetes.Render(obj)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := dc.Resource(poolGVR).Namespace(cfg.Namespace).Create(ctx, &unstructured.Unstructured{Object: pool}, metav1.CreateOptions{}); err != nil {
+	if _, err := res.Create(t.Context(), &unstructured.Unstructured{Object: m}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
-	}
-	spec := drivertest.Spec(drivertest.Options{Image: p.Class.Image, SSHKey: sshKey})
-	spec.Sandbox.Org, spec.Sandbox.Class, spec.Sandbox.FromPool = p.Org, p.Class.Name, true
-	spec.Env, spec.Bootstrap = nil, secret.New("bst_ONETIME")
-
-	began := time.Now()
-	err = d.Start(ctx, spec)
-	took := time.Since(began)
-	if err == nil {
-		t.Fatal("Start succeeded on a pool without a template")
-	}
-	t.Logf("Start after %s: %v", took.Round(time.Millisecond), err)
-	if took > 30*time.Second {
-		t.Errorf("Start took %s to fail, want it at once (the ready timeout is %s)", took, cfg.ReadyTimeout)
-	}
-	u, gerr := dc.Resource(claimGVR).Namespace(cfg.Namespace).Get(ctx, "sbx-"+strings.TrimPrefix(string(spec.Sandbox.ID), "sbx_"), metav1.GetOptions{})
-	if gerr != nil {
-		t.Fatalf("the claim: %v", gerr)
-	}
-	var conds []metav1.Condition
-	raw, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	for _, c := range raw {
-		m := c.(map[string]any)
-		conds = append(conds, metav1.Condition{Type: m["type"].(string), Status: metav1.ConditionStatus(m["status"].(string)),
-			Reason: m["reason"].(string), Message: m["message"].(string)})
-	}
-	ready := meta.FindStatusCondition(conds, "Ready")
-	if ready == nil {
-		t.Fatalf("the claim has no Ready condition (%v); Start said %v", conds, err)
-	}
-	if ready.Reason != "TemplateNotFound" && ready.Reason != "InvalidMetadata" {
-		t.Errorf("the controller's reason %q, want TemplateNotFound (or InvalidMetadata)", ready.Reason)
-	}
-	msg := err.Error()
-	for _, want := range []string{"agent-sandbox controller", ready.Reason, ready.Message} {
-		if !strings.Contains(msg, want) {
-			t.Errorf("Start = %q, want it to name %q", msg, want)
-		}
 	}
 }
 
