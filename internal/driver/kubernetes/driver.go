@@ -159,7 +159,7 @@ func (d *Driver) replace(ctx context.Context, cur Sandbox, spec sandbox.Spec) er
 
 // waitSuspended waits until the controller says the pod is gone.
 func (d *Driver) waitSuspended(ctx context.Context, name string) error {
-	return d.waitSandbox(ctx, name, "its pod to stop", func(sb Sandbox) bool {
+	return d.waitSandbox(ctx, name, "the pod of Sandbox "+name+" to stop", func(sb Sandbox) bool {
 		return meta.IsStatusConditionTrue(sb.Status.Conditions, condSuspended)
 	})
 }
@@ -176,7 +176,7 @@ func (d *Driver) waitSandbox(ctx context.Context, name, what string, ok func(San
 			return false, err
 		}
 		return ok(sb), nil
-	}, what)
+	}, func() string { return what })
 }
 
 func (d *Driver) patchSpec(ctx context.Context, name string, spec map[string]any) error {
@@ -196,7 +196,10 @@ func (d *Driver) patchSpec(ctx context.Context, name string, spec map[string]any
 // waitReady returns once the sandbox is ready (SPEC S10): the Ready
 // condition with a pod IP, and for an engineer sshd's greeting there (a
 // pool's pod is ready before its sshd runs). A pod that finishes first is
-// an error with the controller's words.
+// an error with the controller's words, and so is a claim the controller
+// refused (claimRefused): no wait mends either. A wait that runs out says
+// what was still missing: no Sandbox bound, the Ready condition's reason,
+// or sshd not greeting at the pod IP.
 //
 // An agent run is ready once started: the Ready condition alone (it
 // serves no port), or a pod already finished, which did start: a quick
@@ -206,10 +209,18 @@ func (d *Driver) patchSpec(ctx context.Context, name string, spec map[string]any
 // reported to the gateway.
 func (d *Driver) waitReady(ctx context.Context, spec sandbox.Spec) error {
 	sb := spec.Sandbox
+	claimed := !spec.Bootstrap.IsZero() || sb.FromPool
+	missing := "its Sandbox"
 	return d.poll(ctx, func() (bool, error) {
+		if claimed {
+			if err := d.claimRefused(ctx, sb.ID); err != nil {
+				return false, err
+			}
+		}
 		cur, err := d.find(ctx, sb.ID)
-		if errors.Is(err, fault.NotFound) && (!spec.Bootstrap.IsZero() || sb.FromPool) {
-			return false, nil // the claim is not bound yet
+		if errors.Is(err, fault.NotFound) && claimed {
+			missing = "the controller to bind its SandboxClaim to a Sandbox"
+			return false, nil
 		}
 		if err != nil {
 			return false, err
@@ -222,7 +233,15 @@ func (d *Driver) waitReady(ctx context.Context, spec sandbox.Spec) error {
 		if m.Final {
 			return false, fmt.Errorf("its pod finished before it was ready: %s", m.Detail)
 		}
-		if ready == nil || ready.Status != metav1.ConditionTrue || len(cur.Status.PodIPs) == 0 {
+		switch {
+		case ready == nil:
+			missing = "the controller to report on Sandbox " + cur.Name
+			return false, nil
+		case ready.Status != metav1.ConditionTrue:
+			missing = "Sandbox " + cur.Name + " to be Ready (" + describe(ready) + ")"
+			return false, nil
+		case len(cur.Status.PodIPs) == 0:
+			missing = "a pod IP on Sandbox " + cur.Name
 			return false, nil
 		}
 		if sb.Purpose != sandbox.PurposeEngineer {
@@ -234,12 +253,18 @@ func (d *Driver) waitReady(ctx context.Context, spec sandbox.Spec) error {
 				return false, err
 			}
 		}
-		return d.greets(ctx, net.JoinHostPort(cur.Status.PodIPs[0], strconv.Itoa(sshPort))), nil
-	}, "it to be ready")
+		addr := net.JoinHostPort(cur.Status.PodIPs[0], strconv.Itoa(sshPort))
+		if err := d.greets(ctx, addr); err != nil {
+			missing = "sshd to greet at " + addr + ": Sandbox " + cur.Name + " is Ready, but " + err.Error()
+			return false, nil
+		}
+		return true, nil
+	}, func() string { return missing })
 }
 
-// poll calls done until it says so, fails, or ReadyTimeout passes.
-func (d *Driver) poll(ctx context.Context, done func() (bool, error), what string) error {
+// poll calls done until it says so, fails, or ReadyTimeout passes; the
+// timeout's error names what it waited for, as what says at that moment.
+func (d *Driver) poll(ctx context.Context, done func() (bool, error), what func() string) error {
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.ReadyTimeout)
 	defer cancel()
 	delay := 50 * time.Millisecond
@@ -250,23 +275,29 @@ func (d *Driver) poll(ctx context.Context, done func() (bool, error), what strin
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("kubernetes: waited %s for %s", d.cfg.ReadyTimeout, what)
+			return fmt.Errorf("kubernetes: waited %s for %s", d.cfg.ReadyTimeout, what())
 		case <-time.After(delay):
 		}
 		delay = min(delay*2, 500*time.Millisecond)
 	}
 }
 
-// greets reports whether an ssh server answers at addr.
-func (d *Driver) greets(ctx context.Context, addr string) bool {
+// greets says why no ssh server answers at addr, or nil when one does.
+func (d *Driver) greets(ctx context.Context, addr string) error {
 	conn, err := d.cfg.Dial(ctx, "tcp", addr)
 	if err != nil {
-		return false
+		return fmt.Errorf("nothing answers there (%w)", err)
 	}
 	defer conn.Close()
 	_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
 	line, err := bufio.NewReader(conn).ReadString('\n')
-	return err == nil && strings.HasPrefix(line, "SSH-")
+	switch {
+	case err != nil:
+		return fmt.Errorf("it sent no greeting (%w)", err)
+	case !strings.HasPrefix(line, "SSH-"):
+		return fmt.Errorf("its greeting %.40q is not ssh's", line)
+	}
+	return nil
 }
 
 // find returns the Sandbox of a sandbox, made directly or bound to its
@@ -372,7 +403,7 @@ func machine(id sandbox.ID, sb Sandbox) sandbox.Machine {
 		if ready.Reason == reasonPodFailed {
 			m.ExitCode = 1
 		}
-	case ready != nil && (ready.Reason == reasonSandboxExpired || ready.Reason == reasonClaimExpired):
+	case ready != nil && ready.Reason == reasonSandboxExpired:
 		m.Status, m.Detail, m.FinishedAt = sandbox.MachineStopped, "expired: the cluster stopped it at its shutdownTime", ready.LastTransitionTime.Time
 	case sb.Spec.OperatingMode == modeSuspended:
 		m.Status, m.Detail = sandbox.MachineStopped, "suspended"

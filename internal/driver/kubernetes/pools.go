@@ -78,7 +78,10 @@ func (d *Driver) SyncPools(ctx context.Context, pools []warm.Pool) error {
 }
 
 // apply creates obj, or rewrites the spec of the one there when it
-// differs (labels too); the status is the controller's.
+// differs, or a label of berth's does; the status is the controller's.
+// Only what berth writes is compared and rewritten: the controller adds
+// labels of its own (a template's agents.x-k8s.io/sandbox-template-ref-hash)
+// and the server fills in defaults, and neither is a reason to write.
 func (d *Driver) apply(ctx context.Context, gvr schema.GroupVersionResource, name string, obj any) error {
 	res := d.client.Resource(gvr).Namespace(d.cfg.Namespace)
 	u, err := toUnstructured(obj)
@@ -96,11 +99,20 @@ func (d *Driver) apply(ctx context.Context, gvr schema.GroupVersionResource, nam
 	if err != nil {
 		return fmt.Errorf("kubernetes: get %s %s: %w", u.GetKind(), name, err)
 	}
-	if sameSpec(cur, u) && reflect.DeepEqual(cur.GetLabels(), u.GetLabels()) {
+	labels, changed := cur.GetLabels(), false
+	for k, v := range u.GetLabels() {
+		if have, ok := labels[k]; !ok || have != v {
+			if labels == nil {
+				labels = map[string]string{}
+			}
+			labels[k], changed = v, true
+		}
+	}
+	if sameSpec(cur, u) && !changed {
 		return nil
 	}
 	cur.Object["spec"] = u.Object["spec"]
-	cur.SetLabels(u.GetLabels())
+	cur.SetLabels(labels)
 	if _, err := res.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("kubernetes: update %s %s: %w", u.GetKind(), name, err)
 	}

@@ -155,7 +155,7 @@ const (
 	reasonPodSucceeded   = "PodSucceeded"
 	reasonPodFailed      = "PodFailed"
 	reasonSandboxExpired = "SandboxExpired"
-	reasonClaimExpired   = "ClaimExpired"
+	reasonClaimExpired   = "ClaimExpired" // on claims only, never on a Sandbox
 
 	modeRunning   = "Running"
 	modeSuspended = "Suspended"
