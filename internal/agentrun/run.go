@@ -3,7 +3,6 @@ package agentrun
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -223,24 +222,16 @@ func (s *Service) runEnv(ctx context.Context, sb sandbox.Sandbox, env map[string
 	if err != nil {
 		return "", nil, err
 	}
-	type file struct {
-		Path    string `json:"path"`
-		Content string `json:"content"`
-	}
-	fs := make([]file, len(files))
 	for i, f := range files {
-		fs[i] = file{Path: f.Path, Content: string(f.Content)}
 		// Inference renders Pi's files with every model the key may reach
 		// and their prices (Pi's own cost comes from them): those win.
 		if v := env[piRendered[f.Path]]; v != "" && sb.Runner == "pi" {
-			fs[i].Content = v
+			files[i].Content = []byte(v)
 		}
 	}
-	b, err := json.Marshal(fs)
-	if err != nil {
+	if env["BERTH_RUNNER_FILES"], err = runner.FilesJSON(files); err != nil {
 		return "", nil, err
 	}
-	env["BERTH_RUNNER_FILES"] = string(b)
 	env["BERTH_PROMPT_FILE"] = "/work/" + promptFile
 	return model, args, nil
 }
