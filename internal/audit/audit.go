@@ -8,6 +8,7 @@ package audit
 
 import (
 	"context"
+	"log/slog"
 	"time"
 )
 
@@ -55,6 +56,19 @@ type Event struct {
 // Recorder appends events. Services take one; the store implements it.
 type Recorder interface {
 	Record(ctx context.Context, e Event) error
+}
+
+// Record writes an event that has no write of its own to share a
+// transaction with (a shell's connection, a push, a refusal), stamped with
+// now when it has no time. What it records has already happened, so a
+// failure is logged, not returned.
+func Record(ctx context.Context, r Recorder, log *slog.Logger, now func() time.Time, e Event) {
+	if e.At.IsZero() {
+		e.At = now()
+	}
+	if err := r.Record(ctx, e); err != nil {
+		log.ErrorContext(ctx, "audit event not recorded", "action", e.Action, "sandbox", e.Sandbox, "err", err)
+	}
 }
 
 // Filter narrows a read. Zero fields do not narrow.

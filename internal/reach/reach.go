@@ -230,12 +230,7 @@ func (s *Service) hold(ctx context.Context, id sandbox.ID) func() {
 // record writes an event that has no write of its own; a failure is
 // logged.
 func (s *Service) record(ctx context.Context, e audit.Event) {
-	if e.At.IsZero() {
-		e.At = s.now()
-	}
-	if err := s.audit.Record(ctx, e); err != nil {
-		s.log.ErrorContext(ctx, "audit event not recorded", "action", e.Action, "sandbox", e.Sandbox, "err", err)
-	}
+	audit.Record(ctx, s.audit, s.log, s.now, e)
 }
 
 func orNone(driver string) string {

@@ -186,10 +186,5 @@ func (s *Service) Env(sb sandbox.Sandbox, t forge.Token) map[string]string {
 
 // record writes one audit event; a failure is logged, never the caller's.
 func (s *Service) record(ctx context.Context, e audit.Event) {
-	if e.At.IsZero() {
-		e.At = s.now()
-	}
-	if err := s.audit.Record(ctx, e); err != nil {
-		s.log.ErrorContext(ctx, "audit event not recorded", "action", e.Action, "sandbox", e.Sandbox, "err", err)
-	}
+	audit.Record(ctx, s.audit, s.log, s.now, e)
 }

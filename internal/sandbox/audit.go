@@ -15,12 +15,7 @@ import (
 // returned. Changes to the database record theirs in the transaction that
 // makes them (Update.Audit, createEvents).
 func (s *Service) record(ctx context.Context, e audit.Event) {
-	if e.At.IsZero() {
-		e.At = s.now()
-	}
-	if err := s.audit.Record(ctx, e); err != nil {
-		s.log.ErrorContext(ctx, "audit event not recorded", "action", e.Action, "sandbox", e.Sandbox, "err", err)
-	}
+	audit.Record(ctx, s.audit, s.log, s.now, e)
 }
 
 // createEvents is what a create records, committed with the sandbox's row:
