@@ -72,7 +72,11 @@ func startPodServer(bin, root string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := srv.startKubelet(RunPods(Podman{Root: root})); err != nil {
+	pm := Podman{Root: root}
+	if runsc := os.Getenv("BERTH_TEST_RUNSC"); runsc != "" {
+		pm.Runtimes = map[string]string{"gvisor": runsc}
+	}
+	if err := srv.startKubelet(RunPods(pm)); err != nil {
 		srv.Stop()
 		return nil, err
 	}
@@ -223,7 +227,8 @@ func TestPodInitContainerSharesEmptyDir(t *testing.T) {
 	mount := []corev1.VolumeMount{{Name: "shared", MountPath: "/shared"}, {Name: "mem", MountPath: "/mem"}}
 	init := shell("writer", "echo made-by-init > /shared/note; echo in-memory > /mem/note")
 	init.VolumeMounts = mount
-	main := shell("reader", "cat /shared/note /mem/note; stat -c 'mode=%a owner=%u group=%g' /shared /mem; stat -f -c 'fs=%T' /mem")
+	main := shell("reader", "cat /shared/note /mem/note; stat -c 'mode=%a owner=%u group=%g' /shared /mem; stat -f -c 'fs=%T' /mem; "+
+		"getent hosts host.containers.internal >/dev/null && echo host-by-name")
 	main.VolumeMounts = mount
 	create(t, dc, ns, "init", corev1.PodSpec{
 		SecurityContext: &corev1.PodSecurityContext{RunAsUser: ptr(int64(1001)), FSGroup: ptr(int64(2345))},
@@ -236,7 +241,7 @@ func TestPodInitContainerSharesEmptyDir(t *testing.T) {
 	pod := waitPod(t, srv, dc, ns, "init", time.Minute, "Succeeded", phase(corev1.PodSucceeded))
 	logs := srv.PodLogs(ns, "init")
 	// The tmpfs root is 1777 before the fsGroup change, as on a node.
-	for _, want := range []string{"made-by-init\nin-memory", "mode=2777 owner=0 group=2345\nmode=3777 owner=0 group=2345", "fs=tmpfs"} {
+	for _, want := range []string{"made-by-init\nin-memory", "mode=2777 owner=0 group=2345\nmode=3777 owner=0 group=2345", "fs=tmpfs", "host-by-name"} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("logs lack %q:\n%s", want, logs)
 		}
@@ -531,6 +536,28 @@ func TestPodWaits(t *testing.T) {
 		if !strings.Contains(strings.Join(reasons, " "), want) {
 			t.Errorf("events %v lack %s", reasons, want)
 		}
+	}
+}
+
+// TestRuntimeClass: a pod's runtimeClassName picks the OCI runtime podman
+// runs it on: gVisor's runsc for the class mapped to it.
+func TestRuntimeClass(t *testing.T) {
+	srv, dc, ns := pods(t)
+	if os.Getenv("BERTH_TEST_RUNSC") == "" {
+		t.Skip("set BERTH_TEST_RUNSC to a runsc binary (scripts/build-runsc) to run a pod on gVisor")
+	}
+	rc := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": map[string]any{"name": "gvisor"}, "handler": "runsc",
+	}}
+	rcGVR := schema.GroupVersionResource{Group: "node.k8s.io", Version: "v1", Resource: "runtimeclasses"}
+	if _, err := dc.Resource(rcGVR).Create(t.Context(), rc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	class := "gvisor"
+	create(t, dc, ns, "gvisor", corev1.PodSpec{RuntimeClassName: &class, Containers: []corev1.Container{shell("main", "uname -r")}})
+	waitPod(t, srv, dc, ns, "gvisor", time.Minute, "Succeeded", phase(corev1.PodSucceeded))
+	if logs := srv.PodLogs(ns, "gvisor"); !strings.Contains(logs, "gvisor") {
+		t.Errorf("uname -r on runtime class gvisor said:\n%s", logs)
 	}
 }
 
