@@ -169,13 +169,15 @@ func waitPod(t *testing.T, srv *Server, dc dynamic.Interface, ns, name string, d
 		if found && ok(pod) {
 			return pod
 		}
-		if time.Now().After(deadline) {
+		// An ended pod changes no more.
+		ended := found && (pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed)
+		if ended || time.Now().After(deadline) {
 			st := "gone"
 			if found {
 				b, _ := json.Marshal(pod.Status)
 				st = string(b)
 			}
-			t.Fatalf("waited %s for pod %s to be %s; status %s\nlogs:\n%s", d, name, what, st, srv.PodLogs(ns, name))
+			t.Fatalf("waited for pod %s to be %s (at most %s); status %s\nlogs:\n%s", name, what, d, st, srv.PodLogs(ns, name))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
