@@ -444,6 +444,24 @@ while ($c = $s->accept) { print $c "hello from the pod\n"; close $c }'`)
 	}
 }
 
+// TestContainersShareNetwork: a pod's containers share its network, as
+// on a node: the second reaches the first on localhost, and both have the
+// pod's hostname.
+func TestContainersShareNetwork(t *testing.T) {
+	srv, dc, ns := pods(t)
+	server := shell("server", `hostname; exec perl -MIO::Socket::INET -e '
+$s = IO::Socket::INET->new(LocalAddr => "127.0.0.1", LocalPort => 8080, Listen => 1, ReuseAddr => 1) or die "listen: $!";
+$c = $s->accept; print $c "hello neighbour\n"; close $c'`)
+	client := shell("client", `hostname; until exec 3<>/dev/tcp/127.0.0.1/8080; do sleep 0.2; done 2>/dev/null; read -r line <&3; echo "got: $line"`)
+	client.Command[0] = "/bin/bash"
+	create(t, dc, ns, "pair", corev1.PodSpec{Hostname: "twin", Containers: []corev1.Container{server, client}})
+	waitPod(t, srv, dc, ns, "pair", time.Minute, "Succeeded", phase(corev1.PodSucceeded))
+	logs := srv.PodLogs(ns, "pair")
+	if !strings.Contains(logs, "got: hello neighbour") || strings.Count(logs, "twin\n") != 2 {
+		t.Errorf("logs:\n%s", logs)
+	}
+}
+
 // TestEnvValuesArrive: the container's environment arrives exactly as
 // the pod spec has it, $(VAR) references expanded as a kubelet does, a
 // value with a line break included, and no env file is left behind.

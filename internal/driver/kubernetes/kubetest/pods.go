@@ -53,13 +53,13 @@ type podRunner struct {
 // podRunner.mu; work on one pod is serialised by the work queue, its
 // watchers and probers only set what they observe.
 type podRun struct {
-	key, ns, name string
-	uid           types.UID
-	seq           int
-	dir           string
-	ctx           context.Context
-	cancel        context.CancelFunc
-	startTime     metav1.Time
+	key       string // namespace/name
+	uid       types.UID
+	seq       int
+	dir       string
+	ctx       context.Context
+	cancel    context.CancelFunc
+	startTime metav1.Time
 
 	volumes    map[string]*podVolume // nil until set up
 	tmpfs      []string
@@ -113,7 +113,7 @@ func (p *podRunner) podFor(pod *corev1.Pod) (*podRun, error) {
 	ctx, cancel := context.WithCancel(p.ctx)
 	p.seq++
 	r := &podRun{
-		key: pod.Namespace + "/" + pod.Name, ns: pod.Namespace, name: pod.Name, uid: pod.UID, seq: p.seq,
+		key: pod.Namespace + "/" + pod.Name, uid: pod.UID, seq: p.seq,
 		dir: dir, ctx: ctx, cancel: cancel, startTime: now(),
 		waiting: map[string]waitState{}, ctrs: map[string]*ctrRun{}, events: map[string]bool{},
 	}
