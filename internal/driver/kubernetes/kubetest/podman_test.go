@@ -206,6 +206,21 @@ func containers(t *testing.T, srv *Server, uid types.UID) []string {
 	return ids
 }
 
+// deletePod deletes the pod and waits until the API has it no more.
+func deletePod(t *testing.T, dc dynamic.Interface, ns, name string) {
+	t.Helper()
+	if err := dc.Resource(podGVR).Namespace(ns).Delete(t.Context(), name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for _, found := getPod(t, dc, ns, name); found; _, found = getPod(t, dc, ns, name) {
+		if time.Now().After(deadline) {
+			t.Fatalf("pod %s was not deleted", name)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // waitGone waits for the stand-in to have removed the pod's containers.
 func waitGone(t *testing.T, srv *Server, uid types.UID) {
 	t.Helper()
@@ -337,16 +352,7 @@ func TestClaimVolumeOutlivesPod(t *testing.T) {
 	}
 	first := create(t, dc, ns, "first", spec("echo kept > /data/file"))
 	waitPod(t, srv, dc, ns, "first", time.Minute, "Succeeded", phase(corev1.PodSucceeded))
-	if err := dc.Resource(podGVR).Namespace(ns).Delete(t.Context(), "first", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for _, found := getPod(t, dc, ns, "first"); found; _, found = getPod(t, dc, ns, "first") {
-		if time.Now().After(deadline) {
-			t.Fatal("the first pod was not deleted")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	deletePod(t, dc, ns, "first")
 	// An ended pod is deleted at once, its containers removed after.
 	waitGone(t, srv, first)
 	create(t, dc, ns, "second", spec("cat /data/file"))
@@ -425,16 +431,7 @@ while ($c = $s->accept) { print $c "hello from the pod\n"; close $c }'`)
 		t.Errorf("the pod said %q, %v", line, err)
 	}
 
-	if err := dc.Resource(podGVR).Namespace(ns).Delete(t.Context(), "server", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for _, found := getPod(t, dc, ns, "server"); found; _, found = getPod(t, dc, ns, "server") {
-		if time.Now().After(deadline) {
-			t.Fatal("the pod was not deleted")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	deletePod(t, dc, ns, "server")
 	// A running pod's containers go before the pod.
 	if ids := containers(t, srv, uid); len(ids) != 0 {
 		t.Errorf("the deleted pod's container is still in podman: %v", ids)
