@@ -451,12 +451,15 @@ $s = IO::Socket::INET->new(LocalAddr => "127.0.0.1", LocalPort => 8080, Listen =
 $c = $s->accept; print $c "hello neighbour\n"; close $c'`)
 	client := shell("client", `hostname; until exec 3<>/dev/tcp/127.0.0.1/8080; do sleep 0.2; done 2>/dev/null; read -r line <&3; echo "got: $line"`)
 	client.Command[0] = "/bin/bash"
-	create(t, dc, ns, "pair", corev1.PodSpec{Hostname: "twin", Containers: []corev1.Container{server, client}})
+	uid := create(t, dc, ns, "pair", corev1.PodSpec{Hostname: "twin", Containers: []corev1.Container{server, client}})
 	waitPod(t, srv, dc, ns, "pair", time.Minute, "Succeeded", phase(corev1.PodSucceeded))
 	logs := srv.PodLogs(ns, "pair")
 	if !strings.Contains(logs, "got: hello neighbour") || strings.Count(logs, "twin\n") != 2 {
 		t.Errorf("logs:\n%s", logs)
 	}
+	// The one whose network the other joined goes too.
+	deletePod(t, dc, ns, "pair")
+	waitGone(t, srv, uid)
 }
 
 // TestEnvValuesArrive: the container's environment arrives exactly as
@@ -610,15 +613,17 @@ func TestStopRemovesEverything(t *testing.T) {
 	}
 	c := shell("main", "sleep 600")
 	c.VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
+	// The second container is in the first's network: podman removes the
+	// first only after it.
 	create(t, dc, ns, "running", corev1.PodSpec{
-		Containers: []corev1.Container{c},
+		Containers: []corev1.Container{c, shell("side", "sleep 600")},
 		Volumes:    []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}},
 	})
 	waitPod(t, srv, dc, ns, "running", time.Minute, "Running", phase(corev1.PodRunning))
 	runner := srv.kubelet.runner
 	mark := labelServer + "=" + runner.server
-	if ids, _ := runner.pm.ids(t.Context(), false, mark); len(ids) != 1 {
-		t.Fatalf("containers of the server: %v, want 1", ids)
+	if ids, _ := runner.pm.ids(t.Context(), false, mark); len(ids) != 2 {
+		t.Fatalf("containers of the server: %v, want 2", ids)
 	}
 	// The API server and etcd go first: the cleanup needs only podman.
 	for i := len(srv.procs) - 1; i >= 0; i-- {

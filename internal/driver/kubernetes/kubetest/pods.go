@@ -516,7 +516,9 @@ func (p *podRunner) stop(r *podRun, grace int64) {
 			_, _ = p.pm.runUntil(sctx, nil, append([]string{"stop", "--ignore", "--time", strconv.FormatInt(grace, 10)}, ids...)...)
 			cancel()
 			logs = p.liveLogs(ctx, r)
-			_, _ = p.pm.run(ctx, nil, append([]string{"rm", "--force", "--ignore", "--time", "0"}, ids...)...)
+			// --depend: a container in another's network goes first, or
+			// podman keeps the other.
+			_, _ = p.pm.run(ctx, nil, append([]string{"rm", "--force", "--depend", "--ignore", "--time", "0"}, ids...)...)
 		}
 		for _, d := range r.tmpfs {
 			_ = unmountTmpfs(d)
@@ -591,7 +593,7 @@ func (p *podRunner) cleanup() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if ids, err := p.pm.ids(ctx, false, labelServer+"="+p.server); err == nil && len(ids) > 0 {
-		_, _ = p.pm.run(ctx, nil, append([]string{"rm", "--force", "--ignore", "--time", "0"}, ids...)...)
+		_, _ = p.pm.run(ctx, nil, append([]string{"rm", "--force", "--depend", "--ignore", "--time", "0"}, ids...)...)
 	}
 	if vols, err := p.pm.ids(ctx, true, labelServer+"="+p.server); err == nil && len(vols) > 0 {
 		_, _ = p.pm.run(ctx, nil, append([]string{"volume", "rm", "--force"}, vols...)...)
