@@ -46,33 +46,41 @@ func realClient(t *testing.T) dynamic.Interface {
 		t.Skipf("needs the real agent-sandbox controller: set %s (scripts/build-kube) and %s (scripts/build-controller)",
 			kubetest.EnvBinaries, kubetest.EnvController)
 	}
-	realServer.once.Do(func() {
-		crds, err := kubetest.CRDDir(os.Getenv)
-		if err != nil {
-			realServer.err = err
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		began := time.Now()
-		srv, err := kubetest.Start(ctx, bin, crds)
-		if err != nil {
-			realServer.err = err
-			return
-		}
-		if err := srv.StartController(ctx, ctl); err != nil {
-			srv.Stop()
-			realServer.err = fmt.Errorf("%s=%s: %w", kubetest.EnvController, ctl, err)
-			return
-		}
-		realServer.srv = srv
-		fmt.Fprintf(os.Stderr, "kube-apiserver, etcd and the real agent-sandbox controller up in %s\n", time.Since(began).Round(100*time.Millisecond))
-	})
+	realServer.once.Do(func() { realServer.srv, realServer.err = startReal(bin, ctl) })
 	if realServer.err != nil {
 		t.Fatal(realServer.err)
 	}
-	realServer.srv.ControllerLog(t)
-	dc, err := dynamic.NewForConfig(realServer.srv.Config)
+	return clientOf(t, realServer.srv)
+}
+
+// startReal starts an API server with the real controller beside it, its
+// kubelet stand-in set by opts.
+func startReal(bin, ctl string, opts ...kubetest.ControllerOption) (*kubetest.Server, error) {
+	crds, err := kubetest.CRDDir(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	began := time.Now()
+	srv, err := kubetest.Start(ctx, bin, crds)
+	if err != nil {
+		return nil, err
+	}
+	if err := srv.StartController(ctx, ctl, opts...); err != nil {
+		srv.Stop()
+		return nil, fmt.Errorf("%s=%s: %w", kubetest.EnvController, ctl, err)
+	}
+	fmt.Fprintf(os.Stderr, "kube-apiserver, etcd and the real agent-sandbox controller up in %s\n", time.Since(began).Round(100*time.Millisecond))
+	return srv, nil
+}
+
+// clientOf reaches srv for t, keeping the controller's log of t's time
+// for its failure.
+func clientOf(t *testing.T, srv *kubetest.Server) dynamic.Interface {
+	t.Helper()
+	srv.ControllerLog(t)
+	dc, err := dynamic.NewForConfig(srv.Config)
 	if err != nil {
 		t.Fatal(err)
 	}

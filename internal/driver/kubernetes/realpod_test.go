@@ -2,7 +2,6 @@ package kubernetes_test
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -51,37 +50,16 @@ func podsClient(t *testing.T) (*kubetest.Server, dynamic.Interface) {
 			kubetest.EnvBinaries, kubetest.EnvController, kubetest.EnvPodman, sandboxImage)
 	}
 	podsServer.once.Do(func() {
-		crds, err := kubetest.CRDDir(os.Getenv)
-		if err != nil {
-			podsServer.err = err
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		srv, err := kubetest.Start(ctx, bin, crds)
-		if err != nil {
-			podsServer.err = err
-			return
-		}
-		if err := srv.StartController(ctx, ctl, kubetest.RunPods(kubetest.Podman{Root: root})); err != nil {
-			srv.Stop()
-			podsServer.err = fmt.Errorf("%s=%s: %w", kubetest.EnvController, ctl, err)
-			return
-		}
-		podsServer.srv, podsServer.root = srv, root
+		podsServer.root = root
+		podsServer.srv, podsServer.err = startReal(bin, ctl, kubetest.RunPods(kubetest.Podman{Root: root}))
 	})
 	if podsServer.err != nil {
 		t.Fatal(podsServer.err)
 	}
-	podsServer.srv.ControllerLog(t)
-	dc, err := dynamic.NewForConfig(podsServer.srv.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return podsServer.srv, dc
+	return podsServer.srv, clientOf(t, podsServer.srv)
 }
 
-// sshKey makes a key pair for the OpenSSH client; it returns the private
+// sshKeyPair makes a key pair for the OpenSSH client; it returns the private
 // key's path and the public key.
 func sshKeyPair(t *testing.T) (string, string) {
 	t.Helper()

@@ -176,7 +176,8 @@ func (p podmanCmd) image(ctx context.Context, ref string) (info imageInfo, ok bo
 	return imageInfo{ID: imgs[0].ID, Digest: imgs[0].Digest, User: imgs[0].Config.User}, true, nil
 }
 
-// containerState is what the stand-in reads of a container.
+// containerState is what the stand-in reads of a container: podman's
+// State, and the container's address.
 type containerState struct {
 	Status     string
 	ExitCode   int
@@ -184,7 +185,7 @@ type containerState struct {
 	Error      string
 	StartedAt  time.Time
 	FinishedAt time.Time
-	IP         string
+	IP         string `json:"-"`
 }
 
 func (p podmanCmd) inspect(ctx context.Context, id string) (containerState, error) {
@@ -193,14 +194,7 @@ func (p podmanCmd) inspect(ctx context.Context, id string) (containerState, erro
 		return containerState{}, err
 	}
 	var cs []struct {
-		State struct {
-			Status     string
-			ExitCode   int
-			OOMKilled  bool
-			Error      string
-			StartedAt  time.Time
-			FinishedAt time.Time
-		}
+		State           containerState
 		NetworkSettings struct {
 			IPAddress string
 			Networks  map[string]struct{ IPAddress string }
@@ -209,12 +203,9 @@ func (p podmanCmd) inspect(ctx context.Context, id string) (containerState, erro
 	if err := json.Unmarshal([]byte(out), &cs); err != nil || len(cs) != 1 {
 		return containerState{}, fmt.Errorf("podman container inspect %s: %q", id, out)
 	}
-	c := cs[0]
-	st := containerState{
-		Status: c.State.Status, ExitCode: c.State.ExitCode, OOMKilled: c.State.OOMKilled, Error: c.State.Error,
-		StartedAt: c.State.StartedAt, FinishedAt: c.State.FinishedAt, IP: c.NetworkSettings.IPAddress,
-	}
-	for _, n := range c.NetworkSettings.Networks {
+	st := cs[0].State
+	st.IP = cs[0].NetworkSettings.IPAddress
+	for _, n := range cs[0].NetworkSettings.Networks {
 		if st.IP == "" {
 			st.IP = n.IPAddress
 		}

@@ -169,13 +169,15 @@ func waitPod(t *testing.T, srv *Server, dc dynamic.Interface, ns, name string, d
 		if found && ok(pod) {
 			return pod
 		}
-		if time.Now().After(deadline) {
+		// An ended pod changes no more.
+		ended := found && (pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed)
+		if ended || time.Now().After(deadline) {
 			st := "gone"
 			if found {
 				b, _ := json.Marshal(pod.Status)
 				st = string(b)
 			}
-			t.Fatalf("waited %s for pod %s to be %s; status %s\nlogs:\n%s", d, name, what, st, srv.PodLogs(ns, name))
+			t.Fatalf("waited for pod %s to be %s (at most %s); status %s\nlogs:\n%s", name, what, d, st, srv.PodLogs(ns, name))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -202,6 +204,21 @@ func containers(t *testing.T, srv *Server, uid types.UID) []string {
 		t.Fatal(err)
 	}
 	return ids
+}
+
+// deletePod deletes the pod and waits until the API has it no more.
+func deletePod(t *testing.T, dc dynamic.Interface, ns, name string) {
+	t.Helper()
+	if err := dc.Resource(podGVR).Namespace(ns).Delete(t.Context(), name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for _, found := getPod(t, dc, ns, name); found; _, found = getPod(t, dc, ns, name) {
+		if time.Now().After(deadline) {
+			t.Fatalf("pod %s was not deleted", name)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // waitGone waits for the stand-in to have removed the pod's containers.
@@ -335,16 +352,7 @@ func TestClaimVolumeOutlivesPod(t *testing.T) {
 	}
 	first := create(t, dc, ns, "first", spec("echo kept > /data/file"))
 	waitPod(t, srv, dc, ns, "first", time.Minute, "Succeeded", phase(corev1.PodSucceeded))
-	if err := dc.Resource(podGVR).Namespace(ns).Delete(t.Context(), "first", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for _, found := getPod(t, dc, ns, "first"); found; _, found = getPod(t, dc, ns, "first") {
-		if time.Now().After(deadline) {
-			t.Fatal("the first pod was not deleted")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	deletePod(t, dc, ns, "first")
 	// An ended pod is deleted at once, its containers removed after.
 	waitGone(t, srv, first)
 	create(t, dc, ns, "second", spec("cat /data/file"))
@@ -423,16 +431,7 @@ while ($c = $s->accept) { print $c "hello from the pod\n"; close $c }'`)
 		t.Errorf("the pod said %q, %v", line, err)
 	}
 
-	if err := dc.Resource(podGVR).Namespace(ns).Delete(t.Context(), "server", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for _, found := getPod(t, dc, ns, "server"); found; _, found = getPod(t, dc, ns, "server") {
-		if time.Now().After(deadline) {
-			t.Fatal("the pod was not deleted")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	deletePod(t, dc, ns, "server")
 	// A running pod's containers go before the pod.
 	if ids := containers(t, srv, uid); len(ids) != 0 {
 		t.Errorf("the deleted pod's container is still in podman: %v", ids)
@@ -440,6 +439,27 @@ while ($c = $s->accept) { print $c "hello from the pod\n"; close $c }'`)
 	if _, err := os.Stat(filepath.Join(srv.kubelet.runner.dir, string(uid))); !os.IsNotExist(err) {
 		t.Errorf("the deleted pod's directory: %v, want gone", err)
 	}
+}
+
+// TestContainersShareNetwork: a pod's containers share its network, as
+// on a node: the second reaches the first on localhost, and both have the
+// pod's hostname.
+func TestContainersShareNetwork(t *testing.T) {
+	srv, dc, ns := pods(t)
+	server := shell("server", `hostname; exec perl -MIO::Socket::INET -e '
+$s = IO::Socket::INET->new(LocalAddr => "127.0.0.1", LocalPort => 8080, Listen => 1, ReuseAddr => 1) or die "listen: $!";
+$c = $s->accept; print $c "hello neighbour\n"; close $c'`)
+	client := shell("client", `hostname; until exec 3<>/dev/tcp/127.0.0.1/8080; do sleep 0.2; done 2>/dev/null; read -r line <&3; echo "got: $line"`)
+	client.Command[0] = "/bin/bash"
+	uid := create(t, dc, ns, "pair", corev1.PodSpec{Hostname: "twin", Containers: []corev1.Container{server, client}})
+	waitPod(t, srv, dc, ns, "pair", time.Minute, "Succeeded", phase(corev1.PodSucceeded))
+	logs := srv.PodLogs(ns, "pair")
+	if !strings.Contains(logs, "got: hello neighbour") || strings.Count(logs, "twin\n") != 2 {
+		t.Errorf("logs:\n%s", logs)
+	}
+	// The one whose network the other joined goes too.
+	deletePod(t, dc, ns, "pair")
+	waitGone(t, srv, uid)
 }
 
 // TestEnvValuesArrive: the container's environment arrives exactly as
@@ -593,15 +613,17 @@ func TestStopRemovesEverything(t *testing.T) {
 	}
 	c := shell("main", "sleep 600")
 	c.VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
+	// The second container is in the first's network: podman removes the
+	// first only after it.
 	create(t, dc, ns, "running", corev1.PodSpec{
-		Containers: []corev1.Container{c},
+		Containers: []corev1.Container{c, shell("side", "sleep 600")},
 		Volumes:    []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}},
 	})
 	waitPod(t, srv, dc, ns, "running", time.Minute, "Running", phase(corev1.PodRunning))
 	runner := srv.kubelet.runner
 	mark := labelServer + "=" + runner.server
-	if ids, _ := runner.pm.ids(t.Context(), false, mark); len(ids) != 1 {
-		t.Fatalf("containers of the server: %v, want 1", ids)
+	if ids, _ := runner.pm.ids(t.Context(), false, mark); len(ids) != 2 {
+		t.Fatalf("containers of the server: %v, want 2", ids)
 	}
 	// The API server and etcd go first: the cleanup needs only podman.
 	for i := len(srv.procs) - 1; i >= 0; i-- {

@@ -53,13 +53,13 @@ type podRunner struct {
 // podRunner.mu; work on one pod is serialised by the work queue, its
 // watchers and probers only set what they observe.
 type podRun struct {
-	key, ns, name string
-	uid           types.UID
-	seq           int
-	dir           string
-	ctx           context.Context
-	cancel        context.CancelFunc
-	startTime     metav1.Time
+	key       string // namespace/name
+	uid       types.UID
+	seq       int
+	dir       string
+	ctx       context.Context
+	cancel    context.CancelFunc
+	startTime metav1.Time
 
 	volumes    map[string]*podVolume // nil until set up
 	tmpfs      []string
@@ -113,7 +113,7 @@ func (p *podRunner) podFor(pod *corev1.Pod) (*podRun, error) {
 	ctx, cancel := context.WithCancel(p.ctx)
 	p.seq++
 	r := &podRun{
-		key: pod.Namespace + "/" + pod.Name, ns: pod.Namespace, name: pod.Name, uid: pod.UID, seq: p.seq,
+		key: pod.Namespace + "/" + pod.Name, uid: pod.UID, seq: p.seq,
 		dir: dir, ctx: ctx, cancel: cancel, startTime: now(),
 		waiting: map[string]waitState{}, ctrs: map[string]*ctrRun{}, events: map[string]bool{},
 	}
@@ -516,7 +516,9 @@ func (p *podRunner) stop(r *podRun, grace int64) {
 			_, _ = p.pm.runUntil(sctx, nil, append([]string{"stop", "--ignore", "--time", strconv.FormatInt(grace, 10)}, ids...)...)
 			cancel()
 			logs = p.liveLogs(ctx, r)
-			_, _ = p.pm.run(ctx, nil, append([]string{"rm", "--force", "--ignore", "--time", "0"}, ids...)...)
+			// --depend: a container in another's network goes first, or
+			// podman keeps the other.
+			_, _ = p.pm.run(ctx, nil, append([]string{"rm", "--force", "--depend", "--ignore", "--time", "0"}, ids...)...)
 		}
 		for _, d := range r.tmpfs {
 			_ = unmountTmpfs(d)
@@ -591,7 +593,7 @@ func (p *podRunner) cleanup() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if ids, err := p.pm.ids(ctx, false, labelServer+"="+p.server); err == nil && len(ids) > 0 {
-		_, _ = p.pm.run(ctx, nil, append([]string{"rm", "--force", "--ignore", "--time", "0"}, ids...)...)
+		_, _ = p.pm.run(ctx, nil, append([]string{"rm", "--force", "--depend", "--ignore", "--time", "0"}, ids...)...)
 	}
 	if vols, err := p.pm.ids(ctx, true, labelServer+"="+p.server); err == nil && len(vols) > 0 {
 		_, _ = p.pm.run(ctx, nil, append([]string{"volume", "rm", "--force"}, vols...)...)

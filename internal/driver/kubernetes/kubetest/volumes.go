@@ -150,7 +150,8 @@ func mkdirMode(dir string, mode fs.FileMode) error {
 func (p *podRunner) claimVolume(ctx context.Context, ns, claim string) (string, error) {
 	if _, err := p.dc.Resource(pvcGVR).Namespace(ns).Get(ctx, claim, metav1.GetOptions{}); err != nil {
 		if apierrors.IsNotFound(err) {
-			return "", fmt.Errorf("%w: persistentvolumeclaim %q not found", errMount, claim)
+			// The pod waits for it, and is tried again.
+			return "", fmt.Errorf("persistentvolumeclaim %q not found", claim)
 		}
 		return "", err
 	}
@@ -177,10 +178,6 @@ func (p *podRunner) claimVolume(ctx context.Context, ns, claim string) (string, 
 	p.mu.Unlock()
 	return path, nil
 }
-
-// errMount is a volume that cannot be set up yet (FailedMount); the pod
-// waits and is tried again.
-var errMount = errors.New("mount")
 
 // setOwnership changes a volume as the kubelet does for a pod's fsGroup:
 // every file and directory gets group fsGroup and group read-write,
