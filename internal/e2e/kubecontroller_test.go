@@ -400,6 +400,20 @@ func TestWarmPoolOnRealController(t *testing.T) {
 		t.Errorf("the claimed sandbox's Sandbox is %v, want one of the ready members %v", claimed, first)
 	}
 
+	// Suspended and resumed: the claimed Sandbox's new pod fetches the
+	// environment again with a new one-time token, which reaches it
+	// through the claim (the old one is spent).
+	alice.run(berthBin, "sandbox", "suspend", "warm")
+	g.waitState(alice.api, sb.ID, "suspended", time.Minute)
+	eventually(t, 30*time.Second, "the suspended claimed sandbox's pod to go", func() bool {
+		return !hasPod(k.pods(t, ns, ""), claimed.GetName())
+	})
+	alice.run(berthBin, "sandbox", "resume", "warm")
+	g.waitState(alice.api, sb.ID, "running", 2*time.Minute)
+	if got := strings.TrimSpace(alice.run(berthBin, "sandbox", "ssh", "warm", "-i", alice.key, "--", "echo $BERTH_SANDBOX_NAME")); got != "warm" {
+		t.Errorf("ssh into the resumed claimed sandbox: %q", got)
+	}
+
 	// The pool makes up for the member it lost, with the template's image.
 	eventually(t, 2*time.Minute, "the pool to refill to two", func() bool { return len(members()) == 2 })
 
@@ -447,6 +461,16 @@ func TestWarmPoolOnRealController(t *testing.T) {
 	if got := strings.TrimSpace(alice.run(berthBin, "sandbox", "ssh", "warm", "-i", alice.key, "--", "id -un")); got != "berth" {
 		t.Errorf("a claimed sandbox after its pool went: ssh says %q", got)
 	}
+}
+
+// hasPod reports whether pods hold one named name.
+func hasPod(pods []unstructured.Unstructured, name string) bool {
+	for _, p := range pods {
+		if p.GetName() == name {
+			return true
+		}
+	}
+	return false
 }
 
 func podReady(p *unstructured.Unstructured) bool {
