@@ -38,6 +38,13 @@ func (r *starter) startSSHD() int {
 		r.logf("prepare sshd: %v", err)
 		return exitFailure
 	}
+	// sshd ignores a host key others may read, and a volume can come back
+	// with its files group-read-write (a kubelet's fsGroup change walks
+	// the whole volume at each mount unless told otherwise).
+	if err := os.Chmod(key, 0o600); err != nil {
+		r.logf("prepare sshd: %v", err)
+		return exitFailure
+	}
 	conf := filepath.Join(dir, "sshd_config")
 	if err := writeFile(conf, sshdConfig(r.cfg.home), 0o600); err != nil {
 		r.logf("prepare sshd: %v", err)

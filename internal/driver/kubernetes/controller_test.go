@@ -52,10 +52,13 @@ func TestMain(m *testing.M) {
 	fmt.Fprintf(os.Stderr, "kube-apiserver and etcd up with the agent-sandbox CRDs in %s\n", time.Since(began).Round(100*time.Millisecond))
 	code := m.Run()
 	server.Stop()
-	// The real controller's tests start a server of their own
-	// (realcontroller_test.go).
+	// The real controller's tests start servers of their own
+	// (realcontroller_test.go, realpod_test.go).
 	if realServer.srv != nil {
 		realServer.srv.Stop()
+	}
+	if podsServer.srv != nil {
+		podsServer.srv.Stop()
 	}
 	os.Exit(code)
 }

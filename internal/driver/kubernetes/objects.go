@@ -180,6 +180,7 @@ func ClaimObject(c Config, spec sandbox.Spec) SandboxClaim {
 // pod that ends is not restarted: a finished sandbox has failed (S11).
 func (c Config) pod(sb sandbox.Sandbox, env map[string]string, probeSSH bool) (PodTemplate, []PVCTemplate) {
 	uid, no, yes := int64(sandboxUID), false, true
+	onRootMismatch := corev1.FSGroupChangeOnRootMismatch
 	seccomp := &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
 	res := corev1.ResourceList{
 		corev1.ResourceCPU:    *resource.NewMilliQuantity(int64(sb.CPU), resource.DecimalSI),
@@ -217,6 +218,11 @@ func (c Config) pod(sb sandbox.Sandbox, env map[string]string, probeSSH bool) (P
 		ServiceAccountName:           c.ServiceAccount,
 		SecurityContext: &corev1.PodSecurityContext{
 			RunAsUser: &uid, RunAsGroup: &uid, FSGroup: &uid, RunAsNonRoot: &yes, SeccompProfile: seccomp,
+			// The kubelet's default (Always) makes every file of a claim
+			// group-read-write at each mount, so a resumed sandbox's sshd
+			// refuses its 0660 host key; once the volume's root is the
+			// group's, leave the files as they are.
+			FSGroupChangePolicy: &onRootMismatch,
 		},
 	}
 	if sb.Runtime != "" {

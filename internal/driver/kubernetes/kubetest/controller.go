@@ -23,8 +23,9 @@ const controllerLog = "agent-sandbox-controller.log"
 
 // StartController starts the real agent-sandbox controller from binary
 // against the server, with the extensions (templates, warm pools, claims)
-// on, and a kubelet stand-in (kubelet.go) that runs the pods it makes.
-// Stop ends both, before the API server.
+// on, and a kubelet stand-in (kubelet.go) for the pods it makes: by
+// default one that only reports them running, with RunPods one that runs
+// them under podman. Stop ends both, before the API server.
 //
 // The controller runs from a scratch working directory with a kubeconfig
 // of its own, no leader election, no webhooks (so v1alpha1 stays
@@ -34,18 +35,10 @@ const controllerLog = "agent-sandbox-controller.log"
 // tests never write /etc, so it runs with its default, sandbox.users.io
 // only, as a fresh install does: a claim carrying other labels (berth's
 // berth.dev/*) ends Ready=False, reason InvalidMetadata.
-func (s *Server) StartController(ctx context.Context, binary string) error {
-	dc, err := dynamic.NewForConfig(s.Config)
-	if err != nil {
+func (s *Server) StartController(ctx context.Context, binary string, opts ...ControllerOption) error {
+	if err := s.startKubelet(opts...); err != nil {
 		return err
 	}
-	kctx, cancel := context.WithCancel(context.Background())
-	done, err := startKubelet(kctx, dc)
-	if err != nil {
-		cancel()
-		return err
-	}
-	s.stopKubelet = func() { cancel(); <-done }
 
 	work := filepath.Join(s.dir, "agent-sandbox-controller")
 	if err := os.MkdirAll(work, 0o700); err != nil {
@@ -64,6 +57,39 @@ func (s *Server) StartController(ctx context.Context, binary string) error {
 	}
 	s.controller = s.procs[len(s.procs)-1]
 	return s.waitController(ctx)
+}
+
+// startKubelet starts the kubelet stand-in; Stop ends it.
+func (s *Server) startKubelet(opts ...ControllerOption) error {
+	var cfg controllerConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	dc, err := dynamic.NewForConfig(s.Config)
+	if err != nil {
+		return err
+	}
+	kctx, cancel := context.WithCancel(context.Background())
+	k, done, err := startKubelet(kctx, dc, cfg, s.dir)
+	if err != nil {
+		cancel()
+		return err
+	}
+	s.kubelet = k
+	s.stopKubelet = func() { cancel(); <-done }
+	return nil
+}
+
+// PodLogs is what the containers of the pods named namespace/pod logged
+// (stdout and stderr as podman keeps them), each pod of the name in turn,
+// oldest first, init containers first, each under a line naming it: for
+// a failing test's message. "" when the stand-in ran none (without
+// RunPods it runs none).
+func (s *Server) PodLogs(namespace, pod string) string {
+	if s.kubelet == nil || s.kubelet.runner == nil {
+		return ""
+	}
+	return s.kubelet.runner.podLogs(namespace, pod)
 }
 
 // withoutKube is the environment less what would point the controller at

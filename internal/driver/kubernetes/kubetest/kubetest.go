@@ -5,8 +5,9 @@
 // BERTH_TEST_KUBE names their directory. There is no controller manager
 // or scheduler. The real agent-sandbox controller runs beside them when a
 // test run asks (StartController, BERTH_TEST_CONTROLLER), with a kubelet
-// stand-in for its pods; otherwise tests play the controller's part
-// themselves, and say so.
+// stand-in for its pods, which with RunPods (BERTH_TEST_PODMAN) runs them
+// under podman; otherwise tests play the controller's part themselves,
+// and say so.
 package kubetest
 
 import (
@@ -52,9 +53,11 @@ type Server struct {
 	dir    string
 	procs  []*proc
 	logs   []*os.File
-	// controller is the agent-sandbox controller's process once started,
-	// stopKubelet ends the kubelet stand-in (controller.go).
+	// controller is the agent-sandbox controller's process once started;
+	// kubelet is the kubelet stand-in, which stopKubelet ends
+	// (controller.go).
 	controller  *proc
+	kubelet     *kubelet
 	stopKubelet func()
 }
 
