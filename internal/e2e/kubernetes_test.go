@@ -186,8 +186,8 @@ type kubeWorld struct {
 }
 
 // gateway starts a gateway of the kubernetes driver on namespace ns (made
-// here), serving inference, and returns it and ns.
-func (k *kubeWorld) gateway(t *testing.T, ns, inference string) (*gateway, string) {
+// here), serving inference, with extra settings, and returns it and ns.
+func (k *kubeWorld) gateway(t *testing.T, ns, inference string, extra ...string) (*gateway, string) {
 	t.Helper()
 	if _, err := k.dc.Resource(k8sNamespaces).Create(t.Context(), &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": ns},
@@ -201,14 +201,14 @@ func (k *kubeWorld) gateway(t *testing.T, ns, inference string) (*gateway, strin
 			t.Fatal(err)
 		}
 	}
-	return startGateway(t,
+	return startGateway(t, append([]string{
 		"BERTH_SANDBOX_DRIVER=kubernetes",
-		"KUBECONFIG="+kubeconfig,
-		"BERTH_SANDBOX_NAMESPACE="+ns,
+		"KUBECONFIG=" + kubeconfig,
+		"BERTH_SANDBOX_NAMESPACE=" + ns,
 		"BERTH_SANDBOX_RUNTIME_STANDARD=runc",
-		"BERTH_INFERENCE_FILE="+inferenceFile,
-		"BERTH_RUNNER_IMAGES=claude-code="+k.image,
-	), ns
+		"BERTH_INFERENCE_FILE=" + inferenceFile,
+		"BERTH_RUNNER_IMAGES=claude-code=" + k.image,
+	}, extra...)...), ns
 }
 
 // runPod plays the controller (the Sandbox is Ready once its pod would
