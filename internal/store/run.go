@@ -19,17 +19,9 @@ import (
 // PutRun writes an agent sandbox's run whole. Its telemetry is kept as
 // JSON: the runner package owns its shape.
 func (s *Store) PutRun(ctx context.Context, r agentrun.Run) error {
-	tel, err := json.Marshal(r.Telemetry)
+	tel, outputs, results, err := outputArgs(r)
 	if err != nil {
 		return fmt.Errorf("put run of %s: %w", r.Sandbox, err)
-	}
-	outputs, err := jsonArg(r.Outputs, r.Outputs == nil)
-	if err != nil {
-		return fmt.Errorf("put run of %s: outputs: %w", r.Sandbox, err)
-	}
-	results, err := jsonArg(r.Results, r.Results == nil)
-	if err != nil {
-		return fmt.Errorf("put run of %s: results: %w", r.Sandbox, err)
 	}
 	exited := 0
 	if r.Exited {
@@ -48,7 +40,7 @@ func (s *Store) PutRun(ctx context.Context, r agentrun.Run) error {
 			review_outcome = excluded.review_outcome, review_summary = excluded.review_summary,
 			review_sha256 = excluded.review_sha256, review_reason = excluded.review_reason, review_file = excluded.review_file,
 			outputs = excluded.outputs, results = excluded.results, kelos_setup = excluded.kelos_setup`,
-		string(r.Sandbox), r.Runner, r.Model, string(r.State), r.ExitCode, r.Error, r.Branch, r.Commit, string(tel),
+		string(r.Sandbox), r.Runner, r.Model, string(r.State), r.ExitCode, r.Error, r.Branch, r.Commit, tel,
 		r.Lines, r.Ignored, timeArg(r.StartedAt), timeArg(r.EndedAt),
 		string(r.Review.Outcome), r.Review.Summary, r.Review.SHA256, r.Review.Reason, r.Review.File, outputs, results,
 		exited, string(r.Ended), r.EndedBy, int(r.Setup))
@@ -61,24 +53,33 @@ func (s *Store) PutRun(ctx context.Context, r agentrun.Run) error {
 // PutRunOutput writes what a run's output said: its telemetry and line
 // counts, and a kelos image's outputs, results and setup.
 func (s *Store) PutRunOutput(ctx context.Context, r agentrun.Run) error {
-	tel, err := json.Marshal(r.Telemetry)
+	tel, outputs, results, err := outputArgs(r)
 	if err != nil {
 		return fmt.Errorf("put the output of the run of %s: %w", r.Sandbox, err)
-	}
-	outputs, err := jsonArg(r.Outputs, r.Outputs == nil)
-	if err != nil {
-		return fmt.Errorf("put the output of the run of %s: outputs: %w", r.Sandbox, err)
-	}
-	results, err := jsonArg(r.Results, r.Results == nil)
-	if err != nil {
-		return fmt.Errorf("put the output of the run of %s: results: %w", r.Sandbox, err)
 	}
 	if _, err := s.db.Write(ctx, sqldb.Patient, `UPDATE runs SET telemetry = $2, lines = $3, ignored = $4, outputs = $5, results = $6, kelos_setup = $7
 		WHERE sandbox_id = $1`,
-		string(r.Sandbox), string(tel), r.Lines, r.Ignored, outputs, results, int(r.Setup)); err != nil {
+		string(r.Sandbox), tel, r.Lines, r.Ignored, outputs, results, int(r.Setup)); err != nil {
 		return fmt.Errorf("put the output of the run of %s: %w", r.Sandbox, err)
 	}
 	return nil
+}
+
+// outputArgs are what a run's output said, as their columns hold it: the
+// telemetry as JSON (the runner package owns its shape), and a kelos
+// image's outputs and results as JSON, NULL when it had none.
+func outputArgs(r agentrun.Run) (tel string, outputs, results any, err error) {
+	b, err := json.Marshal(r.Telemetry)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	if outputs, err = jsonArg(r.Outputs, r.Outputs == nil); err != nil {
+		return "", nil, nil, fmt.Errorf("outputs: %w", err)
+	}
+	if results, err = jsonArg(r.Results, r.Results == nil); err != nil {
+		return "", nil, nil, fmt.Errorf("results: %w", err)
+	}
+	return string(b), outputs, results, nil
 }
 
 // ClaimRunEnd sets the end of a run that is still running and has none.
