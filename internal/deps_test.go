@@ -137,8 +137,9 @@ func TestImportDirection(t *testing.T) {
 		pkg  string
 		ours []string
 	}{
-		// api: the wire types berth-init shares with the gateway.
-		{"entrypoint", []string{"api", "review", "runner", "secret"}},
+		// api: the wire types berth-init shares with the gateway; kelos:
+		// the interface of the kelos images berth-init wraps on Kubernetes.
+		{"entrypoint", []string{"api", "kelos", "review", "runner", "secret"}},
 		// tunnel is shared by the gateway and the client as api is: its
 		// refusal is a fault.UpgradeRequired.
 		{"tunnel", []string{"fault"}},

@@ -67,6 +67,9 @@ func realCluster(t *testing.T) *kubeWorld {
 		t.Skipf("needs the real agent-sandbox controller: set %s (scripts/build-kube) and %s (scripts/build-controller)",
 			kubetest.EnvBinaries, kubetest.EnvController)
 	}
+	if !imageBuilt(root, sandboxImage) {
+		t.Skipf("%s is not built (make images)", sandboxImage)
+	}
 	cluster.once.Do(func() {
 		crds, err := kubetest.CRDDir(os.Getenv)
 		if err != nil {

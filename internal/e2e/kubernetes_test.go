@@ -189,15 +189,15 @@ type kubeWorld struct {
 }
 
 // gateway starts a gateway of the kubernetes driver on namespace ns (made
-// here) that runs claude-code in k.image, serving inference, and returns
-// it and ns.
-func (k *kubeWorld) gateway(t *testing.T, ns, inference string) (*gateway, string) {
+// here) that runs claude-code in k.image, serving inference, with extra
+// settings, and returns it and ns.
+func (k *kubeWorld) gateway(t *testing.T, ns, inference string, extra ...string) (*gateway, string) {
 	t.Helper()
 	inferenceFile := filepath.Join(t.TempDir(), "inference.yaml")
 	if err := os.WriteFile(inferenceFile, []byte(inference), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return k.kubeGateway(t, ns, "BERTH_INFERENCE_FILE="+inferenceFile, "BERTH_RUNNER_IMAGES=claude-code="+k.image), ns
+	return k.kubeGateway(t, ns, append([]string{"BERTH_INFERENCE_FILE=" + inferenceFile, "BERTH_RUNNER_IMAGES=claude-code=" + k.image}, extra...)...), ns
 }
 
 // checkRunPod checks the pod template the driver wrote for sandbox id's

@@ -26,6 +26,14 @@ func runDriver(t *testing.T) (*kubernetes.Driver, *standIn, *cluster) {
 	return d, ctl, &cluster{dc: dc, ns: cfg.Namespace}
 }
 
+// kelosSpec is kelosRunSpec with an id of the test's own.
+func kelosSpec(id sandbox.ID) sandbox.Spec {
+	spec := kelosRunSpec()
+	spec.Sandbox.ID = id
+	spec.Env["BERTH_SANDBOX_ID"] = string(id)
+	return spec
+}
+
 // runSpec is agentRunSpec with an id of the test's own.
 func runSpec(id sandbox.ID) sandbox.Spec {
 	spec := agentRunSpec()
@@ -152,28 +160,54 @@ func TestAgentRunFinishedBeforeReady(t *testing.T) {
 }
 
 // TestAgentRunRefusals: runs this driver cannot run are fault.Unavailable,
-// and nothing reaches the cluster.
+// saying why, and nothing reaches the cluster.
 func TestAgentRunRefusals(t *testing.T) {
 	d, _, c := runDriver(t)
-	for name, edit := range map[string]func(*sandbox.RunSpec){
-		"host checkout":  func(r *sandbox.RunSpec) { r.InMachine, r.Work = false, "/var/lib/berth/work/sbx" },
-		"kelos contract": func(r *sandbox.RunSpec) { r.Contract = sandbox.ContractKelos },
+	for name, tt := range map[string]struct {
+		edit func(*sandbox.RunSpec)
+		want string
+	}{
+		"host checkout":    {func(r *sandbox.RunSpec) { r.InMachine, r.Work = false, "/var/lib/berth/work/sbx" }, "must run whole in its pod"},
+		"unknown contract": {func(r *sandbox.RunSpec) { r.Contract = "docker" }, `contract "docker" is not supported (berth's and kelos are)`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			spec := runSpec("sbx_agentrunrefused000001")
-			edit(spec.Run)
+			tt.edit(spec.Run)
 			err := d.Start(t.Context(), spec)
 			if !errors.Is(err, fault.Unavailable) {
 				t.Fatalf("Start = %v, want fault.Unavailable", err)
 			}
-			if name == "kelos contract" && !strings.Contains(err.Error(), "kelos") {
-				t.Errorf("refusal %q does not name the kelos contract", err)
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("refusal %q does not say %q", err, tt.want)
 			}
 			list, err := c.dc.Resource(sandboxGVR).Namespace(c.ns).List(t.Context(), metav1.ListOptions{})
 			if err != nil || len(list.Items) != 0 {
 				t.Errorf("%d Sandboxes after a refused run (%v), want none", len(list.Items), err)
 			}
 		})
+	}
+}
+
+// TestKelosRunStarts: a kelos image's run is no longer refused: Start
+// writes its Sandbox, init container and all, and the API server takes
+// it. The test plays the controller.
+func TestKelosRunStarts(t *testing.T) {
+	d, ctl, c := runDriver(t)
+	spec := kelosSpec("sbx_kelosrunstarts0000001")
+	ctl.finish(strings.ReplaceAll(string(spec.Sandbox.ID), "_", "-"), "PodSucceeded")
+	start, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	if err := d.Start(start, spec); err != nil {
+		t.Fatalf("Start(kelos run) = %v", err)
+	}
+	obj := c.object(t, string(spec.Sandbox.ID))
+	inits, _, _ := unstructured.NestedSlice(obj.Object, "spec", "podTemplate", "spec", "initContainers")
+	ctr := container(t, obj)
+	if len(inits) != 1 || inits[0].(map[string]any)["name"] != "berth-init" || fmt.Sprint(ctr["command"]) != "[/berth/berth-init]" {
+		t.Errorf("the stored pod has init containers %v and command %v; want berth-init copied in and run", inits, ctr["command"])
+	}
+	if err := d.Remove(t.Context(), spec.Sandbox.ID); err != nil {
+		t.Fatal(err)
 	}
 }
 
