@@ -40,18 +40,7 @@ func (s *Server) StartController(ctx context.Context, binary string, opts ...Con
 		return err
 	}
 
-	work := filepath.Join(s.dir, "agent-sandbox-controller")
-	if err := os.MkdirAll(work, 0o700); err != nil {
-		return err
-	}
-	kubeconfig := filepath.Join(work, "kubeconfig")
-	if err := os.WriteFile(kubeconfig, []byte(s.Kubeconfig()), 0o600); err != nil {
-		return err
-	}
-	if err := s.run(binary, controllerLog, func(c *exec.Cmd) {
-		c.Dir = work
-		c.Env = append(withoutKube(os.Environ()), "KUBECONFIG="+kubeconfig, "HOME="+work, "TMPDIR="+work)
-	}, "--extensions", "--leader-elect=false", "--enable-webhook=false", "--manage-webhook-certs=false",
+	if err := s.runClient(binary, controllerLog, "--extensions", "--leader-elect=false", "--enable-webhook=false", "--manage-webhook-certs=false",
 		"--metrics-bind-address=0", "--health-probe-bind-address=0"); err != nil {
 		return err
 	}
@@ -90,6 +79,25 @@ func (s *Server) PodLogs(namespace, pod string) string {
 		return ""
 	}
 	return s.kubelet.runner.podLogs(namespace, pod)
+}
+
+// runClient runs binary as a client of the server: from a scratch working
+// directory named after it, which is also its HOME and TMPDIR, with a
+// kubeconfig of its own in KUBECONFIG, and nothing in its environment
+// that would point it at another cluster.
+func (s *Server) runClient(binary, log string, args ...string) error {
+	work := filepath.Join(s.dir, filepath.Base(binary))
+	if err := os.MkdirAll(work, 0o700); err != nil {
+		return err
+	}
+	kubeconfig := filepath.Join(work, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(s.Kubeconfig()), 0o600); err != nil {
+		return err
+	}
+	return s.run(binary, log, func(c *exec.Cmd) {
+		c.Dir = work
+		c.Env = append(withoutKube(os.Environ()), "KUBECONFIG="+kubeconfig, "HOME="+work, "TMPDIR="+work)
+	}, args...)
 }
 
 // withoutKube is the environment less what would point the controller at

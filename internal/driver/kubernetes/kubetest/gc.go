@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -25,19 +24,8 @@ func (s *Server) StartGarbageCollector(ctx context.Context) error {
 	if _, err := os.Stat(bin); err != nil {
 		return fmt.Errorf("no kube-controller-manager beside kube-apiserver (run scripts/build-kube again): %w", err)
 	}
-	work := filepath.Join(s.dir, "kube-controller-manager")
-	if err := os.MkdirAll(work, 0o700); err != nil {
-		return err
-	}
-	kubeconfig := filepath.Join(work, "kubeconfig")
-	if err := os.WriteFile(kubeconfig, []byte(s.Kubeconfig()), 0o600); err != nil {
-		return err
-	}
-	if err := s.run(bin, gcLog, func(c *exec.Cmd) {
-		c.Dir = work
-		c.Env = append(withoutKube(os.Environ()), "HOME="+work, "TMPDIR="+work)
-	},
-		"--kubeconfig="+kubeconfig, "--controllers=garbage-collector-controller",
+	if err := s.runClient(bin, gcLog,
+		"--kubeconfig="+filepath.Join(s.dir, "kube-controller-manager", "kubeconfig"), "--controllers=garbage-collector-controller",
 		"--leader-elect=false", "--secure-port=0", "--use-service-account-credentials=false",
 		"--concurrent-gc-syncs=5"); err != nil {
 		return err
