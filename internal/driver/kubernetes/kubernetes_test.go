@@ -370,6 +370,7 @@ func (c *cluster) finishedAt(t *testing.T, id string) time.Time {
 // the sweep fails its sandbox (SPEC S11). The pod runs under podman and
 // its sshd exits 0; the real controller reports it.
 func TestFinishedPodFails(t *testing.T) {
+	t.Parallel() // waits on pods and timeouts, on a server of its own
 	c := podsCluster(t)
 	sb, err := c.api.CreateSandbox(t.Context(), api.CreateSandbox{Name: "dev", Class: "podman", SSHKeys: []string{sshKey}})
 	if err != nil {
@@ -404,6 +405,7 @@ func TestFinishedPodFails(t *testing.T) {
 // controller saw its pod end. The pods run under podman; the finished
 // one's container is killed.
 func TestAFinishedOrDeletedSandboxIsNoticedAtOnce(t *testing.T) {
+	t.Parallel() // waits on pods and timeouts, on a server of its own
 	c := podsCluster(t)
 	ctx := t.Context()
 	var ids []string

@@ -117,6 +117,7 @@ func podman(t *testing.T, args ...string) string {
 // and writes in HOME; suspend deletes the pod and its container; resume
 // runs a new pod on the same claim, and HOME still has the file.
 func TestRealPodEngineerLifecycle(t *testing.T) {
+	t.Parallel() // waits on pods and timeouts, on a server of its own
 	srv, dc := podsClient(t)
 	ctx := t.Context()
 	ns := namespace(t, dc)
