@@ -46,7 +46,12 @@ func realClient(t *testing.T) dynamic.Interface {
 		t.Skipf("needs the real agent-sandbox controller: set %s (scripts/build-kube) and %s (scripts/build-controller)",
 			kubetest.EnvBinaries, kubetest.EnvController)
 	}
-	realServer.once.Do(func() { realServer.srv, realServer.err = startReal(bin, ctl) })
+	realServer.once.Do(func() {
+		realServer.srv, realServer.err = startReal(bin, ctl)
+		if realServer.err == nil {
+			realServer.err = addRuntimeClass(realServer.srv, "gvisor", "runsc")
+		}
+	})
 	if realServer.err != nil {
 		t.Fatal(realServer.err)
 	}
@@ -73,6 +78,25 @@ func startReal(bin, ctl string, opts ...kubetest.ControllerOption) (*kubetest.Se
 	}
 	fmt.Fprintf(os.Stderr, "kube-apiserver, etcd and the real agent-sandbox controller up in %s\n", time.Since(began).Round(100*time.Millisecond))
 	return srv, nil
+}
+
+// addRuntimeClass makes the RuntimeClass name, as a cluster that runs
+// pods on that runtime has it: without it the API server refuses the pods
+// of a template naming it (berth's isolated tier names "gvisor"). The
+// kubelet stand-in that runs no process ignores the handler.
+func addRuntimeClass(srv *kubetest.Server, name, handler string) error {
+	dc, err := dynamic.NewForConfig(srv.Config)
+	if err != nil {
+		return err
+	}
+	rc := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": map[string]any{"name": name}, "handler": handler,
+	}}
+	gvr := schema.GroupVersionResource{Group: "node.k8s.io", Version: "v1", Resource: "runtimeclasses"}
+	if _, err := dc.Resource(gvr).Create(context.Background(), rc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("RuntimeClass %s: %w", name, err)
+	}
+	return nil
 }
 
 // clientOf reaches srv for t, keeping the controller's log of t's time

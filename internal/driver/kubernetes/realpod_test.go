@@ -93,14 +93,20 @@ func ssh(t *testing.T, key, addr, command string) (string, error) {
 // root, by the uid label it gives them.
 func podContainers(t *testing.T, uid types.UID) []string {
 	t.Helper()
-	cmd := exec.CommandContext(t.Context(), "podman", "ps", "--all", "--quiet", "--filter", "label=kubetest-uid="+string(uid))
+	return strings.Fields(podman(t, "ps", "--all", "--quiet", "--filter", "label=kubetest-uid="+string(uid)))
+}
+
+// podman runs the podman CLI on the pods' root and returns its output.
+func podman(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), "podman", args...)
 	cmd.Env = append(os.Environ(), "CONTAINERS_CONF="+filepath.Join(podsServer.root, "containers.conf"),
 		"CONTAINERS_STORAGE_CONF="+filepath.Join(podsServer.root, "storage.conf"))
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("podman ps: %v", err)
+		t.Fatalf("podman %s: %v", strings.Join(args, " "), err)
 	}
-	return strings.Fields(string(out))
+	return string(out)
 }
 
 // TestRealPodEngineerLifecycle: the driver's engineer path end to end on
@@ -111,6 +117,7 @@ func podContainers(t *testing.T, uid types.UID) []string {
 // and writes in HOME; suspend deletes the pod and its container; resume
 // runs a new pod on the same claim, and HOME still has the file.
 func TestRealPodEngineerLifecycle(t *testing.T) {
+	t.Parallel() // waits on pods and timeouts, on a server of its own
 	srv, dc := podsClient(t)
 	ctx := t.Context()
 	ns := namespace(t, dc)
