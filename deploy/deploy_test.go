@@ -172,7 +172,13 @@ func TestGatewaySettingsLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	env["BERTH_SANDBOXES_FILE"] = file
-	if _, err := server.LoadConfig(func(k string) string { return env[k] }); err != nil {
+	cfg, err := server.LoadConfig(func(k string) string { return env[k] })
+	if err != nil {
 		t.Fatalf("berth serve would refuse the Deployment's settings:\n%v", err)
+	}
+	// A kelos pod's berth-init comes from the sandbox image the manifests
+	// ship, where the cluster pulls it: not localhost/'s default.
+	if len(cfg.Classes) == 0 || cfg.InitImage != cfg.Classes[0].Image {
+		t.Errorf("BERTH_SANDBOX_INIT_IMAGE = %q, want the sandbox image the classes name", cfg.InitImage)
 	}
 }

@@ -11,7 +11,8 @@ import (
 // client, no CLI framework, none of the gateway's own packages. Today it
 // needs only the standard library, internal/entrypoint, internal/runner
 // (the runners' binaries), internal/review (a reviewer's verdict, found
-// in the checkout of an in-machine run), internal/secret (the one type
+// in the checkout of an in-machine run), internal/kelos (the interface of
+// the kelos images it wraps in their pods), internal/secret (the one type
 // that holds a credential's value) and internal/api (the gateway's wire
 // types, which it reads and writes), all standard library only; anything
 // else must be allowed here deliberately.
@@ -32,6 +33,7 @@ func TestDepsStayLean(t *testing.T) {
 		"berth.dev/berth/internal/entrypoint": true,
 		"berth.dev/berth/internal/runner":     true,
 		"berth.dev/berth/internal/review":     true, // finding a reviewer's verdict, standard library only
+		"berth.dev/berth/internal/kelos":      true, // a kelos image's entrypoint, paths and $1's limit; standard library only
 		"berth.dev/berth/internal/secret":     true, // a credential's value, redacted everywhere; standard library only
 		"berth.dev/berth/internal/api":        true, // the wire types it shares with the host; standard library only
 	}

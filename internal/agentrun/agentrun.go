@@ -30,9 +30,10 @@ type Store interface {
 	// without one.
 	PutRun(ctx context.Context, r Run) error
 	GetRun(ctx context.Context, id sandbox.ID) (Run, error)
-	// PutRunTelemetry writes a run's telemetry and line counts, and
+	// PutRunOutput writes what a run's output said (its telemetry and
+	// line counts; a kelos image's outputs, results and setup), and
 	// nothing else of it.
-	PutRunTelemetry(ctx context.Context, r Run) error
+	PutRunOutput(ctx context.Context, r Run) error
 	// ClaimRunEnd sets the end of a run still running whose end is not
 	// set yet, in one statement; fault.Conflict when it is over or
 	// set (an in-machine run's end is reported once).

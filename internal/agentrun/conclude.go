@@ -50,15 +50,15 @@ func (s *Service) audited(push pushFunc) pushFunc {
 
 // conclude decides how a run whose agent exited ended (run.ExitCode, or
 // run.State already failed), from what it reported, how far a kelos
-// image's setup command got and its sandbox's role: a clean author's run
-// has its work taken by push, a reviewer's pushes nothing (its verdict is
-// its work). It returns errEnded, deciding nothing, when push found the
-// sandbox ended meanwhile.
-func conclude(run Run, setup kelos.Setup, role sandbox.Role, push func() (branch, commit string, err error)) (Run, error) {
+// image's setup command got (run.Setup) and its sandbox's role: a clean
+// author's run has its work taken by push, a reviewer's pushes nothing
+// (its verdict is its work). It returns errEnded, deciding nothing, when
+// push found the sandbox ended meanwhile.
+func conclude(run Run, role sandbox.Role, push func() (branch, commit string, err error)) (Run, error) {
 	if run.State == RunFailed {
 		return run, nil
 	}
-	switch {
+	switch setup := run.Setup; {
 	case setup == kelos.SetupError:
 		run.State, run.Error = RunFailed, "the setup command (KELOS_SETUP_COMMAND) failed, so the agent did not run"
 		if run.ExitCode != 0 {
@@ -95,8 +95,8 @@ func conclude(run Run, setup kelos.Setup, role sandbox.Role, push func() (branch
 // terminated after a clean run, failed otherwise. exited is when its
 // machine stopped, as its runtime says (zero: it has not, or it is not
 // known): the sandbox's running time ends there.
-func (s *Service) concludeRun(ctx context.Context, sb sandbox.Sandbox, run Run, setup kelos.Setup, push pushFunc, verdict verdictFunc, exited time.Time) {
-	run, err := conclude(run, setup, sb.Role, func() (string, string, error) { return push(ctx, sb) })
+func (s *Service) concludeRun(ctx context.Context, sb sandbox.Sandbox, run Run, push pushFunc, verdict verdictFunc, exited time.Time) {
+	run, err := conclude(run, sb.Role, func() (string, string, error) { return push(ctx, sb) })
 	if errors.Is(err, errEnded) {
 		// Ended meanwhile: its end recorded the run and removed what it
 		// had.

@@ -17,7 +17,6 @@ func TestConclude(t *testing.T) {
 	tests := []struct {
 		name     string
 		run      Run
-		setup    kelos.Setup
 		role     sandbox.Role
 		push     error // what the push says
 		pushed   bool  // the push was asked
@@ -35,9 +34,9 @@ func TestConclude(t *testing.T) {
 			want: RunFailed, wantErr: "the agent exited 2: rate limited"},
 		{name: "error in the stream, exit 0", run: Run{State: RunRunning, Telemetry: runner.Telemetry{Error: "no model"}},
 			want: RunFailed, wantErr: "the agent reported an error: no model"},
-		{name: "setup failed", run: Run{State: RunRunning, ExitCode: 1}, setup: kelos.SetupError,
+		{name: "setup failed", run: Run{State: RunRunning, ExitCode: 1, Setup: kelos.SetupError},
 			want: RunFailed, wantErr: "the setup command (KELOS_SETUP_COMMAND) failed, so the agent did not run (exit 1)"},
-		{name: "setup cut short", run: Run{State: RunRunning, ExitCode: 137}, setup: kelos.SetupStarted,
+		{name: "setup cut short", run: Run{State: RunRunning, ExitCode: 137, Setup: kelos.SetupStarted},
 			want: RunFailed, wantErr: "the setup command (KELOS_SETUP_COMMAND) did not finish (exit 137), so the agent did not run"},
 		{name: "already failed", run: Run{State: RunFailed, Error: "its machine is gone"}, role: sandbox.RoleAuthor,
 			want: RunFailed, wantErr: "its machine is gone"},
@@ -45,7 +44,7 @@ func TestConclude(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			asked := false
-			got, err := conclude(tt.run, tt.setup, tt.role, func() (string, string, error) {
+			got, err := conclude(tt.run, tt.role, func() (string, string, error) {
 				asked = true
 				if tt.push != nil {
 					return "", "", tt.push

@@ -51,8 +51,7 @@ func (s *Service) Follow(ctx context.Context, sb sandbox.Sandbox, work string) {
 	if err != nil {
 		s.log.WarnContext(ctx, "following a run ended with an error", "sandbox", sb.ID, "err", err)
 	}
-	run, setup := rr.result()
-	s.finishRun(ctx, run, work, setup)
+	s.finishRun(ctx, rr.result(), work)
 }
 
 // maxRunLog caps what a run's log keeps: a machine that prints without end
@@ -122,12 +121,11 @@ func (rr *runReader) line(ctx context.Context, stdout bool, b []byte) {
 	}
 }
 
-// save writes the telemetry read so far to the run's record, and nothing
-// else of it: the run may have been ended meanwhile (its sandbox
+// save writes what the output said so far to the run's record, and
+// nothing else of it: the run may have been ended meanwhile (its sandbox
 // terminated), and that record stands.
 func (rr *runReader) save(ctx context.Context) {
-	rr.run.Telemetry, rr.run.Lines, rr.run.Ignored = rr.tel, rr.lines, rr.ignored
-	if err := rr.s.store.PutRunTelemetry(ctx, rr.run); err != nil {
+	if err := rr.s.store.PutRunOutput(ctx, rr.result()); err != nil {
 		rr.s.log.WarnContext(ctx, "could not save a run's telemetry", "sandbox", rr.sb.ID, "err", err)
 	}
 }
@@ -140,13 +138,12 @@ func (rr *runReader) close() {
 	}
 }
 
-// result is the run with what its output said, and how far a kelos
-// image's setup command got.
-func (rr *runReader) result() (Run, kelos.Setup) {
+// result is the run with what its output said: its telemetry and, of a
+// kelos image, its outputs, results and how far its setup command got.
+func (rr *runReader) result() Run {
 	run, tel := rr.run, rr.tel
-	setup := kelos.SetupNone
 	if rr.capture != nil {
-		run.Outputs, run.Results, setup = rr.capture.Outputs(), rr.capture.Results(), rr.capture.Setup()
+		run.Outputs, run.Results, run.Setup = rr.capture.Outputs(), rr.capture.Results(), rr.capture.Setup()
 		// Totals from the markers count where the stream said nothing.
 		t := kelos.TotalsOf(run.Results)
 		if t.Tokens {
@@ -157,14 +154,14 @@ func (rr *runReader) result() (Run, kelos.Setup) {
 		}
 	}
 	run.Telemetry, run.Lines, run.Ignored = tel, rr.lines, rr.ignored
-	return run, setup
+	return run
 }
 
 // finishRun records how a run ended, pushes its work after a clean exit,
 // and ends the sandbox: terminated after a clean run, failed otherwise.
-// setup is how far a kelos image's setup command got: when it failed, the
-// run failed before its agent ran, and the reason says so.
-func (s *Service) finishRun(ctx context.Context, run Run, work string, setup kelos.Setup) {
+// When a kelos image's setup command failed (run.Setup), the run failed
+// before its agent ran, and the reason says so.
+func (s *Service) finishRun(ctx context.Context, run Run, work string) {
 	sb, err := s.store.GetSandbox(ctx, run.Sandbox)
 	if err != nil {
 		return
@@ -202,5 +199,5 @@ func (s *Service) finishRun(ctx context.Context, run Run, work string, setup kel
 		exited = sb.StoppedAt(m.FinishedAt, s.now())
 		run.EndedAt = exited
 	}
-	s.concludeRun(ctx, sb, run, setup, s.hostPush(work), func(dest string) review.Result { return review.Collect(work, dest) }, exited)
+	s.concludeRun(ctx, sb, run, s.hostPush(work), func(dest string) review.Result { return review.Collect(work, dest) }, exited)
 }

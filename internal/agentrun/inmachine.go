@@ -9,9 +9,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/account"
-	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/fault"
-	"berth.dev/berth/internal/kelos"
 	"berth.dev/berth/internal/review"
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
@@ -28,14 +26,19 @@ import (
 // gateway lands the bundle as berth/<name> once it has concluded the run
 // clean, as the host pushes a followed run's checkout, and discards it
 // otherwise. The run's telemetry, log and ending are the same as a
-// host-followed run's.
+// host-followed run's: the output it streams is read as the host reads a
+// container's log (runReader), a kelos image's markers and banners
+// included, and kept on the run until its exit report concludes it.
 
-// The variable that tells berth-init to run in this mode, and the one
-// that tells it not to push (a reviewer's run).
+// The variable that tells berth-init to run in this mode, the one that
+// tells it not to push (a reviewer's run), and the one that names the
+// image's contract when it is not berth's: a kelos image's own entrypoint
+// runs as berth-init's child, the task its $1 (SPEC S13.6).
 const (
 	runReportVar     = "BERTH_RUN_REPORT"
 	runReportGateway = "gateway"
 	runPushVar       = "BERTH_RUN_PUSH"
+	runContractVar   = "BERTH_RUN_CONTRACT"
 )
 
 // inMachine reports whether this deployment's agent runs run whole in
@@ -52,16 +55,6 @@ func (s *Service) runsAgents() bool {
 		return true
 	}
 	return s.inMachine()
-}
-
-// checkInMachine refuses at create what an in-machine run cannot do yet:
-// a kelos image (its own entrypoint pushes and takes its prompt as $1).
-func (s *Service) checkInMachine(c class.Class) error {
-	if s.inMachine() && c.Contract == class.ContractKelos {
-		return fault.Errorf(fault.Unavailable, "class %s runs a kelos image, which the %s driver cannot run yet (its entrypoint is not berth-init): run it on podman",
-			c.Name, s.cfg.Driver)
-	}
-	return nil
 }
 
 // Report is what an in-machine run says once its agent exited.
@@ -175,11 +168,11 @@ func (s *Service) Output(ctx context.Context, p account.Principal, body io.Reade
 		s.log.WarnContext(ctx, "run output lines without their stream's mark", "sandbox", sb.ID, "count", malformed)
 	}
 	// What was read counts even when the stream broke: the machine sends
-	// it whole again. Only the telemetry: the run may have reported its
-	// end meanwhile.
-	run, _ = rr.result()
-	if err := s.store.PutRunTelemetry(ctx, run); err != nil {
-		s.log.WarnContext(ctx, "could not save a run's telemetry", "sandbox", sb.ID, "err", err)
+	// it whole again. Only what the output said (the telemetry, a kelos
+	// image's outputs, results and setup, which Exit concludes with): the
+	// run may have reported its end meanwhile.
+	if err := s.store.PutRunOutput(ctx, rr.result()); err != nil {
+		s.log.WarnContext(ctx, "could not save what a run's output said", "sandbox", sb.ID, "err", err)
 	}
 	if err != nil {
 		return fault.Errorf(fault.Invalid, "run output: read: %v", err)
@@ -212,7 +205,7 @@ func (s *Service) Exit(ctx context.Context, p account.Principal, rep Report) (sa
 		// could not start: its words, not just a code.
 		run.State, run.Error = RunFailed, fmt.Sprintf("in its machine (exit %d): %s", rep.ExitCode, rep.Error)
 	}
-	s.concludeRun(ctx, sb, run, kelos.SetupNone, s.landBundle(rep), reportedVerdict(rep), time.Time{})
+	s.concludeRun(ctx, sb, run, s.landBundle(rep), reportedVerdict(rep), time.Time{})
 	out, err := s.store.GetRun(ctx, sb.ID)
 	if err != nil {
 		return sandbox.Sandbox{}, Run{}, fmt.Errorf("run exit: %w", err)

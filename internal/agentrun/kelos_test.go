@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/driver/fake"
 	"berth.dev/berth/internal/fault"
@@ -213,5 +214,104 @@ func TestKelosCreateRefuses(t *testing.T) {
 	if _, err := e.svc.Create(t.Context(), e.alice, sandbox.CreateRequest{Name: "k5", Class: "kelos", Purpose: "agent", Repo: "acme/app",
 		Task: "t", Runner: "codex"}); err != nil {
 		t.Errorf("a kelos run of codex: %v, want its class's image", err)
+	}
+}
+
+// TestKelosRunInMachine: on a driver whose runs happen in their machines
+// (Kubernetes), a kelos image's run is no longer refused. Its machine gets
+// the interface's environment, berth-init's word that the image's own
+// entrypoint runs (BERTH_RUN_CONTRACT=kelos) and no task anywhere in its
+// spec, not even as an argument: berth-init fetches it and makes it $1.
+// The output the machine streams is read as a followed run's log is
+// (results, outputs, totals, the setup banners), and its exit report
+// concludes the run with what it said: a clean run's bundle becomes its
+// branch; a failed setup fails the run saying so, leaving no branch.
+func TestKelosRunInMachine(t *testing.T) {
+	e := newEnv(t)
+	e.w.KelosClass(t)
+	svc, runs := inMachine(t, e)
+	ctx := t.Context()
+	create := func(name string) (sandbox.Sandbox, account.Principal) {
+		t.Helper()
+		sb, err := svc.Create(ctx, e.alice, sandbox.CreateRequest{Name: name, Class: "kelos", Purpose: "agent", Repo: "acme/app",
+			Branch: "main", Task: "add a greeting, \"quoted\" and $HOME unexpanded", Runner: "claude-code"})
+		if err != nil {
+			t.Fatalf("a kelos run on an in-machine driver: %v", err)
+		}
+		e.waitState(t, sb.ID, sandbox.StateRunning)
+		return sb, e.sandboxKey(sb, e.alice)
+	}
+
+	sb, key := create("fix")
+	run := e.drv.RunSpec(sb.ID)
+	if run == nil || !run.InMachine || run.Contract != sandbox.ContractKelos || run.Work != "" || len(run.Args) != 0 {
+		t.Fatalf("run spec %+v: want in-machine, kelos, no host checkout and no arguments (no task)", run)
+	}
+	env := e.drv.Env(sb.ID)
+	for k, want := range map[string]string{
+		"BERTH_RUN_REPORT": "gateway", "BERTH_RUN_CONTRACT": "kelos", "KELOS_AGENT_TYPE": "claude-code", "KELOS_BASE_BRANCH": "main",
+		"KELOS_SETUP_COMMAND": `["sh","-c","make deps"]`, "HOME": kelos.Home, "ANTHROPIC_API_KEY": env["BERTH_API_KEY"],
+		"BERTH_PROMPT_FILE": "", "BERTH_RUNNER_FILES": "",
+	} {
+		if env[k] != want {
+			t.Errorf("machine env %s = %q, want %q", k, env[k], want)
+		}
+	}
+	for k, v := range env {
+		if strings.Contains(v, "add a greeting") {
+			t.Errorf("the task is in the machine's spec (%s): it must be asked for", k)
+		}
+	}
+	if task, err := runs.Task(ctx, key); err != nil || task != "add a greeting, \"quoted\" and $HOME unexpanded" {
+		t.Fatalf("task = %q, %v", task, err)
+	}
+
+	stream := runnertest.Stream(t, "claude-tool")
+	var body strings.Builder
+	for _, l := range []string{kelos.SetupStart, "installing", kelos.SetupDone} {
+		body.WriteString("e " + l + "\n")
+	}
+	for _, l := range append(stream, markerBlock("branch: kelos-fix", "input-tokens: 9999", "pr: https://forge.example/acme/app/pull/7", "nothing to add")...) {
+		body.WriteString("o " + l + "\n")
+	}
+	if err := runs.Output(ctx, key, strings.NewReader(body.String())); err != nil {
+		t.Fatal(err)
+	}
+	bundle, commit := bundleAs(t, e, "hello.txt")
+	_, got, err := runs.Exit(ctx, key, agentrun.Report{ExitCode: 0, Commit: commit, Bundle: bundle})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != agentrun.RunSucceeded || got.Branch != "berth/fix" || got.Commit != commit || branchOf(t, e, "fix") != commit {
+		t.Errorf("run %s (%q) on %s@%s, berth/fix at %q; want succeeded, the bundle's %s landed", got.State, got.Error, got.Branch, got.Commit, branchOf(t, e, "fix"), commit)
+	}
+	wantResults := map[string]string{"branch": "kelos-fix", "input-tokens": "9999", "pr": "https://forge.example/acme/app/pull/7"}
+	if diff := cmp.Diff(wantResults, got.Results); diff != "" {
+		t.Errorf("results read from the machine's stream (-want +got):\n%s", diff)
+	}
+	if len(got.Outputs) != 4 || got.Outputs[3] != "nothing to add" || got.Setup != kelos.SetupOK {
+		t.Errorf("outputs %q, setup %d; want the block's four lines and the setup done", got.Outputs, got.Setup)
+	}
+	if want := (runner.Usage{Input: 240, CacheRead: 60, CacheWrite: 10, Output: 34}); got.Telemetry.Usage != want || got.Lines != len(stream) {
+		t.Errorf("usage %+v over %d lines, want the stream's %+v over its %d (the markers are not the agent's stream)", got.Telemetry.Usage, got.Lines, want, len(stream))
+	}
+	e.waitState(t, sb.ID, sandbox.StateTerminated)
+
+	failed, key := create("setup-fails")
+	out := "e " + kelos.SetupStart + "\ne make: *** no rule\ne " + kelos.SetupFailed + "\n"
+	if err := runs.Output(ctx, key, strings.NewReader(out)); err != nil {
+		t.Fatal(err)
+	}
+	_, got, err = runs.Exit(ctx, key, agentrun.Report{ExitCode: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "the setup command (KELOS_SETUP_COMMAND) failed, so the agent did not run (exit 1)"
+	end := e.waitState(t, failed.ID, sandbox.StateFailed)
+	if got.State != agentrun.RunFailed || got.Error != want || end.Reason != want || got.Setup != kelos.SetupError {
+		t.Errorf("run %s %q, sandbox failed with %q; want %q", got.State, got.Error, end.Reason, want)
+	}
+	if at := branchOf(t, e, "setup-fails"); at != "" {
+		t.Errorf("a failed run left berth/setup-fails at %s", at)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/fault"
+	"berth.dev/berth/internal/kelos"
 	"berth.dev/berth/internal/review"
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
@@ -72,9 +73,14 @@ type Run struct {
 	// author's run.
 	Review review.Result
 	// Outputs are the lines a kelos run printed between its output markers
-	// (SPEC S13.6), and Results those of them of the form "key: value".
+	// (SPEC S13.6), and Results those of them of the form "key: value";
+	// Setup how far its setup command got, as its banners said. Read from
+	// its output, wherever that came from: the container's log the host
+	// follows, or the stream an in-machine run's berth-init sends, which
+	// is kept here until its exit report concludes the run.
 	Outputs []string
 	Results map[string]string
+	Setup   kelos.Setup
 }
 
 // Workspaces makes the host-side checkout an agent run works on (SPEC
@@ -131,9 +137,6 @@ func (s *Service) Choose(ctx context.Context, sb *sandbox.Sandbox, class class.C
 		if !s.runsAgents() {
 			return fault.Errorf(fault.Unavailable, "this deployment's driver (%s) can run no agents: it neither follows a run's output nor lets the machine run it whole, so runner %s cannot run here",
 				s.cfg.Driver, name)
-		}
-		if err := s.checkInMachine(class); err != nil {
-			return err
 		}
 		// SPEC S13: the runner's image, chosen per runner (a kelos
 		// class's own image, S13.6).
@@ -269,6 +272,12 @@ func (s *Service) Prepare(ctx context.Context, spec *sandbox.Spec) error {
 		spec.Env[runReportVar] = runReportGateway
 		if sb.Role == sandbox.RoleReviewer {
 			spec.Env[runPushVar] = "no" // a reviewer's work is its verdict
+		}
+		if sb.Contract == sandbox.ContractKelos {
+			// berth-init runs the image's entrypoint with the task it
+			// fetched as $1: the pod's arguments hold no task.
+			spec.Env[runContractVar] = string(sandbox.ContractKelos)
+			args = nil
 		}
 		// The machine asks for its task: it is not in the machine's spec
 		// (no environment holds it), which whoever may read the cluster's

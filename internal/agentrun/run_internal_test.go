@@ -31,7 +31,7 @@ func TestRunLogIsCapped(t *testing.T) {
 		rr.line(t.Context(), true, []byte(l))
 	}
 	rr.close()
-	run, _ := rr.result()
+	run := rr.result()
 	if run.Lines != len(stream) || run.Telemetry.Usage.Output == 0 {
 		t.Errorf("telemetry read %d lines (%+v), want all %d and the totals", run.Lines, run.Telemetry.Usage, len(stream))
 	}

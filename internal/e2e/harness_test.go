@@ -39,6 +39,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	stopCluster()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -1,7 +1,6 @@
 package e2e_test
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -180,7 +179,12 @@ models:
 // test image (buildKelosImage) for claude-code, with extra lines of YAML.
 func (g *gateway) kelosClass(name, extra string) {
 	g.t.Helper()
-	image := buildKelosImage(g.t, g.root)
+	g.kelosClassOf(buildKelosImage(g.t, g.root), name, extra)
+}
+
+// kelosClassOf is kelosClass of an image built already.
+func (g *gateway) kelosClassOf(image, name, extra string) {
+	g.t.Helper()
 	if _, err := g.operator.ApplyClasses(context.Background(), "", strings.NewReader(`sandboxes:
   - name: `+name+`
     image: `+image+`
@@ -250,20 +254,7 @@ func TestKelosImageGetsItsTaskAsItsArgument(t *testing.T) {
 			if end.State != "terminated" {
 				t.Errorf("%s: %s (%s)\n%s", name, end.State, end.Reason, log[max(0, len(log)-3000):])
 			}
-			var seen struct {
-				Type         string `json:"type"`
-				PromptBytes  int    `json:"prompt_bytes"`
-				PromptSHA256 string `json:"prompt_sha256"`
-				Args         int    `json:"args"`
-			}
-			sc := bufio.NewScanner(strings.NewReader(string(log)))
-			sc.Buffer(make([]byte, 1<<20), 1<<20)
-			for sc.Scan() && seen.Type != "kelos-test" {
-				_ = json.Unmarshal(sc.Bytes(), &seen)
-			}
-			if seen.Type != "kelos-test" {
-				t.Fatalf("the image said nothing of its arguments (sandbox %s: %s); log:\n%.4000s", end.State, end.Reason, log)
-			}
+			seen := kelosSaw(t, string(log))
 			// The image is removed when the test ends: no container of it may be left.
 			if c, v := g.waitGone(sb.ID, 10*time.Second); c != "" || v != "" {
 				t.Errorf("left behind: containers %q volumes %q", c, v)

@@ -44,6 +44,17 @@
 // clean. berth-init exits with the agent's code, or 1 when the bundle or
 // the report failed.
 //
+// With BERTH_RUN_CONTRACT=kelos as well, the image is a kelos image (SPEC
+// S13.6), which berth-init wraps unchanged: its pod runs berth-init from a
+// directory of its own (git-credential-berth beside it, named by that path
+// in git's configuration), as the interface's uid, in /workspace/repo,
+// where it clones. The agent is the image's /kelos_entrypoint.sh with the
+// task as its one argument, $1 (no prompt file, no runner files, nothing
+// on stdin, no arguments of the pod's), in the pod's environment with only
+// safe.directory added for git; its output, exit and work go to the
+// gateway as above, which reads the interface's markers and banners from
+// the output.
+//
 // Otherwise, at each start of the container (a resumed sandbox starts it
 // again on the same HOME volume) it:
 //
@@ -84,6 +95,8 @@
 //	BERTH_IMAGE_CHECK=1       agent-run: report instead of exec (berth image check)
 //	BERTH_RUN_PUSH=no         in-machine run: hand over no work (a reviewer's run;
 //	                          its verdict file goes to the gateway with the exit report)
+//	BERTH_RUN_CONTRACT=kelos  in-machine run: the image is a kelos image, whose own
+//	                          entrypoint runs with the task as $1
 //	BERTH_RUN_REPORT          agent-run: "gateway" for the in-machine run, which
 //	                          needs BERTH_REPO (http or https), BERTH_BASE_URL,
 //	                          BERTH_API_KEY and BERTH_SANDBOX_NAME; unset: the
@@ -120,6 +133,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/kelos"
 	"berth.dev/berth/internal/secret"
 )
 
@@ -188,15 +202,17 @@ func OSEnv() Env {
 // called by; the rest is an agent's command) and returns the exit code. It
 // returns only when it does not exec sshd or the agent.
 func Main(args []string, env Env) int {
-	return start(args, env, options{workDir: workDir, retryDelay: time.Second})
+	return start(args, env, options{workDir: workDir, kelosWorkDir: kelos.WorkDir, kelosEntrypoint: kelos.Entrypoint, retryDelay: time.Second})
 }
 
 // options are the fixed values Main starts with; tests change them (see
 // export_test.go), since a test cannot own /work or wait seconds between
 // attempts.
 type options struct {
-	workDir    string        // the agent-run modes' checkout
-	retryDelay time.Duration // between attempts at a gateway route
+	workDir         string        // the agent-run modes' checkout
+	kelosWorkDir    string        // and a kelos image's in-machine run's
+	kelosEntrypoint string        // the kelos image's entrypoint
+	retryDelay      time.Duration // between attempts at a gateway route
 }
 
 // start is Main with its fixed values in opts.
@@ -211,7 +227,11 @@ func start(args []string, env Env, opts options) int {
 			return exitFailure
 		}
 	}
-	cfg, err := loadConfig(env.Getenv, opts.workDir)
+	work := opts.workDir
+	if env.Getenv("BERTH_RUN_CONTRACT") == contractKelos {
+		work = opts.kelosWorkDir
+	}
+	cfg, err := loadConfig(env.Getenv, work)
 	if err != nil {
 		for line := range strings.Lines(err.Error()) {
 			fmt.Fprintf(env.Stderr, "berth-init: %s", line)
@@ -219,7 +239,10 @@ func start(args []string, env Env, opts options) int {
 		fmt.Fprintln(env.Stderr)
 		return exitUsage
 	}
-	r := &starter{cfg: cfg, env: env, retryDelay: opts.retryDelay}
+	r := &starter{cfg: cfg, env: env, retryDelay: opts.retryDelay, kelosEntrypoint: opts.kelosEntrypoint}
+	if len(args) > 0 {
+		r.self = args[0]
+	}
 	var cmd []string
 	if len(args) > 1 {
 		cmd = args[1:]
@@ -269,6 +292,7 @@ type config struct {
 	work string
 	// The in-machine run (inmachine.go).
 	runReport string
+	contract  string // BERTH_RUN_CONTRACT: "" (berth's) or kelos
 	baseURL   string
 	apiKey    secret.Secret // the sandbox's key, BERTH_API_KEY
 	noPush    bool          // BERTH_RUN_PUSH=no: a reviewer's run pushes nothing
@@ -300,6 +324,7 @@ func loadConfig(getenv func(string) string, work string) (config, error) {
 		imageCheck:     getenv("BERTH_IMAGE_CHECK") == "1",
 		work:           work,
 		runReport:      getenv("BERTH_RUN_REPORT"),
+		contract:       getenv("BERTH_RUN_CONTRACT"),
 		baseURL:        getenv("BERTH_BASE_URL"),
 		apiKey:         secret.New(getenv("BERTH_API_KEY")),
 		noPush:         getenv("BERTH_RUN_PUSH") == "no",
@@ -342,6 +367,10 @@ type starter struct {
 	env Env
 	// retryDelay is the pause between attempts at a gateway route.
 	retryDelay time.Duration
+	// self is the name berth-init was called by (argv[0]), and
+	// kelosEntrypoint what a kelos image's in-machine run starts.
+	self            string
+	kelosEntrypoint string
 }
 
 func (r *starter) logf(format string, args ...any) {

@@ -391,6 +391,27 @@ func TestIdempotent(t *testing.T) {
 	}
 }
 
+// TestHostKeyPrivateOnResume: a HOME volume that comes back with its
+// files group-read-write, as a kubelet's fsGroup change leaves them, still
+// gives sshd a host key it accepts (only the owner may read it).
+func TestHostKeyPrivateOnResume(t *testing.T) {
+	needCommand(t, "ssh-keygen")
+	h := newHarness(t, engineerVars())
+	h.main()
+	key := filepath.Join(h.home, ".sshd", "host_ed25519")
+	if err := os.Chmod(key, 0o660); err != nil {
+		t.Fatal(err)
+	}
+	h.main()
+	fi, err := os.Stat(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("host key mode %o after a start, want 600", fi.Mode().Perm())
+	}
+}
+
 func TestChangedEnvironmentOnResume(t *testing.T) {
 	needCommand(t, "ssh-keygen")
 	h := newHarness(t, engineerVars())

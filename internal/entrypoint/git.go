@@ -17,7 +17,11 @@ func (r *starter) configureGit() error {
 	// git-credential-berth answers for the repository's own address only
 	// (SPEC S9): configured for that URL, so git asks it for nothing else.
 	if prefix, ok := credentialURL(r.cfg.repo); ok {
-		settings = append(settings, [2]string{"credential." + prefix + ".helper", "berth"})
+		helper, err := r.credentialHelper()
+		if err != nil {
+			return err
+		}
+		settings = append(settings, [2]string{"credential." + prefix + ".helper", helper})
 	}
 	for _, kv := range settings {
 		if kv[1] == "" {
@@ -28,6 +32,29 @@ func (r *starter) configureGit() error {
 		}
 	}
 	return r.seedTokenCache()
+}
+
+// credentialHelper is how git's configuration names git-credential-berth:
+// "berth", which git finds on PATH, in berth's own images; its path beside
+// berth-init in a kelos image's pod, where berth-init is a guest in a
+// directory of its own (the pod's init container copied both there) that
+// no PATH of the image names.
+func (r *starter) credentialHelper() (string, error) {
+	if r.cfg.contract != contractKelos {
+		return "berth", nil
+	}
+	self := r.self
+	if !filepath.IsAbs(self) {
+		var err error
+		if self, err = os.Executable(); err != nil {
+			return "", fmt.Errorf("find berth-init's own path for git-credential-berth: %w", err)
+		}
+	}
+	helper := filepath.Join(filepath.Dir(self), credentialHelperName)
+	if _, err := os.Stat(helper); err != nil {
+		return "", fmt.Errorf("%s is not beside berth-init (%v): the pod's init container copies both", credentialHelperName, unwrapPath(err))
+	}
+	return helper, nil
 }
 
 // checkout clones BERTH_REPO into ~/<name>, shallow, at BERTH_BRANCH, unless

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/kelos"
 	"berth.dev/berth/internal/review"
 	"berth.dev/berth/internal/runner"
 )
@@ -34,6 +35,17 @@ import (
 // runReportGateway is the one value BERTH_RUN_REPORT takes.
 const runReportGateway = "gateway"
 
+// contractKelos is the one value BERTH_RUN_CONTRACT takes: the image is a
+// kelos image (SPEC S13.6), which berth-init wraps without changing it.
+// Its own entrypoint (kelos.Entrypoint) is the agent, run with the task as
+// its one argument, $1, in its checkout at kelos.WorkDir, with nothing on
+// its stdin and the environment the pod gives it; no prompt file and no
+// runner files are written, and the runner's binary is not looked for
+// (the entrypoint starts it). The pod runs berth-init from a directory of
+// its own, beside git-credential-berth, as the interface's uid: the clone,
+// the output, the report and the bundle are as for berth's contract.
+const contractKelos = "kelos"
+
 // stopGrace is how long the agent's output may stay open after it exited
 // (a process it left behind holds it), and how long the agent has to end
 // after a forwarded SIGTERM before it is killed: the pod's own grace period
@@ -43,6 +55,12 @@ const stopGrace = 10 * time.Second
 // loadInMachine checks BERTH_RUN_REPORT and, when it asks for the
 // in-machine run, what that run needs.
 func loadInMachine(c config) []error {
+	switch {
+	case c.contract != "" && c.contract != contractKelos:
+		return []error{fmt.Errorf("BERTH_RUN_CONTRACT is %q, want kelos (a kelos image's own entrypoint, the task its $1) or unset (berth's contract)", c.contract)}
+	case c.contract != "" && c.runReport != runReportGateway:
+		return []error{errors.New("BERTH_RUN_CONTRACT=kelos is for an in-machine run (BERTH_RUN_REPORT=gateway): elsewhere the host runs a kelos image's entrypoint itself")}
+	}
 	switch c.runReport {
 	case "":
 		return nil
@@ -98,13 +116,9 @@ func (r *starter) inMachineRun(args []string) int {
 // runInMachine does the run's steps and returns what to report and the
 // code berth-init exits with.
 func (r *starter) runInMachine(ctx context.Context, gw *runGateway, args []string) (api.RunExit, int) {
-	rn, err := runner.Get(r.cfg.runner)
-	if err != nil { // loadConfig refused it already
-		return r.failed(exitUsage, err)
-	}
-	path, err := lookPath(rn.Binary(), r.env.Getenv("PATH"))
+	path, code, err := r.agentPath(args)
 	if err != nil {
-		return r.failed(exitNotFound, fmt.Errorf("runner %s: %w", rn.Name(), err))
+		return r.failed(code, err)
 	}
 	if err := r.configureGit(); err != nil {
 		return r.failed(exitFailure, fmt.Errorf("configure git: %w", err))
@@ -122,18 +136,37 @@ func (r *starter) runInMachine(ctx context.Context, gw *runGateway, args []strin
 		// As openPrompt refuses an empty prompt file (SPEC S13.2).
 		return r.failed(exitUsage, errors.New("the gateway's task is empty: refusing to start the agent without a task"))
 	}
-	if err := r.writePrompt(task); err != nil {
-		return r.failed(exitFailure, fmt.Errorf("write the prompt file: %w", err))
+	var agent child
+	if r.cfg.contract == contractKelos {
+		if err := kelos.CheckPrompt(string(task)); err != nil {
+			return r.failed(exitUsage, fmt.Errorf("the gateway's task cannot be a kelos image's $1: %w", err))
+		}
+		// The image's own terms: its environment as the pod gives it,
+		// the task its one argument, nothing on stdin. Only git is told
+		// that the checkout is safe: berth-init cloned it into a
+		// directory the pod's volume owns (root, on Kubernetes), which
+		// git refuses to a uid other than its owner's.
+		kenv := gitConfigEnv(r.env.Environ(), [][2]string{{"safe.directory", r.cfg.work}})
+		agent = child{path: path, argv: []string{path, string(task)}, env: kenv,
+			how: fmt.Sprintf("the task (%d bytes) its $1", len(task))}
+	} else {
+		if err := r.writePrompt(task); err != nil {
+			return r.failed(exitFailure, fmt.Errorf("write the prompt file: %w", err))
+		}
+		if err := r.writeRunnerFiles(); err != nil {
+			return r.failed(exitFailure, fmt.Errorf("write the runner's config files: %w", err))
+		}
+		rn, _ := runner.Get(r.cfg.runner) // agentPath found it
+		agent = child{path: path, argv: append([]string{rn.Binary()}, args...), env: envv, stdin: r.cfg.promptFile,
+			how: fmt.Sprintf("the task (%d bytes) on stdin", len(task))}
 	}
-	if err := r.writeRunnerFiles(); err != nil {
-		return r.failed(exitFailure, fmt.Errorf("write the runner's config files: %w", err))
-	}
-	argv := append([]string{rn.Binary()}, args...)
-	code, err := r.runChild(ctx, gw, path, argv, envv, len(task))
-	// The task is not part of the work, and the checkout may outlive the
-	// run (a kept volume).
-	if rmErr := os.Remove(r.cfg.promptFile); rmErr != nil {
-		r.logf("remove the prompt file: %v", rmErr)
+	code, err = r.runChild(ctx, gw, agent)
+	if agent.stdin != "" {
+		// The task is not part of the work, and the checkout may outlive
+		// the run (a kept volume).
+		if rmErr := os.Remove(agent.stdin); rmErr != nil {
+			r.logf("remove the prompt file: %v", rmErr)
+		}
 	}
 	if err != nil {
 		return r.failed(code, fmt.Errorf("run %s: %w", path, err))
@@ -156,6 +189,31 @@ func (r *starter) runInMachine(ctx context.Context, gw *runGateway, args []strin
 	}
 	rep.Commit, rep.Bundle = commit, bundle
 	return rep, 0
+}
+
+// agentPath finds what the run starts before anything is done: the
+// runner's binary on PATH, or a kelos image's entrypoint, which takes no
+// arguments but the task. A failure comes with the code to exit with.
+func (r *starter) agentPath(args []string) (string, int, error) {
+	if r.cfg.contract == contractKelos {
+		if len(args) > 0 {
+			return "", exitUsage, fmt.Errorf("a kelos image's run takes no arguments (it was given %d): the task is its entrypoint's one argument", len(args))
+		}
+		path, err := lookPath(r.kelosEntrypoint, "")
+		if err != nil {
+			return "", exitNotFound, fmt.Errorf("the kelos image's entrypoint: %w", err)
+		}
+		return path, 0, nil
+	}
+	rn, err := runner.Get(r.cfg.runner)
+	if err != nil { // loadConfig refused it already
+		return "", exitUsage, err
+	}
+	path, err := lookPath(rn.Binary(), r.env.Getenv("PATH"))
+	if err != nil {
+		return "", exitNotFound, fmt.Errorf("runner %s: %w", rn.Name(), err)
+	}
+	return path, 0, nil
 }
 
 // takeVerdict reads the verdict a reviewer left in the checkout, with the
@@ -295,27 +353,39 @@ func lastLines(s string, n int) string {
 	return strings.Join(lines[max(0, len(lines)-n):], "; ")
 }
 
+// child is the agent's process in an in-machine run.
+type child struct {
+	path string
+	argv []string
+	env  []string
+	// stdin is the prompt file the agent reads; "" gives it none (an
+	// empty stdin, as a detached container's).
+	stdin string
+	how   string // how the task reaches it, for the log
+}
+
 // runChild runs the agent as berth-init's child (not exec: the push and
-// the report come after it) in the work directory with the prompt file on
-// its stdin, and streams its output to the gateway as it comes. It returns
-// the agent's exit code, as a shell reports it; an error when the agent
-// could not be started.
-func (r *starter) runChild(ctx context.Context, gw *runGateway, path string, argv, envv []string, taskSize int) (int, error) {
-	stdin, err := os.Open(r.cfg.promptFile)
-	if err != nil {
-		return exitFailure, err
+// the report come after it) in the work directory, and streams its output
+// to the gateway as it comes. It returns the agent's exit code, as a shell
+// reports it; an error when the agent could not be started.
+func (r *starter) runChild(ctx context.Context, gw *runGateway, agent child) (int, error) {
+	cmd, stop := agentCommand(agent.path, agent.argv)
+	cmd.Env, cmd.Dir = agent.env, r.cfg.work
+	if agent.stdin != "" {
+		stdin, err := os.Open(agent.stdin)
+		if err != nil {
+			return exitFailure, err
+		}
+		defer stdin.Close()
+		cmd.Stdin = stdin
 	}
-	defer stdin.Close()
 	sp, err := newSpool()
 	if err != nil {
 		r.logf("keeping the agent's output in memory (at most %d MiB) for a resend: %v", spoolMemoryLimit>>20, err)
 	}
 	defer sp.close()
-	r.logf("in-machine run of sandbox %s: running %s with %d arguments, the task (%d bytes) on stdin",
-		r.cfg.id, path, len(argv)-1, taskSize)
+	r.logf("in-machine run of sandbox %s: running %s with %d arguments, %s", r.cfg.id, agent.path, len(agent.argv)-1, agent.how)
 
-	cmd, stop := agentCommand(path, argv)
-	cmd.Env, cmd.Dir, cmd.Stdin = envv, r.cfg.work, stdin
 	out := gw.openOutput(ctx, sp)
 	outR, outW := io.Pipe()
 	errR, errW := io.Pipe()
@@ -337,7 +407,7 @@ func (r *starter) runChild(ctx context.Context, gw *runGateway, path string, arg
 	}
 	code, err := exitStatus(cmd.ProcessState, runErr)
 	if err == nil {
-		r.logf("%s exited %d", argv[0], code)
+		r.logf("%s exited %d", agent.argv[0], code)
 	}
 	out.end(ctx)
 	return code, err

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 )
 
 // sshdBinary is sshd's absolute path: sshd re-executes itself for every
@@ -38,8 +39,19 @@ func (r *starter) startSSHD() int {
 		r.logf("prepare sshd: %v", err)
 		return exitFailure
 	}
+	// sshd ignores a host key others may read, and a volume can come back
+	// with its files group-read-write (a kubelet's fsGroup change walks
+	// the whole volume at each mount unless told otherwise).
+	if err := os.Chmod(key, 0o600); err != nil {
+		r.logf("prepare sshd: %v", err)
+		return exitFailure
+	}
+	strict, why := homeModes(r.cfg.home, os.Getuid())
+	if !strict {
+		r.logf("%s; sshd runs with StrictModes off: every process in the sandbox is its user's, so no other user can write there", why)
+	}
 	conf := filepath.Join(dir, "sshd_config")
-	if err := writeFile(conf, sshdConfig(r.cfg.home), 0o600); err != nil {
+	if err := writeFile(conf, sshdConfig(r.cfg.home, strict), 0o600); err != nil {
 		r.logf("prepare sshd: %v", err)
 		return exitFailure
 	}
@@ -55,11 +67,37 @@ func (r *starter) startSSHD() int {
 	return exitFailure
 }
 
+// homeModes readies HOME for sshd's StrictModes, which refuses the keys
+// under a HOME that others may write: one the user owns loses group and
+// other write (podman's volumes are the user's); one the user cannot
+// change cannot be made safe, and strict is false with why. That is
+// HOME on Kubernetes: an emptyDir's root is the node's, mode 0777, and
+// with fsGroup a claim's root is root's and group-writable (a kubelet
+// changes its group, never its owner), which a stock OpenSSH refuses.
+func homeModes(home string, uid int) (strict bool, why string) {
+	fi, err := os.Stat(home)
+	if err != nil || fi.Mode().Perm()&0o022 == 0 {
+		return true, "" // sshd says what is wrong with a HOME it cannot read
+	}
+	if owner, ok := ownerOf(fi); ok && owner == uid {
+		if err := os.Chmod(home, fi.Mode()&(fs.ModePerm|fs.ModeSetgid|fs.ModeSticky)&^0o022); err == nil {
+			return true, ""
+		}
+	}
+	owner, _ := ownerOf(fi)
+	return false, fmt.Sprintf("HOME %s may be written by others (mode %04o, owner uid %d) and is not the sandbox user's to change", home, fi.Mode().Perm(), owner)
+}
+
 // sshdConfig is the configuration of a non-root sshd that keeps its state in
 // ~/.sshd (notes/podman.md §5): public keys only, the sandbox's environment
-// from ~/.ssh/environment, no forwarding.
-func sshdConfig(home string) []byte {
+// from ~/.ssh/environment, no forwarding; StrictModes unless HOME cannot
+// be made safe for it (homeModes).
+func sshdConfig(home string, strict bool) []byte {
 	dir := filepath.Join(home, ".sshd")
+	modes := "yes"
+	if !strict {
+		modes = "no"
+	}
 	return fmt.Appendf(nil, `# Written by berth-init at every start of the sandbox; edits are lost.
 Port %d
 HostKey %s
@@ -70,11 +108,21 @@ PasswordAuthentication no
 KbdInteractiveAuthentication no
 PubkeyAuthentication yes
 AuthorizedKeysFile .ssh/authorized_keys
-StrictModes yes
+StrictModes %s
 PermitUserEnvironment yes
 AllowTcpForwarding no
 X11Forwarding no
 PrintMotd no
 Subsystem sftp internal-sftp
-`, sshdPort, filepath.Join(dir, "host_ed25519"), filepath.Join(dir, "sshd.pid"))
+`, sshdPort, filepath.Join(dir, "host_ed25519"), filepath.Join(dir, "sshd.pid"), modes)
+}
+
+// ownerOf is the uid that owns the file fi describes, where the system
+// says.
+func ownerOf(fi fs.FileInfo) (int, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, false
+	}
+	return int(st.Uid), true
 }

@@ -59,7 +59,8 @@ type RunSpec struct {
 	// a kelos image), also the working directory: the only mount.
 	Work string
 	// Args fill the "$@" slot: the runner's ContainerArgs, or for a kelos
-	// image the prompt alone, its $1.
+	// image the prompt alone, its $1 (none in-machine: berth-init fetches
+	// the task and gives it to the image's entrypoint as $1).
 	Args []string
 	// Network is "allowlist" (the default: a network that reaches only the
 	// gateway) or "open".
@@ -67,9 +68,10 @@ type RunSpec struct {
 	// InMachine says the machine does the whole run itself, on a driver
 	// with InMachineRuns: Work is "", and berth-init (BERTH_RUN_REPORT=
 	// gateway in the environment) clones the repository through the
-	// gateway into /work, fetches the task, streams its output to the
-	// gateway, and reports the agent's exit there with its work as a git
-	// bundle (it pushes nothing).
+	// gateway into /work (a kelos image's /workspace/repo), fetches the
+	// task, streams its output to the gateway, and reports the agent's
+	// exit there with its work as a git bundle (it pushes nothing). A
+	// kelos image has no berth-init of its own: the driver puts one in.
 	InMachine bool
 }
 

@@ -44,6 +44,7 @@ type Config struct {
 	StorageClass     string                  // BERTH_SANDBOX_STORAGE_CLASS
 	ServiceAccount   string                  // BERTH_SANDBOX_SERVICE_ACCOUNT
 	ImagePullSecrets []string                // BERTH_SANDBOX_IMAGE_PULL_SECRETS
+	InitImage        string                  // BERTH_SANDBOX_INIT_IMAGE; "" is kubernetes.DefaultInitImage
 	Warm             bool                    // BERTH_SANDBOX_WARM
 	// Kubeconfig is KUBECONFIG: the kubernetes driver's cluster when the
 	// gateway runs outside it; "" is the in-cluster service account.
@@ -123,6 +124,9 @@ const SettingsHelp = `Settings (environment variables, read once at start-up):
   BERTH_SANDBOX_SERVICE_ACCOUNT     kubernetes: the sandboxes' service account (its token is
                                     never mounted; default: the namespace's default)
   BERTH_SANDBOX_IMAGE_PULL_SECRETS  kubernetes: comma-separated secrets to pull images with
+  BERTH_SANDBOX_INIT_IMAGE          kubernetes: the image a kelos image's pod copies berth-init
+                                    from, in an init container: berth's sandbox image (default
+                                    localhost/berth-sandbox:latest)
   BERTH_SANDBOX_WARM                on or off (default): warm pools for engineer classes with
                                     warm > 0 (kubernetes only); off deletes every pool at start
   KUBECONFIG                        kubernetes: the cluster when the gateway runs outside it
@@ -201,6 +205,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		Namespace:      get("BERTH_SANDBOX_NAMESPACE", ""),
 		StorageClass:   get("BERTH_SANDBOX_STORAGE_CLASS", ""),
 		ServiceAccount: get("BERTH_SANDBOX_SERVICE_ACCOUNT", ""),
+		InitImage:      get("BERTH_SANDBOX_INIT_IMAGE", ""),
 		PodmanBinary:   get("BERTH_SANDBOX_PODMAN_BINARY", "podman"),
 		PodmanNetwork:  get("BERTH_SANDBOX_PODMAN_NETWORK", ""),
 		PodmanAgentNet: get("BERTH_SANDBOX_PODMAN_AGENT_NETWORK", ""),
@@ -366,6 +371,9 @@ func checkKubernetes(c Config, bad func(setting, format string, args ...any)) {
 		if errs := validation.IsDNS1123Label(c.Namespace); len(errs) > 0 {
 			bad("BERTH_SANDBOX_NAMESPACE", "%q is not a namespace name: %s", c.Namespace, strings.Join(errs, "; "))
 		}
+	}
+	if strings.ContainsAny(c.InitImage, " \t\n") {
+		bad("BERTH_SANDBOX_INIT_IMAGE", "%q is not an image reference", c.InitImage)
 	}
 	names := []struct{ setting, value string }{
 		{"BERTH_SANDBOX_STORAGE_CLASS", c.StorageClass},

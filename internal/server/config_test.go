@@ -23,12 +23,13 @@ func TestKubernetesSettings(t *testing.T) {
 			"BERTH_SANDBOX_NAMESPACE": "berth-sandboxes", "BERTH_SANDBOX_STORAGE_CLASS": "fast-ssd",
 			"BERTH_SANDBOX_SERVICE_ACCOUNT": "berth-sandbox", "BERTH_SANDBOX_IMAGE_PULL_SECRETS": "registry, mirror",
 			"BERTH_SANDBOX_RUNTIME_ISOLATED": "gvisor", "BERTH_SANDBOX_RUNTIME_VM": "kata-qemu", "BERTH_SANDBOX_WARM": "on",
-			"KUBECONFIG": "/etc/berth/kubeconfig",
+			"KUBECONFIG": "/etc/berth/kubeconfig", "BERTH_SANDBOX_INIT_IMAGE": "registry.example/berth-sandbox:1",
 		}, ""},
 		{"bad namespace", map[string]string{"BERTH_SANDBOX_NAMESPACE": "Berth_Sandboxes"}, "BERTH_SANDBOX_NAMESPACE"},
 		{"runtime path", map[string]string{"BERTH_SANDBOX_RUNTIME_ISOLATED": "/usr/local/bin/runsc"}, "BERTH_SANDBOX_RUNTIME_ISOLATED"},
 		{"bad secret", map[string]string{"BERTH_SANDBOX_IMAGE_PULL_SECRETS": "ok,Not OK"}, "BERTH_SANDBOX_IMAGE_PULL_SECRETS"},
 		{"bad warm", map[string]string{"BERTH_SANDBOX_WARM": "sometimes"}, "BERTH_SANDBOX_WARM"},
+		{"bad init image", map[string]string{"BERTH_SANDBOX_INIT_IMAGE": "berth sandbox"}, "BERTH_SANDBOX_INIT_IMAGE"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -46,6 +47,9 @@ func TestKubernetesSettings(t *testing.T) {
 				}
 				if cfg.Driver != "kubernetes" || cfg.Kubeconfig != env["KUBECONFIG"] || cfg.Namespace != env["BERTH_SANDBOX_NAMESPACE"] {
 					t.Errorf("config = driver %q, kubeconfig %q, namespace %q", cfg.Driver, cfg.Kubeconfig, cfg.Namespace)
+				}
+				if cfg.InitImage != env["BERTH_SANDBOX_INIT_IMAGE"] {
+					t.Errorf("init image = %q, want %q", cfg.InitImage, env["BERTH_SANDBOX_INIT_IMAGE"])
 				}
 				if rt := env["BERTH_SANDBOX_RUNTIME_ISOLATED"]; rt != "" && cfg.Runtimes[sandbox.TierIsolated] != rt {
 					t.Errorf("isolated runtime = %q, want %q", cfg.Runtimes[sandbox.TierIsolated], rt)

@@ -524,6 +524,6 @@ func kubernetesDriver(ctx context.Context, cfg Config, st *store.Store, log *slo
 	}
 	return kubernetes.New(kubernetes.Config{
 		Namespace: cfg.Namespace, Deployment: dep, StorageClass: cfg.StorageClass, ServiceAccount: cfg.ServiceAccount,
-		ImagePullSecrets: cfg.ImagePullSecrets, PublicURL: cfg.SandboxPublicURL,
+		ImagePullSecrets: cfg.ImagePullSecrets, PublicURL: cfg.SandboxPublicURL, InitImage: cfg.InitImage,
 	}, dyn, log), nil
 }

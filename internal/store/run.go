@@ -10,6 +10,7 @@ import (
 
 	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/fault"
+	"berth.dev/berth/internal/kelos"
 	"berth.dev/berth/internal/review"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store/sqldb"
@@ -18,17 +19,9 @@ import (
 // PutRun writes an agent sandbox's run whole. Its telemetry is kept as
 // JSON: the runner package owns its shape.
 func (s *Store) PutRun(ctx context.Context, r agentrun.Run) error {
-	tel, err := json.Marshal(r.Telemetry)
+	tel, outputs, results, err := outputArgs(r)
 	if err != nil {
 		return fmt.Errorf("put run of %s: %w", r.Sandbox, err)
-	}
-	outputs, err := jsonArg(r.Outputs, r.Outputs == nil)
-	if err != nil {
-		return fmt.Errorf("put run of %s: outputs: %w", r.Sandbox, err)
-	}
-	results, err := jsonArg(r.Results, r.Results == nil)
-	if err != nil {
-		return fmt.Errorf("put run of %s: results: %w", r.Sandbox, err)
 	}
 	exited := 0
 	if r.Exited {
@@ -36,8 +29,8 @@ func (s *Store) PutRun(ctx context.Context, r agentrun.Run) error {
 	}
 	_, err = s.db.Write(ctx, sqldb.Patient, `
 		INSERT INTO runs (sandbox_id, runner, model, state, exit_code, error, branch, commit_id, telemetry, lines, ignored, started_at, ended_at,
-			review_outcome, review_summary, review_sha256, review_reason, review_file, outputs, results, exited, ended, ended_by)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)
+			review_outcome, review_summary, review_sha256, review_reason, review_file, outputs, results, exited, ended, ended_by, kelos_setup)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)
 		ON CONFLICT (sandbox_id) DO UPDATE SET
 			runner = excluded.runner, model = excluded.model, state = excluded.state, exit_code = excluded.exit_code,
 			error = excluded.error, branch = excluded.branch, commit_id = excluded.commit_id, telemetry = excluded.telemetry,
@@ -46,28 +39,47 @@ func (s *Store) PutRun(ctx context.Context, r agentrun.Run) error {
 			exited = excluded.exited, ended = excluded.ended, ended_by = excluded.ended_by,
 			review_outcome = excluded.review_outcome, review_summary = excluded.review_summary,
 			review_sha256 = excluded.review_sha256, review_reason = excluded.review_reason, review_file = excluded.review_file,
-			outputs = excluded.outputs, results = excluded.results`,
-		string(r.Sandbox), r.Runner, r.Model, string(r.State), r.ExitCode, r.Error, r.Branch, r.Commit, string(tel),
+			outputs = excluded.outputs, results = excluded.results, kelos_setup = excluded.kelos_setup`,
+		string(r.Sandbox), r.Runner, r.Model, string(r.State), r.ExitCode, r.Error, r.Branch, r.Commit, tel,
 		r.Lines, r.Ignored, timeArg(r.StartedAt), timeArg(r.EndedAt),
 		string(r.Review.Outcome), r.Review.Summary, r.Review.SHA256, r.Review.Reason, r.Review.File, outputs, results,
-		exited, string(r.Ended), r.EndedBy)
+		exited, string(r.Ended), r.EndedBy, int(r.Setup))
 	if err != nil {
 		return fmt.Errorf("put run of %s: %w", r.Sandbox, err)
 	}
 	return nil
 }
 
-// PutRunTelemetry writes a run's telemetry and line counts only.
-func (s *Store) PutRunTelemetry(ctx context.Context, r agentrun.Run) error {
-	tel, err := json.Marshal(r.Telemetry)
+// PutRunOutput writes what a run's output said: its telemetry and line
+// counts, and a kelos image's outputs, results and setup.
+func (s *Store) PutRunOutput(ctx context.Context, r agentrun.Run) error {
+	tel, outputs, results, err := outputArgs(r)
 	if err != nil {
-		return fmt.Errorf("put telemetry of the run of %s: %w", r.Sandbox, err)
+		return fmt.Errorf("put the output of the run of %s: %w", r.Sandbox, err)
 	}
-	if _, err := s.db.Write(ctx, sqldb.Patient, `UPDATE runs SET telemetry = $2, lines = $3, ignored = $4 WHERE sandbox_id = $1`,
-		string(r.Sandbox), string(tel), r.Lines, r.Ignored); err != nil {
-		return fmt.Errorf("put telemetry of the run of %s: %w", r.Sandbox, err)
+	if _, err := s.db.Write(ctx, sqldb.Patient, `UPDATE runs SET telemetry = $2, lines = $3, ignored = $4, outputs = $5, results = $6, kelos_setup = $7
+		WHERE sandbox_id = $1`,
+		string(r.Sandbox), tel, r.Lines, r.Ignored, outputs, results, int(r.Setup)); err != nil {
+		return fmt.Errorf("put the output of the run of %s: %w", r.Sandbox, err)
 	}
 	return nil
+}
+
+// outputArgs are what a run's output said, as their columns hold it: the
+// telemetry as JSON (the runner package owns its shape), and a kelos
+// image's outputs and results as JSON, NULL when it had none.
+func outputArgs(r agentrun.Run) (tel string, outputs, results any, err error) {
+	b, err := json.Marshal(r.Telemetry)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	if outputs, err = jsonArg(r.Outputs, r.Outputs == nil); err != nil {
+		return "", nil, nil, fmt.Errorf("outputs: %w", err)
+	}
+	if results, err = jsonArg(r.Results, r.Results == nil); err != nil {
+		return "", nil, nil, fmt.Errorf("results: %w", err)
+	}
+	return string(b), outputs, results, nil
 }
 
 // ClaimRunEnd sets the end of a run that is still running and has none.
@@ -89,12 +101,12 @@ func (s *Store) GetRun(ctx context.Context, id sandbox.ID) (agentrun.Run, error)
 	var state, tel, outcome, endedAs string
 	var started, ended sql.NullInt64
 	var outputs, results sql.NullString
-	var exited int
+	var exited, setup int
 	err := s.db.QueryRowContext(ctx, `SELECT runner, model, state, exit_code, error, branch, commit_id, telemetry, lines, ignored, started_at, ended_at,
-			review_outcome, review_summary, review_sha256, review_reason, review_file, outputs, results, exited, ended, ended_by
+			review_outcome, review_summary, review_sha256, review_reason, review_file, outputs, results, exited, ended, ended_by, kelos_setup
 		FROM runs WHERE sandbox_id = $1`, string(id)).
 		Scan(&r.Runner, &r.Model, &state, &r.ExitCode, &r.Error, &r.Branch, &r.Commit, &tel, &r.Lines, &r.Ignored, &started, &ended,
-			&outcome, &r.Review.Summary, &r.Review.SHA256, &r.Review.Reason, &r.Review.File, &outputs, &results, &exited, &endedAs, &r.EndedBy)
+			&outcome, &r.Review.Summary, &r.Review.SHA256, &r.Review.Reason, &r.Review.File, &outputs, &results, &exited, &endedAs, &r.EndedBy, &setup)
 	if errors.Is(err, sql.ErrNoRows) {
 		return agentrun.Run{}, fault.Errorf(fault.NotFound, "run of %s", id)
 	}
@@ -102,7 +114,7 @@ func (s *Store) GetRun(ctx context.Context, id sandbox.ID) (agentrun.Run, error)
 		return agentrun.Run{}, fmt.Errorf("get run of %s: %w", id, err)
 	}
 	r.State, r.Review.Outcome = agentrun.RunState(state), review.Outcome(outcome)
-	r.Exited, r.Ended = exited != 0, sandbox.State(endedAs)
+	r.Exited, r.Ended, r.Setup = exited != 0, sandbox.State(endedAs), kelos.Setup(setup)
 	r.StartedAt, r.EndedAt = timeOf(started), timeOf(ended)
 	if err := json.Unmarshal([]byte(tel), &r.Telemetry); err != nil {
 		return agentrun.Run{}, fmt.Errorf("run of %s: telemetry: %w", id, err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/fault"
+	"berth.dev/berth/internal/kelos"
 	"berth.dev/berth/internal/review"
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
@@ -216,14 +218,20 @@ func testRunRoundTrip(t *testing.T, st *store.Store) {
 	if err := st.ClaimRunEnd(t.Context(), sb.ID, t0.Add(2*time.Minute)); !errors.Is(err, fault.Conflict) {
 		t.Fatalf("claim the end again: %v, want a conflict", err)
 	}
-	// Telemetry saved meanwhile changes nothing else; a run put without
-	// its end keeps the one it has.
-	run.Lines = 3
-	if err := st.PutRunTelemetry(t.Context(), run); err != nil {
+	// What the output said, saved meanwhile (an in-machine run's, before
+	// its exit report concludes it), changes nothing else; a run put
+	// without its end keeps the one it has.
+	run.Lines, run.State, run.Error = 3, agentrun.RunFailed, "not saved by PutRunOutput"
+	run.Outputs, run.Results, run.Setup = []string{"pr: 7"}, map[string]string{"pr": "7"}, kelos.SetupError
+	if err := st.PutRunOutput(t.Context(), run); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := st.GetRun(t.Context(), sb.ID); err != nil || got.Lines != 3 || got.State != agentrun.RunRunning || !got.EndedAt.Equal(t0.Add(time.Minute)) {
-		t.Fatalf("after the telemetry: %+v, %v", got, err)
+	got, err := st.GetRun(t.Context(), sb.ID)
+	if err != nil || got.Lines != 3 || got.State != agentrun.RunRunning || got.Error != "" || !got.EndedAt.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("after the output: %+v, %v", got, err)
+	}
+	if !slices.Equal(got.Outputs, run.Outputs) || got.Results["pr"] != "7" || got.Setup != kelos.SetupError {
+		t.Fatalf("after the output: outputs %q, results %v, setup %d; want the output's", got.Outputs, got.Results, got.Setup)
 	}
 	run = agentrun.Run{Sandbox: sb.ID, Runner: "pi", Model: "m", State: agentrun.RunSucceeded, Exited: true, ExitCode: 0,
 		Branch: "berth/task", Commit: "abc", Lines: 12, Ignored: 1, StartedAt: t0, EndedAt: t0.Add(time.Minute)}
@@ -231,7 +239,7 @@ func testRunRoundTrip(t *testing.T, st *store.Store) {
 	run.Telemetry.Cost = runner.CostNative
 	run.Telemetry.SessionID = "s1"
 	run.Review = review.Result{Outcome: review.ChangesRequested, Summary: "add a test", SHA256: "ab12", File: "sub/.berth-review-verdict.json"}
-	run.Outputs, run.Results = []string{"branch: b", "a note"}, map[string]string{"branch": "b"}
+	run.Outputs, run.Results, run.Setup = []string{"branch: b", "a note"}, map[string]string{"branch": "b"}, kelos.SetupOK
 	if err := st.PutRun(t.Context(), run); err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +249,7 @@ func testRunRoundTrip(t *testing.T, st *store.Store) {
 	if err := st.PutRun(t.Context(), run); err != nil {
 		t.Fatal(err)
 	}
-	got, err := st.GetRun(t.Context(), sb.ID)
+	got, err = st.GetRun(t.Context(), sb.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

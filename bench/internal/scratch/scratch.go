@@ -35,10 +35,17 @@ type Gateway struct {
 // database dbURL names and a free loopback port, with env added to its
 // environment, and returns it once /healthz answers.
 func Start(bin, dir, dbURL string, env ...string) (*Gateway, error) {
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		return nil, err
 	}
+	return StartAt(bin, dir, dbURL, "127.0.0.1", port, env...)
+}
+
+// StartAt is Start listening on host:port (host "" is every interface:
+// what a gateway needs whose sandboxes reach it on podman's bridge); its
+// URL is loopback's.
+func StartAt(bin, dir, dbURL, host, port string, env ...string) (*Gateway, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -47,7 +54,7 @@ func Start(bin, dir, dbURL string, env ...string) (*Gateway, error) {
 		"HOME="+dir,
 		"BERTH_DATA_DIR="+filepath.Join(dir, "data"),
 		"BERTH_DATABASE_URL="+dbURL,
-		"BERTH_ADDR=127.0.0.1:"+port,
+		"BERTH_ADDR="+net.JoinHostPort(host, port),
 		"BERTH_URL="+g.URL,
 	), env...)
 	out, err := os.Create(g.log)
@@ -155,7 +162,8 @@ func LoadAvg() string {
 	return strings.Join(f[:min(3, len(f))], " ")
 }
 
-func freePort() (string, error) {
+// FreePort is a loopback port nobody listened on a moment ago.
+func FreePort() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err

@@ -12,9 +12,12 @@
 // no pod's output, so berth-init clones through the gateway, fetches the
 // task, streams the agent's output there and reports the exit with the
 // agent's work as a git bundle, which the gateway lands after a clean run
-// (the pod's key pushes nothing).
-// Runs that need the host's checkout, and images of the kelos contract,
-// are refused (fault.Unavailable).
+// (the pod's key pushes nothing). A kelos image (S13.6), which has no
+// berth-init, runs unchanged: an init container copies berth-init from
+// berth's own image (Config.InitImage) into a volume of the pod's, and
+// berth-init wraps the image's entrypoint. Runs that need the host's
+// checkout, and contracts berth does not know, are refused
+// (fault.Unavailable).
 //
 // What it writes is built by pure functions (objects.go) and checked by
 // golden files; integration tests run it against a real kube-apiserver
@@ -47,6 +50,15 @@ type Config struct {
 	// PublicURL is the gateway as a sandbox reaches it: a warm pool's
 	// sandboxes fetch their environment there once claimed.
 	PublicURL string
+	// InitImage is the image a kelos image's pod takes berth-init from
+	// (BERTH_SANDBOX_INIT_IMAGE); "" is DefaultInitImage. The kelos image
+	// runs unchanged and has no berth-init, so an init container copies
+	// this image's /usr/local/bin/berth-init and git-credential-berth
+	// into a volume of the pod's, with cp. It is berth's sandbox image,
+	// not the gateway's, which has no berth-init: the image engineer
+	// sandboxes pull already, built from the same tree as the gateway,
+	// so its berth-init speaks the gateway's routes.
+	InitImage string
 	// ReadyTimeout bounds the wait for a sandbox to be ready; 0 means 5
 	// minutes (an image pull comes first).
 	ReadyTimeout time.Duration
@@ -81,6 +93,19 @@ const (
 	runHome    = "1Gi"
 )
 
+// DefaultInitImage is InitImage's default: the sandbox image images/build
+// makes.
+const DefaultInitImage = "localhost/berth-sandbox:latest"
+
+// Where a kelos image's pod has berth-init: a volume of its own, filled
+// by the init container from InitImage's initFrom and mounted read-only
+// into the run's container, and its size.
+const (
+	initDir  = "/berth"
+	initFrom = "/usr/local/bin"
+	initSize = "64Mi"
+)
+
 // Labels and annotations on every object the driver makes.
 const (
 	labelDeployment = "berth.dev/deployment"
@@ -113,6 +138,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Deployment == "" {
 		c.Deployment = "berth"
+	}
+	if c.InitImage == "" {
+		c.InitImage = DefaultInitImage
 	}
 	if c.ReadyTimeout == 0 {
 		c.ReadyTimeout = 5 * time.Minute

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
@@ -19,15 +20,25 @@ import (
 	"k8s.io/client-go/dynamic"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 
+	"berth.dev/berth/internal/class"
+	"berth.dev/berth/internal/driver/drivertest"
+	"berth.dev/berth/internal/driver/kubernetes"
 	"berth.dev/berth/internal/driver/kubernetes/kubetest"
+	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/secret"
+	"berth.dev/berth/internal/warm"
 )
 
-// This API server runs without the agent-sandbox controller, so these
-// tests play its part with standIn (the real controller runs on a server
-// of its own for realcontroller_test.go): it turns Sandboxes Ready with a
-// pod IP, suspends them, keeps warm pools filled from their templates and
-// binds claims to a pool's member as the claim controller does. Everything the driver writes is
-// still validated by the real API server against the real CRDs.
+// This API server runs without the agent-sandbox controller. The
+// driver's tests run on the real controller, on servers of their own
+// (realClient, podsClient); this one serves the few tests that need what
+// the real controller cannot be made to show, each saying which in its
+// doc comment: they play the controller with standIn, which turns
+// Sandboxes Ready with a pod IP, suspends them, ends the pods it is told
+// to, keeps warm pools filled from their templates and binds claims to a
+// pool's member as the claim controller does, when the test lets it.
+// Everything the driver writes is still validated by the real API server
+// against the real CRDs.
 
 var server *kubetest.Server
 
@@ -52,10 +63,13 @@ func TestMain(m *testing.M) {
 	fmt.Fprintf(os.Stderr, "kube-apiserver and etcd up with the agent-sandbox CRDs in %s\n", time.Since(began).Round(100*time.Millisecond))
 	code := m.Run()
 	server.Stop()
-	// The real controller's tests start a server of their own
-	// (realcontroller_test.go).
+	// The real controller's tests start servers of their own
+	// (realcontroller_test.go, realpod_test.go).
 	if realServer.srv != nil {
 		realServer.srv.Stop()
+	}
+	if podsServer.srv != nil {
+		podsServer.srv.Stop()
 	}
 	os.Exit(code)
 }
@@ -109,10 +123,6 @@ type standIn struct {
 	ns string
 	// podIP is the address every pod gets.
 	podIP string
-	// adopted is called with a claim and the pool member it bound, as the
-	// claim controller patches the pod's metadata: the test starts the
-	// pod's berth-init there.
-	adopted func(claim, sandbox *unstructured.Unstructured)
 
 	mu       sync.Mutex
 	finished map[string]string // Sandbox name → reason, for pods that end
@@ -275,8 +285,7 @@ func (c *standIn) fillPools(ctx context.Context) error {
 // allowlist (sandbox.users.io) is refused, Ready=False/InvalidMetadata;
 // ownership moves to the claim; the Sandbox gets the claim's uid as a
 // label and none of the claim's labels; the claim's status names the
-// Sandbox, which keeps its pool name. On every pass the claim's pod
-// annotations are written back over the bound Sandbox's pod template.
+// Sandbox, which keeps its pool name.
 func (c *standIn) bindClaims(ctx context.Context) error {
 	c.mu.Lock()
 	held := c.holdBind
@@ -290,11 +299,7 @@ func (c *standIn) bindClaims(ctx context.Context) error {
 	}
 	for i := range claims.Items {
 		claim := &claims.Items[i]
-		podAnn, _, _ := unstructured.NestedStringMap(claim.Object, "spec", "additionalPodMetadata", "annotations")
 		if name, _, _ := unstructured.NestedString(claim.Object, "status", "sandbox", "name"); name != "" {
-			if err := c.writeBack(ctx, name, podAnn); err != nil {
-				return err
-			}
 			continue
 		}
 		podLabels, _, _ := unstructured.NestedStringMap(claim.Object, "spec", "additionalPodMetadata", "labels")
@@ -330,8 +335,7 @@ func (c *standIn) bindClaims(ctx context.Context) error {
 			},
 			"spec": map[string]any{"podTemplate": map[string]any{"metadata": podMeta}},
 		})
-		bound, err := c.dc.Resource(sandboxGVR).Namespace(c.ns).Patch(ctx, member.GetName(), types.MergePatchType, patch, metav1.PatchOptions{})
-		if err != nil {
+		if _, err := c.dc.Resource(sandboxGVR).Namespace(c.ns).Patch(ctx, member.GetName(), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			return err
 		}
 		claim.Object["status"] = map[string]any{
@@ -340,9 +344,6 @@ func (c *standIn) bindClaims(ctx context.Context) error {
 		}
 		if _, err := c.dc.Resource(claimGVR).Namespace(c.ns).UpdateStatus(ctx, claim, metav1.UpdateOptions{}); err != nil {
 			return err
-		}
-		if c.adopted != nil {
-			c.adopted(claim, bound)
 		}
 	}
 	return nil
@@ -360,29 +361,6 @@ func outsideAllowlist(labels map[string]string) string {
 	return ""
 }
 
-// writeBack puts a claim's pod annotations over its Sandbox's pod
-// template, as the claim controller does on every pass.
-func (c *standIn) writeBack(ctx context.Context, name string, ann map[string]string) error {
-	u, err := c.dc.Resource(sandboxGVR).Namespace(c.ns).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	have, _, _ := unstructured.NestedStringMap(u.Object, "spec", "podTemplate", "metadata", "annotations")
-	differs := false
-	for k, v := range ann {
-		differs = differs || have[k] != v
-	}
-	if !differs {
-		return nil
-	}
-	patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"podTemplate": map[string]any{"metadata": map[string]any{"annotations": ann}}}})
-	_, err = c.dc.Resource(sandboxGVR).Namespace(c.ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
-	return err
-}
-
 func ready(u *unstructured.Unstructured) bool {
 	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 	for _, x := range conds {
@@ -392,4 +370,55 @@ func ready(u *unstructured.Unstructured) bool {
 		}
 	}
 	return false
+}
+
+// newDriver is a driver on a namespace of the test's own, with the
+// stand-in controller running there.
+func newDriver(t *testing.T, dc dynamic.Interface, g *greeter) (*kubernetes.Driver, *standIn, kubernetes.Config) {
+	t.Helper()
+	ns := namespace(t, dc)
+	ctl := &standIn{dc: dc, ns: ns, podIP: "10.244.0.7"}
+	ctl.start(t)
+	cfg := kubernetes.Config{Namespace: ns, Deployment: "berthtest0001", ReadyTimeout: 30 * time.Second, Dial: g.dial,
+		PublicURL: "http://gateway.test:8080"}
+	return kubernetes.New(cfg, dc, slog.New(slog.NewTextHandler(t.Output(), nil))), ctl, cfg
+}
+
+// TestClaimWaitedForAgain: a gateway that stops while a pool's claim is
+// unbound finds the claim at its next start and waits for it, instead of
+// failing the sandbox for want of an environment. It plays the controller
+// (standIn) because it needs a claim that stays unbound until the test
+// says: the real controller binds a claim within milliseconds, to a ready
+// pool member or to a Sandbox it makes cold, so the restart would find
+// the claim bound and never take the path under test.
+func TestClaimWaitedForAgain(t *testing.T) {
+	dc := kubeClient(t)
+	d, ctl, _ := newDriver(t, dc, newGreeter(t, nil))
+	ctx := t.Context()
+	p := warm.Pool{Org: "org_acme", Class: class.Class{Name: "warm", Image: "ghcr.io/acme/dev:1", CPU: 500, Memory: 1 << 30, Warm: 1}}
+	if err := d.SyncPools(ctx, []warm.Pool{p}); err != nil {
+		t.Fatal(err)
+	}
+	spec := drivertest.Spec(drivertest.Options{Image: p.Class.Image, SSHKey: sshKey})
+	spec.Sandbox.Org, spec.Sandbox.Class, spec.Sandbox.FromPool = p.Org, p.Class.Name, true
+	spec.Env, spec.Bootstrap = nil, secret.New("bst_ONETIME")
+	release := ctl.hold()
+	stopped, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if err := d.Start(stopped, spec); err == nil {
+		t.Fatal("Start returned with the claim unbound")
+	}
+	if m, err := d.Inspect(ctx, spec.Sandbox.ID); err != nil || m.Status != sandbox.MachineRunning {
+		t.Fatalf("Inspect(unbound claim) = %+v, %v; want a machine on its way", m, err)
+	}
+	release()
+	if err := d.Start(ctx, sandbox.Spec{Sandbox: spec.Sandbox}); err != nil {
+		t.Fatalf("Start after the restart = %v, want it to wait for the claim", err)
+	}
+	if err := d.Remove(ctx, spec.Sandbox.ID); err != nil {
+		t.Fatal(err)
+	}
+	if ms, _ := d.List(ctx); len(ms) != 0 {
+		t.Errorf("List after Remove = %v", ms)
+	}
 }

@@ -114,17 +114,16 @@ func (d *Driver) Start(ctx context.Context, spec sandbox.Spec) error {
 }
 
 // checkRun refuses the agent runs this driver cannot run: only in-machine
-// runs of berth's own contract.
+// runs, of berth's own contract or of a kelos image's (which berth-init,
+// copied in from the init image, wraps).
 func checkRun(run *sandbox.RunSpec) error {
 	switch {
 	case run == nil:
 		return nil
 	case !run.InMachine:
 		return fault.Errorf(fault.Unavailable, "kubernetes: an agent run here must run whole in its pod (RunSpec.InMachine): a pod cannot mount the gateway's checkout")
-	case run.Contract == sandbox.ContractKelos:
-		return fault.Errorf(fault.Unavailable, "kubernetes: images of the kelos contract are not supported on Kubernetes yet (they expect their own entrypoint and environment, not berth-init's in-machine run); run them on podman")
-	case run.Contract != "" && run.Contract != sandbox.ContractBerth:
-		return fault.Errorf(fault.Unavailable, "kubernetes: agent run contract %q is not supported", run.Contract)
+	case run.Contract != "" && run.Contract != sandbox.ContractBerth && run.Contract != sandbox.ContractKelos:
+		return fault.Errorf(fault.Unavailable, "kubernetes: agent run contract %q is not supported (berth's and kelos are)", run.Contract)
 	}
 	return nil
 }

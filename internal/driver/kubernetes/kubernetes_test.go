@@ -28,12 +28,10 @@ import (
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/client"
-	"berth.dev/berth/internal/driver/drivertest"
 	"berth.dev/berth/internal/driver/kubernetes"
 	"berth.dev/berth/internal/entrypoint"
 	"berth.dev/berth/internal/gateway"
 	"berth.dev/berth/internal/sandbox"
-	"berth.dev/berth/internal/secret"
 	"berth.dev/berth/internal/store"
 	"berth.dev/berth/internal/tunnel/tunneltest"
 	"berth.dev/berth/internal/usage"
@@ -63,39 +61,14 @@ func (g *greeter) dial(ctx context.Context, network, addr string) (net.Conn, err
 	return (&net.Dialer{}).DialContext(ctx, network, g.addr)
 }
 
-// newDriver is a driver on a namespace of the test's own, with the
-// stand-in controller running there.
-func newDriver(t *testing.T, dc dynamic.Interface, g *greeter) (*kubernetes.Driver, *standIn, kubernetes.Config) {
-	t.Helper()
-	ns := namespace(t, dc)
-	ctl := &standIn{dc: dc, ns: ns, podIP: "10.244.0.7"}
-	ctl.start(t)
-	cfg := kubernetes.Config{Namespace: ns, Deployment: "berthtest0001", ReadyTimeout: 30 * time.Second, Dial: g.dial,
-		PublicURL: "http://gateway.test:8080"}
-	return kubernetes.New(cfg, dc, slog.New(slog.NewTextHandler(t.Output(), nil))), ctl, cfg
-}
-
-// TestContract runs the driver contract against the real API server, the
-// test playing the agent-sandbox controller (controller_test.go).
-func TestContract(t *testing.T) {
-	dc := kubeClient(t)
-	g := newGreeter(t, nil)
-	drivertest.Run(t, drivertest.Options{
-		NewDriver: func(t *testing.T) sandbox.Driver { d, _, _ := newDriver(t, dc, g); return d },
-		Image:     "ghcr.io/acme/dev:1",
-		SSHKey:    sshKey,
-		Timeout:   time.Minute,
-	})
-}
-
 // cluster is a gateway on the kubernetes driver: the real store, services
-// and HTTP API, the real API server, and the stand-in controller.
+// and HTTP API, the real API server and the real agent-sandbox controller
+// (realcontroller_test.go), on a namespace of the test's own.
 type cluster struct {
 	dc   dynamic.Interface
 	ns   string
 	st   *store.Store
 	svc  *sandbox.Service
-	ctl  *standIn
 	api  *client.Client
 	url  string
 	kcfg kubernetes.Config
@@ -113,11 +86,19 @@ const clusterClasses = `sandboxes:
     image: ghcr.io/acme/dev:1
     isolation: vm
     purposes: [engineer]
+  - name: podman
+    image: ` + sandboxImage + `
+    isolation: standard
+    cpu: 500m
+    memory: 512Mi
+    purposes: [engineer]
 `
 
-func newCluster(t *testing.T, pooled bool, g *greeter) *cluster {
+// newCluster starts a gateway on dc. greet is the stand-in sshd for the
+// cluster's namespace; nil when the pods really run (podsClient), so the
+// driver dials their real sshd.
+func newCluster(t *testing.T, dc dynamic.Interface, pooled bool, greet func(ns string) *greeter) *cluster {
 	t.Helper()
-	dc := kubeClient(t)
 	ctx := t.Context()
 	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "berth.db"))
 	if err != nil {
@@ -126,9 +107,11 @@ func newCluster(t *testing.T, pooled bool, g *greeter) *cluster {
 	t.Cleanup(func() { st.Close() })
 	srv := httptest.NewUnstartedServer(nil)
 	url := "http://" + srv.Listener.Addr().String()
-	drv, ctl, kcfg := newDriver(t, dc, g)
-	kcfg.PublicURL = url
-	drv = kubernetes.New(kcfg, dc, slog.New(slog.NewTextHandler(t.Output(), nil)))
+	kcfg := kubernetes.Config{Namespace: namespace(t, dc), Deployment: "berthtest0001", ReadyTimeout: 2 * time.Minute, PublicURL: url}
+	if greet != nil {
+		kcfg.Dial = greet(kcfg.Namespace).dial
+	}
+	drv := kubernetes.New(kcfg, dc, slog.New(slog.NewTextHandler(t.Output(), nil)))
 	tmpl, err := class.ParseFile(strings.NewReader(clusterClasses))
 	if err != nil {
 		t.Fatal(err)
@@ -157,7 +140,7 @@ func newCluster(t *testing.T, pooled bool, g *greeter) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &cluster{dc: dc, ns: kcfg.Namespace, st: st, svc: svc, ctl: ctl, api: client.New(url, key.Secret.Reveal(), srv.Client()), url: url, kcfg: kcfg}
+	return &cluster{dc: dc, ns: kcfg.Namespace, st: st, svc: svc, api: client.New(url, key.Secret.Reveal(), srv.Client()), url: url, kcfg: kcfg}
 }
 
 // waitState polls the API until the sandbox is in state want.
@@ -228,9 +211,12 @@ func envOf(t *testing.T, u *unstructured.Unstructured) map[string]string {
 // TestLifecycleWritesWhatAgentSandboxExpects: create, suspend, resume,
 // extend and terminate through the API leave the objects a user of
 // agent-sandbox expects, as the real API server stored them after
-// validating them against the CRDs. The test plays the controller.
+// validating them against the CRDs, with the real controller acting on
+// them (sshd's greeting comes from a loopback listener answering for the
+// IP of a live, running pod).
 func TestLifecycleWritesWhatAgentSandboxExpects(t *testing.T) {
-	c := newCluster(t, false, newGreeter(t, nil))
+	dc := realClient(t)
+	c := newCluster(t, dc, false, func(ns string) *greeter { return newGreeter(t, livePodsGreet(dc, ns)) })
 	ctx := t.Context()
 	sb, err := c.api.CreateSandbox(ctx, api.CreateSandbox{Name: "dev", Class: "standard", SSHKeys: []string{sshKey}})
 	if err != nil {
@@ -321,7 +307,7 @@ func TestLifecycleWritesWhatAgentSandboxExpects(t *testing.T) {
 // TestUnmappedTierRefused: a class whose tier has no RuntimeClass is
 // refused at creation, naming the setting; nothing reaches the cluster.
 func TestUnmappedTierRefused(t *testing.T) {
-	c := newCluster(t, false, newGreeter(t, nil))
+	c := newCluster(t, realClient(t), false, func(string) *greeter { return newGreeter(t, nil) })
 	_, err := c.api.CreateSandbox(t.Context(), api.CreateSandbox{Name: "fast", Class: "vm", SSHKeys: []string{sshKey}})
 	if err == nil || !strings.Contains(err.Error(), "BERTH_SANDBOX_RUNTIME_VM") {
 		t.Fatalf("create on an unmapped tier = %v, want a refusal naming BERTH_SANDBOX_RUNTIME_VM", err)
@@ -332,17 +318,67 @@ func TestUnmappedTierRefused(t *testing.T) {
 	}
 }
 
+// podsCluster is a gateway on the API server whose pods run under podman
+// (podsClient): its sandboxes are of class "podman", berth's sandbox image
+// with its real sshd. It deletes the namespace's pods at the end: no
+// garbage collector removes those of a deleted Sandbox.
+func podsCluster(t *testing.T) *cluster {
+	t.Helper()
+	_, dc := podsClient(t)
+	c := newCluster(t, dc, false, nil)
+	t.Cleanup(func() {
+		_ = dc.Resource(podGVR).Namespace(c.ns).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{})
+	})
+	return c
+}
+
+// endPod ends the process of a running sandbox's pod in podman, as the
+// kubelet would see it exit: `podman stop` (sshd, PID 1, exits 0 on
+// SIGTERM: the pod Succeeded) or `podman kill` (SIGKILL, 137: Failed).
+func (c *cluster) endPod(t *testing.T, id, how string) {
+	t.Helper()
+	pod := livePod(t, c.dc, c.ns, c.object(t, id).GetName())
+	if pod == nil {
+		t.Fatalf("%s has no pod", id)
+	}
+	ids := podContainers(t, pod.GetUID())
+	if len(ids) != 1 {
+		t.Fatalf("the pod's containers in podman: %v, want one", ids)
+	}
+	podman(t, how, ids[0])
+}
+
+// finishedAt is when the Sandbox's Finished condition says its pod ended,
+// once the controller has said so.
+func (c *cluster) finishedAt(t *testing.T, id string) time.Time {
+	t.Helper()
+	var at time.Time
+	eventually(t, time.Minute, "the controller to say the pod finished", func() bool {
+		conds, _, _ := unstructured.NestedSlice(c.object(t, id).Object, "status", "conditions")
+		for _, x := range conds {
+			if m, _ := x.(map[string]any); m["type"] == "Finished" && m["status"] == "True" {
+				at, _ = time.Parse(time.RFC3339, fmt.Sprint(m["lastTransitionTime"]))
+				return true
+			}
+		}
+		return false
+	})
+	return at
+}
+
 // TestFinishedPodFails: a pod that ends, even cleanly, cannot restart, so
-// the sweep fails its sandbox (SPEC S11).
+// the sweep fails its sandbox (SPEC S11). The pod runs under podman and
+// its sshd exits 0; the real controller reports it.
 func TestFinishedPodFails(t *testing.T) {
-	c := newCluster(t, false, newGreeter(t, nil))
-	sb, err := c.api.CreateSandbox(t.Context(), api.CreateSandbox{Name: "dev", Class: "standard", SSHKeys: []string{sshKey}})
+	t.Parallel() // waits on pods and timeouts, on a server of its own
+	c := podsCluster(t)
+	sb, err := c.api.CreateSandbox(t.Context(), api.CreateSandbox{Name: "dev", Class: "podman", SSHKeys: []string{sshKey}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.waitState(t, sb.ID, "running")
-	c.ctl.finish(c.object(t, sb.ID).GetName(), "PodSucceeded")
-	deadline := time.Now().Add(10 * time.Second)
+	c.endPod(t, sb.ID, "stop")
+	deadline := time.Now().Add(time.Minute)
 	for {
 		if _, err := c.svc.Sweep(t.Context()); err != nil {
 			t.Fatal(err)
@@ -364,33 +400,32 @@ func TestFinishedPodFails(t *testing.T) {
 // TestAFinishedOrDeletedSandboxIsNoticedAtOnce: the driver's watch on
 // Sandboxes tells the service of a pod that finished, or of a Sandbox
 // deleted behind berth's back, and the service fails its sandbox within a
-// couple of seconds, not at the next sweep (an hour away here). The
-// finished one's running time stops when the controller saw its pod end.
+// couple of seconds of the controller saying so, not at the next sweep
+// (an hour away here). The finished one's running time stops when the
+// controller saw its pod end. The pods run under podman; the finished
+// one's container is killed.
 func TestAFinishedOrDeletedSandboxIsNoticedAtOnce(t *testing.T) {
-	c := newCluster(t, false, newGreeter(t, nil))
+	t.Parallel() // waits on pods and timeouts, on a server of its own
+	c := podsCluster(t)
 	ctx := t.Context()
 	var ids []string
 	for _, name := range []string{"fin", "gone"} {
-		sb, err := c.api.CreateSandbox(ctx, api.CreateSandbox{Name: name, Class: "standard", SSHKeys: []string{sshKey}})
+		sb, err := c.api.CreateSandbox(ctx, api.CreateSandbox{Name: name, Class: "podman", SSHKeys: []string{sshKey}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.waitState(t, sb.ID, "running")
 		ids = append(ids, sb.ID)
+	}
+	for _, id := range ids {
+		c.waitState(t, id, "running")
 	}
 	fin, gone := ids[0], ids[1]
 
-	c.ctl.finish(c.object(t, fin).GetName(), "PodFailed")
+	c.endPod(t, fin, "kill")
+	finished := c.finishedAt(t, fin)
 	got := c.within(t, fin, "failed", 3*time.Second)
 	if !strings.Contains(got.Reason, "PodFailed") {
 		t.Errorf("reason %q does not say the pod failed", got.Reason)
-	}
-	var finished time.Time
-	conds, _, _ := unstructured.NestedSlice(c.object(t, fin).Object, "status", "conditions")
-	for _, x := range conds {
-		if m, _ := x.(map[string]any); m["type"] == "Finished" {
-			finished, _ = time.Parse(time.RFC3339, fmt.Sprint(m["lastTransitionTime"]))
-		}
 	}
 	row, err := c.st.GetSandbox(ctx, sandbox.ID(fin))
 	if err != nil {
@@ -464,7 +499,10 @@ func runPod(t *testing.T, url string, ann map[string]string, wg *sync.WaitGroup)
 // the sandbox's environment from the gateway over HTTP with berth-init's
 // own code; the sandbox is ready once its sshd greets. The pool follows
 // its class to warm 0, and a gateway started with pools off deletes every
-// pool. The test plays the agent-sandbox controller.
+// pool. The real controller fills the pool and binds the claim; the test
+// plays the kubelet for the bound pod only (runBoundPods): the kubelet
+// stand-in runs no process, and the gateway listens on loopback, out of a
+// podman pod's reach.
 func TestWarmPoolClaimEndToEnd(t *testing.T) {
 	needCommand(t, "ssh-keygen")
 	var (
@@ -485,13 +523,13 @@ func TestWarmPoolClaimEndToEnd(t *testing.T) {
 		}
 		return false
 	}
-	c := newCluster(t, true, newGreeter(t, up))
-	c.ctl.adopted = func(claim, sb *unstructured.Unstructured) {
-		ann, _, _ := unstructured.NestedStringMap(sb.Object, "spec", "podTemplate", "metadata", "annotations")
+	dc := realClient(t)
+	c := newCluster(t, dc, true, func(string) *greeter { return newGreeter(t, up) })
+	runBoundPods(t, c, func(name string, ann map[string]string) {
 		mu.Lock()
 		defer mu.Unlock()
-		pods[sb.GetName()] = runPod(t, c.url, ann, &wg)
-	}
+		pods[name] = runPod(t, c.url, ann, &wg)
+	})
 	ctx := t.Context()
 	const warmClass = "sandboxes:\n  - name: warm\n    image: ghcr.io/acme/dev:1\n    isolation: standard\n    warm: 2\n    purposes: [engineer]\n"
 	if _, err := c.api.ApplyClasses(ctx, "", strings.NewReader(warmClass)); err != nil {
@@ -519,6 +557,11 @@ func TestWarmPoolClaimEndToEnd(t *testing.T) {
 		t.Errorf("template networkPolicyManagement = %s, want Unmanaged (the namespace's policy rules)", m)
 	}
 
+	eventually(t, time.Minute, "the pool to have 2 ready members", func() bool {
+		u, err := c.dc.Resource(poolGVR).Namespace(c.ns).Get(ctx, ps[0].GetName(), metav1.GetOptions{})
+		n, _, _ := unstructured.NestedInt64(u.Object, "status", "readyReplicas")
+		return err == nil && n == 2
+	})
 	sb, err := c.api.CreateSandbox(ctx, api.CreateSandbox{Name: "quick", Class: "warm", SSHKeys: []string{sshKey}})
 	if err != nil {
 		t.Fatal(err)
@@ -609,44 +652,45 @@ func TestWarmPoolClaimEndToEnd(t *testing.T) {
 	}
 }
 
+// runBoundPods calls run once for each pod of a Sandbox the controller
+// bound to a claim in c's namespace, with the pod's annotations (the
+// downward-API file's content) once they carry the claim's bootstrap
+// token, until the test ends.
+func runBoundPods(t *testing.T, c *cluster, run func(name string, ann map[string]string)) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	started := map[string]bool{}
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			var bound []unstructured.Unstructured
+			if claims, err := c.dc.Resource(claimGVR).Namespace(c.ns).List(ctx, metav1.ListOptions{}); err == nil {
+				bound = claims.Items
+			}
+			for i := range bound {
+				name := str(&bound[i], "status", "sandbox", "name")
+				if name == "<nil>" || started[name] {
+					continue
+				}
+				p, err := c.dc.Resource(podGVR).Namespace(c.ns).Get(ctx, name, metav1.GetOptions{})
+				if err != nil || str(p, "status", "phase") != "Running" || p.GetAnnotations()["berth.dev/bootstrap-token"] == "" {
+					continue
+				}
+				started[name] = true
+				run(name, p.GetAnnotations())
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(30 * time.Millisecond):
+			}
+		}
+	}()
+}
+
 func needCommand(t *testing.T, name string) {
 	t.Helper()
 	if _, err := exec.LookPath(name); err != nil {
 		t.Skipf("%s is not installed", name)
-	}
-}
-
-// TestClaimWaitedForAgain: a gateway that stops while a pool's claim is
-// unbound finds the claim at its next start and waits for it, instead of
-// failing the sandbox for want of an environment.
-func TestClaimWaitedForAgain(t *testing.T) {
-	dc := kubeClient(t)
-	d, ctl, _ := newDriver(t, dc, newGreeter(t, nil))
-	ctx := t.Context()
-	p := warm.Pool{Org: "org_acme", Class: class.Class{Name: "warm", Image: "ghcr.io/acme/dev:1", CPU: 500, Memory: 1 << 30, Warm: 1}}
-	if err := d.SyncPools(ctx, []warm.Pool{p}); err != nil {
-		t.Fatal(err)
-	}
-	spec := drivertest.Spec(drivertest.Options{Image: p.Class.Image, SSHKey: sshKey})
-	spec.Sandbox.Org, spec.Sandbox.Class, spec.Sandbox.FromPool = p.Org, p.Class.Name, true
-	spec.Env, spec.Bootstrap = nil, secret.New("bst_ONETIME")
-	release := ctl.hold()
-	stopped, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	defer cancel()
-	if err := d.Start(stopped, spec); err == nil {
-		t.Fatal("Start returned with the claim unbound")
-	}
-	if m, err := d.Inspect(ctx, spec.Sandbox.ID); err != nil || m.Status != sandbox.MachineRunning {
-		t.Fatalf("Inspect(unbound claim) = %+v, %v; want a machine on its way", m, err)
-	}
-	release()
-	if err := d.Start(ctx, sandbox.Spec{Sandbox: spec.Sandbox}); err != nil {
-		t.Fatalf("Start after the restart = %v, want it to wait for the claim", err)
-	}
-	if err := d.Remove(ctx, spec.Sandbox.ID); err != nil {
-		t.Fatal(err)
-	}
-	if ms, _ := d.List(ctx); len(ms) != 0 {
-		t.Errorf("List after Remove = %v", ms)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"berth.dev/berth/internal/kelos"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/warm"
 )
@@ -179,6 +180,7 @@ func ClaimObject(c Config, spec sandbox.Spec) SandboxClaim {
 // pod that ends is not restarted: a finished sandbox has failed (S11).
 func (c Config) pod(sb sandbox.Sandbox, env map[string]string, probeSSH bool) (PodTemplate, []PVCTemplate) {
 	uid, no, yes := int64(sandboxUID), false, true
+	onRootMismatch := corev1.FSGroupChangeOnRootMismatch
 	seccomp := &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
 	res := corev1.ResourceList{
 		corev1.ResourceCPU:    *resource.NewMilliQuantity(int64(sb.CPU), resource.DecimalSI),
@@ -216,6 +218,11 @@ func (c Config) pod(sb sandbox.Sandbox, env map[string]string, probeSSH bool) (P
 		ServiceAccountName:           c.ServiceAccount,
 		SecurityContext: &corev1.PodSecurityContext{
 			RunAsUser: &uid, RunAsGroup: &uid, FSGroup: &uid, RunAsNonRoot: &yes, SeccompProfile: seccomp,
+			// The kubelet's default (Always) makes every file of a claim
+			// group-read-write at each mount, so a resumed sandbox's sshd
+			// refuses its 0660 host key; once the volume's root is the
+			// group's, leave the files as they are.
+			FSGroupChangePolicy: &onRootMismatch,
 		},
 	}
 	if sb.Runtime != "" {
@@ -261,6 +268,16 @@ func (c Config) pod(sb sandbox.Sandbox, env map[string]string, probeSSH bool) (P
 // the run, which berth-init has reported to the gateway, and the
 // controller marks the Sandbox Finished.
 //
+// A kelos image's run (S13.6) is on that interface's terms, as on podman:
+// uid 61100 (and the volumes' group), the checkout at /workspace/repo,
+// HOME as its environment says (/home/agent). The image is not changed and
+// has no berth-init: an init container of InitImage, under the same
+// hardening, copies berth-init and git-credential-berth into a volume of
+// their own (initDir), which the run's container mounts read-only and
+// runs berth-init from, with no arguments; berth-init (told by
+// BERTH_RUN_CONTRACT) clones, fetches the task and runs the image's
+// /kelos_entrypoint.sh with it as $1, so the task is in no object.
+//
 // The network is the namespace's NetworkPolicy (deploy/kubernetes), which
 // selects every pod: "allowlist" (DNS and the gateway) needs nothing here.
 // An "open" run gets nothing more either: a policy that opens egress for
@@ -285,14 +302,40 @@ func (c Config) runPod(sb sandbox.Sandbox, env map[string]string, run sandbox.Ru
 	ctr.SecurityContext.ReadOnlyRootFilesystem = &yes
 	ctr.VolumeMounts = nil
 	pod.Spec.Volumes = nil
-	for _, v := range []struct{ name, path, size string }{
-		{"work", runWorkDir, emptyHome}, {"tmp", "/tmp", runTmp}, {"home", home, runHome},
-	} {
+	kelosRun := run.Contract == sandbox.ContractKelos
+	if kelosRun {
+		ctr.WorkingDir = kelos.WorkDir
+		uid := int64(kelos.UID)
+		ctr.SecurityContext.RunAsUser, ctr.SecurityContext.RunAsGroup = &uid, &uid
+		psc := pod.Spec.SecurityContext
+		psc.RunAsUser, psc.RunAsGroup, psc.FSGroup = &uid, &uid, &uid
+	}
+	volumes := []struct{ name, path, size string }{
+		{"work", ctr.WorkingDir, emptyHome}, {"tmp", "/tmp", runTmp}, {"home", home, runHome},
+	}
+	if kelosRun {
+		volumes = append(volumes, struct{ name, path, size string }{"berth", initDir, initSize})
+	}
+	for _, v := range volumes {
 		size := resource.MustParse(v.size)
 		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{
 			Name: v.name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: &size}},
 		})
-		ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: v.name, MountPath: v.path})
+		ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: v.name, MountPath: v.path, ReadOnly: v.name == "berth"})
+	}
+	if kelosRun {
+		ctr.Command = []string{initDir + "/berth-init"}
+		init := corev1.Container{
+			Name:            "berth-init",
+			Image:           c.InitImage,
+			ImagePullPolicy: corev1.PullIfNotPresent,
+			// -P keeps git-credential-berth the link to berth-init it is.
+			Command:         []string{"cp", "-P", initFrom + "/berth-init", initFrom + "/git-credential-berth", initDir + "/"},
+			Resources:       ctr.Resources,
+			VolumeMounts:    []corev1.VolumeMount{{Name: "berth", MountPath: initDir}},
+			SecurityContext: ctr.SecurityContext.DeepCopy(),
+		}
+		pod.Spec.InitContainers = []corev1.Container{init}
 	}
 	return pod
 }

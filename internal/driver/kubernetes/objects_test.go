@@ -16,6 +16,7 @@ import (
 	"berth.dev/berth/internal/driver/kubernetes"
 	"berth.dev/berth/internal/driver/kubernetes/kubetest"
 	"berth.dev/berth/internal/golden"
+	"berth.dev/berth/internal/kelos"
 	"berth.dev/berth/internal/quantity"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/secret"
@@ -25,6 +26,7 @@ import (
 var testConfig = kubernetes.Config{
 	Namespace: "berth-sandboxes", Deployment: "berthtest0001", StorageClass: "fast",
 	ServiceAccount: "berth-sandbox", ImagePullSecrets: []string{"registry"}, PublicURL: "http://berth.berth-system.svc:8080/",
+	InitImage: "ghcr.io/acme/berth-sandbox:1",
 }
 
 var t0 = time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
@@ -58,6 +60,22 @@ func agentRunSpec() sandbox.Spec {
 	return sandbox.Spec{Sandbox: sb, Env: env, Run: &sandbox.RunSpec{InMachine: true, Args: args, Network: "allowlist"}}
 }
 
+// kelosRunSpec is an in-machine run of a kelos image as the sandbox
+// service hands it over: the class's own image, the interface's
+// environment and BERTH_RUN_CONTRACT, no arguments (berth-init fetches the
+// task and makes it the entrypoint's $1).
+func kelosRunSpec() sandbox.Spec {
+	spec := agentRunSpec()
+	spec.Sandbox.ID, spec.Sandbox.Class, spec.Sandbox.Image = "sbx_kelosrun0123456789ab", "kelos", "ghcr.io/acme/kelos-claude:1"
+	spec.Sandbox.Contract = sandbox.ContractKelos
+	spec.Env["BERTH_SANDBOX_ID"] = string(spec.Sandbox.ID)
+	delete(spec.Env, "BERTH_RUNNER_FILES")
+	delete(spec.Env, "BERTH_PROMPT_FILE")
+	spec.Env["BERTH_RUN_CONTRACT"], spec.Env["HOME"], spec.Env["KELOS_AGENT_TYPE"] = "kelos", "/home/agent", "claude-code"
+	spec.Run = &sandbox.RunSpec{Contract: sandbox.ContractKelos, InMachine: true, Network: "allowlist"}
+	return spec
+}
+
 func warmPool() warm.Pool {
 	return warm.Pool{Org: "org_acme", Runtime: "gvisor", Class: class.Class{
 		Name: "standard", Image: "ghcr.io/acme/dev:1", Isolation: sandbox.TierIsolated, CPU: 1000, Memory: 2 << 30, Disk: 10 << 30, Warm: 3,
@@ -78,6 +96,7 @@ func objects() map[string]any {
 		"sandbox-engineer-disk": kubernetes.SandboxObject(testConfig, disk),
 		"sandbox-agent":         kubernetes.SandboxObject(testConfig, agent),
 		"sandbox-agent-run":     kubernetes.SandboxObject(testConfig, agentRunSpec()),
+		"sandbox-kelos-run":     kubernetes.SandboxObject(testConfig, kelosRunSpec()),
 		"template":              kubernetes.TemplateObject(testConfig, warmPool()),
 		"warmpool":              kubernetes.PoolObject(testConfig, warmPool()),
 		"claim":                 kubernetes.ClaimObject(testConfig, claim),
@@ -307,5 +326,75 @@ func TestAgentRunObject(t *testing.T) {
 				t.Errorf("the object mounts a node path (or does not render: %v):\n%s", err, b)
 			}
 		})
+	}
+}
+
+// TestKelosRunObject: a kelos image's pod runs the image unchanged on its
+// interface's terms (uid 61100, /workspace/repo, HOME from its
+// environment) under every run pod's hardening, with berth-init put in
+// by an init container of the init image, hardened alike: copied into a
+// volume of its own that the run mounts read-only and runs berth-init
+// from, with no arguments (no task in the object). Without an init image
+// set, it is berth's sandbox image.
+func TestKelosRunObject(t *testing.T) {
+	obj := kubernetes.SandboxObject(testConfig, kelosRunSpec())
+	pod := obj.Spec.PodTemplate.Spec
+	if len(pod.Containers) != 1 || len(pod.InitContainers) != 1 {
+		t.Fatalf("%d containers, %d init containers; want one of each", len(pod.Containers), len(pod.InitContainers))
+	}
+	ctr, init := pod.Containers[0], pod.InitContainers[0]
+	if ctr.Image != "ghcr.io/acme/kelos-claude:1" || !slices.Equal(ctr.Command, []string{"/berth/berth-init"}) || len(ctr.Args) != 0 || ctr.WorkingDir != kelos.WorkDir {
+		t.Errorf("container image %s command %q args %q workingDir %s; want the kelos image, berth-init from /berth, no arguments, %s",
+			ctr.Image, ctr.Command, ctr.Args, ctr.WorkingDir, kelos.WorkDir)
+	}
+	wantCopy := []string{"cp", "-P", "/usr/local/bin/berth-init", "/usr/local/bin/git-credential-berth", "/berth/"}
+	if init.Image != testConfig.InitImage || !slices.Equal(init.Command, wantCopy) || len(init.Args) != 0 {
+		t.Errorf("init container image %s command %q; want %s copying %q", init.Image, init.Command, testConfig.InitImage, wantCopy)
+	}
+	for _, c := range []corev1.Container{ctr, init} {
+		sec := c.SecurityContext
+		if sec == nil || sec.RunAsUser == nil || *sec.RunAsUser != kelos.UID || sec.RunAsGroup == nil || *sec.RunAsGroup != kelos.UID ||
+			sec.RunAsNonRoot == nil || !*sec.RunAsNonRoot || sec.AllowPrivilegeEscalation == nil || *sec.AllowPrivilegeEscalation ||
+			sec.Privileged == nil || *sec.Privileged || sec.ReadOnlyRootFilesystem == nil || !*sec.ReadOnlyRootFilesystem ||
+			sec.Capabilities == nil || !slices.Equal(sec.Capabilities.Drop, []corev1.Capability{"ALL"}) ||
+			sec.SeccompProfile == nil || sec.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+			t.Errorf("%s's securityContext = %+v; want uid and gid %d, non-root, no escalation, not privileged, a read-only root, no capabilities, RuntimeDefault", c.Name, sec, kelos.UID)
+		}
+		if c.Resources.Limits.Cpu().String() != "1" || c.Resources.Limits.Memory().String() != "2Gi" {
+			t.Errorf("%s's limits %v, want the class's", c.Name, c.Resources.Limits)
+		}
+	}
+	if psc := pod.SecurityContext; psc == nil || *psc.RunAsUser != kelos.UID || *psc.FSGroup != kelos.UID || !*psc.RunAsNonRoot {
+		t.Errorf("pod securityContext %+v, want uid and fsGroup %d, non-root", psc, kelos.UID)
+	}
+	mounts := func(c corev1.Container) string {
+		var ms []string
+		for _, m := range c.VolumeMounts {
+			ms = append(ms, fmt.Sprint(m.Name, " ", m.MountPath, " ro=", m.ReadOnly))
+		}
+		return strings.Join(ms, ", ")
+	}
+	if got, want := mounts(ctr), "work /workspace/repo ro=false, tmp /tmp ro=false, home /home/agent ro=false, berth /berth ro=true"; got != want {
+		t.Errorf("the run's mounts: %s, want %s", got, want)
+	}
+	if got, want := mounts(init), "berth /berth ro=false"; got != want {
+		t.Errorf("the init container's mounts: %s, want %s", got, want)
+	}
+	for _, v := range pod.Volumes {
+		if v.EmptyDir == nil || v.EmptyDir.SizeLimit == nil {
+			t.Errorf("volume %s is not a sized emptyDir: %+v", v.Name, v.VolumeSource)
+		}
+	}
+	if b, err := yaml.Marshal(asMap(t, obj)); err != nil || strings.Contains(string(b), "add a greeting") {
+		t.Errorf("the object holds the task (or does not render: %v)", err)
+	}
+
+	def := testConfig
+	def.InitImage = ""
+	if got := kubernetes.SandboxObject(def, kelosRunSpec()).Spec.PodTemplate.Spec.InitContainers[0].Image; got != "localhost/berth-sandbox:latest" {
+		t.Errorf("the init image without a setting: %s, want berth's sandbox image", got)
+	}
+	if n := len(kubernetes.SandboxObject(testConfig, agentRunSpec()).Spec.PodTemplate.Spec.InitContainers); n != 0 {
+		t.Errorf("a run of berth's contract has %d init containers, want none: its image has berth-init", n)
 	}
 }

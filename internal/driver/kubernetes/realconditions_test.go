@@ -192,6 +192,7 @@ func TestRealControllerSyncPoolsLeavesItsLabels(t *testing.T) {
 // Start at the ready timeout saying so: the address, and that the
 // Sandbox is Ready, not a bare "waited for it to be ready".
 func TestRealControllerReadyWithoutSSHD(t *testing.T) {
+	t.Parallel() // waits on pods and timeouts, on a server of its own
 	// Every dial goes to a loopback port nothing listens on.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

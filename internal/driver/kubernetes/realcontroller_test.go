@@ -47,32 +47,64 @@ func realClient(t *testing.T) dynamic.Interface {
 			kubetest.EnvBinaries, kubetest.EnvController)
 	}
 	realServer.once.Do(func() {
-		crds, err := kubetest.CRDDir(os.Getenv)
-		if err != nil {
-			realServer.err = err
-			return
+		realServer.srv, realServer.err = startReal(bin, ctl)
+		if realServer.err == nil {
+			realServer.err = addRuntimeClass(realServer.srv, "gvisor", "runsc")
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		began := time.Now()
-		srv, err := kubetest.Start(ctx, bin, crds)
-		if err != nil {
-			realServer.err = err
-			return
-		}
-		if err := srv.StartController(ctx, ctl); err != nil {
-			srv.Stop()
-			realServer.err = fmt.Errorf("%s=%s: %w", kubetest.EnvController, ctl, err)
-			return
-		}
-		realServer.srv = srv
-		fmt.Fprintf(os.Stderr, "kube-apiserver, etcd and the real agent-sandbox controller up in %s\n", time.Since(began).Round(100*time.Millisecond))
 	})
 	if realServer.err != nil {
 		t.Fatal(realServer.err)
 	}
-	realServer.srv.ControllerLog(t)
-	dc, err := dynamic.NewForConfig(realServer.srv.Config)
+	return clientOf(t, realServer.srv)
+}
+
+// startReal starts an API server with the real controller beside it, its
+// kubelet stand-in set by opts.
+func startReal(bin, ctl string, opts ...kubetest.ControllerOption) (*kubetest.Server, error) {
+	crds, err := kubetest.CRDDir(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	began := time.Now()
+	srv, err := kubetest.Start(ctx, bin, crds)
+	if err != nil {
+		return nil, err
+	}
+	if err := srv.StartController(ctx, ctl, opts...); err != nil {
+		srv.Stop()
+		return nil, fmt.Errorf("%s=%s: %w", kubetest.EnvController, ctl, err)
+	}
+	fmt.Fprintf(os.Stderr, "kube-apiserver, etcd and the real agent-sandbox controller up in %s\n", time.Since(began).Round(100*time.Millisecond))
+	return srv, nil
+}
+
+// addRuntimeClass makes the RuntimeClass name, as a cluster that runs
+// pods on that runtime has it: without it the API server refuses the pods
+// of a template naming it (berth's isolated tier names "gvisor"). The
+// kubelet stand-in that runs no process ignores the handler.
+func addRuntimeClass(srv *kubetest.Server, name, handler string) error {
+	dc, err := dynamic.NewForConfig(srv.Config)
+	if err != nil {
+		return err
+	}
+	rc := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": map[string]any{"name": name}, "handler": handler,
+	}}
+	gvr := schema.GroupVersionResource{Group: "node.k8s.io", Version: "v1", Resource: "runtimeclasses"}
+	if _, err := dc.Resource(gvr).Create(context.Background(), rc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("RuntimeClass %s: %w", name, err)
+	}
+	return nil
+}
+
+// clientOf reaches srv for t, keeping the controller's log of t's time
+// for its failure.
+func clientOf(t *testing.T, srv *kubetest.Server) dynamic.Interface {
+	t.Helper()
+	srv.ControllerLog(t)
+	dc, err := dynamic.NewForConfig(srv.Config)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,8 +23,9 @@ const controllerLog = "agent-sandbox-controller.log"
 
 // StartController starts the real agent-sandbox controller from binary
 // against the server, with the extensions (templates, warm pools, claims)
-// on, and a kubelet stand-in (kubelet.go) that runs the pods it makes.
-// Stop ends both, before the API server.
+// on, and a kubelet stand-in (kubelet.go) for the pods it makes: by
+// default one that only reports them running, with RunPods one that runs
+// them under podman. Stop ends both, before the API server.
 //
 // The controller runs from a scratch working directory with a kubeconfig
 // of its own, no leader election, no webhooks (so v1alpha1 stays
@@ -34,20 +35,58 @@ const controllerLog = "agent-sandbox-controller.log"
 // tests never write /etc, so it runs with its default, sandbox.users.io
 // only, as a fresh install does: a claim carrying other labels (berth's
 // berth.dev/*) ends Ready=False, reason InvalidMetadata.
-func (s *Server) StartController(ctx context.Context, binary string) error {
+func (s *Server) StartController(ctx context.Context, binary string, opts ...ControllerOption) error {
+	if err := s.startKubelet(opts...); err != nil {
+		return err
+	}
+
+	if err := s.runClient(binary, controllerLog, "--extensions", "--leader-elect=false", "--enable-webhook=false", "--manage-webhook-certs=false",
+		"--metrics-bind-address=0", "--health-probe-bind-address=0"); err != nil {
+		return err
+	}
+	s.controller = s.procs[len(s.procs)-1]
+	return s.waitController(ctx)
+}
+
+// startKubelet starts the kubelet stand-in; Stop ends it.
+func (s *Server) startKubelet(opts ...ControllerOption) error {
+	var cfg controllerConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
 	dc, err := dynamic.NewForConfig(s.Config)
 	if err != nil {
 		return err
 	}
 	kctx, cancel := context.WithCancel(context.Background())
-	done, err := startKubelet(kctx, dc)
+	k, done, err := startKubelet(kctx, dc, cfg, s.dir)
 	if err != nil {
 		cancel()
 		return err
 	}
+	s.kubelet = k
 	s.stopKubelet = func() { cancel(); <-done }
+	return nil
+}
 
-	work := filepath.Join(s.dir, "agent-sandbox-controller")
+// PodLogs is what the containers of the pods named namespace/pod logged
+// (stdout and stderr as podman keeps them), each pod of the name in turn,
+// oldest first, init containers first, each under a line naming it: for
+// a failing test's message. "" when the stand-in ran none (without
+// RunPods it runs none).
+func (s *Server) PodLogs(namespace, pod string) string {
+	if s.kubelet == nil || s.kubelet.runner == nil {
+		return ""
+	}
+	return s.kubelet.runner.podLogs(namespace, pod)
+}
+
+// runClient runs binary as a client of the server: from a scratch working
+// directory named after it, which is also its HOME and TMPDIR, with a
+// kubeconfig of its own in KUBECONFIG, and nothing in its environment
+// that would point it at another cluster.
+func (s *Server) runClient(binary, log string, args ...string) error {
+	work := filepath.Join(s.dir, filepath.Base(binary))
 	if err := os.MkdirAll(work, 0o700); err != nil {
 		return err
 	}
@@ -55,15 +94,10 @@ func (s *Server) StartController(ctx context.Context, binary string) error {
 	if err := os.WriteFile(kubeconfig, []byte(s.Kubeconfig()), 0o600); err != nil {
 		return err
 	}
-	if err := s.run(binary, controllerLog, func(c *exec.Cmd) {
+	return s.run(binary, log, func(c *exec.Cmd) {
 		c.Dir = work
 		c.Env = append(withoutKube(os.Environ()), "KUBECONFIG="+kubeconfig, "HOME="+work, "TMPDIR="+work)
-	}, "--extensions", "--leader-elect=false", "--enable-webhook=false", "--manage-webhook-certs=false",
-		"--metrics-bind-address=0", "--health-probe-bind-address=0"); err != nil {
-		return err
-	}
-	s.controller = s.procs[len(s.procs)-1]
-	return s.waitController(ctx)
+	}, args...)
 }
 
 // withoutKube is the environment less what would point the controller at

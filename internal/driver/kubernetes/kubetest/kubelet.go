@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -25,40 +27,55 @@ import (
 const NodeName = "kubetest-node"
 
 var (
-	podGVR  = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
-	nodeGVR = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
-	nsGVR   = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
-	saGVR   = schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}
+	podGVR   = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	nodeGVR  = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
+	nsGVR    = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+	saGVR    = schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}
+	eventGVR = schema.GroupVersionResource{Version: "v1", Resource: "events"}
 )
 
 // kubelet stands in for what a cluster runs beside the API server, just
-// enough for pods of the plain Sandbox path: the scheduler (every pod is
-// bound to NodeName), the kubelet (a bound pod is reported Running and
-// Ready with a pod IP of its own, no process runs; a pod being deleted is
-// let go at once) and the service-account controller (every namespace
-// gets its "default" ServiceAccount, without which admission refuses
-// pods). No container runs, so nothing answers at the pod IP: tests dial
-// a stand-in sshd there. There is no garbage collector either: the pods
-// and volume claims of a deleted Sandbox stay.
+// enough for pods of the agent-sandbox controller: the scheduler (every
+// pod is bound to NodeName), the kubelet and the service-account
+// controller (every namespace gets its "default" ServiceAccount, without
+// which admission refuses pods). By default no container runs: a bound
+// pod is reported Running and Ready with a pod IP of its own
+// (10.244.x.y) at once, and a pod being deleted is let go at once, so
+// nothing answers at the pod IP and tests dial a stand-in sshd there.
+// With RunPods the pods' containers run under podman (podRunner). There
+// is no garbage collector either way: the pods and volume claims of a
+// deleted Sandbox stay.
 type kubelet struct {
 	dc    dynamic.Interface
 	pods  cache.SharedIndexInformer
 	queue workqueue.TypedRateLimitingInterface[string]
+	// runner runs the pods' containers (RunPods), or is nil.
+	runner *podRunner
 
 	mu   sync.Mutex
 	ips  map[types.UID]string
 	next int
 }
 
-// startKubelet runs the stand-in until ctx ends; done is closed then.
-func startKubelet(ctx context.Context, dc dynamic.Interface) (done <-chan struct{}, err error) {
+// workers is how many pods the stand-in works on at once.
+const workers = 4
+
+// startKubelet runs the stand-in until ctx ends; done is closed once it
+// has stopped and, with a runner, removed what it made in the podman
+// root. dir is the server's scratch directory.
+func startKubelet(ctx context.Context, dc dynamic.Interface, cfg controllerConfig, dir string) (k *kubelet, done <-chan struct{}, err error) {
 	if err := registerNode(ctx, dc); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	f := dynamicinformer.NewDynamicSharedInformerFactory(dc, 2*time.Second)
-	k := &kubelet{
+	k = &kubelet{
 		dc: dc, pods: f.ForResource(podGVR).Informer(), ips: map[types.UID]string{},
 		queue: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()),
+	}
+	if p := cfg.podman; p != nil {
+		if k.runner, err = newPodRunner(ctx, *p, dc, filepath.Join(dir, "pods"), k.queue.Add); err != nil {
+			return nil, nil, err
+		}
 	}
 	enqueue := func(obj any) {
 		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
@@ -67,9 +84,9 @@ func startKubelet(ctx context.Context, dc dynamic.Interface) (done <-chan struct
 	}
 	// A resync redelivers every pod: a pass that failed is tried again.
 	if _, err := k.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) },
+		AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) }, DeleteFunc: enqueue,
 	}); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	namespaces := f.ForResource(nsGVR).Informer()
 	if _, err := namespaces.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -79,12 +96,12 @@ func startKubelet(ctx context.Context, dc dynamic.Interface) (done <-chan struct
 			}
 		},
 	}); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	f.Start(ctx.Done())
 	for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
 		if !ok {
-			return nil, fmt.Errorf("kubelet stand-in: %s not synced", typ)
+			return nil, nil, fmt.Errorf("kubelet stand-in: %s not synced", typ)
 		}
 	}
 	ch := make(chan struct{})
@@ -92,13 +109,23 @@ func startKubelet(ctx context.Context, dc dynamic.Interface) (done <-chan struct
 		<-ctx.Done()
 		k.queue.ShutDown()
 	}()
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for k.work(ctx) {
+			}
+		})
+	}
 	go func() {
 		defer close(ch)
-		for k.work(ctx) {
-		}
+		wg.Wait()
 		f.Shutdown()
+		if k.runner != nil {
+			k.runner.wg.Wait()
+			k.runner.cleanup()
+		}
 	}()
-	return ch, nil
+	return k, ch, nil
 }
 
 // registerNode makes the node pods are bound to, Ready.
@@ -163,20 +190,35 @@ func (k *kubelet) handle(ctx context.Context, key string) error {
 		return err
 	}
 	obj, exists, err := k.pods.GetStore().GetByKey(key)
-	if err != nil || !exists {
+	if err != nil {
 		return err
+	}
+	if !exists {
+		if k.runner != nil {
+			k.runner.orphans(key, "")
+		}
+		return nil
 	}
 	var pod corev1.Pod
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.(*unstructured.Unstructured).Object, &pod); err != nil {
 		return err
 	}
+	if k.runner != nil {
+		k.runner.orphans(key, pod.UID)
+	}
 	pods := k.dc.Resource(podGVR).Namespace(pod.Namespace)
 	switch {
 	case pod.DeletionTimestamp != nil:
+		if k.runner != nil && !k.runner.released(&pod) {
+			return nil // queued again once its containers are gone
+		}
 		// What a kubelet does once the containers are gone.
 		zero := int64(0)
 		err := pods.Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &pod.UID}})
-		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		if err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			if k.runner != nil {
+				k.runner.forget(pod.UID)
+			}
 			return nil
 		}
 		return err
@@ -191,8 +233,11 @@ func (k *kubelet) handle(ctx context.Context, key string) error {
 			return nil // bound or gone meanwhile: its next event says which
 		}
 		return err
-	case pod.Spec.NodeName != NodeName || pod.Status.Phase == corev1.PodRunning ||
-		pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
+	case pod.Spec.NodeName != NodeName:
+		return nil
+	case k.runner != nil:
+		return k.syncPod(ctx, &pod)
+	case pod.Status.Phase == corev1.PodRunning || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
 		return nil
 	}
 	k.run(&pod)
@@ -203,6 +248,25 @@ func (k *kubelet) handle(ctx context.Context, key string) error {
 	_, err = pods.UpdateStatus(ctx, u, metav1.UpdateOptions{})
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 		return nil // a newer version is on its way to the queue
+	}
+	return err
+}
+
+// syncPod runs the pod's containers as far as they go now, and writes
+// the pod's status if it changed.
+func (k *kubelet) syncPod(ctx context.Context, pod *corev1.Pod) error {
+	st, err := k.runner.sync(ctx, pod)
+	if st == nil || equality.Semantic.DeepEqual(pod.Status, *st) {
+		return err
+	}
+	pod.Status = *st
+	u, uerr := toUnstructured(pod)
+	if uerr != nil {
+		return uerr
+	}
+	_, uerr = k.dc.Resource(podGVR).Namespace(pod.Namespace).UpdateStatus(ctx, u, metav1.UpdateOptions{})
+	if uerr != nil && !apierrors.IsConflict(uerr) && !apierrors.IsNotFound(uerr) {
+		return uerr
 	}
 	return err
 }

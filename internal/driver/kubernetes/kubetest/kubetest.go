@@ -2,11 +2,13 @@
 // integration tests, with the agent-sandbox CRDs applied
 // (notes/kubernetes.md §3). The binaries come from scripts/build-kube,
 // which builds them from the Go module proxy and caches them by version;
-// BERTH_TEST_KUBE names their directory. There is no controller manager
-// or scheduler. The real agent-sandbox controller runs beside them when a
+// BERTH_TEST_KUBE names their directory. There is no scheduler, and of
+// the controller manager only the garbage collector runs, when a test
+// asks (StartGarbageCollector). The real agent-sandbox controller runs beside them when a
 // test run asks (StartController, BERTH_TEST_CONTROLLER), with a kubelet
-// stand-in for its pods; otherwise tests play the controller's part
-// themselves, and say so.
+// stand-in for its pods, which with RunPods (BERTH_TEST_PODMAN) runs them
+// under podman; otherwise tests play the controller's part themselves,
+// and say so.
 package kubetest
 
 import (
@@ -50,11 +52,14 @@ type Server struct {
 	// Config reaches the server as a member of system:masters.
 	Config *rest.Config
 	dir    string
+	bin    string // the binaries' directory (EnvBinaries)
 	procs  []*proc
 	logs   []*os.File
-	// controller is the agent-sandbox controller's process once started,
-	// stopKubelet ends the kubelet stand-in (controller.go).
+	// controller is the agent-sandbox controller's process once started;
+	// kubelet is the kubelet stand-in, which stopKubelet ends
+	// (controller.go).
 	controller  *proc
+	kubelet     *kubelet
 	stopKubelet func()
 }
 
@@ -83,7 +88,7 @@ func Start(ctx context.Context, bin, crds string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{dir: dir}
+	s := &Server{dir: dir, bin: bin}
 	if err := s.start(ctx, bin); err != nil {
 		s.Stop()
 		return nil, err
