@@ -122,12 +122,18 @@ func startGateway(t *testing.T, extra ...string) *gateway {
 }
 
 // newGateway lays out a gateway's directory, with classesYAML as its
-// sandboxes file, and picks its port; the caller sets its environment.
+// sandboxes file (its image BERTH_TEST_SANDBOX_IMAGE when that is set), and
+// picks its port; the caller sets its environment.
 func newGateway(t testing.TB) (g *gateway, dir, classes, port string) {
 	t.Helper()
 	dir = t.TempDir()
 	classes = filepath.Join(dir, "classes.yaml")
-	if err := os.WriteFile(classes, []byte(classesYAML), 0o644); err != nil {
+	yaml := classesYAML
+	if image := os.Getenv("BERTH_TEST_SANDBOX_IMAGE"); image != "" {
+		// An image built beside the one in use (BERTH_IMAGE_TAG=… images/build).
+		yaml = strings.ReplaceAll(yaml, "localhost/berth-sandbox:latest", image)
+	}
+	if err := os.WriteFile(classes, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	port = freePort(t)

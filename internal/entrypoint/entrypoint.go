@@ -113,9 +113,10 @@
 // engineer sandbox has none) but an older one did. Every other variable,
 // including PATH and those the caller added, reaches ssh sessions and shells,
 // except TERM, HOSTNAME, HOME, the shell's own (PWD, OLDPWD, SHLVL, _),
-// names that are not shell identifiers and values with a line break. In
-// env.sh, PATH is merged rather than set: a shell keeps its own entries (such
-// as ~/.local/bin) and gains the sandbox's missing ones.
+// names that are not shell identifiers and values with a line break. PATH
+// starts with ~/.local/bin (where users install without root) in both files;
+// in env.sh it is merged rather than set: a shell keeps its own entries and
+// gains ~/.local/bin first and the sandbox's missing ones last.
 package entrypoint
 
 import (

@@ -256,8 +256,29 @@ func TestSessionEnvironment(t *testing.T) {
 			t.Errorf("~/.ssh/environment has %q", l)
 		}
 	}
-	if !slices.Contains(sshEnv, "PATH="+os.Getenv("PATH")) {
-		t.Errorf("~/.ssh/environment lacks PATH")
+	if want := "PATH=" + filepath.Join(h.home, ".local/bin") + ":" + os.Getenv("PATH"); !slices.Contains(sshEnv, want) {
+		t.Errorf("~/.ssh/environment lacks %q", want)
+	}
+}
+
+// TestSessionPathLocalBin checks that ssh sessions find what the user
+// installed into ~/.local/bin first, by name, whether the directory exists
+// at start or not, and without a second entry when the image's PATH had it.
+func TestSessionPathLocalBin(t *testing.T) {
+	for _, tt := range []struct{ name, path, rest string }{
+		{"image PATH without it", "/usr/local/bin:/usr/bin", "/usr/local/bin:/usr/bin"},
+		{"image PATH with it last", "/usr/bin:HOME/.local/bin", "/usr/bin"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, engineerVars())
+			localBin := filepath.Join(h.home, ".local/bin")
+			h.vars["PATH"] = strings.ReplaceAll(tt.path, "HOME", h.home)
+			h.main()
+			want := "PATH=" + localBin + ":" + tt.rest
+			if env := strings.Split(h.read(".ssh/environment"), "\n"); !slices.Contains(env, want) {
+				t.Errorf("~/.ssh/environment:\n%s\nwant the line %q", h.read(".ssh/environment"), want)
+			}
+		})
 	}
 }
 
@@ -301,7 +322,8 @@ func TestEnvShQuoting(t *testing.T) {
 }
 
 // TestEnvShPath checks that sourcing env.sh keeps the shell's PATH entries
-// (what ~/.profile added) and adds the sandbox's missing ones, once.
+// (what ~/.profile added), puts ~/.local/bin first when it is missing and
+// adds the sandbox's missing ones, once.
 func TestEnvShPath(t *testing.T) {
 	needCommand(t, "sh")
 	h := newHarness(t, map[string]string{
@@ -310,10 +332,14 @@ func TestEnvShPath(t *testing.T) {
 	h.vars["PATH"] = "/usr/local/bin:/usr/bin::/opt/it's/bin"
 	h.main()
 	envSh := filepath.Join(h.home, ".berth/env.sh")
+	// ~/.local/bin comes first when the shell lacks it, and stays where
+	// a startup file put it.
+	local := filepath.Join(h.home, ".local/bin")
 	tests := []struct{ before, want string }{
-		{"/home/berth/.local/bin:/usr/bin", "/home/berth/.local/bin:/usr/bin:/usr/local/bin:/opt/it's/bin"},
-		{"/usr/local/bin:/usr/bin::/opt/it's/bin", "/usr/local/bin:/usr/bin::/opt/it's/bin"},
-		{"", "/usr/local/bin:/usr/bin:/opt/it's/bin"},
+		{local + ":/usr/bin", local + ":/usr/bin:/usr/local/bin:/opt/it's/bin"},
+		{"/usr/bin:" + local, "/usr/bin:" + local + ":/usr/local/bin:/opt/it's/bin"},
+		{"/usr/local/bin:/usr/bin::/opt/it's/bin", local + ":/usr/local/bin:/usr/bin::/opt/it's/bin"},
+		{"", local + ":/usr/local/bin:/usr/bin:/opt/it's/bin"},
 	}
 	for _, tt := range tests {
 		// Sourced twice: a nested shell must not grow PATH.

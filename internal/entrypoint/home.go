@@ -33,10 +33,11 @@ func (r *starter) prepareHome() error {
 		return err
 	}
 	vars := sessionEnv(r.env.Environ())
-	if err := writeFile(filepath.Join(sshDir, "environment"), sshEnvironment(vars), 0o600); err != nil {
+	localBin := filepath.Join(home, ".local", "bin")
+	if err := writeFile(filepath.Join(sshDir, "environment"), sshEnvironment(vars, localBin), 0o600); err != nil {
 		return err
 	}
-	if err := writeFile(filepath.Join(berthDir, "env.sh"), shellEnvironment(vars), 0o600); err != nil {
+	if err := writeFile(filepath.Join(berthDir, "env.sh"), shellEnvironment(vars, localBin), 0o600); err != nil {
 		return err
 	}
 	startup := []string{".profile", ".bashrc"}
@@ -118,25 +119,36 @@ func isShellName(s string) bool {
 }
 
 // sshEnvironment renders ~/.ssh/environment, which sshd reads for every
-// session (PermitUserEnvironment yes): NAME=value, taken literally.
-func sshEnvironment(vars []envVar) []byte {
+// session (PermitUserEnvironment yes): NAME=value, taken literally. PATH
+// starts with localBin (~/.local/bin, where users install without root; on
+// the home volume, so what is there survives a resume), whether or not it
+// exists yet.
+func sshEnvironment(vars []envVar, localBin string) []byte {
 	var b strings.Builder
 	b.WriteString("# Written by berth-init at every start of the sandbox; edits are lost.\n")
 	for _, v := range vars {
+		if v.name == "PATH" {
+			v.value = strings.Join(slices.Insert(without(filepath.SplitList(v.value), localBin), 0, localBin), string(filepath.ListSeparator))
+		}
 		b.WriteString(v.name + "=" + v.value + "\n")
 	}
 	return []byte(b.String())
 }
 
+// without is dirs less every dir.
+func without(dirs []string, dir string) []string {
+	return slices.DeleteFunc(dirs, func(d string) bool { return d == dir })
+}
+
 // shellEnvironment renders ~/.berth/env.sh: POSIX sh exports of the same
 // variables, each value single-quoted; PATH is merged (mergePath).
-func shellEnvironment(vars []envVar) []byte {
+func shellEnvironment(vars []envVar, localBin string) []byte {
 	var b strings.Builder
 	b.WriteString("# Written by berth-init at every start of the sandbox; edits are lost.\n")
 	b.WriteString("# ~/.profile and ~/.bashrc source it.\n")
 	for _, v := range vars {
 		if v.name == "PATH" {
-			b.WriteString(mergePath(v.value))
+			b.WriteString(mergePath(v.value, localBin))
 			continue
 		}
 		b.WriteString("export " + v.name + "=" + shellQuote(v.value) + "\n")
@@ -146,22 +158,25 @@ func shellEnvironment(vars []envVar) []byte {
 
 // mergePath renders the PATH part of env.sh. Setting PATH outright would undo
 // what startup files add before env.sh is sourced (Debian's ~/.profile puts
-// ~/.local/bin first) and what a parent shell had; so PATH keeps its entries
-// and gains the sandbox's missing ones at the end. Empty entries (the current
-// directory) are never added.
-func mergePath(path string) string {
+// ~/.local/bin first, if it existed at login) and what a parent shell had;
+// so PATH keeps its entries, gains localBin first when it lacks it, and the
+// sandbox's missing ones at the end. Empty entries (the current directory)
+// are never added.
+func mergePath(path, localBin string) string {
 	var dirs []string
-	for _, d := range filepath.SplitList(path) {
+	for _, d := range without(filepath.SplitList(path), localBin) {
 		if d != "" {
 			dirs = append(dirs, shellQuote(d))
 		}
 	}
-	if len(dirs) == 0 {
-		return ""
+	first := shellQuote(localBin)
+	s := "case \":$PATH:\" in *:" + first + ":*) ;; *) PATH=" + first + "\"${PATH:+:$PATH}\" ;; esac\n"
+	if len(dirs) > 0 {
+		s += "for berth_dir in " + strings.Join(dirs, " ") + "; do\n" +
+			"\tcase \":$PATH:\" in *\":$berth_dir:\"*) ;; *) PATH=\"${PATH:+$PATH:}$berth_dir\" ;; esac\n" +
+			"done\nunset berth_dir\n"
 	}
-	return "for berth_dir in " + strings.Join(dirs, " ") + "; do\n" +
-		"\tcase \":$PATH:\" in *\":$berth_dir:\"*) ;; *) PATH=\"${PATH:+$PATH:}$berth_dir\" ;; esac\n" +
-		"done\nunset berth_dir\nexport PATH\n"
+	return s + "export PATH\n"
 }
 
 // shellQuote single-quotes s for a POSIX shell. Inside single quotes

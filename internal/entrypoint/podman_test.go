@@ -3,6 +3,7 @@ package entrypoint_test
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,9 +17,10 @@ import (
 	"time"
 )
 
-// The sandbox image and the flags the podman driver runs it with (S5, S11);
-// the volume and name are added per test.
-const sandboxImage = "localhost/berth-sandbox:latest"
+// The sandbox image (BERTH_TEST_SANDBOX_IMAGE: one built beside it with
+// BERTH_IMAGE_TAG=… images/build) and the flags the podman driver runs it
+// with (S5, S11); the volume and name are added per test.
+var sandboxImage = cmp.Or(os.Getenv("BERTH_TEST_SANDBOX_IMAGE"), "localhost/berth-sandbox:latest")
 
 var hardening = []string{
 	"--user", "1001:1001", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
@@ -105,6 +107,10 @@ func TestPodmanSandbox(t *testing.T) {
 		// A login shell keeps ~/.local/bin (Debian's ~/.profile) and the
 		// sandbox's PATH entries that /etc/profile leaves out.
 		{`mkdir -p ~/.local/bin && bash -lc 'case $PATH in /home/berth/.local/bin:*:/usr/sbin*) echo ok;; *) echo "$PATH";; esac'`, "ok"},
+		// What the user installs there runs by name in the next session,
+		// a command as much as a shell.
+		{`printf '#!/bin/sh\necho mine\n' >~/.local/bin/berth-mine && chmod +x ~/.local/bin/berth-mine`, ""},
+		{"berth-mine", "mine"},
 		{"stat -c '%u:%g %a' /home/berth", "1001:1001 700"},
 		{"ls /etc/ssh/ssh_host_* 2>/dev/null || echo none", "none"},
 		{"git config --global user.name", "Test Author"},
