@@ -34,7 +34,7 @@ that ignores ProxyUseFdpass, it copies as usual.
 The key comes from $BERTH_API_KEY or the login file, as for every command,
 never from the command line, so it stays out of process listings.`,
 		Example: `  ssh -o ProxyCommand='berth sandbox proxy --url https://berth.example.com dev' berth@dev
-  berth sandbox proxy dev --port 8080 </dev/null   # another port (Kubernetes: 1024–65535)`,
+  berth sandbox proxy dev --port 8080 </dev/null   # another port (1024–65535)`,
 		Args: exactArgs(1, "a sandbox name or id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := g.client()
@@ -62,7 +62,7 @@ never from the command line, so it stays out of process listings.`,
 			return err
 		},
 	}
-	cmd.Flags().IntVar(&port, "port", openssh.Port, "the sandbox's port (podman: 2222 only; Kubernetes: 1024–65535)")
+	cmd.Flags().IntVar(&port, "port", openssh.Port, "the sandbox's port (1024–65535)")
 	cmd.Flags().BoolVar(&fdPass, "fd-pass", false, "hand the connection itself to ssh when it asks (ProxyUseFdpass; http:// gateways), else copy as usual")
 	return cmd
 }

@@ -31,12 +31,18 @@ type person struct {
 // HOME of their own and an ssh key in ~/.ssh.
 func (g *gateway) newMember(t *testing.T, name string) *person {
 	t.Helper()
+	return g.newPerson(t, name, "member")
+}
+
+// newPerson is newMember with another role ("admin").
+func (g *gateway) newPerson(t *testing.T, name, role string) *person {
+	t.Helper()
 	ctx := context.Background()
 	who, err := g.operator.Whoami(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	u, err := g.operator.CreateUser(ctx, who.Organisation.ID, api.CreateUser{Name: name, Role: "member"})
+	u, err := g.operator.CreateUser(ctx, who.Organisation.ID, api.CreateUser{Name: name, Role: role})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,9 +25,11 @@ func (s *Server) openTunnel(w http.ResponseWriter, r *http.Request, p account.Pr
 		s.writeError(w, r, err)
 		return
 	}
+	// Only the form here: which ports are reachable is the way in's one
+	// rule (reach.Connect), after it has decided whether the caller may.
 	port, err := strconv.Atoi(r.PathValue("port"))
-	if err != nil || port < 1 || port > 65535 {
-		s.writeError(w, r, fault.Field("port", "%q is not a TCP port", r.PathValue("port")))
+	if err != nil {
+		s.writeError(w, r, fault.Field("port", "%q is not a port number", r.PathValue("port")))
 		return
 	}
 	stop, ok := s.tunnels.add()

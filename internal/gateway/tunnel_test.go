@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -133,9 +134,15 @@ func TestTunnelRefusals(t *testing.T) {
 			t.Errorf("%s: %v (status %d), want %d %s saying %q", what, err, status, wantStatus, wantCode, wantWords)
 		}
 	}
-	_, err := w.owner.Tunnel(ctx, sb.ID, 22)
-	check("a privileged port", err, http.StatusBadRequest, api.CodeInvalid, "reaches ports 1024–65535")
-	_, err = w.owner.Tunnel(ctx, sb.ID, 4000)
+	// Out of the range either way: a 400 that names the field and the range.
+	for _, port := range []int{22, 80, 1023, 65536, 70000} {
+		_, err := w.owner.Tunnel(ctx, sb.ID, port)
+		check(fmt.Sprintf("port %d", port), err, http.StatusBadRequest, api.CodeInvalid, fmt.Sprintf("%d is not reachable: the fake driver reaches ports 1024–65535", port))
+		if e, ok := errors.AsType[*api.Error](err); !ok || e.Field != "port" {
+			t.Errorf("port %d: %v, want the field named port", port, err)
+		}
+	}
+	_, err := w.owner.Tunnel(ctx, sb.ID, 4000)
 	check("a port the driver has nothing on", err, http.StatusConflict, api.CodeUnavailable, "nothing listens on port 4000")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

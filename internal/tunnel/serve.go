@@ -76,6 +76,18 @@ func Serve(ctx context.Context, w http.ResponseWriter, r *http.Request, backend 
 	return relay(ctx, client, backend, o), nil
 }
 
+// Join copies bytes between a and b until both directions have ended,
+// either fails, nothing moved for the idle timeout, or ctx is done, as
+// Serve does after the upgrade (a clean end of one direction is passed on
+// as a half-close), and closes both before it returns. The client's side
+// uses it to carry a local connection through a tunnel (berth sandbox
+// forward).
+func Join(ctx context.Context, a, b net.Conn, o Options) Stats {
+	defer a.Close()
+	defer b.Close()
+	return relay(ctx, a, b, o)
+}
+
 // relay copies both ways between client and backend; see Serve.
 func relay(ctx context.Context, client, backend net.Conn, o Options) Stats {
 	p := &pump{idle: o.IdleTimeout, onActivity: o.OnActivity, every: o.ActivityInterval}

@@ -52,7 +52,10 @@ func TestAddrIsCached(t *testing.T) {
 	if a := addr(); a != "10.88.0.9:2222" || inspects != 2 {
 		t.Errorf("after a stop Addr = %s with %d inspects; want podman asked again", a, inspects)
 	}
-	if got := d.Ports(); got != (reach.PortRange{Lo: 2222, Hi: 2222}) {
-		t.Errorf("Ports = %v, want 2222 only", got)
+	if got := d.Ports(); got != (reach.PortRange{Lo: 1024, Hi: 65535}) {
+		t.Errorf("Ports = %v, want 1024–65535 (sshd's 2222 and the engineer's servers)", got)
+	}
+	if a, err := d.Addr(t.Context(), "sbx_1", 3000); err != nil || a != "10.88.0.9:3000" {
+		t.Errorf("Addr(3000) = %s, %v; want the container's address on port 3000", a, err)
 	}
 }

@@ -64,6 +64,8 @@ const (
 	sandboxUID  = 1001
 	sandboxHome = "/home/berth"
 	sshPort     = 2222
+	// The ports the gateway's tunnel reaches: unprivileged, as on Kubernetes.
+	portLo, portHi = 1024, 65535
 )
 
 // Labels on every container and volume.

@@ -538,9 +538,12 @@ func orEmpty(b []byte) []byte {
 	return b
 }
 
-// Ports is sshd's port only (SPEC S11): a sandbox's other ports stay
-// closed to the gateway's tunnel on one host.
-func (d *Driver) Ports() reach.PortRange { return reach.PortRange{Lo: sshPort, Hi: sshPort} }
+// Ports are the container's unprivileged ports (SPEC S10, S11), sshd's
+// 2222 among them: the gateway dials the container's address on its
+// network, as Kubernetes dials a pod's, so a server the engineer starts on
+// 3000 is reached as sshd is. Who may is reach's rule, the same for every
+// port.
+func (d *Driver) Ports() reach.PortRange { return reach.PortRange{Lo: portLo, Hi: portHi} }
 
 // Addr returns the address a port of the sandbox listens on, for the
 // gateway's tunnel: the container's address on its network.

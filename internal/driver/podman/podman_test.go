@@ -62,5 +62,6 @@ func TestContract(t *testing.T) {
 		NewDriver: func(t *testing.T) sandbox.Driver { return newDriver(t) },
 		Image:     testImage,
 		SSHKey:    testKey,
+		SSHD:      true,
 	})
 }
