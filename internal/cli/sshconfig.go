@@ -22,7 +22,9 @@ func newSandboxConfigCmd(g *globals) *cobra.Command {
 		Long: `Write an ssh config entry for each sandbox named, or for all your running
 and suspended engineer sandboxes, so that ssh, scp, sftp and editors
 (VS Code Remote-SSH, JetBrains Gateway) reach them as berth-NAME through
-the gateway.
+the gateway. Port and unix-socket forwards work over them (ssh -L, -D, and
+-R, which binds the sandbox's loopback only), and so does ControlMaster;
+the sandbox refuses agent (-A) and X11 (-X) forwarding.
 
 The entries go in ~/.ssh/berth/config, which berth owns and rewrites;
 ~/.ssh/config gets one line at its top, "Include" of that file, added

@@ -44,7 +44,7 @@ func TestEditorForwarding(t *testing.T) {
 	g := startGateway(t, "BERTH_SANDBOXES_FILE="+classes)
 	alice := g.newMember(t, "alice")
 	sb := alice.engineerWithKeyElsewhere(g, "dev", "standard")
-	editorChecks(t, g, alice, sb, true)
+	editorChecks(t, g, alice, sb)
 }
 
 // engineerWithKeyElsewhere creates an engineer sandbox of class with
@@ -83,9 +83,8 @@ func (p *person) plainSSH(args ...string) *exec.Cmd {
 }
 
 // editorChecks runs the editors' uses of ssh against the person's running
-// sandbox sb, whose entry berth sandbox config wrote. all adds what the
-// podman test alone checks (-D, -R, agent and X11 refused).
-func editorChecks(t *testing.T, g *gateway, p *person, sb api.Sandbox, all bool) {
+// sandbox sb, whose entry berth sandbox config wrote.
+func editorChecks(t *testing.T, g *gateway, p *person, sb api.Sandbox) {
 	host := "berth-" + sb.Name
 	ssh := func(args ...string) string {
 		t.Helper()
@@ -175,9 +174,6 @@ cat echoserver.log`, editorPort, editorSocket))
 	}
 	muxRun(t, p, append(mux, "-O", "exit", host)...)
 	g.waitConnections(p.api, sb.ID, 0, 10*time.Second)
-	if !all {
-		return
-	}
 
 	// -D: a SOCKS proxy into the sandbox, as a browser preview uses.
 	dport := freePort(t)
