@@ -67,14 +67,7 @@ func (g *globals) rememberIdentities(url, id string, pubFiles []string) error {
 		ids[url] = map[string][]string{}
 	}
 	ids[url][id] = files
-	b, err := json.MarshalIndent(ids, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	return writeAtomic(path, append(b, '\n'), 0o600)
+	return writePrivateJSON(path, ids)
 }
 
 // identityFile is what ssh's IdentityFile names for the public key file
