@@ -244,10 +244,19 @@ func (g *globals) loginURL() string {
 // writeLogin writes the login file readable by its owner only, replacing
 // any earlier one atomically.
 func writeLogin(path string, lf loginFile) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	if err := writePrivateJSON(path, lf); err != nil {
 		return fmt.Errorf("write login file: %w", err)
 	}
-	b, err := json.MarshalIndent(lf, "", "  ")
+	return nil
+}
+
+// writePrivateJSON writes v as JSON to path, readable by its owner only,
+// in a directory of theirs, replacing any earlier file atomically.
+func writePrivateJSON(path string, v any) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}

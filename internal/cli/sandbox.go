@@ -108,13 +108,18 @@ in one argument of a command line either: use --task-file FILE, or
 			if req.Env, err = parseEnv(env); err != nil {
 				return err
 			}
-			c, err := g.client()
+			c, url, err := g.clientAndURL()
 			if err != nil {
 				return err
 			}
 			sb, err := c.CreateSandbox(cmd.Context(), req)
 			if err != nil {
 				return err
+			}
+			// The key files named, for berth sandbox config and ssh; ssh
+			// finds ~/.ssh's keys by itself.
+			if err := g.rememberIdentities(url, sb.ID, keyFiles); err != nil {
+				fmt.Fprintf(g.env.Stderr, "warning: could not remember the key files for berth sandbox config: %v\n", err)
 			}
 			if noWait || !wait {
 				return render(g.env.Stdout, output, sb, func(tw *tabwriter.Writer) {

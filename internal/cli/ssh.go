@@ -76,8 +76,9 @@ func newSandboxSSHCmd(g *globals) *cobra.Command {
 		Long: `Open an ssh session in a running sandbox, or run COMMAND in it, in one step:
 it runs the system's ssh as user berth with berth sandbox proxy as its
 ProxyCommand, so the connection goes through the gateway. ssh uses your own
-keys as it always does (or -i FILE); the sandbox was given the public keys
-at creation. Host-key checking is off for this connection only: the gateway
+keys as it always does, or -i FILE, or the key files the sandbox was
+created with (create --ssh-key FILE, remembered by this CLI) and no other;
+the sandbox was given the public keys at creation. Host-key checking is off for this connection only: the gateway
 already authenticated the path.
 
 For scp, sftp, editors and a plain "ssh berth-NAME", write config entries
@@ -117,7 +118,16 @@ once with berth sandbox config.`,
 			}
 			argv = append(argv, "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
 				"-p", strconv.Itoa(openssh.Port), "-l", openssh.User)
-			if identity != "" {
+			ids, err := g.readIdentities()
+			if err != nil {
+				return err
+			}
+			if files := ids.of(url, sb.ID); identity == "" && len(files) > 0 {
+				for _, f := range files {
+					argv = append(argv, "-i", f)
+				}
+				argv = append(argv, "-o", "IdentitiesOnly=yes")
+			} else if identity != "" {
 				argv = append(argv, "-i", identity)
 			}
 			if tty {
@@ -128,7 +138,7 @@ once with berth sandbox config.`,
 			return g.runSSH(bin, argv)
 		},
 	}
-	cmd.Flags().StringVarP(&identity, "identity", "i", "", "the private key file for ssh (default: ssh's choice)")
+	cmd.Flags().StringVarP(&identity, "identity", "i", "", "the private key file for ssh (default: the files the sandbox was created with, else ssh's choice)")
 	cmd.Flags().BoolVarP(&tty, "tty", "t", false, "force a terminal, for full-screen programs given as COMMAND")
 	return cmd
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -21,17 +22,30 @@ func newSandboxConfigCmd(g *globals) *cobra.Command {
 		Long: `Write an ssh config entry for each sandbox named, or for all your running
 and suspended engineer sandboxes, so that ssh, scp, sftp and editors
 (VS Code Remote-SSH, JetBrains Gateway) reach them as berth-NAME through
-the gateway.
+the gateway. Port and unix-socket forwards work over them (ssh -L, -D, and
+-R, which binds the sandbox's loopback only), and so does ControlMaster;
+the sandbox refuses agent (-A) and X11 (-X) forwarding.
 
-The entries go in ~/.ssh/berth/config, which berth owns and rewrites: a run
-without names replaces this gateway's entries, a run with names adds or
-updates those. ~/.ssh/config gets one line at its top, "Include" of that
-file, added once; your own entries are left as they are. Each entry runs
+The entries go in ~/.ssh/berth/config, which berth owns and rewrites;
+~/.ssh/config gets one line at its top, "Include" of that file, added
+once; your own entries are left as they are. Each entry runs
 this berth binary as its ProxyCommand, with the gateway it was made for
 (--url, BERTH_URL or the login file); the key comes from BERTH_API_KEY or
 the login file when ssh connects. Host-key checking is off for these hosts
-only (the gateway authenticates the path); ssh uses your own keys as it
-always does.`,
+only (the gateway authenticates the path).
+
+A sandbox created with --ssh-key FILE gets "IdentityFile" (the private key
+beside FILE, else FILE itself, for a key in your agent) and "IdentitiesOnly
+yes": this CLI remembered the file at create, beside the login file
+(config.json's is config.ssh-keys.json). Other sandboxes get ssh's own keys
+as it always chooses them.
+
+There is one entry per gateway and sandbox, and each says whose run wrote
+it: a run without names replaces the entries it wrote before for you at
+this gateway, a run with names adds or updates those, and entries of other
+gateways or written under another user's key are left alone. A name
+(berth-NAME) is one sandbox's: an entry of another sandbox that had it gives
+it up, and config says so.`,
 		Example: `  berth sandbox config && ssh berth-dev
   berth sandbox config dev && scp notes.txt berth-dev:`,
 		RunE: func(cmd *cobra.Command, names []string) error {
@@ -55,17 +69,21 @@ always does.`,
 			if home == "" {
 				return errors.New("config: HOME is unset: cannot find ~/.ssh")
 			}
+			ids, err := g.readIdentities()
+			if err != nil {
+				return err
+			}
 			var hosts []openssh.Host
 			for _, sb := range sbs {
 				ref := sb.Name // the caller's own: a name follows a sandbox re-made under it
 				if sb.Owner != who.User.ID {
 					ref = sb.ID // another's: the caller's name would resolve to their own first
 				}
-				hosts = append(hosts, openssh.Host{Alias: openssh.HostAlias(sb.Name), URL: url, ID: sb.ID,
-					Proxy: openssh.ProxyCommand(exe, url, ref)})
+				hosts = append(hosts, openssh.Host{Alias: openssh.HostAlias(sb.Name), URL: url, ID: sb.ID, Writer: who.User.ID,
+					Proxy: openssh.ProxyCommand(exe, url, ref), Identities: ids.of(url, sb.ID)})
 			}
 			include := filepath.Join(home, ".ssh", "berth", "config")
-			written, err := writeSSHHosts(include, url, hosts, len(names) == 0)
+			written, err := writeSSHHosts(g.env.Stderr, include, url, who.User.ID, hosts, len(names) == 0)
 			if err != nil {
 				return err
 			}
@@ -114,15 +132,18 @@ func configTargets(cmd *cobra.Command, c *client.Client, me string, names []stri
 	return out, nil
 }
 
-// writeSSHHosts writes hosts into berth's include file, keeping the entries
-// of other gateways and, unless replace, this gateway's other entries. It
-// returns how many entries the file holds.
-func writeSSHHosts(path, url string, hosts []openssh.Host, replace bool) (int, error) {
+// writeSSHHosts writes hosts, from writer's run at the gateway url, into
+// berth's include file (openssh.Hosts), and says on stderr which entries
+// gave up their name. It returns how many entries the file holds.
+func writeSSHHosts(stderr io.Writer, path, url, writer string, hosts []openssh.Host, replace bool) (int, error) {
 	old, err := os.ReadFile(path)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return 0, fmt.Errorf("read %s: %w", path, err)
 	}
-	file, n := openssh.Hosts(string(old), url, hosts, replace)
+	file, n, displaced := openssh.Hosts(string(old), url, writer, hosts, replace)
+	for _, d := range displaced {
+		fmt.Fprintf(stderr, "replaced %s\n", d)
+	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return 0, err
 	}

@@ -495,3 +495,17 @@ func podImage(p *unstructured.Unstructured) string {
 	img, _ := ctrs[0].(map[string]any)["image"].(string)
 	return img
 }
+
+// TestEditorForwardingOnRealController is TestEditorForwarding on the
+// kubernetes driver: the engineer sandbox's pod runs this tree's
+// berth-init and sshd under podman, and the real OpenSSH client reaches
+// it through the gateway's tunnel to the pod with the key of create
+// --ssh-key, forwards (-L, -D, -R), shares one ControlMaster and is
+// refused an agent and X11.
+func TestEditorForwardingOnRealController(t *testing.T) {
+	k := realCluster(t)
+	g := k.kubeGateway(t, "berth-e2e-forward")
+	alice := g.newMember(t, "alice")
+	sb := alice.engineerWithKeyElsewhere(g, "dev", "standard")
+	editorChecks(t, g, alice, sb)
+}

@@ -189,7 +189,8 @@ func TestEngineerStart(t *testing.T) {
 		"PidFile " + filepath.Join(h.home, ".sshd/sshd.pid"), "UsePAM no",
 		"PasswordAuthentication no", "PubkeyAuthentication yes",
 		"AuthorizedKeysFile .ssh/authorized_keys", "StrictModes yes",
-		"PermitUserEnvironment yes", "AllowTcpForwarding no", "X11Forwarding no",
+		"PermitUserEnvironment yes", "AllowTcpForwarding yes", "AllowStreamLocalForwarding yes",
+		"GatewayPorts no", "AllowAgentForwarding no", "X11Forwarding no", "PermitTunnel no",
 		"PrintMotd no", "Subsystem sftp internal-sftp",
 	} {
 		if !slices.Contains(strings.Split(sshdConf, "\n"), line) {

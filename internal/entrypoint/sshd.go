@@ -90,8 +90,21 @@ func homeModes(home string, uid int) (strict bool, why string) {
 
 // sshdConfig is the configuration of a non-root sshd that keeps its state in
 // ~/.sshd (notes/podman.md §5): public keys only, the sandbox's environment
-// from ~/.ssh/environment, no forwarding; StrictModes unless HOME cannot
-// be made safe for it (homeModes).
+// from ~/.ssh/environment; StrictModes unless HOME cannot be made safe for
+// it (homeModes).
+//
+// Editors (VS Code Remote-SSH, JetBrains Gateway) start their server in
+// the sandbox and reach it through a forwarded TCP port or unix socket,
+// so local and remote TCP forwarding and streamlocal forwarding are on.
+// They widen nothing: whoever may forward already has a shell as the
+// sandbox's only user, who can dial and listen on what the forwards can,
+// and the sandbox's network rules apply to both alike; that is also why
+// PermitOpen and PermitListen stay unrestricted. Remote forwards bind
+// loopback only (GatewayPorts no), so a -R port is not opened to the
+// sandbox's network. Agent forwarding stays off (SPEC S9: no ssh agent is
+// forwarded: a sandbox never gets to sign with its user's keys), as do
+// X11 and tun devices. StreamLocalBindUnlink lets a reconnecting editor
+// bind its remote socket again over the one its last session left.
 func sshdConfig(home string, strict bool) []byte {
 	dir := filepath.Join(home, ".sshd")
 	modes := "yes"
@@ -110,8 +123,15 @@ PubkeyAuthentication yes
 AuthorizedKeysFile .ssh/authorized_keys
 StrictModes %s
 PermitUserEnvironment yes
-AllowTcpForwarding no
+AllowTcpForwarding yes
+AllowStreamLocalForwarding yes
+StreamLocalBindUnlink yes
+GatewayPorts no
+PermitOpen any
+PermitListen any
+AllowAgentForwarding no
 X11Forwarding no
+PermitTunnel no
 PrintMotd no
 Subsystem sftp internal-sftp
 `, sshdPort, filepath.Join(dir, "host_ed25519"), filepath.Join(dir, "sshd.pid"), modes)

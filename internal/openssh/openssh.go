@@ -7,6 +7,7 @@
 package openssh
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -26,6 +27,14 @@ func HostAlias(name string) string { return "berth-" + name }
 type Host struct {
 	Alias, URL, ID string
 	Proxy          string // the ProxyCommand
+	// Writer is the user whose run of berth sandbox config wrote the
+	// entry: a later run without names replaces that user's entries at
+	// URL only.
+	Writer string
+	// Identities are the key files ssh offers for this host alone
+	// (IdentityFile, with IdentitiesOnly): the keys the sandbox was
+	// created with, when they were files. None: ssh's own choice.
+	Identities []string
 }
 
 const includeHeader = `# Written by berth sandbox config: one entry per sandbox, reached through
@@ -34,57 +43,82 @@ const includeHeader = `# Written by berth sandbox config: one entry per sandbox,
 `
 
 // entry renders h. The first line is a comment berth reads back: it says
-// which gateway the entry is for.
+// which sandbox at which gateway the entry is for, and whose run wrote it.
 func (h Host) entry() string {
-	fdpass := ""
-	if FdPassable(h.URL) {
-		fdpass = "  ProxyUseFdpass yes\n"
+	var b strings.Builder
+	fmt.Fprintf(&b, "# sandbox %s at %s", h.ID, h.URL)
+	if h.Writer != "" {
+		fmt.Fprintf(&b, " for %s", h.Writer)
 	}
-	return fmt.Sprintf(`# sandbox %s at %s
-Host %s
-  User %s
-  Port %d
-  ProxyCommand %s
-%s  StrictHostKeyChecking no
-  UserKnownHostsFile /dev/null
-  LogLevel ERROR
-`, h.ID, h.URL, h.Alias, User, Port, h.Proxy, fdpass)
+	fmt.Fprintf(&b, "\nHost %s\n  User %s\n  Port %d\n  ProxyCommand %s\n", h.Alias, User, Port, h.Proxy)
+	if FdPassable(h.URL) {
+		b.WriteString("  ProxyUseFdpass yes\n")
+	}
+	for _, f := range h.Identities {
+		// ssh expands % tokens and a leading ~ in IdentityFile.
+		fmt.Fprintf(&b, "  IdentityFile %s\n", strings.ReplaceAll(sshQuote(f), "%", "%%"))
+	}
+	if len(h.Identities) > 0 {
+		b.WriteString("  IdentitiesOnly yes\n")
+	}
+	b.WriteString("  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n")
+	return b.String()
 }
 
-// Hosts is berth's include file, old, with hosts written into it: the
-// entries of other gateways are kept and, unless replace, this gateway's
-// (url's) other entries too. It returns the file and how many entries it
-// holds.
-func Hosts(old, url string, hosts []Host, replace bool) (string, int) {
-	entries := map[string]string{} // alias → entry
+// Hosts is berth's include file, old, with hosts written into it by
+// writer's run at the gateway url. There is one entry per gateway and
+// sandbox. Every entry is kept but those of the sandboxes written now and,
+// when replace (a run that lists all of writer's sandboxes), those writer
+// wrote for url before: entries of other gateways and of other users
+// stay. An alias is one sandbox's: an entry of another sandbox that held
+// it gives it up, and displaced says which. Hosts also returns how many
+// entries the file holds.
+func Hosts(old, url, writer string, hosts []Host, replace bool) (file string, n int, displaced []string) {
+	type key struct{ url, id string }
+	entries := map[key]parsedEntry{}
 	for _, e := range splitEntries(old) {
-		if replace && e.url == url {
+		if replace && e.url == url && e.writer == writer {
 			continue
 		}
-		entries[e.alias] = e.text
+		entries[key{e.url, e.id}] = e
+	}
+	written := map[key]bool{}
+	for _, h := range hosts {
+		written[key{h.URL, h.ID}] = true
 	}
 	for _, h := range hosts {
-		entries[h.Alias] = h.entry()
+		for k, e := range entries {
+			if e.alias == h.Alias && !written[k] {
+				displaced = append(displaced, fmt.Sprintf("%s (sandbox %s at %s)", e.alias, e.id, e.url))
+				delete(entries, k)
+			}
+		}
+		entries[key{h.URL, h.ID}] = parsedEntry{alias: h.Alias, url: h.URL, id: h.ID, writer: h.Writer, text: h.entry()}
 	}
+	sorted := slices.SortedFunc(maps.Values(entries), func(a, b parsedEntry) int {
+		return cmp.Or(cmp.Compare(a.alias, b.alias), cmp.Compare(a.url, b.url), cmp.Compare(a.id, b.id))
+	})
 	var b strings.Builder
 	b.WriteString(includeHeader)
-	for _, alias := range slices.Sorted(maps.Keys(entries)) {
-		b.WriteString("\n" + entries[alias])
+	for _, e := range sorted {
+		b.WriteString("\n" + e.text)
 	}
-	return b.String(), len(entries)
+	return b.String(), len(sorted), displaced
 }
 
-type parsedEntry struct{ alias, url, text string }
+type parsedEntry struct{ alias, url, id, writer, text string }
 
 // splitEntries reads back the entries of berth's include file: each starts
-// with its "# sandbox ID at URL" line and runs to the next.
+// with its "# sandbox ID at URL [for USER]" line and runs to the next.
+// An entry an older berth wrote names no user.
 func splitEntries(s string) []parsedEntry {
 	var out []parsedEntry
 	var cur *parsedEntry
 	for line := range strings.Lines(s) {
 		if rest, ok := strings.CutPrefix(line, "# sandbox "); ok {
-			_, url, _ := strings.Cut(strings.TrimSpace(rest), " at ")
-			out = append(out, parsedEntry{url: url})
+			id, where, _ := strings.Cut(strings.TrimSpace(rest), " at ")
+			url, writer, _ := strings.Cut(where, " for ")
+			out = append(out, parsedEntry{id: id, url: url, writer: writer})
 			cur = &out[len(out)-1]
 		}
 		if cur == nil {

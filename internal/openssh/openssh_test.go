@@ -1,6 +1,7 @@
 package openssh_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -41,14 +42,14 @@ func TestInclude(t *testing.T) {
 
 func TestHosts(t *testing.T) {
 	const here, there = "http://127.0.0.1:8080", "https://berth.example.com"
-	host := func(name, url string) openssh.Host {
-		return openssh.Host{Alias: openssh.HostAlias(name), URL: url, ID: "sbx_" + name, Proxy: openssh.ProxyCommand("/usr/bin/berth", url, name)}
+	host := func(name, url, writer string) openssh.Host {
+		return openssh.Host{Alias: openssh.HostAlias(name), URL: url, ID: "sbx_" + name, Writer: writer, Proxy: openssh.ProxyCommand("/usr/bin/berth", url, name)}
 	}
-	file, n := openssh.Hosts("", here, []openssh.Host{host("dev", here), host("api", here)}, true)
+	file, n, _ := openssh.Hosts("", here, "usr_a", []openssh.Host{host("dev", here, "usr_a"), host("api", here, "usr_a")}, true)
 	if n != 2 {
 		t.Fatalf("%d entries, want 2:\n%s", n, file)
 	}
-	file, n = openssh.Hosts(file, there, []openssh.Host{host("prod", there)}, true)
+	file, n, _ = openssh.Hosts(file, there, "usr_a", []openssh.Host{host("prod", there, "usr_a")}, true)
 	if n != 3 {
 		t.Fatalf("another gateway's run: %d entries, want 3 (the first gateway's kept):\n%s", n, file)
 	}
@@ -58,13 +59,47 @@ func TestHosts(t *testing.T) {
 	if !strings.Contains(file, "ProxyCommand /usr/bin/berth sandbox proxy --url http://127.0.0.1:8080 --fd-pass dev\n  ProxyUseFdpass yes\n") {
 		t.Errorf("an http:// gateway's entry passes the fd:\n%s", file)
 	}
-	file, n = openssh.Hosts(file, here, []openssh.Host{host("web", here)}, false)
+	if strings.Contains(file, "IdentityFile") || strings.Contains(file, "IdentitiesOnly") {
+		t.Errorf("an entry without key files names one:\n%s", file)
+	}
+	file, n, _ = openssh.Hosts(file, here, "usr_a", []openssh.Host{host("web", here, "usr_a")}, false)
 	if n != 4 {
 		t.Fatalf("adding one: %d entries, want 4:\n%s", n, file)
 	}
-	file, n = openssh.Hosts(file, here, []openssh.Host{host("dev", here)}, true)
-	if n != 2 || strings.Contains(file, "Host berth-api\n") || !strings.Contains(file, "Host berth-prod\n") {
-		t.Errorf("replacing this gateway's: %d entries, want dev and prod:\n%s", n, file)
+	// Another user's run at the same gateway keeps the first user's.
+	file, n, _ = openssh.Hosts(file, here, "usr_b", []openssh.Host{host("ci", here, "usr_b")}, true)
+	if n != 5 || !strings.Contains(file, "Host berth-dev\n") || !strings.Contains(file, "# sandbox sbx_ci at "+here+" for usr_b\nHost berth-ci\n") {
+		t.Errorf("another user's run: %d entries, want 5 (the first user's kept):\n%s", n, file)
+	}
+	file, n, _ = openssh.Hosts(file, here, "usr_a", []openssh.Host{host("dev", here, "usr_a")}, true)
+	if n != 3 || strings.Contains(file, "Host berth-api\n") || !strings.Contains(file, "Host berth-prod\n") || !strings.Contains(file, "Host berth-ci\n") {
+		t.Errorf("replacing this user's at this gateway: %d entries, want dev, prod and ci:\n%s", n, file)
+	}
+	// A name is one sandbox's: another's entry under it gives it up.
+	other := host("dev", there, "usr_a")
+	other.ID = "sbx_there"
+	file, n, displaced := openssh.Hosts(file, there, "usr_a", []openssh.Host{other}, false)
+	if n != 3 || strings.Count(file, "Host berth-dev\n") != 1 || !strings.Contains(file, "# sandbox sbx_there at "+there) {
+		t.Errorf("an alias taken over: %d entries, want one berth-dev, sbx_there's:\n%s", n, file)
+	}
+	if want := []string{"berth-dev (sandbox sbx_dev at " + here + ")"}; !slices.Equal(displaced, want) {
+		t.Errorf("displaced = %q, want %q", displaced, want)
+	}
+}
+
+func TestHostIdentities(t *testing.T) {
+	h := openssh.Host{Alias: "berth-dev", URL: "http://127.0.0.1:8080", ID: "sbx_dev", Proxy: "berth sandbox proxy dev",
+		Identities: []string{"/home/a/keys/work", "/home/a/my keys/100%"}}
+	file, _, _ := openssh.Hosts("", h.URL, "usr_a", []openssh.Host{h}, true)
+	want := "  IdentityFile /home/a/keys/work\n  IdentityFile \"/home/a/my keys/100%%\"\n  IdentitiesOnly yes\n"
+	if !strings.Contains(file, want) {
+		t.Errorf("want\n%s in\n%s", want, file)
+	}
+	// Read back and written again by a run that does not know the keys
+	// (another user's), the entry keeps them.
+	again, _, _ := openssh.Hosts(file, h.URL, "usr_b", nil, true)
+	if again != file {
+		t.Errorf("another user's run changed the entry:\n%s", again)
 	}
 }
 
