@@ -32,7 +32,7 @@ func TestEditorThroughForward(t *testing.T) {
 	if image == "" {
 		image = editorImage
 	}
-	if err := podmanOn(root, "image", "exists", image).Run(); err != nil {
+	if !imageBuilt(root, image) {
 		t.Skipf("no %s in %s: build it with `images/build editor` (make editor-image) to run the editor test", image, root)
 	}
 	browser := newBrowser(t)
