@@ -1,7 +1,7 @@
 # berth: the two set-up commands are `make up` and `make test` (README.md).
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: build images up down test vet
+.PHONY: build images editor-image up down test vet
 
 # Where `make up` keeps its state; images are built into its podman root.
 BERTH_DEMO_DIR ?= $(CURDIR)/.berth
@@ -17,6 +17,12 @@ build:
 # Debian packages and the npm registry: no container registry.
 images: build
 	eval "$$(bin/berth admin podman-env)" && images/build && images/build gateway && images/build agent claude-code pi codex opencode gemini
+
+# The editor class image localhost/berth-editor:latest (code-server, FROM
+# the sandbox image: `make images` first). Not in `make images`: it compiles
+# code-server's native modules and is large (README, The sandbox image).
+editor-image: build
+	eval "$$(bin/berth admin podman-env)" && images/build editor
 
 up:
 	./scripts/up

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,8 +16,19 @@ import (
 // into the gateway's local forge as name.
 func (g *gateway) seedRepo(name string) string {
 	g.t.Helper()
+	return g.seedRepoFiles(name, nil)
+}
+
+// seedRepoFiles is seedRepo with files (path → content) in the commit.
+func (g *gateway) seedRepoFiles(name string, files map[string]string) string {
+	g.t.Helper()
 	src := g.t.TempDir()
-	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"commit", "-q", "--allow-empty", "-m", "init"}} {
+	for path, content := range files {
+		if err := os.WriteFile(filepath.Join(src, path), []byte(content), 0o644); err != nil {
+			g.t.Fatal(err)
+		}
+	}
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "-A"}, {"commit", "-q", "--allow-empty", "-m", "init"}} {
 		cmd := exec.Command("git", args...)
 		cmd.Dir = src
 		cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+src, "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")

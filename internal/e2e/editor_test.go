@@ -1,0 +1,169 @@
+package e2e_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"berth.dev/berth/internal/api"
+)
+
+// editorImage is the editor class image (images/build editor), or a skip:
+// BERTH_TEST_EDITOR_IMAGE names another tag of it.
+const editorImage = "localhost/berth-editor:latest"
+
+// TestEditorThroughForward is issue 18's real editor on podman: an
+// engineer sandbox of the editor class with acme/app checked out starts
+// code-server over ssh (code-server-start, the image's), its owner
+// forwards a local port to it with berth sandbox forward, and headless
+// Chromium loads VS Code from that port, opens a file of the checkout from
+// the explorer and shows its text. The screenshot is editor-forward.png in
+// BERTH_TEST_SCREENSHOTS.
+func TestEditorThroughForward(t *testing.T) {
+	root := podmanRoot(t)
+	image := os.Getenv("BERTH_TEST_EDITOR_IMAGE")
+	if image == "" {
+		image = editorImage
+	}
+	if !imageBuilt(root, image) {
+		t.Skipf("no %s in %s: build it with `images/build editor` (make editor-image) to run the editor test", image, root)
+	}
+	browser := newBrowser(t)
+
+	g := startGateway(t)
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	marker := "berth_editor_" + hex.EncodeToString(b)
+	g.seedRepoFiles("acme/app", map[string]string{
+		"hello.go": "package main\n\n// " + marker + "\nfunc main() {}\n",
+	})
+	ctx := context.Background()
+	classes := `sandboxes:
+  - name: editor
+    image: ` + image + `
+    isolation: standard
+    cpu: "1"
+    memory: 2Gi
+    purposes: [engineer]
+`
+	if _, err := g.operator.ApplyClasses(ctx, "", strings.NewReader(classes)); err != nil {
+		t.Fatal(err)
+	}
+	alice := g.newMember(t, "alice")
+	pub, err := os.ReadFile(alice.key + ".pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := alice.api.CreateSandbox(ctx, api.CreateSandbox{Name: "dev", Class: "editor", Repo: "acme/app", SSHKeys: []string{strings.TrimSpace(string(pub))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.waitState(alice.api, sb.ID, "running", 3*time.Minute)
+
+	started := time.Now()
+	out := alice.run(berthBin, "sandbox", "ssh", "dev", "-i", alice.key, "--", "code-server-start app")
+	if !strings.Contains(out, "on port 8080, opening /home/berth/app") {
+		t.Fatalf("code-server-start app: %q", out)
+	}
+	t.Logf("code-server answered %s after code-server-start", time.Since(started).Round(time.Millisecond))
+	_, local := alice.forward(t, "dev", "0:8080")
+
+	tab := browser.tab()
+	loaded := time.Now()
+	browser.run(tab, "load the editor",
+		chromedp.Navigate("http://"+local+"/?folder=/home/berth/app"),
+		// The explorer lists the checkout's file.
+		chromedp.WaitVisible(`//div[contains(@class,"explorer-folders-view")]//div[contains(@class,"monaco-list-row")]//*[text()="hello.go"]`),
+	)
+	t.Logf("the editor showed the checkout %s after navigating", time.Since(loaded).Round(time.Millisecond))
+	browser.run(tab, "open hello.go",
+		chromedp.Click(`//div[contains(@class,"explorer-folders-view")]//div[contains(@class,"monaco-list-row")]//*[text()="hello.go"]`),
+		// The editor renders the file's lines (spaces as no-break spaces).
+		chromedp.Poll[chromedp.Void](`[...document.querySelectorAll(".editor-instance .view-lines")].some(e => e.textContent.includes(`+"`"+marker+"`"+`))`,
+			chromedp.WithPollingTimeout(time.Minute)),
+	)
+	browser.shot(tab, "editor-forward")
+}
+
+// browser is one headless Chromium for an end-to-end test, gated on
+// BERTH_TEST_CHROMIUM (its binary), writing screenshots to
+// BERTH_TEST_SCREENSHOTS (default: a new temporary directory, logged).
+type browser struct {
+	t     *testing.T
+	alloc context.Context
+	shots string
+}
+
+func newBrowser(t *testing.T) *browser {
+	t.Helper()
+	bin := os.Getenv("BERTH_TEST_CHROMIUM")
+	if bin == "" {
+		t.Skip("set BERTH_TEST_CHROMIUM to a chromium binary (apt-get install chromium) to run the browser tests")
+	}
+	shots := os.Getenv("BERTH_TEST_SCREENSHOTS")
+	if shots == "" {
+		shots = t.TempDir()
+	}
+	if err := os.MkdirAll(shots, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(bin),
+		chromedp.NoSandbox, // CI runs as root, where Chromium's own sandbox will not start
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.WindowSize(1280, 800),
+	)
+	alloc, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancel)
+	return &browser{t: t, alloc: alloc, shots: shots}
+}
+
+// tab opens a tab whose actions must all finish within three minutes (VS
+// Code is a large page for a busy two-core machine).
+func (b *browser) tab() context.Context {
+	b.t.Helper()
+	ctx, cancel := chromedp.NewContext(b.alloc)
+	if err := chromedp.Do(ctx); err != nil { // starts the browser, with no deadline: one would stop it
+		cancel()
+		b.t.Fatal(err)
+	}
+	ctx, cancelTimeout := context.WithTimeout(ctx, 3*time.Minute)
+	b.t.Cleanup(func() { cancelTimeout(); cancel() })
+	return ctx
+}
+
+// run runs actions, failing the test with what was being done (and a
+// screenshot of where the page was).
+func (b *browser) run(ctx context.Context, what string, actions ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		if png, serr := chromedp.Run(ctx, chromedp.FullScreenshot(100)); serr == nil {
+			path := filepath.Join(b.shots, "failed.png")
+			if os.WriteFile(path, png, 0o644) == nil {
+				b.t.Logf("screenshot of the failure: %s", path)
+			}
+		}
+		b.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// shot writes a screenshot of the page as NAME.png.
+func (b *browser) shot(ctx context.Context, name string) {
+	b.t.Helper()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // 100: PNG
+	if err != nil {
+		b.t.Fatalf("screenshot %s: %v", name, err)
+	}
+	path := filepath.Join(b.shots, name+".png")
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+	b.t.Logf("screenshot %s", path)
+}
