@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -52,6 +53,33 @@ func TestPanelTerminal(t *testing.T) {
 	defer cancelBrowser()
 	ctx, cancel := context.WithTimeout(browser, 3*time.Minute)
 	defer cancel()
+	// A script or style the page's policy refuses would leave the terminal
+	// half drawn: anything the console complains of fails the test.
+	var (
+		mu       sync.Mutex
+		problems []string
+	)
+	console := chromedp.Console(ctx)
+	go func() {
+		for m, err := range console {
+			if err != nil {
+				return
+			}
+			// (The favicon the page does not have is not a problem.)
+			if (m.Type == chromedp.ConsoleError || m.Type == chromedp.ConsoleException) && !strings.HasPrefix(m.Text, "Failed to load resource") {
+				mu.Lock()
+				problems = append(problems, m.Text)
+				mu.Unlock()
+			}
+		}
+	}()
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, p := range problems {
+			t.Errorf("the browser's console: %s", p)
+		}
+	}()
 	do := func(what string, actions ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
 		if err := chromedp.Do(ctx, actions...); err != nil {

@@ -162,7 +162,8 @@ func New(o Options) *Server {
 	// The web panel answers with the same services and the same error
 	// mapping as the API.
 	s.panel = panel.New(panel.Options{Accounts: o.Accounts, Sandboxes: o.Sandboxes, Classes: o.Classes, Runs: o.Runs, Usage: o.Usage, Log: o.Log, Now: now,
-		Driver: o.Driver, Status: s.errorStatus, Reach: o.Reach, Terminal: o.Terminal, PublicURL: o.PublicURL})
+		Driver: o.Driver, Status: s.errorStatus, Reach: o.Reach, Terminal: o.Terminal, PublicURL: o.PublicURL,
+		Track: func() (<-chan struct{}, func(), bool) { stop, ok := s.tunnels.add(); return stop, s.tunnels.done, ok }})
 	return s
 }
 

@@ -67,6 +67,11 @@ type Options struct {
 	Reach     *reach.Service
 	Terminal  *terminal.CA
 	PublicURL string
+	// Track counts an open terminal among the gateway's tunnels, which a
+	// stopping gateway closes and waits for: stop is closed then, done
+	// ends the count; ok is false when the gateway is already stopping.
+	// nil tracks nothing.
+	Track func() (stop <-chan struct{}, done func(), ok bool)
 	// Status maps an error to the status and message the API answers for
 	// it (the gateway's one mapper), logging what is internal.
 	Status func(w http.ResponseWriter, r *http.Request, err error) (int, api.Error)
@@ -85,6 +90,7 @@ type Panel struct {
 	reach     *reach.Service
 	terminal  *terminal.CA
 	origin    string // the gateway's public origin, "scheme://host"
+	track     func() (stop <-chan struct{}, done func(), ok bool)
 	status    func(w http.ResponseWriter, r *http.Request, err error) (int, api.Error)
 	pages     map[string]*template.Template
 	assets    map[string]string // file name → its URL with a digest, so it may be cached long
@@ -99,7 +105,7 @@ func New(o Options) *Panel {
 		now = time.Now
 	}
 	p := &Panel{accounts: o.Accounts, sandboxes: o.Sandboxes, classes: o.Classes, runs: o.Runs, usage: o.Usage, log: o.Log, now: now,
-		driver: o.Driver, status: o.Status, assets: map[string]string{}, reach: o.Reach, terminal: o.Terminal, origin: originOf(o.PublicURL)}
+		driver: o.Driver, status: o.Status, assets: map[string]string{}, reach: o.Reach, terminal: o.Terminal, origin: originOf(o.PublicURL), track: o.Track}
 	entries, err := fs.ReadDir(assetFS, "assets")
 	if err != nil {
 		panic(err)

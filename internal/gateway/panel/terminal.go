@@ -76,6 +76,16 @@ func (p *Panel) openTerminal(w http.ResponseWriter, r *http.Request, c caller) {
 		p.fail(w, r, c, fault.Errorf(fault.Unavailable, "this gateway opens no terminals"))
 		return
 	}
+	var stop <-chan struct{}
+	if p.track != nil {
+		s, done, ok := p.track()
+		if !ok {
+			p.fail(w, r, c, fault.Errorf(fault.Unavailable, "the gateway is stopping"))
+			return
+		}
+		defer done()
+		stop = s
+	}
 	conn, err := p.reach.Connect(ctx, c.Principal, r.PathValue("ref"), openssh.Port)
 	if err != nil {
 		p.fail(w, r, c, err)
@@ -106,7 +116,17 @@ func (p *Panel) openTerminal(w http.ResponseWriter, r *http.Request, c caller) {
 		return // Accept answered
 	}
 	ws.SetReadLimit(64 << 10)
-	end = bridge(context.WithoutCancel(ctx), ws, sess, conn, &up, &down)
+	// The terminal outlives nothing but the gateway.
+	bctx, cancelBridge := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelBridge()
+	go func() {
+		select {
+		case <-stop:
+			cancelBridge()
+		case <-bctx.Done():
+		}
+	}()
+	end = bridge(bctx, ws, sess, conn, &up, &down)
 }
 
 // bridge carries the terminal both ways until either side ends, and says
@@ -165,7 +185,8 @@ func bridge(ctx context.Context, ws *websocket.Conn, sess *terminal.Session, con
 		}
 	})
 	<-ctx.Done()
-	sess.Close() // ends the reader
+	once.Do(func() { how = "by the gateway" }) // stopping
+	sess.Close()                               // ends the reader
 	if how == "by the shell" {
 		ws.Close(websocket.StatusNormalClosure, "the shell ended")
 	} else {
