@@ -158,25 +158,22 @@ func TestPanelTerminal(t *testing.T) {
 			t.Errorf("terminal WebSocket as %s from %s: %d, want %d", whoami(t, c.who).User.Name, c.origin, got, c.want)
 		}
 	}
-	carolID := whoami(t, carol).User.ID
-	aliceID := whoami(t, alice).User.ID
-	events, err := g.operator.Audit(context.Background(), client.AuditOptions{Sandbox: sb.ID})
-	if err != nil {
-		t.Fatal(err)
+	// Both are shell.open entries of port 2222: carol's refused, alice's
+	// terminal recorded when it closes.
+	shellOpen := func(outcome string, who *person, detail string) func() bool {
+		id := whoami(t, who).User.ID
+		return func() bool {
+			events, err := g.operator.Audit(context.Background(), client.AuditOptions{Sandbox: sb.ID})
+			return err == nil && slices.ContainsFunc(events, func(e api.AuditEvent) bool {
+				return e.Action == "shell.open" && e.Outcome == outcome && e.Actor == id && e.Target == "port 2222" && strings.Contains(e.Detail, detail)
+			})
+		}
 	}
-	if !slices.ContainsFunc(events, func(e api.AuditEvent) bool {
-		return e.Action == "shell.open" && e.Outcome == "refused" && e.Actor == carolID && e.Target == "port 2222"
-	}) {
-		t.Errorf("no refused shell.open of carol's in %+v", events)
+	if !shellOpen("refused", carol, "")() {
+		t.Error("no refused shell.open of carol's in the sandbox's audit log")
 	}
-	// The owner's terminal is recorded when it closes.
 	cancelBrowser()
-	eventually(t, 30*time.Second, "alice's terminal in the audit log", func() bool {
-		events, err := g.operator.Audit(context.Background(), client.AuditOptions{Sandbox: sb.ID})
-		return err == nil && slices.ContainsFunc(events, func(e api.AuditEvent) bool {
-			return e.Action == "shell.open" && e.Outcome == "ok" && e.Actor == aliceID && strings.Contains(e.Detail, "terminal")
-		})
-	})
+	eventually(t, 30*time.Second, "alice's terminal in the audit log", shellOpen("ok", alice, "terminal"))
 }
 
 // apiKey is the person's API key.
