@@ -204,8 +204,8 @@ func (b *Base) build(ctx context.Context, cfg Config, log *slog.Logger, o option
 	var term *terminal.CA
 	var gatewayKey func(sandbox.ID) string
 	if drv != nil {
-		if term, err = terminal.LoadCA(filepath.Join(cfg.DataDir, "terminal_ca")); err != nil {
-			return nil, err
+		if term, err = terminal.LoadCA(cfg.TerminalCA); err != nil {
+			return nil, fmt.Errorf("BERTH_TERMINAL_CA_FILE: %w", err)
 		}
 		gatewayKey = func(id sandbox.ID) string { return term.AuthorizedKey(string(id)) }
 	}
