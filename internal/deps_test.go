@@ -82,6 +82,9 @@ func TestImportDirection(t *testing.T) {
 		{"githttp", []string{module + "store", module + "gateway", module + "client", module + "cli", module + "driver/", module + "sandbox", module + "account", "database/sql"}},
 		// fault is the one error vocabulary: a leaf every layer imports.
 		{"fault", []string{module}},
+		// terminal is the gateway's SSH client for the panel's terminal:
+		// x/crypto/ssh over a connection it is handed, nothing of ours.
+		{"terminal", []string{module, "database/sql", "net/http"}},
 		// openssh is what the CLI hands OpenSSH: pure, stdlib only.
 		{"openssh", []string{module, "database/sql", "net/http"}},
 		// server is the composition root: every adapter, but never the

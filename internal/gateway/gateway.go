@@ -28,6 +28,7 @@ import (
 	"berth.dev/berth/internal/reach"
 	"berth.dev/berth/internal/repository"
 	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/terminal"
 	"berth.dev/berth/internal/usage"
 	"berth.dev/berth/internal/warm"
 )
@@ -74,6 +75,12 @@ type Options struct {
 	// Scripted serves the scripted provider inside the gateway (package
 	// modelserver's handler); nil when the deployment has none.
 	Scripted http.Handler
+	// Terminal opens the panel's terminals in sandboxes, through Reach;
+	// nil: the panel offers none.
+	Terminal *terminal.CA
+	// PublicURL is the gateway as browsers reach it: a terminal's
+	// WebSocket must come from a page of this origin.
+	PublicURL string
 	// ModelTransport reaches the model vendors; nil is a transport of the
 	// gateway's own (no compression, so answers can be metered).
 	ModelTransport http.RoundTripper
@@ -155,7 +162,8 @@ func New(o Options) *Server {
 	// The web panel answers with the same services and the same error
 	// mapping as the API.
 	s.panel = panel.New(panel.Options{Accounts: o.Accounts, Sandboxes: o.Sandboxes, Classes: o.Classes, Runs: o.Runs, Usage: o.Usage, Log: o.Log, Now: now,
-		Driver: o.Driver, Status: s.errorStatus})
+		Driver: o.Driver, Status: s.errorStatus, Reach: o.Reach, Terminal: o.Terminal, PublicURL: o.PublicURL,
+		Track: func() (<-chan struct{}, func(), bool) { stop, ok := s.tunnels.add(); return stop, s.tunnels.done, ok }})
 	return s
 }
 

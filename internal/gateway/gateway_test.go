@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -31,6 +32,7 @@ import (
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
+	"berth.dev/berth/internal/terminal"
 	"berth.dev/berth/internal/usage"
 	"berth.dev/berth/internal/warm"
 	"berth.dev/berth/internal/workspace"
@@ -207,7 +209,10 @@ func newWorld(t testing.TB, opts ...func(*worldConfig)) *world {
 		Usage:   usage.NewService(st, w.accounts, svc, 90*24*time.Hour, cfg.now),
 		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 		Forge:   fg, Repositories: repos, Mirrors: mirrors, TunnelIdleTimeout: cfg.tunnelIdle,
-		Inference: w.inference, Scripted: scripted}
+		Inference: w.inference, Scripted: scripted, PublicURL: w.url}
+	if gwo.Terminal, err = terminal.LoadCA(filepath.Join(t.TempDir(), "terminal_ca")); err != nil {
+		t.Fatal(err)
+	}
 	if cfg.options != nil {
 		cfg.options(&gwo)
 	}

@@ -215,6 +215,12 @@ func matrixRows() []row {
 		{want: "303 303 303 303 303 303 in  in  in  in  in  in", route: "POST /sandboxes/new", req: form("/sandboxes/new", "name", "page-{n}", "purpose", "engineer", "class", "standard", "ssh_keys", "{ssh-key}")},
 		{want: "200 200 404 200 404 404 in  in  in  in  in  in", route: "GET /sandboxes/{ref}", req: page("/sandboxes/{dev}")},
 		{want: "200 200 404 200 404 404 in  in  in  in  in  in", route: "GET /sandboxes/{ref}/log", req: page("/sandboxes/{agent}/log")},
+		// The terminal's WebSocket: the way in's rule, from the panel's own
+		// pages only. The world's port 2222 is an echo server, not sshd, so
+		// the shell does not open for those let in.
+		{want: "409 403 404 409 404 404 in  in  in  in  in  in", route: "GET /sandboxes/{ref}/terminal", req: terminalOf("/sandboxes/{dev}/terminal", "{self}")},
+		{want: "403 403 403 403 403 403 in  in  in  in  in  in", route: "GET /sandboxes/{ref}/terminal", what: "from another origin", req: terminalOf("/sandboxes/{dev}/terminal", "https://elsewhere.example")},
+		{want: "409 403 404 409 404 404 in  in  in  in  in  in", route: "GET /sandboxes/{ref}/terminal", what: "an agent sandbox", req: terminalOf("/sandboxes/{agent}/terminal", "{self}")},
 		{want: "303 303 404 303 404 404 in  in  in  in  in  in", route: "POST /sandboxes/{ref}/{action}", what: "suspend", req: form("/sandboxes/{new-sandbox}/suspend")},
 		{want: "303 303 404 303 404 404 in  in  in  in  in  in", route: "POST /sandboxes/{ref}/{action}", what: "resume", req: form("/sandboxes/{new-suspended}/resume")},
 		{want: "303 303 404 303 404 404 in  in  in  in  in  in", route: "POST /sandboxes/{ref}/{action}", what: "extend", req: form("/sandboxes/{dev}/extend", "ttl", "1h"), watch: "dev's expiry"},
@@ -258,6 +264,11 @@ func tunnelTo(path string) request { return request{method: "GET", path: path, t
 
 // page is a panel page; form a panel form, fields given as name, value….
 func page(path string) request { return request{method: "GET", path: path, place: cookie} }
+
+// terminalOf is the panel terminal's WebSocket upgrade, from a page of origin.
+func terminalOf(path, origin string) request {
+	return request{method: "GET", path: path, place: cookie, origin: origin}
+}
 
 func form(path string, fields ...string) request {
 	v := url.Values{}

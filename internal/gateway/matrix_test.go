@@ -71,6 +71,9 @@ type request struct {
 	form         url.Values // a panel form's fields; its token is added
 	place        place
 	tunnel       bool // with the tunnel's upgrade headers
+	// origin makes a panel GET a WebSocket's upgrade from a page of this
+	// origin ("{self}": the gateway's own).
+	origin string
 }
 
 // row is one line of the table: a route, the request sent to it, and the

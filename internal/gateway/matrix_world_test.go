@@ -297,6 +297,21 @@ func (m *matrix) get(t *testing.T, b *browser, path string) (int, http.Header, s
 	return st, h, body
 }
 
+// upgrade asks for a WebSocket at path, as a page of origin would.
+func (m *matrix) upgrade(t *testing.T, b *browser, path, origin string) (int, http.Header, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), "GET", m.url+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Origin", origin)
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "websocket")
+	req.Header.Set("Sec-WebSocket-Version", "13")
+	req.Header.Set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+	return m.do(t, b.c, req)
+}
+
 func (m *matrix) postForm(t *testing.T, b *browser, path string, form url.Values) (int, http.Header, string) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), "POST", m.url+path, strings.NewReader(form.Encode()))
@@ -382,6 +397,9 @@ func (m *matrix) send(t *testing.T, r request, c caller, expand func(string) str
 				delete(m.browsers, c) // signed out: the next cell signs in again
 			}
 		}()
+		if r.method == "GET" && r.origin != "" {
+			return m.upgrade(t, b, path, strings.ReplaceAll(r.origin, "{self}", m.url))
+		}
 		if r.method == "GET" {
 			return m.get(t, b, path)
 		}

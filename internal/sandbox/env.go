@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -49,7 +50,11 @@ func (s *Service) environment(ctx context.Context, sb Sandbox, key secret.Secret
 	set("BERTH_SANDBOX_CLASS", sb.Class)
 	set("BERTH_SANDBOX_PURPOSE", string(sb.Purpose))
 	set("BERTH_SANDBOX_EXPIRES", sb.ExpiresAt.UTC().Format(time.RFC3339))
-	set("BERTH_AUTHORIZED_KEYS", strings.Join(sb.SSHKeys, "\n"))
+	keys := sb.SSHKeys
+	if s.cfg.GatewayKey != nil && sb.Purpose == PurposeEngineer {
+		keys = append(slices.Clip(keys), s.cfg.GatewayKey(sb.ID))
+	}
+	set("BERTH_AUTHORIZED_KEYS", strings.Join(keys, "\n"))
 	if sb.Purpose == PurposeAgent {
 		// The session header of every model call (SPEC S14): Claude Code
 		// and Gemini CLI read extra headers from their own variable, both

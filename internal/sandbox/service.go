@@ -47,6 +47,10 @@ type Config struct {
 	Repositories Repositories
 	// PublicURL is the gateway as a sandbox reaches it (BERTH_BASE_URL).
 	PublicURL string
+	// GatewayKey is an authorized_keys line the gateway adds for an
+	// engineer sandbox besides its owner's keys (the panel's terminal:
+	// package terminal); nil adds none.
+	GatewayKey func(id ID) string
 	// MinTTL is the shortest lifetime a sandbox may ask for; 5m unless a
 	// test lowers it.
 	MinTTL time.Duration

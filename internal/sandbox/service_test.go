@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -360,5 +361,28 @@ func TestRoleIsForAgentsOnly(t *testing.T) {
 	dev := e.engineer(t, e.alice, "dev")
 	if got, _ := e.st.GetSandbox(t.Context(), dev.ID); got.Role != "" {
 		t.Errorf("an engineer sandbox has role %q, want none", got.Role)
+	}
+}
+
+// The gateway's own key (the panel terminal's CA) is added after the
+// owner's keys for an engineer sandbox, and for that sandbox's id.
+func TestGatewayKeyJoinsTheAuthorizedKeys(t *testing.T) {
+	e := newEnv(t, func(c *sandbox.Config) {
+		c.GatewayKey = func(id sandbox.ID) string {
+			return "cert-authority,principals=\"t-" + string(id) + "\" ssh-ed25519 AAAA gw"
+		}
+	})
+	e.run(t)
+	sb, err := e.svc.Create(t.Context(), e.alice, sandbox.CreateRequest{Name: "dev", Class: "standard", SSHKeys: []string{testKey}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.waitState(t, sb.ID, sandbox.StateRunning)
+	want := testKey + "\ncert-authority,principals=\"t-" + string(sb.ID) + "\" ssh-ed25519 AAAA gw"
+	if got := e.drv.Env(sb.ID)["BERTH_AUTHORIZED_KEYS"]; got != want {
+		t.Errorf("BERTH_AUTHORIZED_KEYS = %q, want %q", got, want)
+	}
+	if got, _ := e.svc.Get(t.Context(), e.alice, string(sb.ID)); !slices.Equal(got.SSHKeys, []string{testKey}) {
+		t.Errorf("the sandbox's own keys became %q: the gateway's is not the owner's", got.SSHKeys)
 	}
 }

@@ -53,6 +53,10 @@ type Config struct {
 	PodmanNetwork  string // BERTH_SANDBOX_PODMAN_NETWORK
 	PodmanAgentNet string // BERTH_SANDBOX_PODMAN_AGENT_NETWORK, default berth-agents
 	PodmanRoot     string // BERTH_SANDBOX_PODMAN_ROOT, default DataDir/podman
+	// TerminalCA is the panel terminal's SSH certificate authority, made
+	// there at first start (BERTH_TERMINAL_CA_FILE, default
+	// DataDir/terminal_ca); replicas must share it.
+	TerminalCA string
 
 	Forge      string // BERTH_SANDBOX_GIT_FORGE: "", local, github, gitlab
 	GitURL     string // BERTH_SANDBOX_GIT_URL
@@ -210,6 +214,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		PodmanNetwork:  get("BERTH_SANDBOX_PODMAN_NETWORK", ""),
 		PodmanAgentNet: get("BERTH_SANDBOX_PODMAN_AGENT_NETWORK", ""),
 		PodmanRoot:     get("BERTH_SANDBOX_PODMAN_ROOT", ""),
+		TerminalCA:     get("BERTH_TERMINAL_CA_FILE", ""),
 		Forge:          get("BERTH_SANDBOX_GIT_FORGE", ""),
 		GitURL:         get("BERTH_SANDBOX_GIT_URL", ""),
 		GitAppID:       get("BERTH_SANDBOX_GIT_APP_ID", ""),
@@ -233,6 +238,9 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	}
 	if c.PodmanRoot == "" {
 		c.PodmanRoot = filepath.Join(c.DataDir, "podman")
+	}
+	if c.TerminalCA == "" {
+		c.TerminalCA = filepath.Join(c.DataDir, "terminal_ca")
 	}
 	if c.DatabaseURL == "" {
 		c.DatabaseURL = filepath.Join(c.DataDir, "berth.db")

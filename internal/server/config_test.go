@@ -62,3 +62,23 @@ func TestKubernetesSettings(t *testing.T) {
 		})
 	}
 }
+
+// The panel terminal's CA is in the data directory unless a file every
+// replica shares is named.
+func TestTerminalCAFile(t *testing.T) {
+	for _, tt := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"BERTH_DATA_DIR": "/var/lib/berth"}, "/var/lib/berth/terminal_ca"},
+		{map[string]string{"BERTH_DATA_DIR": "/var/lib/berth", "BERTH_TERMINAL_CA_FILE": "/etc/berth/terminal_ca"}, "/etc/berth/terminal_ca"},
+	} {
+		cfg, err := server.LoadConfig(func(k string) string { return tt.env[k] })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.TerminalCA != tt.want {
+			t.Errorf("with %v: terminal CA %q, want %q", tt.env, cfg.TerminalCA, tt.want)
+		}
+	}
+}

@@ -46,6 +46,7 @@ import (
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/secret"
 	"berth.dev/berth/internal/store"
+	"berth.dev/berth/internal/terminal"
 	"berth.dev/berth/internal/usage"
 	"berth.dev/berth/internal/warm"
 	"berth.dev/berth/internal/workspace"
@@ -75,6 +76,7 @@ type App struct {
 	log       *slog.Logger
 	inference *inference.Service // nil when the gateway serves no models
 	scripted  http.Handler       // the scripted provider's server; nil without one
+	terminal  *terminal.CA       // the panel's terminal; nil without a driver
 }
 
 // Base is Build's first phase: the store and the account service. It
@@ -197,6 +199,16 @@ func (b *Base) build(ctx context.Context, cfg Config, log *slog.Logger, o option
 		sbOpts = append(sbOpts, sandbox.WithReplicas(replica))
 		runOpts = append(runOpts, agentrun.WithReplicas(replica))
 	}
+	// The panel's terminal signs in to sandboxes' sshd with certificates
+	// of its CA, which every engineer sandbox trusts for itself alone.
+	var term *terminal.CA
+	var gatewayKey func(sandbox.ID) string
+	if drv != nil {
+		if term, err = terminal.LoadCA(cfg.TerminalCA); err != nil {
+			return nil, fmt.Errorf("BERTH_TERMINAL_CA_FILE: %w", err)
+		}
+		gatewayKey = func(id sandbox.ID) string { return term.AuthorizedKey(string(id)) }
+	}
 	repos := repository.New(st, accounts, repository.Config{Forge: fg, PublicURL: cfg.SandboxPublicURL, Audit: st}, log, time.Now)
 	var reposOf sandbox.Repositories // nil: sandboxes cannot have a repository
 	if fg != nil {
@@ -207,6 +219,7 @@ func (b *Base) build(ctx context.Context, cfg Config, log *slog.Logger, o option
 		Runtimes:     cfg.Runtimes,
 		Repositories: reposOf,
 		PublicURL:    cfg.SandboxPublicURL,
+		GatewayKey:   gatewayKey,
 		MinTTL:       o.minTTL,
 		IdleSuspend:  cfg.IdleSuspend,
 		Audit:        st,
@@ -251,7 +264,7 @@ func (b *Base) build(ctx context.Context, cfg Config, log *slog.Logger, o option
 		Runtimes: cfg.Runtimes, NoSandboxes: drv == nil}, log, time.Now)
 	reports := usage.NewService(st, accounts, sandboxes, cfg.UsageRetention, time.Now)
 	return &App{store: st, replica: replica, accounts: accounts, sandboxes: sandboxes, reach: way, warm: warmth, classes: classes, runs: runs, usage: reports, metrics: m, registry: reg, forge: fg, repos: repos, mirrors: mirrors, log: log,
-		inference: models, scripted: scripted}, nil
+		inference: models, scripted: scripted, terminal: term}, nil
 }
 
 // runLogs keeps runs' logs in the database when replicas share it, so any
@@ -350,6 +363,7 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) er
 	}
 	gw := gateway.New(gateway.Options{Accounts: a.accounts, Sandboxes: a.sandboxes, Reach: a.reach, Warm: a.warm, Classes: a.classes, Runs: a.runs, Usage: a.usage, Log: log, Version: Version, Driver: cfg.Driver,
 		Forge: a.forge, Repositories: a.repos, Mirrors: gatewayMirrors(a.mirrors), Meter: a.metrics, Inference: a.inference, Scripted: a.scripted,
+		Terminal: a.terminal, PublicURL: cfg.PublicURL,
 		Metrics: promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{
 			ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 			ErrorHandling: promhttp.ContinueOnError, // a failed count still serves the rest

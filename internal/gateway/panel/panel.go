@@ -35,7 +35,9 @@ import (
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/fault"
+	"berth.dev/berth/internal/reach"
 	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/terminal"
 	"berth.dev/berth/internal/usage"
 )
 
@@ -58,6 +60,18 @@ type Options struct {
 	// Driver names the sandbox driver; "" (no sandboxes) hides the
 	// sandboxes screens entirely.
 	Driver string
+	// Reach lets callers into sandboxes and Terminal opens their shells:
+	// both set, a running engineer sandbox's page offers its owner (or an
+	// operator) a terminal. PublicURL is the gateway's origin, whence a
+	// terminal's WebSocket must come.
+	Reach     *reach.Service
+	Terminal  *terminal.CA
+	PublicURL string
+	// Track counts an open terminal among the gateway's tunnels, which a
+	// stopping gateway closes and waits for: stop is closed then, done
+	// ends the count; ok is false when the gateway is already stopping.
+	// nil tracks nothing.
+	Track func() (stop <-chan struct{}, done func(), ok bool)
 	// Status maps an error to the status and message the API answers for
 	// it (the gateway's one mapper), logging what is internal.
 	Status func(w http.ResponseWriter, r *http.Request, err error) (int, api.Error)
@@ -73,6 +87,10 @@ type Panel struct {
 	log       *slog.Logger
 	now       func() time.Time
 	driver    string
+	reach     *reach.Service
+	terminal  *terminal.CA
+	origin    string // the gateway's public origin, "scheme://host"
+	track     func() (stop <-chan struct{}, done func(), ok bool)
 	status    func(w http.ResponseWriter, r *http.Request, err error) (int, api.Error)
 	pages     map[string]*template.Template
 	assets    map[string]string // file name → its URL with a digest, so it may be cached long
@@ -87,7 +105,7 @@ func New(o Options) *Panel {
 		now = time.Now
 	}
 	p := &Panel{accounts: o.Accounts, sandboxes: o.Sandboxes, classes: o.Classes, runs: o.Runs, usage: o.Usage, log: o.Log, now: now,
-		driver: o.Driver, status: o.Status, assets: map[string]string{}}
+		driver: o.Driver, status: o.Status, assets: map[string]string{}, reach: o.Reach, terminal: o.Terminal, origin: originOf(o.PublicURL), track: o.Track}
 	entries, err := fs.ReadDir(assetFS, "assets")
 	if err != nil {
 		panic(err)
@@ -149,6 +167,7 @@ func (p *Panel) table() []route {
 			route{"POST /sandboxes/new", p.form(p.createSandbox)},
 			route{"GET /sandboxes/{ref}", p.page(p.showSandbox)},
 			route{"GET /sandboxes/{ref}/log", p.page(p.runLog)},
+			route{"GET /sandboxes/{ref}/terminal", p.page(p.openTerminal)},
 			route{"POST /sandboxes/{ref}/{action}", p.form(p.act)},
 		)
 	}

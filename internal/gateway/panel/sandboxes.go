@@ -142,6 +142,8 @@ type sandboxPage struct {
 	SSH string
 	// NoShell says why the caller is shown no command.
 	NoShell string
+	// Terminal is where the page's terminal connects; "" offers none.
+	Terminal string
 }
 
 func (p *Panel) showSandbox(w http.ResponseWriter, r *http.Request, c caller) {
@@ -165,8 +167,14 @@ func (p *Panel) showSandbox(w http.ResponseWriter, r *http.Request, c caller) {
 		if sb.Owner != c.User.ID {
 			body.SSH = "berth sandbox ssh " + string(sb.ID) // another's name may be ambiguous for the caller
 		}
+		if p.canTerminal(c, sb) {
+			body.Terminal = "/sandboxes/" + string(sb.ID) + "/terminal"
+		}
 	default:
 		body.NoShell = "Only its owner (or an operator) may open a shell in it: administrators manage sandboxes but do not get inside them."
+	}
+	if body.Terminal != "" {
+		w.Header().Set("Content-Security-Policy", terminalPolicy)
 	}
 	p.render(w, r, http.StatusOK, "sandbox", p.view(c, r, sb.Name, "sandboxes", body))
 }
