@@ -450,3 +450,25 @@ func keyDetail(owner User, k Key) string {
 	}
 	return d
 }
+
+// Principal is whoever holds the key id now, as Authenticate would find
+// them without its secret: for a credential the gateway minted from that
+// key (an HTTP preview's cookie), so that a revoked or expired key, or a
+// disabled user, ends it. Every way it fails is fault.Unauthenticated.
+func (s *Service) Principal(ctx context.Context, keyID string) (Principal, error) {
+	k, err := s.store.GetKey(ctx, keyID)
+	if errors.Is(err, fault.NotFound) || (err == nil && !k.Live(s.now())) {
+		return Principal{}, fault.Errorf(fault.Unauthenticated, "the key this was opened with is revoked or expired")
+	}
+	if err != nil {
+		return Principal{}, fmt.Errorf("key %s: %w", keyID, err)
+	}
+	u, err := s.store.GetUser(ctx, k.User)
+	if err != nil {
+		return Principal{}, fmt.Errorf("key %s: %w", k.ID, err)
+	}
+	if u.Disabled {
+		return Principal{}, fault.Errorf(fault.Unauthenticated, "the key's user is disabled")
+	}
+	return Principal{User: u, KeyID: k.ID, Sandbox: k.Sandbox, Project: k.Project}, nil
+}

@@ -180,6 +180,9 @@ func matrixRows() []row {
 		// may not get inside.
 		{want: "101 403 404 101 404 404 403 403 403 401 401 401", route: "GET /sandbox/v1/{ref}/tcp/{port}", req: tunnelTo("/sandbox/v1/{dev}/tcp/2222")},
 		{want: "409 403 404 409 404 404 403 403 403 401 401 401", route: "GET /sandbox/v1/{ref}/tcp/{port}", what: "an agent sandbox", req: tunnelTo("/sandbox/v1/{agent}/tcp/2222")},
+		// An HTTP preview of a port (preview.go): the same rule.
+		{want: "201 403 404 201 404 404 403 403 403 401 401 401", route: "POST /sandbox/v1/sandboxes/{ref}/previews", req: post("/sandbox/v1/sandboxes/{dev}/previews", `{"port":3000}`)},
+		{want: "409 403 404 409 404 404 403 403 403 401 401 401", route: "POST /sandbox/v1/sandboxes/{ref}/previews", what: "an agent sandbox", req: post("/sandbox/v1/sandboxes/{agent}/previews", `{"port":3000}`)},
 
 		// The model routes (SPEC S14), the key where each vendor's clients
 		// send theirs.
