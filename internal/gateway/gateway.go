@@ -161,7 +161,7 @@ func New(o Options) *Server {
 	// The web panel answers with the same services and the same error
 	// mapping as the API.
 	s.panel = panel.New(panel.Options{Accounts: o.Accounts, Sandboxes: o.Sandboxes, Classes: o.Classes, Runs: o.Runs, Usage: o.Usage, Log: o.Log, Now: now,
-		Driver: o.Driver, Status: s.errorStatus})
+		Driver: o.Driver, Status: s.errorStatus, Previews: panelPreviews(s)})
 	return s
 }
 

@@ -222,6 +222,7 @@ func matrixRows() []row {
 		{want: "303 303 404 303 404 404 in  in  in  in  in  in", route: "POST /sandboxes/{ref}/{action}", what: "resume", req: form("/sandboxes/{new-suspended}/resume")},
 		{want: "303 303 404 303 404 404 in  in  in  in  in  in", route: "POST /sandboxes/{ref}/{action}", what: "extend", req: form("/sandboxes/{dev}/extend", "ttl", "1h"), watch: "dev's expiry"},
 		{want: "303 303 404 303 404 404 in  in  in  in  in  in", route: "POST /sandboxes/{ref}/{action}", what: "terminate", req: form("/sandboxes/{new-sandbox}/terminate")},
+		{want: "200 403 404 200 404 404 in  in  in  in  in  in", route: "POST /sandboxes/{ref}/{action}", what: "preview", req: form("/sandboxes/{dev}/preview", "port", "3000")},
 		{want: "404 404 404 404 404 404 in  in  in  in  in  in", route: "POST /sandboxes/{ref}/{action}", what: "no such action", req: form("/sandboxes/{dev}/explode")},
 		{want: "200 200 200 200 200 200 in  in  in  in  in  in", route: "GET /classes", req: page("/classes")},
 		{want: "200 200 200 200 200 200 in  in  in  in  in  in", route: "GET /classes/new", req: page("/classes/new")},

@@ -19,6 +19,7 @@ import (
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/fault"
+	"berth.dev/berth/internal/gateway/panel"
 	"berth.dev/berth/internal/reach"
 	"berth.dev/berth/internal/sandbox"
 )
@@ -314,6 +315,21 @@ func (s *Server) previewURL(r *http.Request, p account.Principal, ref string, po
 	}
 	u := url.URL{Scheme: scheme, Host: host, Path: "/", RawQuery: previewParam + "=" + url.QueryEscape(token)}
 	return api.Preview{URL: u.String(), ExpiresAt: expires.UTC()}, nil
+}
+
+// panelPreviews are the panel's way to previews: none without a preview
+// domain.
+func panelPreviews(s *Server) panel.Previews {
+	if s.previews == nil {
+		return nil
+	}
+	return previewMinter{s}
+}
+
+type previewMinter struct{ s *Server }
+
+func (m previewMinter) Preview(r *http.Request, p account.Principal, ref string, port int) (api.Preview, error) {
+	return m.s.previewURL(r, p, ref, port)
 }
 
 // secureRequest reports whether the browser reached the gateway over

@@ -3,12 +3,14 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
+	"html"
 	"io"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -390,5 +392,54 @@ func TestPreviewOff(t *testing.T) {
 	host := "p3000-" + strings.ReplaceAll(sb.ID, "_", "-") + "." + previewDomain
 	if resp, body := fetch(t, w.browser(t, nil), "http://"+host+"/healthz"); resp.StatusCode != http.StatusOK || !strings.Contains(body, `"ok"`) {
 		t.Errorf("healthz on %s: %d %s, want the API's", host, resp.StatusCode, body)
+	}
+}
+
+var previewLink = regexp.MustCompile(`id="preview-link" href="([^"]+)"`)
+
+// TestPreviewFromPanel: signed in to the panel, the owner asks the
+// sandbox's page for port 3000 and follows the link to the app; the app
+// sees none of the panel's cookies.
+func TestPreviewFromPanel(t *testing.T) {
+	w, _ := previewWorld(t)
+	sb := w.serving(t, "web")
+	k, err := w.operator.CreateKey(t.Context(), api.CreateKey{User: sb.Owner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := w.browser(t, nil)
+	_, body := fetch(t, b, w.url+"/sign-in")
+	f := csrfField.FindStringSubmatch(body)
+	if f == nil {
+		t.Fatalf("no token on the sign-in page:\n%s", body)
+	}
+	if resp, err := b.PostForm(w.url+"/sign-in", url.Values{"csrf": {f[1]}, "key": {k.Secret}}); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("sign in: %v %v", resp, err)
+	}
+	_, body = fetch(t, b, w.url+"/sandboxes/"+sb.ID)
+	f = csrfField.FindStringSubmatch(body)
+	if f == nil || !strings.Contains(body, `action="/sandboxes/`+sb.ID+`/preview"`) {
+		t.Fatalf("the sandbox's page has no preview form:\n%s", body)
+	}
+	resp, err := b.PostForm(w.url+"/sandboxes/"+sb.ID+"/preview", url.Values{"csrf": {f[1]}, "port": {"3000"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	m := previewLink.FindStringSubmatch(string(page))
+	if resp.StatusCode != http.StatusOK || m == nil {
+		t.Fatalf("the preview form: %d\n%s", resp.StatusCode, page)
+	}
+	link := html.UnescapeString(m[1])
+	if !strings.Contains(link, "p3000-") || !strings.Contains(link, "."+previewDomain+":") {
+		t.Fatalf("link %s: want the preview's own host", link)
+	}
+	resp, body = fetch(t, b, link)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("the link: %d %s", resp.StatusCode, body)
+	}
+	if got := decodeSeen(t, body); got.Cookie != "" || got.Path != "/" {
+		t.Errorf("the app saw %+v: want no cookie of the panel's", got)
 	}
 }
