@@ -155,9 +155,18 @@ func (s *Service) Authenticate(ctx context.Context, token string) (Principal, er
 	if err != nil {
 		return Principal{}, fmt.Errorf("authenticate: %w", err)
 	}
+	p, err := s.holder(ctx, k)
+	if err != nil {
+		return Principal{}, fmt.Errorf("authenticate: %w", err)
+	}
+	return p, nil
+}
+
+// holder is the principal of a live key k: its user, unless disabled.
+func (s *Service) holder(ctx context.Context, k Key) (Principal, error) {
 	u, err := s.store.GetUser(ctx, k.User)
 	if err != nil {
-		return Principal{}, fmt.Errorf("authenticate: key %s: %w", k.ID, err)
+		return Principal{}, fmt.Errorf("key %s: %w", k.ID, err)
 	}
 	if u.Disabled {
 		return Principal{}, fault.Errorf(fault.Unauthenticated, "the key's user is disabled")
@@ -463,12 +472,5 @@ func (s *Service) Principal(ctx context.Context, keyID string) (Principal, error
 	if err != nil {
 		return Principal{}, fmt.Errorf("key %s: %w", keyID, err)
 	}
-	u, err := s.store.GetUser(ctx, k.User)
-	if err != nil {
-		return Principal{}, fmt.Errorf("key %s: %w", k.ID, err)
-	}
-	if u.Disabled {
-		return Principal{}, fault.Errorf(fault.Unauthenticated, "the key's user is disabled")
-	}
-	return Principal{User: u, KeyID: k.ID, Sandbox: k.Sandbox, Project: k.Project}, nil
+	return s.holder(ctx, k)
 }

@@ -149,12 +149,17 @@ func (pv *previews) previewHost(r *http.Request) (label string, ok bool) {
 // mint keeps a one-time token for g.
 func (pv *previews) mint(g previewGrant, now time.Time) string {
 	token := rand.Text()
+	pv.keep(now, func() { pv.tokens[token] = g })
+	return token
+}
+
+// keep runs put with mu held, after forgetting what expired.
+func (pv *previews) keep(now time.Time, put func()) {
 	pv.mu.Lock()
 	ended := pv.sweep(now)
-	pv.tokens[token] = g
+	put()
 	pv.mu.Unlock()
 	closeIdle(ended)
-	return token
 }
 
 // redeem spends token (whatever it is redeemed for) and returns its grant
@@ -173,11 +178,7 @@ func (pv *previews) redeem(token string, id sandbox.ID, port int, now time.Time)
 // open keeps a session for g under a new cookie value.
 func (pv *previews) open(sess *previewSession, now time.Time) string {
 	value := rand.Text()
-	pv.mu.Lock()
-	ended := pv.sweep(now)
-	pv.sessions[value] = sess
-	pv.mu.Unlock()
-	closeIdle(ended)
+	pv.keep(now, func() { pv.sessions[value] = sess })
 	return value
 }
 
@@ -365,10 +366,8 @@ func (s *Server) servePreview(w http.ResponseWriter, r *http.Request, label stri
 			HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: secureRequest(r)})
 		// The token leaves the address bar and the history.
 		q.Del(previewParam)
-		back := url.URL{Path: r.URL.Path, RawQuery: q.Encode()}
-		if back.Path == "" {
-			back.Path = "/"
-		}
+		// Always a path on this host: "//elsewhere" would be another's.
+		back := url.URL{Path: "/" + strings.TrimLeft(r.URL.Path, "/"), RawQuery: q.Encode()}
 		http.Redirect(w, r, back.String(), http.StatusSeeOther)
 		return
 	}

@@ -224,6 +224,14 @@ func TestPreviewTokenFlow(t *testing.T) {
 		}
 	}
 
+	// The redirect that drops the token stays on the preview's host.
+	nofollow2 := *w.browser(t, nil)
+	nofollow2.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	odd := previewURL(t, w.owner, sb, 3000)
+	if resp, _ := fetch(t, &nofollow2, "http://"+odd.Host+"//example.com/x?"+odd.RawQuery); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/example.com/x" {
+		t.Errorf("redeemed at //example.com/x: %d to %q, want 303 to /example.com/x", resp.StatusCode, resp.Header.Get("Location"))
+	}
+
 	// A token older than a minute opens nothing.
 	late := previewURL(t, w.owner, sb, 3000)
 	skew.Store(int64(61 * time.Second))
