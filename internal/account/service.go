@@ -155,9 +155,18 @@ func (s *Service) Authenticate(ctx context.Context, token string) (Principal, er
 	if err != nil {
 		return Principal{}, fmt.Errorf("authenticate: %w", err)
 	}
+	p, err := s.holder(ctx, k)
+	if err != nil {
+		return Principal{}, fmt.Errorf("authenticate: %w", err)
+	}
+	return p, nil
+}
+
+// holder is the principal of a live key k: its user, unless disabled.
+func (s *Service) holder(ctx context.Context, k Key) (Principal, error) {
 	u, err := s.store.GetUser(ctx, k.User)
 	if err != nil {
-		return Principal{}, fmt.Errorf("authenticate: key %s: %w", k.ID, err)
+		return Principal{}, fmt.Errorf("key %s: %w", k.ID, err)
 	}
 	if u.Disabled {
 		return Principal{}, fault.Errorf(fault.Unauthenticated, "the key's user is disabled")
@@ -449,4 +458,19 @@ func keyDetail(owner User, k Key) string {
 		d += " named " + k.Name
 	}
 	return d
+}
+
+// Principal is whoever holds the key id now, as Authenticate would find
+// them without its secret: for a credential the gateway minted from that
+// key (an HTTP preview's cookie), so that a revoked or expired key, or a
+// disabled user, ends it. Every way it fails is fault.Unauthenticated.
+func (s *Service) Principal(ctx context.Context, keyID string) (Principal, error) {
+	k, err := s.store.GetKey(ctx, keyID)
+	if errors.Is(err, fault.NotFound) || (err == nil && !k.Live(s.now())) {
+		return Principal{}, fault.Errorf(fault.Unauthenticated, "the key this was opened with is revoked or expired")
+	}
+	if err != nil {
+		return Principal{}, fmt.Errorf("key %s: %w", keyID, err)
+	}
+	return s.holder(ctx, k)
 }

@@ -462,6 +462,20 @@ type Tokens struct {
 	Reasoning  int64 `json:"reasoning"`
 }
 
+// CreatePreview is the body of POST /sandbox/v1/sandboxes/{ref}/previews:
+// the sandbox's port to open in a browser.
+type CreatePreview struct {
+	Port int `json:"port"`
+}
+
+// Preview is an HTTP preview of a sandbox's port: URL opens it once,
+// before ExpiresAt, on the preview's own origin (it carries a one-time
+// token the preview trades for a cookie of its own).
+type Preview struct {
+	URL       string    `json:"url"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
 // CreateSandbox is the body of POST /sandbox/v1/sandboxes.
 type CreateSandbox struct {
 	Name    string            `json:"name"`

@@ -408,6 +408,14 @@ func (c *Client) Extend(ctx context.Context, ref, ttl string) (api.Sandbox, erro
 	return c.act(ctx, ref, "extend", api.Extend{TTL: ttl})
 }
 
+// Preview asks for an HTTP preview of port of a sandbox: a URL that opens
+// it in a browser once, within a minute.
+func (c *Client) Preview(ctx context.Context, ref string, port int) (api.Preview, error) {
+	var out api.Preview
+	err := c.do(ctx, "POST", "/sandbox/v1/sandboxes/"+esc(ref)+"/previews", api.CreatePreview{Port: port}, &out)
+	return out, err
+}
+
 // Terminate ends a sandbox.
 func (c *Client) Terminate(ctx context.Context, ref string) (api.Sandbox, error) {
 	return c.act(ctx, ref, "terminate", nil)

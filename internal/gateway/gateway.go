@@ -84,6 +84,10 @@ type Options struct {
 	// ModelTransport reaches the model vendors; nil is a transport of the
 	// gateway's own (no compression, so answers can be metered).
 	ModelTransport http.RoundTripper
+	// PreviewDomain is the domain under which each port of each sandbox
+	// has a host name of its own for its HTTP preview (preview.go); ""
+	// serves no previews.
+	PreviewDomain string
 }
 
 // Meter counts what the gateway's own routes do, for /metrics.
@@ -146,7 +150,8 @@ type Server struct {
 	scripted       http.RoundTripper // nil without a scripted provider
 	modelTransport http.RoundTripper
 
-	panel *panel.Panel
+	panel    *panel.Panel
+	previews *previews // nil: no preview domain
 }
 
 // New returns a Server.
@@ -158,11 +163,12 @@ func New(o Options) *Server {
 	s := &Server{accounts: o.Accounts, sandboxes: o.Sandboxes, reach: o.Reach, warm: o.Warm, classes: o.Classes, runs: o.Runs, usage: o.Usage, log: o.Log, version: o.Version, driver: o.Driver,
 		now: now, metrics: o.Metrics, forge: o.Forge, repos: o.Repositories, mirrors: o.Mirrors, git: githttp.New("", o.Log), credLimit: newRateLimit(10, time.Minute),
 		enrollLimit: newRateLimit(10, time.Minute), tunnelIdle: o.TunnelIdleTimeout, tunnels: newTunnels(), meter: meterOr(o.Meter), stopping: make(chan struct{}),
-		inference: o.Inference, scripted: scriptedTransport(o.Scripted), modelTransport: modelTransportOr(o.ModelTransport)}
+		inference: o.Inference, scripted: scriptedTransport(o.Scripted), modelTransport: modelTransportOr(o.ModelTransport),
+		previews: newPreviews(o.PreviewDomain)}
 	// The web panel answers with the same services and the same error
 	// mapping as the API.
 	s.panel = panel.New(panel.Options{Accounts: o.Accounts, Sandboxes: o.Sandboxes, Classes: o.Classes, Runs: o.Runs, Usage: o.Usage, Log: o.Log, Now: now,
-		Driver: o.Driver, Status: s.errorStatus, Reach: o.Reach, Terminal: o.Terminal, PublicURL: o.PublicURL,
+		Driver: o.Driver, Status: s.errorStatus, Reach: o.Reach, Terminal: o.Terminal, PublicURL: o.PublicURL, Previews: panelPreviews(s),
 		Track: func() (<-chan struct{}, func(), bool) { stop, ok := s.tunnels.add(); return stop, s.tunnels.done, ok }})
 	return s
 }
@@ -226,6 +232,7 @@ func (s *Server) routes() []route {
 		{"POST", "/sandbox/v1/sandboxes/{ref}/resume", userKey, s.resumeSandbox},
 		{"POST", "/sandbox/v1/sandboxes/{ref}/extend", userKey, s.extendSandbox},
 		{"POST", "/sandbox/v1/sandboxes/{ref}/terminate", userKey, s.terminateSandbox},
+		{"POST", "/sandbox/v1/sandboxes/{ref}/previews", userKey, s.createPreview},
 		// Not .../{ref}/log: ServeMux refuses it beside the tunnel's GET
 		// /sandbox/v1/{ref}/tcp/{port} (both match /sandbox/v1/sandboxes/tcp/log).
 		{"GET", "/sandbox/v1/sandboxes/{ref}/run/log", userKey, s.runLog},
@@ -267,7 +274,9 @@ func (s *Server) routes() []route {
 // recovery and request logging around the routes. The panel's pages are
 // HTML, not API, so they are outside the routes table (and the OpenAPI
 // description): it takes every path whose first segment no API route
-// starts with, and an unknown path under the API's answers in JSON.
+// starts with, and an unknown path under the API's answers in JSON. A
+// request for a host under the preview domain goes to the preview alone,
+// whatever its path.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	apiRoots := map[string]bool{}
@@ -282,7 +291,14 @@ func (s *Server) Handler() http.Handler {
 		}
 		writeJSON(w, http.StatusNotFound, api.Error{Code: api.CodeNotFound, Message: "no such route: " + r.Method + " " + r.URL.Path})
 	})
-	return s.recoverPanics(s.logRequests(mux))
+	byHost := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if label, ok := s.previews.previewHost(r); ok {
+			s.servePreview(w, r, label)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+	return s.recoverPanics(s.logRequests(byHost))
 }
 
 // firstSegment is "api" of "/api/v1/whoami", "healthz" of "/healthz".

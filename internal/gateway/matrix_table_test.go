@@ -180,6 +180,9 @@ func matrixRows() []row {
 		// may not get inside.
 		{want: "101 403 404 101 404 404 403 403 403 401 401 401", route: "GET /sandbox/v1/{ref}/tcp/{port}", req: tunnelTo("/sandbox/v1/{dev}/tcp/2222")},
 		{want: "409 403 404 409 404 404 403 403 403 401 401 401", route: "GET /sandbox/v1/{ref}/tcp/{port}", what: "an agent sandbox", req: tunnelTo("/sandbox/v1/{agent}/tcp/2222")},
+		// An HTTP preview of a port (preview.go): the same rule.
+		{want: "201 403 404 201 404 404 403 403 403 401 401 401", route: "POST /sandbox/v1/sandboxes/{ref}/previews", req: post("/sandbox/v1/sandboxes/{dev}/previews", `{"port":3000}`)},
+		{want: "409 403 404 409 404 404 403 403 403 401 401 401", route: "POST /sandbox/v1/sandboxes/{ref}/previews", what: "an agent sandbox", req: post("/sandbox/v1/sandboxes/{agent}/previews", `{"port":3000}`)},
 
 		// The model routes (SPEC S14), the key where each vendor's clients
 		// send theirs.
@@ -225,6 +228,7 @@ func matrixRows() []row {
 		{want: "303 303 404 303 404 404 in  in  in  in  in  in", route: "POST /sandboxes/{ref}/{action}", what: "resume", req: form("/sandboxes/{new-suspended}/resume")},
 		{want: "303 303 404 303 404 404 in  in  in  in  in  in", route: "POST /sandboxes/{ref}/{action}", what: "extend", req: form("/sandboxes/{dev}/extend", "ttl", "1h"), watch: "dev's expiry"},
 		{want: "303 303 404 303 404 404 in  in  in  in  in  in", route: "POST /sandboxes/{ref}/{action}", what: "terminate", req: form("/sandboxes/{new-sandbox}/terminate")},
+		{want: "200 403 404 200 404 404 in  in  in  in  in  in", route: "POST /sandboxes/{ref}/{action}", what: "preview", req: form("/sandboxes/{dev}/preview", "port", "3000")},
 		{want: "404 404 404 404 404 404 in  in  in  in  in  in", route: "POST /sandboxes/{ref}/{action}", what: "no such action", req: form("/sandboxes/{dev}/explode")},
 		{want: "200 200 200 200 200 200 in  in  in  in  in  in", route: "GET /classes", req: page("/classes")},
 		{want: "200 200 200 200 200 200 in  in  in  in  in  in", route: "GET /classes/new", req: page("/classes/new")},

@@ -18,6 +18,7 @@ import (
 	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/driver/fake"
+	"berth.dev/berth/internal/gateway"
 	"berth.dev/berth/internal/inference"
 	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/reach"
@@ -103,6 +104,7 @@ func newMatrix(t *testing.T) *matrix {
 	}
 	w := newWorld(t, func(c *worldConfig) {
 		c.template = matrixClasses
+		c.options = func(o *gateway.Options) { o.PreviewDomain = "preview.localhost" }
 		c.driver = func(d *fake.Driver) sandbox.Driver { return inMachineReacher{InMachine: fake.NewInMachine(d), d: d} }
 		c.agents = func(w *world, rc *agentrun.Config) {
 			rc.Images, rc.Model, rc.LogDir = map[string]string{"claude-code": "localhost/berth-agent-claude-code:latest"}, "scripted-model", t.TempDir()

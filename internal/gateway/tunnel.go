@@ -124,8 +124,8 @@ func (s *Server) TunnelCounts() TunnelCounts {
 	return TunnelCounts{Open: t.open.Load(), Opened: t.opened.Load(), BytesUp: t.up.Load(), BytesDown: t.down.Load()}
 }
 
-// CloseTunnels closes every open tunnel, refuses new ones, and waits until
-// each has been recorded. Call it after http.Server.Shutdown, which does
+// CloseTunnels closes every open tunnel and every preview's connection,
+// refuses new ones, and waits until each tunnel has been recorded. Call it after http.Server.Shutdown, which does
 // not wait for connections it handed over.
 func (s *Server) CloseTunnels() {
 	t := s.tunnels
@@ -136,4 +136,5 @@ func (s *Server) CloseTunnels() {
 	}
 	t.mu.Unlock()
 	t.wg.Wait()
+	s.previews.stop()
 }

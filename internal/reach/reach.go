@@ -146,21 +146,51 @@ func (s *Service) Connect(ctx context.Context, p account.Principal, ref string, 
 	return c, nil
 }
 
-func (s *Service) connect(ctx context.Context, p account.Principal, ref string, port int) (*Connection, error) {
+// Admit is Connect's rule without the connection: whether p may get
+// inside port of the sandbox ref, and the sandbox. What Connect refuses
+// it refuses, the same way (an administrator's refusal audited), up to
+// dialling; it does not look at the port's number. The HTTP preview asks
+// it before it hands out a preview and on each request through one.
+func (s *Service) Admit(ctx context.Context, p account.Principal, ref string, port int) (sandbox.Sandbox, error) {
+	sb, err := s.admit(ctx, p, ref, port)
+	if err != nil {
+		return sandbox.Sandbox{}, fmt.Errorf("port %d of sandbox %s: %w", port, ref, err)
+	}
+	return sb, nil
+}
+
+func (s *Service) admit(ctx context.Context, p account.Principal, ref string, port int) (sandbox.Sandbox, error) {
 	sb, err := s.sandboxes.Get(ctx, p, ref)
 	if err != nil {
-		return nil, err
+		return sandbox.Sandbox{}, err
 	}
 	if !p.CanShell(sb.Owner) {
 		s.record(ctx, audit.Event{At: s.now(), Org: sb.Org, Actor: p.User.ID, Sandbox: string(sb.ID), Action: audit.ShellOpen,
 			Target: portTarget(port), Outcome: audit.Refused, Detail: "only its owner and operators may open a shell in a sandbox"})
-		return nil, fault.Errorf(fault.Forbidden, "an organisation's administrator may see sandbox %s but not get inside it; only its owner and operators may", sb.Name)
+		return sandbox.Sandbox{}, fault.Errorf(fault.Forbidden, "an organisation's administrator may see sandbox %s but not get inside it; only its owner and operators may", sb.Name)
 	}
 	if sb.Purpose != sandbox.PurposeEngineer {
-		return nil, fault.Errorf(fault.Conflict, "nothing attaches to an agent sandbox")
+		return sandbox.Sandbox{}, fault.Errorf(fault.Conflict, "nothing attaches to an agent sandbox")
 	}
 	if sb.State != sandbox.StateRunning {
-		return nil, notRunning(sb)
+		return sandbox.Sandbox{}, notRunning(sb)
+	}
+	return sb, nil
+}
+
+// Ports are the ports this deployment's driver reaches; ok is false when
+// it reaches none.
+func (s *Service) Ports() (ports PortRange, ok bool) {
+	if s.cfg.Reacher == nil {
+		return PortRange{}, false
+	}
+	return s.cfg.Reacher.Ports(), true
+}
+
+func (s *Service) connect(ctx context.Context, p account.Principal, ref string, port int) (*Connection, error) {
+	sb, err := s.admit(ctx, p, ref, port)
+	if err != nil {
+		return nil, err
 	}
 	reach := s.cfg.Reacher
 	if reach == nil {

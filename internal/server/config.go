@@ -87,6 +87,11 @@ type Config struct {
 	// stop (SIGTERM, SIGINT) waits for the requests and sandbox starts in
 	// flight before it exits anyway; default 1m.
 	ShutdownGrace time.Duration
+	// PreviewDomain is BERTH_PREVIEW_DOMAIN: the domain whose names
+	// p<port>-<sandbox id>.<domain> are the HTTP previews of sandboxes'
+	// ports (a wildcard DNS name and certificate at the gateway); "" is
+	// no previews.
+	PreviewDomain string
 }
 
 // DefaultShutdownGrace is BERTH_SHUTDOWN_GRACE's default. It covers a
@@ -169,7 +174,11 @@ const SettingsHelp = `Settings (environment variables, read once at start-up):
   BERTH_SHUTDOWN_GRACE              on SIGTERM or SIGINT, how long the gateway lets the requests
                                     and sandbox starts in flight finish before it exits anyway
                                     (default 1m; a second signal exits at once). A start it
-                                    could not wait for is finished by the next gateway`
+                                    could not wait for is finished by the next gateway
+  BERTH_PREVIEW_DOMAIN              the domain of sandboxes' HTTP previews: a browser opens port
+                                    P of sandbox sbx_ID at p<P>-sbx-ID.<domain> (point a wildcard
+                                    DNS name and TLS certificate at the gateway; preview.localhost
+                                    needs neither on one machine); unset: no previews`
 
 // LoadConfig reads the settings through getenv, applies defaults and
 // validates them, reporting every problem at once.
@@ -262,6 +271,22 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		bad("BERTH_PUBLIC_URL", "%q is not an http(s) URL", c.PublicURL)
 	}
 	c.SandboxPublicURL = get("BERTH_SANDBOX_PUBLIC_URL", c.PublicURL)
+	c.PreviewDomain = strings.ToLower(strings.TrimSuffix(get("BERTH_PREVIEW_DOMAIN", ""), "."))
+	if d := c.PreviewDomain; d != "" {
+		pub, _ := url.Parse(c.PublicURL)
+		host := ""
+		if pub != nil {
+			host = strings.ToLower(pub.Hostname())
+		}
+		switch {
+		case !validDomain(d):
+			bad("BERTH_PREVIEW_DOMAIN", "%q is not a DNS name (labels of letters, digits and -, at least two)", d)
+		case host == d || strings.HasSuffix(host, "."+d):
+			// The API's host would be a preview's: the preview's apps would
+			// share the gateway's origin.
+			bad("BERTH_PREVIEW_DOMAIN", "%q holds the gateway's own host %q (BERTH_PUBLIC_URL); give previews a domain of their own", d, host)
+		}
+	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
@@ -462,4 +487,24 @@ func list(s string) []string {
 		}
 	}
 	return out
+}
+
+// validDomain reports whether d is a DNS name of two labels or more, each
+// letters, digits and "-", short enough that a preview's label fits.
+func validDomain(d string) bool {
+	labels := strings.Split(d, ".")
+	if len(labels) < 2 || len(d) > 200 {
+		return false
+	}
+	for _, l := range labels {
+		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
+			return false
+		}
+		for _, r := range l {
+			if (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '-' {
+				return false
+			}
+		}
+	}
+	return true
 }

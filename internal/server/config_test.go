@@ -82,3 +82,35 @@ func TestTerminalCAFile(t *testing.T) {
 		}
 	}
 }
+
+// TestPreviewDomainSetting: BERTH_PREVIEW_DOMAIN is read lowercase, off
+// when unset, and refused when it is not a DNS name or holds the
+// gateway's own host (previews would share the gateway's origin).
+func TestPreviewDomainSetting(t *testing.T) {
+	tests := []struct {
+		name, domain, public string
+		want, wantErr        string
+	}{
+		{"unset", "", "", "", ""},
+		{"a domain", "Preview.Berth.Example.com.", "https://berth.example.com", "preview.berth.example.com", ""},
+		{"localhost", "preview.localhost", "", "preview.localhost", ""},
+		{"one label", "preview", "", "", "BERTH_PREVIEW_DOMAIN"},
+		{"not a name", "pre_view.example.com", "", "", "BERTH_PREVIEW_DOMAIN"},
+		{"the gateway's host", "example.com", "https://berth.example.com", "", "holds the gateway's own host"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := map[string]string{"HOME": t.TempDir(), "BERTH_PREVIEW_DOMAIN": tt.domain, "BERTH_PUBLIC_URL": tt.public}
+			cfg, err := server.LoadConfig(func(k string) string { return env[k] })
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("LoadConfig = %v, want an error with %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || cfg.PreviewDomain != tt.want {
+				t.Fatalf("LoadConfig = %q, %v; want %q", cfg.PreviewDomain, err, tt.want)
+			}
+		})
+	}
+}

@@ -75,6 +75,16 @@ type Options struct {
 	// Status maps an error to the status and message the API answers for
 	// it (the gateway's one mapper), logging what is internal.
 	Status func(w http.ResponseWriter, r *http.Request, err error) (int, api.Error)
+	// Previews mints HTTP previews of sandboxes' ports (the gateway's);
+	// nil offers none.
+	Previews Previews
+}
+
+// Previews mints an HTTP preview of port of the sandbox ref for p, as the
+// API's POST /sandbox/v1/sandboxes/{ref}/previews does, for a browser that
+// reached the panel as r did.
+type Previews interface {
+	Preview(r *http.Request, p account.Principal, ref string, port int) (api.Preview, error)
 }
 
 // Panel serves the web panel.
@@ -92,6 +102,7 @@ type Panel struct {
 	origin    string // the gateway's public origin, "scheme://host"
 	track     func() (stop <-chan struct{}, done func(), ok bool)
 	status    func(w http.ResponseWriter, r *http.Request, err error) (int, api.Error)
+	previews  Previews
 	pages     map[string]*template.Template
 	assets    map[string]string // file name → its URL with a digest, so it may be cached long
 	mux       *http.ServeMux
@@ -105,7 +116,7 @@ func New(o Options) *Panel {
 		now = time.Now
 	}
 	p := &Panel{accounts: o.Accounts, sandboxes: o.Sandboxes, classes: o.Classes, runs: o.Runs, usage: o.Usage, log: o.Log, now: now,
-		driver: o.Driver, status: o.Status, assets: map[string]string{}, reach: o.Reach, terminal: o.Terminal, origin: originOf(o.PublicURL), track: o.Track}
+		driver: o.Driver, status: o.Status, previews: o.Previews, assets: map[string]string{}, reach: o.Reach, terminal: o.Terminal, origin: originOf(o.PublicURL), track: o.Track}
 	entries, err := fs.ReadDir(assetFS, "assets")
 	if err != nil {
 		panic(err)

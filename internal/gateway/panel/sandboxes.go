@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -144,6 +145,8 @@ type sandboxPage struct {
 	NoShell string
 	// Terminal is where the page's terminal connects; "" offers none.
 	Terminal string
+	// Preview offers the form that opens a port in the browser.
+	Preview bool
 }
 
 func (p *Panel) showSandbox(w http.ResponseWriter, r *http.Request, c caller) {
@@ -163,6 +166,7 @@ func (p *Panel) showSandbox(w http.ResponseWriter, r *http.Request, c caller) {
 		}
 		body.Log, body.HasLog, body.Clipped = p.tail(ctx, c, sb)
 	case c.CanShell(sb.Owner):
+		body.Preview = p.previews != nil && sb.State == sandbox.StateRunning
 		body.SSH = "berth sandbox ssh " + sb.Name
 		if sb.Owner != c.User.ID {
 			body.SSH = "berth sandbox ssh " + string(sb.ID) // another's name may be ambiguous for the caller
@@ -274,6 +278,9 @@ func (p *Panel) act(w http.ResponseWriter, r *http.Request, c caller) {
 	case "terminate":
 		sb, err = p.sandboxes.Terminate(ctx, c.Principal, ref)
 		done = "Terminated %s."
+	case "preview":
+		p.preview(w, r, c, ref)
+		return
 	default:
 		p.plainError(w, r, http.StatusNotFound, "There is no page at "+r.URL.Path+".")
 		return
@@ -287,6 +294,43 @@ func (p *Panel) act(w http.ResponseWriter, r *http.Request, c caller) {
 		msg += ": it now expires " + when(sb.ExpiresAt) + "."
 	}
 	redirect(w, r, cmp.Or(localPath(r.PostForm.Get("back")), "/sandboxes/"+string(sb.ID)), msg)
+}
+
+// previewPage is the body of the page a preview form answers: a link to
+// the preview's own origin. Not a redirect: the panel's forms may not
+// lead to another origin (its form-action policy).
+type previewPage struct {
+	Sandbox string // its name
+	Back    string // its page
+	Port    int
+	URL     string
+}
+
+// preview asks for an HTTP preview of the port the form names and
+// answers its link.
+func (p *Panel) preview(w http.ResponseWriter, r *http.Request, c caller, ref string) {
+	if p.previews == nil {
+		p.plainError(w, r, http.StatusNotFound, "There is no page at "+r.URL.Path+".")
+		return
+	}
+	raw := strings.TrimSpace(r.PostForm.Get("port"))
+	port, err := strconv.Atoi(raw)
+	if err != nil {
+		p.fail(w, r, c, fault.Field("port", "%q is not a port number", raw))
+		return
+	}
+	pv, err := p.previews.Preview(r, c.Principal, ref, port)
+	if err != nil {
+		p.fail(w, r, c, err)
+		return
+	}
+	sb, err := p.sandboxes.Get(r.Context(), c.Principal, ref)
+	if err != nil {
+		p.fail(w, r, c, err)
+		return
+	}
+	p.render(w, r, http.StatusOK, "preview", p.view(c, r, "Preview of "+sb.Name, "sandboxes",
+		previewPage{Sandbox: sb.Name, Back: "/sandboxes/" + string(sb.ID), Port: port, URL: pv.URL}))
 }
 
 // createForm is the body of the create form, with what was typed.

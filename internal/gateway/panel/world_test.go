@@ -26,6 +26,7 @@ import (
 	"berth.dev/berth/internal/guardrail"
 	"berth.dev/berth/internal/inference/inferencetest"
 	"berth.dev/berth/internal/quantity"
+	"berth.dev/berth/internal/reach"
 	"berth.dev/berth/internal/repository"
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
@@ -90,6 +91,8 @@ type worldConfig struct {
 	driver  string
 	metered bool
 	prices  runner.Prices
+	// previewDomain serves HTTP previews under it, through reach.
+	previewDomain string
 }
 
 // noDriver makes a deployment that runs no sandboxes.
@@ -160,8 +163,15 @@ func newWorld(t testing.TB, opts ...worldOption) *world {
 	go func() { defer close(done); svc.Run(runCtx, time.Hour) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	gw := gateway.New(gateway.Options{Accounts: w.accounts, Sandboxes: svc, Classes: classSvc, Runs: runs, Log: log, Version: "test", Driver: cfg.driver, Now: w.now,
-		Usage: usage.NewService(st, w.accounts, svc, 90*24*time.Hour, w.now)})
+	gwo := gateway.Options{Accounts: w.accounts, Sandboxes: svc, Classes: classSvc, Runs: runs, Log: log, Version: "test", Driver: cfg.driver, Now: w.now,
+		Usage: usage.NewService(st, w.accounts, svc, 90*24*time.Hour, w.now)}
+	if cfg.previewDomain != "" {
+		gwo.Reach = reach.NewService(svc, st, reach.Config{Driver: cfg.driver, Reacher: w.drv, Audit: st}, log, w.now)
+		svc.SetActivity(gwo.Reach)
+		gwo.PreviewDomain = cfg.previewDomain
+	}
+	gw := gateway.New(gwo)
+	t.Cleanup(gw.CloseTunnels)
 	srv.Config.Handler = gw.Handler()
 	srv.Start()
 	t.Cleanup(srv.Close)
