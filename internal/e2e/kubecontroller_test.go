@@ -426,7 +426,9 @@ func TestWarmPoolOnRealController(t *testing.T) {
 	if out, err := podmanOn(k.root, "tag", image, tag).CombinedOutput(); err != nil {
 		t.Fatalf("podman tag: %v: %s", err, out)
 	}
-	t.Cleanup(func() { _ = podmanOn(k.root, "untag", tag).Run() })
+	// untag with the name given: without one podman removes every name
+	// of the image, the cluster's own among them (tag is its image too).
+	t.Cleanup(func() { _ = podmanOn(k.root, "untag", tag, tag).Run() })
 	classes(tag, 2)
 	eventually(t, 30*time.Second, "the template to name the new image", func() bool {
 		list, err := k.dc.Resource(k8sTemplates).Namespace(ns).List(t.Context(), metav1.ListOptions{})
