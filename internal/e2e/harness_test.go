@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -365,14 +367,24 @@ func (g *gateway) waitSandbox(c *client.Client, id string, within time.Duration,
 	}
 }
 
+// freePort is a port nobody listens on, below the kernel's ephemeral
+// range (32768 and up here): a port the kernel handed out a moment ago
+// may be handed out again as some outgoing connection's source port
+// before the gateway binds it ("address already in use").
 func freePort(t testing.TB) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 200 {
+		b := make([]byte, 2)
+		_, _ = rand.Read(b)
+		port := strconv.Itoa(20000 + int(b[0])<<8%12000 + int(b[1]))
+		l, err := net.Listen("tcp", ":"+port)
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return port
 	}
-	defer l.Close()
-	_, port, _ := net.SplitHostPort(l.Addr().String())
-	return port
+	t.Fatal("no free port in 20000–32255")
+	return ""
 }
 
 // sshKey makes a key pair in dir and returns the private key's path and
