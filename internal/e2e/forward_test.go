@@ -185,8 +185,10 @@ func (p *person) forward(t *testing.T, name, spec string) (*forwarding, string) 
 	f := &forwarding{cmd: cmd, stderr: &syncBuffer{}, done: make(chan error, 1)}
 	cmd.Stderr = f.stderr
 	lines := startLines(t, cmd)
-	go func() { f.done <- lines.wait() }()
+	// The first line is read before anything drains the rest: wait reads
+	// the same channel, and started first it could take that line.
 	line := lines.next(t, 30*time.Second)
+	go func() { f.done <- lines.wait() }()
 	m := regexp.MustCompile(`^Forwarding from (127\.0\.0\.1:\d+) -> (\d+)$`).FindStringSubmatch(line)
 	if m == nil || !strings.HasSuffix(spec, ":"+m[2]) {
 		t.Fatalf("berth sandbox forward %s %s: %q\n%s", name, spec, line, f.stderr.String())
