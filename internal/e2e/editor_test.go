@@ -4,12 +4,15 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
 	"berth.dev/berth/internal/api"
@@ -27,6 +30,73 @@ const editorImage = "localhost/berth-editor:latest"
 // the explorer and shows its text. The screenshot is editor-forward.png in
 // BERTH_TEST_SCREENSHOTS.
 func TestEditorThroughForward(t *testing.T) {
+	e := startEditor(t)
+	_, local := e.alice.forward(t, "dev", "0:8080")
+	tab := e.browser.tab()
+	e.open(tab, "http://"+local+"/?folder=/home/berth/app")
+	e.browser.shot(tab, "editor-forward")
+}
+
+// TestEditorThroughPreview is the same editor through the gateway's HTTP
+// preview (BERTH_PREVIEW_DOMAIN; Chromium resolves *.localhost to
+// loopback itself): the owner asks for a link to port 8080 with berth
+// sandbox preview, Chromium opens it (the one-time token becomes the
+// preview host's cookie and leaves the address bar), and VS Code loads,
+// its WebSockets through the gateway's preview proxy, and opens the
+// checkout's file. The screenshot is editor-preview.png. (That nobody
+// else gets in, the spent link again included, is the gateway's preview
+// tests': TestPreviewWho, TestPreviewTokenFlow, TestPreviewHostDispatch.)
+func TestEditorThroughPreview(t *testing.T) {
+	const domain = "preview.localhost"
+	e := startEditor(t, "BERTH_PREVIEW_DOMAIN="+domain)
+	link, err := url.Parse(strings.TrimSpace(e.alice.run(berthBin, "sandbox", "preview", "dev", "8080")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := "p8080-" + strings.ReplaceAll(e.sb.ID, "_", "-") + "." + domain
+	if link.Hostname() != host || !link.Query().Has("berth_preview") {
+		t.Fatalf("berth sandbox preview dev 8080: %s, want a one-time link on %s", link, host)
+	}
+
+	// The link as printed: code-server opens the folder it was started on.
+	tab := e.browser.tab()
+	e.open(tab, link.String())
+	loc, err := chromedp.Run(tab, chromedp.Location())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if at, err := url.Parse(loc); err != nil || at.Host != link.Host || at.Query().Has("berth_preview") {
+		t.Errorf("the browser is at %s: want the preview's host %s, the token gone", loc, link.Host)
+	}
+	// The token became the preview host's own cookie (a domain without a
+	// leading dot is host-only), out of the page's scripts.
+	cookies, err := chromedp.Call(tab, network.GetCookies, network.GetCookiesParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(cookies.Cookies, func(c *network.Cookie) bool { return c.Name == "berth_preview" })
+	if i < 0 || cookies.Cookies[i].Domain != host || cookies.Cookies[i].Path != "/" || !cookies.Cookies[i].HTTPOnly {
+		t.Errorf("the browser's cookies on the preview: %+v, want berth_preview, host-only on %s, path /, HttpOnly", cookies.Cookies, host)
+	}
+	e.browser.shot(tab, "editor-preview")
+}
+
+// editor is a gateway with alice's engineer sandbox dev of the editor
+// class, acme/app checked out in it (hello.go holding marker), code-server
+// answering on its port 8080, and a browser.
+type editor struct {
+	g       *gateway
+	alice   *person
+	sb      api.Sandbox
+	marker  string
+	browser *browser
+}
+
+// startEditor starts the gateway (extra: its settings), the sandbox and
+// code-server in it over ssh (code-server-start, the image's); a skip
+// without the editor image or Chromium.
+func startEditor(t *testing.T, extra ...string) *editor {
+	t.Helper()
 	root := podmanRoot(t)
 	image := os.Getenv("BERTH_TEST_EDITOR_IMAGE")
 	if image == "" {
@@ -35,14 +105,12 @@ func TestEditorThroughForward(t *testing.T) {
 	if !imageBuilt(root, image) {
 		t.Skipf("no %s in %s: build it with `images/build editor` (make editor-image) to run the editor test", image, root)
 	}
-	browser := newBrowser(t)
-
-	g := startGateway(t)
+	e := &editor{browser: newBrowser(t), g: startGateway(t, extra...)}
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
-	marker := "berth_editor_" + hex.EncodeToString(b)
-	g.seedRepoFiles("acme/app", map[string]string{
-		"hello.go": "package main\n\n// " + marker + "\nfunc main() {}\n",
+	e.marker = "berth_editor_" + hex.EncodeToString(b)
+	e.g.seedRepoFiles("acme/app", map[string]string{
+		"hello.go": "package main\n\n// " + e.marker + "\nfunc main() {}\n",
 	})
 	ctx := context.Background()
 	classes := `sandboxes:
@@ -53,43 +121,46 @@ func TestEditorThroughForward(t *testing.T) {
     memory: 2Gi
     purposes: [engineer]
 `
-	if _, err := g.operator.ApplyClasses(ctx, "", strings.NewReader(classes)); err != nil {
+	if _, err := e.g.operator.ApplyClasses(ctx, "", strings.NewReader(classes)); err != nil {
 		t.Fatal(err)
 	}
-	alice := g.newMember(t, "alice")
-	pub, err := os.ReadFile(alice.key + ".pub")
+	e.alice = e.g.newMember(t, "alice")
+	pub, err := os.ReadFile(e.alice.key + ".pub")
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb, err := alice.api.CreateSandbox(ctx, api.CreateSandbox{Name: "dev", Class: "editor", Repo: "acme/app", SSHKeys: []string{strings.TrimSpace(string(pub))}})
+	sb, err := e.alice.api.CreateSandbox(ctx, api.CreateSandbox{Name: "dev", Class: "editor", Repo: "acme/app", SSHKeys: []string{strings.TrimSpace(string(pub))}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.waitState(alice.api, sb.ID, "running", 3*time.Minute)
+	e.sb = e.g.waitState(e.alice.api, sb.ID, "running", 3*time.Minute)
 
 	started := time.Now()
-	out := alice.run(berthBin, "sandbox", "ssh", "dev", "-i", alice.key, "--", "code-server-start app")
+	out := e.alice.run(berthBin, "sandbox", "ssh", "dev", "-i", e.alice.key, "--", "code-server-start app")
 	if !strings.Contains(out, "on port 8080, opening /home/berth/app") {
 		t.Fatalf("code-server-start app: %q", out)
 	}
 	t.Logf("code-server answered %s after code-server-start", time.Since(started).Round(time.Millisecond))
-	_, local := alice.forward(t, "dev", "0:8080")
+	return e
+}
 
-	tab := browser.tab()
+// open loads VS Code from address in tab, waits for the explorer to list
+// the checkout, opens hello.go from it and waits for its text.
+func (e *editor) open(tab context.Context, address string) {
+	e.browser.t.Helper()
 	loaded := time.Now()
-	browser.run(tab, "load the editor",
-		chromedp.Navigate("http://"+local+"/?folder=/home/berth/app"),
+	e.browser.run(tab, "load the editor",
+		chromedp.Navigate(address),
 		// The explorer lists the checkout's file.
 		chromedp.WaitVisible(`//div[contains(@class,"explorer-folders-view")]//div[contains(@class,"monaco-list-row")]//*[text()="hello.go"]`),
 	)
-	t.Logf("the editor showed the checkout %s after navigating", time.Since(loaded).Round(time.Millisecond))
-	browser.run(tab, "open hello.go",
+	e.browser.t.Logf("the editor showed the checkout %s after navigating", time.Since(loaded).Round(time.Millisecond))
+	e.browser.run(tab, "open hello.go",
 		chromedp.Click(`//div[contains(@class,"explorer-folders-view")]//div[contains(@class,"monaco-list-row")]//*[text()="hello.go"]`),
 		// The editor renders the file's lines (spaces as no-break spaces).
-		chromedp.Poll[chromedp.Void](`[...document.querySelectorAll(".editor-instance .view-lines")].some(e => e.textContent.includes(`+"`"+marker+"`"+`))`,
+		chromedp.Poll[chromedp.Void](`[...document.querySelectorAll(".editor-instance .view-lines")].some(e => e.textContent.includes(`+"`"+e.marker+"`"+`))`,
 			chromedp.WithPollingTimeout(time.Minute)),
 	)
-	browser.shot(tab, "editor-forward")
 }
 
 // browser is one headless Chromium for an end-to-end test, gated on
