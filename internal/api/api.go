@@ -246,6 +246,8 @@ type Class struct {
 	// Runner is what its agent sandboxes run when their creator names
 	// none; empty: the deployment's default (BERTH_AGENT_RUNNER).
 	Runner string `json:"runner,omitempty" yaml:"runner,omitempty"`
+	// Ports are the ports its engineer sandboxes serve, to forward.
+	Ports []int `json:"ports,omitempty" yaml:"ports,omitempty"`
 }
 
 // ClassFile is the YAML document of BERTH_SANDBOXES_FILE and of

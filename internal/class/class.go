@@ -62,6 +62,9 @@ type Spec struct {
 	// Runner is the runner an agent sandbox of the class gets when its
 	// creator names none; "" leaves it to the deployment's default.
 	Runner string `yaml:"runner" json:"runner,omitempty"`
+	// Ports are the ports its engineer sandboxes serve (a devcontainer's
+	// forwardPorts): berth sandbox show lists them to forward.
+	Ports []int `yaml:"ports" json:"ports,omitempty"`
 }
 
 // Class is a named machine shape belonging to one organisation, with every
@@ -85,6 +88,8 @@ type Class struct {
 	SetupCommand []string
 	// Runner is its agent sandboxes' default runner; "": the deployment's.
 	Runner string
+	// Ports are the ports its engineer sandboxes serve; nil: none named.
+	Ports []int
 }
 
 // Contract is the interface an agent image implements: how the host
@@ -118,7 +123,7 @@ func (c Class) Spec() Spec {
 		CPU: c.CPU.String(), Memory: c.Memory.String(), Disk: "none",
 		DefaultTTL: quantity.FormatDuration(c.DefaultTTL), MaxTTL: quantity.FormatDuration(c.MaxTTL),
 		Warm: c.Warm, Git: string(c.Git), Contract: string(c.Contract), SetupCommand: c.SetupCommand,
-		Runner: c.Runner,
+		Runner: c.Runner, Ports: c.Ports,
 	}
 	if c.Disk > 0 {
 		s.Disk = c.Disk.String()
@@ -233,6 +238,7 @@ func Parse(s Spec) (Class, error) {
 			errs = append(errs, fault.Field("runner", "a runner is what an agent sandbox runs: this class is for engineers only (purposes: [engineer])"))
 		}
 	}
+	errs = append(errs, parsePorts(s, &c)...)
 	// SPEC S12: only engineer sandboxes come from a pool.
 	if c.Warm > 0 && c.Only(PurposeAgent) {
 		errs = append(errs, fault.Field("warm", "a class only agents may use cannot have a warm pool (agent sandboxes always start cold)"))
@@ -266,6 +272,26 @@ func parseContract(s Spec, c *Class) []error {
 				errs = append(errs, fault.Field("setup_command", "%v", err))
 			}
 		}
+	}
+	return errs
+}
+
+// parsePorts reads the ports into c, whose purposes are already read:
+// ports a driver reaches, each once, for a class engineers may use.
+func parsePorts(s Spec, c *Class) []error {
+	var errs []error
+	for _, p := range s.Ports {
+		switch {
+		case p < MinPort || p > MaxPort:
+			errs = append(errs, fault.Field("ports", "%d is not reachable: a sandbox's ports are %d–%d", p, MinPort, MaxPort))
+		case slices.Contains(c.Ports, p):
+			errs = append(errs, fault.Field("ports", "%d is given twice", p))
+		default:
+			c.Ports = append(c.Ports, p)
+		}
+	}
+	if len(c.Ports) > 0 && !c.Allows(PurposeEngineer) {
+		errs = append(errs, fault.Field("ports", "ports are what an engineer forwards: this class is for agents only (purposes: [agent])"))
 	}
 	return errs
 }
@@ -424,7 +450,7 @@ func fieldOf(n *yaml.Node, field string) string {
 
 // specFields are the fields a class may have, as people write them.
 var specFields = []string{"name", "description", "image", "isolation", "cpu", "memory", "disk", "default_ttl", "max_ttl", "warm", "purposes", "git",
-	"contract", "setup_command", "runner"}
+	"contract", "setup_command", "runner", "ports"}
 
 // decodeSpec decodes one entry of the sandboxes list, refusing fields a
 // class does not have with the line they are on.

@@ -95,6 +95,7 @@ func TestClassFieldsAreBounded(t *testing.T) {
 		{"setup_command arguments", entry(args(65, 1)), "setup_command", "has 65 arguments; at most 64"},
 		{"setup_command bytes", entry(args(2, 9<<10)), "setup_command", "is 18432 bytes; at most 16384"},
 		{"name", strings.Replace(entry(""), "name: c", "name: "+strings.Repeat("n", 70), 1), "name", "is 70 bytes; at most 64"},
+		{"ports", strings.Replace(entry("    ports: ["+strings.TrimSuffix(strings.Repeat("3000, ", 65), ", ")+"]\n"), "[agent]", "[engineer]", 1), "ports", "has 65 entries; at most 64"},
 	} {
 		_, err := e.svc.Apply(t.Context(), e.admin, "", strings.NewReader(tt.file))
 		var ie *fault.Error

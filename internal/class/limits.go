@@ -22,6 +22,10 @@ const (
 	MaxClasses = 100
 	// MaxDescription is the longest description, in bytes.
 	MaxDescription = 1 << 10
+	// MaxPorts is how many ports a class may name; MinPort and MaxPort
+	// are the ones every driver reaches.
+	MaxPorts         = 64
+	MinPort, MaxPort = 1024, 65535
 	// MaxImage is the longest image reference, in bytes.
 	MaxImage = 512
 	// maxWord is the longest value of a field that is one word or number
@@ -61,6 +65,9 @@ func checkSpecBounds(s Spec) []error {
 	size := 0
 	for _, a := range s.SetupCommand {
 		size += len(a)
+	}
+	if len(s.Ports) > MaxPorts {
+		errs = append(errs, fault.Field("ports", "has %d entries; at most %d", len(s.Ports), MaxPorts))
 	}
 	switch {
 	case len(s.SetupCommand) > MaxSetupArgs:

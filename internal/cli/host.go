@@ -12,7 +12,7 @@ import (
 )
 
 // The commands that run on the gateway's host: berth serve, and berth
-// image check. Each is a shell around server.
+// image build and check. Each is a shell around server.
 
 func newServeCmd(env Env) *cobra.Command {
 	return &cobra.Command{
@@ -38,9 +38,9 @@ to start, naming the setting, when one is wrong.
 func newImageCmd(env Env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "image",
-		Short: "Agent images (on the gateway's host)",
+		Short: "Class images (on the gateway's host): build and check them",
 	}
-	cmd.AddCommand(newImageCheckCmd(env))
+	cmd.AddCommand(newImageBuildCmd(env), newImageCheckCmd(env))
 	return cmd
 }
 

@@ -298,7 +298,12 @@ differ and why, when berth can tell.`,
 			if err != nil {
 				return err
 			}
-			return render(g.env.Stdout, output, sb, func(tw *tabwriter.Writer) { showTable(tw, g.env.Now(), sb) })
+			return render(g.env.Stdout, output, sb, func(tw *tabwriter.Writer) {
+				showTable(tw, g.env.Now(), sb)
+				if sb.Purpose == "engineer" && sb.EndedAt == nil {
+					showPorts(tw, classPorts(cmd.Context(), c, sb), sb.Name)
+				}
+			})
 		},
 	}
 	outputFlag(cmd, &output)
@@ -340,6 +345,33 @@ func showTable(tw *tabwriter.Writer, now time.Time, sb api.Sandbox) {
 	if sb.Run != nil {
 		showRun(row, now, sb)
 	}
+}
+
+// classPorts are the ports the sandbox's class names (a devcontainer's
+// forwardPorts); none when the class is gone or cannot be read.
+func classPorts(ctx context.Context, c *client.Client, sb api.Sandbox) []int {
+	classes, err := c.Classes(ctx, "")
+	if err != nil {
+		return nil
+	}
+	for _, cl := range classes {
+		if cl.Name == sb.Class {
+			return cl.Ports
+		}
+	}
+	return nil
+}
+
+// showPorts lists the ports to forward, with the command that does.
+func showPorts(tw *tabwriter.Writer, ports []int, name string) {
+	if len(ports) == 0 {
+		return
+	}
+	ps := make([]string, len(ports))
+	for i, p := range ports {
+		ps[i] = strconv.Itoa(p)
+	}
+	fmt.Fprintf(tw, "ports:\t%s (berth sandbox forward %s %s)\n", strings.Join(ps, ", "), name, strings.Join(ps, " "))
 }
 
 // taskCost words what an agent's task cost in all (SPEC S8: its tokens

@@ -167,6 +167,9 @@ type Env struct {
 	HTTP *http.Client
 	// Run runs a prepared setup command (git, ssh-keygen) to completion.
 	Run func(*exec.Cmd) error
+	// Start starts a command berth-init does not wait for (the
+	// postCreateCommand, beside sshd); nil is (*exec.Cmd).Start.
+	Start func(*exec.Cmd) error
 	// Exec replaces the process with path (sshd, the agent). It returns
 	// only when that fails.
 	Exec func(path string, argv, envv []string) error
@@ -188,6 +191,7 @@ func OSEnv() Env {
 		Stdout:   os.Stdout,
 		Stderr:   os.Stderr,
 		Run:      (*exec.Cmd).Run,
+		Start:    (*exec.Cmd).Start,
 		Exec:     syscall.Exec,
 		SetStdin: setStdin,
 		WaitForStop: func() {
@@ -203,7 +207,8 @@ func OSEnv() Env {
 // called by; the rest is an agent's command) and returns the exit code. It
 // returns only when it does not exec sshd or the agent.
 func Main(args []string, env Env) int {
-	return start(args, env, options{workDir: workDir, kelosWorkDir: kelos.WorkDir, kelosEntrypoint: kelos.Entrypoint, retryDelay: time.Second})
+	return start(args, env, options{workDir: workDir, kelosWorkDir: kelos.WorkDir, kelosEntrypoint: kelos.Entrypoint,
+		postCreateFile: postCreateFile, retryDelay: time.Second})
 }
 
 // options are the fixed values Main starts with; tests change them (see
@@ -213,6 +218,7 @@ type options struct {
 	workDir         string        // the agent-run modes' checkout
 	kelosWorkDir    string        // and a kelos image's in-machine run's
 	kelosEntrypoint string        // the kelos image's entrypoint
+	postCreateFile  string        // the image's postCreateCommand
 	retryDelay      time.Duration // between attempts at a gateway route
 }
 
@@ -220,6 +226,12 @@ type options struct {
 func start(args []string, env Env, opts options) int {
 	if len(args) > 0 && filepath.Base(args[0]) == credentialHelperName {
 		return credentialMain(args[1:], env)
+	}
+	if len(args) > 1 && args[1] == postCreateArg {
+		return runPostCreate(args[2:], env)
+	}
+	if env.Start == nil {
+		env.Start = (*exec.Cmd).Start
 	}
 	if pooled(env.Getenv) {
 		var err error
@@ -240,7 +252,7 @@ func start(args []string, env Env, opts options) int {
 		fmt.Fprintln(env.Stderr)
 		return exitUsage
 	}
-	r := &starter{cfg: cfg, env: env, retryDelay: opts.retryDelay, kelosEntrypoint: opts.kelosEntrypoint}
+	r := &starter{cfg: cfg, env: env, retryDelay: opts.retryDelay, kelosEntrypoint: opts.kelosEntrypoint, postCreateFile: opts.postCreateFile}
 	if len(args) > 0 {
 		r.self = args[0]
 	}
@@ -272,6 +284,13 @@ func start(args []string, env Env, opts options) int {
 	}
 	if len(cmd) > 0 {
 		r.logf("ignoring %d arguments: an engineer sandbox runs sshd", len(cmd))
+	}
+	if cfg.purpose == purposeEngineer {
+		// A setup that fails is the engineer's to look into, over ssh:
+		// the sandbox starts all the same.
+		if err := r.startPostCreate(); err != nil {
+			r.logf("postCreateCommand: %v", err)
+		}
 	}
 	return r.startSSHD()
 }
@@ -372,6 +391,8 @@ type starter struct {
 	// kelosEntrypoint what a kelos image's in-machine run starts.
 	self            string
 	kelosEntrypoint string
+	// postCreateFile is where the image keeps its postCreateCommand.
+	postCreateFile string
 }
 
 func (r *starter) logf(format string, args ...any) {

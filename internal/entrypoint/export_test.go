@@ -19,3 +19,10 @@ func MainInWorkDir(args []string, env Env, dir string) int {
 func MainKelos(args []string, env Env, dir, entrypoint string) int {
 	return start(args, env, options{workDir: dir, kelosWorkDir: dir, kelosEntrypoint: entrypoint, retryDelay: time.Millisecond})
 }
+
+// MainPostCreate is Main with the image's postCreateCommand at file
+// instead of /etc/berth/post-create.json.
+func MainPostCreate(args []string, env Env, file string) int {
+	return start(args, env, options{workDir: workDir, kelosWorkDir: kelos.WorkDir, kelosEntrypoint: kelos.Entrypoint,
+		postCreateFile: file, retryDelay: time.Millisecond})
+}

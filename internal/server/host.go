@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/netip"
 	"strconv"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/classimage"
+	"berth.dev/berth/internal/driver/kubernetes"
 	"berth.dev/berth/internal/driver/podman"
 	"berth.dev/berth/internal/forge/local"
 )
@@ -102,4 +105,29 @@ func LocalForge(cfg Config) (*local.Forge, error) {
 		return nil, errors.New("the local forge is not configured: set BERTH_SANDBOX_GIT_FORGE=local")
 	}
 	return local.New(cfg.LocalRepos, cfg.SandboxPublicURL, nil, time.Now), nil
+}
+
+// BerthImage is berth's sandbox image, which berth image build copies
+// berth-init from: BERTH_SANDBOX_INIT_IMAGE, else the one images/build
+// makes.
+func BerthImage(cfg Config) string {
+	if cfg.InitImage != "" {
+		return cfg.InitImage
+	}
+	return kubernetes.DefaultInitImage
+}
+
+// BuildImage builds a class image into the podman driver's store (berth
+// image build): src's image with berth's layer on it, podman's progress
+// written to log. On Kubernetes berth has no builder: the layer is
+// printed for the cluster's own build instead (classimage.Plan).
+func BuildImage(ctx context.Context, cfg Config, src classimage.Source, opts classimage.Options, log io.Writer) (classimage.Layer, error) {
+	if cfg.Driver == "kubernetes" || cfg.Driver == "fake" {
+		return classimage.Layer{}, fmt.Errorf("BERTH_SANDBOX_DRIVER is %q: berth builds images into the podman driver's store only; --print writes the Containerfile for the cluster's own build", cfg.Driver)
+	}
+	pc := PodmanConfig(cfg)
+	if err := pc.WriteConfig(); err != nil {
+		return classimage.Layer{}, err
+	}
+	return classimage.Make(ctx, pc.ImageBuilder(log), src, opts)
 }

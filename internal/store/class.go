@@ -14,7 +14,7 @@ import (
 	"berth.dev/berth/internal/store/sqldb"
 )
 
-const classColumns = `name, description, image, isolation, cpu, memory, disk, default_ttl, max_ttl, warm, purposes, git, contract, setup_command, runner`
+const classColumns = `name, description, image, isolation, cpu, memory, disk, default_ttl, max_ttl, warm, purposes, git, contract, setup_command, runner, ports`
 
 func scanClass(row rowScanner) (class.Class, error) {
 	var (
@@ -24,9 +24,10 @@ func scanClass(row rowScanner) (class.Class, error) {
 		cpu, memory, disk  int64
 		defaultTTL, maxTTL int64
 		purposes, setup    sql.NullString
+		ports              sql.NullString
 	)
 	if err := row.Scan(&c.Name, &c.Description, &c.Image, &isolation, &cpu, &memory, &disk,
-		&defaultTTL, &maxTTL, &c.Warm, &purposes, &git, &contract, &setup, &c.Runner); err != nil {
+		&defaultTTL, &maxTTL, &c.Warm, &purposes, &git, &contract, &setup, &c.Runner, &ports); err != nil {
 		return class.Class{}, err
 	}
 	c.Isolation, c.Git, c.Contract = class.Tier(isolation), class.GitMode(git), class.Contract(contract)
@@ -37,6 +38,9 @@ func scanClass(row rowScanner) (class.Class, error) {
 	}
 	if err := jsonOf(setup, &c.SetupCommand); err != nil {
 		return class.Class{}, fmt.Errorf("class %s: setup_command: %w", c.Name, err)
+	}
+	if err := jsonOf(ports, &c.Ports); err != nil {
+		return class.Class{}, fmt.Errorf("class %s: ports: %w", c.Name, err)
 	}
 	return c, nil
 }
@@ -110,10 +114,14 @@ func upsertClass(ctx context.Context, tx *sql.Tx, org string, c class.Class) err
 	if err != nil {
 		return fmt.Errorf("put class %s: setup_command: %w", c.Name, err)
 	}
+	ports, err := jsonArg(c.Ports, c.Ports == nil)
+	if err != nil {
+		return fmt.Errorf("put class %s: ports: %w", c.Name, err)
+	}
 	_, err = tx.ExecContext(ctx, `
 		INSERT INTO classes (org_id, name, description, image, isolation, cpu, memory, disk, default_ttl, max_ttl, warm, purposes, git,
-			contract, setup_command, runner)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+			contract, setup_command, runner, ports)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
 		ON CONFLICT (org_id, name) DO UPDATE SET
 			description = excluded.description,
 			image = excluded.image,
@@ -128,9 +136,10 @@ func upsertClass(ctx context.Context, tx *sql.Tx, org string, c class.Class) err
 			git = excluded.git,
 			contract = excluded.contract,
 			setup_command = excluded.setup_command,
-			runner = excluded.runner`,
+			runner = excluded.runner,
+			ports = excluded.ports`,
 		org, c.Name, c.Description, c.Image, string(c.Isolation), int64(c.CPU), int64(c.Memory), int64(c.Disk),
-		int64(c.DefaultTTL), int64(c.MaxTTL), c.Warm, purposes, string(c.Git), string(c.Contract), setup, c.Runner)
+		int64(c.DefaultTTL), int64(c.MaxTTL), c.Warm, purposes, string(c.Git), string(c.Contract), setup, c.Runner, ports)
 	switch {
 	case constraintOf(err) == foreignKeyConstraint:
 		return fault.Errorf(fault.NotFound, "class %s: organisation %s", c.Name, org)

@@ -87,7 +87,7 @@ func testClasses(t *testing.T, st *store.Store) {
 		CPU: 8500, Memory: 32 << 30, Disk: 100 << 30, DefaultTTL: 8 * time.Hour, MaxTTL: 7 * 24 * time.Hour,
 		Warm: 3, Purposes: []class.Purpose{class.PurposeEngineer}, Git: class.GitToken,
 		// The store keeps what it is given; class.Parse decides what makes sense.
-		Contract: class.ContractKelos, SetupCommand: []string{"make", "deps"}, Runner: "codex",
+		Contract: class.ContractKelos, SetupCommand: []string{"make", "deps"}, Runner: "codex", Ports: []int{3000, 8080},
 	}
 	checkAllSet(t, full)
 	small := class.Class{

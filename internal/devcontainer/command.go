@@ -1,0 +1,114 @@
+package devcontainer
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// MaxCommand is the longest a command may be, in bytes of its JSON.
+const MaxCommand = 64 << 10
+
+// Command is a lifecycle command as devcontainer.json writes it: a string
+// (run by /bin/sh -c), an array (run as it is, no shell), or an object of
+// named commands, each a string or an array.
+type Command struct {
+	// Steps are the commands to run, one after another; an object's in
+	// the order of their names.
+	Steps []Step
+}
+
+// Step is one command of a Command.
+type Step struct {
+	Name string   // the object's key; "" for a string or an array
+	Argv []string // what to exec
+}
+
+// ParseCommand reads a command in any of its three forms.
+func ParseCommand(raw json.RawMessage) (Command, error) {
+	if len(raw) > MaxCommand {
+		return Command{}, fmt.Errorf("%d bytes; the limit is %d", len(raw), MaxCommand)
+	}
+	raw = bytes.TrimSpace(raw)
+	if len(raw) > 0 && raw[0] == '{' {
+		var named map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &named); err != nil {
+			return Command{}, err
+		}
+		if len(named) == 0 {
+			return Command{}, errors.New("an object of commands names none")
+		}
+		if len(named) > MaxCommands {
+			return Command{}, fmt.Errorf("%d commands; the limit is %d", len(named), MaxCommands)
+		}
+		var c Command
+		for _, name := range slices.Sorted(maps.Keys(named)) {
+			argv, err := oneCommand(named[name])
+			if err != nil {
+				return Command{}, fmt.Errorf("%s: %w", name, err)
+			}
+			c.Steps = append(c.Steps, Step{Name: name, Argv: argv})
+		}
+		return c, nil
+	}
+	argv, err := oneCommand(raw)
+	if err != nil {
+		return Command{}, err
+	}
+	return Command{Steps: []Step{{Argv: argv}}}, nil
+}
+
+// oneCommand is a string or an array of strings as argv.
+func oneCommand(raw json.RawMessage) ([]string, error) {
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		if strings.TrimSpace(s) == "" {
+			return nil, errors.New("the command is empty")
+		}
+		if strings.ContainsRune(s, 0) {
+			return nil, errors.New("the command holds a NUL")
+		}
+		return []string{"/bin/sh", "-c", s}, nil
+	}
+	var argv []string
+	if err := json.Unmarshal(raw, &argv); err != nil {
+		return nil, errors.New("give a string, an array of strings, or an object of them")
+	}
+	if len(argv) == 0 || argv[0] == "" {
+		return nil, errors.New("the command is empty")
+	}
+	for _, a := range argv {
+		if strings.ContainsRune(a, 0) {
+			return nil, errors.New("an argument holds a NUL")
+		}
+	}
+	return argv, nil
+}
+
+// MarshalJSON writes the command in the array-and-object form
+// ParseCommand reads back: what berth image build leaves in the image.
+func (c Command) MarshalJSON() ([]byte, error) {
+	var v any
+	if len(c.Steps) == 1 && c.Steps[0].Name == "" {
+		v = c.Steps[0].Argv
+	} else {
+		named := map[string][]string{}
+		for _, s := range c.Steps {
+			named[s.Name] = s.Argv
+		}
+		v = named
+	}
+	// As written: a command's < > & stay themselves, for whoever reads
+	// the file in the image.
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSpace(b.Bytes()), nil
+}
