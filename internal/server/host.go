@@ -53,15 +53,20 @@ func PodmanEnv(cfg Config) ([]string, error) {
 	return pc.Env(), nil
 }
 
-// CheckImage checks that an agent image in the podman driver's store keeps
-// the agent-run contract, without starting its agent (berth image check):
-// podman.Config.CheckImage, with the driver's configuration written first.
-func CheckImage(ctx context.Context, cfg Config, image, runnerName string, timeout time.Duration) (podman.ImageCheck, error) {
+// ImageCheckOptions are berth image check's: the purpose, an agent
+// image's runner, how long each run may take.
+type ImageCheckOptions = podman.CheckOptions
+
+// CheckImage checks that an image in the podman driver's store keeps the
+// contract of its purpose, an agent run's or an engineer sandbox's (berth
+// image check): podman.Config.CheckImage, with the driver's configuration
+// written first.
+func CheckImage(ctx context.Context, cfg Config, image string, opts ImageCheckOptions) (podman.ImageCheck, error) {
 	pc := PodmanConfig(cfg)
 	if err := pc.WriteConfig(); err != nil {
 		return podman.ImageCheck{}, err
 	}
-	return pc.CheckImage(ctx, image, runnerName, timeout)
+	return pc.CheckImage(ctx, image, opts)
 }
 
 // AgentNetwork is the podman driver's allowlist network as `berth admin

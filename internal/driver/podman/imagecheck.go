@@ -19,6 +19,7 @@ import (
 
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/runner"
+	"berth.dev/berth/internal/sandbox"
 )
 
 // The agent-run contract's fixed places (SPEC S13) and what an image
@@ -41,11 +42,24 @@ const (
 var checkProbeArgs = []string{"two words", "", "$HOME", "*"}
 
 // ImageCheck is the result of berth image check: each element of the
-// agent-run contract and whether the image keeps it.
+// contract of the image's purpose (an agent run's, or an engineer
+// sandbox's) and whether the image keeps it.
 type ImageCheck struct {
 	Image    string             `json:"image"`
+	Purpose  string             `json:"purpose"`
 	Runner   string             `json:"runner"`
 	Elements []api.CheckElement `json:"elements"`
+}
+
+// CheckOptions are berth image check's choices beside the image.
+type CheckOptions struct {
+	// Purpose is the contract checked: agent or engineer; "" decides from
+	// Runner and the image's labels (checkPurpose).
+	Purpose string
+	// Runner is an agent image's runner; "" is its berth.runner label.
+	Runner string
+	// Timeout bounds each run of the image.
+	Timeout time.Duration
 }
 
 // Failed counts the elements that do not hold.
@@ -89,12 +103,15 @@ func (p podmanCmd) run(ctx context.Context, args ...string) (podmanResult, error
 
 // imageFacts is what the check reads from the image's configuration.
 type imageFacts struct {
-	runner string // label berth.runner
-	uid    int    // label berth.uid, else 1001
+	runner     string   // label berth.runner
+	purpose    string   // label berth.purpose
+	tools      string   // label berth.tools: commands it promises on PATH
+	uid        int      // label berth.uid, else 1001
+	entrypoint []string // ENTRYPOINT
 }
 
 func inspectImage(ctx context.Context, p podmanCmd, image string) (imageFacts, error) {
-	res, err := p.run(ctx, "image", "inspect", "--format", "{{json .Config.Labels}}", image)
+	res, err := p.run(ctx, "image", "inspect", "--format", "{{json .Config}}", image)
 	if err != nil {
 		return imageFacts{}, fmt.Errorf("podman image inspect: %w", err)
 	}
@@ -102,11 +119,16 @@ func inspectImage(ctx context.Context, p podmanCmd, image string) (imageFacts, e
 		return imageFacts{}, fmt.Errorf("image %s is not in the podman driver's store: %s",
 			image, strings.TrimSpace(string(res.stderr)))
 	}
-	var labels map[string]string
-	if err := json.Unmarshal(res.stdout, &labels); err != nil {
+	var conf struct {
+		Labels     map[string]string
+		Entrypoint []string
+	}
+	if err := json.Unmarshal(res.stdout, &conf); err != nil {
 		return imageFacts{}, fmt.Errorf("podman image inspect %s: %w", image, err)
 	}
-	f := imageFacts{runner: labels[labelRunner], uid: defaultAgentUID}
+	labels := conf.Labels
+	f := imageFacts{runner: labels[labelRunner], purpose: labels[labelPurpose], tools: labels[labelTools],
+		uid: defaultAgentUID, entrypoint: conf.Entrypoint}
 	if v, ok := labels[labelUID]; ok {
 		if f.uid, err = strconv.Atoi(v); err != nil || f.uid <= 0 {
 			return imageFacts{}, fmt.Errorf("image %s: label %s=%q is not a uid", image, labelUID, v)
@@ -139,29 +161,41 @@ func checkRunArgs(r checkRun) []string {
 	return append(append(args, r.image), r.args...)
 }
 
-// CheckImage checks that image, in the driver's store, keeps the agent-run
-// contract (SPEC S13) without starting its agent (berth image check): it
-// runs the image twice under an agent run's hardening with no network,
-// with a prompt file and BERTH_IMAGE_CHECK=1 (berth-init reports instead of
-// starting the agent), then without the prompt file (exit 64), each run
-// for at most timeout. The runner is runnerName, else the image's
-// berth.runner label. podman runs with the driver's own configuration,
-// which WriteConfig writes.
-func (c Config) CheckImage(ctx context.Context, image, runnerName string, timeout time.Duration) (ImageCheck, error) {
+// CheckImage checks that image, in the driver's store, keeps the contract
+// of its purpose (berth image check; checkPurpose decides which). An
+// engineer image is started as an engineer sandbox and looked at through
+// its sshd (checkEngineer). An agent image keeps the agent-run contract
+// (SPEC S13) without starting its agent: it runs twice under an agent
+// run's hardening with no network, with a prompt file and
+// BERTH_IMAGE_CHECK=1 (berth-init reports instead of starting the agent),
+// then without the prompt file (exit 64), each run for at most
+// opts.Timeout; the runner is opts.Runner, else the image's berth.runner
+// label. podman runs with the driver's own configuration, which
+// WriteConfig writes.
+func (c Config) CheckImage(ctx context.Context, image string, opts CheckOptions) (ImageCheck, error) {
 	c = c.withDefaults()
-	return checkImage(ctx, podmanCmd{binary: c.Binary, env: c.Env()}, image, runnerName, timeout)
-}
-
-// checkImage runs the check of image and judges what it saw.
-func checkImage(ctx context.Context, p podmanCmd, image, runnerName string, timeout time.Duration) (ImageCheck, error) {
+	p := podmanCmd{binary: c.Binary, env: c.Env()}
 	facts, err := inspectImage(ctx, p, image)
 	if err != nil {
 		return ImageCheck{}, err
 	}
+	purpose, err := checkPurpose(opts.Purpose, opts.Runner, facts, image)
+	if err != nil {
+		return ImageCheck{}, err
+	}
+	if purpose == sandbox.PurposeEngineer {
+		els, err := c.checkEngineer(ctx, image, facts, opts.Timeout)
+		return ImageCheck{Image: image, Purpose: string(purpose), Elements: els}, err
+	}
+	return checkAgentImage(ctx, p, image, facts, opts.Runner, opts.Timeout)
+}
+
+// checkAgentImage runs the agent check of image and judges what it saw.
+func checkAgentImage(ctx context.Context, p podmanCmd, image string, facts imageFacts, runnerName string, timeout time.Duration) (ImageCheck, error) {
 	if runnerName == "" {
 		runnerName = facts.runner
 	}
-	res := ImageCheck{Image: image, Runner: runnerName}
+	res := ImageCheck{Image: image, Purpose: string(sandbox.PurposeAgent), Runner: runnerName}
 	setup, err := newCheckSetup(runnerName, facts.uid)
 	if err != nil {
 		return ImageCheck{}, err

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/sandbox"
 )
 
 func TestCheckRunArgs(t *testing.T) {
@@ -153,5 +154,77 @@ func TestJudgeCheck(t *testing.T) {
 				t.Errorf("failed elements (-want +got):\n%s\n%+v", diff, els)
 			}
 		})
+	}
+}
+
+func TestCheckPurpose(t *testing.T) {
+	tests := []struct {
+		name            string
+		purpose, runner string
+		facts           imageFacts
+		want            sandbox.Purpose
+		err             string
+	}{
+		{name: "engineer label", facts: imageFacts{purpose: "engineer"}, want: sandbox.PurposeEngineer},
+		{name: "agent label", facts: imageFacts{purpose: "agent"}, want: sandbox.PurposeAgent},
+		{name: "runner label", facts: imageFacts{runner: "pi"}, want: sandbox.PurposeAgent},
+		{name: "runner label beats purpose label", facts: imageFacts{runner: "pi", purpose: "engineer"}, want: sandbox.PurposeAgent},
+		{name: "--runner", runner: "pi", want: sandbox.PurposeAgent},
+		{name: "--runner on an engineer image", runner: "pi", facts: imageFacts{purpose: "engineer"}, want: sandbox.PurposeAgent},
+		{name: "--purpose beats the labels", purpose: "engineer", facts: imageFacts{runner: "pi"}, want: sandbox.PurposeEngineer},
+		{name: "--purpose agent", purpose: "agent", want: sandbox.PurposeAgent},
+		{name: "no label", err: "neither a berth.runner nor a berth.purpose label: say which contract to check with --purpose"},
+		{name: "odd label", facts: imageFacts{purpose: "builder"}, err: `label berth.purpose="builder" is neither agent nor engineer`},
+		{name: "odd --purpose", purpose: "builder", err: `--purpose "builder": want agent or engineer`},
+		{name: "engineer with a runner", purpose: "engineer", runner: "pi", err: "--runner names an agent image's runner"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := checkPurpose(tt.purpose, tt.runner, tt.facts, "img")
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("checkPurpose = %q, %v; want an error saying %q", got, err, tt.err)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Errorf("checkPurpose = %q, %v; want %q", got, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestPostCreateShape(t *testing.T) {
+	tests := []struct {
+		in, want, err string
+	}{
+		{in: `"npm ci && make"`, want: "a command for the shell (14 bytes)"},
+		{in: `""`, want: "a command for the shell (0 bytes)"},
+		{in: `["make", "-j", "2"]`, want: "a command of 3 words, run without a shell"},
+		{in: ` {"b": "make", "a": ["npm", "ci"]} ` + "\n", want: "2 commands, run in parallel: a, b"},
+		{in: `{}`, want: "0 commands, run in parallel: "},
+		{in: `[]`, err: "an empty array names no command"},
+		{in: `["make", 1]`, err: "word 1 is a number; want a string"},
+		{in: `{"a": ["make", null]}`, err: `"a": word 1 is null; want a string`},
+		{in: `{"a": {"b": "c"}}`, err: `"a" is an object; want a string or an array of strings`},
+		{in: `{"a": []}`, err: `"a": an empty array names no command`},
+		{in: `true`, err: "it is a boolean; want a string, an array of strings or an object of them"},
+		{in: `12`, err: "it is a number"},
+		{in: `null`, err: "it is null"},
+		{in: `"a" "b"`, err: "more than one JSON value"},
+		{in: `["make"`, err: "not JSON"},
+		{in: ``, err: "not JSON"},
+	}
+	for _, tt := range tests {
+		got, err := postCreateShape([]byte(tt.in))
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("postCreateShape(%s) = %q, %v; want an error saying %q", tt.in, got, err, tt.err)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("postCreateShape(%s) = %q, %v; want %q", tt.in, got, err, tt.want)
+		}
 	}
 }
