@@ -85,6 +85,12 @@ func TestImportDirection(t *testing.T) {
 		// terminal is the gateway's SSH client for the panel's terminal:
 		// x/crypto/ssh over a connection it is handed, nothing of ours.
 		{"terminal", []string{module, "database/sql", "net/http"}},
+		// devcontainer reads a repository's devcontainer.json: berth-init
+		// imports it, so the standard library only.
+		{"devcontainer", []string{module, "database/sql", "net/http"}},
+		// classimage writes berth's layer over an image and drives a build
+		// through its Builder (the podman driver): no adapter, no database.
+		{"classimage", append([]string{"database/sql", "k8s.io/", "net/http", "sandbox", "store"}, adapters...)},
 		// openssh is what the CLI hands OpenSSH: pure, stdlib only.
 		{"openssh", []string{module, "database/sql", "net/http"}},
 		// server is the composition root: every adapter, but never the
@@ -141,8 +147,9 @@ func TestImportDirection(t *testing.T) {
 		ours []string
 	}{
 		// api: the wire types berth-init shares with the gateway; kelos:
-		// the interface of the kelos images berth-init wraps on Kubernetes.
-		{"entrypoint", []string{"api", "kelos", "review", "runner", "secret"}},
+		// the interface of the kelos images berth-init wraps on Kubernetes;
+		// devcontainer: the postCreateCommand it runs once per sandbox.
+		{"entrypoint", []string{"api", "devcontainer", "kelos", "review", "runner", "secret"}},
 		// tunnel is shared by the gateway and the client as api is: its
 		// refusal is a fault.UpgradeRequired.
 		{"tunnel", []string{"fault"}},
@@ -266,7 +273,12 @@ func TestCompositionRoot(t *testing.T) {
 			module + "account", module + "forge", module + "forge/local", module + "quantity", module + "runner",
 			// tunnel is both ends' copy loop (it imports only fault): the
 			// CLI's `sandbox forward` joins local connections with it.
-			module + "tunnel", "github.com/spf13/cobra"}
+			module + "tunnel",
+			// name is the naming rule (a leaf); classimage finds and writes
+			// berth's layer, which berth image build --print prints with no
+			// driver at all (it imports devcontainer only).
+			module + "name", module + "classimage",
+			"github.com/spf13/cobra"}
 		for _, dep := range imports[module+"cli"] {
 			first, _, _ := strings.Cut(dep, "/")
 			if (strings.Contains(first, ".") || dep == "database/sql") && !slices.Contains(allowed, dep) {

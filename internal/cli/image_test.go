@@ -90,7 +90,7 @@ func TestImageCheck(t *testing.T) {
 				t.Errorf("no %s ✓ line:\n%s", el, out)
 			}
 		}
-		for _, want := range []string{"the server says SSH-2.0-", "uid 1001", "make pkg-config python3", "2 commands, run in parallel: deps, hello"} {
+		for _, want := range []string{"the server says SSH-2.0-", "uid 1001", "make pkg-config python3", "2 commands, one after another: deps, hello"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("no %q in:\n%s", want, out)
 			}

@@ -64,6 +64,9 @@ func ParseCommand(raw json.RawMessage) (Command, error) {
 
 // oneCommand is a string or an array of strings as argv.
 func oneCommand(raw json.RawMessage) ([]string, error) {
+	if kind(raw) == "null" {
+		return nil, errors.New("it is null; give a string, an array of strings, or an object of them")
+	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err == nil {
 		if strings.TrimSpace(s) == "" {
@@ -74,19 +77,66 @@ func oneCommand(raw json.RawMessage) ([]string, error) {
 		}
 		return []string{"/bin/sh", "-c", s}, nil
 	}
-	var argv []string
-	if err := json.Unmarshal(raw, &argv); err != nil {
-		return nil, errors.New("give a string, an array of strings, or an object of them")
+	var words []json.RawMessage
+	if err := json.Unmarshal(raw, &words); err != nil {
+		if !json.Valid(raw) {
+			return nil, fmt.Errorf("not JSON: %w", err)
+		}
+		return nil, fmt.Errorf("it is %s; give a string, an array of strings, or an object of them", kind(raw))
 	}
-	if len(argv) == 0 || argv[0] == "" {
+	if len(words) == 0 {
 		return nil, errors.New("the command is empty")
 	}
-	for _, a := range argv {
-		if strings.ContainsRune(a, 0) {
-			return nil, errors.New("an argument holds a NUL")
+	argv := make([]string, len(words))
+	for i, w := range words {
+		if err := json.Unmarshal(w, &argv[i]); err != nil || kind(w) == "null" {
+			return nil, fmt.Errorf("word %d is %s; want a string", i, kind(w))
+		}
+		if strings.ContainsRune(argv[i], 0) {
+			return nil, fmt.Errorf("word %d holds a NUL", i)
 		}
 	}
+	if argv[0] == "" {
+		return nil, errors.New("the command is empty")
+	}
 	return argv, nil
+}
+
+// kind names a JSON value's type, for an error.
+func kind(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return "nothing"
+	}
+	switch raw[0] {
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	return "a number"
+}
+
+// Describe says what the command runs, for a person.
+func (c Command) Describe() string {
+	if len(c.Steps) == 1 && c.Steps[0].Name == "" {
+		argv := c.Steps[0].Argv
+		if len(argv) == 3 && argv[0] == "/bin/sh" && argv[1] == "-c" {
+			return "run by the shell: " + argv[2]
+		}
+		return "run without a shell: " + strings.Join(argv, " ")
+	}
+	names := make([]string, len(c.Steps))
+	for i, s := range c.Steps {
+		names[i] = s.Name
+	}
+	return fmt.Sprintf("%d commands, one after another: %s", len(names), strings.Join(names, ", "))
 }
 
 // MarshalJSON writes the command in the array-and-object form

@@ -44,8 +44,8 @@ type Config struct {
 	// paths as written, relative to the file's directory (Resolve makes
 	// them absolute).
 	Dockerfile, Context string
-	BuildArgs          map[string]string
-	Target             string
+	BuildArgs           map[string]string
+	Target              string
 	// Env is containerEnv as a Containerfile's ENV takes it between
 	// double quotes: ${containerEnv:NAME} is ${NAME}, which the build
 	// expands, and every other $, \ and " is escaped.

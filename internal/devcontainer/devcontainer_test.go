@@ -91,7 +91,7 @@ func TestParseRefuses(t *testing.T) {
 			"containerEnv.W: ${localWorkspaceFolder}: berth expands only",
 		}},
 		{"command", `{"image": "a", "postCreateCommand": ""}`, []string{"postCreateCommand: the command is empty"}},
-		{"command shape", `{"image": "a", "postCreateCommand": 7}`, []string{"postCreateCommand: give a string, an array of strings, or an object of them"}},
+		{"command shape", `{"image": "a", "postCreateCommand": 7}`, []string{"postCreateCommand: it is a number; give a string, an array of strings, or an object of them"}},
 		{"named command", `{"image": "a", "postCreateCommand": {"deps": []}}`, []string{"postCreateCommand: deps: the command is empty"}},
 		{"not JSON", "{\n  \"image\": \"a\",,\n}", []string{"devcontainer.json: line 3, column 1: invalid character '}'"}},
 		{"open comment", `{"image": "a"} /*`, []string{"devcontainer.json: a /* comment at byte 15 is not closed"}},

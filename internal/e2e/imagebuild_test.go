@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -62,21 +63,30 @@ USER dev
 }
 `)
 
-	g := startGateway(t)
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	tag := "localhost/berth-e2e-devc:" + hex.EncodeToString(b)
+	// Registered before the gateway's cleanup, so it runs after it: once
+	// the sandbox is gone.
 	t.Cleanup(func() {
 		if out, err := podmanOn(root, "rmi", tag).CombinedOutput(); err != nil {
 			t.Logf("podman rmi %s: %v: %s", tag, err, out)
 		}
 	})
+	g := startGateway(t)
 	started := time.Now()
 	class := string(g.berth("image", "build", tag, repo, "--berth-image", berthImage))
 	t.Logf("berth image build: %s", time.Since(started).Round(time.Millisecond))
 	for _, want := range []string{"  - name: app-dev\n", `    image: "` + tag + `"`, "    purposes: [engineer]\n", "    ports: [3000, 8080]\n"} {
 		if !strings.Contains(class, want) {
 			t.Fatalf("the class berth image build printed lacks %q:\n%s", want, class)
+		}
+	}
+	// berth image check passes it as an engineer image: its label says so.
+	check := string(g.berth("image", "check", tag))
+	for _, el := range []string{"entrypoint", "sshd", "login", "non-root", "home", "local-bin", "tools", "post-create"} {
+		if !regexp.MustCompile(`(?m)^` + el + ` +✓`).MatchString(check) {
+			t.Errorf("berth image check: %s does not hold:\n%s", el, check)
 		}
 	}
 	// Applied as printed, with the tier this machine has.

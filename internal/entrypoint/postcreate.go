@@ -39,6 +39,10 @@ func (r *starter) startPostCreate() error {
 	} else if err != nil {
 		return err
 	}
+	if r.cfg.imageCheck {
+		r.logf("berth image check: not running the image's postCreateCommand")
+		return nil
+	}
 	berthDir := filepath.Join(r.cfg.home, ".berth")
 	if _, err := os.Stat(filepath.Join(berthDir, postCreateDone)); err == nil {
 		r.logf("postCreateCommand ran at this sandbox's first start; not again")

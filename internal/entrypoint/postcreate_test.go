@@ -105,3 +105,24 @@ func TestNoPostCreate(t *testing.T) {
 		t.Fatalf("Main = %d; stderr:\n%s", code, h.stderr.String())
 	}
 }
+
+// TestPostCreateNotUnderImageCheck: berth image check starts an engineer
+// image to log in, and runs none of the image's own commands.
+func TestPostCreateNotUnderImageCheck(t *testing.T) {
+	needCommand(t, "ssh-keygen")
+	vars := engineerVars()
+	vars["BERTH_IMAGE_CHECK"] = "1"
+	h := newHarness(t, vars)
+	file := filepath.Join(t.TempDir(), "post-create.json")
+	if err := os.WriteFile(file, []byte(`"touch ran"`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := h.env()
+	env.Start = func(c *exec.Cmd) error { t.Errorf("started %q under image check", c.Args); return nil }
+	if code := entrypoint.MainPostCreate([]string{"/usr/local/bin/berth-init"}, env, file); code != 1 {
+		t.Fatalf("Main = %d; stderr:\n%s", code, h.stderr.String())
+	}
+	if len(h.execs) != 1 || h.execs[0].path != "/usr/sbin/sshd" {
+		t.Errorf("sshd was not started under image check: %+v", h.execs)
+	}
+}

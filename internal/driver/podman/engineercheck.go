@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -22,6 +21,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/devcontainer"
 	"berth.dev/berth/internal/openssh"
 	"berth.dev/berth/internal/quantity"
 	"berth.dev/berth/internal/sandbox"
@@ -127,6 +127,9 @@ func (c Config) checkEngineer(ctx context.Context, image string, f imageFacts, t
 		"BERTH_SANDBOX_ID":      string(sb.ID),
 		"BERTH_SANDBOX_NAME":    sb.Name,
 		"BERTH_SANDBOX_PURPOSE": string(sandbox.PurposeEngineer),
+		// berth-init then leaves the image's postCreateCommand alone: the
+		// check runs none of the image's own code.
+		"BERTH_IMAGE_CHECK":     "1",
 		"BERTH_AUTHORIZED_KEYS": strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey()))) + " berth-image-check",
 	}
 	defer func() {
@@ -337,76 +340,12 @@ func (c Config) checkPostCreate(ctx context.Context, container string) (api.Chec
 	return el, true
 }
 
-// postCreateShape says what a devcontainer's postCreateCommand is, as
-// its raw JSON value: a string (run by a shell), an array of strings (a
-// command and its arguments, no shell), or an object of names to either
-// (run in parallel); anything else is an error saying what it is.
+// postCreateShape says what a postCreateCommand runs, as berth-init
+// reads it (devcontainer.ParseCommand); an error says what is wrong.
 func postCreateShape(b []byte) (string, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return "", fmt.Errorf("not JSON: %v", err)
+	c, err := devcontainer.ParseCommand(b)
+	if err != nil {
+		return "", err
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return "", errors.New("more than one JSON value")
-	}
-	switch x := v.(type) {
-	case string:
-		return fmt.Sprintf("a command for the shell (%d bytes)", len(x)), nil
-	case []any:
-		if err := argvShape(x); err != nil {
-			return "", err
-		}
-		return fmt.Sprintf("a command of %d words, run without a shell", len(x)), nil
-	case map[string]any:
-		names := make([]string, 0, len(x))
-		for name, c := range x {
-			switch c := c.(type) {
-			case string:
-			case []any:
-				if err := argvShape(c); err != nil {
-					return "", fmt.Errorf("%q: %w", name, err)
-				}
-			default:
-				return "", fmt.Errorf("%q is %s; want a string or an array of strings", name, jsonKind(c))
-			}
-			names = append(names, name)
-		}
-		slices.Sort(names)
-		return fmt.Sprintf("%d commands, run in parallel: %s", len(names), strings.Join(names, ", ")), nil
-	default:
-		return "", fmt.Errorf("it is %s; want a string, an array of strings or an object of them", jsonKind(v))
-	}
-}
-
-// argvShape checks a command given as an array: at least its name, every
-// word a string.
-func argvShape(words []any) error {
-	if len(words) == 0 {
-		return errors.New("an empty array names no command")
-	}
-	for i, w := range words {
-		if _, ok := w.(string); !ok {
-			return fmt.Errorf("word %d is %s; want a string", i, jsonKind(w))
-		}
-	}
-	return nil
-}
-
-// jsonKind names the kind of a decoded JSON value.
-func jsonKind(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case bool:
-		return "a boolean"
-	case float64:
-		return "a number"
-	case string:
-		return "a string"
-	case []any:
-		return "an array"
-	default:
-		return "an object"
-	}
+	return c.Describe(), nil
 }

@@ -69,7 +69,7 @@ func applied(res class.Applied) string {
 }
 
 // classForm is the body of the class editor: the fields it shows, as
-// typed. The others (git, contract, setup_command, runner) are kept as they are,
+// typed. The others (git, contract, setup_command, runner, ports) are kept as they are,
 // and shown in Kept.
 type classForm struct {
 	New                                                    bool
@@ -98,6 +98,13 @@ func kept(s class.Spec) []string {
 	}
 	if s.Runner != "" {
 		out = append(out, "runner: "+s.Runner)
+	}
+	if len(s.Ports) > 0 {
+		ps := make([]string, len(s.Ports))
+		for i, p := range s.Ports {
+			ps[i] = strconv.Itoa(p)
+		}
+		out = append(out, "ports: "+strings.Join(ps, ", "))
 	}
 	return out
 }
