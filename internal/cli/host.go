@@ -55,8 +55,9 @@ func newImageCheckCmd(env Env) *cobra.Command {
 		Use:   "check IMAGE",
 		Short: "Check that an image keeps the contract of an agent image or an engineer sandbox",
 		Long: `Check that IMAGE, in the podman driver's store, keeps the contract of its
-purpose: an agent image's (SPEC S13), without starting its agent, or an
-engineer sandbox's (SPEC S10, S15), by starting one and logging in.
+purpose: an agent image's (README, Agent runs), without starting its agent,
+or an engineer sandbox's (README, The sandbox image), by starting one and
+logging in.
 
 The purpose is --purpose, else agent when a runner is named (--runner or the
 image's berth.runner label), else the image's berth.purpose label (the

@@ -24,7 +24,7 @@ func newInferenceCmd(g *globals, project bool) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "inference",
 		Short: "Models, budget, rate limit and system prompt of " + what + " inference (administrators)",
-		Long: `What a key may do with models through the gateway (SPEC S14). A sandbox's
+		Long: `What a key may do with models through the gateway (README, Inference). A sandbox's
 key belongs to its sandbox's project; a user's key to the organisation's
 default project. The organisation's settings and a project's combine
 restrict-only: a model must be on both lists (a list not set narrows
@@ -187,7 +187,7 @@ func inferenceTable(tw *tabwriter.Writer, st api.InferenceStatus) {
 
 // newModelCmd is `berth model`: what the caller's key may reach.
 func newModelCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "model", Short: "Models the gateway serves to your key (SPEC S14)"}
+	cmd := &cobra.Command{Use: "model", Short: "Models the gateway serves to your key"}
 	var output string
 	var limit int
 	list := &cobra.Command{
