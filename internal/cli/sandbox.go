@@ -59,6 +59,7 @@ func newSandboxCreateCmd(g *globals) *cobra.Command {
 		noWait           bool
 		wait             bool
 		timeout          time.Duration
+		follow           bool
 	)
 	cmd := &cobra.Command{
 		Use:   "create NAME",
@@ -91,6 +92,9 @@ in one argument of a command line either: use --task-file FILE, or
 		Args: exactArgs(1, "the sandbox's name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Name = args[0]
+			if follow && req.Purpose != "agent" {
+				return usageError{errors.New("--follow follows an agent's run: it needs --purpose agent")}
+			}
 			if taskFile != "" {
 				if req.Task != "" {
 					return usageError{errors.New("give --task or --task-file, not both")}
@@ -121,6 +125,9 @@ in one argument of a command line either: use --task-file FILE, or
 			// finds ~/.ssh's keys by itself.
 			if err := g.rememberIdentities(url, sb.ID, keyFiles); err != nil {
 				fmt.Fprintf(g.env.Stderr, "warning: could not remember the key files for berth sandbox config: %v\n", err)
+			}
+			if follow {
+				return followRun(cmd.Context(), g, c, string(sb.ID), logView{})
 			}
 			if noWait || !wait {
 				return render(g.env.Stdout, output, sb, func(tw *tabwriter.Writer) {
@@ -157,6 +164,7 @@ in one argument of a command line either: use --task-file FILE, or
 	f.BoolVar(&wait, "wait", true, "wait until the sandbox is running or has failed")
 	f.BoolVar(&noWait, "no-wait", false, "return as soon as the sandbox is admitted")
 	f.DurationVar(&timeout, "timeout", 10*time.Minute, "how long --wait waits")
+	f.BoolVarP(&follow, "follow", "f", false, "an agent's: show its run's transcript until it ends, and exit with its outcome (as berth sandbox logs -f)")
 	outputFlag(cmd, &output)
 	return cmd
 }
