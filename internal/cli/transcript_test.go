@@ -134,3 +134,32 @@ func TestFollowExitsWithTheOutcome(t *testing.T) {
 		}
 	})
 }
+
+// TestSandboxDiff (issue 19): `berth sandbox diff` shows what the run
+// pushed against where it started: the file the agent added, in git's
+// stat and patch; a run that pushed nothing yet says so and shows none;
+// another's sandbox is not found.
+func TestSandboxDiff(t *testing.T) {
+	g := newAgentGateway(t)
+	c := client.New(g.url, g.key, nil)
+	sb, err := c.CreateSandbox(t.Context(), api.CreateSandbox{Name: "fix", Purpose: "agent", Repo: "acme/app", Task: "add a greeting", Runner: "claude-code"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-g.started
+	code, out, errs := g.berth(t, "sandbox", "diff", "fix")
+	if code != 0 || out != "" || !strings.Contains(errs, "fix pushed nothing (its run running)") {
+		t.Errorf("diff while the run goes: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	g.release()
+	waitRun(t, c, string(sb.ID))
+	code, out, errs = g.berth(t, "sandbox", "diff", "fix")
+	if code != 0 {
+		t.Fatalf("diff: exit %d, stderr %q", code, errs)
+	}
+	wantLines(t, "diff", out, `^ hello\.txt \| 1 \+$`, `^diff --git a/hello\.txt b/hello\.txt$`, `^\+hello$`)
+	wantLines(t, "diff's stderr", errs, `^berth/fix at [0-9a-f]{12}, against where the run started:$`)
+	if code, _, errs := g.berth(t, "sandbox", "diff", "nope"); code != 1 || !strings.Contains(errs, "not_found") {
+		t.Errorf("diff of an unknown sandbox: exit %d, stderr %q", code, errs)
+	}
+}
