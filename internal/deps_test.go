@@ -280,6 +280,9 @@ func TestCompositionRoot(t *testing.T) {
 			// berth's layer, which berth image build --print prints with no
 			// driver at all (it imports devcontainer only).
 			module + "name", module + "classimage",
+			// transcript renders a run's log for people (the CLI's logs,
+			// on runner's parsing).
+			module + "transcript",
 			"github.com/spf13/cobra"}
 		for _, dep := range imports[module+"cli"] {
 			first, _, _ := strings.Cut(dep, "/")

@@ -12,7 +12,6 @@ import (
 
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/client"
-	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/transcript"
 )
 
@@ -124,7 +123,7 @@ func followRun(ctx context.Context, g *globals, c *client.Client, ref string, sh
 		if err == nil {
 			break
 		}
-		if !errors.Is(err, fault.NotFound) {
+		if ae, ok := errors.AsType[*api.Error](err); !ok || ae.Code != api.CodeNotFound {
 			return err
 		}
 		sb, serr := c.Sandbox(ctx, ref)
