@@ -20,10 +20,7 @@ func TestSandboxLogsTranscript(t *testing.T) {
 	g := newAgentGateway(t)
 	g.release()
 	c := client.New(g.url, g.key, nil)
-	sb, err := c.CreateSandbox(t.Context(), api.CreateSandbox{Name: "fix", Purpose: "agent", Repo: "acme/app", Task: "add a greeting", Runner: "claude-code"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sb := createFix(t, c)
 	waitRun(t, c, string(sb.ID))
 
 	code, out, errs := g.berth(t, "sandbox", "logs", "fix")
@@ -111,9 +108,7 @@ func TestFollowExitsWithTheOutcome(t *testing.T) {
 	t.Run("failed", func(t *testing.T) {
 		g := newAgentGateway(t, func(s *agentSetup) { s.stream = "claude-error" })
 		c := client.New(g.url, g.key, nil)
-		if _, err := c.CreateSandbox(t.Context(), api.CreateSandbox{Name: "fix", Purpose: "agent", Repo: "acme/app", Task: "add a greeting", Runner: "claude-code"}); err != nil {
-			t.Fatal(err)
-		}
+		createFix(t, c)
 		<-g.started
 		done := make(chan [3]string, 1)
 		following := &answered{c: make(chan struct{})}
@@ -142,10 +137,7 @@ func TestFollowExitsWithTheOutcome(t *testing.T) {
 func TestSandboxDiff(t *testing.T) {
 	g := newAgentGateway(t)
 	c := client.New(g.url, g.key, nil)
-	sb, err := c.CreateSandbox(t.Context(), api.CreateSandbox{Name: "fix", Purpose: "agent", Repo: "acme/app", Task: "add a greeting", Runner: "claude-code"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sb := createFix(t, c)
 	<-g.started
 	code, out, errs := g.berth(t, "sandbox", "diff", "fix")
 	if code != 0 || out != "" || !strings.Contains(errs, "fix pushed nothing (its run running)") {
@@ -162,4 +154,14 @@ func TestSandboxDiff(t *testing.T) {
 	if code, _, errs := g.berth(t, "sandbox", "diff", "nope"); code != 1 || !strings.Contains(errs, "not_found") {
 		t.Errorf("diff of an unknown sandbox: exit %d, stderr %q", code, errs)
 	}
+}
+
+// createFix creates alice's agent sandbox fix, whose run adds a greeting.
+func createFix(t *testing.T, c *client.Client) api.Sandbox {
+	t.Helper()
+	sb, err := c.CreateSandbox(t.Context(), api.CreateSandbox{Name: "fix", Purpose: "agent", Repo: "acme/app", Task: "add a greeting", Runner: "claude-code"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sb
 }
