@@ -74,6 +74,8 @@ func TestImportDirection(t *testing.T) {
 		// paging is a leaf the domain, the store, the gateway and the panel share.
 		{"paging", []string{module, "database/sql", "net/http"}},
 		{"runner", []string{module, "database/sql", "net/http"}},
+		// transcript reads a run's log for people, on runner's parsing.
+		{"transcript", append([]string{"database/sql", "net/http", "account", "sandbox", "agentrun"}, adapters...)},
 		// inference is pure: the gateway does its HTTP, the store its SQL.
 		{"inference", append([]string{"database/sql", "k8s.io/", "net/http", "sandbox", "modelserver", "github.com/prometheus/"}, adapters...)},
 		{"review", []string{module, "database/sql", "net/http"}},
@@ -278,6 +280,9 @@ func TestCompositionRoot(t *testing.T) {
 			// berth's layer, which berth image build --print prints with no
 			// driver at all (it imports devcontainer only).
 			module + "name", module + "classimage",
+			// transcript renders a run's log for people (the CLI's logs,
+			// on runner's parsing).
+			module + "transcript",
 			"github.com/spf13/cobra"}
 		for _, dep := range imports[module+"cli"] {
 			first, _, _ := strings.Cut(dep, "/")

@@ -107,6 +107,44 @@ type Workspaces interface {
 	Dir(sb sandbox.Sandbox) string
 	// Remove deletes the checkout.
 	Remove(sb sandbox.Sandbox) error
+	// Diff is what commit, sb's pushed work, changed against where it
+	// started (its merge base with sb's branch, or the repository's
+	// default): git's stat and patch, at most MaxDiff bytes (cut says
+	// so).
+	Diff(ctx context.Context, sb sandbox.Sandbox, commit string) (diff string, cut bool, err error)
+}
+
+// MaxDiff bounds the diff of a run's work the gateway answers.
+const MaxDiff = 8 << 20
+
+// Change is what a run changed: its pushed branch and commit against the
+// branch it started from, as git's stat and patch. Empty when it pushed
+// nothing (yet).
+type Change struct {
+	Branch, Commit string
+	Diff           string
+	Cut            bool // Diff stops at MaxDiff
+}
+
+// Diff is what the run of a sandbox the caller may see changed.
+func (s *Service) Diff(ctx context.Context, p account.Principal, ref string) (Change, sandbox.Sandbox, error) {
+	sb, err := s.sandboxes.Get(ctx, p, ref)
+	if err != nil {
+		return Change{}, sandbox.Sandbox{}, err
+	}
+	run, err := s.store.GetRun(ctx, sb.ID)
+	if errors.Is(err, fault.NotFound) {
+		return Change{}, sb, fault.Errorf(fault.NotFound, "sandbox %s has no run", sb.Name)
+	}
+	if err != nil {
+		return Change{}, sb, err
+	}
+	c := Change{Branch: run.Branch, Commit: run.Commit}
+	if run.Commit == "" || s.work == nil {
+		return c, sb, nil
+	}
+	c.Diff, c.Cut, err = s.work.Diff(ctx, sb, run.Commit)
+	return c, sb, err
 }
 
 // Follower is an optional driver capability: stream a machine's output

@@ -532,6 +532,15 @@ const (
 	RunExitPath   = "/sandbox/v1/run/exit"
 )
 
+// The headers of a run's diff (GET /sandbox/v1/sandboxes/{ref}/run/diff):
+// the branch and commit the run pushed (none when it pushed nothing), and,
+// when the diff was cut, the bytes it stops at.
+const (
+	DiffBranchHeader = "Berth-Branch"
+	DiffCommitHeader = "Berth-Commit"
+	DiffCutHeader    = "Berth-Diff-Cut"
+)
+
 // MaxBundle is the most work, in bytes, an in-machine run hands the
 // gateway in its RunExit's bundle.
 const MaxBundle = 64 << 20

@@ -214,9 +214,9 @@ func wantLines(t *testing.T, what, out string, patterns ...string) {
 	}
 }
 
-// TestSandboxLogsAndRun: `berth sandbox logs -f` prints the run's log as
-// it comes and returns when the run ends; `berth sandbox logs` prints it
-// whole; `berth sandbox show` shows the run, its cost unknown while
+// TestSandboxLogsAndRun: `berth sandbox logs -f --raw` prints the run's
+// log as it comes and returns when the run ends; `berth sandbox logs
+// --raw` prints it whole; `berth sandbox show` shows the run, its cost unknown while
 // nothing says otherwise, then its tokens, native cost and pushed commit.
 func TestSandboxLogsAndRun(t *testing.T) {
 	g := newAgentGateway(t)
@@ -242,7 +242,7 @@ func TestSandboxLogsAndRun(t *testing.T) {
 	followed := make(chan result, 1)
 	following := &answered{c: make(chan struct{})}
 	go func() {
-		code, out, errs := g.berthWith(t, &http.Client{Transport: following}, "sandbox", "logs", "-f", "fix")
+		code, out, errs := g.berthWith(t, &http.Client{Transport: following}, "sandbox", "logs", "-f", "--raw", "fix")
 		followed <- result{code, out, errs}
 	}()
 	select {
@@ -261,7 +261,7 @@ func TestSandboxLogsAndRun(t *testing.T) {
 		t.Fatal("logs -f did not return after the run ended")
 	}
 
-	code, out, errs = g.berth(t, "sandbox", "logs", "fix")
+	code, out, errs = g.berth(t, "sandbox", "logs", "--raw", "fix")
 	if code != 0 || out != want {
 		t.Errorf("logs: exit %d (%s), stdout\n%s\nwant the agent's lines", code, errs, out)
 	}

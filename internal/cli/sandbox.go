@@ -34,6 +34,7 @@ NAME also take the sandbox's id (sbx_…).`,
 		newSandboxListCmd(g),
 		newSandboxShowCmd(g),
 		newSandboxLogsCmd(g),
+		newSandboxDiffCmd(g),
 		newSandboxActionCmd(g, "suspend", "Stop a running engineer sandbox, keeping its volume", (*client.Client).Suspend),
 		newSandboxActionCmd(g, "resume", "Start a suspended or expired engineer sandbox again", (*client.Client).Resume),
 		newSandboxExtendCmd(g),
@@ -59,6 +60,7 @@ func newSandboxCreateCmd(g *globals) *cobra.Command {
 		noWait           bool
 		wait             bool
 		timeout          time.Duration
+		follow           bool
 	)
 	cmd := &cobra.Command{
 		Use:   "create NAME",
@@ -91,6 +93,9 @@ in one argument of a command line either: use --task-file FILE, or
 		Args: exactArgs(1, "the sandbox's name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Name = args[0]
+			if follow && req.Purpose != "agent" {
+				return usageError{errors.New("--follow follows an agent's run: it needs --purpose agent")}
+			}
 			if taskFile != "" {
 				if req.Task != "" {
 					return usageError{errors.New("give --task or --task-file, not both")}
@@ -121,6 +126,9 @@ in one argument of a command line either: use --task-file FILE, or
 			// finds ~/.ssh's keys by itself.
 			if err := g.rememberIdentities(url, sb.ID, keyFiles); err != nil {
 				fmt.Fprintf(g.env.Stderr, "warning: could not remember the key files for berth sandbox config: %v\n", err)
+			}
+			if follow {
+				return followRun(cmd.Context(), g, c, string(sb.ID), logView{})
 			}
 			if noWait || !wait {
 				return render(g.env.Stdout, output, sb, func(tw *tabwriter.Writer) {
@@ -157,6 +165,7 @@ in one argument of a command line either: use --task-file FILE, or
 	f.BoolVar(&wait, "wait", true, "wait until the sandbox is running or has failed")
 	f.BoolVar(&noWait, "no-wait", false, "return as soon as the sandbox is admitted")
 	f.DurationVar(&timeout, "timeout", 10*time.Minute, "how long --wait waits")
+	f.BoolVarP(&follow, "follow", "f", false, "an agent's: show its run's transcript until it ends, and exit with its outcome (as berth sandbox logs -f)")
 	outputFlag(cmd, &output)
 	return cmd
 }

@@ -380,6 +380,29 @@ func (c *Client) FollowRunLog(ctx context.Context, ref string) (io.ReadCloser, e
 	return c.runLog(ctx, &untimed, "/sandbox/v1/sandboxes/"+esc(ref)+"/run/log?follow=true")
 }
 
+// RunDiff is what an agent sandbox's run changed: git's stat and patch of
+// its pushed commit against where it started; Commit "" when it pushed
+// nothing (yet).
+func (c *Client) RunDiff(ctx context.Context, ref string) (RunDiff, error) {
+	resp, err := c.open(ctx, c.http, "GET", "/sandbox/v1/sandboxes/"+esc(ref)+"/run/diff", "", nil, "text/plain")
+	if err != nil {
+		return RunDiff{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return RunDiff{}, err
+	}
+	return RunDiff{Branch: resp.Header.Get(api.DiffBranchHeader), Commit: resp.Header.Get(api.DiffCommitHeader),
+		Diff: string(b), Cut: resp.Header.Get(api.DiffCutHeader) != ""}, nil
+}
+
+// RunDiff is a run's change, as RunDiff reads it.
+type RunDiff struct {
+	Branch, Commit, Diff string
+	Cut                  bool
+}
+
 func (c *Client) runLog(ctx context.Context, hc *http.Client, path string) (io.ReadCloser, error) {
 	resp, err := c.open(ctx, hc, "GET", path, "", nil, "text/plain")
 	if err != nil {

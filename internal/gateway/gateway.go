@@ -237,6 +237,7 @@ func (s *Server) routes() []route {
 		// /sandbox/v1/{ref}/tcp/{port} (both match /sandbox/v1/sandboxes/tcp/log).
 		{"GET", "/sandbox/v1/sandboxes/{ref}/run/log", userKey, s.runLog},
 		{"GET", "/sandbox/v1/sandboxes/{ref}/run/verdict", userKey, s.runVerdict},
+		{"GET", "/sandbox/v1/sandboxes/{ref}/run/diff", userKey, s.runDiff},
 		{"POST", "/sandbox/v1/git-credential", anyKey, s.gitCredential},
 		// An in-machine agent run (Kubernetes) fetches its task, streams
 		// its output and reports its exit with its sandbox's key.

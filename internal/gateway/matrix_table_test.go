@@ -158,6 +158,7 @@ func matrixRows() []row {
 		{want: "200 200 404 200 404 404 403 403 403 401 401 401", route: "POST /sandbox/v1/sandboxes/{ref}/terminate", req: post("/sandbox/v1/sandboxes/{new-sandbox}/terminate", "")},
 		{want: "200 200 404 200 404 404 403 403 403 401 401 401", route: "GET /sandbox/v1/sandboxes/{ref}/run/log", req: get("/sandbox/v1/sandboxes/{agent}/run/log")},
 		{want: "200 200 404 200 404 404 403 403 403 401 401 401", route: "GET /sandbox/v1/sandboxes/{ref}/run/verdict", req: get("/sandbox/v1/sandboxes/{reviewed}/run/verdict")},
+		{want: "200 200 404 200 404 404 403 403 403 401 401 401", route: "GET /sandbox/v1/sandboxes/{ref}/run/diff", req: get("/sandbox/v1/sandboxes/{agent}/run/diff")},
 
 		// What a sandbox's own key is for. The credential route allows 10
 		// requests a minute from one address: this row's 9 live keys fit.

@@ -138,6 +138,27 @@ func (s *Server) runVerdict(w http.ResponseWriter, r *http.Request, p account.Pr
 	_, _ = io.Copy(w, f)
 }
 
+// runDiff answers what a run changed, as text: git's stat and patch of
+// its pushed commit against where it started, the branch and commit in
+// headers; empty when it pushed nothing (yet).
+func (s *Server) runDiff(w http.ResponseWriter, r *http.Request, p account.Principal) {
+	c, _, err := s.runs.Diff(r.Context(), p, r.PathValue("ref"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	if c.Commit != "" {
+		w.Header().Set(api.DiffBranchHeader, c.Branch)
+		w.Header().Set(api.DiffCommitHeader, c.Commit)
+	}
+	if c.Cut {
+		w.Header().Set(api.DiffCutHeader, strconv.Itoa(agentrun.MaxDiff))
+	}
+	_, _ = io.WriteString(w, c.Diff)
+}
+
 // followLog sends f as it grows until sb's run is over. A run's log is
 // complete before its record says it ended, so one more read after "over"
 // leaves nothing behind. A log rewritten from its start (the run followed

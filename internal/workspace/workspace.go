@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -178,6 +179,50 @@ func (w *Workspaces) branchFree(ctx context.Context, sb sandbox.Sandbox, src str
 func (w *Workspaces) branchAt(ctx context.Context, src, ref string) string {
 	commit, _ := w.run(ctx, "", "--git-dir", src, "rev-parse", "--verify", "--quiet", ref)
 	return commit
+}
+
+// Diff is what commit changed against its merge base with sb's branch
+// (the repository's HEAD when sb names none), in the repository the
+// gateway serves: the landed work, never the agent's checkout. No
+// external diff or textconv runs, and the answer stops at
+// agentrun.MaxDiff bytes.
+func (w *Workspaces) Diff(ctx context.Context, sb sandbox.Sandbox, commit string) (string, bool, error) {
+	if !objectID(commit) {
+		return "", false, fmt.Errorf("%q is not a commit id", commit)
+	}
+	src, err := w.source.Dir(ctx, w.repo(sb))
+	if err != nil {
+		return "", false, err
+	}
+	start := "HEAD"
+	if sb.Branch != "" {
+		start = "refs/heads/" + sb.Branch
+	}
+	base, err := w.run(ctx, "", "--git-dir", src, "merge-base", start, commit)
+	if err != nil {
+		return "", false, fmt.Errorf("where the work of %s started: %w", sb.Name, err)
+	}
+	cmd := exec.CommandContext(ctx, w.git, "--git-dir", src, "diff", "--no-color", "--no-ext-diff", "--no-textconv", "-M", "--stat", "--patch", base, commit)
+	cmd.SysProcAttr = ownGroup()
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + w.dir, "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0"}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return "", false, err
+	}
+	if err := cmd.Start(); err != nil {
+		return "", false, err
+	}
+	b, rerr := io.ReadAll(io.LimitReader(out, agentrun.MaxDiff+1))
+	cut := len(b) > agentrun.MaxDiff
+	if cut {
+		b = b[:agentrun.MaxDiff]
+		_ = cmd.Process.Kill()
+	}
+	_, _ = io.Copy(io.Discard, out)
+	if err := cmd.Wait(); err != nil && !cut {
+		return "", false, fmt.Errorf("git diff: %w", err)
+	}
+	return string(b), cut, rerr
 }
 
 // Remove deletes sb's checkout.

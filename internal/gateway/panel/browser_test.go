@@ -328,7 +328,7 @@ func TestBrowserAdministrator(t *testing.T) {
 	c.shot(ctx, "usage")
 
 	fix := findSandbox(t, w, "fix")
-	c.run(ctx, "an agent sandbox", chromedp.Navigate(w.url+"/sandboxes/"+string(fix.ID)), chromedp.WaitVisible(chromedp.CSS("pre.log")))
+	c.run(ctx, "an agent sandbox", chromedp.Navigate(w.url+"/sandboxes/"+string(fix.ID)), chromedp.WaitVisible(chromedp.CSS(".t-totals")))
 	c.shot(ctx, "sandbox-agent")
 }
 

@@ -1,6 +1,8 @@
 package panel
 
 import (
+	"berth.dev/berth/internal/transcript"
+
 	"fmt"
 	"html/template"
 	"math"
@@ -31,6 +33,8 @@ func (p *Panel) funcs() template.FuncMap {
 		"mib":     func(n int64) string { return quantity.Bytes(n << 20).String() },
 		"join":    strings.Join,
 		"cut":     cut,
+		"cutOf":   transcript.Cut,
+		"totals":  transcript.Summary,
 		"has":     slices.Contains[[]string],
 		"title":   capital,
 		"dict":    dict,

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -21,11 +20,8 @@ import (
 	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/transcript"
 )
-
-// logTail is how much of a run's log the sandbox page shows; the whole
-// log is a link away.
-const logTail = 32 << 10
 
 // sandboxRow is a sandbox as the screens show it.
 type sandboxRow struct {
@@ -135,10 +131,14 @@ type sandboxPage struct {
 	// says its cost.
 	Run       *agentrun.Run
 	CostKnown bool
-	// Log is the end of the run's log, Clipped when there is more before it.
-	Log     string
-	HasLog  bool
-	Clipped bool
+	// Transcript is the run's log for people (package transcript, as the
+	// CLI shows it): its last shownEvents events, then its totals;
+	// Earlier counts those left out. HasLog is false before the log starts.
+	Transcript []transcript.Event
+	Earlier    int
+	HasLog     bool
+	// Change is what the run pushed, against where it started.
+	Change *agentrun.Change
 	// SSH is the command that opens a shell in it, for those who may (S6).
 	SSH string
 	// NoShell says why the caller is shown no command.
@@ -164,7 +164,15 @@ func (p *Panel) showSandbox(w http.ResponseWriter, r *http.Request, c caller) {
 		} else if !errors.Is(err, fault.NotFound) {
 			p.log.WarnContext(ctx, "panel: could not read a sandbox's run", "sandbox", sb.ID, "err", err)
 		}
-		body.Log, body.HasLog, body.Clipped = p.tail(ctx, c, sb)
+		body.Transcript, body.Earlier, body.HasLog = p.transcript(ctx, c, sb, body.Run)
+		if body.Run != nil && body.Run.Commit != "" {
+			if ch, _, err := p.runs.Diff(ctx, c.Principal, string(sb.ID)); err == nil {
+				ch.Diff, ch.Cut = clipDiff(ch.Diff, ch.Cut)
+				body.Change = &ch
+			} else {
+				p.log.WarnContext(ctx, "panel: could not read a run's diff", "sandbox", sb.ID, "err", err)
+			}
+		}
 	case c.CanShell(sb.Owner):
 		body.Preview = p.previews != nil && sb.State == sandbox.StateRunning
 		body.SSH = "berth sandbox ssh " + sb.Name
@@ -183,63 +191,51 @@ func (p *Panel) showSandbox(w http.ResponseWriter, r *http.Request, c caller) {
 	p.render(w, r, http.StatusOK, "sandbox", p.view(c, r, sb.Name, "sandboxes", body))
 }
 
-// tail reads the end of a run's log.
-func (p *Panel) tail(ctx context.Context, c caller, sb sandbox.Sandbox) (text string, ok, clipped bool) {
+// shownEvents is how much of a run's transcript its page shows; the
+// whole log is a link away. diffShown bounds the diff shown.
+const (
+	shownEvents = 300
+	diffShown   = 64 << 10
+)
+
+// transcript reads a run's log into its transcript: the last shownEvents
+// events and the totals, and how many came before them.
+func (p *Panel) transcript(ctx context.Context, c caller, sb sandbox.Sandbox, run *agentrun.Run) (evs []transcript.Event, earlier int, ok bool) {
 	f, _, err := p.runs.Log(ctx, c.Principal, string(sb.ID))
 	if err != nil {
 		if !errors.Is(err, fault.NotFound) {
 			p.log.WarnContext(ctx, "panel: could not open a run log", "sandbox", sb.ID, "err", err)
 		}
-		return "", false, false
+		return nil, 0, false
 	}
 	defer f.Close()
-	b, clipped, err := lastBytes(f, logTail)
-	if err != nil {
-		return "", false, false
+	name := ""
+	if run != nil {
+		name = run.Runner
 	}
-	s := string(b)
-	if clipped {
-		if i := strings.IndexByte(s, '\n'); i >= 0 {
-			s = s[i+1:] // from the first whole line
+	err = transcript.Read(f, name, func(e transcript.Event) error {
+		evs = append(evs, e)
+		if len(evs) > shownEvents+1 {
+			evs, earlier = append(evs[:0], evs[1:]...), earlier+1
 		}
+		return nil
+	})
+	if err != nil {
+		p.log.WarnContext(ctx, "panel: could not read a run log", "sandbox", sb.ID, "err", err)
 	}
-	return s, true, clipped
+	return evs, earlier, true
 }
 
-// lastBytes reads the last n bytes of r, and whether there was more: a
-// file's end is sought, a log kept elsewhere is read through.
-func lastBytes(r io.Reader, n int64) ([]byte, bool, error) {
-	if f, ok := r.(interface {
-		io.Seeker
-		Stat() (os.FileInfo, error)
-	}); ok {
-		clipped := false
-		if st, err := f.Stat(); err == nil && st.Size() > n {
-			if _, err := f.Seek(-n, io.SeekEnd); err == nil {
-				clipped = true
-			}
-		}
-		b, err := io.ReadAll(io.LimitReader(r, n))
-		return b, clipped, err
+// clipDiff cuts a diff to what the page shows.
+func clipDiff(d string, cut bool) (string, bool) {
+	if len(d) <= diffShown {
+		return d, cut
 	}
-	var (
-		keep    []byte
-		clipped bool
-		buf     = make([]byte, 32<<10)
-	)
-	for {
-		k, err := r.Read(buf)
-		keep = append(keep, buf[:k]...)
-		if int64(len(keep)) > n {
-			keep, clipped = append(keep[:0], keep[int64(len(keep))-n:]...), true
-		}
-		if errors.Is(err, io.EOF) {
-			return keep, clipped, nil
-		}
-		if err != nil {
-			return nil, false, err
-		}
+	d = d[:diffShown]
+	if i := strings.LastIndexByte(d, '\n'); i > 0 {
+		d = d[:i+1]
 	}
+	return d, true
 }
 
 // runLog answers a run's whole log as text, as the API does: the agent's

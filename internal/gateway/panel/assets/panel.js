@@ -47,7 +47,7 @@
 
   // A run's log shows its end, where the run is.
   function toEnd() {
-    document.querySelectorAll("pre.log").forEach(function (el) { el.scrollTop = el.scrollHeight; });
+    document.querySelectorAll("pre.log, .transcript").forEach(function (el) { el.scrollTop = el.scrollHeight; });
   }
   toEnd();
 
