@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/quantity"
 )
 
@@ -23,28 +24,60 @@ func (p *Panel) funcs() template.FuncMap {
 		"coreSeconds": func(d time.Duration, cpu quantity.Millicores) int64 {
 			return int64(d.Seconds() * float64(cpu) / 1000)
 		},
-		"seconds": func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) },
-		"repos":   repos,
-		"ttl":     quantity.FormatDuration,
-		"num":     num,
-		"usd":     usd,
-		"mib":     func(n int64) string { return quantity.Bytes(n << 20).String() },
-		"join":    strings.Join,
-		"cut":     cut,
-		"has":     slices.Contains[[]string],
-		"title":   capital,
-		"dict":    dict,
-		"invalid": invalidAttrs,
+		"seconds":    func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) },
+		"repos":      repos,
+		"ttl":        quantity.FormatDuration,
+		"num":        num,
+		"usd":        usd,
+		"mib":        func(n int64) string { return quantity.Bytes(n << 20).String() },
+		"join":       strings.Join,
+		"cut":        cut,
+		"has":        slices.Contains[[]string],
+		"title":      capital,
+		"dict":       dict,
+		"invalid":    invalidAttrs,
+		"fieldError": fieldError,
+		// vscode lets a vscode:// link the panel built through (html/template
+		// refuses schemes it does not know).
+		"vscode": func(u string) template.URL {
+			if !strings.HasPrefix(u, "vscode://vscode-remote/") {
+				return "#"
+			}
+			return template.URL(u)
+		},
+	}
+}
+
+// problem is what a refused form says: the message, and the field it is
+// about when it names one, so the page shows it next to that field.
+type problem struct {
+	Error, Field string
+}
+
+// refuse fills a problem from the answer the API gives for an error: a
+// field of a nested document ("sandboxes[0].cpu") is the form's "cpu".
+func (pr *problem) refuse(body api.Error) {
+	pr.Error, pr.Field = body.Message, body.Field
+	if i := strings.LastIndexByte(pr.Field, '.'); i >= 0 {
+		pr.Field = pr.Field[i+1:]
 	}
 }
 
 // invalidAttrs marks a form's input as the one at fault, pointing at the
-// form's error message, when field names it.
+// message beside it, when field names it.
 func invalidAttrs(field, name string) template.HTMLAttr {
 	if field == "" || field != name {
 		return ""
 	}
-	return `aria-invalid="true" aria-describedby="form-error"`
+	return template.HTMLAttr(`aria-invalid="true" aria-errormessage="` + name + `-error"`)
+}
+
+// fieldError is the message beside the input name when field names it.
+func fieldError(field, msg, name string) template.HTML {
+	if field == "" || field != name || msg == "" {
+		return ""
+	}
+	return template.HTML(`<p class="field-error" id="` + name + `-error">` + template.HTMLEscapeString(msg) + `</p>`)
 }
 
 // capital puts a word's first letter in capitals: "suspend" → "Suspend".
