@@ -20,6 +20,7 @@ func (p *Panel) funcs() template.FuncMap {
 		"when":     when,
 		"iso":      func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 		"relative": func(t time.Time) string { return relative(t, p.now()) },
+		"now":      p.now,
 		"dur":      span,
 		"coreSeconds": func(d time.Duration, cpu quantity.Millicores) int64 {
 			return int64(d.Seconds() * float64(cpu) / 1000)
