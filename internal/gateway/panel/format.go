@@ -78,6 +78,11 @@ func fieldError(field, msg, name string) template.HTML {
 	if field == "" || field != name || msg == "" {
 		return ""
 	}
+	// Beside the field, the message starts at the field's name: what
+	// was being done ("create sandbox dev: ") is the summary's to say.
+	if i := strings.Index(msg, name+": "); i > 0 {
+		msg = msg[i:]
+	}
 	return template.HTML(`<p class="field-error" id="` + name + `-error">` + template.HTMLEscapeString(msg) + `</p>`)
 }
 

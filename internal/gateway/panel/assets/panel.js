@@ -68,7 +68,7 @@
     }
     var at = new Date(Date.now() + d);
     var now = new Date(ttl.getAttribute("data-expires"));
-    ttlNew.textContent = "It would expire " + utc(at) + (at < now ? ": earlier than now, which shortens it (you are asked first)." : ".");
+    ttlNew.textContent = "It would expire " + utc(at) + (at < now ? ": earlier than it expires now, so this shortens it (you are asked first)." : ".");
     ttlNew.classList.toggle("warn", at < now);
     ttlNew.hidden = false;
   }
