@@ -9,7 +9,9 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/inference"
 	"berth.dev/berth/internal/paging"
+	"berth.dev/berth/internal/runner"
 )
 
 // The panel items of issue 19, in Chromium, each photographed at a
@@ -148,7 +150,14 @@ func TestBrowserEngineerConnect(t *testing.T) {
 func TestBrowserQuotaEditorAndUsageFit(t *testing.T) {
 	c := newChrome(t)
 	w := newWorld(t)
-	seedHistory(t, w)
+	// A run that cost a third of a cent: the cost axis reads in
+	// thousandths of a dollar, its widest label "$0.00375".
+	fix := w.agentRun(t, "alice", "fix")
+	if err := w.st.RecordInference(t.Context(), inference.Record{At: w.now(), Org: fix.Org, Project: fix.Project, User: fix.Owner,
+		Sandbox: string(fix.ID), Session: string(fix.ID), Provider: "anthropic", Model: "claude-sonnet-4-5", Dialect: inference.Anthropic,
+		Status: 200, Usage: runner.Usage{Input: 520, Output: 90}, CostUSD: 0.0031, Metered: true}); err != nil {
+		t.Fatal(err)
+	}
 	ctx := c.tab()
 	c.signIn(ctx, w.url, w.keys["ada"])
 	c.run(ctx, "the quota editor", chromedp.Navigate(w.url+"/quotas/edit"), chromedp.WaitVisible(chromedp.CSS("#max_sandbox_cpu")))
@@ -176,8 +185,8 @@ func TestBrowserQuotaEditorAndUsageFit(t *testing.T) {
 		t.Errorf("axis labels drawn outside their chart: %q (%v)", got, err)
 	}
 	labels, _ := chromedp.Run(ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("figure.chart:nth-of-type(2) text.axis")).map(t => t.textContent)`))
-	if !strings.Contains(strings.Join(labels, " "), "$0.0375") {
-		t.Errorf("the cost axis's labels: %q, want $0.0375 among them", labels)
+	if !strings.Contains(strings.Join(labels, " "), "$0.00375") {
+		t.Errorf("the cost axis's labels: %q, want $0.00375 among them", labels)
 	}
 	c.shot(ctx, "usage-axes")
 }
