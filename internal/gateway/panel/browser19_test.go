@@ -1,6 +1,7 @@
 package panel_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -12,20 +13,41 @@ import (
 	"berth.dev/berth/internal/inference"
 	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/runner"
+	"berth.dev/berth/internal/sandbox"
 )
 
 // The panel items of issue 19, in Chromium, each photographed at a
 // laptop's and a phone's size.
 
-// TestBrowserFormErrorsBesideTheField: a bad lifetime on the create form
-// shows its message right under the lifetime's input, with everything
-// typed still there; so does one on the extend form.
-func TestBrowserFormErrorsBesideTheField(t *testing.T) {
+// adminWithHistory is a Chromium tab signed in as administrator ada of a
+// world with a month of history (seedHistory).
+func adminWithHistory(t *testing.T) (*chrome, *world, context.Context) {
+	t.Helper()
+	c := newChrome(t)
+	w := newWorld(t)
+	seedHistory(t, w)
+	ctx := c.tab()
+	c.signIn(ctx, w.url, w.keys["ada"])
+	return c, w, ctx
+}
+
+// aliceWithDev is a Chromium tab signed in as member alice, whose
+// engineer sandbox dev runs.
+func aliceWithDev(t *testing.T) (*chrome, *world, context.Context, sandbox.Sandbox) {
+	t.Helper()
 	c := newChrome(t)
 	w := newWorld(t)
 	dev := w.running(t, w.create(t, "alice", "dev").ID)
 	ctx := c.tab()
 	c.signIn(ctx, w.url, w.keys["alice"])
+	return c, w, ctx, dev
+}
+
+// TestBrowserFormErrorsBesideTheField: a bad lifetime on the create form
+// shows its message right under the lifetime's input, with everything
+// typed still there; so does one on the extend form.
+func TestBrowserFormErrorsBesideTheField(t *testing.T) {
+	c, w, ctx, dev := aliceWithDev(t)
 	c.run(ctx, "the create form", chromedp.Navigate(w.url+"/sandboxes/new"), chromedp.WaitVisible(chromedp.CSS("#name")))
 	c.run(ctx, "fill it in with a bad lifetime",
 		chromedp.SendKeys(chromedp.CSS("#name"), "typed"),
@@ -59,11 +81,7 @@ func TestBrowserFormErrorsBesideTheField(t *testing.T) {
 // its box (Enter sends it) and filters it by state; the repository and
 // project columns show.
 func TestBrowserSandboxListSearch(t *testing.T) {
-	c := newChrome(t)
-	w := newWorld(t)
-	seedHistory(t, w)
-	ctx := c.tab()
-	c.signIn(ctx, w.url, w.keys["ada"])
+	c, w, ctx := adminWithHistory(t)
 	c.run(ctx, "the list", chromedp.WaitVisible(chromedp.CSS("#sandbox-list table")))
 	c.run(ctx, "ended ones too, by the checkbox", chromedp.Click(chromedp.CSS(`input[name=all]`)))
 	c.follow(ctx, "show", `form.filters button[type=submit]`, `#sandbox-list td[data-label=Repository] code`)
@@ -107,11 +125,7 @@ func TestBrowserSandboxListSearch(t *testing.T) {
 // extend that would shorten it says when it would end as it is typed,
 // then asks before doing it.
 func TestBrowserEngineerConnect(t *testing.T) {
-	c := newChrome(t)
-	w := newWorld(t)
-	dev := w.running(t, w.create(t, "alice", "dev").ID)
-	ctx := c.tab()
-	c.signIn(ctx, w.url, w.keys["alice"])
+	c, w, ctx, dev := aliceWithDev(t)
 	c.run(ctx, "dev's page", chromedp.Navigate(w.url+"/sandboxes/"+string(dev.ID)), chromedp.WaitVisible(chromedp.CSS("#sandbox .state-running")))
 	href, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("a[href^='vscode:']").getAttribute("href")`))
 	if err != nil || href != "vscode://vscode-remote/ssh-remote+berth-dev/home/berth" {
@@ -195,11 +209,7 @@ func TestBrowserQuotaEditorAndUsageFit(t *testing.T) {
 // the users and a user's keys, and revokes one; a member's nav has none
 // of these and the addresses are not found for them.
 func TestBrowserAdministratorScreens(t *testing.T) {
-	c := newChrome(t)
-	w := newWorld(t)
-	seedHistory(t, w)
-	ctx := c.tab()
-	c.signIn(ctx, w.url, w.keys["ada"])
+	c, w, ctx := adminWithHistory(t)
 	c.follow(ctx, "the audit log", `nav a[href="/audit"]`, "table.list")
 	// The first row is the last event the store holds (read oldest first).
 	all, _, err := w.st.ListAudit(t.Context(), audit.Filter{Org: w.users["ada"].Org}, paging.Request{})

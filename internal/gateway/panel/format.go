@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"html/template"
 	"math"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/quantity"
 )
 
@@ -62,6 +64,19 @@ func (pr *problem) refuse(body api.Error) {
 	if i := strings.LastIndexByte(pr.Field, '.'); i >= 0 {
 		pr.Field = pr.Field[i+1:]
 	}
+}
+
+// refused takes err into pr when it is the input's fault (invalid) and
+// returns the status to answer the form with; any other error is the
+// error page, answered here, and ok is false.
+func (p *Panel) refused(w http.ResponseWriter, r *http.Request, c caller, err error, pr *problem) (status int, ok bool) {
+	if fault.Of(err) != fault.Invalid {
+		p.fail(w, r, c, err)
+		return 0, false
+	}
+	status, body := p.status(w, r, err)
+	pr.refuse(body)
+	return status, true
 }
 
 // invalidAttrs marks a form's input as the one at fault, pointing at the

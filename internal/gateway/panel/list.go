@@ -104,12 +104,9 @@ func (p *Panel) listSandboxes(w http.ResponseWriter, r *http.Request, c caller) 
 	pg := paging.Request{Limit: api.DefaultLimit}
 	body := sandboxList{ShowOwner: c.IsAdminOf(c.User.Org), States: filterStates, Purposes: filterPurposes}
 	if s := q.Get("cursor"); s != "" {
-		cur, err := paging.Open(c.sess.key.Reveal(), s)
-		if err == nil && cur.List != panelSandboxes {
-			err = paging.ErrBadCursor
-		}
+		cur, err := openCursor(c, s, panelSandboxes)
 		if err != nil {
-			p.fail(w, r, c, fault.Field("cursor", "%v; start again from the first page", err))
+			p.fail(w, r, c, err)
 			return
 		}
 		v := url.Values{}
@@ -141,15 +138,26 @@ func (p *Panel) listSandboxes(w http.ResponseWriter, r *http.Request, c caller) 
 		}
 	}
 	if err != nil {
-		if fault.Of(err) != fault.Invalid {
-			p.fail(w, r, c, err)
+		var ok bool
+		if status, ok = p.refused(w, r, c, err, &body.problem); !ok {
 			return
 		}
-		var e api.Error
-		status, e = p.status(w, r, err)
-		body.refuse(e)
 	}
 	p.render(w, r, status, "sandboxes", p.view(c, r, "Sandboxes", "sandboxes", body))
+}
+
+// openCursor opens a cursor of one of the panel's lists, sealed under
+// the session's key; one altered, of another sign-in or of another list
+// is refused on field cursor.
+func openCursor(c caller, s, list string) (paging.Cursor, error) {
+	cur, err := paging.Open(c.sess.key.Reveal(), s)
+	if err == nil && cur.List != list {
+		err = paging.ErrBadCursor
+	}
+	if err != nil {
+		return paging.Cursor{}, fault.Field("cursor", "%v; start again from the first page", err)
+	}
+	return cur, nil
 }
 
 // choices fills what the filters offer; what cannot be read is left out

@@ -46,12 +46,9 @@ func (p *Panel) auditLog(w http.ResponseWriter, r *http.Request, c caller) {
 	body := auditPage{Since: q.Get("since"), Sandbox: q.Get("sandbox"), Sinces: []string{"1h", "24h", "7d", "30d", "90d"}, AllOrgs: c.IsOperator()}
 	pg := paging.Request{Limit: auditLimit}
 	if s := q.Get("cursor"); s != "" {
-		cur, err := paging.Open(c.sess.key.Reveal(), s)
-		if err == nil && cur.List != panelAudit {
-			err = paging.ErrBadCursor
-		}
+		cur, err := openCursor(c, s, panelAudit)
 		if err != nil {
-			p.fail(w, r, c, fault.Field("cursor", "%v; start again from the first page", err))
+			p.fail(w, r, c, err)
 			return
 		}
 		body.Since, body.Sandbox, pg.After = cur.Filters["since"], cur.Filters["sandbox"], &cur.After
@@ -79,13 +76,11 @@ func (p *Panel) auditLog(w http.ResponseWriter, r *http.Request, c caller) {
 	case errors.Is(err, fault.Forbidden):
 		p.notThere(w, r) // a member's: the audit log is its administrators'
 		return
-	case err != nil && fault.Of(err) == fault.Invalid:
-		var e api.Error
-		status, e = p.status(w, r, err)
-		body.refuse(e)
 	case err != nil:
-		p.fail(w, r, c, err)
-		return
+		var ok bool
+		if status, ok = p.refused(w, r, c, err, &body.problem); !ok {
+			return
+		}
 	}
 	if !slices.Contains(body.Sinces, body.Since) && body.Field != "since" {
 		body.Sinces = append(body.Sinces, body.Since)
@@ -178,13 +173,10 @@ func (p *Panel) createKey(w http.ResponseWriter, r *http.Request, c caller) {
 	res, err := p.accounts.CreateKey(r.Context(), c.Principal, body.User.ID, body.Name)
 	status := http.StatusOK
 	if err != nil {
-		if fault.Of(err) != fault.Invalid {
-			p.fail(w, r, c, err)
+		var ok bool
+		if status, ok = p.refused(w, r, c, err, &body.problem); !ok {
 			return
 		}
-		var e api.Error
-		status, e = p.status(w, r, err)
-		body.refuse(e)
 	} else {
 		body.NewSecret, body.NewKey, body.Name = res.Secret.Reveal(), res.Key.ID, ""
 		if body.Keys, _, err = p.accounts.Keys(r.Context(), c.Principal, body.User.ID, paging.Request{Limit: api.MaxLimit}); err != nil {

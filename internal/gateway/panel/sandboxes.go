@@ -187,10 +187,9 @@ func (p *Panel) refuseOnPage(w http.ResponseWriter, r *http.Request, c caller, r
 		p.fail(w, r, c, gerr)
 		return
 	}
-	status, e := p.status(w, r, err)
 	page := p.sandboxBody(r, c, sb)
 	page.Form = form
-	page.refuse(e)
+	status, _ := p.refused(w, r, c, err, &page.problem)
 	body(&page)
 	p.renderSandbox(w, r, c, status, page)
 }
