@@ -76,6 +76,7 @@ type Filter struct {
 	Org     string
 	Sandbox string
 	Since   time.Time
+	Newest  bool // newest first; oldest first otherwise
 }
 
 // Discard is a Recorder that keeps nothing, for tests that do not look.

@@ -227,7 +227,9 @@ func matrixRows() []row {
 		{want: "409 403 404 409 404 404 in  in  in  in  in  in", route: "GET /sandboxes/{ref}/terminal", what: "an agent sandbox", req: terminalOf("/sandboxes/{agent}/terminal", "{self}")},
 		{want: "303 303 404 303 404 404 in  in  in  in  in  in", route: "POST /sandboxes/{ref}/{action}", what: "suspend", req: form("/sandboxes/{new-sandbox}/suspend")},
 		{want: "303 303 404 303 404 404 in  in  in  in  in  in", route: "POST /sandboxes/{ref}/{action}", what: "resume", req: form("/sandboxes/{new-suspended}/resume")},
-		{want: "303 303 404 303 404 404 in  in  in  in  in  in", route: "POST /sandboxes/{ref}/{action}", what: "extend", req: form("/sandboxes/{dev}/extend", "ttl", "1h"), watch: "dev's expiry"},
+		{want: "303 303 404 303 404 404 in  in  in  in  in  in", route: "POST /sandboxes/{ref}/{action}", what: "extend", req: form("/sandboxes/{dev}/extend", "ttl", "1h", "confirm", "1"), watch: "dev's expiry"},
+		// Shortening asks first: the page again, nothing changed.
+		{want: "200 200 404 200 404 404 in  in  in  in  in  in", route: "POST /sandboxes/{ref}/{action}", what: "extend, shorter", req: form("/sandboxes/{dev}/extend", "ttl", "10m"), watch: "dev's expiry"},
 		{want: "303 303 404 303 404 404 in  in  in  in  in  in", route: "POST /sandboxes/{ref}/{action}", what: "terminate", req: form("/sandboxes/{new-sandbox}/terminate")},
 		{want: "200 403 404 200 404 404 in  in  in  in  in  in", route: "POST /sandboxes/{ref}/{action}", what: "preview", req: form("/sandboxes/{dev}/preview", "port", "3000")},
 		{want: "404 404 404 404 404 404 in  in  in  in  in  in", route: "POST /sandboxes/{ref}/{action}", what: "no such action", req: form("/sandboxes/{dev}/explode")},
@@ -247,6 +249,16 @@ func matrixRows() []row {
 		{want: "200 200 404 200 200 404 in  in  in  in  in  in", route: "GET /quotas/edit", what: "a project's", req: page("/quotas/edit?project=ml")},
 		{want: "303 303 303 403 403 403 in  in  in  in  in  in", route: "POST /quotas/edit", req: form("/quotas/edit", "max_sandboxes", "{n}"), watch: "acme's guardrail"},
 		{want: "200 200 200 403 403 403 in  in  in  in  in  in", route: "GET /usage", req: page("/usage")},
+		// The administrators' screens: a member has none of them (404),
+		// but a page of their own keys.
+		{want: "200 200 200 404 404 404 in  in  in  in  in  in", route: "GET /audit", req: page("/audit?since=7d")},
+		{want: "200 200 200 404 404 404 in  in  in  in  in  in", route: "GET /users", req: page("/users")},
+		{want: "200 200 404 200 404 404 in  in  in  in  in  in", route: "GET /users/{user}", what: "the owner's", req: page("/users/{owner}")},
+		{want: "200 404 404 404 404 404 in  in  in  in  in  in", route: "GET /users/{user}", what: "the operator's", req: page("/users/{operator}")},
+		{want: "200 403 404 200 404 404 in  in  in  in  in  in", route: "POST /users/{user}/keys", what: "for the owner", req: form("/users/{owner}/keys", "name", "panel {n}"),
+			watch: "owner's keys"},
+		{want: "303 303 404 303 404 404 in  in  in  in  in  in", route: "POST /users/{user}/keys/{id}/revoke", what: "the owner's", req: form("/users/{owner}/keys/{new-owner-key}/revoke")},
+		{want: "303 404 404 404 404 404 in  in  in  in  in  in", route: "POST /users/{user}/keys/{id}/revoke", what: "the operator's", req: form("/users/{operator}/keys/{new-operator-key}/revoke")},
 		{want: "404 404 404 404 404 404 404 404 404 404 404 404", route: "/", what: "no such page", req: page("/no-such-page")},
 	}
 }

@@ -147,30 +147,19 @@ func (s *Service) Extend(ctx context.Context, p account.Principal, ref, ttl stri
 	return sb, nil
 }
 
+// PlanExtend says when Extend with ttl would make the sandbox expire if
+// called now, changing nothing, so a caller can warn before it shortens a
+// sandbox. It refuses what Extend would.
+func (s *Service) PlanExtend(ctx context.Context, p account.Principal, ref, ttl string) (Sandbox, time.Time, error) {
+	sb, d, err := s.extension(ctx, p, ref, ttl)
+	if err != nil {
+		return Sandbox{}, time.Time{}, fmt.Errorf("extend sandbox %s: %w", ref, err)
+	}
+	return sb, s.now().Add(d), nil
+}
+
 func (s *Service) extend(ctx context.Context, p account.Principal, ref, ttl string) (Sandbox, error) {
-	sb, err := s.manageable(ctx, p, ref)
-	if err != nil {
-		return Sandbox{}, err
-	}
-	switch sb.State {
-	case StateStarting, StateRunning, StateSuspended:
-		// Past its expiry a sandbox has expired even before the sweep
-		// says so: extending it then would charge the time in between,
-		// which S8 never charges.
-		if s.pastExpiry(sb) {
-			return Sandbox{}, expiredError(sb)
-		}
-	case StateExpired:
-		return Sandbox{}, expiredError(sb)
-	default:
-		return Sandbox{}, fault.Errorf(fault.Conflict, "sandbox %s is %s", sb.Name, sb.State)
-	}
-	def, max := s.classLifetimes(ctx, sb)
-	g, err := s.accounts.EffectiveGuardrail(ctx, sb.Org, sb.Project)
-	if err != nil {
-		return Sandbox{}, err
-	}
-	d, err := s.lifetime(ttl, def, max, g)
+	sb, d, err := s.extension(ctx, p, ref, ttl)
 	if err != nil {
 		return Sandbox{}, err
 	}
@@ -187,6 +176,38 @@ func (s *Service) extend(ctx context.Context, p account.Principal, ref, ttl stri
 		}
 	}
 	return out, nil
+}
+
+// extension checks that p may extend the sandbox ref now and returns it
+// with the lifetime ttl gives it from now, cut to its ceilings.
+func (s *Service) extension(ctx context.Context, p account.Principal, ref, ttl string) (Sandbox, time.Duration, error) {
+	sb, err := s.manageable(ctx, p, ref)
+	if err != nil {
+		return Sandbox{}, 0, err
+	}
+	switch sb.State {
+	case StateStarting, StateRunning, StateSuspended:
+		// Past its expiry a sandbox has expired even before the sweep
+		// says so: extending it then would charge the time in between,
+		// which S8 never charges.
+		if s.pastExpiry(sb) {
+			return Sandbox{}, 0, expiredError(sb)
+		}
+	case StateExpired:
+		return Sandbox{}, 0, expiredError(sb)
+	default:
+		return Sandbox{}, 0, fault.Errorf(fault.Conflict, "sandbox %s is %s", sb.Name, sb.State)
+	}
+	def, max := s.classLifetimes(ctx, sb)
+	g, err := s.accounts.EffectiveGuardrail(ctx, sb.Org, sb.Project)
+	if err != nil {
+		return Sandbox{}, 0, err
+	}
+	d, err := s.lifetime(ttl, def, max, g)
+	if err != nil {
+		return Sandbox{}, 0, err
+	}
+	return sb, d, nil
 }
 
 // Terminate ends a sandbox for good: its key is revoked at once, then its

@@ -544,7 +544,10 @@ func (s *Service) resolve(ctx context.Context, p account.Principal, ref string) 
 type ListOptions struct {
 	Class   string
 	Purpose string
-	All     bool // include ended sandboxes
+	State   State  // "" is any; a state that has ended shows even without All
+	Owner   string // a user id; "" is anybody's the caller sees
+	Search  string // in names and repositories, case-insensitive
+	All     bool   // include ended sandboxes
 	// Page is the page to read: at most Page.Limit (0: every one) after
 	// Page.After, newest first.
 	Page paging.Request
@@ -557,7 +560,7 @@ func (s *Service) List(ctx context.Context, p account.Principal, opt ListOptions
 	if p.Sandbox != "" {
 		return nil, nil, nil
 	}
-	f := Filter{Class: opt.Class, Ended: opt.All}
+	f := Filter{Class: opt.Class, Ended: opt.All || opt.State != "", State: opt.State, Search: opt.Search, Owner: opt.Owner}
 	if opt.Purpose != "" {
 		pp, err := ParsePurpose(opt.Purpose)
 		if err != nil {
@@ -570,6 +573,9 @@ func (s *Service) List(ctx context.Context, p account.Principal, opt ListOptions
 	case p.IsAdminOf(p.User.Org):
 		f.Org = p.User.Org
 	default:
+		if opt.Owner != "" && opt.Owner != p.User.ID {
+			return nil, nil, nil // a member sees no one else's
+		}
 		f.Org, f.Owner = p.User.Org, p.User.ID
 	}
 	return s.store.PageSandboxes(ctx, f, opt.Page)

@@ -64,6 +64,10 @@ type Filter struct {
 	Name    string
 	Class   string
 	Purpose Purpose
+	State   State // "" is any
+	// Search keeps the sandboxes whose name or repository contains it
+	// (case-insensitive); "" keeps every one.
+	Search string
 	// Ended includes sandboxes that no longer count (terminated, and
 	// failed agents' ones).
 	Ended bool

@@ -77,10 +77,16 @@ func (s *Store) ListAudit(ctx context.Context, f audit.Filter, pg paging.Request
 	if f.Sandbox != "" {
 		add("sandbox_id = $%d", f.Sandbox)
 	}
-	if !f.Since.IsZero() && pg.After == nil {
+	// Oldest first, the window's start matters on the first page only;
+	// newest first, it is where every page ends.
+	if !f.Since.IsZero() && (pg.After == nil || f.Newest) {
 		add("at >= $%d", timeArg(f.Since))
 	}
-	cond, tail := keyset(bySeq, "", pg, &args)
+	o := bySeq
+	if f.Newest {
+		o = bySeqDesc
+	}
+	cond, tail := keyset(o, "", pg, &args)
 	if cond != "" {
 		where = append(where, cond)
 	}

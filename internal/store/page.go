@@ -19,6 +19,7 @@ const (
 	oldestFirst order = iota // created_at, seq
 	newestFirst              // created_at DESC, seq DESC
 	bySeq                    // seq (the audit log)
+	bySeqDesc                // seq DESC (the audit log, newest first)
 	byName                   // name (classes)
 )
 
@@ -39,6 +40,8 @@ func keyset(o order, alias string, pg paging.Request, args *[]any) (cond, tail s
 			cond = fmt.Sprintf("(%[1]screated_at, %[1]sseq) < (%s, %s)", alias, arg(k.At), arg(k.Seq))
 		case bySeq:
 			cond = fmt.Sprintf("%sseq > %s", alias, arg(k.Seq))
+		case bySeqDesc:
+			cond = fmt.Sprintf("%sseq < %s", alias, arg(k.Seq))
 		case byName:
 			cond = fmt.Sprintf("%sname > %s", alias, arg(k.Name))
 		}
@@ -50,6 +53,8 @@ func keyset(o order, alias string, pg paging.Request, args *[]any) (cond, tail s
 		tail = fmt.Sprintf(" ORDER BY %[1]screated_at DESC, %[1]sseq DESC", alias)
 	case bySeq:
 		tail = fmt.Sprintf(" ORDER BY %sseq", alias)
+	case bySeqDesc:
+		tail = fmt.Sprintf(" ORDER BY %sseq DESC", alias)
 	case byName:
 		tail = fmt.Sprintf(" ORDER BY %sname", alias)
 	}

@@ -238,6 +238,11 @@ func (s *Store) PageSandboxes(ctx context.Context, f sandbox.Filter, pg paging.R
 	eq("name", f.Name)
 	eq("class", f.Class)
 	eq("purpose", string(f.Purpose))
+	eq("state", string(f.State))
+	if f.Search != "" {
+		args = append(args, "%"+likeEscape(strings.ToLower(f.Search))+"%")
+		where = append(where, fmt.Sprintf(`(LOWER(s.name) LIKE $%[1]d ESCAPE '\' OR LOWER(s.repo) LIKE $%[1]d ESCAPE '\')`, len(args)))
+	}
 	if !f.CreatedSince.IsZero() {
 		args = append(args, timeArg(f.CreatedSince))
 		where = append(where, fmt.Sprintf("s.created_at >= $%d", len(args)))
@@ -266,6 +271,12 @@ func (s *Store) PageSandboxes(ctx context.Context, f sandbox.Filter, pg paging.R
 		sb, err := scanSandbox(row, &seq)
 		return sb, paging.Key{At: sb.CreatedAt.UnixNano(), Seq: seq}, err
 	})
+}
+
+// likeEscape escapes LIKE's wildcards in s, so a search matches them as
+// they are.
+func likeEscape(s string) string {
+	return strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(s)
 }
 
 // SaveActivity moves a sandbox's active_at forward to at; an earlier at,

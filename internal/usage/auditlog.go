@@ -16,9 +16,10 @@ type AuditQuery struct {
 	Sandbox string // a sandbox's id, or a name resolved as for the sandbox commands
 	Since   string // a duration back from now such as "24h"; "" is DefaultAuditWindow
 	Org     string // an organisation id or name; "" is the caller's, or every one for an operator
-	// Page is the page to read, oldest first: at most Page.Limit events
-	// (0: every one) after Page.After.
-	Page paging.Request
+	// Page is the page to read, oldest first (newest first with Newest):
+	// at most Page.Limit events (0: every one) after Page.After.
+	Page   paging.Request
+	Newest bool
 }
 
 // DefaultAuditWindow is how far back the audit log is read unless asked
@@ -51,7 +52,7 @@ func (s *Service) auditLog(ctx context.Context, p account.Principal, q AuditQuer
 	if err != nil {
 		return nil, nil, err
 	}
-	f := audit.Filter{Org: sc.org, Since: s.now().Add(-d)}
+	f := audit.Filter{Org: sc.org, Since: s.now().Add(-d), Newest: q.Newest}
 	switch ref := q.Sandbox; {
 	case strings.HasPrefix(ref, "sbx_"):
 		// An id is taken as it is: the organisation filter keeps what the

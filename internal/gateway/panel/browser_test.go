@@ -61,7 +61,7 @@ func newChrome(t *testing.T) *chrome {
 		chromedp.NoSandbox, // CI runs as root, where Chromium's own sandbox will not start
 		chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.Flag("lang", "en-GB"),
-		chromedp.WindowSize(1280, 800),
+		chromedp.WindowSize(1366, 768),
 	)
 	alloc, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	t.Cleanup(cancel)
@@ -128,14 +128,15 @@ func (c *chrome) run(ctx context.Context, what string, actions ...chromedp.Actio
 	}
 }
 
-// shot writes a full-page screenshot, laptop-sized and phone-sized.
+// shot writes a full-page screenshot, laptop-sized (1366x768) and
+// phone-sized (390x844).
 func (c *chrome) shot(ctx context.Context, name string) {
 	c.t.Helper()
 	for _, size := range []struct {
 		suffix string
 		w, h   int64
 		mobile bool
-	}{{"", 1280, 800, false}, {"-phone", 390, 844, true}} {
+	}{{"", 1366, 768, false}, {"-phone", 390, 844, true}} {
 		opts := []chromedp.EmulateViewportOption{}
 		if size.mobile {
 			opts = append(opts, chromedp.EmulateMobile)
@@ -150,7 +151,7 @@ func (c *chrome) shot(ctx context.Context, name string) {
 			c.t.Fatal(err)
 		}
 	}
-	c.run(ctx, "back to the laptop's size", chromedp.EmulateViewport(1280, 800))
+	c.run(ctx, "back to the laptop's size", chromedp.EmulateViewport(1366, 768))
 	c.t.Logf("screenshot %s", filepath.Join(c.shots, name+".png"))
 }
 
@@ -245,8 +246,10 @@ func TestBrowserEngineerSandbox(t *testing.T) {
 	c.follow(ctx, "resume", `button[aria-label="Resume dev"]`, "#sandbox .state-running")
 
 	before := time.Now()
+	// 90m is less than the class's default it has left: the panel asks.
 	c.run(ctx, "extend by 90m", chromedp.SendKeys(chromedp.CSS("#ttl"), "90m"))
-	c.follow(ctx, "extend by 90m", `form.extend button[type=submit]`, "p.flash")
+	c.follow(ctx, "extend by 90m", `form.extend button[type=submit]`, "#extend-confirm")
+	c.follow(ctx, "confirm the shorter lifetime", `#extend-confirm button[type=submit]`, "p.flash")
 	if got := c.flash(ctx); !strings.HasPrefix(got, "Extended dev: it now expires ") {
 		t.Errorf("after extend: %q", got)
 	}

@@ -77,8 +77,8 @@ type classForm struct {
 	DefaultTTL, MaxTTL, Warm                               string
 	Engineer, Agent                                        bool
 	Kept                                                   []string
-	Error, Field                                           string
 	Tiers                                                  []string
+	problem
 }
 
 func formOf(s class.Spec) classForm {
@@ -202,7 +202,7 @@ func (p *Panel) saveClass(w http.ResponseWriter, r *http.Request, c caller) {
 	res, err := p.classes.Apply(r.Context(), c.Principal, "", bytes.NewReader(doc))
 	if err != nil {
 		status, body := p.status(w, r, err)
-		f.Error, f.Field = body.Message, body.Field
+		f.refuse(body)
 		p.renderClass(w, r, c, status, f)
 		return
 	}

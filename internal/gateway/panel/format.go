@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"html/template"
 	"math"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/quantity"
 )
 
@@ -21,34 +24,85 @@ func (p *Panel) funcs() template.FuncMap {
 		"when":     when,
 		"iso":      func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 		"relative": func(t time.Time) string { return relative(t, p.now()) },
+		"now":      p.now,
 		"dur":      span,
 		"coreSeconds": func(d time.Duration, cpu quantity.Millicores) int64 {
 			return int64(d.Seconds() * float64(cpu) / 1000)
 		},
-		"seconds": func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) },
-		"repos":   repos,
-		"ttl":     quantity.FormatDuration,
-		"num":     num,
-		"usd":     usd,
-		"mib":     func(n int64) string { return quantity.Bytes(n << 20).String() },
-		"join":    strings.Join,
-		"cut":     cut,
-		"cutOf":   transcript.Cut,
-		"totals":  transcript.Summary,
-		"has":     slices.Contains[[]string],
-		"title":   capital,
-		"dict":    dict,
-		"invalid": invalidAttrs,
+		"seconds":    func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) },
+		"repos":      repos,
+		"ttl":        quantity.FormatDuration,
+		"num":        num,
+		"usd":        usd,
+		"mib":        func(n int64) string { return quantity.Bytes(n << 20).String() },
+		"join":       strings.Join,
+		"cut":        cut,
+		"cutOf":      transcript.Cut,
+		"totals":     transcript.Summary,
+		"has":        slices.Contains[[]string],
+		"title":      capital,
+		"dict":       dict,
+		"invalid":    invalidAttrs,
+		"fieldError": fieldError,
+		// vscode lets a vscode:// link the panel built through (html/template
+		// refuses schemes it does not know).
+		"vscode": func(u string) template.URL {
+			if !strings.HasPrefix(u, "vscode://vscode-remote/") {
+				return "#"
+			}
+			return template.URL(u)
+		},
 	}
 }
 
+// problem is what a refused form says: the message, and the field it is
+// about when it names one, so the page shows it next to that field.
+type problem struct {
+	Error, Field string
+}
+
+// refuse fills a problem from the answer the API gives for an error: a
+// field of a nested document ("sandboxes[0].cpu") is the form's "cpu".
+func (pr *problem) refuse(body api.Error) {
+	pr.Error, pr.Field = body.Message, body.Field
+	if i := strings.LastIndexByte(pr.Field, '.'); i >= 0 {
+		pr.Field = pr.Field[i+1:]
+	}
+}
+
+// refused takes err into pr when it is the input's fault (invalid) and
+// returns the status to answer the form with; any other error is the
+// error page, answered here, and ok is false.
+func (p *Panel) refused(w http.ResponseWriter, r *http.Request, c caller, err error, pr *problem) (status int, ok bool) {
+	if fault.Of(err) != fault.Invalid {
+		p.fail(w, r, c, err)
+		return 0, false
+	}
+	status, body := p.status(w, r, err)
+	pr.refuse(body)
+	return status, true
+}
+
 // invalidAttrs marks a form's input as the one at fault, pointing at the
-// form's error message, when field names it.
+// message beside it, when field names it.
 func invalidAttrs(field, name string) template.HTMLAttr {
 	if field == "" || field != name {
 		return ""
 	}
-	return `aria-invalid="true" aria-describedby="form-error"`
+	return template.HTMLAttr(`aria-invalid="true" aria-errormessage="` + name + `-error"`)
+}
+
+// fieldError is the message beside the input name when field names it.
+func fieldError(field, msg, name string) template.HTML {
+	if field == "" || field != name || msg == "" {
+		return ""
+	}
+	// Beside the field, the message starts at the field's name: what
+	// was being done ("create sandbox dev: ") is the summary's to say.
+	if i := strings.Index(msg, name+": "); i > 0 {
+		msg = msg[i:]
+	}
+	return template.HTML(`<p class="field-error" id="` + name + `-error">` + template.HTMLEscapeString(msg) + `</p>`)
 }
 
 // capital puts a word's first letter in capitals: "suspend" → "Suspend".

@@ -196,6 +196,11 @@ func (p *Panel) table() []route {
 		route{"POST /quotas/edit", p.form(p.saveGuardrail)},
 
 		route{"GET /usage", p.page(p.usageReport)},
+		route{"GET /audit", p.page(p.auditLog)},
+		route{"GET /users", p.page(p.listUsers)},
+		route{"GET /users/{user}", p.page(p.showUser)},
+		route{"POST /users/{user}/keys", p.form(p.createKey)},
+		route{"POST /users/{user}/keys/{id}/revoke", p.form(p.revokeKey)},
 
 		route{"/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			p.plainError(w, r, http.StatusNotFound, "There is no page at "+r.URL.Path+".")

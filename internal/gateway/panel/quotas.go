@@ -95,7 +95,7 @@ type guardrailForm struct {
 	Project                        string
 	MaxSandboxes, Memory, CPU, TTL string
 	Repos                          string // as kept, in words
-	Error, Field                   string
+	problem
 }
 
 func guardrailFormOf(project string, g guardrail.Guardrail) guardrailForm {
@@ -164,7 +164,7 @@ func (p *Panel) saveGuardrail(w http.ResponseWriter, r *http.Request, c caller) 
 	}
 	if err != nil {
 		status, body := p.status(w, r, err)
-		f.Error, f.Field = body.Message, body.Field
+		f.refuse(body)
 		p.renderGuardrail(w, r, c, status, f)
 		return
 	}

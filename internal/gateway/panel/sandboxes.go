@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/fault"
+	"berth.dev/berth/internal/openssh"
 	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
@@ -26,9 +26,10 @@ import (
 // sandboxRow is a sandbox as the screens show it.
 type sandboxRow struct {
 	sandbox.Sandbox
-	OwnerName string
-	Running   time.Duration
-	Actions   []string // what its state allows: suspend, resume, extend, terminate
+	OwnerName   string
+	ProjectName string
+	Running     time.Duration
+	Actions     []string // what its state allows: suspend, resume, extend, terminate
 }
 
 // actions lists what S3 and S6 let anybody who may manage sb do in its
@@ -57,9 +58,10 @@ func actions(sb sandbox.Sandbox) []string {
 	return out
 }
 
-// rows converts sandboxes, looking each owner's name up once.
+// rows converts sandboxes, looking each owner's and project's name up
+// once.
 func (p *Panel) rows(ctx context.Context, sbs []sandbox.Sandbox) []sandboxRow {
-	names := map[string]string{}
+	names, projects := map[string]string{}, map[string]string{}
 	out := make([]sandboxRow, len(sbs))
 	for i, sb := range sbs {
 		name, ok := names[sb.Owner]
@@ -70,57 +72,17 @@ func (p *Panel) rows(ctx context.Context, sbs []sandbox.Sandbox) []sandboxRow {
 			}
 			names[sb.Owner] = name
 		}
-		out[i] = sandboxRow{Sandbox: sb, OwnerName: name, Running: p.sandboxes.RunningTime(sb), Actions: actions(sb)}
+		prj, ok := projects[sb.Project]
+		if !ok {
+			prj = sb.Project
+			if pr, err := p.accounts.Project(ctx, sb.Org, sb.Project); err == nil {
+				prj = pr.Name
+			}
+			projects[sb.Project] = prj
+		}
+		out[i] = sandboxRow{Sandbox: sb, OwnerName: name, ProjectName: prj, Running: p.sandboxes.RunningTime(sb), Actions: actions(sb)}
 	}
 	return out
-}
-
-// sandboxList is the body of the sandboxes screen: one page of the list.
-type sandboxList struct {
-	Rows      []sandboxRow
-	All       bool // ended sandboxes too
-	ShowOwner bool // the caller sees others' sandboxes
-	// Later is true past the first page; More is the next page's path,
-	// "" on the last.
-	Later bool
-	More  string
-}
-
-// panelSandboxes names the sandboxes screen's list in its cursors.
-const panelSandboxes = "panel sandboxes"
-
-// listSandboxes shows a page of api.DefaultLimit sandboxes, newest first,
-// with a link to the next: the cursor (package paging) carries whether ended
-// ones are shown, sealed under the session's key as the API's are.
-func (p *Panel) listSandboxes(w http.ResponseWriter, r *http.Request, c caller) {
-	q := r.URL.Query()
-	all := q.Get("all") == "1"
-	pg := paging.Request{Limit: api.DefaultLimit}
-	if s := q.Get("cursor"); s != "" {
-		cur, err := paging.Open(c.sess.key.Reveal(), s)
-		if err == nil && cur.List != panelSandboxes {
-			err = paging.ErrBadCursor
-		}
-		if err != nil {
-			p.fail(w, r, c, fault.Field("cursor", "%v; start again from the first page", err))
-			return
-		}
-		all, pg.After = cur.Filters["all"] == "1", &cur.After
-	}
-	sbs, next, err := p.sandboxes.List(r.Context(), c.Principal, sandbox.ListOptions{All: all, Page: pg})
-	if err != nil {
-		p.fail(w, r, c, err)
-		return
-	}
-	body := sandboxList{Rows: p.rows(r.Context(), sbs), All: all, ShowOwner: c.IsAdminOf(c.User.Org), Later: pg.After != nil}
-	if next != nil {
-		f := map[string]string{}
-		if all {
-			f["all"] = "1"
-		}
-		body.More = "/sandboxes?cursor=" + url.QueryEscape(paging.Seal(c.sess.key.Reveal(), paging.Cursor{List: panelSandboxes, Filters: f, After: *next}))
-	}
-	p.render(w, r, http.StatusOK, "sandboxes", p.view(c, r, "Sandboxes", "sandboxes", body))
 }
 
 // sandboxPage is the body of one sandbox's page.
@@ -139,24 +101,45 @@ type sandboxPage struct {
 	HasLog     bool
 	// Change is what the run pushed, against where it started.
 	Change *agentrun.Change
-	// SSH is the command that opens a shell in it, for those who may (S6).
-	SSH string
+	// SSH are the commands that open a shell in it, for those who may
+	// (S6): Config writes the ssh host Host (berth-NAME) that ssh and
+	// editors use, VSCode opens it in VS Code's Remote-SSH.
+	SSH, Config, Host, VSCode string
 	// NoShell says why the caller is shown no command.
 	NoShell string
 	// Terminal is where the page's terminal connects; "" offers none.
 	Terminal string
 	// Preview offers the form that opens a port in the browser.
 	Preview bool
+	// Engineer sandboxes' connections through the gateway's tunnel now,
+	// and when one last opened (zero: never).
+	Connections  int
+	LastActivity time.Time
+	// The extend and preview forms, as typed; Form names the one refused.
+	TTL, Port, Form string
+	// Shorten asks to confirm an extend that would make the sandbox
+	// expire earlier than it does now, at NewExpiry.
+	Shorten   bool
+	NewExpiry time.Time
+	problem
 }
 
 func (p *Panel) showSandbox(w http.ResponseWriter, r *http.Request, c caller) {
-	ctx := r.Context()
-	sb, err := p.sandboxes.Get(ctx, c.Principal, r.PathValue("ref"))
+	sb, err := p.sandboxes.Get(r.Context(), c.Principal, r.PathValue("ref"))
 	if err != nil {
 		p.fail(w, r, c, err)
 		return
 	}
+	p.renderSandbox(w, r, c, http.StatusOK, p.sandboxBody(r, c, sb))
+}
+
+// sandboxBody is what sb's page shows the caller.
+func (p *Panel) sandboxBody(r *http.Request, c caller, sb sandbox.Sandbox) sandboxPage {
+	ctx := r.Context()
 	body := sandboxPage{Row: p.rows(ctx, []sandbox.Sandbox{sb})[0]}
+	if sb.Purpose == sandbox.PurposeEngineer {
+		body.Connections, body.LastActivity = p.sandboxes.Activity(sb)
+	}
 	switch {
 	case sb.Purpose == sandbox.PurposeAgent:
 		if run, err := p.runs.Of(ctx, sb); err == nil {
@@ -175,20 +158,48 @@ func (p *Panel) showSandbox(w http.ResponseWriter, r *http.Request, c caller) {
 		}
 	case c.CanShell(sb.Owner):
 		body.Preview = p.previews != nil && sb.State == sandbox.StateRunning
-		body.SSH = "berth sandbox ssh " + sb.Name
+		ref := sb.Name
 		if sb.Owner != c.User.ID {
-			body.SSH = "berth sandbox ssh " + string(sb.ID) // another's name may be ambiguous for the caller
+			ref = string(sb.ID) // another's name may be ambiguous for the caller
 		}
+		// As berth sandbox config writes it: the host is berth-NAME, the
+		// image's user is berth, whose home is /home/berth.
+		body.SSH, body.Config, body.Host = "berth sandbox ssh "+ref, "berth sandbox config "+ref, openssh.HostAlias(sb.Name)
+		body.VSCode = "vscode://vscode-remote/ssh-remote+" + body.Host + "/home/" + openssh.User
 		if p.canTerminal(c, sb) {
 			body.Terminal = "/sandboxes/" + string(sb.ID) + "/terminal"
 		}
 	default:
 		body.NoShell = "Only its owner (or an operator) may open a shell in it: administrators manage sandboxes but do not get inside them."
 	}
+	return body
+}
+
+func (p *Panel) renderSandbox(w http.ResponseWriter, r *http.Request, c caller, status int, body sandboxPage) {
 	if body.Terminal != "" {
 		w.Header().Set("Content-Security-Policy", terminalPolicy)
 	}
-	p.render(w, r, http.StatusOK, "sandbox", p.view(c, r, sb.Name, "sandboxes", body))
+	p.render(w, r, status, "sandbox", p.view(c, r, body.Row.Name, "sandboxes", body))
+}
+
+// refuseOnPage answers a refused form of sb's page (extend, preview) with
+// the page again, the message beside the field, what was typed kept; an
+// error that is not the input's is the error page.
+func (p *Panel) refuseOnPage(w http.ResponseWriter, r *http.Request, c caller, ref, form string, err error, body func(*sandboxPage)) {
+	if fault.Of(err) != fault.Invalid {
+		p.fail(w, r, c, err)
+		return
+	}
+	sb, gerr := p.sandboxes.Get(r.Context(), c.Principal, ref)
+	if gerr != nil {
+		p.fail(w, r, c, gerr)
+		return
+	}
+	page := p.sandboxBody(r, c, sb)
+	page.Form = form
+	status, _ := p.refused(w, r, c, err, &page.problem)
+	body(&page)
+	p.renderSandbox(w, r, c, status, page)
 }
 
 // shownEvents is how much of a run's transcript its page shows; the
@@ -269,8 +280,8 @@ func (p *Panel) act(w http.ResponseWriter, r *http.Request, c caller) {
 		sb, err = p.sandboxes.Resume(ctx, c.Principal, ref)
 		done = "Resumed %s: it is starting."
 	case "extend":
-		sb, err = p.sandboxes.Extend(ctx, c.Principal, ref, strings.TrimSpace(r.PostForm.Get("ttl")))
-		done = "Extended %s"
+		p.extend(w, r, c, ref)
+		return
 	case "terminate":
 		sb, err = p.sandboxes.Terminate(ctx, c.Principal, ref)
 		done = "Terminated %s."
@@ -286,9 +297,6 @@ func (p *Panel) act(w http.ResponseWriter, r *http.Request, c caller) {
 		return
 	}
 	msg := fmt.Sprintf(done, sb.Name)
-	if r.PathValue("action") == "extend" {
-		msg += ": it now expires " + when(sb.ExpiresAt) + "."
-	}
 	redirect(w, r, cmp.Or(localPath(r.PostForm.Get("back")), "/sandboxes/"+string(sb.ID)), msg)
 }
 
@@ -310,14 +318,17 @@ func (p *Panel) preview(w http.ResponseWriter, r *http.Request, c caller, ref st
 		return
 	}
 	raw := strings.TrimSpace(r.PostForm.Get("port"))
+	refuse := func(err error) {
+		p.refuseOnPage(w, r, c, ref, "preview", err, func(pg *sandboxPage) { pg.Port = raw })
+	}
 	port, err := strconv.Atoi(raw)
 	if err != nil {
-		p.fail(w, r, c, fault.Field("port", "%q is not a port number", raw))
+		refuse(fault.Field("port", "%q is not a port number: give one from 1024 to 65535", cut(16, raw)))
 		return
 	}
 	pv, err := p.previews.Preview(r, c.Principal, ref, port)
 	if err != nil {
-		p.fail(w, r, c, err)
+		refuse(err)
 		return
 	}
 	sb, err := p.sandboxes.Get(r.Context(), c.Principal, ref)
@@ -336,8 +347,7 @@ type createForm struct {
 	Classes  []class.Status
 	Projects []account.Project // for administrators, who may choose one
 	Runners  []string
-	Error    string
-	Field    string // the field at fault, when one is
+	problem
 }
 
 func (p *Panel) newSandbox(w http.ResponseWriter, r *http.Request, c caller) {
@@ -409,7 +419,7 @@ func (p *Panel) createSandbox(w http.ResponseWriter, r *http.Request, c caller) 
 	sb, err := p.sandboxes.Create(r.Context(), c.Principal, req)
 	if err != nil {
 		status, body := p.status(w, r, err)
-		f.Error, f.Field = body.Message, body.Field
+		f.refuse(body)
 		p.renderCreate(w, r, c, status, f)
 		return
 	}

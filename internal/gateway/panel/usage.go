@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/paging"
@@ -92,9 +93,19 @@ func barChart(id, title string, rep usage.Report, values []float64, format func(
 	c.Desc = fmt.Sprintf("%s of the sandboxes created in each %s from %s to %s (UTC), by when they were created.",
 		title, stepName(rep.Step), when(rep.Since), when(rep.Until))
 	h := c.Plot.Bottom - c.Plot.Top
+	// The plot starts right of the widest y-axis label, which is drawn
+	// anchored at its end: at 14 units a character is at most about 9
+	// wide, so "$0.000375" keeps its "$" inside the drawing.
+	widest := 0
 	for i := 0; i <= 4; i++ {
 		v := top * float64(i) / 4
-		c.YTicks = append(c.YTicks, tick{X: c.Plot.Left - 6, Y: c.Plot.Bottom - h*float64(i)/4, Label: format(v)})
+		l := format(v)
+		widest = max(widest, utf8.RuneCountInString(l))
+		c.YTicks = append(c.YTicks, tick{Y: c.Plot.Bottom - h*float64(i)/4, Label: l})
+	}
+	c.Plot.Left = max(c.Plot.Left, 4+6+9*float64(widest))
+	for i := range c.YTicks {
+		c.YTicks[i].X = c.Plot.Left - 6
 	}
 	n := max(len(values), 1)
 	slot := (c.Plot.Right - c.Plot.Left) / float64(n)

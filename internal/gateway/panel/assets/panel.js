@@ -45,6 +45,38 @@
   purposes.forEach(function (el) { el.addEventListener("change", showPurpose); });
   showPurpose();
 
+  // The extend form says when a typed lifetime would end, and whether
+  // that is earlier than the sandbox's expiry now (the server asks to
+  // confirm that, and cuts a lifetime to the ceilings it knows).
+  var ttl = document.querySelector("form.extend input[name=ttl][data-expires]");
+  var ttlNew = document.getElementById("ttl-new");
+  function lifetime(s) {
+    var m = /^\s*(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?\s*$/.exec(s);
+    if (!m || !(m[1] || m[2] || m[3] || m[4])) {
+      return null;
+    }
+    return (((+(m[1] || 0) * 24 + +(m[2] || 0)) * 60 + +(m[3] || 0)) * 60 + +(m[4] || 0)) * 1000;
+  }
+  function utc(d) {
+    return d.toISOString().slice(0, 16).replace("T", " ") + " UTC";
+  }
+  function showNew() {
+    var d = lifetime(ttl.value);
+    if (d === null) {
+      ttlNew.hidden = true;
+      return;
+    }
+    var at = new Date(Date.now() + d);
+    var now = new Date(ttl.getAttribute("data-expires"));
+    ttlNew.textContent = "It would expire " + utc(at) + (at < now ? ": earlier than it expires now, so this shortens it (you are asked first)." : ".");
+    ttlNew.classList.toggle("warn", at < now);
+    ttlNew.hidden = false;
+  }
+  if (ttl && ttlNew) {
+    ttl.addEventListener("input", showNew);
+    showNew();
+  }
+
   // A run's log shows its end, where the run is.
   function toEnd() {
     document.querySelectorAll("pre.log, .transcript").forEach(function (el) { el.scrollTop = el.scrollHeight; });
