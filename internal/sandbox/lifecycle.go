@@ -10,6 +10,7 @@ import (
 	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/forge"
+	"berth.dev/berth/internal/quantity"
 )
 
 // Suspend stops an engineer sandbox's machine and keeps its volume.
@@ -93,7 +94,7 @@ func (s *Service) resume(ctx context.Context, p account.Principal, ref string) (
 		if err := g.CheckSize(sb.CPU, sb.Memory); err != nil {
 			return Sandbox{}, err
 		}
-		ttl, _ := s.lifetime("", def, max, g)
+		ttl, _, _ := s.lifetime("", def, max, g)
 		now := s.now()
 		next.ExpiresAt = now.Add(ttl)
 		next.Env = nil
@@ -138,16 +139,31 @@ func (s *Service) resume(ctx context.Context, p account.Principal, ref string) (
 }
 
 // Extend sets a new lifetime counted from now, under the same ceilings as at
-// creation (SPEC S3). It is refused while the sandbox is expired.
+// creation (SPEC S3). It is refused while the sandbox is expired. The new
+// expiry may be sooner than the old one; ExtendWith can refuse that.
 func (s *Service) Extend(ctx context.Context, p account.Principal, ref, ttl string) (Sandbox, error) {
-	sb, err := retryMoved(func() (Sandbox, error) { return s.extend(ctx, p, ref, ttl) })
+	return s.ExtendWith(ctx, p, ref, ExtendOptions{TTL: ttl})
+}
+
+// ExtendOptions are an extend's: the new lifetime from now ("" for the
+// class's default) and whether a lifetime that ends sooner than the
+// sandbox's current one is refused rather than applied.
+type ExtendOptions struct {
+	TTL       string
+	NoShorten bool
+}
+
+// ExtendWith is Extend with its options. The sandbox it returns says in
+// LifetimeCut when the lifetime asked for was cut, and to what.
+func (s *Service) ExtendWith(ctx context.Context, p account.Principal, ref string, opt ExtendOptions) (Sandbox, error) {
+	sb, err := retryMoved(func() (Sandbox, error) { return s.extend(ctx, p, ref, opt) })
 	if err != nil {
 		return Sandbox{}, fmt.Errorf("extend sandbox %s: %w", ref, err)
 	}
 	return sb, nil
 }
 
-func (s *Service) extend(ctx context.Context, p account.Principal, ref, ttl string) (Sandbox, error) {
+func (s *Service) extend(ctx context.Context, p account.Principal, ref string, opt ExtendOptions) (Sandbox, error) {
 	sb, err := s.manageable(ctx, p, ref)
 	if err != nil {
 		return Sandbox{}, err
@@ -170,16 +186,25 @@ func (s *Service) extend(ctx context.Context, p account.Principal, ref, ttl stri
 	if err != nil {
 		return Sandbox{}, err
 	}
-	d, err := s.lifetime(ttl, def, max, g)
+	d, cut, err := s.lifetime(opt.TTL, def, max, g)
 	if err != nil {
 		return Sandbox{}, err
 	}
 	next := sb
 	next.ExpiresAt = s.now().Add(d)
+	if opt.NoShorten && next.ExpiresAt.Before(sb.ExpiresAt) {
+		left := sb.ExpiresAt.Sub(s.now()).Round(time.Minute)
+		msg := fmt.Sprintf("sandbox %s expires in %s; a lifetime of %s from now would shorten it", sb.Name, quantity.FormatDuration(left), quantity.FormatDuration(d))
+		if cut != "" {
+			msg += " (" + cut + ")"
+		}
+		return Sandbox{}, fault.Errorf(fault.Conflict, "%s: nothing changed (berth sandbox extend --shorten shortens it)", msg)
+	}
 	out, err := s.write(ctx, p.User.ID, sb, Update{Sandbox: next, From: sb.State, At: s.now()})
 	if err != nil {
 		return Sandbox{}, err
 	}
+	out.LifetimeCut = cut
 	if e, ok := s.driver.(Expirer); ok {
 		// The cluster enforces the expiry itself (SPEC S11): move it too.
 		if err := e.SetExpiry(ctx, sb.ID, next.ExpiresAt); err != nil && !errors.Is(err, fault.NotFound) {
@@ -192,11 +217,18 @@ func (s *Service) extend(ctx context.Context, p account.Principal, ref, ttl stri
 // Terminate ends a sandbox for good: its key is revoked at once, then its
 // machine and volume are removed. Should the driver fail, the row still says
 // terminated and the sweep's reconciler removes the stray machine.
+// Terminating a sandbox that is already terminated succeeds and changes
+// nothing (no write, no audit event): it comes back as it is, as deleting
+// what is gone does with kubectl's --ignore-not-found, so a script may end
+// a sandbox without looking first.
 func (s *Service) Terminate(ctx context.Context, p account.Principal, ref string) (Sandbox, error) {
 	out, err := retryMoved(func() (Sandbox, error) {
 		sb, err := s.manageable(ctx, p, ref)
 		if err != nil {
 			return Sandbox{}, err
+		}
+		if sb.State == StateTerminated {
+			return sb, nil
 		}
 		return s.end(ctx, p.User.ID, sb, StateTerminated, "terminated by "+p.User.Name)
 	})
