@@ -307,6 +307,10 @@ type Sandbox struct {
 	CreatedAt time.Time  `json:"created_at"`
 	ExpiresAt time.Time  `json:"expires_at"`
 	EndedAt   *time.Time `json:"ended_at,omitempty"`
+	// LifetimeCut is on the answer of a create or an extend whose lifetime
+	// was cut to a maximum: what it was cut to, and whose maximum ("ttl 5d
+	// is cut to 8h, the class's max_ttl"). Absent otherwise.
+	LifetimeCut string `json:"lifetime_cut,omitempty"`
 	// RunningSeconds is the sum of the sandbox's running segments (SPEC S8).
 	RunningSeconds int64 `json:"running_seconds"`
 	// Connections is how many connections through the gateway's tunnel
@@ -498,6 +502,9 @@ type CreateSandbox struct {
 // Extend is the body of POST /sandbox/v1/sandboxes/{ref}/extend.
 type Extend struct {
 	TTL string `json:"ttl,omitempty"` // from now; empty means the class's default
+	// NoShorten refuses (409 conflict) an extend whose new expiry is
+	// sooner than the sandbox's current one; nothing changes then.
+	NoShorten bool `json:"no_shorten,omitempty"`
 }
 
 // SandboxList is the answer of GET /sandbox/v1/sandboxes.

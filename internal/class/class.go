@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -372,23 +373,37 @@ func ParseFile(r io.Reader) ([]Class, error) {
 		seen    = map[string]int{}
 	)
 	for i, n := range doc.Sandboxes.Content {
-		where := fmt.Sprintf("sandboxes[%d] (line %d)", i, n.Line)
+		entry := fmt.Sprintf("sandboxes[%d]", i)
 		if name := fieldOf(n, "name"); name != "" && len(name) <= maxWord {
-			where = fmt.Sprintf("sandboxes[%d] %s (line %d)", i, name, n.Line)
+			entry = fmt.Sprintf("sandboxes[%d] %s", i, name)
 			if j, dup := seen[name]; dup {
-				errs = append(errs, fmt.Errorf("%s: %w", where, fault.Field("name", "%q is also sandboxes[%d]", name, j)))
-				continue
+				errs = append(errs, fmt.Errorf("%s (line %d): %w", entry, lineOf(n, "name"), fault.Field("name", "%q is also sandboxes[%d]", name, j)))
+			} else {
+				seen[name] = i
 			}
-			seen[name] = i
 		}
-		spec, err := decodeSpec(n)
-		if err != nil {
-			errs = append(errs, prefixEach(where, err)...)
-			continue
+		// Each problem on the line of its field (the entry's when the
+		// field is missing), and every one of them: a field that is
+		// unknown or of the wrong type leaves the others to be checked.
+		at := func(err error) error {
+			line := n.Line
+			if fe, ok := errors.AsType[*fault.Error](err); ok {
+				line = lineOf(n, fe.Field)
+			}
+			return fmt.Errorf("%s (line %d): %w", entry, line, err)
+		}
+		spec, bad := decodeSpec(n)
+		for _, err := range bad {
+			errs = append(errs, at(err))
 		}
 		c, err := Parse(spec)
-		if err != nil {
-			errs = append(errs, prefixEach(where, err)...)
+		if err != nil || len(bad) > 0 {
+			for _, e := range each(err) {
+				if fe, ok := errors.AsType[*fault.Error](e); ok && undecoded(bad, fe.Field) {
+					continue // already said: it could not be read
+				}
+				errs = append(errs, at(e))
+			}
 			continue
 		}
 		classes = append(classes, c)
@@ -424,15 +439,15 @@ func (e *FileError) Is(target error) bool { return target == fault.Invalid }
 // field of the first problem.
 func (e *FileError) Unwrap() []error { return e.Errs }
 
-func prefixEach(where string, err error) []error {
-	var out []error
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		for _, e := range j.Unwrap() {
-			out = append(out, fmt.Errorf("%s: %w", where, e))
-		}
-		return out
+// each is the problems err joins (errors.Join), or err alone; none for nil.
+func each(err error) []error {
+	if err == nil {
+		return nil
 	}
-	return []error{fmt.Errorf("%s: %w", where, err)}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }
 
 // fieldOf returns the scalar value of a mapping node's field, or "".
@@ -452,28 +467,56 @@ func fieldOf(n *yaml.Node, field string) string {
 var specFields = []string{"name", "description", "image", "isolation", "cpu", "memory", "disk", "default_ttl", "max_ttl", "warm", "purposes", "git",
 	"contract", "setup_command", "runner", "ports"}
 
-// decodeSpec decodes one entry of the sandboxes list, refusing fields a
-// class does not have with the line they are on.
-func decodeSpec(n *yaml.Node) (Spec, error) {
+// decodeSpec decodes one entry of the sandboxes list. It refuses fields a
+// class does not have and values of the wrong type, one error each (a
+// fault.Field naming the field), and decodes every other field, so the
+// entry's remaining problems can be found too.
+func decodeSpec(n *yaml.Node) (Spec, []error) {
 	var spec Spec
 	if n.Kind != yaml.MappingNode {
-		return spec, fault.Field("class", "each entry is a set of fields such as name: and image:")
+		return spec, []error{fault.Field("class", "each entry is a set of fields such as name: and image:")}
 	}
 	var errs []error
 	for k := 0; k+1 < len(n.Content); k += 2 {
-		key := n.Content[k]
+		key, val := n.Content[k], n.Content[k+1]
 		if !slices.Contains(specFields, key.Value) {
-			errs = append(errs, fault.Field(key.Value, "line %d: unknown field (a class has %s)", key.Line, strings.Join(specFields, ", ")))
+			errs = append(errs, fault.Field(key.Value, "unknown field (a class has %s)", strings.Join(specFields, ", ")))
+			continue
+		}
+		one := &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{key, val}}
+		if err := one.Decode(&spec); err != nil {
+			msg := strings.TrimPrefix(err.Error(), "yaml: unmarshal errors:\n")
+			msg = lineTag.ReplaceAllString(strings.TrimSpace(msg), "")
+			errs = append(errs, fault.Field(key.Value, "%s", msg))
 		}
 	}
-	if len(errs) > 0 {
-		return spec, errors.Join(errs...)
+	return spec, errs
+}
+
+// lineTag is the "line N: " the YAML library starts its messages with;
+// ParseFile says the line itself.
+var lineTag = regexp.MustCompile(`(?m)^\s*line \d+: `)
+
+// undecoded reports whether field is one decodeSpec could not read.
+func undecoded(bad []error, field string) bool {
+	for _, err := range bad {
+		if fe, ok := errors.AsType[*fault.Error](err); ok && fe.Field == field {
+			return true
+		}
 	}
-	if err := n.Decode(&spec); err != nil {
-		msg := strings.TrimPrefix(err.Error(), "yaml: unmarshal errors:\n")
-		return spec, fault.Field("class", "%s", strings.TrimSpace(msg))
+	return false
+}
+
+// lineOf is the line of a mapping node's field, else the node's own.
+func lineOf(n *yaml.Node, field string) int {
+	if n.Kind == yaml.MappingNode {
+		for k := 0; k+1 < len(n.Content); k += 2 {
+			if n.Content[k].Value == field {
+				return n.Content[k].Line
+			}
+		}
 	}
-	return spec, nil
+	return n.Line
 }
 
 // ImagePolicy is the image rule of SPEC S4: an administrator may give a class

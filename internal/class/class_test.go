@@ -121,12 +121,21 @@ func TestClassFileReportsEveryProblemWithItsLine(t *testing.T) {
   - name: typo
     image: localhost/x:1
     mem: 4Gi
+    warm: many
+    max_ttl: 99d
 `
 	_, err := class.ParseFile(strings.NewReader(file))
 	if !errors.Is(err, fault.Invalid) {
 		t.Fatalf("ParseFile = %v, want fault.Invalid", err)
 	}
-	for _, want := range []string{"sandboxes[1] bad (line 4): cpu", "sandboxes[1] bad (line 4): memory", `sandboxes[2] good (line 8): name: "good" is also sandboxes[0]`, "sandboxes[4] typo (line 12): mem: line 14: unknown field", `sandboxes[3] bad (line 10): name: "bad" is also sandboxes[1]`} {
+	// Each problem on its field's line (the entry's when the field is
+	// missing), and all of them: an unknown field, a value of the wrong
+	// type or a duplicate name leaves the entry's other fields checked.
+	for _, want := range []string{`sandboxes[1] bad (line 6): cpu: "0" must be more than 0`, `sandboxes[1] bad (line 7): memory: "lots" is not a size`,
+		`sandboxes[2] good (line 8): name: "good" is also sandboxes[0]`,
+		`sandboxes[3] bad (line 10): name: "bad" is also sandboxes[1]`, `sandboxes[3] bad (line 11): cpu: "0" must be more than 0`, "sandboxes[3] bad (line 10): image: is required",
+		"sandboxes[4] typo (line 14): mem: unknown field", "sandboxes[4] typo (line 15): warm: cannot unmarshal !!str `many` into int",
+		"sandboxes[4] typo (line 16): max_ttl: 99d is outside 5m to 28d"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not say %q:\n%s", want, err)
 		}

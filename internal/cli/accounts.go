@@ -31,7 +31,7 @@ and refuses when any organisation exists.`,
   berth admin bootstrap --org acme --user ops@acme.example -o json | jq -r .key.secret | berth login`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := server.LoadConfig(env.Getenv)
+			cfg, err := hostConfig(cmd, env)
 			if err != nil {
 				return fmt.Errorf("bootstrap: the gateway's settings are wrong:\n%w", err)
 			}
@@ -448,8 +448,8 @@ sandbox images into that store, or look at the gateway's containers, with:
   eval "$(berth admin podman-env)"
   podman ps --all`,
 		Args: cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			cfg, err := server.LoadConfig(env.Getenv)
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := hostConfig(cmd, env)
 			if err != nil {
 				return fmt.Errorf("podman-env: the gateway's settings are wrong:\n%w", err)
 			}

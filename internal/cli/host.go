@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -30,7 +31,14 @@ to start, naming the setting, when one is wrong.
 			if err != nil {
 				return fmt.Errorf("refusing to start:\n%w", err)
 			}
-			return server.Serve(cmd.Context(), cfg, server.NewLogger(env.Stderr, cfg.LogLevel), env.Serve...)
+			log := server.NewLogger(env.Stderr, cfg.LogLevel)
+			// Once it serves: a gateway that refuses to start leaves nothing.
+			record := server.OnServing(func() {
+				if err := recordSettings(env, cfg); err != nil {
+					log.Warn("the on-host commands (berth admin, repo, image) will not find this gateway's settings", "err", err)
+				}
+			})
+			return server.Serve(cmd.Context(), cfg, log, append(slices.Clone(env.Serve), record)...)
 		},
 	}
 }
@@ -109,7 +117,7 @@ runs with the podman driver's environment, as for "berth admin podman-env".`,
 			default:
 				return usageError{fmt.Errorf("--purpose %q: want agent or engineer", purpose)}
 			}
-			cfg, err := server.LoadConfig(env.Getenv)
+			cfg, err := hostConfig(cmd, env)
 			if err != nil {
 				return fmt.Errorf("image check: the gateway's settings are wrong:\n%w", err)
 			}

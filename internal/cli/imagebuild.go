@@ -82,7 +82,7 @@ podman runs with the podman driver's environment, as for
 			if err != nil {
 				return err
 			}
-			cfg, err := server.LoadConfig(env.Getenv)
+			cfg, err := hostConfig(cmd, env)
 			if err != nil {
 				return fmt.Errorf("image build: the gateway's settings are wrong:\n%w", err)
 			}

@@ -67,14 +67,15 @@ func (g *globals) readLogin() (loginFile, error) {
 	return lf, nil
 }
 
-// gatewayURL is --url, else $BERTH_URL, else the login file's, else the default.
-func (g *globals) gatewayURL(lf loginFile) string {
+// gatewayURL is --url, else $BERTH_URL, else the login file's, else the
+// default, checked by gatewayAddress.
+func (g *globals) gatewayURL(lf loginFile) (string, error) {
 	for _, u := range []string{g.url, g.env.Getenv("BERTH_URL"), lf.URL} {
 		if u != "" {
-			return strings.TrimSuffix(u, "/")
+			return gatewayAddress(u)
 		}
 	}
-	return defaultURL
+	return defaultURL, nil
 }
 
 // client returns a client for the gateway, authenticated with $BERTH_API_KEY
@@ -94,7 +95,10 @@ func (g *globals) clientAndURL() (*client.Client, string, error) {
 	if key == "" {
 		key = lf.Key
 	}
-	url := g.gatewayURL(lf)
+	url, err := g.gatewayURL(lf)
+	if err != nil {
+		return nil, "", err
+	}
 	warn := func(msg string) { fmt.Fprintln(g.env.Stderr, "warning: "+msg) }
 	return client.New(url, key, g.env.HTTP).WithWarnings(warn), url, nil
 }
@@ -157,7 +161,10 @@ administrator at once.`,
 			if account.LooksLikeInvitation(key) {
 				return usageError{errors.New("login: that is an invitation, not a key: exchange it for your key with berth login --invitation")}
 			}
-			url := g.loginURL()
+			url, err := g.loginURL()
+			if err != nil {
+				return err
+			}
 			who, err := client.New(url, key, g.env.HTTP).Whoami(cmd.Context())
 			if ae, ok := errors.AsType[*api.Error](err); ok && ae.Code == api.CodeUnauthenticated {
 				// Not describe's hint: "run berth login" is what failed.
@@ -201,7 +208,10 @@ func (g *globals) enroll(cmd *cobra.Command, keyName string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("login: the login file cannot be written, so the invitation was not used: %w", err)
 	}
-	url := g.loginURL()
+	url, err := g.loginURL()
+	if err != nil {
+		return err
+	}
 	e, err := client.New(url, "", g.env.HTTP).Redeem(cmd.Context(), api.RedeemInvitation{Invitation: inv, KeyName: keyName})
 	if ae, ok := errors.AsType[*api.Error](err); ok && (ae.Code == api.CodeUnauthenticated || ae.Code == api.CodeConflict) {
 		return fmt.Errorf("login to %s: the gateway refused the invitation: %s\nNothing was saved", url, ae.Message)
@@ -232,7 +242,7 @@ func (g *globals) firstLine(missing string) (string, error) {
 // loginURL is the gateway's address login uses. A broken login file is
 // what login replaces: only its address was wanted, and --url or
 // BERTH_URL can give it.
-func (g *globals) loginURL() string {
+func (g *globals) loginURL() (string, error) {
 	lf, err := g.readLogin()
 	if err != nil {
 		fmt.Fprintf(g.env.Stderr, "warning: %v; login replaces it\n", err)

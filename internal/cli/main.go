@@ -103,6 +103,9 @@ func Main(ctx context.Context, args []string, env Env) int {
 
 // describe words an error for a person: API errors say what to do.
 func describe(err error) string {
+	if msg, ok := describeUnreachable(err); ok {
+		return msg
+	}
 	var ae *api.Error
 	if !errors.As(err, &ae) {
 		return err.Error()

@@ -27,7 +27,7 @@ Without the network, allowlist runs do not start: they fail closed.`,
   sudo berth admin agent-network --remove`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := server.LoadConfig(env.Getenv)
+			cfg, err := hostConfig(cmd, env)
 			if err != nil {
 				return fmt.Errorf("agent-network: the gateway's settings are wrong:\n%w", err)
 			}

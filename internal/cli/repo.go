@@ -18,11 +18,14 @@ func newRepoCmd(env Env) *cobra.Command {
 		Long: `The local forge (BERTH_SANDBOX_GIT_FORGE=local) is a directory of bare
 repositories on the gateway's host: BERTH_SANDBOX_GIT_URL, default
 BERTH_DATA_DIR/repos. These commands work on that directory directly, with
-the gateway's settings, like berth admin bootstrap. A sandbox names a local
-repository by its name: berth sandbox create --repo acme/app.`,
+the gateway's settings, like berth admin bootstrap: those the gateway at
+--url, BERTH_URL or the login file recorded when it started on this machine
+(berth serve keeps them in its data directory), under what the environment
+sets. A sandbox names a local repository by its name: berth sandbox create
+--repo acme/app.`,
 	}
-	localForge := func() (*local.Forge, error) {
-		cfg, err := server.LoadConfig(env.Getenv)
+	localForge := func(cmd *cobra.Command) (*local.Forge, error) {
+		cfg, err := hostConfig(cmd, env)
 		if err != nil {
 			return nil, fmt.Errorf("the gateway's settings are wrong:\n%w", err)
 		}
@@ -36,7 +39,7 @@ or a bare repository): all its branches and tags. NAME is how sandboxes and
 allowed_repos name it, such as acme/app.`,
 		Args: exactArgs(2, "a name and a path"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			l, err := localForge()
+			l, err := localForge(cmd)
 			if err != nil {
 				return err
 			}
@@ -57,8 +60,8 @@ allowed_repos name it, such as acme/app.`,
 		Aliases: []string{"ls"},
 		Short:   "List the local forge's repositories",
 		Args:    noArgs,
-		RunE: func(*cobra.Command, []string) error {
-			l, err := localForge()
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			l, err := localForge(cmd)
 			if err != nil {
 				return err
 			}
@@ -82,8 +85,8 @@ allowed_repos name it, such as acme/app.`,
 		Use:   "path NAME",
 		Short: "Print the bare repository's path",
 		Args:  exactArgs(1, "a repository name"),
-		RunE: func(_ *cobra.Command, args []string) error {
-			l, err := localForge()
+		RunE: func(cmd *cobra.Command, args []string) error {
+			l, err := localForge(cmd)
 			if err != nil {
 				return err
 			}

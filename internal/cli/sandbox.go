@@ -122,6 +122,7 @@ in one argument of a command line either: use --task-file FILE, or
 			if err != nil {
 				return err
 			}
+			warnCut(g.env, sb)
 			// The key files named, for berth sandbox config and ssh; ssh
 			// finds ~/.ssh's keys by itself.
 			if err := g.rememberIdentities(url, sb.ID, keyFiles); err != nil {
@@ -523,6 +524,9 @@ func newSandboxActionCmd(g *globals, verb, short string, call func(*client.Clien
 			if err != nil {
 				return err
 			}
+			if verb == "terminate" && alreadyTerminated(cmd.Context(), g.env, c, args[0]) {
+				return nil
+			}
 			sb, err := call(c, cmd.Context(), args[0])
 			if err != nil {
 				return err
@@ -549,28 +553,35 @@ func newSandboxActionCmd(g *globals, verb, short string, call func(*client.Clien
 
 func newSandboxExtendCmd(g *globals) *cobra.Command {
 	var ttl string
+	var shorten bool
 	cmd := &cobra.Command{
 		Use:   "extend NAME",
 		Short: "Give a sandbox a new lifetime, counted from now",
 		Long: `Give a sandbox a new lifetime counted from now (default the class's), cut to
-the class's and the guardrail's maximum. An expired sandbox must be resumed
-first.`,
+the class's and the guardrail's maximum; a warning says when it is cut, and
+to what. A lifetime that would end sooner than the sandbox's current one is
+refused (exit 1, nothing changes) unless --shorten says that is meant, as
+kubectl refuses to overwrite without --overwrite: the same in a terminal and
+in a script, which never waits for an answer. An expired sandbox must be
+resumed first.`,
 		Args: exactArgs(1, "a sandbox name or id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := g.client()
 			if err != nil {
 				return err
 			}
-			sb, err := c.Extend(cmd.Context(), args[0], ttl)
+			sb, err := c.ExtendWith(cmd.Context(), args[0], api.Extend{TTL: ttl, NoShorten: !shorten})
 			if err != nil {
 				return err
 			}
+			warnCut(g.env, sb)
 			fmt.Fprintf(g.env.Stdout, "%s %s: expires %s (%s)\n", sb.Name, sb.ID,
 				sb.ExpiresAt.Local().Format(time.RFC3339), until(g.env.Now(), sb.ExpiresAt))
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&ttl, "ttl", "", "the new lifetime from now, such as 4h; default the class's")
+	cmd.Flags().BoolVar(&shorten, "shorten", false, "apply a lifetime that ends sooner than the current one")
 	return cmd
 }
 
@@ -620,8 +631,9 @@ func newApplyCmd(g *globals) *cobra.Command {
 		Short: "Create or change classes from a sandboxes file (administrators)",
 		Long: `Create or change the classes a sandboxes file names (a YAML document with a
 top-level sandboxes: list, the format of BERTH_SANDBOXES_FILE). The whole
-file is checked first; if any entry is wrong nothing is applied. Classes
-the file does not name are left alone.
+file is checked first; if any entry is wrong nothing is applied, and every
+problem is listed with its entry, field and the field's line. Classes the
+file does not name are left alone.
 
 The file holds at most 1 MiB, as written and with its YAML aliases
 expanded, and at most 100 classes (an organisation too); each field has a

@@ -428,7 +428,12 @@ func (c *Client) Resume(ctx context.Context, ref string) (api.Sandbox, error) {
 
 // Extend sets a new lifetime from now ("" for the class's default).
 func (c *Client) Extend(ctx context.Context, ref, ttl string) (api.Sandbox, error) {
-	return c.act(ctx, ref, "extend", api.Extend{TTL: ttl})
+	return c.ExtendWith(ctx, ref, api.Extend{TTL: ttl})
+}
+
+// ExtendWith is Extend with every field of the request, such as NoShorten.
+func (c *Client) ExtendWith(ctx context.Context, ref string, req api.Extend) (api.Sandbox, error) {
+	return c.act(ctx, ref, "extend", req)
 }
 
 // Preview asks for an HTTP preview of port of a sandbox: a URL that opens

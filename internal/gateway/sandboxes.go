@@ -80,7 +80,7 @@ func (s *Server) extendSandbox(w http.ResponseWriter, r *http.Request, p account
 			return
 		}
 	}
-	s.answer(w, r)(s.sandboxes.Extend(r.Context(), p, r.PathValue("ref"), req.TTL))
+	s.answer(w, r)(s.sandboxes.ExtendWith(r.Context(), p, r.PathValue("ref"), sandbox.ExtendOptions{TTL: req.TTL, NoShorten: req.NoShorten}))
 }
 
 func (s *Server) terminateSandbox(w http.ResponseWriter, r *http.Request, p account.Principal) {

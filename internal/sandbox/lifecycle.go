@@ -10,6 +10,7 @@ import (
 	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/forge"
+	"berth.dev/berth/internal/quantity"
 )
 
 // Suspend stops an engineer sandbox's machine and keeps its volume.
@@ -93,7 +94,7 @@ func (s *Service) resume(ctx context.Context, p account.Principal, ref string) (
 		if err := g.CheckSize(sb.CPU, sb.Memory); err != nil {
 			return Sandbox{}, err
 		}
-		ttl, _ := s.lifetime("", def, max, g)
+		ttl, _, _ := s.lifetime("", def, max, g)
 		now := s.now()
 		next.ExpiresAt = now.Add(ttl)
 		next.Env = nil
@@ -138,9 +139,24 @@ func (s *Service) resume(ctx context.Context, p account.Principal, ref string) (
 }
 
 // Extend sets a new lifetime counted from now, under the same ceilings as at
-// creation (SPEC S3). It is refused while the sandbox is expired.
+// creation (SPEC S3). It is refused while the sandbox is expired. The new
+// expiry may be sooner than the old one; ExtendWith can refuse that.
 func (s *Service) Extend(ctx context.Context, p account.Principal, ref, ttl string) (Sandbox, error) {
-	sb, err := retryMoved(func() (Sandbox, error) { return s.extend(ctx, p, ref, ttl) })
+	return s.ExtendWith(ctx, p, ref, ExtendOptions{TTL: ttl})
+}
+
+// ExtendOptions are an extend's: the new lifetime from now ("" for the
+// class's default) and whether a lifetime that ends sooner than the
+// sandbox's current one is refused rather than applied.
+type ExtendOptions struct {
+	TTL       string
+	NoShorten bool
+}
+
+// ExtendWith is Extend with its options. The sandbox it returns says in
+// LifetimeCut when the lifetime asked for was cut, and to what.
+func (s *Service) ExtendWith(ctx context.Context, p account.Principal, ref string, opt ExtendOptions) (Sandbox, error) {
+	sb, err := retryMoved(func() (Sandbox, error) { return s.extend(ctx, p, ref, opt) })
 	if err != nil {
 		return Sandbox{}, fmt.Errorf("extend sandbox %s: %w", ref, err)
 	}
@@ -148,27 +164,37 @@ func (s *Service) Extend(ctx context.Context, p account.Principal, ref, ttl stri
 }
 
 // PlanExtend says when Extend with ttl would make the sandbox expire if
-// called now, changing nothing, so a caller can warn before it shortens a
-// sandbox. It refuses what Extend would.
-func (s *Service) PlanExtend(ctx context.Context, p account.Principal, ref, ttl string) (Sandbox, time.Time, error) {
-	sb, d, err := s.extension(ctx, p, ref, ttl)
+// called now, and how its lifetime would be cut ("" for not), changing
+// nothing, so a caller can warn before it shortens a sandbox. It refuses
+// what Extend would.
+func (s *Service) PlanExtend(ctx context.Context, p account.Principal, ref, ttl string) (Sandbox, time.Time, string, error) {
+	sb, d, cut, err := s.extension(ctx, p, ref, ttl)
 	if err != nil {
-		return Sandbox{}, time.Time{}, fmt.Errorf("extend sandbox %s: %w", ref, err)
+		return Sandbox{}, time.Time{}, "", fmt.Errorf("extend sandbox %s: %w", ref, err)
 	}
-	return sb, s.now().Add(d), nil
+	return sb, s.now().Add(d), cut, nil
 }
 
-func (s *Service) extend(ctx context.Context, p account.Principal, ref, ttl string) (Sandbox, error) {
-	sb, d, err := s.extension(ctx, p, ref, ttl)
+func (s *Service) extend(ctx context.Context, p account.Principal, ref string, opt ExtendOptions) (Sandbox, error) {
+	sb, d, cut, err := s.extension(ctx, p, ref, opt.TTL)
 	if err != nil {
 		return Sandbox{}, err
 	}
 	next := sb
 	next.ExpiresAt = s.now().Add(d)
+	if opt.NoShorten && next.ExpiresAt.Before(sb.ExpiresAt) {
+		left := sb.ExpiresAt.Sub(s.now()).Round(time.Minute)
+		msg := fmt.Sprintf("sandbox %s expires in %s; a lifetime of %s from now would shorten it", sb.Name, quantity.FormatDuration(left), quantity.FormatDuration(d))
+		if cut != "" {
+			msg += " (" + cut + ")"
+		}
+		return Sandbox{}, fault.Errorf(fault.Conflict, "%s: nothing changed (berth sandbox extend --shorten shortens it)", msg)
+	}
 	out, err := s.write(ctx, p.User.ID, sb, Update{Sandbox: next, From: sb.State, At: s.now()})
 	if err != nil {
 		return Sandbox{}, err
 	}
+	out.LifetimeCut = cut
 	if e, ok := s.driver.(Expirer); ok {
 		// The cluster enforces the expiry itself (SPEC S11): move it too.
 		if err := e.SetExpiry(ctx, sb.ID, next.ExpiresAt); err != nil && !errors.Is(err, fault.NotFound) {
@@ -179,11 +205,12 @@ func (s *Service) extend(ctx context.Context, p account.Principal, ref, ttl stri
 }
 
 // extension checks that p may extend the sandbox ref now and returns it
-// with the lifetime ttl gives it from now, cut to its ceilings.
-func (s *Service) extension(ctx context.Context, p account.Principal, ref, ttl string) (Sandbox, time.Duration, error) {
+// with the lifetime ttl gives it from now, cut to its ceilings, and how it
+// was cut ("" for not).
+func (s *Service) extension(ctx context.Context, p account.Principal, ref, ttl string) (Sandbox, time.Duration, string, error) {
 	sb, err := s.manageable(ctx, p, ref)
 	if err != nil {
-		return Sandbox{}, 0, err
+		return Sandbox{}, 0, "", err
 	}
 	switch sb.State {
 	case StateStarting, StateRunning, StateSuspended:
@@ -191,33 +218,40 @@ func (s *Service) extension(ctx context.Context, p account.Principal, ref, ttl s
 		// says so: extending it then would charge the time in between,
 		// which S8 never charges.
 		if s.pastExpiry(sb) {
-			return Sandbox{}, 0, expiredError(sb)
+			return Sandbox{}, 0, "", expiredError(sb)
 		}
 	case StateExpired:
-		return Sandbox{}, 0, expiredError(sb)
+		return Sandbox{}, 0, "", expiredError(sb)
 	default:
-		return Sandbox{}, 0, fault.Errorf(fault.Conflict, "sandbox %s is %s", sb.Name, sb.State)
+		return Sandbox{}, 0, "", fault.Errorf(fault.Conflict, "sandbox %s is %s", sb.Name, sb.State)
 	}
 	def, max := s.classLifetimes(ctx, sb)
 	g, err := s.accounts.EffectiveGuardrail(ctx, sb.Org, sb.Project)
 	if err != nil {
-		return Sandbox{}, 0, err
+		return Sandbox{}, 0, "", err
 	}
-	d, err := s.lifetime(ttl, def, max, g)
+	d, cut, err := s.lifetime(ttl, def, max, g)
 	if err != nil {
-		return Sandbox{}, 0, err
+		return Sandbox{}, 0, "", err
 	}
-	return sb, d, nil
+	return sb, d, cut, nil
 }
 
 // Terminate ends a sandbox for good: its key is revoked at once, then its
 // machine and volume are removed. Should the driver fail, the row still says
 // terminated and the sweep's reconciler removes the stray machine.
+// Terminating a sandbox that is already terminated succeeds and changes
+// nothing (no write, no audit event): it comes back as it is, as deleting
+// what is gone does with kubectl's --ignore-not-found, so a script may end
+// a sandbox without looking first.
 func (s *Service) Terminate(ctx context.Context, p account.Principal, ref string) (Sandbox, error) {
 	out, err := retryMoved(func() (Sandbox, error) {
 		sb, err := s.manageable(ctx, p, ref)
 		if err != nil {
 			return Sandbox{}, err
+		}
+		if sb.State == StateTerminated {
+			return sb, nil
 		}
 		return s.end(ctx, p.User.ID, sb, StateTerminated, "terminated by "+p.User.Name)
 	})

@@ -134,6 +134,10 @@ type Sandbox struct {
 	CreatedAt time.Time
 	ExpiresAt time.Time
 	EndedAt   time.Time // zero while live
+	// LifetimeCut is set on the sandbox a create or an extend returns when
+	// the lifetime asked for was cut to a maximum: what to, and whose
+	// ("ttl 5d is cut to 8h, the class's max_ttl"). It is never stored.
+	LifetimeCut string
 
 	// Ran is the total of the sandbox's closed running segments and
 	// RunningSince the start of the open one (zero when none is open). The

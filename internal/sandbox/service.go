@@ -218,7 +218,7 @@ func (s *Service) create(ctx context.Context, p account.Principal, req CreateReq
 	if err := g.CheckSize(class.CPU, class.Memory); err != nil {
 		return Sandbox{}, fmt.Errorf("class %s: %w", class.Name, err)
 	}
-	ttl, err := s.lifetime(req.TTL, class.DefaultTTL, class.MaxTTL, g)
+	ttl, cut, err := s.lifetime(req.TTL, class.DefaultTTL, class.MaxTTL, g)
 	if err != nil {
 		return Sandbox{}, err
 	}
@@ -235,6 +235,7 @@ func (s *Service) create(ctx context.Context, p account.Principal, req CreateReq
 		CPU: class.CPU, Memory: class.Memory, Disk: class.Disk,
 		State: StateStarting, Branch: req.Branch, Task: req.Task, Runner: req.Runner, Role: role,
 		Contract: class.Contract, SetupCommand: class.SetupCommand, SSHKeys: req.SSHKeys, Env: req.Env, CreatedAt: now, ExpiresAt: now.Add(ttl),
+		LifetimeCut: cut,
 	}
 	if req.Repo != "" {
 		sb.Repo, sb.GitMode = repo.String(), class.Git
@@ -312,11 +313,13 @@ func (s *Service) create(ctx context.Context, p account.Principal, req CreateReq
 func (s *Service) checkRequestShape(purpose Purpose, req CreateRequest) error {
 	switch purpose {
 	case PurposeEngineer:
+		// What the caller meant first: a task says an agent sandbox was
+		// meant, which needs no ssh key.
+		if req.Task != "" || req.Runner != "" {
+			return fault.Field("task", "a task or a runner needs an agent sandbox: add --purpose agent (an engineer sandbox takes neither)")
+		}
 		if len(req.SSHKeys) == 0 {
 			return fault.Field("ssh_keys", "an engineer sandbox needs an ssh public key (berth sandbox create sends ~/.ssh/*.pub, or --ssh-key FILE)")
-		}
-		if req.Task != "" || req.Runner != "" {
-			return fault.Field("task", "only an agent sandbox takes a task or a runner (--purpose agent)")
 		}
 		if req.Model != "" {
 			return fault.Field("model", "only an agent sandbox takes a model (--purpose agent); an engineer sandbox's BERTH_MODEL is the first model its project may reach")
@@ -448,25 +451,31 @@ func (s *Service) runtime(c class.Class) (string, error) {
 
 // lifetime reads a requested TTL (empty: def) and cuts it to the class's
 // maximum and the guardrail's (SPEC S3: cut, not refused).
-func (s *Service) lifetime(req string, def, max time.Duration, g guardrail.Guardrail) (time.Duration, error) {
-	ttl := def
+func (s *Service) lifetime(req string, def, max time.Duration, g guardrail.Guardrail) (time.Duration, string, error) {
+	ttl, asked := def, "the class's default_ttl "+quantity.FormatDuration(def)
 	if req != "" {
 		d, err := parseDuration(req)
 		if err != nil {
-			return 0, fault.Field("ttl", "%v", err)
+			return 0, "", fault.Field("ttl", "%v", err)
 		}
 		if d <= 0 {
-			return 0, fault.Field("ttl", "%s must be more than 0", req)
+			return 0, "", fault.Field("ttl", "%s must be more than 0", req)
 		}
 		if d < s.cfg.MinTTL {
-			return 0, fault.Field("ttl", "%s is under the %s minimum", req, quantity.FormatDuration(s.cfg.MinTTL))
+			return 0, "", fault.Field("ttl", "%s is under the %s minimum", req, quantity.FormatDuration(s.cfg.MinTTL))
 		}
-		ttl = d
+		ttl, asked = d, "ttl "+req
 	}
+	var cut string
 	if ttl > max {
 		ttl = max
+		cut = fmt.Sprintf("%s is cut to %s, the class's max_ttl", asked, quantity.FormatDuration(max))
 	}
-	return g.CutTTL(ttl), nil
+	if g2 := g.CutTTL(ttl); g2 < ttl {
+		ttl = g2
+		cut = fmt.Sprintf("%s is cut to %s, the guardrail's max_sandbox_ttl", asked, quantity.FormatDuration(ttl))
+	}
+	return ttl, cut, nil
 }
 
 // Get finds a sandbox the caller may see, by id or name (SPEC S6).

@@ -108,8 +108,13 @@ func (b *Base) Close() error { return b.store.Close() }
 type Option func(*options)
 
 type options struct {
-	minTTL time.Duration // 0: class.MinTTL
+	minTTL  time.Duration // 0: class.MinTTL
+	serving func()        // nil: none
 }
+
+// OnServing has Serve call f once the gateway listens, after everything
+// it needs (the data directory among them) is in place.
+func OnServing(f func()) Option { return func(o *options) { o.serving = f } }
 
 // WithMinTTL lowers the shortest lifetime a sandbox may ask for (5m), so
 // a test can watch sandboxes expire in seconds.
@@ -375,6 +380,13 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) er
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	srv.RegisterOnShutdown(gw.StopStreams)
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.serving != nil {
+		o.serving()
+	}
 	log.Info("berth is serving", "addr", ln.Addr().String(), "public_url", cfg.PublicURL,
 		"driver", cfg.Driver, "data_dir", cfg.DataDir, "version", Version)
 

@@ -4,8 +4,6 @@ import (
 	"cmp"
 	"net/http"
 	"strings"
-
-	"berth.dev/berth/internal/quantity"
 )
 
 // extend gives a sandbox a new lifetime from now, as the form asks. A
@@ -18,7 +16,7 @@ func (p *Panel) extend(w http.ResponseWriter, r *http.Request, c caller, ref str
 		p.refuseOnPage(w, r, c, ref, "extend", err, func(pg *sandboxPage) { pg.TTL = ttl })
 	}
 	if r.PostForm.Get("confirm") != "1" {
-		sb, at, err := p.sandboxes.PlanExtend(ctx, c.Principal, ref, ttl)
+		sb, at, _, err := p.sandboxes.PlanExtend(ctx, c.Principal, ref, ttl)
 		if err != nil {
 			refuse(err)
 			return
@@ -30,15 +28,14 @@ func (p *Panel) extend(w http.ResponseWriter, r *http.Request, c caller, ref str
 			return
 		}
 	}
-	asked := p.now()
 	sb, err := p.sandboxes.Extend(ctx, c.Principal, ref, ttl)
 	if err != nil {
 		refuse(err)
 		return
 	}
 	msg := "Extended " + sb.Name + ": it now expires " + when(sb.ExpiresAt) + "."
-	if d, err := quantity.ParseDuration(ttl); err == nil && ttl != "" && sb.ExpiresAt.Before(asked.Add(d)) {
-		msg += " That is less than the " + quantity.FormatDuration(d) + " asked: it was cut to the longest lifetime the class and the quotas allow."
+	if sb.LifetimeCut != "" {
+		msg += " That is less than asked: it was cut to the longest lifetime the class and the quotas allow (" + sb.LifetimeCut + ")."
 	}
 	redirect(w, r, cmp.Or(localPath(r.PostForm.Get("back")), "/sandboxes/"+string(sb.ID)), msg)
 }
