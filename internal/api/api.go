@@ -280,27 +280,32 @@ type AppliedClasses struct {
 
 // Sandbox is one sandbox as the API shows it.
 type Sandbox struct {
-	ID           string            `json:"id"`
-	Name         string            `json:"name"`
-	Organisation string            `json:"organisation"`
-	Project      string            `json:"project"`
-	Owner        string            `json:"owner"`      // user id
-	OwnerName    string            `json:"owner_name"` // user name
-	Purpose      string            `json:"purpose"`
-	Class        string            `json:"class"`
-	Image        string            `json:"image"`
-	Isolation    string            `json:"isolation"`
-	CPU          string            `json:"cpu"`
-	Memory       string            `json:"memory"`
-	Disk         string            `json:"disk,omitempty"`
-	State        State             `json:"state"`
-	Reason       string            `json:"reason,omitempty"`
-	Repo         string            `json:"repo,omitempty"`
-	Branch       string            `json:"branch,omitempty"`
-	Runner       string            `json:"runner,omitempty"`
-	Role         string            `json:"role,omitempty"`     // an agent sandbox's: author or reviewer
-	Contract     string            `json:"contract,omitempty"` // an agent sandbox's image contract: berth or kelos
-	Env          map[string]string `json:"env,omitempty"`
+	ID           string `json:"id"`
+	Name         string `json:"name"`
+	Organisation string `json:"organisation"`
+	Project      string `json:"project"`
+	Owner        string `json:"owner"`      // user id
+	OwnerName    string `json:"owner_name"` // user name
+	Purpose      string `json:"purpose"`
+	Class        string `json:"class"`
+	Image        string `json:"image"`
+	Isolation    string `json:"isolation"`
+	CPU          string `json:"cpu"`
+	Memory       string `json:"memory"`
+	Disk         string `json:"disk,omitempty"`
+	State        State  `json:"state"`
+	Reason       string `json:"reason,omitempty"`
+	// Stage says how far a starting sandbox's start has got (queued,
+	// checkout, machine) and StageSince when it got there; absent when the
+	// replica answering does not run the start.
+	Stage      string            `json:"stage,omitempty"`
+	StageSince *time.Time        `json:"stage_since,omitempty"`
+	Repo       string            `json:"repo,omitempty"`
+	Branch     string            `json:"branch,omitempty"`
+	Runner     string            `json:"runner,omitempty"`
+	Role       string            `json:"role,omitempty"`     // an agent sandbox's: author or reviewer
+	Contract   string            `json:"contract,omitempty"` // an agent sandbox's image contract: berth or kelos
+	Env        map[string]string `json:"env,omitempty"`
 	// FromPool says the sandbox was taken from its class's warm pool
 	// (SPEC S12).
 	FromPool  bool       `json:"from_pool,omitempty"`

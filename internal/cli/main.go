@@ -58,14 +58,13 @@ func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 // the command's context (berth serve lets what is in flight finish); a
 // second one exits at once, leaving what a crash leaves.
 func Run(args []string, env Env) int {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 	go func() {
-		<-sigs
-		cancel()
+		cancel(interrupted{<-sigs})
 		sig := <-sigs
 		fmt.Fprintf(env.Stderr, "berth: %v again: exiting at once\n", sig)
 		code := 130 // SIGINT's exit status in a shell
@@ -92,6 +91,11 @@ func Main(ctx context.Context, args []string, env Env) int {
 	var ee exitError
 	if errors.As(err, &ee) {
 		return ee.code
+	}
+	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.Cause(ctx))) {
+		// A signal ended the command: say so, not "context canceled".
+		fmt.Fprintf(env.Stderr, "berth: %s before the command finished\n", interruptedBy(ctx))
+		return interruptCode(ctx)
 	}
 	fmt.Fprintln(env.Stderr, "berth:", describe(err))
 	var ue usageError

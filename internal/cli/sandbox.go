@@ -58,13 +58,17 @@ func newSandboxCreateCmd(g *globals) *cobra.Command {
 		keyFiles, env    []string
 		noWait           bool
 		wait             bool
-		timeout          time.Duration
+		w                waiting
 	)
 	cmd := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Create a sandbox and wait until it is ready",
-		Long: `Create a sandbox and, unless --no-wait, show its state as it changes until it
-is running (or has failed).
+		Long: `Create a sandbox and, unless --no-wait, show each stage of its start with the
+time since it was asked for (admitted, the repository checked out, the
+machine created, running: sshd answering or the agent running) until it is
+running (or has failed). Ctrl-C stops the wait; the sandbox keeps starting
+(berth sandbox terminate ends it), unless --cancel-on-interrupt, which
+terminates it.
 
 An engineer sandbox needs an ssh public key: the ones in ~/.ssh/*.pub are
 sent unless --ssh-key names a file. An agent sandbox needs --repo and
@@ -113,6 +117,7 @@ in one argument of a command line either: use --task-file FILE, or
 			if err != nil {
 				return err
 			}
+			w.began = g.env.Now()
 			sb, err := c.CreateSandbox(cmd.Context(), req)
 			if err != nil {
 				return err
@@ -127,7 +132,7 @@ in one argument of a command line either: use --task-file FILE, or
 					fmt.Fprintf(tw, "%s\t%s\t%s\n", sb.Name, sb.ID, sb.State)
 				})
 			}
-			sb, err = waitReady(cmd.Context(), g.env, c, sb, timeout)
+			sb, err = waitReady(cmd.Context(), g.env, c, sb, w)
 			if err != nil {
 				return err
 			}
@@ -156,7 +161,8 @@ in one argument of a command line either: use --task-file FILE, or
 	f.StringArrayVar(&env, "env", nil, "an environment variable K=V for the sandbox's life (repeatable; not BERTH_*)")
 	f.BoolVar(&wait, "wait", true, "wait until the sandbox is running or has failed")
 	f.BoolVar(&noWait, "no-wait", false, "return as soon as the sandbox is admitted")
-	f.DurationVar(&timeout, "timeout", 10*time.Minute, "how long --wait waits")
+	f.DurationVar(&w.timeout, "timeout", 10*time.Minute, "how long --wait waits")
+	f.BoolVar(&w.cancel, "cancel-on-interrupt", false, "terminate the sandbox when Ctrl-C stops the wait (default: it keeps starting)")
 	outputFlag(cmd, &output)
 	return cmd
 }
@@ -210,33 +216,6 @@ func parseEnv(pairs []string) (map[string]string, error) {
 		env[k] = v
 	}
 	return env, nil
-}
-
-// waitReady polls until the sandbox leaves starting, printing each state it
-// sees on stderr.
-func waitReady(ctx context.Context, env Env, c *client.Client, sb api.Sandbox, timeout time.Duration) (api.Sandbox, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	fmt.Fprintf(env.Stderr, "%s: %s\n", sb.Name, sb.State)
-	last, delay := sb.State, 100*time.Millisecond
-	for sb.State == api.StateStarting {
-		select {
-		case <-ctx.Done():
-			return sb, fmt.Errorf("sandbox %s is still starting after %s (it goes on; see berth sandbox show %s)", sb.Name, timeout, sb.ID)
-		case <-time.After(delay):
-		}
-		delay = min(delay*2, time.Second)
-		next, err := c.Sandbox(ctx, sb.ID)
-		if err != nil {
-			return sb, err
-		}
-		sb = next
-		if sb.State != last {
-			fmt.Fprintf(env.Stderr, "%s: %s\n", sb.Name, sb.State)
-			last = sb.State
-		}
-	}
-	return sb, nil
 }
 
 func newSandboxListCmd(g *globals) *cobra.Command {
@@ -504,7 +483,7 @@ func differsIn(d api.Difference) string {
 // (resume) waits for it as create does, unless --no-wait.
 func newSandboxActionCmd(g *globals, verb, short string, call func(*client.Client, context.Context, string) (api.Sandbox, error)) *cobra.Command {
 	var noWait bool
-	var timeout time.Duration
+	var w waiting
 	cmd := &cobra.Command{
 		Use:   verb + " NAME",
 		Short: short,
@@ -514,12 +493,13 @@ func newSandboxActionCmd(g *globals, verb, short string, call func(*client.Clien
 			if err != nil {
 				return err
 			}
+			w.began = g.env.Now()
 			sb, err := call(c, cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
 			if sb.State == api.StateStarting && !noWait {
-				if sb, err = waitReady(cmd.Context(), g.env, c, sb, timeout); err != nil {
+				if sb, err = waitReady(cmd.Context(), g.env, c, sb, w); err != nil {
 					return err
 				}
 			}
@@ -533,7 +513,7 @@ func newSandboxActionCmd(g *globals, verb, short string, call func(*client.Clien
 	}
 	if verb == "resume" {
 		cmd.Flags().BoolVar(&noWait, "no-wait", false, "return while the sandbox is still starting")
-		cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "how long to wait for it to run")
+		cmd.Flags().DurationVar(&w.timeout, "timeout", 10*time.Minute, "how long to wait for it to run")
 	}
 	return cmd
 }

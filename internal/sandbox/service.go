@@ -89,6 +89,7 @@ type Service struct {
 	starts   chan startJob
 	mu       sync.Mutex
 	inflight map[ID]func() // sandboxes whose start is queued or running, with their holds' release
+	stages   stages        // how far each of those has got (stage.go)
 	settled  chan struct{} // closed, and replaced, whenever a start ends (under mu)
 	activity Activity      // nil: no connection is counted (SetActivity)
 	warm     Warm          // nil: no sandbox is a pool's (SetWarm)
