@@ -484,6 +484,7 @@ func differsIn(d api.Difference) string {
 func newSandboxActionCmd(g *globals, verb, short string, call func(*client.Client, context.Context, string) (api.Sandbox, error)) *cobra.Command {
 	var noWait bool
 	var w waiting
+	var output string
 	cmd := &cobra.Command{
 		Use:   verb + " NAME",
 		Short: short,
@@ -503,7 +504,11 @@ func newSandboxActionCmd(g *globals, verb, short string, call func(*client.Clien
 					return err
 				}
 			}
-			fmt.Fprintf(g.env.Stdout, "%s %s: %s\n", sb.Name, sb.ID, sb.State)
+			if err := render(g.env.Stdout, output, sb, func(tw *tabwriter.Writer) {
+				fmt.Fprintf(tw, "%s %s: %s\n", sb.Name, sb.ID, sb.State)
+			}); err != nil {
+				return err
+			}
 			if sb.State == api.StateFailed {
 				fmt.Fprintf(g.env.Stderr, "%s failed: %s\n", sb.Name, sb.Reason)
 				return exitError{code: 1}
@@ -515,11 +520,12 @@ func newSandboxActionCmd(g *globals, verb, short string, call func(*client.Clien
 		cmd.Flags().BoolVar(&noWait, "no-wait", false, "return while the sandbox is still starting")
 		cmd.Flags().DurationVar(&w.timeout, "timeout", 10*time.Minute, "how long to wait for it to run")
 	}
+	outputFlag(cmd, &output)
 	return cmd
 }
 
 func newSandboxExtendCmd(g *globals) *cobra.Command {
-	var ttl string
+	var ttl, output string
 	cmd := &cobra.Command{
 		Use:   "extend NAME",
 		Short: "Give a sandbox a new lifetime, counted from now",
@@ -536,12 +542,14 @@ first.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(g.env.Stdout, "%s %s: expires %s (%s)\n", sb.Name, sb.ID,
-				sb.ExpiresAt.Local().Format(time.RFC3339), until(g.env.Now(), sb.ExpiresAt))
-			return nil
+			return render(g.env.Stdout, output, sb, func(tw *tabwriter.Writer) {
+				fmt.Fprintf(tw, "%s %s: expires %s (%s)\n", sb.Name, sb.ID,
+					sb.ExpiresAt.Local().Format(time.RFC3339), until(g.env.Now(), sb.ExpiresAt))
+			})
 		},
 	}
 	cmd.Flags().StringVar(&ttl, "ttl", "", "the new lifetime from now, such as 4h; default the class's")
+	outputFlag(cmd, &output)
 	return cmd
 }
 
@@ -585,7 +593,7 @@ func newClassesCmd(g *globals) *cobra.Command {
 }
 
 func newApplyCmd(g *globals) *cobra.Command {
-	var org, file string
+	var org, file, output string
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE",
 		Short: "Create or change classes from a sandboxes file (administrators)",
@@ -615,18 +623,20 @@ bound, such as 1 KiB for a description (README.md, Limits).`,
 			if err != nil {
 				return err
 			}
-			for _, n := range res.Created {
-				fmt.Fprintf(g.env.Stdout, "class %s created\n", n)
-			}
-			for _, n := range res.Updated {
-				fmt.Fprintf(g.env.Stdout, "class %s configured\n", n)
-			}
 			for _, w := range res.Warnings {
 				fmt.Fprintf(g.env.Stderr, "warning: %s\n", w)
 			}
-			return nil
+			return render(g.env.Stdout, output, res, func(tw *tabwriter.Writer) {
+				for _, n := range res.Created {
+					fmt.Fprintf(tw, "class %s created\n", n)
+				}
+				for _, n := range res.Updated {
+					fmt.Fprintf(tw, "class %s configured\n", n)
+				}
+			})
 		},
 	}
+	outputFlag(cmd, &output)
 	cmd.Flags().StringVarP(&file, "filename", "f", "", "the sandboxes file (- for standard input)")
 	cmd.Flags().StringVar(&org, "org", "", "organisation name or id (operators; default yours)")
 	return cmd
