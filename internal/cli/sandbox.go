@@ -242,7 +242,7 @@ func newSandboxListCmd(g *globals) *cobra.Command {
 				for _, sb := range sbs {
 					expires := until(now, sb.ExpiresAt)
 					if sb.EndedAt != nil {
-						expires = "-" // an ended sandbox expires no more
+						expires = "ended " + until(now, *sb.EndedAt) // it expires no more
 					}
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", sb.Name, sb.ID, sb.State, sb.Purpose, sb.Class,
 						sb.OwnerName, expires, short(time.Duration(sb.RunningSeconds)*time.Second))
@@ -310,9 +310,11 @@ func showTable(tw *tabwriter.Writer, now time.Time, sb api.Sandbox) {
 	row("branch", sb.Branch)
 	row("runner", sb.Runner)
 	row("created", sb.CreatedAt.Local().Format(time.RFC3339))
-	row("expires", sb.ExpiresAt.Local().Format(time.RFC3339)+" ("+until(now, sb.ExpiresAt)+")")
 	if sb.EndedAt != nil {
-		row("ended", sb.EndedAt.Local().Format(time.RFC3339))
+		// An ended sandbox expires no more: say when it ended instead.
+		row("ended", sb.EndedAt.Local().Format(time.RFC3339)+" ("+until(now, *sb.EndedAt)+")")
+	} else {
+		row("expires", sb.ExpiresAt.Local().Format(time.RFC3339)+" ("+until(now, sb.ExpiresAt)+")")
 	}
 	row("running time", short(time.Duration(sb.RunningSeconds)*time.Second))
 	if sb.Purpose == "engineer" && sb.EndedAt == nil {
