@@ -75,7 +75,8 @@ func (e *Error) Error() string {
 type Health struct {
 	Status  string `json:"status"`
 	Version string `json:"version"`
-	Driver  string `json:"driver"` // "" when the deployment has no sandboxes
+	Commit  string `json:"commit,omitempty"` // the commit the gateway was built from, when its build says
+	Driver  string `json:"driver"`           // "" when the deployment has no sandboxes
 }
 
 // Bootstrap is what `berth admin bootstrap` prints: the first organisation,

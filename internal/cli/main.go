@@ -152,9 +152,12 @@ and authenticates with BERTH_API_KEY or that file.`,
 		newRepoCmd(env),
 		newImageCmd(env),
 		newAuditCmd(g),
-		newVersionCmd(env),
+		newVersionCmd(g),
 	)
+	root.Version = clientVersion()
+	root.SetVersionTemplate("berth {{.Version}}\n")
 	refuseUnknownSubcommands(root)
+	completeNames(root, g)
 	return root
 }
 
@@ -179,18 +182,6 @@ func refuseUnknownSubcommands(c *cobra.Command) {
 			msg += fmt.Sprintf(" (did you mean %s?)", s[0])
 		}
 		return usageError{fmt.Errorf("%s (see %s --help)", msg, cmd.CommandPath())}
-	}
-}
-
-func newVersionCmd(env Env) *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print berth's version",
-		Args:  noArgs,
-		RunE: func(*cobra.Command, []string) error {
-			fmt.Fprintln(env.Stdout, "berth", server.Version)
-			return nil
-		},
 	}
 }
 

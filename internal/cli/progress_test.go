@@ -64,7 +64,7 @@ func newEngineerGateway(t *testing.T) *engineerGateway {
 	done := make(chan struct{})
 	go func() { defer close(done); svc.Run(runCtx, time.Hour) }()
 	t.Cleanup(func() { cancel(); <-done })
-	srv.Config.Handler = gateway.New(gateway.Options{Accounts: g.accounts, Sandboxes: svc, Classes: classes, Log: log, Version: "9.9.9-test", Driver: "fake"}).Handler()
+	srv.Config.Handler = gateway.New(gateway.Options{Accounts: g.accounts, Sandboxes: svc, Classes: classes, Log: log, Version: "9.9.9-test", Commit: "0123456789abcdef0123456789abcdef01234567", Driver: "fake"}).Handler()
 	srv.Start()
 	t.Cleanup(srv.Close)
 
