@@ -5,6 +5,7 @@
 package api
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -217,10 +218,31 @@ type Enrollment struct {
 // AllowedRepos nil means "not set" (on an organisation: no repository).
 type Guardrail struct {
 	MaxSandboxes     *int     `json:"max_sandboxes"`
-	MaxSandboxMemory *int64   `json:"max_sandbox_memory"` // MiB
+	MaxSandboxMemory *Memory  `json:"max_sandbox_memory"` // as classes write memory: "32Gi"
 	MaxSandboxCPU    *string  `json:"max_sandbox_cpu"`    // cores, as "4" or "4000m"
 	MaxSandboxTTL    *string  `json:"max_sandbox_ttl"`    // a duration such as "8h" or "7d"
 	AllowedRepos     []string `json:"allowed_repos"`
+}
+
+// Memory is an amount of memory as classes write it ("32Gi", "512Mi"),
+// which is how the gateway prints it. It also reads a JSON number, which is
+// MiB, as the API took guardrails' memory before it took units.
+type Memory string
+
+// UnmarshalJSON reads a string, or a number of MiB.
+func (m *Memory) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		*m = Memory(s)
+		return nil
+	}
+	var n json.Number
+	if err := json.Unmarshal(b, &n); err != nil {
+		// Only a guardrail's max_sandbox_memory is a Memory.
+		return fmt.Errorf("max_sandbox_memory: %s is not an amount of memory (a string such as \"32Gi\", or a number of MiB)", b)
+	}
+	*m = Memory(n.String())
+	return nil
 }
 
 // Class is a named machine shape (SPEC S4), in the form people write it in

@@ -67,7 +67,11 @@ func apiSandbox(sb sandbox.Sandbox, ownerName string, running time.Duration) api
 }
 
 func apiGuardrail(g guardrail.Guardrail) api.Guardrail {
-	out := api.Guardrail{MaxSandboxes: g.MaxSandboxes, MaxSandboxMemory: g.MaxSandboxMemory, AllowedRepos: g.AllowedRepos}
+	out := api.Guardrail{MaxSandboxes: g.MaxSandboxes, AllowedRepos: g.AllowedRepos}
+	if g.MaxSandboxMemory != nil {
+		m := api.Memory(quantity.FormatMiB(*g.MaxSandboxMemory))
+		out.MaxSandboxMemory = &m
+	}
 	if g.MaxSandboxCPU != nil {
 		s := g.MaxSandboxCPU.String()
 		out.MaxSandboxCPU = &s
@@ -81,7 +85,14 @@ func apiGuardrail(g guardrail.Guardrail) api.Guardrail {
 
 // domainGuardrail parses a guardrail from the wire, naming the field at fault.
 func domainGuardrail(in api.Guardrail) (guardrail.Guardrail, error) {
-	out := guardrail.Guardrail{MaxSandboxes: in.MaxSandboxes, MaxSandboxMemory: in.MaxSandboxMemory, AllowedRepos: in.AllowedRepos}
+	out := guardrail.Guardrail{MaxSandboxes: in.MaxSandboxes, AllowedRepos: in.AllowedRepos}
+	if in.MaxSandboxMemory != nil {
+		mib, err := quantity.ParseMiB(string(*in.MaxSandboxMemory))
+		if err != nil {
+			return out, fault.Field("max_sandbox_memory", "%v", err)
+		}
+		out.MaxSandboxMemory = &mib
+	}
 	if in.MaxSandboxCPU != nil {
 		cpu, err := quantity.ParseCPU(*in.MaxSandboxCPU)
 		if err != nil {
