@@ -2,6 +2,8 @@ package cli_test
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -54,4 +56,22 @@ func TestEndedSandboxesSayWhenTheyEnded(t *testing.T) {
 		t.Fatalf("list: %s", errs)
 	}
 	wantLines(t, "list", out, `^gone +\S+ +terminated .* ended (now|\d+m ago) +\S+$`, `^broke +\S+ +failed .* ended (now|\d+m ago) +\S+$`)
+}
+
+// TestApplyWarnsOfTheDefaultTier: a class that names no isolation gets
+// the isolated tier; where the deployment has not mapped it, apply still
+// writes the class and says the tier is not mapped here, why the class
+// has it, and which tiers run.
+func TestApplyWarnsOfTheDefaultTier(t *testing.T) {
+	g := newEngineerGateway(t)
+	file := filepath.Join(t.TempDir(), "classes.yaml")
+	if err := os.WriteFile(file, []byte("sandboxes:\n  - name: plain\n    image: localhost/berth-sandbox:1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := g.berth(t, "ann", "sandbox", "apply", "-f", file)
+	if code != 0 {
+		t.Fatalf("apply exited %d: %s", code, errs)
+	}
+	wantLines(t, "apply", out, `^class plain created$`)
+	wantLines(t, "apply stderr", errs, `^warning: class plain: tier isolated is not mapped to a runtime, so it cannot start sandboxes until an operator sets BERTH_SANDBOX_RUNTIME_ISOLATED \(isolated is the tier of a class that names no isolation:; this deployment runs standard\)$`)
 }
