@@ -128,13 +128,17 @@ type CreateProject struct {
 
 // User is a person or a system with keys. Role is operator, admin or member.
 type User struct {
-	ID           string    `json:"id"`
-	Organisation string    `json:"organisation"`
-	Name         string    `json:"name"`
-	Email        string    `json:"email,omitempty"`
-	Role         string    `json:"role"`
-	Disabled     bool      `json:"disabled,omitempty"`
-	CreatedAt    time.Time `json:"created_at"`
+	ID           string `json:"id"`
+	Organisation string `json:"organisation"`
+	Name         string `json:"name"`
+	Email        string `json:"email,omitempty"`
+	Role         string `json:"role"`
+	Disabled     bool   `json:"disabled,omitempty"`
+	// Project is the id of the project the user's new sandboxes and keys
+	// land in, when an administrator set one; absent: the organisation's
+	// oldest.
+	Project   string    `json:"project,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
 }
 
 // DisabledUser answers a disable: the user, and how many of their
@@ -142,6 +146,11 @@ type User struct {
 type DisabledUser struct {
 	User      User `json:"user"`
 	Sandboxes int  `json:"sandboxes"`
+}
+
+// SetUserProject is the body of PUT /api/v1/orgs/{org}/users/{user}/project.
+type SetUserProject struct {
+	Project string `json:"project"` // a project's name or id
 }
 
 // CreateUser is the body of POST /api/v1/orgs/{org}/users.

@@ -342,7 +342,7 @@ a user who lost every key.`,
 	outputFlag(disable, &output)
 	outputFlag(enable, &output)
 	limitFlag(list, &limit)
-	cmd.AddCommand(create, inviteCmd, list, disable, enable)
+	cmd.AddCommand(create, inviteCmd, list, disable, enable, newUserShowCmd(g), newUserSetProjectCmd(g))
 	return cmd
 }
 

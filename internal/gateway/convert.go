@@ -21,7 +21,7 @@ func apiProject(p account.Project, def bool) api.Project {
 }
 
 func apiUser(u account.User) api.User {
-	return api.User{ID: u.ID, Organisation: u.Org, Name: u.Name, Email: u.Email, Role: string(u.Role), Disabled: u.Disabled, CreatedAt: u.CreatedAt}
+	return api.User{ID: u.ID, Organisation: u.Org, Name: u.Name, Email: u.Email, Role: string(u.Role), Disabled: u.Disabled, Project: u.Project, CreatedAt: u.CreatedAt}
 }
 
 func apiKey(k account.Key) api.Key {

@@ -212,6 +212,7 @@ func (s *Server) routes() []route {
 		{"POST", "/api/v1/orgs/{org}/users", userKey, s.createUser},
 		{"POST", "/api/v1/orgs/{org}/users/{user}/disable", userKey, s.disableUser},
 		{"POST", "/api/v1/orgs/{org}/users/{user}/enable", userKey, s.enableUser},
+		{"PUT", "/api/v1/orgs/{org}/users/{user}/project", userKey, s.setUserProject},
 		{"POST", "/api/v1/orgs/{org}/users/{user}/invitation", userKey, s.inviteUser},
 		{"GET", "/api/v1/orgs/{org}/guardrail", userKey, s.getGuardrail},
 		{"PUT", "/api/v1/orgs/{org}/guardrail", userKey, s.putGuardrail},

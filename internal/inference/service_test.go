@@ -291,3 +291,40 @@ func TestSettleCharges(t *testing.T) {
 		}
 	}
 }
+
+// TestUserKeyFollowsTheirProject: a person's own key calls models as the
+// project an administrator set for them (its settings, its budget), not
+// the organisation's oldest; without one, the oldest.
+func TestUserKeyFollowsTheirProject(t *testing.T) {
+	e := newEnv(t)
+	accounts := e.opts.Accounts.(*account.Service)
+	if _, err := accounts.CreateProject(t.Context(), e.admin, "", "ml"); err != nil {
+		t.Fatal(err)
+	}
+	e.set(t, "default", inference.Settings{Models: []string{"cheap"}})
+	e.set(t, "ml", inference.Settings{Models: []string{"gpt-5"}})
+	models := func(p account.Principal) []string {
+		ms, err := e.svc.Models(t.Context(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, m := range ms {
+			out = append(out, m.ID)
+		}
+		return out
+	}
+	if got := models(e.user); !cmp.Equal(got, []string{"cheap"}) {
+		t.Errorf("no project set: %v, want the default project's", got)
+	}
+	u, _, err := accounts.SetProject(t.Context(), e.admin, "", e.user.User.Name, "ml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := models(account.Principal{User: u, KeyID: e.user.KeyID}); !cmp.Equal(got, []string{"gpt-5"}) {
+		t.Errorf("project ml set: %v, want ml's", got)
+	}
+	if _, _, err := accounts.SetProject(t.Context(), e.user, "", e.user.User.Name, "default"); !errors.Is(err, fault.Forbidden) {
+		t.Errorf("a member sets their own project: %v, want forbidden", err)
+	}
+}
