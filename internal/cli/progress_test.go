@@ -42,16 +42,7 @@ type engineerGateway struct {
 func newEngineerGateway(t *testing.T) *engineerGateway {
 	t.Helper()
 	ctx := t.Context()
-	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	st, err := store.Open(ctx, t.TempDir()+"/berth.db")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	tmpl, err := class.ParseFile(strings.NewReader("sandboxes:\n  - name: standard\n    image: localhost/berth-sandbox:1\n    isolation: standard\n    purposes: [engineer]\n    memory: 4Gi\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	log, st, tmpl := testDeployment(t, "sandboxes:\n  - name: standard\n    image: localhost/berth-sandbox:1\n    isolation: standard\n    purposes: [engineer]\n    memory: 4Gi\n")
 	g := &engineerGateway{keys: map[string]string{}, drv: fake.New()}
 	srv := httptest.NewUnstartedServer(nil)
 	g.url = "http://" + srv.Listener.Addr().String()
@@ -90,6 +81,23 @@ func newEngineerGateway(t *testing.T) *engineerGateway {
 		t.Fatal(err)
 	}
 	return g
+}
+
+// testDeployment is what an in-process gateway stands on: a logger into
+// the test's output, a store of its own, and the classes of file.
+func testDeployment(t *testing.T, file string) (*slog.Logger, *store.Store, []class.Class) {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	st, err := store.Open(t.Context(), t.TempDir()+"/berth.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	tmpl, err := class.ParseFile(strings.NewReader(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return log, st, tmpl
 }
 
 // client is the API as user who.

@@ -220,17 +220,7 @@ func TestRateLimitRefillsWithTime(t *testing.T) {
 // reachable target; the router goes to its first reachable target.
 func TestPolicyNarrowsAndRoutes(t *testing.T) {
 	e := newEnv(t)
-	models := func() []string {
-		ms, err := e.svc.Models(t.Context(), e.user)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		for _, m := range ms {
-			out = append(out, m.ID)
-		}
-		return out
-	}
+	models := func() []string { return modelIDs(t, e, e.user) }
 	if got := models(); !cmp.Equal(got, []string{"cheap", "gpt-5", "auto"}) {
 		t.Errorf("nothing set: %v", got)
 	}
@@ -254,6 +244,20 @@ func TestPolicyNarrowsAndRoutes(t *testing.T) {
 	if _, err := e.svc.SetSettings(t.Context(), e.user, "", "default", inference.Settings{}); !errors.Is(err, fault.Forbidden) {
 		t.Errorf("a member sets settings: %v", err)
 	}
+}
+
+// modelIDs are the models p may reach, by id.
+func modelIDs(t *testing.T, e env, p account.Principal) []string {
+	t.Helper()
+	ms, err := e.svc.Models(t.Context(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, m := range ms {
+		out = append(out, m.ID)
+	}
+	return out
 }
 
 func mustCall(t *testing.T, d inference.Dialect, body string) inference.Call {
@@ -303,17 +307,7 @@ func TestUserKeyFollowsTheirProject(t *testing.T) {
 	}
 	e.set(t, "default", inference.Settings{Models: []string{"cheap"}})
 	e.set(t, "ml", inference.Settings{Models: []string{"gpt-5"}})
-	models := func(p account.Principal) []string {
-		ms, err := e.svc.Models(t.Context(), p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		for _, m := range ms {
-			out = append(out, m.ID)
-		}
-		return out
-	}
+	models := func(p account.Principal) []string { return modelIDs(t, e, p) }
 	if got := models(e.user); !cmp.Equal(got, []string{"cheap"}) {
 		t.Errorf("no project set: %v, want the default project's", got)
 	}
