@@ -34,13 +34,14 @@ func clientVersion() string {
 func worded(v buildVersion) string {
 	s := v.Version
 	if v.Commit != "" {
-		s += " (commit " + shortCommit(v.Commit) + ")"
+		s += " (commit " + shortRevision(v.Commit) + ")"
 	}
 	return s
 }
 
-// shortCommit is a commit's first 12 hex digits, keeping a "+modified".
-func shortCommit(c string) string {
+// shortRevision is a build's commit as git shows it (12 hex digits),
+// keeping a "+modified".
+func shortRevision(c string) string {
 	rev, modified := strings.CutSuffix(c, "+modified")
 	rev = rev[:min(len(rev), 12)]
 	if modified {
