@@ -61,6 +61,9 @@ type User struct {
 	CreatedAt time.Time
 	// Disabled users' keys, their sandboxes' included, stop working.
 	Disabled bool
+	// Project is the project (id) the user's new sandboxes and keys land
+	// in, which only an administrator sets; "": the organisation's oldest.
+	Project string
 }
 
 // CheckName reports whether s is a valid organisation or project name

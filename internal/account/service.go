@@ -36,6 +36,9 @@ type Store interface {
 	FindUser(ctx context.Context, org, ref string) (User, error)
 	ListUsers(ctx context.Context, org string, pg paging.Request) ([]User, *paging.Key, error)
 	SetUserDisabled(ctx context.Context, id string, disabled bool) error
+	// SetUserProject sets the project (id; "": the oldest) a user's new
+	// sandboxes and keys land in.
+	SetUserProject(ctx context.Context, id, project string, events ...audit.Event) error
 	CreateKey(ctx context.Context, k Key, events ...audit.Event) error
 	GetKey(ctx context.Context, id string) (Key, error)
 	ListKeys(ctx context.Context, user string, pg paging.Request) ([]Key, *paging.Key, error)

@@ -5,6 +5,7 @@
 package api
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -75,7 +76,8 @@ func (e *Error) Error() string {
 type Health struct {
 	Status  string `json:"status"`
 	Version string `json:"version"`
-	Driver  string `json:"driver"` // "" when the deployment has no sandboxes
+	Commit  string `json:"commit,omitempty"` // the commit the gateway was built from, when its build says
+	Driver  string `json:"driver"`           // "" when the deployment has no sandboxes
 }
 
 // Bootstrap is what `berth admin bootstrap` prints: the first organisation,
@@ -126,13 +128,17 @@ type CreateProject struct {
 
 // User is a person or a system with keys. Role is operator, admin or member.
 type User struct {
-	ID           string    `json:"id"`
-	Organisation string    `json:"organisation"`
-	Name         string    `json:"name"`
-	Email        string    `json:"email,omitempty"`
-	Role         string    `json:"role"`
-	Disabled     bool      `json:"disabled,omitempty"`
-	CreatedAt    time.Time `json:"created_at"`
+	ID           string `json:"id"`
+	Organisation string `json:"organisation"`
+	Name         string `json:"name"`
+	Email        string `json:"email,omitempty"`
+	Role         string `json:"role"`
+	Disabled     bool   `json:"disabled,omitempty"`
+	// Project is the id of the project the user's new sandboxes and keys
+	// land in, when an administrator set one; absent: the organisation's
+	// oldest.
+	Project   string    `json:"project,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
 }
 
 // DisabledUser answers a disable: the user, and how many of their
@@ -140,6 +146,11 @@ type User struct {
 type DisabledUser struct {
 	User      User `json:"user"`
 	Sandboxes int  `json:"sandboxes"`
+}
+
+// SetUserProject is the body of PUT /api/v1/orgs/{org}/users/{user}/project.
+type SetUserProject struct {
+	Project string `json:"project"` // a project's name or id
 }
 
 // CreateUser is the body of POST /api/v1/orgs/{org}/users.
@@ -216,10 +227,31 @@ type Enrollment struct {
 // AllowedRepos nil means "not set" (on an organisation: no repository).
 type Guardrail struct {
 	MaxSandboxes     *int     `json:"max_sandboxes"`
-	MaxSandboxMemory *int64   `json:"max_sandbox_memory"` // MiB
+	MaxSandboxMemory *Memory  `json:"max_sandbox_memory"` // as classes write memory: "32Gi"
 	MaxSandboxCPU    *string  `json:"max_sandbox_cpu"`    // cores, as "4" or "4000m"
 	MaxSandboxTTL    *string  `json:"max_sandbox_ttl"`    // a duration such as "8h" or "7d"
 	AllowedRepos     []string `json:"allowed_repos"`
+}
+
+// Memory is an amount of memory as classes write it ("32Gi", "512Mi"),
+// which is how the gateway prints it. It also reads a JSON number, which is
+// MiB, as the API took guardrails' memory before it took units.
+type Memory string
+
+// UnmarshalJSON reads a string, or a number of MiB.
+func (m *Memory) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		*m = Memory(s)
+		return nil
+	}
+	var n json.Number
+	if err := json.Unmarshal(b, &n); err != nil {
+		// Only a guardrail's max_sandbox_memory is a Memory.
+		return fmt.Errorf("max_sandbox_memory: %s is not an amount of memory (a string such as \"32Gi\", or a number of MiB)", b)
+	}
+	*m = Memory(n.String())
+	return nil
 }
 
 // Class is a named machine shape (SPEC S4), in the form people write it in
@@ -280,27 +312,32 @@ type AppliedClasses struct {
 
 // Sandbox is one sandbox as the API shows it.
 type Sandbox struct {
-	ID           string            `json:"id"`
-	Name         string            `json:"name"`
-	Organisation string            `json:"organisation"`
-	Project      string            `json:"project"`
-	Owner        string            `json:"owner"`      // user id
-	OwnerName    string            `json:"owner_name"` // user name
-	Purpose      string            `json:"purpose"`
-	Class        string            `json:"class"`
-	Image        string            `json:"image"`
-	Isolation    string            `json:"isolation"`
-	CPU          string            `json:"cpu"`
-	Memory       string            `json:"memory"`
-	Disk         string            `json:"disk,omitempty"`
-	State        State             `json:"state"`
-	Reason       string            `json:"reason,omitempty"`
-	Repo         string            `json:"repo,omitempty"`
-	Branch       string            `json:"branch,omitempty"`
-	Runner       string            `json:"runner,omitempty"`
-	Role         string            `json:"role,omitempty"`     // an agent sandbox's: author or reviewer
-	Contract     string            `json:"contract,omitempty"` // an agent sandbox's image contract: berth or kelos
-	Env          map[string]string `json:"env,omitempty"`
+	ID           string `json:"id"`
+	Name         string `json:"name"`
+	Organisation string `json:"organisation"`
+	Project      string `json:"project"`
+	Owner        string `json:"owner"`      // user id
+	OwnerName    string `json:"owner_name"` // user name
+	Purpose      string `json:"purpose"`
+	Class        string `json:"class"`
+	Image        string `json:"image"`
+	Isolation    string `json:"isolation"`
+	CPU          string `json:"cpu"`
+	Memory       string `json:"memory"`
+	Disk         string `json:"disk,omitempty"`
+	State        State  `json:"state"`
+	Reason       string `json:"reason,omitempty"`
+	// Stage says how far a starting sandbox's start has got (queued,
+	// checkout, machine) and StageSince when it got there; absent when the
+	// replica answering does not run the start.
+	Stage      string            `json:"stage,omitempty"`
+	StageSince *time.Time        `json:"stage_since,omitempty"`
+	Repo       string            `json:"repo,omitempty"`
+	Branch     string            `json:"branch,omitempty"`
+	Runner     string            `json:"runner,omitempty"`
+	Role       string            `json:"role,omitempty"`     // an agent sandbox's: author or reviewer
+	Contract   string            `json:"contract,omitempty"` // an agent sandbox's image contract: berth or kelos
+	Env        map[string]string `json:"env,omitempty"`
 	// FromPool says the sandbox was taken from its class's warm pool
 	// (SPEC S12).
 	FromPool  bool       `json:"from_pool,omitempty"`

@@ -30,6 +30,7 @@ const (
 	OrgCreate        = "org.create"
 	ProjectCreate    = "project.create"
 	UserCreate       = "user.create"
+	UserProject      = "user.project"      // Target the user; Detail the project their new sandboxes and keys land in
 	InvitationCreate = "invitation.create" // Target the user; Detail the invitation's id and expiry
 	InvitationRedeem = "invitation.redeem" // Target the invitation; Detail the client address, and why when refused
 )

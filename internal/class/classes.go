@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
@@ -71,6 +73,25 @@ func (s *Service) mapped(c Class) bool {
 	return ok
 }
 
+// unmapped words the warning for a class applied at a tier this
+// deployment has not mapped: it is written, but starts nothing yet.
+func (s *Service) unmapped(c Class) string {
+	msg := fmt.Sprintf("class %s: tier %s is not mapped to a runtime, so it cannot start sandboxes until an operator sets %s", c.Name, c.Isolation, c.Isolation.Setting())
+	if c.Isolation == DefaultIsolation {
+		var here []string
+		for t := range s.cfg.Runtimes {
+			here = append(here, string(t))
+		}
+		slices.Sort(here)
+		msg += fmt.Sprintf(" (%s is the tier of a class that names no isolation:", DefaultIsolation)
+		if len(here) > 0 {
+			msg += "; this deployment runs " + strings.Join(here, ", ")
+		}
+		msg += ")"
+	}
+	return msg
+}
+
 // Applied says what Apply wrote, and what will not work yet.
 type Applied struct {
 	Created  []string
@@ -131,7 +152,7 @@ func (s *Service) Apply(ctx context.Context, p account.Principal, orgRef string,
 			res.Updated = append(res.Updated, c.Name)
 		}
 		if !s.mapped(c) {
-			res.Warnings = append(res.Warnings, fmt.Sprintf("class %s: tier %s is not mapped to a runtime, so it cannot start sandboxes until an operator sets %s", c.Name, c.Isolation, c.Isolation.Setting()))
+			res.Warnings = append(res.Warnings, s.unmapped(c))
 		}
 	}
 	s.log.InfoContext(ctx, "classes applied", "org", org.ID, "user", p.User.ID, "created", res.Created, "updated", res.Updated)

@@ -99,11 +99,13 @@ func newOrgCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(g.env.Stdout, "created organisation %s (%s)\n", o.Name, o.ID)
-			return nil
+			return render(g.env.Stdout, output, o, func(tw *tabwriter.Writer) {
+				fmt.Fprintf(tw, "created organisation %s (%s)\n", o.Name, o.ID)
+			})
 		},
 	}
 	create.Flags().StringVar(&project, "project", "default", "the name of its first (default) project")
+	outputFlag(create, &output)
 	list := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
@@ -145,8 +147,9 @@ func newProjectCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(g.env.Stdout, "created project %s (%s)\n", p.Name, p.ID)
-			return nil
+			return render(g.env.Stdout, output, p, func(tw *tabwriter.Writer) {
+				fmt.Fprintf(tw, "created project %s (%s)\n", p.Name, p.ID)
+			})
 		}),
 	}
 	list := &cobra.Command{
@@ -173,6 +176,7 @@ func newProjectCmd(g *globals) *cobra.Command {
 	}
 	orgFlag(&org, create, list)
 	outputFlag(list, &output)
+	outputFlag(create, &output)
 	limitFlag(list, &limit)
 	cmd.AddCommand(create, list, newInferenceCmd(g, true))
 	return cmd
@@ -317,15 +321,17 @@ a user who lost every key.`,
 					if err != nil {
 						return err
 					}
-					fmt.Fprintf(g.env.Stdout, "enabled %s (%s)\n", u.Name, u.ID)
-					return nil
+					return render(g.env.Stdout, output, u, func(tw *tabwriter.Writer) {
+						fmt.Fprintf(tw, "enabled %s (%s)\n", u.Name, u.ID)
+					})
 				}
 				res, err := o.c.DisableUser(cmd.Context(), o.org, args[0])
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(g.env.Stdout, "disabled %s (%s); %d of their sandboxes ended or expired\n", res.User.Name, res.User.ID, res.Sandboxes)
-				return nil
+				return render(g.env.Stdout, output, res, func(tw *tabwriter.Writer) {
+					fmt.Fprintf(tw, "disabled %s (%s); %d of their sandboxes ended or expired\n", res.User.Name, res.User.ID, res.Sandboxes)
+				})
 			}),
 		}
 	}
@@ -333,8 +339,10 @@ a user who lost every key.`,
 	enable := toggle("enable", "Let a disabled user back in (their sandboxes stay as they are)", false)
 	orgFlag(&org, create, inviteCmd, list, disable, enable)
 	outputFlag(list, &output)
+	outputFlag(disable, &output)
+	outputFlag(enable, &output)
 	limitFlag(list, &limit)
-	cmd.AddCommand(create, inviteCmd, list, disable, enable)
+	cmd.AddCommand(create, inviteCmd, list, disable, enable, newUserShowCmd(g), newUserSetProjectCmd(g))
 	return cmd
 }
 
@@ -344,6 +352,12 @@ type createdUser struct {
 	User       api.User        `json:"user"`
 	Key        *api.NewKey     `json:"key,omitempty"`
 	Invitation *api.Invitation `json:"invitation,omitempty"`
+}
+
+// revokedKey is what "berth key revoke -o json" prints.
+type revokedKey struct {
+	ID      string `json:"id"`
+	Revoked bool   `json:"revoked"`
 }
 
 // printInvitation shows an invitation once, with what its user does with it.
@@ -429,10 +443,12 @@ user in with an invitation (berth user create NAME --invite), never a key.`,
 			if err := c.RevokeKey(cmd.Context(), args[0]); err != nil {
 				return err
 			}
-			fmt.Fprintf(g.env.Stdout, "revoked %s\n", args[0])
-			return nil
+			return render(g.env.Stdout, output, revokedKey{ID: args[0], Revoked: true}, func(tw *tabwriter.Writer) {
+				fmt.Fprintf(tw, "revoked %s\n", args[0])
+			})
 		},
 	}
+	outputFlag(revoke, &output)
 	cmd.AddCommand(create, list, revoke)
 	return cmd
 }

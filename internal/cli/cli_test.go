@@ -9,12 +9,10 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -26,16 +24,12 @@ import (
 )
 
 // TestMain makes the test binary double as the berth command, so scripts
-// run it as a user does. It stops on an interrupt as cmd/berth does, which
-// is how testscript ends a background `berth serve` at the end of a script.
+// run it as a user does. It stops on an interrupt as cmd/berth does (it is
+// cli.Run), which is how testscript ends a background `berth serve` at the
+// end of a script.
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
-		"berth": func() {
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-			code := cli.Main(ctx, os.Args[1:], cli.OSEnv())
-			stop()
-			os.Exit(code)
-		},
+		"berth": func() { os.Exit(cli.Run(os.Args[1:], cli.OSEnv())) },
 	})
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/client"
+	"berth.dev/berth/internal/quantity"
 )
 
 // orgOrMine returns org, or the caller's own organisation's id when empty.
@@ -87,7 +88,7 @@ an organisation's allowed repositories.`,
 		Short: "Change some fields of a guardrail, keeping the others",
 		Long: `Change the fields given and keep every other field as it is: the guardrail
 is read, changed and written back whole. "none" removes a limit.`,
-		Example: `  berth guardrail set --max-sandboxes 10 --max-sandbox-memory 32768
+		Example: `  berth guardrail set --max-sandboxes 10 --max-sandbox-memory 32Gi
   berth guardrail set --project ml --max-sandbox-cpu 8 --max-sandbox-ttl 8h
   berth guardrail set --allowed-repos acme,tools/ci      # operators, on an organisation
   berth guardrail set --max-sandboxes none`,
@@ -104,13 +105,12 @@ is read, changed and written back whole. "none" removes a limit.`,
 				}
 			}
 			if f.Changed("max-sandbox-memory") {
-				n, err := intField("--max-sandbox-memory", maxMemory)
-				if err != nil {
-					return err
-				}
 				gr.MaxSandboxMemory = nil
-				if n != nil {
-					m := int64(*n)
+				if maxMemory != "none" {
+					if _, err := quantity.ParseMiB(maxMemory); err != nil {
+						return usageError{fmt.Errorf("--max-sandbox-memory: %v, or none", err)}
+					}
+					m := api.Memory(maxMemory)
 					gr.MaxSandboxMemory = &m
 				}
 			}
@@ -137,7 +137,7 @@ is read, changed and written back whole. "none" removes a limit.`,
 		}),
 	}
 	set.Flags().StringVar(&maxSandboxes, "max-sandboxes", "", "live sandboxes at most (or none)")
-	set.Flags().StringVar(&maxMemory, "max-sandbox-memory", "", "memory of one sandbox at most, in MiB (or none)")
+	set.Flags().StringVar(&maxMemory, "max-sandbox-memory", "", "memory of one sandbox at most, as classes write it: 32Gi, 512Mi (a bare number is MiB), or none")
 	set.Flags().StringVar(&maxCPU, "max-sandbox-cpu", "", "cores of one sandbox at most, such as 4 or 4000m (or none)")
 	set.Flags().StringVar(&maxTTL, "max-sandbox-ttl", "", "lifetime of one sandbox at most, such as 8h or 7d (or none)")
 	set.Flags().StringVar(&repos, "allowed-repos", "", "comma-separated forge paths (owner, owner/repo, or *); none unsets")
@@ -177,7 +177,7 @@ func guardrailTable(tw *tabwriter.Writer, g api.Guardrail) {
 	fmt.Fprintf(tw, "max-sandboxes\t%s\n", num(g.MaxSandboxes))
 	mem := "no limit"
 	if g.MaxSandboxMemory != nil {
-		mem = strconv.FormatInt(*g.MaxSandboxMemory, 10) + " MiB"
+		mem = string(*g.MaxSandboxMemory)
 	}
 	fmt.Fprintf(tw, "max-sandbox-memory\t%s\n", mem)
 	str := func(p *string) string {

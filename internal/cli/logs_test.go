@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -31,7 +30,6 @@ import (
 	"berth.dev/berth/internal/repository"
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
-	"berth.dev/berth/internal/store"
 	"berth.dev/berth/internal/workspace"
 )
 
@@ -63,16 +61,7 @@ func newAgentGateway(t *testing.T, opts ...func(*agentSetup)) *agentGateway {
 		o(&setup)
 	}
 	ctx := t.Context()
-	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	st, err := store.Open(ctx, t.TempDir()+"/berth.db")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	tmpl, err := class.ParseFile(strings.NewReader("sandboxes:\n  - name: agent\n    image: localhost/berth-agent:1\n    isolation: standard\n    purposes: [agent]\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	log, st, tmpl := testDeployment(t, "sandboxes:\n  - name: agent\n    image: localhost/berth-agent:1\n    isolation: standard\n    purposes: [agent]\n")
 	b, err := os.ReadFile(filepath.Join("..", "runner", "testdata", "streams", setup.stream+".jsonl"))
 	if err != nil {
 		t.Fatal(err)

@@ -58,14 +58,13 @@ func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 // the command's context (berth serve lets what is in flight finish); a
 // second one exits at once, leaving what a crash leaves.
 func Run(args []string, env Env) int {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 	go func() {
-		<-sigs
-		cancel()
+		cancel(interrupted{<-sigs})
 		sig := <-sigs
 		fmt.Fprintf(env.Stderr, "berth: %v again: exiting at once\n", sig)
 		code := 130 // SIGINT's exit status in a shell
@@ -92,6 +91,11 @@ func Main(ctx context.Context, args []string, env Env) int {
 	var ee exitError
 	if errors.As(err, &ee) {
 		return ee.code
+	}
+	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.Cause(ctx))) {
+		// A signal ended the command: say so, not "context canceled".
+		fmt.Fprintf(env.Stderr, "berth: %s before the command finished\n", interruptedBy(ctx))
+		return interruptCode(ctx)
 	}
 	fmt.Fprintln(env.Stderr, "berth:", describe(err))
 	var ue usageError
@@ -151,9 +155,12 @@ and authenticates with BERTH_API_KEY or that file.`,
 		newRepoCmd(env),
 		newImageCmd(env),
 		newAuditCmd(g),
-		newVersionCmd(env),
+		newVersionCmd(g),
 	)
+	root.Version = clientVersion()
+	root.SetVersionTemplate("berth {{.Version}}\n")
 	refuseUnknownSubcommands(root)
+	completeNames(root, g)
 	return root
 }
 
@@ -178,18 +185,6 @@ func refuseUnknownSubcommands(c *cobra.Command) {
 			msg += fmt.Sprintf(" (did you mean %s?)", s[0])
 		}
 		return usageError{fmt.Errorf("%s (see %s --help)", msg, cmd.CommandPath())}
-	}
-}
-
-func newVersionCmd(env Env) *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print berth's version",
-		Args:  noArgs,
-		RunE: func(*cobra.Command, []string) error {
-			fmt.Fprintln(env.Stdout, "berth", server.Version)
-			return nil
-		},
 	}
 }
 

@@ -59,14 +59,18 @@ func newSandboxCreateCmd(g *globals) *cobra.Command {
 		keyFiles, env    []string
 		noWait           bool
 		wait             bool
-		timeout          time.Duration
+		w                waiting
 		follow           bool
 	)
 	cmd := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Create a sandbox and wait until it is ready",
-		Long: `Create a sandbox and, unless --no-wait, show its state as it changes until it
-is running (or has failed).
+		Long: `Create a sandbox and, unless --no-wait, show each stage of its start with the
+time since it was asked for (admitted, the repository checked out, the
+machine created, running: sshd answering or the agent running) until it is
+running (or has failed). Ctrl-C stops the wait; the sandbox keeps starting
+(berth sandbox terminate ends it), unless --cancel-on-interrupt, which
+terminates it.
 
 An engineer sandbox needs an ssh public key: the ones in ~/.ssh/*.pub are
 sent unless --ssh-key names a file. An agent sandbox needs --repo and
@@ -118,6 +122,7 @@ in one argument of a command line either: use --task-file FILE, or
 			if err != nil {
 				return err
 			}
+			w.began = g.env.Now()
 			sb, err := c.CreateSandbox(cmd.Context(), req)
 			if err != nil {
 				return err
@@ -136,7 +141,7 @@ in one argument of a command line either: use --task-file FILE, or
 					fmt.Fprintf(tw, "%s\t%s\t%s\n", sb.Name, sb.ID, sb.State)
 				})
 			}
-			sb, err = waitReady(cmd.Context(), g.env, c, sb, timeout)
+			sb, err = waitReady(cmd.Context(), g.env, c, sb, w)
 			if err != nil {
 				return err
 			}
@@ -165,7 +170,8 @@ in one argument of a command line either: use --task-file FILE, or
 	f.StringArrayVar(&env, "env", nil, "an environment variable K=V for the sandbox's life (repeatable; not BERTH_*)")
 	f.BoolVar(&wait, "wait", true, "wait until the sandbox is running or has failed")
 	f.BoolVar(&noWait, "no-wait", false, "return as soon as the sandbox is admitted")
-	f.DurationVar(&timeout, "timeout", 10*time.Minute, "how long --wait waits")
+	f.DurationVar(&w.timeout, "timeout", 10*time.Minute, "how long --wait waits")
+	f.BoolVar(&w.cancel, "cancel-on-interrupt", false, "terminate the sandbox when Ctrl-C stops the wait (default: it keeps starting)")
 	f.BoolVarP(&follow, "follow", "f", false, "an agent's: show its run's transcript until it ends, and exit with its outcome (as berth sandbox logs -f)")
 	outputFlag(cmd, &output)
 	return cmd
@@ -222,33 +228,6 @@ func parseEnv(pairs []string) (map[string]string, error) {
 	return env, nil
 }
 
-// waitReady polls until the sandbox leaves starting, printing each state it
-// sees on stderr.
-func waitReady(ctx context.Context, env Env, c *client.Client, sb api.Sandbox, timeout time.Duration) (api.Sandbox, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	fmt.Fprintf(env.Stderr, "%s: %s\n", sb.Name, sb.State)
-	last, delay := sb.State, 100*time.Millisecond
-	for sb.State == api.StateStarting {
-		select {
-		case <-ctx.Done():
-			return sb, fmt.Errorf("sandbox %s is still starting after %s (it goes on; see berth sandbox show %s)", sb.Name, timeout, sb.ID)
-		case <-time.After(delay):
-		}
-		delay = min(delay*2, time.Second)
-		next, err := c.Sandbox(ctx, sb.ID)
-		if err != nil {
-			return sb, err
-		}
-		sb = next
-		if sb.State != last {
-			fmt.Fprintf(env.Stderr, "%s: %s\n", sb.Name, sb.State)
-			last = sb.State
-		}
-	}
-	return sb, nil
-}
-
 func newSandboxListCmd(g *globals) *cobra.Command {
 	var class, purpose, output string
 	var all bool
@@ -273,7 +252,7 @@ func newSandboxListCmd(g *globals) *cobra.Command {
 				for _, sb := range sbs {
 					expires := until(now, sb.ExpiresAt)
 					if sb.EndedAt != nil {
-						expires = "-" // an ended sandbox expires no more
+						expires = "ended " + until(now, *sb.EndedAt) // it expires no more
 					}
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", sb.Name, sb.ID, sb.State, sb.Purpose, sb.Class,
 						sb.OwnerName, expires, short(time.Duration(sb.RunningSeconds)*time.Second))
@@ -341,9 +320,11 @@ func showTable(tw *tabwriter.Writer, now time.Time, sb api.Sandbox) {
 	row("branch", sb.Branch)
 	row("runner", sb.Runner)
 	row("created", sb.CreatedAt.Local().Format(time.RFC3339))
-	row("expires", sb.ExpiresAt.Local().Format(time.RFC3339)+" ("+until(now, sb.ExpiresAt)+")")
 	if sb.EndedAt != nil {
-		row("ended", sb.EndedAt.Local().Format(time.RFC3339))
+		// An ended sandbox expires no more: say when it ended instead.
+		row("ended", sb.EndedAt.Local().Format(time.RFC3339)+" ("+until(now, *sb.EndedAt)+")")
+	} else {
+		row("expires", sb.ExpiresAt.Local().Format(time.RFC3339)+" ("+until(now, sb.ExpiresAt)+")")
 	}
 	row("running time", short(time.Duration(sb.RunningSeconds)*time.Second))
 	if sb.Purpose == "engineer" && sb.EndedAt == nil {
@@ -514,7 +495,8 @@ func differsIn(d api.Difference) string {
 // (resume) waits for it as create does, unless --no-wait.
 func newSandboxActionCmd(g *globals, verb, short string, call func(*client.Client, context.Context, string) (api.Sandbox, error)) *cobra.Command {
 	var noWait bool
-	var timeout time.Duration
+	var w waiting
+	var output string
 	cmd := &cobra.Command{
 		Use:   verb + " NAME",
 		Short: short,
@@ -524,19 +506,25 @@ func newSandboxActionCmd(g *globals, verb, short string, call func(*client.Clien
 			if err != nil {
 				return err
 			}
-			if verb == "terminate" && alreadyTerminated(cmd.Context(), g.env, c, args[0]) {
+			// -o json prints the sandbox as the gateway answers it, ended or not.
+			if verb == "terminate" && output != "json" && alreadyTerminated(cmd.Context(), g.env, c, args[0]) {
 				return nil
 			}
+			w.began = g.env.Now()
 			sb, err := call(c, cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
 			if sb.State == api.StateStarting && !noWait {
-				if sb, err = waitReady(cmd.Context(), g.env, c, sb, timeout); err != nil {
+				if sb, err = waitReady(cmd.Context(), g.env, c, sb, w); err != nil {
 					return err
 				}
 			}
-			fmt.Fprintf(g.env.Stdout, "%s %s: %s\n", sb.Name, sb.ID, sb.State)
+			if err := render(g.env.Stdout, output, sb, func(tw *tabwriter.Writer) {
+				fmt.Fprintf(tw, "%s %s: %s\n", sb.Name, sb.ID, sb.State)
+			}); err != nil {
+				return err
+			}
 			if sb.State == api.StateFailed {
 				fmt.Fprintf(g.env.Stderr, "%s failed: %s\n", sb.Name, sb.Reason)
 				return exitError{code: 1}
@@ -546,13 +534,14 @@ func newSandboxActionCmd(g *globals, verb, short string, call func(*client.Clien
 	}
 	if verb == "resume" {
 		cmd.Flags().BoolVar(&noWait, "no-wait", false, "return while the sandbox is still starting")
-		cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "how long to wait for it to run")
+		cmd.Flags().DurationVar(&w.timeout, "timeout", 10*time.Minute, "how long to wait for it to run")
 	}
+	outputFlag(cmd, &output)
 	return cmd
 }
 
 func newSandboxExtendCmd(g *globals) *cobra.Command {
-	var ttl string
+	var ttl, output string
 	var shorten bool
 	cmd := &cobra.Command{
 		Use:   "extend NAME",
@@ -575,13 +564,15 @@ resumed first.`,
 				return err
 			}
 			warnCut(g.env, sb)
-			fmt.Fprintf(g.env.Stdout, "%s %s: expires %s (%s)\n", sb.Name, sb.ID,
-				sb.ExpiresAt.Local().Format(time.RFC3339), until(g.env.Now(), sb.ExpiresAt))
-			return nil
+			return render(g.env.Stdout, output, sb, func(tw *tabwriter.Writer) {
+				fmt.Fprintf(tw, "%s %s: expires %s (%s)\n", sb.Name, sb.ID,
+					sb.ExpiresAt.Local().Format(time.RFC3339), until(g.env.Now(), sb.ExpiresAt))
+			})
 		},
 	}
 	cmd.Flags().StringVar(&ttl, "ttl", "", "the new lifetime from now, such as 4h; default the class's")
 	cmd.Flags().BoolVar(&shorten, "shorten", false, "apply a lifetime that ends sooner than the current one")
+	outputFlag(cmd, &output)
 	return cmd
 }
 
@@ -625,7 +616,7 @@ func newClassesCmd(g *globals) *cobra.Command {
 }
 
 func newApplyCmd(g *globals) *cobra.Command {
-	var org, file string
+	var org, file, output string
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE",
 		Short: "Create or change classes from a sandboxes file (administrators)",
@@ -656,18 +647,20 @@ bound, such as 1 KiB for a description (README.md, Limits).`,
 			if err != nil {
 				return err
 			}
-			for _, n := range res.Created {
-				fmt.Fprintf(g.env.Stdout, "class %s created\n", n)
-			}
-			for _, n := range res.Updated {
-				fmt.Fprintf(g.env.Stdout, "class %s configured\n", n)
-			}
 			for _, w := range res.Warnings {
 				fmt.Fprintf(g.env.Stderr, "warning: %s\n", w)
 			}
-			return nil
+			return render(g.env.Stdout, output, res, func(tw *tabwriter.Writer) {
+				for _, n := range res.Created {
+					fmt.Fprintf(tw, "class %s created\n", n)
+				}
+				for _, n := range res.Updated {
+					fmt.Fprintf(tw, "class %s configured\n", n)
+				}
+			})
 		},
 	}
+	outputFlag(cmd, &output)
 	cmd.Flags().StringVarP(&file, "filename", "f", "", "the sandboxes file (- for standard input)")
 	cmd.Flags().StringVar(&org, "org", "", "organisation name or id (operators; default yours)")
 	return cmd

@@ -456,6 +456,13 @@ func (c *Client) DisableUser(ctx context.Context, org, user string) (api.Disable
 	return out, c.do(ctx, "POST", "/api/v1/orgs/"+esc(org)+"/users/"+esc(user)+"/disable", nil, &out)
 }
 
+// SetUserProject sets the project (a name or id) a user's new sandboxes and
+// keys land in; administrators only.
+func (c *Client) SetUserProject(ctx context.Context, org, user, project string) (api.User, error) {
+	var out api.User
+	return out, c.do(ctx, "PUT", "/api/v1/orgs/"+esc(org)+"/users/"+esc(user)+"/project", api.SetUserProject{Project: project}, &out)
+}
+
 // EnableUser lets a disabled user back in.
 func (c *Client) EnableUser(ctx context.Context, org, user string) (api.User, error) {
 	var out api.User

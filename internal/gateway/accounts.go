@@ -129,6 +129,15 @@ func (s *Server) disableUser(w http.ResponseWriter, r *http.Request, p account.P
 }
 
 // enableUser lets a disabled user back in; their sandboxes stay as they are.
+// setUserProject sets the project a user's new sandboxes and keys land in
+// (administrators).
+func (s *Server) setUserProject(w http.ResponseWriter, r *http.Request, p account.Principal) {
+	replyTo(s, w, r, http.StatusOK, func(req api.SetUserProject) (api.User, error) {
+		u, _, err := s.accounts.SetProject(r.Context(), p, r.PathValue("org"), r.PathValue("user"), req.Project)
+		return apiUser(u), err
+	})
+}
+
 func (s *Server) enableUser(w http.ResponseWriter, r *http.Request, p account.Principal) {
 	reply(s, w, r, http.StatusOK, func() (api.User, error) {
 		u, err := s.accounts.SetDisabled(r.Context(), p, r.PathValue("org"), r.PathValue("user"), false)

@@ -21,7 +21,7 @@ func apiProject(p account.Project, def bool) api.Project {
 }
 
 func apiUser(u account.User) api.User {
-	return api.User{ID: u.ID, Organisation: u.Org, Name: u.Name, Email: u.Email, Role: string(u.Role), Disabled: u.Disabled, CreatedAt: u.CreatedAt}
+	return api.User{ID: u.ID, Organisation: u.Org, Name: u.Name, Email: u.Email, Role: string(u.Role), Disabled: u.Disabled, Project: u.Project, CreatedAt: u.CreatedAt}
 }
 
 func apiKey(k account.Key) api.Key {
@@ -68,7 +68,11 @@ func apiSandbox(sb sandbox.Sandbox, ownerName string, running time.Duration) api
 }
 
 func apiGuardrail(g guardrail.Guardrail) api.Guardrail {
-	out := api.Guardrail{MaxSandboxes: g.MaxSandboxes, MaxSandboxMemory: g.MaxSandboxMemory, AllowedRepos: g.AllowedRepos}
+	out := api.Guardrail{MaxSandboxes: g.MaxSandboxes, AllowedRepos: g.AllowedRepos}
+	if g.MaxSandboxMemory != nil {
+		m := api.Memory(quantity.FormatMiB(*g.MaxSandboxMemory))
+		out.MaxSandboxMemory = &m
+	}
 	if g.MaxSandboxCPU != nil {
 		s := g.MaxSandboxCPU.String()
 		out.MaxSandboxCPU = &s
@@ -82,7 +86,14 @@ func apiGuardrail(g guardrail.Guardrail) api.Guardrail {
 
 // domainGuardrail parses a guardrail from the wire, naming the field at fault.
 func domainGuardrail(in api.Guardrail) (guardrail.Guardrail, error) {
-	out := guardrail.Guardrail{MaxSandboxes: in.MaxSandboxes, MaxSandboxMemory: in.MaxSandboxMemory, AllowedRepos: in.AllowedRepos}
+	out := guardrail.Guardrail{MaxSandboxes: in.MaxSandboxes, AllowedRepos: in.AllowedRepos}
+	if in.MaxSandboxMemory != nil {
+		mib, err := quantity.ParseMiB(string(*in.MaxSandboxMemory))
+		if err != nil {
+			return out, fault.Field("max_sandbox_memory", "%v", err)
+		}
+		out.MaxSandboxMemory = &mib
+	}
 	if in.MaxSandboxCPU != nil {
 		cpu, err := quantity.ParseCPU(*in.MaxSandboxCPU)
 		if err != nil {

@@ -46,8 +46,10 @@ type Options struct {
 	Classes *class.Service
 	Usage   *usage.Service
 	Log     *slog.Logger
-	// Version is reported by /healthz.
+	// Version and Commit (the build's commit; may be "") are reported by
+	// /healthz.
 	Version string
+	Commit  string
 	// Driver names the sandbox driver, "" when the deployment runs none.
 	Driver string
 	// Now is the clock; nil means time.Now.
@@ -128,6 +130,7 @@ type Server struct {
 	usage     *usage.Service
 	log       *slog.Logger
 	version   string
+	commit    string
 	driver    string
 	now       func() time.Time
 	forge     forge.Forge
@@ -160,7 +163,7 @@ func New(o Options) *Server {
 	if now == nil {
 		now = time.Now
 	}
-	s := &Server{accounts: o.Accounts, sandboxes: o.Sandboxes, reach: o.Reach, warm: o.Warm, classes: o.Classes, runs: o.Runs, usage: o.Usage, log: o.Log, version: o.Version, driver: o.Driver,
+	s := &Server{accounts: o.Accounts, sandboxes: o.Sandboxes, reach: o.Reach, warm: o.Warm, classes: o.Classes, runs: o.Runs, usage: o.Usage, log: o.Log, version: o.Version, commit: o.Commit, driver: o.Driver,
 		now: now, metrics: o.Metrics, forge: o.Forge, repos: o.Repositories, mirrors: o.Mirrors, git: githttp.New("", o.Log), credLimit: newRateLimit(10, time.Minute),
 		enrollLimit: newRateLimit(10, time.Minute), tunnelIdle: o.TunnelIdleTimeout, tunnels: newTunnels(), meter: meterOr(o.Meter), stopping: make(chan struct{}),
 		inference: o.Inference, scripted: scriptedTransport(o.Scripted), modelTransport: modelTransportOr(o.ModelTransport),
@@ -209,6 +212,7 @@ func (s *Server) routes() []route {
 		{"POST", "/api/v1/orgs/{org}/users", userKey, s.createUser},
 		{"POST", "/api/v1/orgs/{org}/users/{user}/disable", userKey, s.disableUser},
 		{"POST", "/api/v1/orgs/{org}/users/{user}/enable", userKey, s.enableUser},
+		{"PUT", "/api/v1/orgs/{org}/users/{user}/project", userKey, s.setUserProject},
 		{"POST", "/api/v1/orgs/{org}/users/{user}/invitation", userKey, s.inviteUser},
 		{"GET", "/api/v1/orgs/{org}/guardrail", userKey, s.getGuardrail},
 		{"PUT", "/api/v1/orgs/{org}/guardrail", userKey, s.putGuardrail},
@@ -371,7 +375,7 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request, _ account.
 }
 
 func (s *Server) health(w http.ResponseWriter, _ *http.Request, _ account.Principal) {
-	writeJSON(w, http.StatusOK, api.Health{Status: "ok", Version: s.version, Driver: s.driver})
+	writeJSON(w, http.StatusOK, api.Health{Status: "ok", Version: s.version, Commit: s.commit, Driver: s.driver})
 }
 
 // bodyLimits are the routes ("METHOD path", as in routes) whose body may

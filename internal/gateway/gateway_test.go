@@ -417,7 +417,7 @@ func TestSandboxKeyCannotUseTheControlAPI(t *testing.T) {
 func TestGuardrailIsWrittenWhole(t *testing.T) {
 	w := newWorld(t)
 	ctx := t.Context()
-	ten, mem := 10, int64(32768)
+	ten, mem := 10, api.Memory("32Gi")
 	ttl := "8h"
 	if _, err := w.admin.SetGuardrail(ctx, "acme", "", api.Guardrail{MaxSandboxes: &ten, MaxSandboxMemory: &mem, MaxSandboxTTL: &ttl}); err != nil {
 		t.Fatal(err)
@@ -433,7 +433,7 @@ func TestGuardrailIsWrittenWhole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g.MaxSandboxes == nil || *g.MaxSandboxes != 10 || g.MaxSandboxMemory == nil || *g.MaxSandboxMemory != 32768 || *g.MaxSandboxTTL != "2h" {
+	if g.MaxSandboxes == nil || *g.MaxSandboxes != 10 || g.MaxSandboxMemory == nil || *g.MaxSandboxMemory != "32Gi" || *g.MaxSandboxTTL != "2h" {
 		t.Errorf("after a read-modify-write of one field: %+v", g)
 	}
 	// allowed_repos on the organisation is the operator's.

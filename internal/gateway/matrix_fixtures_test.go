@@ -137,7 +137,7 @@ func (m *matrix) userState(t *testing.T, id string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return "disabled " + strconv.FormatBool(u.Disabled)
+	return "disabled " + strconv.FormatBool(u.Disabled) + ", project " + u.Project
 }
 
 // newFormerKeyholder is a member of acme who had a key, revoked since.

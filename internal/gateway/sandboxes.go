@@ -43,6 +43,9 @@ func (s *Server) apiSandbox(ctx context.Context, sb sandbox.Sandbox, names map[s
 	out := apiSandbox(sb, name, s.sandboxes.RunningTime(sb))
 	open, last := s.sandboxes.Activity(sb)
 	out.Connections, out.LastActivity = open, timePtr(last)
+	if step, ok := s.sandboxes.Progress(sb); ok {
+		out.Stage, out.StageSince = string(step.Stage), &step.Since
+	}
 	out.Run = s.runOf(ctx, sb)
 	return out
 }

@@ -35,7 +35,7 @@ func (g Guardrail) Validate() error {
 		errs = append(errs, fmt.Errorf("max_sandboxes: %d is negative", *g.MaxSandboxes))
 	}
 	if g.MaxSandboxMemory != nil && *g.MaxSandboxMemory <= 0 {
-		errs = append(errs, fmt.Errorf("max_sandbox_memory: %d MiB must be more than 0", *g.MaxSandboxMemory))
+		errs = append(errs, fmt.Errorf("max_sandbox_memory: %s must be more than 0", quantity.FormatMiB(*g.MaxSandboxMemory)))
 	}
 	if g.MaxSandboxCPU != nil && *g.MaxSandboxCPU <= 0 {
 		errs = append(errs, fmt.Errorf("max_sandbox_cpu: %s must be more than 0", *g.MaxSandboxCPU))
@@ -145,7 +145,7 @@ func (g Guardrail) CheckSize(cpu quantity.Millicores, memory quantity.Bytes) err
 		return fault.Errorf(fault.Exceeded, "%s cores is more than the guardrail's max_sandbox_cpu of %s", cpu, *g.MaxSandboxCPU)
 	}
 	if g.MaxSandboxMemory != nil && memory.MiB() > *g.MaxSandboxMemory {
-		return fault.Errorf(fault.Exceeded, "%d MiB of memory is more than the guardrail's max_sandbox_memory of %d MiB", memory.MiB(), *g.MaxSandboxMemory)
+		return fault.Errorf(fault.Exceeded, "%s of memory is more than the guardrail's max_sandbox_memory of %s", memory, quantity.FormatMiB(*g.MaxSandboxMemory))
 	}
 	return nil
 }
@@ -185,7 +185,7 @@ func (g Guardrail) String() string {
 	}
 	return strings.Join([]string{
 		field("max-sandboxes", g.MaxSandboxes != nil, func() string { return fmt.Sprint(*g.MaxSandboxes) }),
-		field("max-sandbox-memory", g.MaxSandboxMemory != nil, func() string { return fmt.Sprint(*g.MaxSandboxMemory) }),
+		field("max-sandbox-memory", g.MaxSandboxMemory != nil, func() string { return quantity.FormatMiB(*g.MaxSandboxMemory) }),
 		field("max-sandbox-cpu", g.MaxSandboxCPU != nil, func() string { return g.MaxSandboxCPU.String() }),
 		field("max-sandbox-ttl", g.MaxSandboxTTL != nil, func() string { return quantity.FormatDuration(*g.MaxSandboxTTL) }),
 		"allowed-repos=" + repos,

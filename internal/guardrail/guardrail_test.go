@@ -120,7 +120,7 @@ func TestStringNamesEveryField(t *testing.T) {
 	}{
 		{guardrail.Guardrail{}, "max-sandboxes=none max-sandbox-memory=none max-sandbox-cpu=none max-sandbox-ttl=none allowed-repos=unset"},
 		{guardrail.Guardrail{MaxSandboxes: &n, MaxSandboxMemory: &mem, MaxSandboxCPU: &cpu, MaxSandboxTTL: &ttl, AllowedRepos: []string{"acme/app", "acme/web"}},
-			"max-sandboxes=10 max-sandbox-memory=32768 max-sandbox-cpu=4 max-sandbox-ttl=8h allowed-repos=[acme/app,acme/web]"},
+			"max-sandboxes=10 max-sandbox-memory=32Gi max-sandbox-cpu=4 max-sandbox-ttl=8h allowed-repos=[acme/app,acme/web]"},
 		{guardrail.Guardrail{AllowedRepos: []string{}}, "max-sandboxes=none max-sandbox-memory=none max-sandbox-cpu=none max-sandbox-ttl=none allowed-repos=[]"},
 	}
 	for _, tt := range tests {

@@ -220,11 +220,14 @@ func (s *Service) forget() {
 func (s *Service) Catalog() *Catalog { return s.catalog }
 
 // scope is the organisation and project a key's inference belongs to: a
-// sandbox's key its sandbox's project, a user's key the organisation's
-// default project.
+// sandbox's key its sandbox's project, a user's key the user's project
+// (the one an administrator set, else the organisation's default).
 func (s *Service) scope(ctx context.Context, p account.Principal) (account.Project, error) {
 	if p.Project != "" {
 		return s.accounts.Project(ctx, p.User.Org, p.Project)
+	}
+	if p.User.Project != "" {
+		return s.accounts.Project(ctx, p.User.Org, p.User.Project)
 	}
 	return s.accounts.DefaultProject(ctx, p.User.Org)
 }

@@ -220,17 +220,7 @@ func TestRateLimitRefillsWithTime(t *testing.T) {
 // reachable target; the router goes to its first reachable target.
 func TestPolicyNarrowsAndRoutes(t *testing.T) {
 	e := newEnv(t)
-	models := func() []string {
-		ms, err := e.svc.Models(t.Context(), e.user)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		for _, m := range ms {
-			out = append(out, m.ID)
-		}
-		return out
-	}
+	models := func() []string { return modelIDs(t, e, e.user) }
 	if got := models(); !cmp.Equal(got, []string{"cheap", "gpt-5", "auto"}) {
 		t.Errorf("nothing set: %v", got)
 	}
@@ -254,6 +244,20 @@ func TestPolicyNarrowsAndRoutes(t *testing.T) {
 	if _, err := e.svc.SetSettings(t.Context(), e.user, "", "default", inference.Settings{}); !errors.Is(err, fault.Forbidden) {
 		t.Errorf("a member sets settings: %v", err)
 	}
+}
+
+// modelIDs are the models p may reach, by id.
+func modelIDs(t *testing.T, e env, p account.Principal) []string {
+	t.Helper()
+	ms, err := e.svc.Models(t.Context(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, m := range ms {
+		out = append(out, m.ID)
+	}
+	return out
 }
 
 func mustCall(t *testing.T, d inference.Dialect, body string) inference.Call {
@@ -289,5 +293,32 @@ func TestSettleCharges(t *testing.T) {
 		if err != nil || rec.CostUSD != c.cost || rec.Metered != c.metered || rec.Usage != (runner.Usage{}) {
 			t.Errorf("status %d: %+v, %v; want cost %v metered %v", c.status, rec, err, c.cost, c.metered)
 		}
+	}
+}
+
+// TestUserKeyFollowsTheirProject: a person's own key calls models as the
+// project an administrator set for them (its settings, its budget), not
+// the organisation's oldest; without one, the oldest.
+func TestUserKeyFollowsTheirProject(t *testing.T) {
+	e := newEnv(t)
+	accounts := e.opts.Accounts.(*account.Service)
+	if _, err := accounts.CreateProject(t.Context(), e.admin, "", "ml"); err != nil {
+		t.Fatal(err)
+	}
+	e.set(t, "default", inference.Settings{Models: []string{"cheap"}})
+	e.set(t, "ml", inference.Settings{Models: []string{"gpt-5"}})
+	models := func(p account.Principal) []string { return modelIDs(t, e, p) }
+	if got := models(e.user); !cmp.Equal(got, []string{"cheap"}) {
+		t.Errorf("no project set: %v, want the default project's", got)
+	}
+	u, _, err := accounts.SetProject(t.Context(), e.admin, "", e.user.User.Name, "ml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := models(account.Principal{User: u, KeyID: e.user.KeyID}); !cmp.Equal(got, []string{"gpt-5"}) {
+		t.Errorf("project ml set: %v, want ml's", got)
+	}
+	if _, _, err := accounts.SetProject(t.Context(), e.user, "", e.user.User.Name, "default"); !errors.Is(err, fault.Forbidden) {
+		t.Errorf("a member sets their own project: %v, want forbidden", err)
 	}
 }

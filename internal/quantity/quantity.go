@@ -152,3 +152,35 @@ func USD(v float64) string {
 	}
 	return "$" + s
 }
+
+// ParseMiB reads a memory ceiling in whole mebibytes, rounded up: an
+// amount as ParseBytes reads it ("32Gi", "512Mi", "4G"), or a bare number,
+// which is MiB (how guardrails were written before they took units).
+func ParseMiB(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		if n > math.MaxInt64>>21 {
+			return 0, fmt.Errorf("%q is not a size (such as 512Mi, 16Gi or 1T; a bare number is MiB)", s)
+		}
+		return n, nil
+	}
+	b, err := ParseBytes(s)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a size (such as 512Mi, 16Gi or 1T; a bare number is MiB)", s)
+	}
+	if b < 0 {
+		return -Bytes(-b).MiB(), nil
+	}
+	return b.MiB(), nil
+}
+
+// FormatMiB prints n MiB as classes write memory: "32Gi", "1536Mi".
+func FormatMiB(n int64) string {
+	if n == 0 {
+		return "0"
+	}
+	if n < 0 {
+		return "-" + Bytes(-n<<20).String()
+	}
+	return Bytes(n << 20).String()
+}

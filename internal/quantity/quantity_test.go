@@ -1,6 +1,7 @@
 package quantity_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -52,6 +53,32 @@ func TestParseBytes(t *testing.T) {
 	for _, bad := range []string{"", "16GB", "lots", "Gi", "1e30Ti"} {
 		if _, err := quantity.ParseBytes(bad); err == nil {
 			t.Errorf("ParseBytes(%q) accepted it", bad)
+		}
+	}
+}
+
+// TestParseMiB: a memory ceiling takes the units classes use, and a bare
+// number is MiB, as guardrails were written before; it prints as classes do.
+func TestParseMiB(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want int64
+		str  string
+	}{
+		{"32Gi", 32768, "32Gi"}, {"32768", 32768, "32Gi"}, {"512Mi", 512, "512Mi"}, {"1536", 1536, "1536Mi"},
+		{"1G", 954, "954Mi"}, {"1.5Gi", 1536, "1536Mi"}, {"512Ki", 1, "1Mi"},
+	} {
+		got, err := quantity.ParseMiB(tt.in)
+		if err != nil || got != tt.want {
+			t.Errorf("ParseMiB(%q) = %d, %v; want %d", tt.in, got, err, tt.want)
+		}
+		if s := quantity.FormatMiB(got); s != tt.str {
+			t.Errorf("FormatMiB(%d) = %q, want %q", got, s, tt.str)
+		}
+	}
+	for _, bad := range []string{"", "32GB", "lots", "1e30Ti", "99999999999999999"} {
+		if _, err := quantity.ParseMiB(bad); err == nil || !strings.Contains(err.Error(), "a bare number is MiB") {
+			t.Errorf("ParseMiB(%q) = %v, want an error naming the units", bad, err)
 		}
 	}
 }

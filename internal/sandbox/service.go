@@ -89,6 +89,7 @@ type Service struct {
 	starts   chan startJob
 	mu       sync.Mutex
 	inflight map[ID]func() // sandboxes whose start is queued or running, with their holds' release
+	stages   stages        // how far each of those has got (stage.go)
 	settled  chan struct{} // closed, and replaced, whenever a start ends (under mu)
 	activity Activity      // nil: no connection is counted (SetActivity)
 	warm     Warm          // nil: no sandbox is a pool's (SetWarm)
@@ -355,13 +356,19 @@ func (s *Service) checkRequestShape(purpose Purpose, req CreateRequest) error {
 	return s.checkWithheld(req.Env)
 }
 
-// chooseProject returns the project a sandbox goes in: the organisation's
-// oldest, or the one an administrator names. The project must belong to the
+// chooseProject returns the project a sandbox goes in: the caller's own
+// (the one an administrator set for them, else the organisation's oldest),
+// or the one an administrator names. The project must belong to the
 // caller's organisation: the owner is checked, not just that the row exists.
 func (s *Service) chooseProject(ctx context.Context, p account.Principal, org, ref string) (account.Project, error) {
 	def, err := s.accounts.DefaultProject(ctx, org)
 	if err != nil {
 		return account.Project{}, err
+	}
+	if p.User.Project != "" && p.User.Org == org {
+		if def, err = s.accounts.Project(ctx, org, p.User.Project); err != nil {
+			return account.Project{}, err
+		}
 	}
 	if ref == "" || ref == def.ID || ref == def.Name {
 		return def, nil

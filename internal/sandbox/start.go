@@ -38,6 +38,7 @@ func (s *Service) claim(ctx context.Context, id ID) {
 // marked failed at once rather than left starting for ever.
 func (s *Service) enqueue(ctx context.Context, spec Spec) {
 	s.claim(ctx, spec.Sandbox.ID)
+	s.stages.set(spec.Sandbox.ID, StageQueued, s.now())
 	select {
 	case s.starts <- startJob{spec: spec}:
 	default:
@@ -50,6 +51,7 @@ func (s *Service) done(id ID) {
 	s.mu.Lock()
 	release, ok := s.inflight[id]
 	delete(s.inflight, id)
+	s.stages.clear(id)
 	if ok {
 		s.startEnded()
 	}
@@ -73,12 +75,14 @@ func (s *Service) start(ctx context.Context, spec Spec) {
 	id := spec.Sandbox.ID
 	began := s.now()
 	if s.agentRun(spec.Sandbox) && spec.Env != nil {
+		s.stages.set(id, StageCheckout, s.now())
 		if err := s.runs.Prepare(ctx, &spec); err != nil {
 			s.log.WarnContext(ctx, "agent run not prepared", "sandbox", id, "err", err)
 			s.startFailed(ctx, spec, "its run could not be prepared: "+err.Error())
 			return
 		}
 	}
+	s.stages.set(id, StageMachine, s.now())
 	err := s.driver.Start(ctx, spec)
 	if ctx.Err() != nil {
 		// The gateway stopped without waiting; the start-up sweep

@@ -179,9 +179,9 @@ func (s *Store) CreateUser(ctx context.Context, u account.User, events ...audit.
 
 func insertUser(ctx context.Context, q sqldb.Queryer, u account.User) error {
 	_, err := q.ExecContext(ctx, `
-		INSERT INTO users (id, org_id, name, email, role, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6)`,
-		u.ID, u.Org, u.Name, u.Email, string(u.Role), timeArg(u.CreatedAt))
+		INSERT INTO users (id, org_id, name, email, role, created_at, project_id)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+		u.ID, u.Org, u.Name, u.Email, string(u.Role), timeArg(u.CreatedAt), nullString(u.Project))
 	switch constraintOf(err) {
 	case uniqueConstraint:
 		return fault.Errorf(fault.Conflict, "user %q", u.Name)
@@ -194,7 +194,7 @@ func insertUser(ctx context.Context, q sqldb.Queryer, u account.User) error {
 	return nil
 }
 
-const userColumns = `id, org_id, name, email, role, created_at, disabled`
+const userColumns = `id, org_id, name, email, role, created_at, disabled, project_id`
 
 // scanUser reads userColumns, then extra.
 func scanUser(row rowScanner, extra ...any) (account.User, error) {
@@ -202,10 +202,12 @@ func scanUser(row rowScanner, extra ...any) (account.User, error) {
 	var role string
 	var created sql.NullInt64
 	var disabled int
-	if err := row.Scan(append([]any{&u.ID, &u.Org, &u.Name, &u.Email, &role, &created, &disabled}, extra...)...); err != nil {
+	var project sql.NullString
+	if err := row.Scan(append([]any{&u.ID, &u.Org, &u.Name, &u.Email, &role, &created, &disabled, &project}, extra...)...); err != nil {
 		return account.User{}, err
 	}
 	u.Disabled = disabled != 0
+	u.Project = project.String
 	u.Role = account.Role(role)
 	u.CreatedAt = timeOf(created)
 	return u, nil
@@ -339,6 +341,22 @@ func (s *Store) RevokeKey(ctx context.Context, id string, at time.Time, events .
 func revokeKey(ctx context.Context, q sqldb.Queryer, id string, at time.Time) error {
 	_, err := q.ExecContext(ctx, `UPDATE keys SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL`, timeArg(at), id)
 	return err
+}
+
+// SetUserProject sets the project a user's new sandboxes and keys land in
+// ("": the organisation's oldest), with its audit events; fault.NotFound
+// if the user is unknown.
+func (s *Store) SetUserProject(ctx context.Context, id, project string, events ...audit.Event) error {
+	return s.withEvents(ctx, sqldb.Patient, events, func(q sqldb.Queryer) error {
+		res, err := q.ExecContext(ctx, `UPDATE users SET project_id = $2 WHERE id = $1`, id, nullString(project))
+		if err != nil {
+			return fmt.Errorf("set the project of user %s: %w", id, err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fault.Errorf(fault.NotFound, "user %s", id)
+		}
+		return nil
+	})
 }
 
 // SetUserDisabled disables or enables a user; fault.NotFound if unknown.

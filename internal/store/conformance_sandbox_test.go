@@ -158,7 +158,7 @@ func testSandboxRoundTrip(t *testing.T, st *store.Store) {
 	full.Contract, full.SetupCommand = sandbox.ContractKelos, []string{"sh", "-c", "make deps"}
 	full.Env = map[string]string{"FOO": "bar", "EMPTY": ""}
 	full.EndedAt, full.FromPool = t0.Add(time.Hour), true
-	checkAllSet(t, full, "Ran", "RunningSince", "FirstRan", "ActiveAt")
+	checkAllSet(t, full, "Ran", "RunningSince", "FirstRan", "ActiveAt", "LifetimeCut") // LifetimeCut is an answer's, never stored
 	mustCreate(t, st, full, key)
 	if diff := cmp.Diff(full, mustGet(t, st, full.ID)); diff != "" {
 		t.Errorf("GetSandbox (-want +got):\n%s", diff)

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/guardrail"
 	"berth.dev/berth/internal/paging"
@@ -66,7 +67,8 @@ func newFixture(t *testing.T, st *store.Store, name string) fixture {
 		org: account.Organisation{ID: "org_" + name, Name: name, CreatedAt: t0},
 		prj: account.Project{ID: "prj_" + name, Org: "org_" + name, Name: "default", CreatedAt: t0},
 	}
-	fx.ann = account.User{ID: "usr_" + name + "ann", Org: fx.org.ID, Name: "ann", Email: "ann@example.com", Role: account.RoleAdmin, CreatedAt: t0}
+	fx.ann = account.User{ID: "usr_" + name + "ann", Org: fx.org.ID, Name: "ann", Email: "ann@example.com", Role: account.RoleAdmin, CreatedAt: t0,
+		Project: fx.prj.ID}
 	fx.bob = account.User{ID: "usr_" + name + "bob", Org: fx.org.ID, Name: "bob", Role: account.RoleMember, CreatedAt: t0}
 	if err := st.CreateOrganisation(ctx, fx.org, fx.prj); err != nil {
 		t.Fatalf("CreateOrganisation: %v", err)
@@ -239,6 +241,48 @@ func testUsers(t *testing.T, st *store.Store) {
 	if diff := cmp.Diff([]account.User{globex.ann, globex.bob}, users); diff != "" {
 		t.Errorf("ListUsers (-want +got):\n%s", diff)
 	}
+
+	// A user's project is set, read back, and cleared, with its audit
+	// event in the same write.
+	ml := account.Project{ID: "prj_acmeml", Org: acme.org.ID, Name: "ml", CreatedAt: t0.Add(time.Second)}
+	if err := st.CreateProject(ctx, ml); err != nil {
+		t.Fatalf("CreateProject: %v", err)
+	}
+	ev := audit.Event{At: t0, Org: acme.org.ID, Actor: acme.ann.ID, Action: audit.UserProject, Target: acme.bob.Name, Detail: ml.Name}
+	if err := st.SetUserProject(ctx, acme.bob.ID, ml.ID, ev); err != nil {
+		t.Fatalf("SetUserProject: %v", err)
+	}
+	bob := acme.bob
+	bob.Project = ml.ID
+	for _, get := range []func() (account.User, error){
+		func() (account.User, error) { return st.GetUser(ctx, bob.ID) },
+		func() (account.User, error) { return st.FindUser(ctx, acme.org.ID, bob.Name) },
+	} {
+		got, err := get()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(bob, got); diff != "" {
+			t.Errorf("user after SetUserProject (-want +got):\n%s", diff)
+		}
+	}
+	events, _, err := st.ListAudit(ctx, audit.Filter{Org: acme.org.ID}, paging.Request{})
+	var set []audit.Event
+	for _, e := range events {
+		if e.Action == audit.UserProject {
+			set = append(set, e)
+		}
+	}
+	if err != nil || len(set) != 1 || set[0].Detail != ml.Name {
+		t.Errorf("audit of SetUserProject: %v, %v; want its one event", set, err)
+	}
+	if err := st.SetUserProject(ctx, bob.ID, ""); err != nil {
+		t.Fatalf("SetUserProject(\"\"): %v", err)
+	}
+	if got, err := st.GetUser(ctx, bob.ID); err != nil || got.Project != "" {
+		t.Errorf("user after clearing the project: %+v, %v", got, err)
+	}
+	wantErr(t, "SetUserProject(unknown user)", st.SetUserProject(ctx, "usr_nope", ml.ID), fault.NotFound)
 
 	wantErr(t, "CreateUser(taken name)",
 		st.CreateUser(ctx, account.User{ID: "usr_ann2", Org: acme.org.ID, Name: "ann", Role: account.RoleMember, CreatedAt: t0}),

@@ -153,6 +153,14 @@ func jsonOf(s sql.NullString, v any) error {
 	return json.Unmarshal([]byte(s.String), v)
 }
 
+// nullString encodes an optional string; "" is NULL.
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
 // ptrArg encodes an optional number; nil is NULL.
 func ptrArg[T ~int | ~int64](p *T) any {
 	if p == nil {

@@ -185,7 +185,7 @@ func TestGuardrailEditorKeepsWhatItDoesNotShow(t *testing.T) {
 	if pg := b.get("/quotas/edit"); pg.status != http.StatusOK || !strings.Contains(pg.body, `value="8"`) {
 		t.Fatalf("GET /quotas/edit: %d, want 200 with the cpu ceiling 8\n%s", pg.status, pg.body)
 	}
-	pg := b.post("/quotas/edit", url.Values{"csrf": {token}, "max_sandboxes": {"5"}, "max_sandbox_memory": {"16384"},
+	pg := b.post("/quotas/edit", url.Values{"csrf": {token}, "max_sandboxes": {"5"}, "max_sandbox_memory": {"16Gi"},
 		"max_sandbox_cpu": {"4"}, "max_sandbox_ttl": {"8h"}})
 	if pg.status != http.StatusSeeOther {
 		t.Fatalf("save quotas: %d, want 303\n%s", pg.status, pg.body)
@@ -198,6 +198,10 @@ func TestGuardrailEditorKeepsWhatItDoesNotShow(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("guardrail after the editor saved it (-want +got):\n%s", diff)
+	}
+	// Memory is shown as it was written, the way classes write it.
+	if pg := b.get("/quotas/edit"); !strings.Contains(pg.body, `name="max_sandbox_memory" value="16Gi"`) {
+		t.Errorf("GET /quotas/edit after saving 16Gi does not show 16Gi:\n%s", pg.body)
 	}
 	pg = b.post("/quotas/edit", url.Values{"csrf": {token}, "max_sandboxes": {"5"}, "max_sandbox_ttl": {"soon"}})
 	if pg.status != http.StatusBadRequest || !strings.Contains(pg.body, "max_sandbox_ttl") || !strings.Contains(pg.body, `aria-invalid="true"`) {

@@ -104,7 +104,7 @@ func guardrailFormOf(project string, g guardrail.Guardrail) guardrailForm {
 		f.MaxSandboxes = strconv.Itoa(*g.MaxSandboxes)
 	}
 	if g.MaxSandboxMemory != nil {
-		f.Memory = strconv.FormatInt(*g.MaxSandboxMemory, 10)
+		f.Memory = quantity.FormatMiB(*g.MaxSandboxMemory)
 	}
 	if g.MaxSandboxCPU != nil {
 		f.CPU = g.MaxSandboxCPU.String()
@@ -182,9 +182,9 @@ func (f guardrailForm) apply(g *guardrail.Guardrail) error {
 		g.MaxSandboxes = &n
 	}
 	if f.Memory != "" {
-		n, err := strconv.ParseInt(f.Memory, 10, 64)
+		n, err := quantity.ParseMiB(f.Memory)
 		if err != nil {
-			return fault.Field("max_sandbox_memory", "%q is not a whole number of MiB", f.Memory)
+			return fault.Field("max_sandbox_memory", "%v", err)
 		}
 		g.MaxSandboxMemory = &n
 	}
