@@ -287,10 +287,13 @@ func (c *standIn) fillPools(ctx context.Context) error {
 // label and none of the claim's labels; the claim's status names the
 // Sandbox, which keeps its pool name.
 func (c *standIn) bindClaims(ctx context.Context) error {
+	// Held for the whole pass: hold() then waits for a pass under way, so
+	// a claim made after it returns is never bound by that pass (one
+	// read the flag, then listed a claim Start made meanwhile, and bound
+	// it: TestClaimWaitedForAgain failed on a loaded machine).
 	c.mu.Lock()
-	held := c.holdBind
-	c.mu.Unlock()
-	if held {
+	defer c.mu.Unlock()
+	if c.holdBind {
 		return nil
 	}
 	claims, err := c.dc.Resource(claimGVR).Namespace(c.ns).List(ctx, metav1.ListOptions{})
