@@ -125,7 +125,7 @@ func TestAgentRunEndToEnd(t *testing.T) {
 				return sb.State == "terminated" || sb.State == "failed"
 			})
 			t.Logf("%s: %s in %s", r, end.State, time.Since(began).Round(time.Millisecond))
-			log, _ := g.berthErr("sandbox", "logs", name)
+			log, _ := g.berthErr("sandbox", "logs", "--raw", name)
 			if end.State != "terminated" || end.Run == nil || end.Run.State != "succeeded" {
 				t.Fatalf("sandbox %s (%s), run %+v; log:\n%s", end.State, end.Reason, end.Run, log)
 			}
@@ -252,7 +252,7 @@ func TestAgentRunSurvivesAGatewayCrash(t *testing.T) {
 	// Wait until the agent has asked for its tool call: it now sleeps.
 	deadline := time.Now().Add(time.Minute)
 	for {
-		log, _ := g.berthErr("sandbox", "logs", "slow")
+		log, _ := g.berthErr("sandbox", "logs", "--raw", "slow")
 		if strings.Contains(string(log), `"tool_use"`) {
 			break
 		}
@@ -265,7 +265,7 @@ func TestAgentRunSurvivesAGatewayCrash(t *testing.T) {
 	g.start()
 	end := g.waitEnded(sb.ID, 2*time.Minute)
 	if end.State != "terminated" || end.Run == nil || end.Run.State != "succeeded" {
-		log, _ := g.berthErr("sandbox", "logs", "slow")
+		log, _ := g.berthErr("sandbox", "logs", "--raw", "slow")
 		t.Fatalf("sandbox %s (%s), run %+v; log:\n%s", end.State, end.Reason, end.Run, log)
 	}
 	if got := gitIn(t, bare, "rev-parse", "refs/heads/berth/slow"); got == "" || got != end.Run.Commit {
@@ -302,7 +302,7 @@ func TestAgentRunOverBudgetFailsSayingWhy(t *testing.T) {
 		return sb.State == "terminated" || sb.State == "failed"
 	})
 	if end.State != "failed" || end.Run == nil || end.Run.State != "failed" || !strings.Contains(end.Run.Error, "budget") {
-		log, _ := g.berthErr("sandbox", "logs", "broke")
+		log, _ := g.berthErr("sandbox", "logs", "--raw", "broke")
 		t.Fatalf("sandbox %s (%s), run %+v; want failed, saying the budget is spent; log:\n%s", end.State, end.Reason, end.Run, log)
 	}
 	t.Logf("the run failed: %s", end.Run.Error)

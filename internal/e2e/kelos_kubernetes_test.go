@@ -146,7 +146,7 @@ func kelosRun(t *testing.T, g *gateway, class, name, task string, explain func(i
 		}
 		return (sb.State == "terminated" || sb.State == "failed") && sb.Run != nil && sb.Run.State != "running"
 	})
-	log, err := g.berthErr("sandbox", "logs", name)
+	log, err := g.berthErr("sandbox", "logs", "--raw", name)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -292,7 +292,7 @@ func TestEngineerOnRealController(t *testing.T) {
 	// Expired with the gateway down: the cluster ends the sandbox itself
 	// at shutdownTime (Retain: the pod goes, the Sandbox and its volume
 	// stay). BERTH_TEST_MIN_TTL lets the lifetime be this short.
-	alice.run(berthBin, "sandbox", "extend", "dev", "--ttl", "8s")
+	alice.run(berthBin, "sandbox", "extend", "dev", "--ttl", "8s", "--shorten")
 	shown, err = alice.api.Sandbox(t.Context(), sb.ID)
 	if err != nil {
 		t.Fatal(err)

@@ -54,7 +54,7 @@ func TestAgentRunOnKubernetes(t *testing.T) {
 		bare := g.seedRepo("acme/app")
 		sb, obj, pod, end := k.run(t, g, ns, "fix-k8s", "Write f.txt and commit it.")
 		if end.State != "terminated" || end.Run == nil || end.Run.State != "succeeded" {
-			log, _ := g.berthErr("sandbox", "logs", sb.Name)
+			log, _ := g.berthErr("sandbox", "logs", "--raw", sb.Name)
 			t.Fatalf("sandbox %s (%s), run %+v; run log:\n%s\npod:\n%s", end.State, end.Reason, end.Run, log, k.srv.PodLogs(ns, pod))
 		}
 		run := end.Run
@@ -91,7 +91,7 @@ func TestAgentRunOnKubernetes(t *testing.T) {
 		} else {
 			checkDifference(t, "claude-code", int64(m.Requests), run.Difference)
 		}
-		if log, _ := g.berthErr("sandbox", "logs", sb.Name); !strings.Contains(string(log), `"type":"result"`) {
+		if log, _ := g.berthErr("sandbox", "logs", "--raw", sb.Name); !strings.Contains(string(log), `"type":"result"`) {
 			t.Errorf("the run log holds no result line:\n%s", log)
 		}
 		// Terminated: the driver deleted its Sandbox.

@@ -48,7 +48,7 @@ func (g *gateway) runLogHas(t *testing.T, name string, within time.Duration, wan
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		out, _ := g.berthErr("sandbox", "logs", name)
+		out, _ := g.berthErr("sandbox", "logs", "--raw", name)
 		log := string(out)
 		all := true
 		for _, w := range want {

@@ -152,7 +152,7 @@ models:
 		return sb.State == "terminated" || sb.State == "failed"
 	})
 	if end.State != "terminated" || end.Run == nil || end.Run.State != "succeeded" {
-		log, _ := g.berthErr("sandbox", "logs", "big")
+		log, _ := g.berthErr("sandbox", "logs", "--raw", "big")
 		t.Fatalf("sandbox %s (%s), run %+v; log:\n%.4000s", end.State, end.Reason, end.Run, log)
 	}
 	want := modelserver.TextOf(task)
@@ -247,7 +247,7 @@ func TestKelosImageGetsItsTaskAsItsArgument(t *testing.T) {
 				}
 				return sb.State == "terminated" || sb.State == "failed"
 			})
-			log, err := g.berthErr("sandbox", "logs", name)
+			log, err := g.berthErr("sandbox", "logs", "--raw", name)
 			if err != nil {
 				t.Fatal(err)
 			}

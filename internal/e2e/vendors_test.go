@@ -89,7 +89,7 @@ func TestAgentRunsOnTheirRunnersVendor(t *testing.T) {
 				return sb.State == "terminated" || sb.State == "failed"
 			})
 			if end.State != "terminated" || end.Run == nil || end.Run.State != "succeeded" {
-				log, _ := g.berthErr("sandbox", "logs", name)
+				log, _ := g.berthErr("sandbox", "logs", "--raw", name)
 				t.Fatalf("sandbox %s (%s), run %+v; log:\n%s", end.State, end.Reason, end.Run, log)
 			}
 			if got := gitIn(t, bare, "show", end.Run.Commit+":f.txt"); got != "hi" {
