@@ -435,6 +435,12 @@ func (s *Server) newPreviewSession(g previewGrant) *previewSession {
 			// behind any reverse proxy.
 			pr.Out.Host = pr.In.Host
 			pr.SetXForwarded()
+			// SetXForwarded says https only for the gateway's own TLS;
+			// behind a proxy that ends TLS and says so, the gateway's
+			// cookies are Secure, and the app is told so too.
+			if secureRequest(pr.In) {
+				pr.Out.Header.Set("X-Forwarded-Proto", "https")
+			}
 			pr.Out.Header.Del("Authorization")
 			stripPreviewCookies(pr.Out.Header)
 		},

@@ -451,3 +451,31 @@ func TestPreviewFromPanel(t *testing.T) {
 		t.Errorf("the app saw %+v: want no cookie of the panel's", got)
 	}
 }
+
+// TestPreviewBehindATLSProxy: behind a proxy that ends TLS and says so
+// (X-Forwarded-Proto: https, as the gateway's own cookies trust), the
+// app is told https too: an app that sends http visitors to https would
+// otherwise redirect for ever.
+func TestPreviewBehindATLSProxy(t *testing.T) {
+	w, _ := previewWorld(t)
+	sb := w.serving(t, "web")
+	u := previewURL(t, w.owner, sb, 3000)
+	b := w.browser(t, http.Header{"X-Forwarded-Proto": {"https"}})
+	// The browser's addresses are https (its cookie jar keeps the
+	// preview's Secure cookie for them); the proxy speaks http to the
+	// gateway.
+	proxy := b.Transport
+	b.Transport = roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		r = r.Clone(r.Context())
+		r.URL.Scheme = "http"
+		return proxy.RoundTrip(r)
+	})
+	u.Scheme = "https"
+	resp, body := fetch(t, b, u.String())
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("through the proxy: %d %s", resp.StatusCode, body)
+	}
+	if got := decodeSeen(t, body); got.ForwardedProto != "https" || got.ForwardedHost != u.Host {
+		t.Errorf("the app saw X-Forwarded-Proto %q, X-Forwarded-Host %q: want https and %s", got.ForwardedProto, got.ForwardedHost, u.Host)
+	}
+}
