@@ -293,6 +293,25 @@ func (p *Provider) RevokeSessions(ctx context.Context, subject string) error {
 	return p.admin(ctx, http.MethodDelete, "/admin/oauth2/auth/sessions/login", url.Values{"subject": {subject}}, nil, nil)
 }
 
+// RotateSigningKey adds a new RS256 key to the set hydra signs ID tokens
+// with (hydra.openid.id-token) and returns its kid: tokens from then on
+// carry it, and the JWKS lists it beside the older keys.
+func (p *Provider) RotateSigningKey(ctx context.Context) (string, error) {
+	var set struct {
+		Keys []struct {
+			Kid string `json:"kid"`
+		} `json:"keys"`
+	}
+	if err := p.admin(ctx, http.MethodPost, "/admin/keys/hydra.openid.id-token", nil,
+		map[string]string{"alg": "RS256", "use": "sig", "kid": ""}, &set); err != nil {
+		return "", err
+	}
+	if len(set.Keys) != 1 {
+		return "", fmt.Errorf("hydra made %d keys, want 1", len(set.Keys))
+	}
+	return set.Keys[0].Kid, nil
+}
+
 // admin calls hydra's admin API; a status past 299 is an error with the
 // body's message.
 func (p *Provider) admin(ctx context.Context, method, path string, q url.Values, in, out any) error {

@@ -84,18 +84,7 @@ func TestCodeFlowWithPKCE(t *testing.T) {
 				t.Fatal("exchange with the wrong PKCE verifier succeeded")
 			}
 			// hydra spends the code on the failed try; a new flow gets another.
-			cb, err = Authorize(ctx, authURL, redirectURI)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tok, err := conf.Exchange(ctx, cb.Query().Get("code"), oauth2.VerifierOption(pkce))
-			if err != nil {
-				t.Fatal(err)
-			}
-			raw, _ := tok.Extra("id_token").(string)
-			if raw == "" {
-				t.Fatal("no id_token in the token response")
-			}
+			tok, raw := signIn(ctx, t, conf, authURL, pkce)
 			idt, err := verifier.Verify(ctx, raw)
 			if err != nil {
 				t.Fatal(err)
@@ -147,6 +136,54 @@ func TestCodeFlowWithPKCE(t *testing.T) {
 	}
 }
 
+// TestKeyRotation: after a new signing key, ID tokens carry its kid, the
+// JWKS lists it beside the old one, and go-oidc still verifies them.
+func TestKeyRotation(t *testing.T) {
+	p := Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const redirectURI = "http://127.0.0.1:1/callback"
+	if err := p.CreateClient(ctx, Client{ID: "berth-panel", Secret: "s3cret-of-the-test", RedirectURIs: []string{redirectURI}}); err != nil {
+		t.Fatal(err)
+	}
+	p.AddUser(User{Subject: "ada"})
+	provider, err := oidc.NewProvider(ctx, p.Issuer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := oauth2.Config{ClientID: "berth-panel", ClientSecret: "s3cret-of-the-test", Endpoint: provider.Endpoint(), RedirectURL: redirectURI, Scopes: []string{oidc.ScopeOpenID}}
+	verifier := provider.Verifier(&oidc.Config{ClientID: conf.ClientID})
+	verified := func() string {
+		t.Helper()
+		pkce := oauth2.GenerateVerifier()
+		_, raw := signIn(ctx, t, conf, conf.AuthCodeURL("st4te-of-the-test", oauth2.S256ChallengeOption(pkce)), pkce)
+		if _, err := verifier.Verify(ctx, raw); err != nil {
+			t.Fatal(err)
+		}
+		return raw
+	}
+	var disc struct {
+		JWKS string `json:"jwks_uri"`
+	}
+	if err := provider.Claims(&disc); err != nil {
+		t.Fatal(err)
+	}
+	before := tokenKid(t, verified())
+	kid, err := p.RotateSigningKey(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kid == before {
+		t.Fatalf("the new key has the old kid %q", kid)
+	}
+	if got := tokenKid(t, verified()); got != kid {
+		t.Fatalf("after rotation the ID token's kid = %q, want the new %q (old %q)", got, kid, before)
+	}
+	if kids := jwksKids(t, disc.JWKS); !slices.Contains(kids, kid) || !slices.Contains(kids, before) {
+		t.Fatalf("JWKS kids %v, want both %q and %q", kids, before, kid)
+	}
+}
+
 // TestRefusedUser: a user the provider refuses comes back to the client
 // with error=access_denied, not a code.
 func TestRefusedUser(t *testing.T) {
@@ -170,6 +207,25 @@ func TestRefusedUser(t *testing.T) {
 	if q := cb.Query(); q.Get("error") != "access_denied" || q.Get("code") != "" {
 		t.Fatalf("callback %s, want error=access_denied and no code", cb)
 	}
+}
+
+// signIn authorizes through authURL and exchanges the code with the PKCE
+// verifier; it returns the token and its raw ID token.
+func signIn(ctx context.Context, t *testing.T, conf oauth2.Config, authURL, pkce string) (*oauth2.Token, string) {
+	t.Helper()
+	cb, err := Authorize(ctx, authURL, conf.RedirectURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := conf.Exchange(ctx, cb.Query().Get("code"), oauth2.VerifierOption(pkce))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := tok.Extra("id_token").(string)
+	if raw == "" {
+		t.Fatal("no id_token in the token response")
+	}
+	return tok, raw
 }
 
 // jwksKids fetches the JWKS and returns its signing keys' ids.
