@@ -93,6 +93,11 @@ func TestImportDirection(t *testing.T) {
 		// classimage writes berth's layer over an image and drives a build
 		// through its Builder (the podman driver): no adapter, no database.
 		{"classimage", append([]string{"database/sql", "k8s.io/", "net/http", "sandbox", "store"}, adapters...)},
+		// idp is the identity provider's side of a sign-in (OpenID
+		// Connect): HTTP to the provider, but nothing of berth's accounts,
+		// sandboxes or adapters; what a sign-in makes of a person is the
+		// account service's.
+		{"idp", append([]string{"database/sql", "k8s.io/", "account", "sandbox", "store"}, adapters...)},
 		// openssh is what the CLI hands OpenSSH: pure, stdlib only.
 		{"openssh", []string{module, "database/sql", "net/http"}},
 		// server is the composition root: every adapter, but never the

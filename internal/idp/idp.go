@@ -1,0 +1,314 @@
+// Package idp signs people in with the organisation's identity provider
+// (OpenID Connect): discovery, the authorization code flow with state,
+// nonce and PKCE for the panel, the device authorization grant for the
+// CLI, and the ID token's checks (signature by the provider's published
+// keys, followed as it rotates them; issuer; audience; expiry with a
+// bounded clock skew; nonce). What it returns is who the provider says
+// the person is; which organisation and role that makes is Mapping's.
+//
+// A token that fails a check is refused with an error saying which, for
+// the gateway's log: the browser is told only that the sign-in failed.
+package idp
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	gooidc "github.com/coreos/go-oidc/v3/oidc"
+	"golang.org/x/oauth2"
+
+	"berth.dev/berth/internal/secret"
+)
+
+// DefaultScopes are asked for when the deployment names none.
+var DefaultScopes = []string{gooidc.ScopeOpenID, "email", "profile"}
+
+// MaxSkew is how far the provider's clock may be from ours.
+const MaxSkew = time.Minute
+
+// Config is a deployment's provider.
+type Config struct {
+	// Issuer is the provider's issuer URL: discovery reads
+	// Issuer/.well-known/openid-configuration, and every ID token must
+	// name it exactly.
+	Issuer string
+	// ClientID and ClientSecret are berth's client at the provider; the
+	// ID token's audience must hold ClientID.
+	ClientID     string
+	ClientSecret secret.Secret
+	// Scopes are asked for at sign-in (openid first); nil: DefaultScopes.
+	Scopes []string
+	// RedirectURL is where the provider sends the browser back: the
+	// panel's callback.
+	RedirectURL string
+	// GroupsClaim names the ID token's claim that lists the person's
+	// groups; "" is "groups".
+	GroupsClaim string
+}
+
+// Identity is who the provider says signed in.
+type Identity struct {
+	Issuer, Subject string
+	Email           string
+	EmailVerified   bool
+	Name            string
+	Groups          []string
+	// Expiry is the ID token's.
+	Expiry time.Time
+}
+
+// Provider is one identity provider, discovered.
+type Provider struct {
+	cfg      Config
+	oauth    oauth2.Config
+	verifier *gooidc.IDTokenVerifier
+	device   bool // the provider publishes a device authorization endpoint
+	http     *http.Client
+}
+
+// New discovers the provider (its endpoints and its keys' address) with
+// hc (nil: a client with a 10 s timeout). now is the clock ID tokens are
+// checked against (nil: time.Now).
+func New(ctx context.Context, cfg Config, hc *http.Client, now func() time.Time) (*Provider, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	if hc == nil {
+		hc = &http.Client{Timeout: 10 * time.Second}
+	}
+	if now == nil {
+		now = time.Now
+	}
+	ctx = gooidc.ClientContext(ctx, hc)
+	p, err := gooidc.NewProvider(ctx, cfg.Issuer)
+	if err != nil {
+		return nil, fmt.Errorf("identity provider %s: discovery: %w", cfg.Issuer, err)
+	}
+	var extra struct {
+		Device string `json:"device_authorization_endpoint"`
+	}
+	if err := p.Claims(&extra); err != nil {
+		return nil, fmt.Errorf("identity provider %s: discovery: %w", cfg.Issuer, err)
+	}
+	scopes := cfg.Scopes
+	if scopes == nil {
+		scopes = DefaultScopes
+	}
+	ep := p.Endpoint()
+	ep.DeviceAuthURL = extra.Device
+	pr := &Provider{
+		cfg: cfg,
+		oauth: oauth2.Config{
+			ClientID: cfg.ClientID, ClientSecret: cfg.ClientSecret.Reveal(),
+			Endpoint: ep, RedirectURL: cfg.RedirectURL, Scopes: scopes,
+		},
+		// Skew: go-oidc allows none past expiry; the clock handed to it
+		// runs MaxSkew behind, so a token is good until MaxSkew after
+		// its exp. Issued-at in the future is go-oidc's own check.
+		verifier: p.Verifier(&gooidc.Config{ClientID: cfg.ClientID, Now: func() time.Time { return now().Add(-MaxSkew) }}),
+		device:   extra.Device != "",
+		http:     hc,
+	}
+	return pr, nil
+}
+
+func (c Config) check() error {
+	var errs []error
+	u, err := url.Parse(c.Issuer)
+	switch {
+	case c.Issuer == "":
+		errs = append(errs, errors.New("the issuer URL is required"))
+	case err != nil || u.Host == "" || (u.Scheme != "https" && !loopback(u.Hostname())):
+		errs = append(errs, fmt.Errorf("issuer %q: an https URL (http only on this machine's loopback)", c.Issuer))
+	}
+	if c.ClientID == "" {
+		errs = append(errs, errors.New("the client id is required"))
+	}
+	if len(c.Scopes) > 0 && !slices.Contains(c.Scopes, gooidc.ScopeOpenID) {
+		errs = append(errs, errors.New("scopes: openid is required"))
+	}
+	return errors.Join(errs...)
+}
+
+func loopback(host string) bool {
+	return host == "localhost" || host == "127.0.0.1" || host == "::1"
+}
+
+// Attempt is one sign-in under way: what the browser's session keeps
+// between sending it to the provider and its return.
+type Attempt struct {
+	State, Nonce, Verifier string
+	// URL is where to send the browser.
+	URL string
+}
+
+// Start begins a sign-in: a fresh state, nonce and PKCE verifier, and
+// the provider's URL for them.
+func (p *Provider) Start() Attempt {
+	a := Attempt{State: rand.Text(), Nonce: rand.Text(), Verifier: oauth2.GenerateVerifier()}
+	a.URL = p.oauth.AuthCodeURL(a.State, gooidc.Nonce(a.Nonce), oauth2.S256ChallengeOption(a.Verifier))
+	return a
+}
+
+// ErrRefused is a sign-in the provider's answer does not allow: a state
+// that is not the attempt's, an error from the provider, a token that
+// fails a check. Its message says which, for the log.
+var ErrRefused = errors.New("sign-in refused")
+
+// Finish ends the sign-in the browser came back from with state and
+// code (or the provider's error): the code is exchanged with the PKCE
+// verifier, and the ID token checked, its nonce the attempt's.
+func (p *Provider) Finish(ctx context.Context, a Attempt, query url.Values) (Identity, error) {
+	if e := query.Get("error"); e != "" {
+		return Identity{}, fmt.Errorf("%w: the provider answered %s: %s", ErrRefused, e, query.Get("error_description"))
+	}
+	if query.Get("state") == "" || query.Get("state") != a.State {
+		return Identity{}, fmt.Errorf("%w: the state is not this sign-in's", ErrRefused)
+	}
+	ctx = gooidc.ClientContext(ctx, p.http)
+	tok, err := p.oauth.Exchange(ctx, query.Get("code"), oauth2.VerifierOption(a.Verifier))
+	if err != nil {
+		return Identity{}, fmt.Errorf("%w: exchanging the code: %v", ErrRefused, err)
+	}
+	return p.fromToken(ctx, tok, a.Nonce)
+}
+
+// Device is a device authorization under way: the person opens
+// VerificationURI and types UserCode (or opens the complete URI).
+type Device = oauth2.DeviceAuthResponse
+
+// StartDevice begins a device authorization grant (berth login --sso),
+// when the provider has one.
+func (p *Provider) StartDevice(ctx context.Context) (*Device, error) {
+	if !p.device {
+		return nil, fmt.Errorf("identity provider %s has no device authorization endpoint", p.cfg.Issuer)
+	}
+	return p.oauth.DeviceAuth(gooidc.ClientContext(ctx, p.http))
+}
+
+// FinishDevice polls until the person has approved (or the grant
+// expires) and checks the ID token; a device grant carries no nonce.
+func (p *Provider) FinishDevice(ctx context.Context, d *Device) (Identity, error) {
+	ctx = gooidc.ClientContext(ctx, p.http)
+	tok, err := p.oauth.DeviceAccessToken(ctx, d)
+	if err != nil {
+		return Identity{}, fmt.Errorf("%w: the device grant: %v", ErrRefused, err)
+	}
+	return p.fromToken(ctx, tok, "")
+}
+
+func (p *Provider) fromToken(ctx context.Context, tok *oauth2.Token, nonce string) (Identity, error) {
+	raw, _ := tok.Extra("id_token").(string)
+	if raw == "" {
+		return Identity{}, fmt.Errorf("%w: the provider's answer has no ID token", ErrRefused)
+	}
+	return p.Verify(ctx, raw, nonce)
+}
+
+// Verify checks a raw ID token: its signature by one of the provider's
+// keys (fetched again when a token names a key not seen before, so a
+// rotation is followed), its issuer, that its audience holds berth's
+// client, its expiry, and its nonce when nonce is not "".
+func (p *Provider) Verify(ctx context.Context, raw, nonce string) (Identity, error) {
+	t, err := p.verifier.Verify(gooidc.ClientContext(ctx, p.http), raw)
+	if err != nil {
+		return Identity{}, fmt.Errorf("%w: the ID token: %v", ErrRefused, err)
+	}
+	var c struct {
+		Nonce         string `json:"nonce"`
+		Email         string `json:"email"`
+		EmailVerified *bool  `json:"email_verified"`
+		Name          string `json:"name"`
+	}
+	if err := t.Claims(&c); err != nil {
+		return Identity{}, fmt.Errorf("%w: the ID token's claims: %v", ErrRefused, err)
+	}
+	if nonce != "" && c.Nonce != nonce {
+		return Identity{}, fmt.Errorf("%w: the ID token's nonce is not this sign-in's", ErrRefused)
+	}
+	groups, err := p.groups(t)
+	if err != nil {
+		return Identity{}, err
+	}
+	return Identity{Issuer: t.Issuer, Subject: t.Subject, Email: c.Email, EmailVerified: c.EmailVerified != nil && *c.EmailVerified,
+		Name: c.Name, Groups: groups, Expiry: t.Expiry}, nil
+}
+
+// MaxGroups bounds the groups read from a token.
+const MaxGroups = 256
+
+// groups reads the groups claim: a list of strings, or one string.
+func (p *Provider) groups(t *gooidc.IDToken) ([]string, error) {
+	name := p.cfg.GroupsClaim
+	if name == "" {
+		name = "groups"
+	}
+	var all map[string]any
+	if err := t.Claims(&all); err != nil {
+		return nil, fmt.Errorf("%w: the ID token's claims: %v", ErrRefused, err)
+	}
+	switch v := all[name].(type) {
+	case nil:
+		return nil, nil
+	case string:
+		return []string{v}, nil
+	case []any:
+		if len(v) > MaxGroups {
+			return nil, fmt.Errorf("%w: the ID token lists %d groups; at most %d are read", ErrRefused, len(v), MaxGroups)
+		}
+		out := make([]string, 0, len(v))
+		for _, g := range v {
+			s, ok := g.(string)
+			if !ok {
+				return nil, fmt.Errorf("%w: the ID token's %s claim holds a %T, not a group name", ErrRefused, name, g)
+			}
+			out = append(out, s)
+		}
+		return out, nil
+	default:
+		return nil, fmt.Errorf("%w: the ID token's %s claim is a %T, not a list of groups", ErrRefused, name, v)
+	}
+}
+
+// Role is what a mapping makes of a person in one organisation.
+type Role string
+
+// The roles a mapping gives. An operator is never made by an
+// organisation's mapping: only the deployment's own setting names one.
+const (
+	RoleNone   Role = ""
+	RoleMember Role = "member"
+	RoleAdmin  Role = "admin"
+)
+
+// Mapping is one organisation's rule: the groups whose people are its
+// members and its administrators.
+type Mapping struct {
+	Org            string
+	Members        []string
+	Administrators []string
+}
+
+// Role is the role id has in the mapping's organisation: administrator
+// before member; RoleNone when no group of theirs is named.
+func (m Mapping) Role(id Identity) Role {
+	has := func(names []string) bool {
+		return slices.ContainsFunc(id.Groups, func(g string) bool {
+			return slices.ContainsFunc(names, func(n string) bool { return strings.EqualFold(strings.TrimSpace(n), g) })
+		})
+	}
+	switch {
+	case has(m.Administrators):
+		return RoleAdmin
+	case has(m.Members):
+		return RoleMember
+	}
+	return RoleNone
+}
