@@ -338,19 +338,24 @@ func Run(t *testing.T, o Options) {
 func Watch(t *testing.T, w sandbox.Watcher) (changed <-chan sandbox.ID, done <-chan error) {
 	ids := make(chan sandbox.ID, 1024)
 	ctx, cancel := context.WithCancel(context.Background())
-	ended := make(chan error, 1)
+	ended := make(chan error, 1) // the test's: it may take the error
+	finished := make(chan struct{})
+	var err error
 	go func() {
-		ended <- w.Watch(ctx, func(id sandbox.ID) {
+		defer close(finished)
+		err = w.Watch(ctx, func(id sandbox.ID) {
 			select {
 			case ids <- id:
 			default:
 			}
 		})
+		ended <- err
 	}()
 	t.Cleanup(func() {
 		cancel()
-		if err := <-ended; err != nil {
-			t.Errorf("Watch ended with %v when its context was done, want nil", err)
+		<-finished // not ended, which a test that saw Watch end has emptied
+		if err != nil {
+			t.Errorf("Watch ended with %v, want nil when its context is done and not before", err)
 		}
 	})
 	return ids, ended

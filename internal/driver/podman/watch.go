@@ -27,11 +27,41 @@ type event struct {
 // is removed, from `podman events` on the driver's own store: the file
 // logger in its tmp_dir (containers.conf), filtered by the deployment's
 // label, from the moment Watch is called (--since: nothing is missed while
-// podman starts). It returns nil when ctx is done, or the error that ended
-// podman events.
+// podman starts). It returns nil when ctx is done.
+//
+// podman events may end on its own: its file logger cuts the file at 1
+// MiB, and a busy store fills that in minutes. Watch then starts it again
+// at once, from a little before the last one ended (what it tells twice
+// is looked at twice, which changes nothing), so that ending does not
+// leave the sweep as the only way to hear of a machine. Only one that
+// ends within restartAfter of its start ends Watch, with its error:
+// podman that cannot follow its events at all.
 func (d *Driver) Watch(ctx context.Context, changed func(sandbox.ID)) error {
-	since := time.Now().UTC().Format(time.RFC3339Nano)
-	cmd := exec.CommandContext(ctx, d.cfg.Binary, "events", "--since", since, "--format", "json",
+	since := time.Now()
+	for {
+		began := time.Now()
+		err := d.watchEvents(ctx, since, changed)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if time.Since(began) < restartAfter {
+			return err
+		}
+		d.log.WarnContext(ctx, "podman events ended; following them again", "err", err)
+		since = time.Now().Add(-eventsOverlap)
+	}
+}
+
+// restartAfter is how long podman events must have run for Watch to
+// start it again; eventsOverlap how far back the next one starts.
+const (
+	restartAfter  = time.Second
+	eventsOverlap = 2 * time.Second
+)
+
+// watchEvents runs podman events once, from since, until it ends.
+func (d *Driver) watchEvents(ctx context.Context, since time.Time, changed func(sandbox.ID)) error {
+	cmd := exec.CommandContext(ctx, d.cfg.Binary, "events", "--since", since.UTC().Format(time.RFC3339Nano), "--format", "json",
 		"--filter", "type=container", "--filter", "label="+labelDeployment+"="+d.cfg.Deployment)
 	cmd.Env = d.cfg.Env()
 	cmd.SysProcAttr = ownGroup() // ended by ctx, not by the gateway's signal
