@@ -19,9 +19,6 @@ import (
 
 // The places and names berth's layer and berth-init agree on.
 const (
-	// PostCreateFile holds the postCreateCommand, as JSON berth-init reads
-	// with devcontainer.ParseCommand.
-	PostCreateFile = "/etc/berth/post-create.json"
 	// Home is the sandbox user's HOME, where its volume is mounted.
 	Home = "/home/berth"
 	// UserName is the sandbox user's login name.
@@ -89,7 +86,7 @@ func (l Layer) Containerfile() (string, error) {
 		if err != nil {
 			return "", err
 		}
-		w("RUN mkdir -p /etc/berth && printf '%%s\\n' %s >%s", shellQuote(string(cmd)), PostCreateFile)
+		w("RUN mkdir -p /etc/berth && printf '%%s\\n' %s >%s", shellQuote(string(cmd)), devcontainer.PostCreateFile)
 	}
 	if len(l.Env) > 0 {
 		w("ENV \\")

@@ -13,6 +13,11 @@ import (
 // MaxCommand is the longest a command may be, in bytes of its JSON.
 const MaxCommand = 64 << 10
 
+// PostCreateFile is where a class image keeps its postCreateCommand, in
+// the form Command's MarshalJSON writes: berth image build writes it,
+// berth-init runs it, berth image check reads it.
+const PostCreateFile = "/etc/berth/post-create.json"
+
 // Command is a lifecycle command as devcontainer.json writes it: a string
 // (run by /bin/sh -c), an array (run as it is, no shell), or an object of
 // named commands, each a string or an array.

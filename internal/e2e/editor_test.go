@@ -16,6 +16,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/browsertest"
 )
 
 // editorImage is the editor class image (images/build editor), or a skip:
@@ -174,26 +175,8 @@ type browser struct {
 
 func newBrowser(t *testing.T) *browser {
 	t.Helper()
-	bin := os.Getenv("BERTH_TEST_CHROMIUM")
-	if bin == "" {
-		t.Skip("set BERTH_TEST_CHROMIUM to a chromium binary (apt-get install chromium) to run the browser tests")
-	}
-	shots := os.Getenv("BERTH_TEST_SCREENSHOTS")
-	if shots == "" {
-		shots = t.TempDir()
-	}
-	if err := os.MkdirAll(shots, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(bin),
-		chromedp.NoSandbox, // CI runs as root, where Chromium's own sandbox will not start
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.WindowSize(1280, 800),
-	)
-	alloc, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	t.Cleanup(cancel)
-	return &browser{t: t, alloc: alloc, shots: shots}
+	alloc := browsertest.Allocator(t, 1280, 800)
+	return &browser{t: t, alloc: alloc, shots: browsertest.Screenshots(t)}
 }
 
 // tab opens a tab whose actions must all finish within three minutes (VS

@@ -20,6 +20,7 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/browsertest"
 	"berth.dev/berth/internal/client"
 )
 
@@ -31,10 +32,7 @@ import (
 // it (404), and a page of another origin is refused even with the owner's
 // cookie.
 func TestPanelTerminal(t *testing.T) {
-	bin := os.Getenv("BERTH_TEST_CHROMIUM")
-	if bin == "" {
-		t.Skip("set BERTH_TEST_CHROMIUM to a chromium binary to run the panel's terminal test")
-	}
+	alloc := browsertest.Allocator(t, 1280, 900)
 	g := startGateway(t)
 	alice := g.newMember(t, "alice")
 	bob := g.newMember(t, "bob")
@@ -45,10 +43,6 @@ func TestPanelTerminal(t *testing.T) {
 	// default here): the terminal's WebSocket must come from that origin.
 	public := strings.Replace(g.url, "127.0.0.1", "localhost", 1)
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox,
-		chromedp.Flag("disable-dev-shm-usage", true), chromedp.WindowSize(1280, 900))
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
 	browser, cancelBrowser := chromedp.NewContext(alloc)
 	defer cancelBrowser()
 	ctx, cancel := context.WithTimeout(browser, 3*time.Minute)
@@ -251,14 +245,10 @@ func terminalStatus(t *testing.T, g *gateway, p *person, path, origin string) in
 	return resp.StatusCode
 }
 
-// shot writes a screenshot to BERTH_TEST_SCREENSHOTS (default: the test's
-// temporary directory, logged).
+// shot writes a screenshot where browsertest.Screenshots says.
 func shot(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
-	dir := os.Getenv("BERTH_TEST_SCREENSHOTS")
-	if dir == "" {
-		dir = t.TempDir()
-	}
+	dir := browsertest.Screenshots(t)
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatalf("screenshot: %v", err)

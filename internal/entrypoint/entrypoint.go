@@ -134,6 +134,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/devcontainer"
 	"berth.dev/berth/internal/kelos"
 	"berth.dev/berth/internal/secret"
 )
@@ -208,7 +209,7 @@ func OSEnv() Env {
 // returns only when it does not exec sshd or the agent.
 func Main(args []string, env Env) int {
 	return start(args, env, options{workDir: workDir, kelosWorkDir: kelos.WorkDir, kelosEntrypoint: kelos.Entrypoint,
-		postCreateFile: postCreateFile, retryDelay: time.Second})
+		postCreateFile: devcontainer.PostCreateFile, retryDelay: time.Second})
 }
 
 // options are the fixed values Main starts with; tests change them (see

@@ -19,9 +19,6 @@ import (
 // so a resume does not run it again; a start it did not finish (the
 // sandbox stopped meanwhile) runs it again.
 const (
-	// postCreateFile is where berth image build leaves the command
-	// (classimage.PostCreateFile).
-	postCreateFile = "/etc/berth/post-create.json"
 	// postCreateArg, as berth-init's first argument, runs the command
 	// instead of starting the sandbox: the process startPostCreate starts.
 	postCreateArg = "--berth-post-create"

@@ -33,10 +33,8 @@ const (
 	// labelTools lists the commands an image promises on PATH, beyond
 	// what berth-init needs (the sandbox image's toolchain).
 	labelTools = "berth.tools"
-	// postCreateFile is the devcontainer's postCreateCommand as berth
-	// image build writes it: its raw JSON value.
-	postCreateFile = "/etc/berth/post-create.json"
-	maxPostCreate  = 1 << 20
+	// maxPostCreate bounds the image's devcontainer.PostCreateFile read.
+	maxPostCreate = 1 << 20
 	// checkProbe is the program the check puts into ~/.local/bin and runs
 	// by name in the next session.
 	checkProbe = "berth-image-check-probe"
@@ -300,43 +298,43 @@ func (c Config) checkPostCreate(ctx context.Context, container string) (api.Chec
 	el := api.CheckElement{Name: "post-create"}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	res, err := podmanCmd{binary: c.Binary, env: c.Env()}.run(cctx, "cp", container+":"+postCreateFile, "-")
+	res, err := podmanCmd{binary: c.Binary, env: c.Env()}.run(cctx, "cp", container+":"+devcontainer.PostCreateFile, "-")
 	switch {
 	case err != nil:
-		el.Detail = fmt.Sprintf("podman cp %s: %v", postCreateFile, err)
+		el.Detail = fmt.Sprintf("podman cp %s: %v", devcontainer.PostCreateFile, err)
 		return el, true
 	case res.code != 0 && strings.Contains(string(res.stderr), "no such file or directory"):
 		return el, false // the image has none
 	case res.code != 0 && strings.Contains(string(res.stderr), "does not exist"):
 		return el, false // no container: the sshd element says why
 	case res.code != 0:
-		el.Detail = fmt.Sprintf("podman cp %s: exit %d: %s", postCreateFile, res.code, lastLine(res.stderr))
+		el.Detail = fmt.Sprintf("podman cp %s: exit %d: %s", devcontainer.PostCreateFile, res.code, lastLine(res.stderr))
 		return el, true
 	}
 	tr := tar.NewReader(bytes.NewReader(res.stdout))
 	hdr, err := tr.Next()
 	switch {
 	case err != nil:
-		el.Detail = fmt.Sprintf("podman cp %s: %v", postCreateFile, err)
+		el.Detail = fmt.Sprintf("podman cp %s: %v", devcontainer.PostCreateFile, err)
 		return el, true
 	case hdr.Typeflag != tar.TypeReg:
-		el.Detail = postCreateFile + " is not a regular file"
+		el.Detail = devcontainer.PostCreateFile + " is not a regular file"
 		return el, true
 	case hdr.Size > maxPostCreate:
-		el.Detail = fmt.Sprintf("%s is %d bytes; at most %d", postCreateFile, hdr.Size, maxPostCreate)
+		el.Detail = fmt.Sprintf("%s is %d bytes; at most %d", devcontainer.PostCreateFile, hdr.Size, maxPostCreate)
 		return el, true
 	}
 	b, err := io.ReadAll(tr)
 	if err != nil {
-		el.Detail = fmt.Sprintf("podman cp %s: %v", postCreateFile, err)
+		el.Detail = fmt.Sprintf("podman cp %s: %v", devcontainer.PostCreateFile, err)
 		return el, true
 	}
 	shape, err := postCreateShape(b)
 	if err != nil {
-		el.Detail = postCreateFile + ": " + err.Error()
+		el.Detail = devcontainer.PostCreateFile + ": " + err.Error()
 		return el, true
 	}
-	el.OK, el.Detail = true, postCreateFile+": "+shape
+	el.OK, el.Detail = true, devcontainer.PostCreateFile+": "+shape
 	return el, true
 }
 

@@ -28,23 +28,8 @@ func TestKilledBehindItsBackIsToldAtOnce(t *testing.T) {
 	if err := d.Start(sctx, spec); err != nil {
 		t.Fatal(err)
 	}
-	kill := exec.Command("podman", "kill", "berth-"+string(id))
-	kill.Env = podman.Config{StateDir: root}.Env()
-	killed := time.Now()
-	if out, err := kill.CombinedOutput(); err != nil {
-		t.Fatalf("podman kill: %v: %s", err, out)
-	}
-	deadline := time.After(2*time.Second - time.Since(killed))
-	for told := false; !told; {
-		select {
-		case got := <-changed:
-			told = got == id
-		case err := <-done:
-			t.Fatalf("Watch ended: %v", err)
-		case <-deadline:
-			t.Fatalf("the killed container was not told within 2s of its kill")
-		}
-	}
+	killed := killBehindItsBack(t, root, id)
+	toldWithin(t, changed, done, id, 2*time.Second-time.Since(killed))
 	m, err := d.Inspect(t.Context(), id)
 	if err != nil {
 		t.Fatal(err)
@@ -78,20 +63,38 @@ func TestWatchOutlivesPodmanEvents(t *testing.T) {
 	if err := d.Start(sctx, spec); err != nil {
 		t.Fatal(err)
 	}
+	killBehindItsBack(t, root, id)
+	toldWithin(t, changed, done, id, 10*time.Second)
+}
+
+// killBehindItsBack kills the sandbox's container with podman kill, not
+// through the driver, and returns when.
+func killBehindItsBack(t *testing.T, root string, id sandbox.ID) time.Time {
+	t.Helper()
 	kill := exec.Command("podman", "kill", "berth-"+string(id))
 	kill.Env = podman.Config{StateDir: root}.Env()
+	killed := time.Now()
 	if out, err := kill.CombinedOutput(); err != nil {
 		t.Fatalf("podman kill: %v: %s", err, out)
 	}
-	deadline := time.After(10 * time.Second)
-	for told := false; !told; {
+	return killed
+}
+
+// toldWithin waits for Watch to tell of id, failing if it ends first or
+// does not tell within d.
+func toldWithin(t *testing.T, changed <-chan sandbox.ID, done <-chan error, id sandbox.ID, d time.Duration) {
+	t.Helper()
+	deadline := time.After(d)
+	for {
 		select {
 		case got := <-changed:
-			told = got == id
+			if got == id {
+				return
+			}
 		case err := <-done:
-			t.Fatalf("Watch ended when podman events did: %v", err)
+			t.Fatalf("Watch ended: %v", err)
 		case <-deadline:
-			t.Fatalf("the container killed after podman events ended was not told within 10s")
+			t.Fatalf("the killed container %s was not told within %s of its kill", id, d.Round(time.Millisecond))
 		}
 	}
 }

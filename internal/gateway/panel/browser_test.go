@@ -16,6 +16,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
+	"berth.dev/berth/internal/browsertest"
 	"berth.dev/berth/internal/inference"
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
@@ -33,39 +34,10 @@ type chrome struct {
 	shots string
 }
 
-var (
-	shotsOnce sync.Once
-	shotsDir  string
-)
-
 func newChrome(t *testing.T) *chrome {
 	t.Helper()
-	bin := os.Getenv("BERTH_TEST_CHROMIUM")
-	if bin == "" {
-		t.Skip("set BERTH_TEST_CHROMIUM to a chromium binary (apt-get install chromium) to run the panel's browser tests")
-	}
-	shotsOnce.Do(func() {
-		shotsDir = os.Getenv("BERTH_TEST_SCREENSHOTS")
-		if shotsDir == "" {
-			var err error
-			if shotsDir, err = os.MkdirTemp("", "berth-panel-screenshots-"); err != nil {
-				panic(err)
-			}
-		}
-	})
-	if err := os.MkdirAll(shotsDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(bin),
-		chromedp.NoSandbox, // CI runs as root, where Chromium's own sandbox will not start
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.Flag("lang", "en-GB"),
-		chromedp.WindowSize(1366, 768),
-	)
-	alloc, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	t.Cleanup(cancel)
-	return &chrome{t: t, alloc: alloc, shots: shotsDir}
+	alloc := browsertest.Allocator(t, 1366, 768, chromedp.Flag("lang", "en-GB"))
+	return &chrome{t: t, alloc: alloc, shots: browsertest.Screenshots(t)}
 }
 
 // tab opens a browser of its own (no cookies shared with other tabs),
