@@ -64,6 +64,16 @@ type User struct {
 	// Project is the project (id) the user's new sandboxes and keys land
 	// in, which only an administrator sets; "": the organisation's oldest.
 	Project string
+	// Issuer and Subject name the person at the deployment's identity
+	// provider once they have signed in through it (package sso); "" for
+	// a user made by hand who never has. One person is at most one user
+	// of each organisation.
+	Issuer, Subject string
+	// DisabledByIdP is set when berth disabled the user because the
+	// identity provider no longer lets them in (a refused refresh, a
+	// group lost): a later sign-in the provider allows enables them
+	// again. A user an administrator disabled stays disabled.
+	DisabledByIdP bool
 }
 
 // CheckName reports whether s is a valid organisation or project name

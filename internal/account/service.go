@@ -35,7 +35,9 @@ type Store interface {
 	GetUser(ctx context.Context, id string) (User, error)
 	FindUser(ctx context.Context, org, ref string) (User, error)
 	ListUsers(ctx context.Context, org string, pg paging.Request) ([]User, *paging.Key, error)
-	SetUserDisabled(ctx context.Context, id string, disabled bool) error
+	// SetUserDisabled disables (or enables) a user, with its events;
+	// byIdP says the identity provider's refusal is why (User.DisabledByIdP).
+	SetUserDisabled(ctx context.Context, id string, disabled, byIdP bool, events ...audit.Event) error
 	// SetUserProject sets the project (id; "": the oldest) a user's new
 	// sandboxes and keys land in.
 	SetUserProject(ctx context.Context, id, project string, events ...audit.Event) error
@@ -444,10 +446,14 @@ func (s *Service) SetDisabled(ctx context.Context, p Principal, orgRef, userRef 
 	case u.Role == RoleOperator && !p.IsOperator():
 		return User{}, fault.Errorf(fault.Forbidden, "disable user: only an operator may disable an operator")
 	}
-	if err := s.store.SetUserDisabled(ctx, u.ID, disabled); err != nil {
+	e := audit.Event{At: s.now(), Org: org.ID, Actor: p.User.ID, Action: audit.UserEnable, Target: u.Name, Detail: u.ID}
+	if disabled {
+		e.Action, e.Detail = audit.UserDisable, u.ID+", by "+p.User.Name
+	}
+	if err := s.store.SetUserDisabled(ctx, u.ID, disabled, false, e); err != nil {
 		return User{}, fmt.Errorf("disable user: %w", err)
 	}
-	u.Disabled = disabled
+	u.Disabled, u.DisabledByIdP = disabled, false
 	return u, nil
 }
 

@@ -134,6 +134,14 @@ type User struct {
 	Email        string `json:"email,omitempty"`
 	Role         string `json:"role"`
 	Disabled     bool   `json:"disabled,omitempty"`
+	// DisabledByIdP is set when berth disabled the user because the
+	// identity provider no longer lets them in; a sign-in it allows again
+	// enables them.
+	DisabledByIdP bool `json:"disabled_by_idp,omitempty"`
+	// Issuer and Subject name the person at the identity provider, once
+	// they signed in through it.
+	Issuer  string `json:"issuer,omitempty"`
+	Subject string `json:"subject,omitempty"`
 	// Project is the id of the project the user's new sandboxes and keys
 	// land in, when an administrator set one; absent: the organisation's
 	// oldest.
@@ -221,6 +229,47 @@ type Enrollment struct {
 	User         User         `json:"user"`
 	Organisation Organisation `json:"organisation"`
 	Key          NewKey       `json:"key"`
+}
+
+// SSOPath says whether the gateway signs people in through an identity
+// provider (public: the CLI asks before berth login --sso).
+const SSOPath = "/api/v1/sso"
+
+// SSO answers GET SSOPath.
+type SSO struct {
+	// Enabled is true when the gateway has an identity provider.
+	Enabled bool `json:"enabled"`
+	// Issuer is the provider's issuer URL.
+	Issuer string `json:"issuer,omitempty"`
+	// KeySignIn is false when the panel takes no API key to sign in
+	// (BERTH_PANEL_KEY_SIGNIN=off): people sign in through the provider.
+	KeySignIn bool `json:"key_sign_in"`
+	// CLIStart is the page berth login --sso opens in a browser, with
+	// port, challenge, state and (optionally) org in its query.
+	CLIStart string `json:"cli_start,omitempty"`
+}
+
+// SSOTokenPath is the public route where berth login --sso trades the
+// one-time code its loopback listener was handed for a key: the code and
+// the PKCE verifier only the CLI holds are the credential.
+const SSOTokenPath = "/api/v1/sso/token"
+
+// SSOToken is the body of POST SSOTokenPath. KeyName names the key it
+// gives; empty means "sso".
+type SSOToken struct {
+	Code     string `json:"code"`
+	Verifier string `json:"verifier"`
+	KeyName  string `json:"key_name,omitempty"`
+}
+
+// SSOMapping is an organisation's rule for people who sign in through the
+// identity provider (GET and PUT /api/v1/orgs/{org}/sso): the groups whose
+// people are its members, and its administrators. A person in none of
+// them is not let in to the organisation. Operators are the deployment's
+// own setting (BERTH_OIDC_OPERATOR_GROUPS), never a mapping's.
+type SSOMapping struct {
+	Members        []string `json:"members"`
+	Administrators []string `json:"administrators"`
 }
 
 // Guardrail is a set of quota fields (SPEC S7). A nil field sets no limit;

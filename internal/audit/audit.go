@@ -33,6 +33,14 @@ const (
 	UserProject      = "user.project"      // Target the user; Detail the project their new sandboxes and keys land in
 	InvitationCreate = "invitation.create" // Target the user; Detail the invitation's id and expiry
 	InvitationRedeem = "invitation.redeem" // Target the invitation; Detail the client address, and why when refused
+	UserDisable      = "user.disable"      // Target the user; Detail who or what disabled them and why
+	UserEnable       = "user.enable"       // Target the user
+	UserRole         = "user.role"         // Target the user; Detail from → to and why (the identity provider's groups)
+	UserLink         = "user.link"         // Target the user; Detail the identity provider's issuer and subject now theirs
+	SSOSignIn        = "sso.sign_in"       // Target the user (or the subject when refused); Detail panel or cli, and why when refused
+	SSORefresh       = "sso.refresh"       // a sign-in's session refreshed at the identity provider; logged when refused
+	SSOSignOut       = "sso.sign_out"      // a sign-in's session ended (signed out, or its key revoked)
+	SSOMapping       = "sso.mapping"       // Target the organisation; Detail the groups of its members and administrators
 )
 
 // Outcomes.

@@ -301,6 +301,33 @@ func (c *Client) Redeem(ctx context.Context, req api.RedeemInvitation) (api.Enro
 	return out, c.do(ctx, "POST", api.InvitationRedeemPath, req, &out)
 }
 
+// SSO says whether the gateway signs people in through an identity
+// provider. It needs no key.
+func (c *Client) SSO(ctx context.Context) (api.SSO, error) {
+	var out api.SSO
+	return out, c.do(ctx, "GET", api.SSOPath, nil, &out)
+}
+
+// SSOToken trades berth login --sso's one-time code and its PKCE verifier
+// for a key. It needs no key.
+func (c *Client) SSOToken(ctx context.Context, req api.SSOToken) (api.Enrollment, error) {
+	var out api.Enrollment
+	return out, c.do(ctx, "POST", api.SSOTokenPath, req, &out)
+}
+
+// SSOMapping reads an organisation's identity-provider mapping.
+func (c *Client) SSOMapping(ctx context.Context, org string) (api.SSOMapping, error) {
+	var out api.SSOMapping
+	return out, c.do(ctx, "GET", "/api/v1/orgs/"+esc(org)+"/sso", nil, &out)
+}
+
+// SetSSOMapping replaces an organisation's identity-provider mapping
+// (operators).
+func (c *Client) SetSSOMapping(ctx context.Context, org string, m api.SSOMapping) (api.SSOMapping, error) {
+	var out api.SSOMapping
+	return out, c.do(ctx, "PUT", "/api/v1/orgs/"+esc(org)+"/sso", m, &out)
+}
+
 func orgQuery(org string) string {
 	if org == "" {
 		return ""

@@ -59,9 +59,14 @@ type Identity struct {
 	Email           string
 	EmailVerified   bool
 	Name            string
-	Groups          []string
+	// Username is the preferred_username claim, when the provider sends one.
+	Username string
+	Groups   []string
 	// Expiry is the ID token's.
 	Expiry time.Time
+	// Refresh is the provider's refresh token, when it gave one: how
+	// berth asks it again later whether the person may still come in.
+	Refresh secret.Secret
 }
 
 // Provider is one identity provider, discovered.
@@ -141,6 +146,9 @@ func loopback(host string) bool {
 	return host == "localhost" || host == "127.0.0.1" || host == "::1"
 }
 
+// Issuer is the provider's issuer URL.
+func (p *Provider) Issuer() string { return p.cfg.Issuer }
+
 // Attempt is one sign-in under way: what the browser's session keeps
 // between sending it to the provider and its return.
 type Attempt struct {
@@ -209,7 +217,56 @@ func (p *Provider) fromToken(ctx context.Context, tok *oauth2.Token, nonce strin
 	if raw == "" {
 		return Identity{}, fmt.Errorf("%w: the provider's answer has no ID token", ErrRefused)
 	}
-	return p.Verify(ctx, raw, nonce)
+	id, err := p.Verify(ctx, raw, nonce)
+	if err != nil {
+		return Identity{}, err
+	}
+	id.Refresh = secret.New(tok.RefreshToken)
+	return id, nil
+}
+
+// Refreshed is what a refresh at the provider gave.
+type Refreshed struct {
+	// Identity is who the new ID token says signed in, checked as at
+	// sign-in but for the nonce; nil when the provider sent no ID token
+	// (OpenID Connect allows it): the refresh alone says the person may
+	// still come in.
+	Identity *Identity
+	// Refresh is the refresh token to use next time: a new one when the
+	// provider rotates them, else the one refreshed with.
+	Refresh secret.Secret
+}
+
+// ErrRevoked is a refresh the provider refused: the grant is revoked or
+// expired, or the person may no longer sign in (invalid_grant,
+// access_denied). Any other failure (the provider unreachable, a server
+// error, berth's client refused) says nothing of the person.
+var ErrRevoked = errors.New("the identity provider refused the refresh")
+
+// Refresh asks the provider again with a refresh token, and checks the ID
+// token it answers with.
+func (p *Provider) Refresh(ctx context.Context, refreshToken string) (Refreshed, error) {
+	ctx = gooidc.ClientContext(ctx, p.http)
+	tok, err := p.oauth.TokenSource(ctx, &oauth2.Token{RefreshToken: refreshToken}).Token()
+	if re, ok := errors.AsType[*oauth2.RetrieveError](err); ok && (re.ErrorCode == "invalid_grant" || re.ErrorCode == "access_denied") {
+		return Refreshed{}, fmt.Errorf("%w: %s: %s", ErrRevoked, re.ErrorCode, re.ErrorDescription)
+	}
+	if err != nil {
+		return Refreshed{}, fmt.Errorf("identity provider %s: refresh: %w", p.cfg.Issuer, err)
+	}
+	out := Refreshed{Refresh: secret.New(refreshToken)}
+	if tok.RefreshToken != "" {
+		out.Refresh = secret.New(tok.RefreshToken)
+	}
+	if raw, _ := tok.Extra("id_token").(string); raw != "" {
+		id, err := p.Verify(ctx, raw, "")
+		if err != nil {
+			return Refreshed{}, err
+		}
+		id.Refresh = out.Refresh
+		out.Identity = &id
+	}
+	return out, nil
 }
 
 // Verify checks a raw ID token: its signature by one of the provider's
@@ -226,6 +283,7 @@ func (p *Provider) Verify(ctx context.Context, raw, nonce string) (Identity, err
 		Email         string `json:"email"`
 		EmailVerified *bool  `json:"email_verified"`
 		Name          string `json:"name"`
+		Username      string `json:"preferred_username"`
 	}
 	if err := t.Claims(&c); err != nil {
 		return Identity{}, fmt.Errorf("%w: the ID token's claims: %v", ErrRefused, err)
@@ -238,7 +296,7 @@ func (p *Provider) Verify(ctx context.Context, raw, nonce string) (Identity, err
 		return Identity{}, err
 	}
 	return Identity{Issuer: t.Issuer, Subject: t.Subject, Email: c.Email, EmailVerified: c.EmailVerified != nil && *c.EmailVerified,
-		Name: c.Name, Groups: groups, Expiry: t.Expiry}, nil
+		Name: c.Name, Username: c.Username, Groups: groups, Expiry: t.Expiry}, nil
 }
 
 // MaxGroups bounds the groups read from a token.

@@ -413,6 +413,13 @@ func (s *Service) write(ctx context.Context, actor string, prev Sandbox, u Updat
 // until somebody terminates them. The caller has authorised p to disable
 // the user.
 func (s *Service) EndOwner(ctx context.Context, p account.Principal, owner string) (int, error) {
+	return s.EndOwnerBecause(ctx, p.User.ID, "its owner was disabled by "+p.User.Name, owner)
+}
+
+// EndOwnerBecause is EndOwner for whoever actor is ("" for berth itself,
+// as when the identity provider ends a person's access), giving why as
+// each sandbox's reason.
+func (s *Service) EndOwnerBecause(ctx context.Context, actor, why, owner string) (int, error) {
 	sbs, err := s.store.ListSandboxes(ctx, Filter{Owner: owner})
 	if err != nil {
 		return 0, err
@@ -434,7 +441,7 @@ func (s *Service) EndOwner(ctx context.Context, p account.Principal, owner strin
 			if err != nil {
 				return Sandbox{}, err
 			}
-			return s.end(ctx, p.User.ID, cur, to, "its owner was disabled by "+p.User.Name)
+			return s.end(ctx, actor, cur, to, why)
 		}); err != nil {
 			return n, fmt.Errorf("end sandbox %s of a disabled owner: %w", sb.ID, err)
 		}

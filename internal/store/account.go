@@ -359,18 +359,22 @@ func (s *Store) SetUserProject(ctx context.Context, id, project string, events .
 	})
 }
 
-// SetUserDisabled disables or enables a user; fault.NotFound if unknown.
-func (s *Store) SetUserDisabled(ctx context.Context, id string, disabled bool) error {
+// SetUserDisabled disables or enables a user, with its audit events;
+// fault.NotFound if unknown.
+// TODO(issue 20): byIdP is kept once the users table has its column.
+func (s *Store) SetUserDisabled(ctx context.Context, id string, disabled, byIdP bool, events ...audit.Event) error {
 	v := 0
 	if disabled {
 		v = 1
 	}
-	res, err := s.db.Write(ctx, sqldb.Patient, `UPDATE users SET disabled = $2 WHERE id = $1`, id, v)
-	if err != nil {
-		return fmt.Errorf("disable user %s: %w", id, err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return fault.Errorf(fault.NotFound, "user %s", id)
-	}
-	return nil
+	return s.withEvents(ctx, sqldb.Patient, events, func(q sqldb.Queryer) error {
+		res, err := q.ExecContext(ctx, `UPDATE users SET disabled = $2 WHERE id = $1`, id, v)
+		if err != nil {
+			return fmt.Errorf("disable user %s: %w", id, err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fault.Errorf(fault.NotFound, "user %s", id)
+		}
+		return nil
+	})
 }
