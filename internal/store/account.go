@@ -179,11 +179,15 @@ func (s *Store) CreateUser(ctx context.Context, u account.User, events ...audit.
 
 func insertUser(ctx context.Context, q sqldb.Queryer, u account.User) error {
 	_, err := q.ExecContext(ctx, `
-		INSERT INTO users (id, org_id, name, email, role, created_at, project_id)
-		VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-		u.ID, u.Org, u.Name, u.Email, string(u.Role), timeArg(u.CreatedAt), nullString(u.Project))
+		INSERT INTO users (id, org_id, name, email, role, created_at, project_id, disabled, issuer, subject, disabled_by_idp)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+		u.ID, u.Org, u.Name, u.Email, string(u.Role), timeArg(u.CreatedAt), nullString(u.Project),
+		boolArg(u.Disabled), nullString(u.Issuer), nullString(u.Subject), boolArg(u.DisabledByIdP))
 	switch constraintOf(err) {
 	case uniqueConstraint:
+		if u.Subject != "" {
+			return fault.Errorf(fault.Conflict, "user %q: its id or name is taken, or %s at %s is another user of the organisation", u.Name, u.Subject, u.Issuer)
+		}
 		return fault.Errorf(fault.Conflict, "user %q", u.Name)
 	case foreignKeyConstraint:
 		return fault.Errorf(fault.NotFound, "user %q: organisation %s", u.Name, u.Org)
@@ -194,20 +198,21 @@ func insertUser(ctx context.Context, q sqldb.Queryer, u account.User) error {
 	return nil
 }
 
-const userColumns = `id, org_id, name, email, role, created_at, disabled, project_id`
+const userColumns = `id, org_id, name, email, role, created_at, disabled, project_id, issuer, subject, disabled_by_idp`
 
 // scanUser reads userColumns, then extra.
 func scanUser(row rowScanner, extra ...any) (account.User, error) {
 	var u account.User
 	var role string
 	var created sql.NullInt64
-	var disabled int
-	var project sql.NullString
-	if err := row.Scan(append([]any{&u.ID, &u.Org, &u.Name, &u.Email, &role, &created, &disabled, &project}, extra...)...); err != nil {
+	var disabled, byIdP int
+	var project, issuer, subject sql.NullString
+	if err := row.Scan(append([]any{&u.ID, &u.Org, &u.Name, &u.Email, &role, &created, &disabled, &project,
+		&issuer, &subject, &byIdP}, extra...)...); err != nil {
 		return account.User{}, err
 	}
-	u.Disabled = disabled != 0
-	u.Project = project.String
+	u.Disabled, u.DisabledByIdP = disabled != 0, byIdP != 0
+	u.Project, u.Issuer, u.Subject = project.String, issuer.String, subject.String
 	u.Role = account.Role(role)
 	u.CreatedAt = timeOf(created)
 	return u, nil
@@ -359,16 +364,14 @@ func (s *Store) SetUserProject(ctx context.Context, id, project string, events .
 	})
 }
 
-// SetUserDisabled disables or enables a user, with its audit events;
-// fault.NotFound if unknown.
-// TODO(issue 20): byIdP is kept once the users table has its column.
+// SetUserDisabled disables or enables a user, with its audit events in
+// the same transaction; fault.NotFound if unknown. Disabling records
+// byIdP (the identity provider no longer lets them in), which a later
+// sign-in the provider allows undoes; enabling clears it.
 func (s *Store) SetUserDisabled(ctx context.Context, id string, disabled, byIdP bool, events ...audit.Event) error {
-	v := 0
-	if disabled {
-		v = 1
-	}
 	return s.withEvents(ctx, sqldb.Patient, events, func(q sqldb.Queryer) error {
-		res, err := q.ExecContext(ctx, `UPDATE users SET disabled = $2 WHERE id = $1`, id, v)
+		res, err := q.ExecContext(ctx, `UPDATE users SET disabled = $2, disabled_by_idp = $3 WHERE id = $1`,
+			id, boolArg(disabled), boolArg(disabled && byIdP))
 		if err != nil {
 			return fmt.Errorf("disable user %s: %w", id, err)
 		}

@@ -51,6 +51,16 @@ func runConformance(t *testing.T, open func(t *testing.T) *store.Store) {
 	t.Run("AuditWithTheChange", func(t *testing.T) { testAuditWithTheChange(t, open(t)) })
 	t.Run("WarmPools", func(t *testing.T) { testWarmPools(t, open(t)) })
 	t.Run("Pages", func(t *testing.T) { testPages(t, open(t)) })
+	t.Run("SSOMappings", func(t *testing.T) { testSSOMappings(t, open(t)) })
+	t.Run("SSOUsers", func(t *testing.T) { testSSOUsers(t, open(t)) })
+	t.Run("SSODisable", func(t *testing.T) { testSSODisable(t, open(t)) })
+	t.Run("SSOAttempts", func(t *testing.T) { testSSOAttempts(t, open(t)) })
+	t.Run("SSOHandoffs", func(t *testing.T) { testSSOHandoffs(t, open(t)) })
+	t.Run("SSOSessions", func(t *testing.T) { testSSOSessionRoundTrip(t, open(t)) })
+	t.Run("SSODue", func(t *testing.T) { testSSODue(t, open(t)) })
+	t.Run("SSOEnd", func(t *testing.T) { testSSOEnd(t, open(t)) })
+	t.Run("SSOEndUser", func(t *testing.T) { testSSOEndUser(t, open(t)) })
+	t.Run("SSOForget", func(t *testing.T) { testSSOForget(t, open(t)) })
 }
 
 // fixture is an organisation with a project and two users.

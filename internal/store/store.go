@@ -1,7 +1,9 @@
 // Package store keeps berth's state in a database through database/sql: the
 // organisations, projects, users, keys and guardrails of package account, and
-// the classes, sandboxes and running segments of package sandbox (SPEC S1–S8).
-// It implements account.Store, account.GuardrailStore and sandbox.Store.
+// the classes, sandboxes and running segments of package sandbox (SPEC S1–S8),
+// and the sign-ins through the identity provider of package sso. It
+// implements account.Store, account.GuardrailStore, sandbox.Store and
+// sso.Store.
 //
 // The database is an SQLite file (modernc.org/sqlite, pure Go) for one
 // gateway, or PostgreSQL (pgx) for one or several replicas of it, opened,
