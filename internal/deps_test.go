@@ -95,9 +95,13 @@ func TestImportDirection(t *testing.T) {
 		{"classimage", append([]string{"database/sql", "k8s.io/", "net/http", "sandbox", "store"}, adapters...)},
 		// idp is the identity provider's side of a sign-in (OpenID
 		// Connect): HTTP to the provider, but nothing of berth's accounts,
-		// sandboxes or adapters; what a sign-in makes of a person is the
-		// account service's.
-		{"idp", append([]string{"database/sql", "k8s.io/", "account", "sandbox", "store"}, adapters...)},
+		// sandboxes or adapters; what a sign-in makes of a person is sso's.
+		{"idp", append([]string{"database/sql", "k8s.io/", "account", "sandbox", "store", "sso"}, adapters...)},
+		// sso signs people in through the provider (idp) and keeps their
+		// access: accounts below it; the sandboxes it ends through its own
+		// port, never the sandbox package; no database, no adapter (HTTP
+		// only as idp speaks it to the provider).
+		{"sso", append([]string{"database/sql", "k8s.io/", "sandbox", "agentrun", "usage"}, adapters...)},
 		// openssh is what the CLI hands OpenSSH: pure, stdlib only.
 		{"openssh", []string{module, "database/sql", "net/http"}},
 		// server is the composition root: every adapter, but never the
