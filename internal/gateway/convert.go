@@ -21,7 +21,8 @@ func apiProject(p account.Project, def bool) api.Project {
 }
 
 func apiUser(u account.User) api.User {
-	return api.User{ID: u.ID, Organisation: u.Org, Name: u.Name, Email: u.Email, Role: string(u.Role), Disabled: u.Disabled, Project: u.Project, CreatedAt: u.CreatedAt}
+	return api.User{ID: u.ID, Organisation: u.Org, Name: u.Name, Email: u.Email, Role: string(u.Role), Disabled: u.Disabled, DisabledByIdP: u.DisabledByIdP,
+		Issuer: u.Issuer, Subject: u.Subject, Project: u.Project, CreatedAt: u.CreatedAt}
 }
 
 func apiKey(k account.Key) api.Key {

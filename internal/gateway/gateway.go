@@ -28,6 +28,7 @@ import (
 	"berth.dev/berth/internal/reach"
 	"berth.dev/berth/internal/repository"
 	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/sso"
 	"berth.dev/berth/internal/terminal"
 	"berth.dev/berth/internal/usage"
 	"berth.dev/berth/internal/warm"
@@ -90,6 +91,14 @@ type Options struct {
 	// has a host name of its own for its HTTP preview (preview.go); ""
 	// serves no previews.
 	PreviewDomain string
+	// SSO signs people in through the identity provider and keeps the
+	// organisations' mappings; required (without a provider it signs
+	// nobody in).
+	SSO *sso.Service
+	// NoKeySignIn turns off the panel's sign-in with an API key
+	// (BERTH_PANEL_KEY_SIGNIN=off): people sign in through the identity
+	// provider. Keys still work on the API.
+	NoKeySignIn bool
 }
 
 // Meter counts what the gateway's own routes do, for /metrics.
@@ -142,6 +151,8 @@ type Server struct {
 	// enrollLimit bounds invitation redemptions per client address: the
 	// route is public, its secret the credential.
 	enrollLimit *rateLimit
+	// ssoLimit bounds berth login --sso's code exchanges likewise.
+	ssoLimit *rateLimit
 
 	tunnelIdle time.Duration
 	tunnels    *tunnels
@@ -155,6 +166,9 @@ type Server struct {
 
 	panel    *panel.Panel
 	previews *previews // nil: no preview domain
+
+	sso       *sso.Service
+	keySignIn bool
 }
 
 // New returns a Server.
@@ -165,13 +179,14 @@ func New(o Options) *Server {
 	}
 	s := &Server{accounts: o.Accounts, sandboxes: o.Sandboxes, reach: o.Reach, warm: o.Warm, classes: o.Classes, runs: o.Runs, usage: o.Usage, log: o.Log, version: o.Version, commit: o.Commit, driver: o.Driver,
 		now: now, metrics: o.Metrics, forge: o.Forge, repos: o.Repositories, mirrors: o.Mirrors, git: githttp.New("", o.Log), credLimit: newRateLimit(10, time.Minute),
-		enrollLimit: newRateLimit(10, time.Minute), tunnelIdle: o.TunnelIdleTimeout, tunnels: newTunnels(), meter: meterOr(o.Meter), stopping: make(chan struct{}),
+		enrollLimit: newRateLimit(10, time.Minute), ssoLimit: newRateLimit(10, time.Minute), tunnelIdle: o.TunnelIdleTimeout, tunnels: newTunnels(), meter: meterOr(o.Meter), stopping: make(chan struct{}),
 		inference: o.Inference, scripted: scriptedTransport(o.Scripted), modelTransport: modelTransportOr(o.ModelTransport),
-		previews: newPreviews(o.PreviewDomain)}
+		previews: newPreviews(o.PreviewDomain), sso: o.SSO, keySignIn: !o.NoKeySignIn}
 	// The web panel answers with the same services and the same error
 	// mapping as the API.
 	s.panel = panel.New(panel.Options{Accounts: o.Accounts, Sandboxes: o.Sandboxes, Classes: o.Classes, Runs: o.Runs, Usage: o.Usage, Log: o.Log, Now: now,
 		Driver: o.Driver, Status: s.errorStatus, Reach: o.Reach, Terminal: o.Terminal, PublicURL: o.PublicURL, Previews: panelPreviews(s),
+		SSO: o.SSO, NoKeySignIn: o.NoKeySignIn,
 		Track: func() (<-chan struct{}, func(), bool) { stop, ok := s.tunnels.add(); return stop, s.tunnels.done, ok }})
 	return s
 }
@@ -224,6 +239,13 @@ func (s *Server) routes() []route {
 		// The one-time invitation in the body is the credential.
 		{"POST", api.InvitationRedeemPath, public, s.redeemInvitation},
 		{"GET", "/api/v1/audit", userKey, s.auditLog},
+		// Signing in through the identity provider: whether there is one,
+		// and berth login --sso's code exchange (the code and its PKCE
+		// verifier are the credential); organisations' mappings.
+		{"GET", api.SSOPath, public, s.ssoInfo},
+		{"POST", api.SSOTokenPath, public, s.ssoToken},
+		{"GET", "/api/v1/orgs/{org}/sso", userKey, s.getSSOMapping},
+		{"PUT", "/api/v1/orgs/{org}/sso", userKey, s.putSSOMapping},
 
 		{"GET", "/sandbox/v1/classes", userKey, s.listClasses},
 		{"PUT", "/sandbox/v1/classes", userKey, s.applyClasses},
@@ -391,6 +413,7 @@ func (s *Server) bodyLimits() map[string]int64 {
 		"POST " + api.RunExitPath: maxRunExit,
 		// Anybody may send one; it holds a secret and a key's name.
 		"POST " + api.InvitationRedeemPath: maxRedeemBody,
+		"POST " + api.SSOTokenPath:         maxSSOTokenBody,
 	}
 }
 

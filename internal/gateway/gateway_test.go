@@ -31,6 +31,7 @@ import (
 	"berth.dev/berth/internal/repository"
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/sso"
 	"berth.dev/berth/internal/store"
 	"berth.dev/berth/internal/terminal"
 	"berth.dev/berth/internal/usage"
@@ -64,6 +65,7 @@ type world struct {
 	metrics                                 *metrics.Metrics
 	gw                                      *gateway.Server
 	inference                               *inference.Service // nil unless the world serves models
+	sso                                     *sso.Service       // without a provider unless the world's config gives one
 }
 
 // worldForge makes the deployment's forge instead of the local one.
@@ -93,6 +95,12 @@ type worldConfig struct {
 	agents func(w *world, c *agentrun.Config)
 	// store are the store's options.
 	store []store.Option
+	// sso configures signing in through an identity provider; nil: the
+	// gateway has none (the sign-in service still keeps mappings).
+	sso func(w *world, c *sso.Config)
+	// emails are the emails of the world's people, by name; none by
+	// default.
+	emails map[string]string
 }
 
 // withForge makes a world on a remote forge.
@@ -187,6 +195,13 @@ func newWorld(t testing.TB, opts ...func(*worldConfig)) *world {
 		svc.SetRuns(runs)
 	}
 	w.sandboxes, w.runs = svc, runs
+	var ssoCfg sso.Config
+	if cfg.sso != nil {
+		cfg.sso(w, &ssoCfg)
+	}
+	if w.sso, err = sso.New(ssoCfg, st, svc, st, log, cfg.now); err != nil {
+		t.Fatal(err)
+	}
 	rcfg := reach.Config{Driver: sbCfg.Driver, Audit: st}
 	if r, ok := drv.(reach.Reacher); ok {
 		rcfg.Reacher = r
@@ -209,7 +224,7 @@ func newWorld(t testing.TB, opts ...func(*worldConfig)) *world {
 		Usage:   usage.NewService(st, w.accounts, svc, 90*24*time.Hour, cfg.now),
 		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 		Forge:   fg, Repositories: repos, Mirrors: mirrors, TunnelIdleTimeout: cfg.tunnelIdle,
-		Inference: w.inference, Scripted: scripted, PublicURL: w.url}
+		Inference: w.inference, Scripted: scripted, PublicURL: w.url, SSO: w.sso}
 	if gwo.Terminal, err = terminal.LoadCA(filepath.Join(t.TempDir(), "terminal_ca")); err != nil {
 		t.Fatal(err)
 	}
@@ -231,10 +246,13 @@ func newWorld(t testing.TB, opts ...func(*worldConfig)) *world {
 	if _, err := w.operator.CreateOrg(ctx, api.CreateOrganisation{Name: "other"}); err != nil {
 		t.Fatal(err)
 	}
-	w.admin, w.adminKey = w.userKey(t, "acme", "ada", "admin")
-	w.owner = w.user(t, "acme", "alice", "member")
-	w.member = w.user(t, "acme", "bob", "member")
-	w.foreign = w.user(t, "other", "sam", "member")
+	person := func(org, name, role string) (*client.Client, string) {
+		return w.userWith(t, org, name, cfg.emails[name], role)
+	}
+	w.admin, w.adminKey = person("acme", "ada", "admin")
+	w.owner, _ = person("acme", "alice", "member")
+	w.member, _ = person("acme", "bob", "member")
+	w.foreign, _ = person("other", "sam", "member")
 	return w
 }
 
@@ -248,7 +266,13 @@ func (w *world) user(t testing.TB, org, name, role string) *client.Client {
 // userKey is user, also returning the key's secret.
 func (w *world) userKey(t testing.TB, org, name, role string) (*client.Client, string) {
 	t.Helper()
-	u, err := w.operator.CreateUser(t.Context(), org, api.CreateUser{Name: name, Role: role})
+	return w.userWith(t, org, name, "", role)
+}
+
+// userWith is userKey for a user with an email ("" none).
+func (w *world) userWith(t testing.TB, org, name, email, role string) (*client.Client, string) {
+	t.Helper()
+	u, err := w.operator.CreateUser(t.Context(), org, api.CreateUser{Name: name, Email: email, Role: role})
 	if err != nil {
 		t.Fatal(err)
 	}

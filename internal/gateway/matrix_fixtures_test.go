@@ -275,6 +275,10 @@ var watches = map[string]func(m *matrix, t *testing.T) string{
 		s, err := m.inference.Settings(t.Context(), m.principal(t, m.opKey), "acme", "default")
 		return fmt.Sprintf("%+v %v", s.Settings, err)
 	},
+	"acme's sign-in mapping": func(m *matrix, t *testing.T) string {
+		mp, err := m.sso.Mapping(t.Context(), m.principal(t, m.opKey), "acme")
+		return fmt.Sprint(mp.Members, mp.Administrators, err)
+	},
 	"acme's classes":      (*matrix).acmeClasses,
 	"operator's keys":     func(m *matrix, t *testing.T) string { return m.keysOf(t, "ops") },
 	"owner's keys":        func(m *matrix, t *testing.T) string { return m.keysOf(t, "alice") },

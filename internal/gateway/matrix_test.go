@@ -22,9 +22,10 @@ import (
 // is one real request over HTTP, with that caller's credential where the
 // route takes it, against real objects, and the status it must answer. The
 // expected table is data, in matrix_table_test.go; matrix_world_test.go
-// builds the world and sends the requests, matrix_fixtures_test.go makes
-// the fresh objects cells act on; this file runs the table and checks the
-// answers.
+// builds the world and sends the requests, matrix_sso_test.go signs its
+// callers in through the identity provider (a stand-in of the test's),
+// matrix_fixtures_test.go makes the fresh objects cells act on; this file
+// runs the table and checks the answers.
 
 // caller is a kind of caller: a column of the table.
 type caller int
@@ -34,19 +35,28 @@ const (
 	cAdmin                // an administrator of acme, the sandboxes' (and the operator's) organisation
 	cForeignAdmin         // an administrator of organisation other
 	cOwner                // alice, a member of acme, who owns the sandboxes
+	cSSO                  // alice's key from signing in through the identity provider (berth login --sso); her panel signed in there too
 	cMember               // bob, another member of acme
 	cForeignMember        // sam, a member of other
 	cEngineer             // the own key of alice's engineer sandbox dev (token mode, on acme/app)
 	cAgent                // the own key of alice's agent sandbox fix, its run under way in its machine
 	cReviewer             // the own key of alice's reviewer run rev, under way
 	cRevoked              // a key of alice's, revoked
+	cCut                  // a key from the sign-in of a person the identity provider cut off since (dora, her user disabled by it)
 	cNone                 // no credential at all
 	cGarbage              // a key shaped like ours, with a real key's id and a wrong secret
 	nCallers
 )
 
-var callerNames = [nCallers]string{"operator", "admin", "admin of another org", "owner", "member", "member of another org",
-	"engineer sandbox's key", "agent sandbox's key", "reviewer run's key", "revoked key", "no credential", "garbage credential"}
+var callerNames = [nCallers]string{"operator", "admin", "admin of another org", "owner", "owner signed in through the identity provider",
+	"member", "member of another org", "engineer sandbox's key", "agent sandbox's key", "reviewer run's key", "revoked key",
+	"key of a person the identity provider cut off", "no credential", "garbage credential"}
+
+// derived are the callers the table's want does not list: each expects
+// what the caller it is derived from does (an SSO-made key of alice's is
+// a key of alice's; a cut-off person's key is as dead as a revoked one),
+// unless the row's sso or cut says otherwise.
+var derived = map[caller]caller{cSSO: cOwner, cCut: cRevoked}
 
 func (c caller) String() string { return callerNames[c] }
 
@@ -95,8 +105,15 @@ type row struct {
 	field string
 	// want is one status per caller, in the order of the callers, apart
 	// by spaces: a number, or "in" for the panel's 303 to its sign-in
-	// page (not signed in).
+	// page (not signed in). The derived callers have none: see sso, cut.
 	want string
+	// sso and cut, when not "", are cSSO's and cCut's statuses where they
+	// differ from those they are derived from (derived); the row says
+	// why.
+	sso, cut string
+	// says is what every answer of the row must hold, in its body or its
+	// Location.
+	says string
 }
 
 func (r row) name() string {
@@ -128,21 +145,40 @@ func parseWant(t *testing.T, r row) [nCallers]expect {
 	t.Helper()
 	var out [nCallers]expect
 	f := strings.Fields(r.want)
-	if len(f) != int(nCallers) {
-		t.Fatalf("row %s: %d statuses, want one for each of the %d callers", r.name(), len(f), nCallers)
+	if len(f) != int(nCallers)-len(derived) {
+		t.Fatalf("row %s: %d statuses, want one for each of the %d callers the table lists", r.name(), len(f), int(nCallers)-len(derived))
 	}
-	for i, s := range f {
+	parse := func(s string) expect {
 		if s == "in" {
-			out[i] = expect{status: http.StatusSeeOther, signIn: true}
-			continue
+			return expect{status: http.StatusSeeOther, signIn: true}
 		}
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 100 || n > 599 {
 			t.Fatalf("row %s: %q is not a status", r.name(), s)
 		}
-		out[i] = expect{status: n}
 		if n == http.StatusBadRequest && r.field == "" {
 			t.Fatalf("row %s: a 400 must name the field at fault: give the row's field", r.name())
+		}
+		return expect{status: n}
+	}
+	i := 0
+	for c := range nCallers {
+		if _, ok := derived[c]; !ok {
+			out[c] = parse(f[i])
+			i++
+		}
+	}
+	for c, from := range derived {
+		out[c] = out[from]
+	}
+	for c, s := range map[caller]string{cSSO: r.sso, cCut: r.cut} {
+		if s == "" {
+			continue
+		}
+		if e := parse(s); e != out[derived[c]] {
+			out[c] = e
+		} else {
+			t.Fatalf("row %s: %s's %s is %s's already: say it only where it differs", r.name(), c, s, derived[c])
 		}
 	}
 	return out
@@ -243,8 +279,13 @@ func (m *matrix) cell(t *testing.T, r row, c caller, want expect, made map[strin
 		t.Errorf("as %s: %s %s answered %s, want %s\n%.300s", c, r.req.method, expand(r.req.path), got, want, body)
 	case r.req.place == bearer && e.Code != "" && !codeFits(status, e.Code):
 		t.Errorf("as %s: %s %s answered %d with code %q", c, r.req.method, expand(r.req.path), status, e.Code)
-	case status == http.StatusBadRequest && e.Field != r.field:
+	case status == http.StatusBadRequest && r.req.place == cookie && !strings.Contains(body, r.field+": "):
+		// A panel's page names the field in its message.
+		t.Errorf("as %s: %s %s answered a 400 page not naming field %q\n%.300s", c, r.req.method, expand(r.req.path), r.field, body)
+	case status == http.StatusBadRequest && r.req.place != cookie && e.Field != r.field:
 		t.Errorf("as %s: %s %s answered 400 naming field %q, want %q\n%.300s", c, r.req.method, expand(r.req.path), e.Field, r.field, body)
+	case r.says != "" && !strings.Contains(body, r.says) && !strings.Contains(header.Get("Location"), r.says):
+		t.Errorf("as %s: %s %s answered %s without saying %q\n%.300s", c, r.req.method, expand(r.req.path), got, r.says, body)
 	}
 	for name, b := range before {
 		a := after[name]

@@ -77,6 +77,12 @@ type matrix struct {
 	client   *http.Client           // the world's own requests, from 127.0.0.1
 	clients  [nCallers]*http.Client // each kind of caller's (callerTransport)
 	n        int                    // numbers the names cells make
+	idp      *standIn               // the identity provider (matrix_sso_test.go)
+	// sessionKeys are the keys in the panel sessions of the callers whose
+	// browser signed in with another key than theirs (through the
+	// provider), for the session cookie made by hand once the panel
+	// dropped theirs.
+	sessionKeys map[caller]string
 }
 
 // callerTransport is c's own connection to the gateway: each kind of
@@ -102,7 +108,8 @@ func newMatrix(t *testing.T) *matrix {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := newWorld(t, func(c *worldConfig) {
+	var provider *standIn
+	w := newWorld(t, withSSO(&provider), func(c *worldConfig) {
 		c.template = matrixClasses
 		c.options = func(o *gateway.Options) { o.PreviewDomain = "preview.localhost" }
 		c.driver = func(d *fake.Driver) sandbox.Driver { return inMachineReacher{InMachine: fake.NewInMachine(d), d: d} }
@@ -115,7 +122,7 @@ func newMatrix(t *testing.T) *matrix {
 				newVendor(t, inference.KindScripted, "")
 		}
 	})
-	m := &matrix{world: w, users: map[string]account.User{}, browsers: map[caller]*browser{},
+	m := &matrix{world: w, users: map[string]account.User{}, browsers: map[caller]*browser{}, idp: provider, sessionKeys: map[caller]string{},
 		client: &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 	for c := range nCallers {
 		m.clients[c] = &http.Client{Transport: callerTransport(t, c), CheckRedirect: m.client.CheckRedirect}
@@ -186,6 +193,7 @@ func newMatrix(t *testing.T) *matrix {
 	}
 	id, _, _ := account.ParseSecret(m.keys[cOwner])
 	m.keys[cGarbage] = "berth_" + strings.TrimPrefix(id, "key_") + "_" + "NOTTHESECRET"
+	m.signInThroughIdP(t)
 
 	org, err := w.accounts.Organisation(ctx, op, "acme")
 	if err != nil {
@@ -271,6 +279,7 @@ func (m *matrix) do(t *testing.T, c *http.Client, req *http.Request) (int, http.
 type browser struct {
 	c    *http.Client
 	csrf string
+	key  string // the key a sign-in through the provider gave its session
 }
 
 func (m *matrix) newBrowser(t *testing.T, c caller) *browser {
@@ -350,8 +359,9 @@ func (m *matrix) signIn(t *testing.T, c caller) *browser {
 }
 
 // browser is c's browser: signed in through the form with c's key when
-// the panel signs that key in; otherwise holding the session cookie the
-// panel would have set for c's key, made by hand, as an attacker who
+// the panel signs that key in, or through the identity provider for
+// cSSO; otherwise holding the session cookie the panel would have set for
+// c's key (its session's, sessionKeys), made by hand, as an attacker who
 // holds the key would (the sign-in form refuses a sandbox's key).
 func (m *matrix) browser(t *testing.T, c caller) *browser {
 	t.Helper()
@@ -362,11 +372,17 @@ func (m *matrix) browser(t *testing.T, c caller) *browser {
 	switch c {
 	case cOperator, cAdmin, cForeignAdmin, cOwner, cMember, cForeignMember:
 		b = m.signIn(t, c)
+	case cSSO:
+		b = m.ssoSignIn(t, c, aliceSubject)
 	default:
 		b = m.newBrowser(t, c)
-		if m.keys[c] != "" {
+		key, ok := m.sessionKeys[c]
+		if !ok {
+			key = m.keys[c]
+		}
+		if key != "" {
 			u, _ := url.Parse(m.url)
-			b.c.Jar.SetCookies(u, []*http.Cookie{{Name: "berth_session", Value: "matrixnonce." + m.keys[c], Path: "/"}})
+			b.c.Jar.SetCookies(u, []*http.Cookie{{Name: "berth_session", Value: "matrixnonce." + key, Path: "/"}})
 			b.csrf = "not-a-token-of-this-session"
 		}
 	}
@@ -395,8 +411,17 @@ func (m *matrix) send(t *testing.T, r request, c caller, expand func(string) str
 	case cookie:
 		b := m.browser(t, c)
 		defer func() {
-			if !m.signedIn(b) {
-				delete(m.browsers, c) // signed out: the next cell signs in again
+			if m.signedIn(b) {
+				return
+			}
+			delete(m.browsers, c) // signed out: the next cell signs in again
+			// Signing out revokes the key a sign-in through the provider
+			// gave; the panel drops no session whose key still works.
+			if b.key == "" {
+				return
+			}
+			if _, err := m.accounts.Authenticate(t.Context(), b.key); err == nil {
+				t.Errorf("as %s: %s %s dropped the panel's session, yet the key its sign-in through the identity provider gave still works", c, r.method, path)
 			}
 		}()
 		if r.method == "GET" && r.origin != "" {

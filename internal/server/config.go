@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,6 +17,8 @@ import (
 	"berth.dev/berth/internal/quantity"
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/secret"
+	"berth.dev/berth/internal/sso"
 	"berth.dev/berth/internal/store"
 )
 
@@ -92,6 +95,26 @@ type Config struct {
 	// ports (a wildcard DNS name and certificate at the gateway); "" is
 	// no previews.
 	PreviewDomain string
+
+	// OIDC is signing in through the organisation's identity provider
+	// (BERTH_OIDC_*); its Issuer "" is none.
+	OIDC OIDC
+	// KeySignIn is BERTH_PANEL_KEY_SIGNIN: the panel's sign-in form that
+	// takes an API key (default on; off only with an identity provider).
+	KeySignIn bool
+}
+
+// OIDC is the deployment's identity provider.
+type OIDC struct {
+	Issuer       string        // BERTH_OIDC_ISSUER
+	ClientID     string        // BERTH_OIDC_CLIENT_ID
+	SecretFile   string        // BERTH_OIDC_CLIENT_SECRET_FILE
+	ClientSecret secret.Secret // the file's first line
+	Scopes       []string      // BERTH_OIDC_SCOPES; nil: openid, email, profile, and groups and offline_access where offered
+	GroupsClaim  string        // BERTH_OIDC_GROUPS_CLAIM, default groups
+	Operators    []string      // BERTH_OIDC_OPERATOR_GROUPS
+	KeyTTL       time.Duration // BERTH_OIDC_KEY_TTL, default 12h
+	RefreshEvery time.Duration // BERTH_OIDC_REFRESH_INTERVAL, default 5m
 }
 
 // DefaultShutdownGrace is BERTH_SHUTDOWN_GRACE's default. It covers a
@@ -178,7 +201,29 @@ const SettingsHelp = `Settings (environment variables, read once at start-up):
   BERTH_PREVIEW_DOMAIN              the domain of sandboxes' HTTP previews: a browser opens port
                                     P of sandbox sbx_ID at p<P>-sbx-ID.<domain> (point a wildcard
                                     DNS name and TLS certificate at the gateway; preview.localhost
-                                    needs neither on one machine); unset: no previews`
+                                    needs neither on one machine); unset: no previews
+  BERTH_OIDC_ISSUER                 sign people in through the organisation's identity provider
+                                    (OpenID Connect): its issuer URL (https; http only on
+                                    loopback); unset: API keys only. Register berth as a
+                                    confidential client whose redirect URI is
+                                    BERTH_PUBLIC_URL/sign-in/sso/callback
+  BERTH_OIDC_CLIENT_ID              berth's client id at the provider
+  BERTH_OIDC_CLIENT_SECRET_FILE     a file holding berth's client secret (never the value itself)
+  BERTH_OIDC_SCOPES                 comma-separated scopes (default: openid, email, profile,
+                                    and groups and offline_access when the provider offers them)
+  BERTH_OIDC_GROUPS_CLAIM           the ID token's claim listing the person's groups (default
+                                    groups; GitLab: groups_direct)
+  BERTH_OIDC_OPERATOR_GROUPS        comma-separated groups whose people are operators (an
+                                    organisation's mapping never makes one)
+  BERTH_OIDC_KEY_TTL                how long the key a sign-in gives lasts (default 12h; 5m to
+                                    7d); signing in again gives a new one
+  BERTH_OIDC_REFRESH_INTERVAL       how often each sign-in is refreshed at the provider (default
+                                    5m; 1s to 24h): a refusal, or groups that no longer map to
+                                    the person's organisation, disables them and ends their
+                                    sandboxes
+  BERTH_PANEL_KEY_SIGNIN            on (default) or off: the panel's sign-in with an API key;
+                                    off only with BERTH_OIDC_ISSUER (API keys still work on the
+                                    API and the CLI)`
 
 // LoadConfig reads the settings through getenv, applies defaults and
 // validates them, reporting every problem at once.
@@ -387,6 +432,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		}
 		c.Models = cat
 	}
+	c.OIDC, c.KeySignIn = loadOIDC(get, dur, bad)
 	if c.SandboxesFile != "" {
 		classes, err := readClassFile(c.SandboxesFile)
 		if err != nil {
@@ -396,6 +442,70 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	}
 	return c, errors.Join(errs...)
 }
+
+// loadOIDC reads the identity provider's settings and the panel's key
+// sign-in.
+func loadOIDC(get func(k, def string) string, dur func(k string, def time.Duration) time.Duration, bad func(setting, format string, args ...any)) (OIDC, bool) {
+	o := OIDC{
+		Issuer:       strings.TrimSuffix(get("BERTH_OIDC_ISSUER", ""), "/"),
+		ClientID:     get("BERTH_OIDC_CLIENT_ID", ""),
+		SecretFile:   get("BERTH_OIDC_CLIENT_SECRET_FILE", ""),
+		Scopes:       list(get("BERTH_OIDC_SCOPES", "")),
+		GroupsClaim:  get("BERTH_OIDC_GROUPS_CLAIM", "groups"),
+		Operators:    list(get("BERTH_OIDC_OPERATOR_GROUPS", "")),
+		KeyTTL:       dur("BERTH_OIDC_KEY_TTL", sso.DefaultKeyTTL),
+		RefreshEvery: dur("BERTH_OIDC_REFRESH_INTERVAL", sso.DefaultRefreshEvery),
+	}
+	keySignIn := true
+	switch v := strings.ToLower(get("BERTH_PANEL_KEY_SIGNIN", "on")); v {
+	case "on", "true", "1", "yes":
+	case "off", "false", "0", "no":
+		keySignIn = false
+		if o.Issuer == "" {
+			bad("BERTH_PANEL_KEY_SIGNIN", "off needs BERTH_OIDC_ISSUER: nobody could sign in to the panel")
+		}
+	default:
+		bad("BERTH_PANEL_KEY_SIGNIN", "%q is neither on nor off", v)
+	}
+	if o.Issuer == "" {
+		for _, k := range []string{"BERTH_OIDC_CLIENT_ID", "BERTH_OIDC_CLIENT_SECRET_FILE", "BERTH_OIDC_OPERATOR_GROUPS"} {
+			if get(k, "") != "" {
+				bad(k, "is set, but BERTH_OIDC_ISSUER is not")
+			}
+		}
+		return o, keySignIn
+	}
+	if u, err := url.Parse(o.Issuer); err != nil || u.Host == "" || (u.Scheme != "https" && !(u.Scheme == "http" && loopbackHost(u.Hostname()))) {
+		bad("BERTH_OIDC_ISSUER", "%q is not an https URL (plain http only on this machine's loopback)", o.Issuer)
+	}
+	if o.ClientID == "" {
+		bad("BERTH_OIDC_CLIENT_ID", "is required with BERTH_OIDC_ISSUER")
+	}
+	switch b, err := os.ReadFile(o.SecretFile); {
+	case o.SecretFile == "":
+		bad("BERTH_OIDC_CLIENT_SECRET_FILE", "is required with BERTH_OIDC_ISSUER (berth is a confidential client)")
+	case err != nil:
+		bad("BERTH_OIDC_CLIENT_SECRET_FILE", "%v", err)
+	default:
+		line, _, _ := strings.Cut(string(b), "\n")
+		if line = strings.TrimSpace(line); line == "" {
+			bad("BERTH_OIDC_CLIENT_SECRET_FILE", "%s is empty", o.SecretFile)
+		}
+		o.ClientSecret = secret.New(line)
+	}
+	if len(o.Scopes) > 0 && !slices.Contains(o.Scopes, "openid") {
+		bad("BERTH_OIDC_SCOPES", "must hold openid")
+	}
+	if o.KeyTTL < 5*time.Minute || o.KeyTTL > 7*24*time.Hour {
+		bad("BERTH_OIDC_KEY_TTL", "%s is outside 5m to 7d", quantity.FormatDuration(o.KeyTTL))
+	}
+	if o.RefreshEvery < time.Second || o.RefreshEvery > 24*time.Hour {
+		bad("BERTH_OIDC_REFRESH_INTERVAL", "%s is outside 1s to 24h", quantity.FormatDuration(o.RefreshEvery))
+	}
+	return o, keySignIn
+}
+
+func loopbackHost(h string) bool { return h == "localhost" || h == "127.0.0.1" || h == "::1" }
 
 // checkKubernetes checks the names the kubernetes driver writes into
 // objects, so a typo stops the start instead of every sandbox's.

@@ -38,6 +38,7 @@ import (
 	"berth.dev/berth/internal/forge/local"
 	"berth.dev/berth/internal/gateway"
 	"berth.dev/berth/internal/githttp"
+	"berth.dev/berth/internal/idp"
 	"berth.dev/berth/internal/inference"
 	"berth.dev/berth/internal/metrics"
 	"berth.dev/berth/internal/reach"
@@ -45,6 +46,7 @@ import (
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/secret"
+	"berth.dev/berth/internal/sso"
 	"berth.dev/berth/internal/store"
 	"berth.dev/berth/internal/terminal"
 	"berth.dev/berth/internal/usage"
@@ -77,6 +79,7 @@ type App struct {
 	inference *inference.Service // nil when the gateway serves no models
 	scripted  http.Handler       // the scripted provider's server; nil without one
 	terminal  *terminal.CA       // the panel's terminal; nil without a driver
+	sso       *sso.Service       // signing in through the identity provider
 }
 
 // Base is Build's first phase: the store and the account service. It
@@ -268,9 +271,44 @@ func (b *Base) build(ctx context.Context, cfg Config, log *slog.Logger, o option
 	classes := class.NewService(st, accounts, warmth, class.Config{Template: cfg.Classes, AllowedImages: cfg.Images,
 		Runtimes: cfg.Runtimes, NoSandboxes: drv == nil}, log, time.Now)
 	reports := usage.NewService(st, accounts, sandboxes, cfg.UsageRetention, time.Now)
-	return &App{store: st, replica: replica, accounts: accounts, sandboxes: sandboxes, reach: way, warm: warmth, classes: classes, runs: runs, usage: reports, metrics: m, registry: reg, forge: fg, repos: repos, mirrors: mirrors, log: log,
+	signins, err := buildSSO(ctx, cfg, st, sandboxes, replica, log)
+	if err != nil {
+		return nil, err
+	}
+	return &App{sso: signins, store: st, replica: replica, accounts: accounts, sandboxes: sandboxes, reach: way, warm: warmth, classes: classes, runs: runs, usage: reports, metrics: m, registry: reg, forge: fg, repos: repos, mirrors: mirrors, log: log,
 		inference: models, scripted: scripted, terminal: term}, nil
 }
+
+// buildSSO makes the sign-in service: with BERTH_OIDC_ISSUER, the
+// provider is discovered now (a provider that cannot be reached stops the
+// start, naming it); without, the service signs nobody in but keeps the
+// organisations' mappings.
+func buildSSO(ctx context.Context, cfg Config, st *store.Store, sandboxes *sandbox.Service, replica *store.Replica, log *slog.Logger) (*sso.Service, error) {
+	sc := sso.Config{KeyTTL: cfg.OIDC.KeyTTL, RefreshEvery: cfg.OIDC.RefreshEvery, Operators: cfg.OIDC.Operators, Start: ssoCLIStart}
+	if cfg.OIDC.Issuer != "" {
+		p, err := idp.New(ctx, idp.Config{Issuer: cfg.OIDC.Issuer, ClientID: cfg.OIDC.ClientID, ClientSecret: cfg.OIDC.ClientSecret,
+			Scopes: cfg.OIDC.Scopes, RedirectURL: strings.TrimSuffix(cfg.PublicURL, "/") + ssoCallback, GroupsClaim: cfg.OIDC.GroupsClaim}, nil, nil)
+		if err != nil {
+			return nil, fmt.Errorf("BERTH_OIDC_ISSUER: %w", err)
+		}
+		sc.Provider, sc.ClientSecret = p, cfg.OIDC.ClientSecret
+	}
+	var opts []sso.Option
+	if replica != nil {
+		opts = append(opts, sso.WithLeader(replica.Lead))
+	}
+	var ends sso.Sandboxes
+	if cfg.Driver != "" {
+		ends = sandboxes
+	}
+	return sso.New(sc, st, ends, st, log, time.Now, opts...)
+}
+
+// The panel's pages of a sign-in through the identity provider.
+const (
+	ssoCLIStart = "/sign-in/sso/cli"
+	ssoCallback = "/sign-in/sso/callback"
+)
 
 // runLogs keeps runs' logs in the database when replicas share it, so any
 // replica answers `sandbox logs` for a run another one read; on SQLite
@@ -368,7 +406,7 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) er
 	}
 	gw := gateway.New(gateway.Options{Accounts: a.accounts, Sandboxes: a.sandboxes, Reach: a.reach, Warm: a.warm, Classes: a.classes, Runs: a.runs, Usage: a.usage, Log: log, Version: Version, Commit: Commit(), Driver: cfg.Driver,
 		Forge: a.forge, Repositories: a.repos, Mirrors: gatewayMirrors(a.mirrors), Meter: a.metrics, Inference: a.inference, Scripted: a.scripted,
-		Terminal: a.terminal, PublicURL: cfg.PublicURL, PreviewDomain: cfg.PreviewDomain,
+		Terminal: a.terminal, PublicURL: cfg.PublicURL, PreviewDomain: cfg.PreviewDomain, SSO: a.sso, NoKeySignIn: !cfg.KeySignIn,
 		Metrics: promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{
 			ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 			ErrorHandling: promhttp.ContinueOnError, // a failed count still serves the rest
@@ -403,6 +441,8 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) er
 		// have drained: a lease expires 30 s after its last renewal.
 		leases = goBackground(ctx, a.inference.Run)
 	}
+	// Sign-ins are refreshed at the identity provider until the signal.
+	go a.sso.Run(ctx)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	select {

@@ -37,6 +37,7 @@ import (
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/reach"
 	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/sso"
 	"berth.dev/berth/internal/terminal"
 	"berth.dev/berth/internal/usage"
 )
@@ -78,6 +79,11 @@ type Options struct {
 	// Previews mints HTTP previews of sandboxes' ports (the gateway's);
 	// nil offers none.
 	Previews Previews
+	// SSO signs people in through the identity provider (without one it
+	// offers nothing); NoKeySignIn turns off the sign-in form that takes
+	// an API key.
+	SSO         *sso.Service
+	NoKeySignIn bool
 }
 
 // Previews mints an HTTP preview of port of the sandbox ref for p, as the
@@ -103,6 +109,8 @@ type Panel struct {
 	track     func() (stop <-chan struct{}, done func(), ok bool)
 	status    func(w http.ResponseWriter, r *http.Request, err error) (int, api.Error)
 	previews  Previews
+	sso       *sso.Service
+	keySignIn bool
 	pages     map[string]*template.Template
 	assets    map[string]string // file name → its URL with a digest, so it may be cached long
 	mux       *http.ServeMux
@@ -116,7 +124,8 @@ func New(o Options) *Panel {
 		now = time.Now
 	}
 	p := &Panel{accounts: o.Accounts, sandboxes: o.Sandboxes, classes: o.Classes, runs: o.Runs, usage: o.Usage, log: o.Log, now: now,
-		driver: o.Driver, status: o.Status, previews: o.Previews, assets: map[string]string{}, reach: o.Reach, terminal: o.Terminal, origin: originOf(o.PublicURL), track: o.Track}
+		driver: o.Driver, status: o.Status, previews: o.Previews, assets: map[string]string{}, reach: o.Reach, terminal: o.Terminal, origin: originOf(o.PublicURL), track: o.Track,
+		sso: o.SSO, keySignIn: !o.NoKeySignIn}
 	entries, err := fs.ReadDir(assetFS, "assets")
 	if err != nil {
 		panic(err)
@@ -168,6 +177,9 @@ func (p *Panel) table() []route {
 		{"GET /assets/{file}", http.HandlerFunc(p.serveAsset)},
 		{"GET /sign-in", http.HandlerFunc(p.signInForm)},
 		{"POST /sign-in", http.HandlerFunc(p.signIn)},
+		{"GET " + ssoPath, http.HandlerFunc(p.ssoStart)},
+		{"GET " + ssoPath + "/cli", http.HandlerFunc(p.ssoStartCLI)},
+		{"GET " + ssoPath + "/callback", http.HandlerFunc(p.ssoCallback)},
 		{"POST /sign-out", p.form(p.signOut)},
 		{"GET /{$}", p.page(p.home)},
 	}
@@ -277,7 +289,10 @@ type view struct {
 	CSRF      string
 	Flash     string // what was just done, from a redirect
 	Signed    bool   // signed in: the layout shows the nav
-	Body      any
+	// Refresh is a page of this gateway to go on to at once (a sign-in's
+	// end); "" stays.
+	Refresh string
+	Body    any
 }
 
 func (p *Panel) view(c caller, r *http.Request, title, nav string, body any) *view {

@@ -135,14 +135,32 @@ func (p *Panel) toSignIn(w http.ResponseWriter, r *http.Request, msg string) {
 	http.Redirect(w, r, to, http.StatusSeeOther)
 }
 
-// signInPage is the body of the sign-in page.
+// signInPage is the body of the sign-in page: the identity provider's
+// button when the gateway has one, the key form unless it is turned off.
 type signInPage struct {
-	Next  string
-	Error string
+	Next      string
+	Error     string
+	SSO       bool
+	SSOLink   string
+	Issuer    string
+	KeySignIn bool
+}
+
+// signInBody is the sign-in page's body, coming back to next, saying
+// msg.
+func (p *Panel) signInBody(next, msg string) signInPage {
+	b := signInPage{Next: next, Error: msg, KeySignIn: p.keySignIn}
+	if p.sso.Enabled() {
+		b.SSO, b.Issuer, b.SSOLink = true, p.sso.Issuer(), ssoPath
+		if next != "" {
+			b.SSOLink += "?next=" + url.QueryEscape(next)
+		}
+	}
+	return b
 }
 
 func (p *Panel) signInForm(w http.ResponseWriter, r *http.Request) {
-	p.renderSignIn(w, r, http.StatusOK, signInPage{Next: localPath(r.URL.Query().Get("next"))}, takeFlash(w, r))
+	p.renderSignIn(w, r, http.StatusOK, p.signInBody(localPath(r.URL.Query().Get("next")), ""), takeFlash(w, r))
 }
 
 func (p *Panel) renderSignIn(w http.ResponseWriter, r *http.Request, status int, body signInPage, flash string) {
@@ -161,22 +179,27 @@ func (p *Panel) signIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	next := localPath(r.PostForm.Get("next"))
+	if !p.keySignIn {
+		p.renderSignIn(w, r, http.StatusForbidden, p.signInBody(next,
+			"Signing in with an API key is turned off on this gateway: sign in with your organisation's account."), "")
+		return
+	}
 	ck, err := r.Cookie(signInCookie)
 	if err != nil || ck.Value == "" || subtle.ConstantTimeCompare([]byte(ck.Value), []byte(r.PostForm.Get("csrf"))) != 1 {
-		p.renderSignIn(w, r, http.StatusForbidden, signInPage{Next: next,
-			Error: "This form did not come from this panel, or it is stale (cookies must be on). Nothing was done: try again."}, "")
+		p.renderSignIn(w, r, http.StatusForbidden, p.signInBody(next,
+			"This form did not come from this panel, or it is stale (cookies must be on). Nothing was done: try again."), "")
 		return
 	}
 	key := strings.TrimSpace(r.PostForm.Get("key"))
 	pr, err := p.accounts.Authenticate(r.Context(), key)
 	if err != nil {
-		p.renderSignIn(w, r, http.StatusUnauthorized, signInPage{Next: next,
-			Error: "That key is unknown, revoked or expired, or its user is disabled."}, "")
+		p.renderSignIn(w, r, http.StatusUnauthorized, p.signInBody(next,
+			"That key is unknown, revoked or expired, or its user is disabled."), "")
 		return
 	}
 	if pr.Sandbox != "" {
-		p.renderSignIn(w, r, http.StatusForbidden, signInPage{Next: next,
-			Error: "That is a sandbox's own key: sign in with your own (berth user key, or ask an administrator)."}, "")
+		p.renderSignIn(w, r, http.StatusForbidden, p.signInBody(next,
+			"That is a sandbox's own key: sign in with your own (berth user key, or ask an administrator)."), "")
 		return
 	}
 	setCookie(w, r, signInCookie, "", "/sign-in", -1)
@@ -187,7 +210,13 @@ func (p *Panel) signIn(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
-func (p *Panel) signOut(w http.ResponseWriter, r *http.Request, _ caller) {
+// signOut forgets the session; a key a sign-in through the identity
+// provider gave is revoked with it (a key pasted in is the person's own
+// and stays).
+func (p *Panel) signOut(w http.ResponseWriter, r *http.Request, c caller) {
+	if err := p.sso.SignOut(r.Context(), c.KeyID); err != nil {
+		p.log.ErrorContext(r.Context(), "signing out: the sign-in's key was not revoked", "key", c.KeyID, "err", err)
+	}
 	setCookie(w, r, sessionCookie, "", "/", -1)
 	setFlash(w, r, "Signed out.")
 	http.Redirect(w, r, "/sign-in", http.StatusSeeOther)

@@ -1,0 +1,127 @@
+package panel
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"berth.dev/berth/internal/sso"
+)
+
+// ssoCookie binds a sign-in through the identity provider to the browser
+// that started it. SameSite=Lax, not Strict: it must come back on the
+// provider's redirect to the callback, a navigation from another site.
+const ssoCookie = "berth_sso"
+
+// ssoPath is where the sign-in pages through the identity provider live;
+// the cookie goes nowhere else.
+const ssoPath = "/sign-in/sso"
+
+func setSSOCookie(w http.ResponseWriter, r *http.Request, value string, maxAge int) {
+	http.SetCookie(w, &http.Cookie{Name: ssoCookie, Value: value, Path: ssoPath, MaxAge: maxAge,
+		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: secure(r)})
+}
+
+// ssoStart sends the browser to the identity provider to sign in to the
+// panel, coming back to next.
+func (p *Panel) ssoStart(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	p.ssoBegin(w, r, localPath(q.Get("next")), q.Get("org"), nil)
+}
+
+// ssoStartCLI is where berth login --sso sends the person's browser: the
+// same sign-in, whose end hands the CLI's loopback listener a one-time
+// code instead of signing the browser in.
+func (p *Panel) ssoStartCLI(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	port, err := strconv.Atoi(q.Get("port"))
+	if err != nil {
+		port = 0 // refused by Begin, naming the field
+	}
+	p.ssoBegin(w, r, "", q.Get("org"), &sso.CLI{Port: port, Challenge: q.Get("challenge"), State: q.Get("state")})
+}
+
+func (p *Panel) ssoBegin(w http.ResponseWriter, r *http.Request, next, org string, cli *sso.CLI) {
+	if !p.sso.Enabled() {
+		p.plainError(w, r, http.StatusNotFound, "This gateway signs nobody in through an identity provider: sign in with a key.")
+		return
+	}
+	to, cookie, err := p.sso.Begin(r.Context(), next, org, cli)
+	if err != nil {
+		status, body := p.status(w, r, err)
+		p.renderSignIn(w, r, status, p.signInBody(next, "The sign-in could not start: "+body.Message), "")
+		return
+	}
+	setSSOCookie(w, r, cookie.Reveal(), int(sso.AttemptTTL.Seconds()))
+	http.Redirect(w, r, to, http.StatusSeeOther)
+}
+
+// signedInPage is the body of the page a sign-in through the provider
+// ends on.
+type signedInPage struct {
+	Next string
+	Name string
+}
+
+// choosePage is the body of the page that asks which organisation to sign
+// in to.
+type choosePage struct {
+	Orgs []chooseOrg
+}
+
+type chooseOrg struct {
+	Name string
+	Link string
+}
+
+// ssoCallback is where the provider sends the browser back. The panel's
+// sign-in ends on a page of this gateway that goes on to the next page:
+// a redirect would not do, as a browser counts a chain of redirects begun
+// at another site as that site's, and sends no SameSite=Strict cookie
+// (the session's) on it. A CLI's sign-in ends at the CLI's listener.
+func (p *Panel) ssoCallback(w http.ResponseWriter, r *http.Request) {
+	var cookie string
+	if ck, err := r.Cookie(ssoCookie); err == nil {
+		cookie = ck.Value
+		setSSOCookie(w, r, "", -1)
+	}
+	out, err := p.sso.Finish(r.Context(), r.URL.Query(), cookie)
+	if out.Redirect != "" {
+		http.Redirect(w, r, out.Redirect, http.StatusSeeOther)
+		return
+	}
+	if refusal, ok := errors.AsType[*sso.Refusal](err); ok {
+		p.renderSignIn(w, r, http.StatusForbidden, p.signInBody(out.Next, refusal.Public), "")
+		return
+	}
+	if err != nil {
+		status, _ := p.status(w, r, err)
+		p.renderSignIn(w, r, status, p.signInBody(out.Next, "berth could not finish signing you in: try again."), "")
+		return
+	}
+	if len(out.Choose) > 0 {
+		var body choosePage
+		for _, o := range out.Choose {
+			q := url.Values{"org": {o.Name}}
+			link := ssoPath + "?"
+			if out.CLI != nil {
+				link = ssoPath + "/cli?"
+				q.Set("port", strconv.Itoa(out.CLI.Port))
+				q.Set("challenge", out.CLI.Challenge)
+				q.Set("state", out.CLI.State)
+			} else if out.Next != "" {
+				q.Set("next", out.Next)
+			}
+			body.Orgs = append(body.Orgs, chooseOrg{Name: o.Name, Link: link + q.Encode()})
+		}
+		p.render(w, r, http.StatusOK, "choose", &view{Title: "Choose an organisation", Body: body})
+		return
+	}
+	setCookie(w, r, sessionCookie, newSession(out.Key.Secret.Reveal()).value(), "/", 0)
+	next := out.Next
+	if next == "" {
+		next = "/"
+	}
+	p.render(w, r, http.StatusOK, "signedin", &view{Title: "Signed in", Refresh: next, Body: signedInPage{Next: next, Name: out.User.Name}})
+}
