@@ -130,7 +130,7 @@ func newOrgCmd(g *globals) *cobra.Command {
 	}
 	outputFlag(list, &output)
 	limitFlag(list, &limit)
-	cmd.AddCommand(create, list, newInferenceCmd(g, false))
+	cmd.AddCommand(create, list, newInferenceCmd(g, false), newOrgSSOCmd(g))
 	return cmd
 }
 

@@ -123,11 +123,11 @@ func limited(c *client.Client, n int) (*client.Client, error) {
 }
 
 func newLoginCmd(g *globals) *cobra.Command {
-	var invitation bool
-	var keyName string
+	var invitation, sso, noBrowser bool
+	var keyName, org string
 	cmd := &cobra.Command{
 		Use:   "login",
-		Short: "Save a gateway address and key for later commands (or exchange an invitation for your key)",
+		Short: "Save a gateway address and key for later commands (or get your key with an invitation or your identity provider)",
 		Long: `Save a gateway address and key for later commands.
 
 The key is read from $BERTH_API_KEY or, when unset, from the first line of
@@ -142,12 +142,43 @@ standard input; never the command line). The gateway exchanges it for a
 new key of your own, which is saved as above: nobody else ever sees it. An
 invitation works once. If it was used already, login fails saying when:
 if that was not you, someone else may hold a key as you, so tell your
-administrator at once.`,
+administrator at once.
+
+With --sso, you sign in through your organisation's identity provider
+instead, in a browser, and nothing is read from standard input: berth
+prints an address to open, and opens it unless --no-browser ($BROWSER,
+else xdg-open or open).
+The gateway signs you in with the provider, then sends the browser back
+to a port berth listens on at 127.0.0.1, so the browser must run on this
+machine. berth trades what comes back for a new key of your own, saved
+as above, and says when it expires (12h unless the gateway is set
+otherwise; sooner if the provider stops letting you in): sign in again
+then. When your groups give you several organisations, --org names the
+one (else the browser asks). berth waits at most 5 minutes; Ctrl-C stops
+it. A gateway without an identity provider says so.`,
 		Example: `  berth admin bootstrap -o json | jq -r .key.secret | berth login --url http://localhost:8080
   BERTH_API_KEY=berth_… berth login --url https://berth.example.com
-  berth login --invitation --url https://berth.example.com    # paste the invitation, then Enter`,
+  berth login --invitation --url https://berth.example.com    # paste the invitation, then Enter
+  berth login --sso --url https://berth.example.com
+  berth login --sso --org acme --no-browser                  # open the printed address yourself`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if sso {
+				switch {
+				case invitation:
+					return usageError{errors.New("login: --sso and --invitation: choose one (--sso signs you in through the identity provider)")}
+				case g.env.Getenv("BERTH_API_KEY") != "":
+					return usageError{errors.New("login --sso: BERTH_API_KEY is set, but --sso reads no key: unset it, or leave out --sso to save that key")}
+				case g.stdinHolds():
+					return usageError{errors.New("login --sso reads no key, but standard input holds one: leave out --sso to save that key")}
+				}
+				return g.loginSSO(cmd.Context(), ssoLogin{org: org, keyName: keyName, noBrowser: noBrowser})
+			}
+			for _, f := range []string{"org", "no-browser"} {
+				if cmd.Flags().Changed(f) {
+					return usageError{fmt.Errorf("login: --%s is for signing in through the identity provider: add --sso", f)}
+				}
+			}
 			if invitation {
 				return g.enroll(cmd, keyName)
 			}
@@ -186,7 +217,10 @@ administrator at once.`,
 		},
 	}
 	cmd.Flags().BoolVar(&invitation, "invitation", false, "exchange a one-time invitation ($BERTH_INVITATION or standard input) for your own key, and save that")
-	cmd.Flags().StringVar(&keyName, "key-name", "", `with --invitation: a name for the new key, such as the machine's (default "enrolled")`)
+	cmd.Flags().BoolVar(&sso, "sso", false, "sign in through the identity provider, in a browser, for a key of your own that expires, and save that")
+	cmd.Flags().StringVar(&org, "org", "", "with --sso: the organisation to sign in to, when your groups give you several")
+	cmd.Flags().BoolVar(&noBrowser, "no-browser", false, "with --sso: only print the address to open, start no browser")
+	cmd.Flags().StringVar(&keyName, "key-name", "", `with --invitation or --sso: a name for the new key (default "enrolled"; with --sso "sso " and this machine's host name)`)
 	return cmd
 }
 

@@ -38,6 +38,9 @@ type Env struct {
 	// Serve is what berth serve passes to server.Build: none in berth
 	// itself; the knobs of tests that run a berth binary of their own.
 	Serve []server.Option
+	// ssoWait, when not 0, is how long berth login --sso waits for the
+	// browser instead of ssoWait (tests: export_test.go).
+	ssoWait time.Duration
 }
 
 // OSEnv is the process's real environment.

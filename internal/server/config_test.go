@@ -1,8 +1,11 @@
 package server_test
 
 import (
+	"os"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/server"
@@ -110,6 +113,90 @@ func TestPreviewDomainSetting(t *testing.T) {
 			}
 			if err != nil || cfg.PreviewDomain != tt.want {
 				t.Fatalf("LoadConfig = %q, %v; want %q", cfg.PreviewDomain, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestOIDCSettings: the identity provider's settings are read and checked
+// at start-up, the client secret from its file (never the environment),
+// every problem named by its setting; the panel's key sign-in is turned
+// off only where another way in exists.
+func TestOIDCSettings(t *testing.T) {
+	dir := t.TempDir()
+	secretFile := dir + "/secret"
+	if err := os.WriteFile(secretFile, []byte("s3cret\nignored\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	empty := dir + "/empty"
+	if err := os.WriteFile(empty, []byte("\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	good := map[string]string{"BERTH_OIDC_ISSUER": "https://idp.example.com/realms/x/", "BERTH_OIDC_CLIENT_ID": "berth", "BERTH_OIDC_CLIENT_SECRET_FILE": secretFile}
+	with := func(kv ...string) map[string]string {
+		env := map[string]string{}
+		for k, v := range good {
+			env[k] = v
+		}
+		for i := 0; i < len(kv); i += 2 {
+			env[kv[i]] = kv[i+1]
+		}
+		return env
+	}
+	for _, tt := range []struct {
+		name    string
+		env     map[string]string
+		wantErr string
+	}{
+		{"none", map[string]string{}, ""},
+		{"a provider", good, ""},
+		{"every setting", with("BERTH_OIDC_SCOPES", "openid, email, groups", "BERTH_OIDC_GROUPS_CLAIM", "groups_direct", "BERTH_OIDC_OPERATOR_GROUPS", "ops, sre",
+			"BERTH_OIDC_KEY_TTL", "8h", "BERTH_OIDC_REFRESH_INTERVAL", "1m", "BERTH_PANEL_KEY_SIGNIN", "off"), ""},
+		{"loopback http", with("BERTH_OIDC_ISSUER", "http://127.0.0.1:4444"), ""},
+		{"plain http elsewhere", with("BERTH_OIDC_ISSUER", "http://idp.example.com"), "BERTH_OIDC_ISSUER"},
+		{"no client", with("BERTH_OIDC_CLIENT_ID", ""), "BERTH_OIDC_CLIENT_ID"},
+		{"no secret file", with("BERTH_OIDC_CLIENT_SECRET_FILE", ""), "BERTH_OIDC_CLIENT_SECRET_FILE"},
+		{"a missing secret file", with("BERTH_OIDC_CLIENT_SECRET_FILE", dir+"/nope"), "BERTH_OIDC_CLIENT_SECRET_FILE"},
+		{"an empty secret file", with("BERTH_OIDC_CLIENT_SECRET_FILE", empty), "is empty"},
+		{"scopes without openid", with("BERTH_OIDC_SCOPES", "email,groups"), "BERTH_OIDC_SCOPES"},
+		{"a key for a month", with("BERTH_OIDC_KEY_TTL", "30d"), "BERTH_OIDC_KEY_TTL"},
+		{"refresh every day and more", with("BERTH_OIDC_REFRESH_INTERVAL", "2d"), "BERTH_OIDC_REFRESH_INTERVAL"},
+		{"key sign-in off without a provider", map[string]string{"BERTH_PANEL_KEY_SIGNIN": "off"}, "BERTH_PANEL_KEY_SIGNIN"},
+		{"key sign-in maybe", with("BERTH_PANEL_KEY_SIGNIN", "maybe"), "BERTH_PANEL_KEY_SIGNIN"},
+		{"a client without a provider", map[string]string{"BERTH_OIDC_CLIENT_ID": "berth"}, "BERTH_OIDC_CLIENT_ID"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.env["HOME"] = dir
+			cfg, err := server.LoadConfig(func(k string) string { return tt.env[k] })
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("LoadConfig = %v, want an error with %q", err, tt.wantErr)
+				}
+				if strings.Contains(err.Error(), "s3cret") {
+					t.Fatalf("the error shows the client secret: %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := cfg.OIDC
+			if tt.env["BERTH_OIDC_ISSUER"] == "" {
+				if o.Issuer != "" || !cfg.KeySignIn {
+					t.Errorf("no provider: %+v, key sign-in %v", o, cfg.KeySignIn)
+				}
+				return
+			}
+			if o.Issuer != strings.TrimSuffix(tt.env["BERTH_OIDC_ISSUER"], "/") || o.ClientID != "berth" || o.ClientSecret.Reveal() != "s3cret" {
+				t.Errorf("the provider: %+v (secret %q)", o, o.ClientSecret.Reveal())
+			}
+			if tt.name == "every setting" {
+				if !slices.Equal(o.Scopes, []string{"openid", "email", "groups"}) || o.GroupsClaim != "groups_direct" || !slices.Equal(o.Operators, []string{"ops", "sre"}) ||
+					o.KeyTTL != 8*time.Hour || o.RefreshEvery != time.Minute || cfg.KeySignIn {
+					t.Errorf("every setting: %+v, key sign-in %v", o, cfg.KeySignIn)
+				}
+			} else if o.KeyTTL != 12*time.Hour || o.RefreshEvery != 5*time.Minute || o.GroupsClaim != "groups" || o.Scopes != nil || !cfg.KeySignIn {
+				t.Errorf("the defaults: %+v, key sign-in %v", o, cfg.KeySignIn)
 			}
 		})
 	}

@@ -224,12 +224,18 @@ func (s *Service) Finish(ctx context.Context, query url.Values, cookie string) (
 	if subtle.ConstantTimeCompare(a.Browser, sum(cookie)) != 1 {
 		return fail("", "", refuse(publicBrowser, "the browser that came back is not the one that started the sign-in (its cookie is missing or another's)"))
 	}
+	broken := func(err error) (Outcome, error) {
+		if a.CLI != nil {
+			out.Redirect = CLIFailed(*a.CLI, "server_error", publicBusy)
+		}
+		return out, fmt.Errorf("sign-in: %w", err)
+	}
 	id, err := s.cfg.Provider.Finish(ctx, idp.Attempt{State: query.Get("state"), Nonce: a.Nonce, Verifier: a.Verifier}, query)
 	if err != nil {
 		if errors.Is(err, idp.ErrRefused) {
 			return fail("", "", refuse(publicProvider, "%v", err))
 		}
-		return out, fmt.Errorf("sign-in: %w", err)
+		return broken(err)
 	}
 	client := ClientPanel
 	if a.CLI != nil {
@@ -240,7 +246,7 @@ func (s *Service) Finish(ctx context.Context, query url.Values, cookie string) (
 		return fail(org.ID, id.Subject, r)
 	}
 	if err != nil {
-		return out, fmt.Errorf("sign-in: %w", err)
+		return broken(err)
 	}
 	if len(choose) > 0 {
 		out.Choose = choose
@@ -262,10 +268,21 @@ func (s *Service) Finish(ctx context.Context, query url.Values, cookie string) (
 	}
 	k, err := s.open(ctx, u, Session{Client: ClientPanel, Issuer: id.Issuer, Subject: id.Subject, Refresh: refresh}, "sso panel")
 	if err != nil {
-		return out, err
+		return broken(err)
 	}
 	out.Key = k
 	return out, nil
+}
+
+// CLIFailed is where to send the browser of a CLI sign-in that could not
+// go on, so that berth login --sso ends saying msg instead of waiting:
+// the CLI's listener with an error, or "" when the CLI's own request is
+// not one berth sends browsers back to.
+func CLIFailed(c CLI, code, msg string) string {
+	if checkCLI(c) != nil {
+		return ""
+	}
+	return cliRedirect(c, url.Values{"error": {code}, "error_description": {msg}})
 }
 
 // cliRedirect is the CLI listener's callback with q and the CLI's state.

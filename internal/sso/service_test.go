@@ -287,6 +287,15 @@ func TestBeginRefusesBadCLIRequests(t *testing.T) {
 		if fe, ok := errors.AsType[*fault.Error](err); !ok || fe.Field != tt.field {
 			t.Errorf("%+v: %v, want a refusal naming %s", tt.cli, err, tt.field)
 		}
+		if back := sso.CLIFailed(tt.cli, "invalid_request", "no"); back != "" {
+			t.Errorf("%+v: a browser is sent back to %s", tt.cli, back)
+		}
+	}
+	// A request of the CLI's own that is good, failing on something else
+	// (the organisation asked for), sends the browser back to it.
+	back := sso.CLIFailed(sso.CLI{Port: 4000, Challenge: good, State: "s"}, "invalid_request", "org: too long")
+	if u, err := url.Parse(back); err != nil || u.Host != "127.0.0.1:4000" || u.Query().Get("error_description") != "org: too long" || u.Query().Get("state") != "s" {
+		t.Errorf("a failed start of a good CLI request goes to %q", back)
 	}
 }
 

@@ -50,6 +50,13 @@ func (p *Panel) ssoBegin(w http.ResponseWriter, r *http.Request, next, org strin
 	to, cookie, err := p.sso.Begin(r.Context(), next, org, cli)
 	if err != nil {
 		status, body := p.status(w, r, err)
+		if cli != nil {
+			// berth login --sso waits for its listener to be told.
+			if back := sso.CLIFailed(*cli, "invalid_request", "The sign-in could not start: "+body.Message); back != "" {
+				http.Redirect(w, r, back, http.StatusSeeOther)
+				return
+			}
+		}
 		p.renderSignIn(w, r, status, p.signInBody(next, "The sign-in could not start: "+body.Message), "")
 		return
 	}
