@@ -262,6 +262,44 @@ type SSOToken struct {
 	KeyName  string `json:"key_name,omitempty"`
 }
 
+// SSODevicePath begins berth login --sso --device (public): a device
+// authorization grant (RFC 8628's flow), played by the gateway, for a CLI
+// no browser can reach; SSODeviceTokenPath is where it polls.
+const (
+	SSODevicePath      = "/api/v1/sso/device"
+	SSODeviceTokenPath = "/api/v1/sso/device/token"
+)
+
+// StartSSODevice is the body of POST SSODevicePath: the key's name (empty
+// means "sso") and the organisation to sign in to (empty: the one the
+// person's groups give).
+type StartSSODevice struct {
+	KeyName string `json:"key_name,omitempty"`
+	Org     string `json:"org,omitempty"`
+}
+
+// SSODevice answers POST SSODevicePath: the person opens VerificationURI
+// and types UserCode (or opens VerificationURIComplete), while the CLI
+// polls SSODeviceTokenPath with DeviceCode every Interval seconds.
+type SSODevice struct {
+	DeviceCode              string `json:"device_code"`
+	UserCode                string `json:"user_code"`
+	VerificationURI         string `json:"verification_uri"`
+	VerificationURIComplete string `json:"verification_uri_complete"`
+	ExpiresIn               int    `json:"expires_in"`
+	Interval                int    `json:"interval"`
+}
+
+// PollSSODevice is the body of POST SSODeviceTokenPath.
+type PollSSODevice struct {
+	DeviceCode string `json:"device_code"`
+}
+
+// CodePending answers a poll of a device grant nobody has signed in for
+// yet (409): poll again after the interval. A poll too soon is 429
+// (CodeRateLimited) with Retry-After.
+const CodePending = "authorization_pending"
+
 // SSOMapping is an organisation's rule for people who sign in through the
 // identity provider (GET and PUT /api/v1/orgs/{org}/sso): the groups whose
 // people are its members, and its administrators. A person in none of

@@ -315,6 +315,20 @@ func (c *Client) SSOToken(ctx context.Context, req api.SSOToken) (api.Enrollment
 	return out, c.do(ctx, "POST", api.SSOTokenPath, req, &out)
 }
 
+// StartSSODevice begins berth login --sso --device. It needs no key.
+func (c *Client) StartSSODevice(ctx context.Context, req api.StartSSODevice) (api.SSODevice, error) {
+	var out api.SSODevice
+	return out, c.do(ctx, "POST", api.SSODevicePath, req, &out)
+}
+
+// PollSSODevice asks whether somebody has signed in for the device grant:
+// an *api.Error with CodePending until then (CodeRateLimited when polled
+// too often), then the key. It needs no key.
+func (c *Client) PollSSODevice(ctx context.Context, deviceCode string) (api.Enrollment, error) {
+	var out api.Enrollment
+	return out, c.do(ctx, "POST", api.SSODeviceTokenPath, api.PollSSODevice{DeviceCode: deviceCode}, &out)
+}
+
 // SSOMapping reads an organisation's identity-provider mapping.
 func (c *Client) SSOMapping(ctx context.Context, org string) (api.SSOMapping, error) {
 	var out api.SSOMapping

@@ -169,6 +169,7 @@ type Server struct {
 
 	sso       *sso.Service
 	keySignIn bool
+	publicURL string
 }
 
 // New returns a Server.
@@ -181,7 +182,7 @@ func New(o Options) *Server {
 		now: now, metrics: o.Metrics, forge: o.Forge, repos: o.Repositories, mirrors: o.Mirrors, git: githttp.New("", o.Log), credLimit: newRateLimit(10, time.Minute),
 		enrollLimit: newRateLimit(10, time.Minute), ssoLimit: newRateLimit(10, time.Minute), tunnelIdle: o.TunnelIdleTimeout, tunnels: newTunnels(), meter: meterOr(o.Meter), stopping: make(chan struct{}),
 		inference: o.Inference, scripted: scriptedTransport(o.Scripted), modelTransport: modelTransportOr(o.ModelTransport),
-		previews: newPreviews(o.PreviewDomain), sso: o.SSO, keySignIn: !o.NoKeySignIn}
+		previews: newPreviews(o.PreviewDomain), sso: o.SSO, keySignIn: !o.NoKeySignIn, publicURL: o.PublicURL}
 	// The web panel answers with the same services and the same error
 	// mapping as the API.
 	s.panel = panel.New(panel.Options{Accounts: o.Accounts, Sandboxes: o.Sandboxes, Classes: o.Classes, Runs: o.Runs, Usage: o.Usage, Log: o.Log, Now: now,
@@ -244,6 +245,8 @@ func (s *Server) routes() []route {
 		// verifier are the credential); organisations' mappings.
 		{"GET", api.SSOPath, public, s.ssoInfo},
 		{"POST", api.SSOTokenPath, public, s.ssoToken},
+		{"POST", api.SSODevicePath, public, s.ssoDevice},
+		{"POST", api.SSODeviceTokenPath, public, s.ssoDeviceToken},
 		{"GET", "/api/v1/orgs/{org}/sso", userKey, s.getSSOMapping},
 		{"PUT", "/api/v1/orgs/{org}/sso", userKey, s.putSSOMapping},
 
@@ -414,6 +417,8 @@ func (s *Server) bodyLimits() map[string]int64 {
 		// Anybody may send one; it holds a secret and a key's name.
 		"POST " + api.InvitationRedeemPath: maxRedeemBody,
 		"POST " + api.SSOTokenPath:         maxSSOTokenBody,
+		"POST " + api.SSODevicePath:        maxSSOTokenBody,
+		"POST " + api.SSODeviceTokenPath:   maxSSOTokenBody,
 	}
 }
 

@@ -162,6 +162,13 @@ func matrixRows() []row {
 		{want: "200 200 200 200 200 200 200 200 200 200 200 200", route: "GET " + api.SSOPath, req: get(api.SSOPath), says: `"enabled": true`},
 		{want: "401 401 401 401 401 401 401 401 401 401 401 401", route: "POST " + api.SSOTokenPath, what: "an unknown code",
 			req: post(api.SSOTokenPath, `{"code":"NOSUCHCODE","verifier":"`+strings.Repeat("v", 43)+`"}`)},
+		// berth login --sso --device: anyone may begin a device grant (the
+		// gateway's own, RFC 8628's flow); its device code is the poll's
+		// credential.
+		{want: "201 201 201 201 201 201 201 201 201 201 201 201", route: "POST " + api.SSODevicePath, req: post(api.SSODevicePath, `{"key_name":"matrix {n}"}`),
+			says: `"user_code"`},
+		{want: "401 401 401 401 401 401 401 401 401 401 401 401", route: "POST " + api.SSODeviceTokenPath, what: "an unknown device code",
+			req: post(api.SSODeviceTokenPath, `{"device_code":"NOSUCHDEVICE"}`)},
 		// An organisation's mapping decides who of the provider's people
 		// come in, and as what: its administrators read it; only an
 		// operator sets it.
@@ -257,6 +264,12 @@ func matrixRows() []row {
 			req: page("/sign-in/sso/cli?" + badPort.Encode()), field: "port"},
 		{want: "403 403 403 403 403 403 403 403 403 403 403 403", route: "GET /sign-in/sso/callback", what: "a sign-in nobody started",
 			req: page("/sign-in/sso/callback?state=NOSUCHSTATE&code=NOSUCHCODE"), says: "This sign-in is unknown, was used already or took too long"},
+		// The page where a person types a device grant's code, for anyone;
+		// its form is taken only from that page (its own token), so a link
+		// an attacker sends cannot approve their device.
+		{want: "200 200 200 200 200 200 200 200 200 200 200 200", route: "GET /sign-in/sso/device", req: page("/sign-in/sso/device?code=BCDF-GHJK"), says: "BCDF-GHJK"},
+		{want: "403 403 403 403 403 403 403 403 403 403 403 403", route: "POST /sign-in/sso/device", what: "a form not from the device page",
+			req: form("/sign-in/sso/device", "code", "BCDF-GHJK"), says: "did not come from this page"},
 		// Signing out ends at the sign-in page whoever asks.
 		{want: "in  in  in  in  in  in  in  in  in  in  in  in", route: "POST /sign-out", req: form("/sign-out")},
 		{want: "303 303 303 303 303 303 in  in  in  in  in  in", route: "GET /{$}", req: page("/")},

@@ -1,11 +1,18 @@
 package gateway
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/idp"
+	"berth.dev/berth/internal/sso"
 )
 
 // maxSSOTokenBody bounds the body of the public code exchange: a code, a
@@ -33,6 +40,48 @@ func (s *Server) ssoToken(w http.ResponseWriter, r *http.Request, _ account.Prin
 		return
 	}
 	u, org, k, err := s.sso.Exchange(r.Context(), req.Code, req.Verifier, req.KeyName)
+	replyCredential(s, w, r, "sso", http.StatusCreated, api.Enrollment{User: apiUser(u), Organisation: apiOrg(org), Key: apiNewKey(k)}, err)
+}
+
+// ssoDevice begins berth login --sso --device (public; limited per client
+// address with the code exchange).
+func (s *Server) ssoDevice(w http.ResponseWriter, r *http.Request, _ account.Principal) {
+	if s.rateLimited(w, r, s.ssoLimit, "sso") {
+		return
+	}
+	replyTo(s, w, r, http.StatusCreated, func(req api.StartSSODevice) (api.SSODevice, error) {
+		d, err := s.sso.StartDevice(r.Context(), req.KeyName, req.Org)
+		if err != nil {
+			return api.SSODevice{}, err
+		}
+		w.Header().Set("Cache-Control", "no-store") // the answer holds the device code
+		page := strings.TrimSuffix(s.publicURL, "/") + sso.DevicePage
+		return api.SSODevice{DeviceCode: d.DeviceCode.Reveal(), UserCode: d.UserCode, VerificationURI: page,
+			VerificationURIComplete: page + "?code=" + url.QueryEscape(d.UserCode),
+			ExpiresIn: int(time.Until(d.ExpiresAt).Round(time.Second).Seconds()), Interval: int(d.Interval.Seconds())}, nil
+	})
+}
+
+// ssoDeviceToken is a device grant's poll (public: the device code is the
+// credential): pending (409 authorization_pending) until somebody signed
+// in for it, 429 when polled too often, then the key, once.
+func (s *Server) ssoDeviceToken(w http.ResponseWriter, r *http.Request, _ account.Principal) {
+	var req api.PollSSODevice
+	if err := decode(r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	u, org, k, err := s.sso.PollDevice(r.Context(), req.DeviceCode)
+	switch {
+	case errors.Is(err, sso.ErrPending):
+		writeJSON(w, http.StatusConflict, api.Error{Code: api.CodePending, Message: "nobody has signed in for this device code yet: poll again after the interval"})
+		return
+	case errors.Is(err, sso.ErrSlowDown):
+		w.Header().Set("Retry-After", strconv.Itoa(int(sso.DeviceInterval.Seconds())))
+		writeJSON(w, http.StatusTooManyRequests, api.Error{Code: api.CodeRateLimited,
+			Message: fmt.Sprintf("slow_down: poll at most every %s", sso.DeviceInterval)})
+		return
+	}
 	replyCredential(s, w, r, "sso", http.StatusCreated, api.Enrollment{User: apiUser(u), Organisation: apiOrg(org), Key: apiNewKey(k)}, err)
 }
 

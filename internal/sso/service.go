@@ -143,6 +143,10 @@ func (s *Service) Begin(ctx context.Context, next, org string, cli *CLI) (to str
 	if !s.Enabled() {
 		return "", secret.Secret{}, fault.Errorf(fault.NotFound, "this gateway has no identity provider")
 	}
+	return s.begin(ctx, next, org, cli, nil)
+}
+
+func (s *Service) begin(ctx context.Context, next, org string, cli *CLI, device *DeviceRef) (to string, cookie secret.Secret, err error) {
 	if err := account.CheckText("org", org, 100); err != nil {
 		return "", secret.Secret{}, err
 	}
@@ -154,7 +158,7 @@ func (s *Service) Begin(ctx context.Context, next, org string, cli *CLI) (to str
 	pa := s.cfg.Provider.Start()
 	browser := rand.Text()
 	now := s.now()
-	a := Attempt{ID: digest(pa.State), Nonce: pa.Nonce, Verifier: pa.Verifier, Browser: sum(browser), Next: next, Org: org, CLI: cli,
+	a := Attempt{ID: digest(pa.State), Nonce: pa.Nonce, Verifier: pa.Verifier, Browser: sum(browser), Next: next, Org: org, CLI: cli, Device: device,
 		CreatedAt: now, ExpiresAt: now.Add(AttemptTTL)}
 	if err := s.store.CreateSSOAttempt(ctx, a); err != nil {
 		return "", secret.Secret{}, fmt.Errorf("sign-in: %w", err)
@@ -196,6 +200,10 @@ type Outcome struct {
 	// with Next and CLI as they were.
 	Choose []account.Organisation
 	CLI    *CLI
+	// Device is set when the sign-in was for berth login --sso --device:
+	// approved (the CLI's next poll gets the key), or, with a refusal,
+	// denied.
+	Device *DeviceRef
 }
 
 // Finish ends the sign-in the browser came back from: the attempt its
@@ -214,10 +222,14 @@ func (s *Service) Finish(ctx context.Context, query url.Values, cookie string) (
 	if err != nil {
 		return Outcome{}, fmt.Errorf("sign-in: %w", err)
 	}
-	out := Outcome{Next: a.Next, CLI: a.CLI}
+	out := Outcome{Next: a.Next, CLI: a.CLI, Device: a.Device}
 	fail := func(org, target string, r *Refusal) (Outcome, error) {
 		if a.CLI != nil {
 			out.Redirect = cliRedirect(*a.CLI, url.Values{"error": {"access_denied"}, "error_description": {r.Public}})
+		}
+		if a.Device != nil {
+			// The CLI's next poll says so; a grant decided meanwhile stays.
+			_ = s.store.DecideSSODevice(ctx, a.Device.ID, "", r.Public, Session{}, s.now())
 		}
 		return out, s.refused(ctx, org, target, r)
 	}
@@ -238,7 +250,7 @@ func (s *Service) Finish(ctx context.Context, query url.Values, cookie string) (
 		return broken(err)
 	}
 	client := ClientPanel
-	if a.CLI != nil {
+	if a.CLI != nil || a.Device != nil {
 		client = ClientCLI
 	}
 	u, org, choose, err := s.enter(ctx, id, a.Org, client)
@@ -254,6 +266,16 @@ func (s *Service) Finish(ctx context.Context, query url.Values, cookie string) (
 	}
 	out.User, out.Org = u, org
 	refresh := s.sealer.seal(id.Refresh, id.Issuer, id.Subject)
+	if a.Device != nil {
+		err := s.decideDevice(ctx, *a.Device, u, Session{Client: ClientCLI, Issuer: id.Issuer, Subject: id.Subject, Refresh: refresh}, "")
+		if r, ok := errors.AsType[*Refusal](err); ok {
+			return fail(org.ID, u.Name, r)
+		}
+		if err != nil {
+			return broken(err)
+		}
+		return out, nil
+	}
 	if a.CLI != nil {
 		code := rand.Text() + rand.Text()
 		now := s.now()
@@ -310,7 +332,7 @@ func (s *Service) open(ctx context.Context, u account.User, sess Session, keyNam
 		{At: now, Org: u.Org, Actor: u.ID, Action: audit.KeyCreate, Target: k.ID,
 			Detail: fmt.Sprintf("a key of %s named %s, from signing in through the identity provider, until %s", u.Name, keyName, until)},
 		{At: now, Org: u.Org, Actor: u.ID, Action: audit.SSOSignIn, Target: u.Name, Outcome: audit.OK,
-			Detail: fmt.Sprintf("%s, as %s (%s at %s), key %s until %s", sess.Client, u.Role, sess.Subject, sess.Issuer, k.ID, until)},
+			Detail: fmt.Sprintf("%s, as %s (%s at %s), key %s named %s until %s", sess.Client, u.Role, sess.Subject, sess.Issuer, k.ID, keyName, until)},
 	}
 	if err := s.store.CreateSSOSession(ctx, sess, k, events...); err != nil {
 		return account.NewKeyResult{}, fmt.Errorf("sign-in: %w", err)
@@ -346,7 +368,14 @@ func (s *Service) Exchange(ctx context.Context, code, verifier, keyName string) 
 			Detail: "cli: the verifier does not match the sign-in's challenge; the code is spent"})
 		return account.User{}, account.Organisation{}, none, fault.Errorf(fault.Unauthenticated, "the verifier does not match the sign-in: sign in again")
 	}
-	u, err := s.store.GetUser(ctx, h.User)
+	return s.handOver(ctx, h.User, h.Session, keyName)
+}
+
+// handOver gives the CLI whose sign-in came back for user its key and
+// opens its session, unless the user was disabled meanwhile.
+func (s *Service) handOver(ctx context.Context, user string, sess Session, keyName string) (account.User, account.Organisation, account.NewKeyResult, error) {
+	var none account.NewKeyResult
+	u, err := s.store.GetUser(ctx, user)
 	if err != nil {
 		return account.User{}, account.Organisation{}, none, fmt.Errorf("sign-in: %w", err)
 	}
@@ -357,7 +386,8 @@ func (s *Service) Exchange(ctx context.Context, code, verifier, keyName string) 
 	if err != nil {
 		return account.User{}, account.Organisation{}, none, fmt.Errorf("sign-in: %w", err)
 	}
-	k, err := s.open(ctx, u, h.Session, keyName)
+	sess.Client = ClientCLI
+	k, err := s.open(ctx, u, sess, keyName)
 	if err != nil {
 		return account.User{}, account.Organisation{}, none, err
 	}

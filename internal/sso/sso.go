@@ -49,9 +49,41 @@ type Attempt struct {
 	// CLI is set when berth login --sso started the attempt: the loopback
 	// port its listener waits on, the S256 PKCE challenge of the verifier
 	// it holds, and its own state, handed back with the code.
-	CLI       *CLI
+	CLI *CLI
+	// Device is set when the sign-in is for berth login --sso --device:
+	// the device it approves, and the user code the person typed.
+	Device    *DeviceRef
 	CreatedAt time.Time
 	ExpiresAt time.Time
+}
+
+// DeviceRef names a device grant from a sign-in.
+type DeviceRef struct {
+	ID       string // the device's ID
+	UserCode string // as the person typed it, normalised
+}
+
+// Device is a device authorization grant under way (berth login --sso
+// --device): RFC 8628's flow, played by berth itself rather than the
+// provider, so it works with every provider. The CLI, which may run where
+// no browser can reach it, polls with the device code; the person types
+// the user code in a browser anywhere and signs in through the provider.
+type Device struct {
+	// ID is the SHA-256 (hex) of the device code, UserCode that of the
+	// user code.
+	ID, UserCode string
+	KeyName      string // the key the CLI asked for
+	Org          string // the organisation asked for; "" any
+	Interval     time.Duration
+	CreatedAt    time.Time
+	ExpiresAt    time.Time
+	PolledAt     time.Time // the CLI's last poll; zero: none yet
+	// User is who signed in for it ("" not yet); Denied why the sign-in
+	// was refused; Session what the next poll opens (issuer, subject,
+	// sealed refresh token).
+	User    string
+	Denied  string
+	Session Session
 }
 
 // CLI is what berth login --sso asked of a sign-in.
@@ -133,6 +165,21 @@ type Store interface {
 	// TakeSSOHandoff is TakeSSOAttempt for handoffs.
 	TakeSSOHandoff(ctx context.Context, id string, at time.Time) (Handoff, error)
 
+	CreateSSODevice(ctx context.Context, d Device) error
+	// SSODeviceByUserCode is the device whose user code hashes to
+	// userCode, not yet signed in for nor expired at at (fault.NotFound).
+	SSODeviceByUserCode(ctx context.Context, userCode string, at time.Time) (Device, error)
+	// DecideSSODevice records who signed in for device id (user and the
+	// session's issuer, subject and refresh), or why not (denied), unless
+	// it is decided or expired at at: fault.NotFound then.
+	DecideSSODevice(ctx context.Context, id, user, denied string, session Session, at time.Time) error
+	// PollSSODevice returns device id as it was and records a poll at at
+	// (fault.NotFound for an unknown one).
+	PollSSODevice(ctx context.Context, id string, at time.Time) (Device, error)
+	// TakeSSODevice deletes and returns device id once it has a user
+	// (fault.NotFound otherwise, or when another took it).
+	TakeSSODevice(ctx context.Context, id string) (Device, error)
+
 	// CreateSSOSession writes the session and its key in one transaction.
 	CreateSSOSession(ctx context.Context, s Session, k account.Key, events ...audit.Event) error
 	// SSOSessionOfKey is the session that gave key id (fault.NotFound).
@@ -151,8 +198,8 @@ type Store interface {
 	// EndUserSSOSessions ends every live session of a user and revokes
 	// their keys, with one event per session it ended (made by event).
 	EndUserSSOSessions(ctx context.Context, user string, at time.Time, event func(Session) audit.Event) (int, error)
-	// ForgetSSO deletes the attempts and handoffs that expired before
-	// before, and the sessions that ended or expired before it.
+	// ForgetSSO deletes the attempts, handoffs and devices that expired
+	// before before, and the sessions that ended or expired before it.
 	ForgetSSO(ctx context.Context, before time.Time) error
 }
 
@@ -191,6 +238,10 @@ type Config struct {
 	Start string
 }
 
+// DevicePage is the panel's page where a person types a device grant's
+// user code.
+const DevicePage = "/sign-in/sso/device"
+
 // Defaults.
 const (
 	DefaultKeyTTL       = 12 * time.Hour
@@ -199,4 +250,8 @@ const (
 	// HandoffTTL how long the CLI has to trade its code.
 	AttemptTTL = 10 * time.Minute
 	HandoffTTL = 2 * time.Minute
+	// DeviceTTL is how long a device grant waits for its sign-in, and
+	// DeviceInterval how often the CLI may poll (RFC 8628's default).
+	DeviceTTL      = 10 * time.Minute
+	DeviceInterval = 5 * time.Second
 )

@@ -292,7 +292,9 @@ func testSSOAttempts(t *testing.T, st *store.Store) {
 		CreatedAt: t0, ExpiresAt: expires}
 	cli := sso.Attempt{ID: "state-cli", Nonce: "n2", Verifier: "v2", Browser: []byte{4, 5}, CLI: &sso.CLI{Port: 49152, Challenge: "ch", State: "st"},
 		CreatedAt: t0, ExpiresAt: expires}
-	for _, a := range []sso.Attempt{panel, cli} {
+	device := sso.Attempt{ID: "state-device", Nonce: "n3", Verifier: "v3", Browser: []byte{6}, Device: &sso.DeviceRef{ID: "dev-1", UserCode: "BCDFGHJK"},
+		CreatedAt: t0, ExpiresAt: expires}
+	for _, a := range []sso.Attempt{panel, cli, device} {
 		if err := st.CreateSSOAttempt(ctx, a); err != nil {
 			t.Fatalf("CreateSSOAttempt(%s): %v", a.ID, err)
 		}

@@ -56,6 +56,7 @@ func runConformance(t *testing.T, open func(t *testing.T) *store.Store) {
 	t.Run("SSODisable", func(t *testing.T) { testSSODisable(t, open(t)) })
 	t.Run("SSOAttempts", func(t *testing.T) { testSSOAttempts(t, open(t)) })
 	t.Run("SSOHandoffs", func(t *testing.T) { testSSOHandoffs(t, open(t)) })
+	t.Run("SSODevices", func(t *testing.T) { testSSODevices(t, open(t)) })
 	t.Run("SSOSessions", func(t *testing.T) { testSSOSessionRoundTrip(t, open(t)) })
 	t.Run("SSODue", func(t *testing.T) { testSSODue(t, open(t)) })
 	t.Run("SSOEnd", func(t *testing.T) { testSSOEnd(t, open(t)) })

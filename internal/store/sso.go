@@ -211,14 +211,17 @@ func (s *Store) UpdateSignedIn(ctx context.Context, u account.User, events ...au
 // CreateSSOAttempt writes a sign-in under way. An id already used is
 // fault.Conflict.
 func (s *Store) CreateSSOAttempt(ctx context.Context, a sso.Attempt) error {
-	var port, challenge, state any
+	var port, challenge, state, device, code any
 	if a.CLI != nil {
 		port, challenge, state = a.CLI.Port, a.CLI.Challenge, a.CLI.State
 	}
+	if a.Device != nil {
+		device, code = a.Device.ID, a.Device.UserCode
+	}
 	_, err := s.db.Write(ctx, sqldb.Bounded, `
-		INSERT INTO sso_attempts (id, nonce, verifier, browser, next, org, cli_port, cli_challenge, cli_state, created_at, expires_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-		a.ID, a.Nonce, a.Verifier, a.Browser, a.Next, a.Org, port, challenge, state, timeArg(a.CreatedAt), timeArg(a.ExpiresAt))
+		INSERT INTO sso_attempts (id, nonce, verifier, browser, next, org, cli_port, cli_challenge, cli_state, device_id, device_code, created_at, expires_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+		a.ID, a.Nonce, a.Verifier, a.Browser, a.Next, a.Org, port, challenge, state, device, code, timeArg(a.CreatedAt), timeArg(a.ExpiresAt))
 	if constraintOf(err) == uniqueConstraint {
 		return fault.Errorf(fault.Conflict, "sign-in attempt %s", a.ID)
 	}
@@ -237,13 +240,14 @@ func (s *Store) TakeSSOAttempt(ctx context.Context, id string, at time.Time) (ss
 		a                sso.Attempt
 		port             sql.NullInt64
 		challenge, state sql.NullString
+		device, code     sql.NullString
 		created, expires sql.NullInt64
 	)
 	err := s.db.Autocommit(ctx, sqldb.Patient, func(q sqldb.Queryer) error {
 		return q.QueryRowContext(ctx, `
 			DELETE FROM sso_attempts WHERE id = $1
-			RETURNING id, nonce, verifier, browser, next, org, cli_port, cli_challenge, cli_state, created_at, expires_at`, id).
-			Scan(&a.ID, &a.Nonce, &a.Verifier, &a.Browser, &a.Next, &a.Org, &port, &challenge, &state, &created, &expires)
+			RETURNING id, nonce, verifier, browser, next, org, cli_port, cli_challenge, cli_state, device_id, device_code, created_at, expires_at`, id).
+			Scan(&a.ID, &a.Nonce, &a.Verifier, &a.Browser, &a.Next, &a.Org, &port, &challenge, &state, &device, &code, &created, &expires)
 	})
 	switch {
 	case notFound(err):
@@ -257,6 +261,9 @@ func (s *Store) TakeSSOAttempt(ctx context.Context, id string, at time.Time) (ss
 	}
 	if port.Valid {
 		a.CLI = &sso.CLI{Port: int(port.Int64), Challenge: challenge.String, State: state.String}
+	}
+	if device.Valid {
+		a.Device = &sso.DeviceRef{ID: device.String, UserCode: code.String}
 	}
 	return a, nil
 }
@@ -315,6 +322,7 @@ func (s *Store) ForgetSSO(ctx context.Context, before time.Time) error {
 		for _, q := range []string{
 			`DELETE FROM sso_attempts WHERE expires_at < $1`,
 			`DELETE FROM sso_handoffs WHERE expires_at < $1`,
+			`DELETE FROM sso_devices WHERE expires_at < $1`,
 			`DELETE FROM sso_sessions WHERE ended_at < $1 OR expires_at < $1`,
 		} {
 			if _, err := tx.ExecContext(ctx, q, timeArg(before)); err != nil {

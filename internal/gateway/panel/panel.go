@@ -180,6 +180,8 @@ func (p *Panel) table() []route {
 		{"GET " + ssoPath, http.HandlerFunc(p.ssoStart)},
 		{"GET " + ssoPath + "/cli", http.HandlerFunc(p.ssoStartCLI)},
 		{"GET " + ssoPath + "/callback", http.HandlerFunc(p.ssoCallback)},
+		{"GET " + sso.DevicePage, http.HandlerFunc(p.deviceForm)},
+		{"POST " + sso.DevicePage, http.HandlerFunc(p.deviceStart)},
 		{"POST /sign-out", p.form(p.signOut)},
 		{"GET /{$}", p.page(p.home)},
 	}

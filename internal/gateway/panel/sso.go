@@ -1,6 +1,8 @@
 package panel
 
 import (
+	"crypto/rand"
+	"crypto/subtle"
 	"errors"
 	"net/http"
 	"net/url"
@@ -107,12 +109,19 @@ func (p *Panel) ssoCallback(w http.ResponseWriter, r *http.Request) {
 		p.renderSignIn(w, r, status, p.signInBody(out.Next, "berth could not finish signing you in: try again."), "")
 		return
 	}
+	if out.Device != nil && len(out.Choose) == 0 {
+		p.render(w, r, http.StatusOK, "devicedone", &view{Title: "Signed in", Body: signedInPage{Name: out.User.Name, Next: sso.ShowUserCode(out.Device.UserCode)}})
+		return
+	}
 	if len(out.Choose) > 0 {
 		var body choosePage
 		for _, o := range out.Choose {
 			q := url.Values{"org": {o.Name}}
 			link := ssoPath + "?"
-			if out.CLI != nil {
+			if out.Device != nil {
+				link = sso.DevicePage + "?"
+				q.Set("code", sso.ShowUserCode(out.Device.UserCode))
+			} else if out.CLI != nil {
 				link = ssoPath + "/cli?"
 				q.Set("port", strconv.Itoa(out.CLI.Port))
 				q.Set("challenge", out.CLI.Challenge)
@@ -131,4 +140,77 @@ func (p *Panel) ssoCallback(w http.ResponseWriter, r *http.Request) {
 		next = "/"
 	}
 	p.render(w, r, http.StatusOK, "signedin", &view{Title: "Signed in", Refresh: next, Body: signedInPage{Next: next, Name: out.User.Name}})
+}
+
+// devicePage is the body of the page where a person types the code berth
+// login --sso --device shows.
+type devicePage struct {
+	Code  string
+	Org   string
+	Error string
+	Field string
+}
+
+// deviceCookie holds the device page's form token (double submit): the
+// form must come from the page, so that a link alone, which an attacker
+// who started a device grant could send, never approves it.
+const deviceCookie = "berth_device"
+
+// deviceForm is the page where the person types the code their terminal
+// shows (prefilled from ?code=, which they must still confirm).
+func (p *Panel) deviceForm(w http.ResponseWriter, r *http.Request) {
+	if !p.sso.Enabled() {
+		p.plainError(w, r, http.StatusNotFound, "This gateway signs nobody in through an identity provider.")
+		return
+	}
+	q := r.URL.Query()
+	code := q.Get("code")
+	if len(code) > 20 {
+		code = ""
+	}
+	p.renderDevice(w, r, http.StatusOK, devicePage{Code: code, Org: q.Get("org")})
+}
+
+func (p *Panel) renderDevice(w http.ResponseWriter, r *http.Request, status int, body devicePage) {
+	token := rand.Text()
+	setCookie(w, r, deviceCookie, token, sso.DevicePage, 0)
+	p.render(w, r, status, "device", &view{Title: "Sign in a terminal", CSRF: token, Body: body})
+}
+
+// deviceStart begins the sign-in that approves the code typed, once the
+// form is shown to come from the device page.
+func (p *Panel) deviceStart(w http.ResponseWriter, r *http.Request) {
+	if !p.sso.Enabled() {
+		p.plainError(w, r, http.StatusNotFound, "This gateway signs nobody in through an identity provider.")
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, signInLimit)
+	if err := r.ParseForm(); err != nil {
+		status, body := p.formError(w, r, err)
+		p.plainError(w, r, status, body.Message)
+		return
+	}
+	body := devicePage{Code: r.PostForm.Get("code"), Org: r.PostForm.Get("org")}
+	if len(body.Code) > 20 {
+		body.Code = ""
+	}
+	ck, err := r.Cookie(deviceCookie)
+	if err != nil || ck.Value == "" || subtle.ConstantTimeCompare([]byte(ck.Value), []byte(r.PostForm.Get("csrf"))) != 1 {
+		body.Error = "This form did not come from this page, or it is stale (cookies must be on). Nothing was done: try again."
+		p.renderDevice(w, r, http.StatusForbidden, body)
+		return
+	}
+	to, cookie, err := p.sso.BeginDevice(r.Context(), body.Code, body.Org)
+	if err != nil {
+		status, e := p.status(w, r, err)
+		body.Error, body.Field = e.Message, e.Field
+		p.renderDevice(w, r, status, body)
+		return
+	}
+	setCookie(w, r, deviceCookie, "", sso.DevicePage, -1)
+	setSSOCookie(w, r, cookie.Reveal(), int(sso.AttemptTTL.Seconds()))
+	// A page that goes on, not a redirect: the panel's pages allow forms
+	// to go to this gateway alone (form-action 'self'), and a browser
+	// holds a form's redirects to that too.
+	p.render(w, r, http.StatusOK, "goto", &view{Title: "Signing in", Refresh: to, Body: to})
 }

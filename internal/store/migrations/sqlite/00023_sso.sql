@@ -21,6 +21,13 @@
 -- of the one-time code and taken once; session_* are the session the
 -- trade opens (its client, person and sealed refresh token).
 --
+-- sso_devices: berth login --sso --device's sign-ins (a device
+-- authorization grant, RFC 8628's flow, berth's own), found by the SHA-256
+-- of the device code the CLI polls with, or of the user code a person
+-- types in the panel; user_id (or denied) is set once somebody signed in
+-- for it, with the session the CLI's next poll opens.
+-- sso_attempts.device_id names the device a sign-in is for.
+--
 -- sso_sessions: one sign-in's hold on the provider: the key it gave and
 -- the sealed refresh token (NULL when the provider gave none) berth
 -- refreshes it with. A session is live until ended_at or expires_at (its
@@ -50,6 +57,8 @@ CREATE TABLE sso_attempts (
     cli_port      INTEGER,
     cli_challenge TEXT,
     cli_state     TEXT,
+    device_id     TEXT,
+    device_code   TEXT,
     created_at    INTEGER NOT NULL,
     expires_at    INTEGER NOT NULL
 );
@@ -67,6 +76,23 @@ CREATE TABLE sso_handoffs (
     expires_at      INTEGER NOT NULL
 );
 CREATE INDEX sso_handoffs_expires ON sso_handoffs (expires_at);
+
+CREATE TABLE sso_devices (
+    id              TEXT    PRIMARY KEY,
+    user_code       TEXT    NOT NULL UNIQUE,
+    key_name        TEXT    NOT NULL,
+    org             TEXT    NOT NULL,
+    interval_ns     INTEGER NOT NULL,
+    created_at      INTEGER NOT NULL,
+    expires_at      INTEGER NOT NULL,
+    polled_at       INTEGER,
+    user_id         TEXT    REFERENCES users (id),
+    denied          TEXT    NOT NULL DEFAULT '',
+    session_issuer  TEXT    NOT NULL DEFAULT '',
+    session_subject TEXT    NOT NULL DEFAULT '',
+    session_refresh BLOB
+);
+CREATE INDEX sso_devices_expires ON sso_devices (expires_at);
 
 CREATE TABLE sso_sessions (
     seq          INTEGER PRIMARY KEY,
@@ -89,6 +115,7 @@ CREATE INDEX sso_sessions_due ON sso_sessions (COALESCE(refreshed_at, created_at
 
 -- +goose Down
 DROP TABLE sso_sessions;
+DROP TABLE sso_devices;
 DROP TABLE sso_handoffs;
 DROP TABLE sso_attempts;
 DROP TABLE sso_mappings;
