@@ -170,7 +170,8 @@ func checkCLI(c CLI) error {
 	if c.Port < 1024 || c.Port > 65535 {
 		return fault.Field("port", "%d is not a port berth login listens on (1024-65535)", c.Port)
 	}
-	if b, err := base64.RawURLEncoding.DecodeString(c.Challenge); err != nil || len(b) != sha256.Size {
+	// The length first: Go's base64 decoding skips newlines.
+	if b, err := base64.RawURLEncoding.DecodeString(c.Challenge); len(c.Challenge) != 43 || err != nil || len(b) != sha256.Size {
 		return fault.Field("challenge", "must be the S256 PKCE challenge: 43 characters of base64url")
 	}
 	if c.State == "" || len(c.State) > MaxState {
