@@ -5,6 +5,9 @@
 // keys, followed as it rotates them; issuer; audience; expiry with a
 // bounded clock skew; nonce). What it returns is who the provider says
 // the person is; which organisation and role that makes is Mapping's.
+// Refresh asks the provider again later with the sign-in's refresh token,
+// and says whether the provider refused the person (ErrRevoked) or only
+// failed to answer.
 //
 // A token that fails a check is refused with an error saying which, for
 // the gateway's log: the browser is told only that the sign-in failed.
@@ -19,6 +22,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	gooidc "github.com/coreos/go-oidc/v3/oidc"
@@ -27,8 +31,14 @@ import (
 	"berth.dev/berth/internal/secret"
 )
 
-// DefaultScopes are asked for when the deployment names none.
-var DefaultScopes = []string{gooidc.ScopeOpenID, "email", "profile"}
+// DefaultScopes are asked for when the deployment names none, and
+// OfferedScopes too when the provider's discovery document lists them in
+// scopes_supported: a provider may refuse a scope it does not know (GitLab
+// does), and one that lists none is sent only DefaultScopes.
+var (
+	DefaultScopes = []string{gooidc.ScopeOpenID, "email", "profile"}
+	OfferedScopes = []string{"groups", gooidc.ScopeOfflineAccess}
+)
 
 // MaxSkew is how far the provider's clock may be from ours.
 const MaxSkew = time.Minute
@@ -43,7 +53,9 @@ type Config struct {
 	// ID token's audience must hold ClientID.
 	ClientID     string
 	ClientSecret secret.Secret
-	// Scopes are asked for at sign-in (openid first); nil: DefaultScopes.
+	// Scopes are asked for at sign-in (openid first); nil: DefaultScopes
+	// and those of OfferedScopes the provider lists. offline_access is
+	// what makes most providers (hydra among them) give a refresh token.
 	Scopes []string
 	// RedirectURL is where the provider sends the browser back: the
 	// panel's callback.
@@ -71,11 +83,15 @@ type Identity struct {
 
 // Provider is one identity provider, discovered.
 type Provider struct {
-	cfg      Config
-	oauth    oauth2.Config
-	verifier *gooidc.IDTokenVerifier
-	device   bool // the provider publishes a device authorization endpoint
-	http     *http.Client
+	cfg Config
+	// header and params are berth's client, its secret sent in the
+	// Authorization header or in the form; oauth is the one that worked
+	// last (header at first). See token.
+	header, params *oauth2.Config
+	oauth          atomic.Pointer[oauth2.Config]
+	verifier       *gooidc.IDTokenVerifier
+	device         bool // the provider publishes a device authorization endpoint
+	http           *http.Client
 }
 
 // New discovers the provider (its endpoints and its keys' address) with
@@ -97,23 +113,32 @@ func New(ctx context.Context, cfg Config, hc *http.Client, now func() time.Time)
 		return nil, fmt.Errorf("identity provider %s: discovery: %w", cfg.Issuer, err)
 	}
 	var extra struct {
-		Device string `json:"device_authorization_endpoint"`
+		Device string   `json:"device_authorization_endpoint"`
+		Scopes []string `json:"scopes_supported"`
 	}
 	if err := p.Claims(&extra); err != nil {
 		return nil, fmt.Errorf("identity provider %s: discovery: %w", cfg.Issuer, err)
 	}
 	scopes := cfg.Scopes
 	if scopes == nil {
-		scopes = DefaultScopes
+		scopes = slices.Clone(DefaultScopes)
+		for _, s := range OfferedScopes {
+			if slices.Contains(extra.Scopes, s) {
+				scopes = append(scopes, s)
+			}
+		}
 	}
-	ep := p.Endpoint()
-	ep.DeviceAuthURL = extra.Device
+	client := func(style oauth2.AuthStyle) *oauth2.Config {
+		ep := p.Endpoint()
+		ep.DeviceAuthURL = extra.Device
+		ep.AuthStyle = style
+		return &oauth2.Config{ClientID: cfg.ClientID, ClientSecret: cfg.ClientSecret.Reveal(),
+			Endpoint: ep, RedirectURL: cfg.RedirectURL, Scopes: scopes}
+	}
 	pr := &Provider{
-		cfg: cfg,
-		oauth: oauth2.Config{
-			ClientID: cfg.ClientID, ClientSecret: cfg.ClientSecret.Reveal(),
-			Endpoint: ep, RedirectURL: cfg.RedirectURL, Scopes: scopes,
-		},
+		cfg:    cfg,
+		header: client(oauth2.AuthStyleInHeader),
+		params: client(oauth2.AuthStyleInParams),
 		// Skew: go-oidc allows none past expiry; the clock handed to it
 		// runs MaxSkew behind, so a token is good until MaxSkew after
 		// its exp. Issued-at in the future is go-oidc's own check.
@@ -121,7 +146,44 @@ func New(ctx context.Context, cfg Config, hc *http.Client, now func() time.Time)
 		device:   extra.Device != "",
 		http:     hc,
 	}
+	pr.oauth.Store(pr.header)
 	return pr, nil
+}
+
+// token makes a request of the token endpoint with berth's client as it
+// authenticated last (the secret in the Authorization header at first,
+// which RFC 6749 has every provider accept); one the provider refuses as
+// invalid_client is made once more the other way, which is remembered if
+// it works: some providers (hydra among them) take a client's secret only
+// the way it was registered. x/oauth2's own probe is not used: it tries
+// again after any error, so a refresh the provider refused
+// (invalid_grant) came back as the second try's invalid_client.
+func (p *Provider) token(ctx context.Context, do func(*oauth2.Config) (*oauth2.Token, error)) (*oauth2.Token, error) {
+	c := p.oauth.Load()
+	tok, err := do(c)
+	if errorCode(err) != "invalid_client" {
+		return tok, err
+	}
+	other := p.params
+	if c == p.params {
+		other = p.header
+	}
+	if tok, err2 := do(other); errorCode(err2) != "invalid_client" {
+		if err2 == nil {
+			p.oauth.Store(other)
+		}
+		return tok, err2
+	}
+	return nil, err
+}
+
+// errorCode is the OAuth 2.0 error code of the token endpoint's answer
+// (RFC 6749 section 5.2), "" for any other error.
+func errorCode(err error) string {
+	if re, ok := errors.AsType[*oauth2.RetrieveError](err); ok {
+		return re.ErrorCode
+	}
+	return ""
 }
 
 func (c Config) check() error {
@@ -161,7 +223,7 @@ type Attempt struct {
 // the provider's URL for them.
 func (p *Provider) Start() Attempt {
 	a := Attempt{State: rand.Text(), Nonce: rand.Text(), Verifier: oauth2.GenerateVerifier()}
-	a.URL = p.oauth.AuthCodeURL(a.State, gooidc.Nonce(a.Nonce), oauth2.S256ChallengeOption(a.Verifier))
+	a.URL = p.oauth.Load().AuthCodeURL(a.State, gooidc.Nonce(a.Nonce), oauth2.S256ChallengeOption(a.Verifier))
 	return a
 }
 
@@ -181,7 +243,9 @@ func (p *Provider) Finish(ctx context.Context, a Attempt, query url.Values) (Ide
 		return Identity{}, fmt.Errorf("%w: the state is not this sign-in's", ErrRefused)
 	}
 	ctx = gooidc.ClientContext(ctx, p.http)
-	tok, err := p.oauth.Exchange(ctx, query.Get("code"), oauth2.VerifierOption(a.Verifier))
+	tok, err := p.token(ctx, func(c *oauth2.Config) (*oauth2.Token, error) {
+		return c.Exchange(ctx, query.Get("code"), oauth2.VerifierOption(a.Verifier))
+	})
 	if err != nil {
 		return Identity{}, fmt.Errorf("%w: exchanging the code: %v", ErrRefused, err)
 	}
@@ -198,14 +262,14 @@ func (p *Provider) StartDevice(ctx context.Context) (*Device, error) {
 	if !p.device {
 		return nil, fmt.Errorf("identity provider %s has no device authorization endpoint", p.cfg.Issuer)
 	}
-	return p.oauth.DeviceAuth(gooidc.ClientContext(ctx, p.http))
+	return p.oauth.Load().DeviceAuth(gooidc.ClientContext(ctx, p.http))
 }
 
 // FinishDevice polls until the person has approved (or the grant
 // expires) and checks the ID token; a device grant carries no nonce.
 func (p *Provider) FinishDevice(ctx context.Context, d *Device) (Identity, error) {
 	ctx = gooidc.ClientContext(ctx, p.http)
-	tok, err := p.oauth.DeviceAccessToken(ctx, d)
+	tok, err := p.token(ctx, func(c *oauth2.Config) (*oauth2.Token, error) { return c.DeviceAccessToken(ctx, d) })
 	if err != nil {
 		return Identity{}, fmt.Errorf("%w: the device grant: %v", ErrRefused, err)
 	}
@@ -237,18 +301,31 @@ type Refreshed struct {
 	Refresh secret.Secret
 }
 
-// ErrRevoked is a refresh the provider refused: the grant is revoked or
-// expired, or the person may no longer sign in (invalid_grant,
-// access_denied). Any other failure (the provider unreachable, a server
-// error, berth's client refused) says nothing of the person.
+// ErrRevoked is a refresh the provider refused because of the grant or
+// the person, answered with a 4xx status and one of two error codes:
+//   - invalid_grant (RFC 6749 section 5.2; 400): the refresh token is
+//     revoked (hydra: the person's consent sessions were revoked, or a
+//     rotated token was used again, which revokes its successors too),
+//     expired, unknown, or issued to another client; OAuth 2.0 has no
+//     other code for a person the provider no longer lets in;
+//   - access_denied (hydra; 403): the provider's token hook refused the
+//     person (hydra answers nothing else with it at the token endpoint).
+//
+// Any other failure says nothing of the person and never disables
+// anyone: the provider unreachable or answering 5xx (server_error, also
+// hydra's answer when its token hook fails), berth's client refused
+// (invalid_client: a wrong secret; unauthorized_client: a client not
+// allowed the refresh_token grant), or anything else.
 var ErrRevoked = errors.New("the identity provider refused the refresh")
 
 // Refresh asks the provider again with a refresh token, and checks the ID
 // token it answers with.
 func (p *Provider) Refresh(ctx context.Context, refreshToken string) (Refreshed, error) {
 	ctx = gooidc.ClientContext(ctx, p.http)
-	tok, err := p.oauth.TokenSource(ctx, &oauth2.Token{RefreshToken: refreshToken}).Token()
-	if re, ok := errors.AsType[*oauth2.RetrieveError](err); ok && (re.ErrorCode == "invalid_grant" || re.ErrorCode == "access_denied") {
+	tok, err := p.token(ctx, func(c *oauth2.Config) (*oauth2.Token, error) {
+		return c.TokenSource(ctx, &oauth2.Token{RefreshToken: refreshToken}).Token()
+	})
+	if re, ok := errors.AsType[*oauth2.RetrieveError](err); ok && revoked(re) {
 		return Refreshed{}, fmt.Errorf("%w: %s: %s", ErrRevoked, re.ErrorCode, re.ErrorDescription)
 	}
 	if err != nil {
@@ -267,6 +344,14 @@ func (p *Provider) Refresh(ctx context.Context, refreshToken string) (Refreshed,
 		out.Identity = &id
 	}
 	return out, nil
+}
+
+// revoked says whether the token endpoint's refusal is ErrRevoked's.
+func revoked(re *oauth2.RetrieveError) bool {
+	if re.Response == nil || re.Response.StatusCode < 400 || re.Response.StatusCode > 499 {
+		return false
+	}
+	return re.ErrorCode == "invalid_grant" || re.ErrorCode == "access_denied"
 }
 
 // Verify checks a raw ID token: its signature by one of the provider's

@@ -29,16 +29,16 @@ type world struct {
 	cfg   idp.Config
 }
 
-func newWorld(t *testing.T) *world {
+func newWorld(t *testing.T, opts ...oidctest.Option) *world {
 	t.Helper()
-	h := oidctest.Start(t)
+	h := oidctest.Start(t, opts...)
 	ctx := t.Context()
 	for _, id := range []string{"berth", "other-app"} {
 		if err := h.CreateClient(ctx, oidctest.Client{ID: id, Secret: "secret-of-" + id, RedirectURIs: []string{callback}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	h.AddUser(oidctest.User{Subject: "ada", Email: "ada@example.test", Name: "Ada", Groups: []string{"platform", "engineering"}})
+	h.AddUser(oidctest.User{Subject: "ada", Email: "ada@example.test", Name: "Ada", Username: "ada.l", Groups: []string{"platform", "engineering"}})
 	h.AddUser(oidctest.User{Subject: "bob", Email: "bob@example.test", Groups: []string{"engineering"}})
 	h.AddUser(oidctest.User{Subject: "eve", Refuse: true})
 	return &world{hydra: h, cfg: idp.Config{Issuer: h.Issuer, ClientID: "berth", ClientSecret: secret.New("secret-of-berth"),
@@ -76,12 +76,12 @@ func TestSignInThroughTheProvider(t *testing.T) {
 	p := w.provider(t, w.cfg, nil)
 	m := idp.Mapping{Org: "acme", Members: []string{"engineering"}, Administrators: []string{"platform"}}
 	for _, tt := range []struct {
-		subject, email string
-		groups         []string
-		role           idp.Role
+		subject, email, username string
+		groups                   []string
+		role                     idp.Role
 	}{
-		{"ada", "ada@example.test", []string{"platform", "engineering"}, idp.RoleAdmin},
-		{"bob", "bob@example.test", []string{"engineering"}, idp.RoleMember},
+		{"ada", "ada@example.test", "ada.l", []string{"platform", "engineering"}, idp.RoleAdmin},
+		{"bob", "bob@example.test", "", []string{"engineering"}, idp.RoleMember},
 	} {
 		a, q := w.signIn(t, p, tt.subject)
 		if q.Get("code") == "" || q.Get("state") != a.State {
@@ -91,7 +91,7 @@ func TestSignInThroughTheProvider(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", tt.subject, err)
 		}
-		if id.Issuer != w.hydra.Issuer || id.Subject != tt.subject || id.Email != tt.email || !slices.Equal(id.Groups, tt.groups) {
+		if id.Issuer != w.hydra.Issuer || id.Subject != tt.subject || id.Email != tt.email || id.Username != tt.username || !slices.Equal(id.Groups, tt.groups) {
 			t.Errorf("%s: identity %+v", tt.subject, id)
 		}
 		if got := m.Role(id); got != tt.role {

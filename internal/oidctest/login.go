@@ -5,6 +5,34 @@ import (
 	"slices"
 )
 
+// personClaims are the ID token's claims of u for the scopes granted:
+// email and email_verified with email, name and preferred_username with
+// profile, groups with groups (an empty list when u has none, so a group
+// taken away shows as none rather than as an absent claim).
+func personClaims(u User, scopes []string) map[string]any {
+	claims := map[string]any{}
+	if slices.Contains(scopes, "email") && u.Email != "" {
+		claims["email"] = u.Email
+		claims["email_verified"] = true
+	}
+	if slices.Contains(scopes, "profile") {
+		if u.Name != "" {
+			claims["name"] = u.Name
+		}
+		if u.Username != "" {
+			claims["preferred_username"] = u.Username
+		}
+	}
+	if slices.Contains(scopes, "groups") {
+		claims["groups"] = append([]string{}, u.Groups...)
+	}
+	return claims
+}
+
+// personClaimNames are the claims personClaims may set: a refresh replaces
+// all of them.
+var personClaimNames = []string{"email", "email_verified", "name", "preferred_username", "groups"}
+
 // loginRequest is what hydra's admin API says of a login challenge.
 type loginRequest struct {
 	Subject     string `json:"subject"`
@@ -70,20 +98,8 @@ func (p *Provider) loginApp() http.Handler {
 			http.Error(w, err.Error(), http.StatusBadGateway)
 			return
 		}
-		p.mu.Lock()
-		u := p.users[cr.Subject]
-		p.mu.Unlock()
-		claims := map[string]any{}
-		if slices.Contains(cr.RequestedScope, "email") && u.Email != "" {
-			claims["email"] = u.Email
-			claims["email_verified"] = true
-		}
-		if slices.Contains(cr.RequestedScope, "profile") && u.Name != "" {
-			claims["name"] = u.Name
-		}
-		if slices.Contains(cr.RequestedScope, "groups") {
-			claims["groups"] = append([]string{}, u.Groups...)
-		}
+		u, _ := p.lookup(cr.Subject)
+		claims := personClaims(u, cr.RequestedScope)
 		var to redirect
 		err := p.admin(r.Context(), http.MethodPut, "/admin/oauth2/auth/requests/consent/accept", q, map[string]any{
 			"grant_scope":                 cr.RequestedScope,
@@ -97,6 +113,7 @@ func (p *Provider) loginApp() http.Handler {
 		}
 		http.Redirect(w, r, to.RedirectTo, http.StatusFound)
 	})
+	mux.HandleFunc("POST /token-hook", p.tokenHook)
 	// hydra's own errors (a bad client, a bad redirect URI) land here.
 	mux.HandleFunc("GET /error", func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()

@@ -1,6 +1,10 @@
 // Package oidctest runs a real OpenID Connect provider, ory/hydra v2, on
 // loopback for berth's sign-in tests, with a login and consent app of the
-// test that signs in whichever scripted user the test names.
+// test that signs in whichever scripted user the test names. The app is
+// also hydra's token hook: a refresh reads the user again, as a real IdP
+// (Keycloak, Okta) does, so a test changes a person at the provider
+// (SetGroups, SetRefused, AddUser, RevokeSessions) and sees the next
+// refresh follow.
 //
 // The binary comes from scripts/build-hydra (BERTH_TEST_HYDRA); tests skip
 // without it. Each Start runs `hydra serve all --dev` with DSN=memory (the
@@ -26,6 +30,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,15 +42,21 @@ import (
 const EnvHydra = "BERTH_TEST_HYDRA"
 
 // User is a person the login app signs in: its Subject is the ID token's
-// sub; Email, Name and Groups become the ID token's email, name and groups
-// claims. A user with Refuse set is refused at login (access_denied), as
-// an IdP refuses a disabled account.
+// sub; Email, Name, Username and Groups become the ID token's email, name,
+// preferred_username and groups claims. A user with Refuse set is refused
+// at login (access_denied), and their refreshes too, as an IdP refuses a
+// disabled account.
+//
+// A refresh reads the user again (the token hook, login.go): a change made
+// with AddUser, SetGroups or SetRefused shows in the next refreshed ID
+// token, or refuses it.
 type User struct {
-	Subject string
-	Email   string
-	Name    string
-	Groups  []string
-	Refuse  bool
+	Subject  string
+	Email    string
+	Name     string
+	Username string
+	Groups   []string
+	Refuse   bool
 }
 
 // Provider is a running hydra with its login and consent app.
@@ -60,6 +71,7 @@ type Provider struct {
 
 	login  *httptest.Server
 	client *http.Client
+	stop   func() // stops hydra, once
 
 	mu      sync.Mutex
 	users   map[string]User // by subject
@@ -149,6 +161,9 @@ func (p *Provider) run(t testing.TB, bin string, cfg config) error {
 	cmd := exec.Command(bin, "serve", "all", "--dev", "--sqa-opt-out")
 	cmd.Dir = filepath.Dir(p.Log)
 	cmd.Stdout, cmd.Stderr = log, log
+	// The token hook is always on: a refresh re-reads the user (login.go).
+	// Discovery lists the scopes a real IdP's does, so a client that reads
+	// scopes_supported finds groups there.
 	cmd.Env = append([]string{
 		"PATH=" + os.Getenv("PATH"),
 		"HOME=" + filepath.Dir(p.Log),
@@ -158,6 +173,9 @@ func (p *Provider) run(t testing.TB, bin string, cfg config) error {
 		"URLS_LOGIN=" + p.login.URL + "/login",
 		"URLS_CONSENT=" + p.login.URL + "/consent",
 		"URLS_ERROR=" + p.login.URL + "/error",
+		"OAUTH2_TOKEN_HOOK_URL=" + p.login.URL + "/token-hook",
+		"WEBFINGER_OIDC_DISCOVERY_SUPPORTED_SCOPE=" + strings.Join(SupportedScopes, ","),
+		"WEBFINGER_OIDC_DISCOVERY_SUPPORTED_CLAIMS=email,email_verified,name,preferred_username,groups",
 		"SERVE_PUBLIC_HOST=127.0.0.1",
 		"SERVE_PUBLIC_PORT=" + strconv.Itoa(public),
 		"SERVE_ADMIN_HOST=127.0.0.1",
@@ -185,7 +203,8 @@ func (p *Provider) run(t testing.TB, bin string, cfg config) error {
 	defer tick.Stop()
 	for {
 		if p.ready(ctx, p.Admin) && p.ready(ctx, p.Issuer) {
-			t.Cleanup(stop)
+			p.stop = sync.OnceFunc(stop)
+			t.Cleanup(p.stop)
 			return nil
 		}
 		select {
@@ -213,16 +232,60 @@ func (p *Provider) ready(ctx context.Context, base string) bool {
 	return resp.StatusCode == http.StatusOK
 }
 
+// SupportedScopes are the scopes the discovery document lists beside
+// hydra's own (openid, offline_access, offline), as a real IdP's lists
+// its groups scope. WithEnv("WEBFINGER_OIDC_DISCOVERY_SUPPORTED_SCOPE=…")
+// lists others instead.
+var SupportedScopes = []string{"email", "profile", "groups"}
+
+// Stop stops hydra before the test ends (it is stopped then anyway): its
+// ports refuse connections from then on, as a provider that is down.
+func (p *Provider) Stop() { p.stop() }
+
 // AddUser makes u known to the login app; the first one added is who a
 // login without a login_hint signs in, until SignInAs says otherwise.
 // Adding a subject again replaces it (new groups, or Refuse).
 func (p *Provider) AddUser(u User) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	u.Groups = slices.Clone(u.Groups)
 	p.users[u.Subject] = u
 	if p.current == "" {
 		p.current = u.Subject
 	}
+}
+
+// SetGroups changes subject's groups at the provider, as an administrator
+// of the IdP would: the next refresh's ID token lists them. It panics for
+// a subject not added (a mistake of the test's).
+func (p *Provider) SetGroups(subject string, groups ...string) {
+	p.update("SetGroups", subject, func(u *User) { u.Groups = slices.Clone(groups) })
+}
+
+// SetRefused disables (true) or enables subject at the provider: a
+// disabled user's logins are refused, and so is the next refresh of any
+// of their grants (access_denied). It panics for a subject not added.
+func (p *Provider) SetRefused(subject string, refused bool) {
+	p.update("SetRefused", subject, func(u *User) { u.Refuse = refused })
+}
+
+func (p *Provider) update(op, subject string, change func(*User)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	u, ok := p.users[subject]
+	if !ok {
+		panic(fmt.Sprintf("oidctest: %s: no user %q (AddUser first)", op, subject))
+	}
+	change(&u)
+	p.users[subject] = u
+}
+
+// lookup is the current record of subject.
+func (p *Provider) lookup(subject string) (User, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	u, ok := p.users[subject]
+	return u, ok
 }
 
 // SignInAs makes subject the one a login without a login_hint signs in
@@ -256,6 +319,11 @@ type Client struct {
 	// Scope defaults to "openid offline_access email profile groups".
 	Scope  string
 	Public bool
+	// AuthMethod is how a client with a secret authenticates at the
+	// token endpoint: "" is client_secret_basic (the Authorization
+	// header), or client_secret_post (the form). hydra takes the secret
+	// only the way the client was registered (invalid_client otherwise).
+	AuthMethod string
 }
 
 // CreateClient registers c through the admin API.
@@ -276,8 +344,11 @@ func (p *Provider) CreateClient(ctx context.Context, c Client) error {
 	if c.Public {
 		body["token_endpoint_auth_method"] = "none"
 	} else {
+		if c.AuthMethod == "" {
+			c.AuthMethod = "client_secret_basic"
+		}
 		body["client_secret"] = c.Secret
-		body["token_endpoint_auth_method"] = "client_secret_basic"
+		body["token_endpoint_auth_method"] = c.AuthMethod
 	}
 	return p.admin(ctx, http.MethodPost, "/admin/clients", nil, body, nil)
 }

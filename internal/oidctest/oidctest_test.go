@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -206,6 +207,99 @@ func TestRefusedUser(t *testing.T) {
 	}
 	if q := cb.Query(); q.Get("error") != "access_denied" || q.Get("code") != "" {
 		t.Fatalf("callback %s, want error=access_denied and no code", cb)
+	}
+}
+
+// TestRefreshRereadsUser: hydra calls the login app's token hook at every
+// refresh, which puts the user's current record in the new ID token (for
+// the scopes granted; sid and sub kept), and refuses a user now disabled
+// (access_denied) without spending the refresh token.
+func TestRefreshRereadsUser(t *testing.T) {
+	p := Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const redirectURI = "http://127.0.0.1:1/callback"
+	if err := p.CreateClient(ctx, Client{ID: "berth", Secret: "s3cret-of-the-test", RedirectURIs: []string{redirectURI}}); err != nil {
+		t.Fatal(err)
+	}
+	p.AddUser(User{Subject: "ada", Email: "ada@example.test", Name: "Ada", Username: "ada.l", Groups: []string{"eng"}})
+	provider, err := oidc.NewProvider(ctx, p.Issuer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	verifier := provider.Verifier(&oidc.Config{ClientID: "berth"})
+	type claims struct {
+		Sub      string   `json:"sub"`
+		Sid      string   `json:"sid"`
+		Email    string   `json:"email"`
+		Name     string   `json:"name"`
+		Username string   `json:"preferred_username"`
+		Groups   []string `json:"groups"` // nil: no groups claim
+	}
+	read := func(raw string) claims {
+		t.Helper()
+		idt, err := verifier.Verify(ctx, raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c claims
+		if err := idt.Claims(&c); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	refresh := func(conf oauth2.Config, tok *oauth2.Token) (*oauth2.Token, claims, error) {
+		t.Helper()
+		old := *tok
+		old.Expiry = time.Now().Add(-time.Minute)
+		fresh, err := conf.TokenSource(ctx, &old).Token()
+		if err != nil {
+			return nil, claims{}, err
+		}
+		raw, _ := fresh.Extra("id_token").(string)
+		return fresh, read(raw), nil
+	}
+
+	for _, tt := range []struct {
+		scopes   []string
+		username string
+		groups   []string // after SetGroups
+	}{
+		{[]string{oidc.ScopeOpenID, oidc.ScopeOfflineAccess, "email", "profile", "groups"}, "ada.l", []string{"ops", "eng"}},
+		{[]string{oidc.ScopeOpenID, oidc.ScopeOfflineAccess}, "", nil}, // only what was granted
+	} {
+		p.AddUser(User{Subject: "ada", Email: "ada@example.test", Name: "Ada", Username: "ada.l", Groups: []string{"eng"}})
+		conf := oauth2.Config{ClientID: "berth", ClientSecret: "s3cret-of-the-test", Endpoint: provider.Endpoint(), RedirectURL: redirectURI, Scopes: tt.scopes}
+		// Not x/oauth2's probe, which tries the form after any error and
+		// so would report hydra's invalid_client for the form instead.
+		conf.Endpoint.AuthStyle = oauth2.AuthStyleInHeader
+		pkce := oauth2.GenerateVerifier()
+		tok, raw := signIn(ctx, t, conf, conf.AuthCodeURL("st4te-of-the-test", oauth2.S256ChallengeOption(pkce)), pkce)
+		first := read(raw)
+		if first.Username != tt.username || first.Sid == "" {
+			t.Fatalf("scopes %v: signed in with %+v", tt.scopes, first)
+		}
+
+		p.SetGroups("ada", "ops", "eng")
+		tok, got, err := refresh(conf, tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Sub != first.Sub || got.Sid != first.Sid || got.Email != first.Email || got.Name != first.Name || got.Username != first.Username ||
+			!slices.Equal(got.Groups, tt.groups) || (got.Groups == nil) != (tt.groups == nil) {
+			t.Errorf("scopes %v: refreshed %+v, want %+v with groups %v", tt.scopes, got, first, tt.groups)
+		}
+
+		p.SetRefused("ada", true)
+		_, _, err = refresh(conf, tok)
+		var re *oauth2.RetrieveError
+		if !errors.As(err, &re) || re.ErrorCode != "access_denied" || re.Response.StatusCode != http.StatusForbidden {
+			t.Errorf("scopes %v: refresh of a disabled user: %v, want 403 access_denied", tt.scopes, err)
+		}
+		p.SetRefused("ada", false)
+		if _, _, err := refresh(conf, tok); err != nil {
+			t.Errorf("scopes %v: the same refresh token once enabled again: %v", tt.scopes, err)
+		}
 	}
 }
 
