@@ -123,7 +123,7 @@ func limited(c *client.Client, n int) (*client.Client, error) {
 }
 
 func newLoginCmd(g *globals) *cobra.Command {
-	var invitation, sso, noBrowser bool
+	var invitation, sso, device, noBrowser bool
 	var keyName, org string
 	cmd := &cobra.Command{
 		Use:   "login",
@@ -155,12 +155,24 @@ as above, and says when it expires (12h unless the gateway is set
 otherwise; sooner if the provider stops letting you in): sign in again
 then. When your groups give you several organisations, --org names the
 one (else the browser asks). berth waits at most 5 minutes; Ctrl-C stops
-it. A gateway without an identity provider says so.`,
+it. A gateway without an identity provider says so.
+
+With --sso --device, for a terminal no browser can reach back (an ssh
+session on another machine), berth opens nothing and listens on no
+port: it prints the address of the gateway's sign-in page and a code
+like BCDF-GHJK. Open the page in a browser on any machine, enter the
+code (or open the second address printed, which holds it), check that
+the page shows the same code, and sign in there. Meanwhile berth asks
+the gateway every few seconds whether you have; then it saves your new
+key as --sso does. It stops when the code expires (it says when: 10
+minutes as the gateway is shipped) or on Ctrl-C. --no-browser is
+accepted and changes nothing: --device never starts a browser.`,
 		Example: `  berth admin bootstrap -o json | jq -r .key.secret | berth login --url http://localhost:8080
   BERTH_API_KEY=berth_… berth login --url https://berth.example.com
   berth login --invitation --url https://berth.example.com    # paste the invitation, then Enter
   berth login --sso --url https://berth.example.com
-  berth login --sso --org acme --no-browser                  # open the printed address yourself`,
+  berth login --sso --org acme --no-browser                  # open the printed address yourself
+  berth login --sso --device --url https://berth.example.com  # over ssh: sign in from a browser anywhere with a code`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if sso {
@@ -172,9 +184,9 @@ it. A gateway without an identity provider says so.`,
 				case g.stdinHolds():
 					return usageError{errors.New("login --sso reads no key, but standard input holds one: leave out --sso to save that key")}
 				}
-				return g.loginSSO(cmd.Context(), ssoLogin{org: org, keyName: keyName, noBrowser: noBrowser})
+				return g.loginSSO(cmd.Context(), ssoLogin{org: org, keyName: keyName, noBrowser: noBrowser, device: device})
 			}
-			for _, f := range []string{"org", "no-browser"} {
+			for _, f := range []string{"device", "org", "no-browser"} {
 				if cmd.Flags().Changed(f) {
 					return usageError{fmt.Errorf("login: --%s is for signing in through the identity provider: add --sso", f)}
 				}
@@ -218,8 +230,9 @@ it. A gateway without an identity provider says so.`,
 	}
 	cmd.Flags().BoolVar(&invitation, "invitation", false, "exchange a one-time invitation ($BERTH_INVITATION or standard input) for your own key, and save that")
 	cmd.Flags().BoolVar(&sso, "sso", false, "sign in through the identity provider, in a browser, for a key of your own that expires, and save that")
+	cmd.Flags().BoolVar(&device, "device", false, "with --sso: sign in from a browser on any machine, with a code berth prints (for ssh sessions)")
 	cmd.Flags().StringVar(&org, "org", "", "with --sso: the organisation to sign in to, when your groups give you several")
-	cmd.Flags().BoolVar(&noBrowser, "no-browser", false, "with --sso: only print the address to open, start no browser")
+	cmd.Flags().BoolVar(&noBrowser, "no-browser", false, "with --sso: only print the address to open, start no browser (--device never starts one)")
 	cmd.Flags().StringVar(&keyName, "key-name", "", `with --invitation or --sso: a name for the new key (default "enrolled"; with --sso "sso " and this machine's host name)`)
 	return cmd
 }

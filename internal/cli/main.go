@@ -41,6 +41,10 @@ type Env struct {
 	// ssoWait, when not 0, is how long berth login --sso waits for the
 	// browser instead of ssoWait (tests: export_test.go).
 	ssoWait time.Duration
+	// ssoSecond, when not 0, is how long a second of berth login --sso
+	// --device's grant lasts (its interval and lifetime; tests:
+	// export_test.go).
+	ssoSecond time.Duration
 }
 
 // OSEnv is the process's real environment.

@@ -40,48 +40,73 @@ type ssoLogin struct {
 	org       string // the organisation to sign in to; "" lets the gateway ask
 	keyName   string // "" is "sso " + the host's name
 	noBrowser bool
+	device    bool // --device: a device grant, signed in from a browser anywhere
+}
+
+// ssoTarget is the gateway a sign-in through its identity provider goes
+// to, and where the key it gives is saved.
+type ssoTarget struct {
+	c    *client.Client // with no key: the sign-in routes are public
+	base string         // the gateway's address
+	info api.SSO
+	path string // the login file's, checked to take a new file
+}
+
+// ssoSetup checks what berth login --sso was asked for, asks the gateway
+// whether it has an identity provider, and settles where the key will be
+// saved, all before any sign-in starts.
+func (g *globals) ssoSetup(ctx context.Context, o *ssoLogin) (ssoTarget, error) {
+	if o.keyName == "" {
+		o.keyName = defaultSSOKeyName()
+	} else if err := account.CheckText("--key-name", o.keyName, account.MaxKeyName); err != nil {
+		return ssoTarget{}, usageError{err}
+	}
+	if o.org != "" && name.Check(o.org) != nil && name.Check(strings.TrimPrefix(o.org, "org_")) != nil {
+		return ssoTarget{}, usageError{fmt.Errorf("--org %q: give an organisation's name or id", o.org)}
+	}
+	base, err := g.loginURL()
+	if err != nil {
+		return ssoTarget{}, err
+	}
+	c := client.New(base, "", g.env.HTTP)
+	info, err := c.SSO(ctx)
+	if ae, ok := errors.AsType[*api.Error](err); ok && ae.Code == api.CodeNotFound {
+		return ssoTarget{}, fmt.Errorf("login to %s: the gateway does not sign people in through an identity provider (it may be older than berth login --sso); sign in with a key: berth login", base)
+	}
+	if err != nil {
+		return ssoTarget{}, fmt.Errorf("login to %s: %w", base, err)
+	}
+	if !info.Enabled {
+		return ssoTarget{}, fmt.Errorf("login to %s: the gateway has no identity provider; sign in with a key: berth login", base)
+	}
+	// Settled before anyone signs in: a key that cannot be saved would be
+	// minted in vain.
+	path, err := g.configPath()
+	if err != nil {
+		return ssoTarget{}, err
+	}
+	if err := canWrite(path); err != nil {
+		return ssoTarget{}, fmt.Errorf("login: the login file cannot be written, so no sign-in was started: %w", err)
+	}
+	return ssoTarget{c: c, base: base, info: info, path: path}, nil
 }
 
 // loginSSO is "berth login --sso": the person signs in through the
 // gateway's identity provider in a browser, which the gateway sends back
 // to a listener of ours on 127.0.0.1 with a one-time code; the code and
 // the PKCE verifier only we hold are traded for a key, which is saved as
-// berth login saves one.
+// berth login saves one. With --device it is loginSSODevice instead.
 func (g *globals) loginSSO(ctx context.Context, o ssoLogin) error {
-	if o.keyName == "" {
-		o.keyName = defaultSSOKeyName()
-	} else if err := account.CheckText("--key-name", o.keyName, account.MaxKeyName); err != nil {
-		return usageError{err}
-	}
-	if o.org != "" && name.Check(o.org) != nil && name.Check(strings.TrimPrefix(o.org, "org_")) != nil {
-		return usageError{fmt.Errorf("--org %q: give an organisation's name or id", o.org)}
-	}
-	base, err := g.loginURL()
+	s, err := g.ssoSetup(ctx, &o)
 	if err != nil {
 		return err
 	}
-	c := client.New(base, "", g.env.HTTP)
-	info, err := c.SSO(ctx)
-	if ae, ok := errors.AsType[*api.Error](err); ok && ae.Code == api.CodeNotFound {
-		return fmt.Errorf("login to %s: the gateway does not sign people in through an identity provider (it may be older than berth login --sso); sign in with a key: berth login", base)
+	if o.device {
+		return g.loginSSODevice(ctx, s, o)
 	}
-	if err != nil {
-		return fmt.Errorf("login to %s: %w", base, err)
-	}
-	if !info.Enabled {
-		return fmt.Errorf("login to %s: the gateway has no identity provider; sign in with a key: berth login", base)
-	}
+	c, base, info, path := s.c, s.base, s.info, s.path
 	if !strings.HasPrefix(info.CLIStart, "/") || strings.HasPrefix(info.CLIStart, "//") {
 		return fmt.Errorf("login to %s: the gateway names no sign-in page for berth login (cli_start %q): is it older than this berth?", base, info.CLIStart)
-	}
-	// Settled before anyone signs in: a key that cannot be saved would be
-	// minted in vain.
-	path, err := g.configPath()
-	if err != nil {
-		return err
-	}
-	if err := canWrite(path); err != nil {
-		return fmt.Errorf("login: the login file cannot be written, so no sign-in was started: %w", err)
 	}
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -121,12 +146,8 @@ func (g *globals) loginSSO(ctx context.Context, o ssoLogin) error {
 	if g.env.ssoWait > 0 {
 		wait = g.env.ssoWait
 	}
-	through := "the identity provider"
-	if info.Issuer != "" {
-		through = info.Issuer
-	}
 	fmt.Fprintf(g.env.Stderr, "To sign in to %s through %s, open this address in a browser on this machine:\n\n  %s\n\n",
-		base, printable(through), start)
+		base, printable(through(info)), start)
 	var opened <-chan error
 	if !o.noBrowser {
 		opened = openBrowser(g.env, start.String())
@@ -180,21 +201,31 @@ func (g *globals) finishSSO(ctx context.Context, c *client.Client, base, path, v
 	if err != nil {
 		return failed, fmt.Errorf("login to %s: %w", base, err)
 	}
+	if err := g.saveSSOKey(base, path, e, "berth login --sso"); err != nil {
+		return failed, err
+	}
+	return ssoPage{Status: http.StatusOK, Title: "Signed in",
+		Text: fmt.Sprintf("berth is signed in to %s as %s (%s of %s). You may close this tab.", base, e.User.Name, e.User.Role, e.Organisation.Name)}, nil
+}
+
+// saveSSOKey saves the key a sign-in through the identity provider gave,
+// and says who berth is logged in as and when to sign in again (with
+// again, the command).
+func (g *globals) saveSSOKey(base, path string, e api.Enrollment, again string) error {
 	if err := writeLogin(path, loginFile{URL: base, Key: e.Key.Secret}); err != nil {
 		// The key exists but nobody has it: say which, so it can be revoked.
-		return failed, fmt.Errorf("login: your new key %s could not be saved (revoke it with berth key revoke %s once you have another): %w",
+		return fmt.Errorf("login: your new key %s could not be saved (revoke it with berth key revoke %s once you have another): %w",
 			e.Key.ID, e.Key.ID, err)
 	}
 	fmt.Fprintf(g.env.Stdout, "logged in to %s as %s (%s of %s) with your new key %s %q; saved in %s\n",
 		base, e.User.Name, e.User.Role, e.Organisation.Name, e.Key.ID, e.Key.Name, path)
 	if x := e.Key.ExpiresAt; x != nil {
-		fmt.Fprintf(g.env.Stdout, "the key expires %s (%s): sign in again then, with berth login --sso\n",
-			x.UTC().Format("2006-01-02 15:04 MST"), until(g.env.Now(), *x))
+		fmt.Fprintf(g.env.Stdout, "the key expires %s (%s): sign in again then, with %s\n",
+			x.UTC().Format("2006-01-02 15:04 MST"), until(g.env.Now(), *x), again)
 	} else {
 		fmt.Fprintln(g.env.Stdout, "the key does not expire")
 	}
-	return ssoPage{Status: http.StatusOK, Title: "Signed in",
-		Text: fmt.Sprintf("berth is signed in to %s as %s (%s of %s). You may close this tab.", base, e.User.Name, e.User.Role, e.Organisation.Name)}, nil
+	return nil
 }
 
 // callbacks is the loopback listener's side of a sign-in: it hands the
