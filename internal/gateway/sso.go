@@ -58,7 +58,7 @@ func (s *Server) ssoDevice(w http.ResponseWriter, r *http.Request, _ account.Pri
 		page := strings.TrimSuffix(s.publicURL, "/") + sso.DevicePage
 		return api.SSODevice{DeviceCode: d.DeviceCode.Reveal(), UserCode: d.UserCode, VerificationURI: page,
 			VerificationURIComplete: page + "?code=" + url.QueryEscape(d.UserCode),
-			ExpiresIn: int(time.Until(d.ExpiresAt).Round(time.Second).Seconds()), Interval: int(d.Interval.Seconds())}, nil
+			ExpiresIn:               int(time.Until(d.ExpiresAt).Round(time.Second).Seconds()), Interval: int(d.Interval.Seconds())}, nil
 	})
 }
 
