@@ -255,6 +255,9 @@ func (p *standIn) setGroups(subject string, groups ...string) {
 
 func (p *standIn) Issuer() string { return p.issuer }
 
+// ClientID is berth's client at the stand-in.
+func (p *standIn) ClientID() string { return "berth" }
+
 // authorizeURL is the provider's authorization endpoint.
 func (p *standIn) authorizeURL() string { return p.issuer + "/authorize" }
 

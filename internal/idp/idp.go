@@ -211,6 +211,9 @@ func loopback(host string) bool {
 // Issuer is the provider's issuer URL.
 func (p *Provider) Issuer() string { return p.cfg.Issuer }
 
+// ClientID is berth's client id at the provider.
+func (p *Provider) ClientID() string { return p.cfg.ClientID }
+
 // Attempt is one sign-in under way: what the browser's session keeps
 // between sending it to the provider and its return.
 type Attempt struct {

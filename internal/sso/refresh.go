@@ -12,9 +12,10 @@ import (
 	"berth.dev/berth/internal/idp"
 )
 
-// refreshBatch bounds the sessions one pass refreshes; the rest wait for
-// the next tick.
-const refreshBatch = 100
+// refreshBatch is how many sessions a pass reads at a time: it reads
+// batches until no more are due (or only those it tried already, whose
+// provider did not answer, are).
+var refreshBatch = 100
 
 // keepEnded is how long an ended or expired session is kept.
 const keepEnded = 7 * 24 * time.Hour
@@ -60,40 +61,72 @@ func (s *Service) RefreshDue(ctx context.Context) (int, error) {
 		return 0, nil
 	}
 	now := s.now()
-	due, err := s.store.DueSSOSessions(ctx, now, now.Add(-s.cfg.RefreshEvery), refreshBatch)
-	if err != nil {
-		return 0, err
-	}
 	var cut []string // users cut off in this pass
+	tried := map[string]bool{}
 	n := 0
-	for _, sess := range due {
-		if ctx.Err() != nil {
-			return n, ctx.Err()
-		}
-		if slices.Contains(cut, sess.User) {
-			continue
-		}
-		u, err := s.store.GetUser(ctx, sess.User)
+	for {
+		due, err := s.store.DueSSOSessions(ctx, now, now.Add(-s.cfg.RefreshEvery), refreshBatch)
 		if err != nil {
 			return n, err
 		}
-		why, err := s.refreshOne(ctx, sess, u)
-		switch {
-		case err != nil:
-			s.log.WarnContext(ctx, "sign-in session not refreshed; tried again later", "session", sess.ID, "user", u.ID, "err", err)
-		case why != "":
-			cut = append(cut, u.ID)
-			s.cutOff(ctx, u, why)
-		default:
-			n++
+		fresh := 0
+		for _, sess := range due {
+			if tried[sess.ID] {
+				continue
+			}
+			tried[sess.ID] = true
+			fresh++
+			m, err := s.refreshDue(ctx, sess, &cut)
+			if err != nil {
+				return n, err
+			}
+			n += m
+		}
+		if len(due) < refreshBatch || fresh == 0 {
+			return n, nil
 		}
 	}
-	return n, nil
+}
+
+// refreshDue refreshes one due session (RefreshDue): 1 when it did. A
+// user it cuts off joins cut, and their other sessions are passed over.
+func (s *Service) refreshDue(ctx context.Context, sess Session, cut *[]string) (int, error) {
+	if ctx.Err() != nil {
+		return 0, ctx.Err()
+	}
+	if slices.Contains(*cut, sess.User) {
+		return 0, nil
+	}
+	u, err := s.store.GetUser(ctx, sess.User)
+	if err != nil {
+		return 0, err
+	}
+	why, err := s.refreshOne(ctx, sess, u)
+	switch {
+	case err != nil:
+		s.log.WarnContext(ctx, "sign-in session not refreshed; tried again later", "session", sess.ID, "user", u.ID, "err", err)
+	case why != "":
+		*cut = append(*cut, u.ID)
+		s.cutOff(ctx, u, why)
+	default:
+		return 1, nil
+	}
+	return 0, nil
 }
 
 // refreshOne refreshes one session. why is not "" when the user is to be
 // cut off; err when the refresh said nothing of the person.
 func (s *Service) refreshOne(ctx context.Context, sess Session, u account.User) (why string, err error) {
+	if id := s.cfg.Provider.ClientID(); sess.ClientID != id {
+		// The deployment changed its client: the provider would refuse
+		// this token as another client's, which says nothing of the
+		// person. The session ends; its key lasts its lifetime no more.
+		now := s.now()
+		return "", s.store.EndSSOSession(ctx, sess.ID, now,
+			audit.Event{At: now, Org: u.Org, Action: audit.SSOSignOut, Target: u.Name,
+				Detail: fmt.Sprintf("%s: ended, key %s revoked: opened for the client %q, and berth is now the client %q: sign in again", sess.Client, sess.Key, sess.ClientID, id)},
+			audit.Event{At: now, Org: u.Org, Action: audit.KeyRevoke, Target: sess.Key, Detail: "its sign-in was for another client of the identity provider"})
+	}
 	token, err := s.sealer.open(sess.Refresh, sess.Issuer, sess.Subject)
 	if err != nil {
 		// Never readable again: the session is not refreshed any more,

@@ -215,3 +215,59 @@ func TestRefreshFailuresSayNothingOfThePerson(t *testing.T) {
 		t.Errorf("%d sessions refreshed once the provider answers again, want 2", n)
 	}
 }
+
+// TestNewClientEndsSessions: the deployment moved to another client at
+// the same provider (BERTH_OIDC_CLIENT_ID): the provider would refuse
+// the old client's refresh tokens as another client's, which says
+// nothing of the person. Nobody is disabled; the old sign-ins end, their
+// keys revoked, and a new sign-in works.
+func TestNewClientEndsSessions(t *testing.T) {
+	w := newWorld(t, everyTime)
+	panel, cli := bobSignedIn(t, w)
+	if err := w.hydra.CreateClient(t.Context(), oidctest.Client{ID: "berth-2", Secret: "secret-of-berth", RedirectURIs: []string{callback}}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := providerConfig(w.hydra, "secret-of-berth")
+	cfg.ClientID = "berth-2"
+	p, err := idp.New(t.Context(), cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.cfg.Provider = p
+	if w.svc, err = sso.New(w.cfg, w.st, w.ends, w.st, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	w.refresh(t)
+	if u := w.user(t, "acme", "bob@example.test"); u.Disabled || len(w.ends.owners) > 0 {
+		t.Fatalf("bob was cut off by the deployment's new client: %+v", u)
+	}
+	if w.works(t, panel) || w.works(t, cli) {
+		t.Errorf("the old client's sign-ins' keys still work")
+	}
+	if !has(w.events(t, audit.SSOSignOut), "", "bob@example.test", `opened for the client "berth"`, `now the client "berth-2"`) {
+		t.Errorf("the ended sign-ins are not in the audit log: %+v", w.events(t, audit.SSOSignOut))
+	}
+	out, err := w.signIn(t, "bob", "")
+	if err != nil || !w.works(t, out.Key) {
+		t.Fatalf("bob signs in with the new client: %v", err)
+	}
+	if n := w.refresh(t); n != 1 {
+		t.Errorf("%d sessions refreshed with the new client, want 1", n)
+	}
+}
+
+// TestRefreshReadsEveryBatch: a pass refreshes every due session, however
+// many batches that takes; one whose provider did not answer is not read
+// again in the same pass.
+func TestRefreshReadsEveryBatch(t *testing.T) {
+	sso.SetRefreshBatch(t, 2)
+	w := newWorld(t, everyTime)
+	bobSignedIn(t, w)
+	bobSignedIn(t, w)
+	if _, err := w.signIn(t, "ada", ""); err != nil {
+		t.Fatal(err)
+	}
+	if n := w.refresh(t); n != 5 {
+		t.Errorf("%d of 5 sessions refreshed in one pass of batches of 2", n)
+	}
+}

@@ -326,7 +326,7 @@ func (s *Service) open(ctx context.Context, u account.User, sess Session, keyNam
 	now := s.now()
 	k, sec := account.NewKey(u.ID, keyName, now)
 	k.ExpiresAt = now.Add(s.cfg.KeyTTL)
-	sess.ID, sess.User, sess.Key = account.NewID("sso"), u.ID, k.ID
+	sess.ID, sess.User, sess.Key, sess.ClientID = account.NewID("sso"), u.ID, k.ID, s.cfg.Provider.ClientID()
 	sess.CreatedAt, sess.ExpiresAt = now, k.ExpiresAt
 	until := k.ExpiresAt.UTC().Format(time.RFC3339)
 	events := []audit.Event{

@@ -116,7 +116,10 @@ type Session struct {
 	User   string
 	Key    string // the key the sign-in gave
 	Client string // ClientPanel or ClientCLI
-	Issuer string
+	// ClientID is berth's client id at the provider when the session
+	// was opened: its refresh token is that client's.
+	ClientID string
+	Issuer   string
 	// Subject is the person at the provider.
 	Subject string
 	// Refresh is the provider's refresh token, sealed (seal.go); nil when
@@ -206,6 +209,8 @@ type Store interface {
 // Provider is the identity provider, as package idp speaks to it.
 type Provider interface {
 	Issuer() string
+	// ClientID is berth's client id at the provider.
+	ClientID() string
 	Start() idp.Attempt
 	Finish(ctx context.Context, a idp.Attempt, query url.Values) (idp.Identity, error)
 	Refresh(ctx context.Context, refreshToken string) (idp.Refreshed, error)

@@ -19,7 +19,7 @@ func openSession(t *testing.T, st *store.Store, u account.User, id string, creat
 	t.Helper()
 	k, _ := account.NewKey(u.ID, "sso panel", created)
 	k.ExpiresAt = expires
-	ss := sso.Session{ID: id, User: u.ID, Key: k.ID, Client: sso.ClientPanel, Issuer: issuer, Subject: "sub-" + u.Name,
+	ss := sso.Session{ID: id, User: u.ID, Key: k.ID, Client: sso.ClientPanel, ClientID: "berth", Issuer: issuer, Subject: "sub-" + u.Name,
 		Refresh: refresh, CreatedAt: created, ExpiresAt: expires}
 	if err := st.CreateSSOSession(t.Context(), ss, k); err != nil {
 		t.Fatalf("CreateSSOSession(%s): %v", id, err)
@@ -53,7 +53,7 @@ func testSSOSessionRoundTrip(t *testing.T, st *store.Store) {
 	fx := newFixture(t, st, "acme")
 	k, _ := account.NewKey(fx.ann.ID, "sso cli", t0)
 	k.ExpiresAt = t0.Add(sso.DefaultKeyTTL)
-	ss := sso.Session{ID: "sso_1", User: fx.ann.ID, Key: k.ID, Client: sso.ClientCLI, Issuer: issuer, Subject: "sub-ann",
+	ss := sso.Session{ID: "sso_1", User: fx.ann.ID, Key: k.ID, Client: sso.ClientCLI, ClientID: "berth", Issuer: issuer, Subject: "sub-ann",
 		Refresh: []byte("sealed"), CreatedAt: t0, ExpiresAt: k.ExpiresAt}
 	ev := audit.Event{At: t0, Org: fx.org.ID, Action: audit.SSOSignIn, Target: fx.ann.Name, Detail: "cli"}
 	if err := st.CreateSSOSession(ctx, ss, k, ev); err != nil {

@@ -24,9 +24,9 @@ func (s *Store) CreateSSOSession(ctx context.Context, ss sso.Session, k account.
 			return err
 		}
 		_, err := tx.ExecContext(ctx, `
-			INSERT INTO sso_sessions (id, user_id, key_id, client, issuer, subject, refresh, created_at, refreshed_at, expires_at, ended_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-			ss.ID, ss.User, ss.Key, ss.Client, ss.Issuer, ss.Subject, ss.Refresh,
+			INSERT INTO sso_sessions (id, user_id, key_id, client, client_id, issuer, subject, refresh, created_at, refreshed_at, expires_at, ended_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+			ss.ID, ss.User, ss.Key, ss.Client, ss.ClientID, ss.Issuer, ss.Subject, ss.Refresh,
 			timeArg(ss.CreatedAt), timeArg(ss.RefreshedAt), timeArg(ss.ExpiresAt), timeArg(ss.EndedAt))
 		switch constraintOf(err) {
 		case uniqueConstraint:
@@ -41,13 +41,13 @@ func (s *Store) CreateSSOSession(ctx context.Context, ss sso.Session, k account.
 	})
 }
 
-const ssoSessionColumns = `id, user_id, key_id, client, issuer, subject, refresh, created_at, refreshed_at, expires_at, ended_at`
+const ssoSessionColumns = `id, user_id, key_id, client, client_id, issuer, subject, refresh, created_at, refreshed_at, expires_at, ended_at`
 
 // scanSSOSession reads ssoSessionColumns, then extra.
 func scanSSOSession(row rowScanner, extra ...any) (sso.Session, error) {
 	var ss sso.Session
 	var created, refreshed, expires, ended sql.NullInt64
-	if err := row.Scan(append([]any{&ss.ID, &ss.User, &ss.Key, &ss.Client, &ss.Issuer, &ss.Subject, &ss.Refresh,
+	if err := row.Scan(append([]any{&ss.ID, &ss.User, &ss.Key, &ss.Client, &ss.ClientID, &ss.Issuer, &ss.Subject, &ss.Refresh,
 		&created, &refreshed, &expires, &ended}, extra...)...); err != nil {
 		return sso.Session{}, err
 	}
@@ -75,7 +75,7 @@ func (s *Store) DueSSOSessions(ctx context.Context, now, before time.Time, limit
 	// The conditions on ended_at and refresh, and the order, are those of
 	// the index sso_sessions_due.
 	rows, err := s.db.QueryContext(ctx, `
-		SELECT s.id, s.user_id, s.key_id, s.client, s.issuer, s.subject, s.refresh, s.created_at, s.refreshed_at, s.expires_at, s.ended_at
+		SELECT s.id, s.user_id, s.key_id, s.client, s.client_id, s.issuer, s.subject, s.refresh, s.created_at, s.refreshed_at, s.expires_at, s.ended_at
 		FROM sso_sessions s
 		JOIN keys k ON k.id = s.key_id
 		JOIN users u ON u.id = s.user_id

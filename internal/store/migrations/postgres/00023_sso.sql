@@ -31,7 +31,8 @@
 --
 -- sso_sessions: one sign-in's hold on the provider: the key it gave and
 -- the sealed refresh token (NULL when the provider gave none) berth
--- refreshes it with. A session is live until ended_at or expires_at (its
+-- refreshes it with, and berth's client id at the provider then (a
+-- session of another client is ended, never taken for a refusal). A session is live until ended_at or expires_at (its
 -- key's expiry); sso_sessions_due is what the refresh loop scans.
 
 -- +goose Up
@@ -101,6 +102,7 @@ CREATE TABLE sso_sessions (
     user_id      TEXT   NOT NULL REFERENCES users (id),
     key_id       TEXT   NOT NULL UNIQUE REFERENCES keys (id),
     client       TEXT   NOT NULL,
+    client_id    TEXT    NOT NULL DEFAULT '',
     issuer       TEXT   NOT NULL,
     subject      TEXT   NOT NULL,
     refresh      BYTEA,
