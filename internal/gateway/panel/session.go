@@ -64,6 +64,23 @@ func (s session) checkCSRF(token string) bool {
 	return token != "" && hmac.Equal([]byte(token), []byte(s.csrf()))
 }
 
+// newFormToken gives a form that has no session to derive its token from
+// (the sign-in form, the device page's) a fresh one, kept in the cookie
+// name for path as well (double submit): a post with another token did
+// not come from the page.
+func newFormToken(w http.ResponseWriter, r *http.Request, name, path string) string {
+	token := rand.Text()
+	setCookie(w, r, name, token, path, 0)
+	return token
+}
+
+// formTokenOK reports whether a parsed form's token is the one its page
+// was given in cookie name (newFormToken).
+func formTokenOK(r *http.Request, name string) bool {
+	ck, err := r.Cookie(name)
+	return err == nil && ck.Value != "" && subtle.ConstantTimeCompare([]byte(ck.Value), []byte(r.PostForm.Get("csrf"))) == 1
+}
+
 // secure reports whether the browser reached the gateway over https,
 // itself or through a proxy that says so.
 func secure(r *http.Request) bool {
@@ -164,8 +181,7 @@ func (p *Panel) signInForm(w http.ResponseWriter, r *http.Request) {
 }
 
 func (p *Panel) renderSignIn(w http.ResponseWriter, r *http.Request, status int, body signInPage, flash string) {
-	token := rand.Text()
-	setCookie(w, r, signInCookie, token, "/sign-in", 0)
+	token := newFormToken(w, r, signInCookie, "/sign-in")
 	p.render(w, r, status, "signin", &view{Title: "Sign in", CSRF: token, Flash: flash, Body: body})
 }
 
@@ -184,8 +200,7 @@ func (p *Panel) signIn(w http.ResponseWriter, r *http.Request) {
 			"Signing in with an API key is turned off on this gateway: sign in with your organisation's account."), "")
 		return
 	}
-	ck, err := r.Cookie(signInCookie)
-	if err != nil || ck.Value == "" || subtle.ConstantTimeCompare([]byte(ck.Value), []byte(r.PostForm.Get("csrf"))) != 1 {
+	if !formTokenOK(r, signInCookie) {
 		p.renderSignIn(w, r, http.StatusForbidden, p.signInBody(next,
 			"This form did not come from this panel, or it is stale (cookies must be on). Nothing was done: try again."), "")
 		return

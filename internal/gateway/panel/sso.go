@@ -1,8 +1,6 @@
 package panel
 
 import (
-	"crypto/rand"
-	"crypto/subtle"
 	"errors"
 	"net/http"
 	"net/url"
@@ -73,6 +71,13 @@ type signedInPage struct {
 	Name string
 }
 
+// deviceDonePage is the body of the page a device's sign-in ends on: who
+// signed in, for the terminal that showed Code.
+type deviceDonePage struct {
+	Name string
+	Code string
+}
+
 // choosePage is the body of the page that asks which organisation to sign
 // in to.
 type choosePage struct {
@@ -110,7 +115,7 @@ func (p *Panel) ssoCallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if out.Device != nil && len(out.Choose) == 0 {
-		p.render(w, r, http.StatusOK, "devicedone", &view{Title: "Signed in", Body: signedInPage{Name: out.User.Name, Next: sso.ShowUserCode(out.Device.UserCode)}})
+		p.render(w, r, http.StatusOK, "devicedone", &view{Title: "Signed in", Body: deviceDonePage{Name: out.User.Name, Code: sso.ShowUserCode(out.Device.UserCode)}})
 		return
 	}
 	if len(out.Choose) > 0 {
@@ -151,6 +156,18 @@ type devicePage struct {
 	Field string
 }
 
+// maxTypedCode bounds a code shown back in the device page (its input's
+// maxlength): XXXX-XXXX with room for spaces.
+const maxTypedCode = 20
+
+// typedCode is a code as typed, to show back; "" when too long to be one.
+func typedCode(s string) string {
+	if len(s) > maxTypedCode {
+		return ""
+	}
+	return s
+}
+
 // deviceCookie holds the device page's form token (double submit): the
 // form must come from the page, so that a link alone, which an attacker
 // who started a device grant could send, never approves it.
@@ -164,16 +181,11 @@ func (p *Panel) deviceForm(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	code := q.Get("code")
-	if len(code) > 20 {
-		code = ""
-	}
-	p.renderDevice(w, r, http.StatusOK, devicePage{Code: code, Org: q.Get("org")})
+	p.renderDevice(w, r, http.StatusOK, devicePage{Code: typedCode(q.Get("code")), Org: q.Get("org")})
 }
 
 func (p *Panel) renderDevice(w http.ResponseWriter, r *http.Request, status int, body devicePage) {
-	token := rand.Text()
-	setCookie(w, r, deviceCookie, token, sso.DevicePage, 0)
+	token := newFormToken(w, r, deviceCookie, sso.DevicePage)
 	p.render(w, r, status, "device", &view{Title: "Sign in a terminal", CSRF: token, Body: body})
 }
 
@@ -190,12 +202,8 @@ func (p *Panel) deviceStart(w http.ResponseWriter, r *http.Request) {
 		p.plainError(w, r, status, body.Message)
 		return
 	}
-	body := devicePage{Code: r.PostForm.Get("code"), Org: r.PostForm.Get("org")}
-	if len(body.Code) > 20 {
-		body.Code = ""
-	}
-	ck, err := r.Cookie(deviceCookie)
-	if err != nil || ck.Value == "" || subtle.ConstantTimeCompare([]byte(ck.Value), []byte(r.PostForm.Get("csrf"))) != 1 {
+	body := devicePage{Code: typedCode(r.PostForm.Get("code")), Org: r.PostForm.Get("org")}
+	if !formTokenOK(r, deviceCookie) {
 		body.Error = "This form did not come from this page, or it is stale (cookies must be on). Nothing was done: try again."
 		p.renderDevice(w, r, http.StatusForbidden, body)
 		return
