@@ -240,8 +240,11 @@ func (s *Service) cutOff(ctx context.Context, u account.User, why string) {
 			return
 		}
 	}
-	if _, err := s.store.EndUserSSOSessions(ctx, u.ID, now, func(ss Session) audit.Event {
-		return audit.Event{At: now, Org: u.Org, Action: audit.SSOSignOut, Target: u.Name, Detail: ss.Client + ": ended, key " + ss.Key + " revoked: " + why}
+	if _, err := s.store.EndUserSSOSessions(ctx, u.ID, now, func(ss Session) []audit.Event {
+		return []audit.Event{
+			{At: now, Org: u.Org, Action: audit.SSOSignOut, Target: u.Name, Detail: ss.Client + ": ended, key " + ss.Key + " revoked: " + why},
+			{At: now, Org: u.Org, Action: audit.KeyRevoke, Target: ss.Key, Detail: "its sign-in ended: " + why},
+		}
 	}); err != nil {
 		s.log.ErrorContext(ctx, "the sign-ins of a user the identity provider no longer lets in were not ended", "user", u.ID, "err", err)
 	}

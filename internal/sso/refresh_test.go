@@ -65,6 +65,11 @@ func (w *world) cutOff(t *testing.T, why string, keys ...account.NewKeyResult) {
 	if n := len(w.events(t, audit.SSOSignOut)); n != len(keys) {
 		t.Errorf("%d sign-ins ended in the audit log, want %d", n, len(keys))
 	}
+	for _, k := range keys {
+		if !has(w.events(t, audit.KeyRevoke), "", k.Key.ID, "its sign-in ended") {
+			t.Errorf("the revocation of bob's key %s is not in the audit log", k.Key.ID)
+		}
+	}
 }
 
 // TestRefreshFollowsGroups: a refresh reads the person again at the

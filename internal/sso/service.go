@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/oauth2"
+
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/fault"
@@ -266,9 +268,9 @@ func (s *Service) Finish(ctx context.Context, query url.Values, cookie string) (
 		return out, nil
 	}
 	out.User, out.Org = u, org
-	refresh := s.sealer.seal(id.Refresh, id.Issuer, id.Subject)
+	sess := Session{Client: client, Issuer: id.Issuer, Subject: id.Subject, Refresh: s.sealer.seal(id.Refresh, id.Issuer, id.Subject)}
 	if a.Device != nil {
-		err := s.decideDevice(ctx, *a.Device, u, Session{Client: ClientCLI, Issuer: id.Issuer, Subject: id.Subject, Refresh: refresh}, "")
+		err := s.decideDevice(ctx, *a.Device, u, sess, "")
 		if r, ok := errors.AsType[*Refusal](err); ok {
 			return fail(org.ID, u.Name, r)
 		}
@@ -280,16 +282,14 @@ func (s *Service) Finish(ctx context.Context, query url.Values, cookie string) (
 	if a.CLI != nil {
 		code := rand.Text() + rand.Text()
 		now := s.now()
-		h := Handoff{ID: digest(code), User: u.ID, Challenge: a.CLI.Challenge,
-			Session:   Session{Client: ClientCLI, Issuer: id.Issuer, Subject: id.Subject, Refresh: refresh},
-			CreatedAt: now, ExpiresAt: now.Add(HandoffTTL)}
+		h := Handoff{ID: digest(code), User: u.ID, Challenge: a.CLI.Challenge, Session: sess, CreatedAt: now, ExpiresAt: now.Add(HandoffTTL)}
 		if err := s.store.CreateSSOHandoff(ctx, h); err != nil {
 			return fail(org.ID, u.Name, refuse(publicBusy, "the code for the CLI was not saved: %v", err))
 		}
 		out.Redirect = cliRedirect(*a.CLI, url.Values{"code": {code}})
 		return out, nil
 	}
-	k, err := s.open(ctx, u, Session{Client: ClientPanel, Issuer: id.Issuer, Subject: id.Subject, Refresh: refresh}, "sso panel")
+	k, err := s.open(ctx, u, sess, "sso panel")
 	if err != nil {
 		return broken(err)
 	}
@@ -363,8 +363,7 @@ func (s *Service) Exchange(ctx context.Context, code, verifier, keyName string) 
 	if err != nil {
 		return account.User{}, account.Organisation{}, none, fmt.Errorf("sign-in: %w", err)
 	}
-	challenge := sha256.Sum256([]byte(verifier))
-	if subtle.ConstantTimeCompare([]byte(base64.RawURLEncoding.EncodeToString(challenge[:])), []byte(h.Challenge)) != 1 {
+	if subtle.ConstantTimeCompare([]byte(oauth2.S256ChallengeFromVerifier(verifier)), []byte(h.Challenge)) != 1 {
 		s.record(ctx, audit.Event{Action: audit.SSOSignIn, Target: h.User, Outcome: audit.Refused,
 			Detail: "cli: the verifier does not match the sign-in's challenge; the code is spent"})
 		return account.User{}, account.Organisation{}, none, fault.Errorf(fault.Unauthenticated, "the verifier does not match the sign-in: sign in again")

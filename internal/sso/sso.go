@@ -199,8 +199,8 @@ type Store interface {
 	// has ended already (then nothing is written, events neither).
 	EndSSOSession(ctx context.Context, id string, at time.Time, events ...audit.Event) error
 	// EndUserSSOSessions ends every live session of a user and revokes
-	// their keys, with one event per session it ended (made by event).
-	EndUserSSOSessions(ctx context.Context, user string, at time.Time, event func(Session) audit.Event) (int, error)
+	// their keys, with the events events makes of each session it ended.
+	EndUserSSOSessions(ctx context.Context, user string, at time.Time, events func(Session) []audit.Event) (int, error)
 	// ForgetSSO deletes the attempts, handoffs and devices that expired
 	// before before, and the sessions that ended or expired before it.
 	ForgetSSO(ctx context.Context, before time.Time) error

@@ -243,8 +243,8 @@ func testSSOEndUser(t *testing.T, st *store.Store) {
 	expired := openSession(t, st, fx.ann, "sso_expired", t0, at, nil)
 	others := openSession(t, st, fx.bob, "sso_bob", t0, expires, nil)
 
-	event := func(ss sso.Session) audit.Event {
-		return audit.Event{At: at, Org: fx.org.ID, Action: audit.SSOSignOut, Target: fx.ann.Name, Detail: ss.ID}
+	event := func(ss sso.Session) []audit.Event {
+		return []audit.Event{{At: at, Org: fx.org.ID, Action: audit.SSOSignOut, Target: fx.ann.Name, Detail: ss.ID}}
 	}
 	n, err := st.EndUserSSOSessions(ctx, fx.ann.ID, at, event)
 	if err != nil || n != 2 {

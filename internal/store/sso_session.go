@@ -153,10 +153,10 @@ func (s *Store) EndSSOSession(ctx context.Context, id string, at time.Time, even
 }
 
 // EndUserSSOSessions ends every live session of user (not ended, not
-// expired at at) and revokes their keys, recording event(s) for each
+// expired at at) and revokes their keys, recording the events events makes of each
 // one it ended, oldest first, in one transaction. It returns how many it
 // ended.
-func (s *Store) EndUserSSOSessions(ctx context.Context, user string, at time.Time, event func(sso.Session) audit.Event) (int, error) {
+func (s *Store) EndUserSSOSessions(ctx context.Context, user string, at time.Time, events func(sso.Session) []audit.Event) (int, error) {
 	var n int
 	err := s.db.InTx(ctx, sqldb.Patient, func(tx *sql.Tx) error {
 		ended, err := endUserSSOSessions(ctx, tx, user, at)
@@ -167,8 +167,8 @@ func (s *Store) EndUserSSOSessions(ctx context.Context, user string, at time.Tim
 			if err := revokeKey(ctx, tx, ss.Key, at); err != nil {
 				return fmt.Errorf("end the sign-in sessions of %s: revoke key %s: %w", user, ss.Key, err)
 			}
-			if event != nil {
-				if err := insertAudit(ctx, tx, event(ss)); err != nil {
+			if events != nil {
+				if err := insertAudits(ctx, tx, events(ss)); err != nil {
 					return err
 				}
 			}
