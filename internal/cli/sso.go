@@ -283,13 +283,14 @@ type ssoPage struct {
 	Title, Text string
 }
 
-func (p ssoPage) write(w http.ResponseWriter) {
-	t := template.Must(template.New("page").Parse(`<!doctype html>
+var ssoPageTemplate = template.Must(template.New("page").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="referrer" content="no-referrer"><title>berth: {{.Title}}</title>
 <style>body{font-family:system-ui,sans-serif;max-width:36rem;margin:4rem auto;padding:0 1rem;line-height:1.5;color:#222}h1{font-size:1.4rem}</style>
 </head><body><h1>{{.Title}}</h1><p>{{.Text}}</p></body></html>
 `))
+
+func (p ssoPage) write(w http.ResponseWriter) {
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
@@ -298,7 +299,7 @@ func (p ssoPage) write(w http.ResponseWriter) {
 	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'")
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(p.Status)
-	_ = t.Execute(w, p)
+	_ = ssoPageTemplate.Execute(w, p)
 }
 
 // openBrowser starts a browser on addr: $BROWSER (a program, or a

@@ -362,22 +362,29 @@ func TestLoginSSOUsage(t *testing.T) {
 	gw := newSSOGateway(t)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			env := map[string]string{"BERTH_URL": gw.url, "HOME": t.TempDir()}
-			for k, v := range tt.vars {
-				env[k] = v
-			}
-			var out, errs bytes.Buffer
-			code := cli.Main(t.Context(), append([]string{"login"}, tt.args...), cli.Env{Stdin: strings.NewReader(tt.stdin),
-				Stdout: &out, Stderr: &errs, Getenv: func(k string) string { return env[k] }, HTTP: &http.Client{}, Now: time.Now})
-			if code != 2 {
-				t.Fatalf("berth login %q exited %d, want 2\nstdout: %s\nstderr: %s", tt.args, code, out.String(), errs.String())
-			}
-			wantLines(t, "stderr", errs.String(), tt.want)
+			loginUsage(t, gw.url, tt.vars, tt.stdin, tt.args, tt.want)
 		})
 	}
 	if got := gw.seen(); len(got) != 0 {
 		t.Errorf("usage mistakes reached the gateway: %q", got)
 	}
+}
+
+// loginUsage runs berth login with args against the gateway at url, with
+// vars set and stdin, which must exit 2 (a usage mistake) saying want.
+func loginUsage(t *testing.T, url string, vars map[string]string, stdin string, args []string, want string) {
+	t.Helper()
+	env := map[string]string{"BERTH_URL": url, "HOME": t.TempDir()}
+	for k, v := range vars {
+		env[k] = v
+	}
+	var out, errs bytes.Buffer
+	code := cli.Main(t.Context(), append([]string{"login"}, args...), cli.Env{Stdin: strings.NewReader(stdin),
+		Stdout: &out, Stderr: &errs, Getenv: func(k string) string { return env[k] }, HTTP: &http.Client{}, Now: time.Now})
+	if code != 2 {
+		t.Fatalf("berth login %q exited %d, want 2\nstdout: %s\nstderr: %s", args, code, out.String(), errs.String())
+	}
+	wantLines(t, "stderr", errs.String(), want)
 }
 
 // TestLoginHelpSaysSSO: login's help describes --sso and its flags.

@@ -1,7 +1,6 @@
 package cli_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -471,14 +470,7 @@ func TestLoginSSODeviceUsage(t *testing.T) {
 		{[]string{"--sso", "--device=nope"}, `invalid argument "nope" for "--device"`},
 	} {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
-			env := map[string]string{"BERTH_URL": gw.url, "HOME": t.TempDir()}
-			var out, errs bytes.Buffer
-			code := cli.Main(t.Context(), append([]string{"login"}, tt.args...), cli.Env{Stdin: strings.NewReader(""),
-				Stdout: &out, Stderr: &errs, Getenv: func(k string) string { return env[k] }, HTTP: &http.Client{}, Now: time.Now})
-			if code != 2 {
-				t.Fatalf("berth login %q exited %d, want 2\nstdout: %s\nstderr: %s", tt.args, code, out.String(), errs.String())
-			}
-			wantLines(t, "stderr", errs.String(), tt.want)
+			loginUsage(t, gw.url, nil, "", tt.args, tt.want)
 		})
 	}
 	if got := gw.seen(); len(got) != 0 {
