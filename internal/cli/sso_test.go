@@ -72,17 +72,7 @@ func TestLoginSSO(t *testing.T) {
 		t.Errorf("--no-browser opened a browser:\n%s", errs)
 	}
 
-	b, err := os.ReadFile(l.config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var lf struct{ URL, Key string }
-	if err := json.Unmarshal(b, &lf); err != nil || lf.URL != gw.url || lf.Key != ssoSecret {
-		t.Errorf("login file %s = %s (%v), want the gateway's address and the new key", l.config, b, err)
-	}
-	if fi, err := os.Stat(l.config); err != nil || fi.Mode().Perm() != 0o600 {
-		t.Errorf("login file: %v, mode %v; want 0600", err, fi.Mode().Perm())
-	}
+	wantLoginFile(t, l.config, gw.url)
 	if toks := gw.tokenRequests(); len(toks) != 1 || toks[0].KeyName != wantName {
 		t.Errorf("token requests %+v, want one for a key named %q", toks, wantName)
 	}
@@ -400,4 +390,21 @@ func TestLoginHelpSaysSSO(t *testing.T) {
 		`^      --no-browser +with --sso: only print the address to open`,
 		`^      --org string +with --sso: the organisation to sign in to`,
 		`^      --key-name string +with --invitation or --sso: a name for the new key`)
+}
+
+// wantLoginFile checks the login file at path holds the gateway's
+// address and the key the sign-in gave, readable by its owner only.
+func wantLoginFile(t *testing.T, path, url string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lf struct{ URL, Key string }
+	if err := json.Unmarshal(b, &lf); err != nil || lf.URL != url || lf.Key != ssoSecret {
+		t.Errorf("login file %s = %s (%v), want the gateway's address and the new key", path, b, err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("login file: %v, mode %v; want 0600", err, fi.Mode().Perm())
+	}
 }

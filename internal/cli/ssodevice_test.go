@@ -282,17 +282,7 @@ func TestLoginSSODevice(t *testing.T) {
 		`^logged in to `+regexp.QuoteMeta(gw.url)+` as alice \(member of acme\) with your new key key_dev1 "`+regexp.QuoteMeta(wantName)+`"; saved in `+regexp.QuoteMeta(l.config)+`$`,
 		`^the key expires 2026-07-01 22:00 UTC \(in 12h\): sign in again then, with berth login --sso --device$`)
 
-	b, err := os.ReadFile(l.config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var lf struct{ URL, Key string }
-	if err := json.Unmarshal(b, &lf); err != nil || lf.URL != gw.url || lf.Key != ssoSecret {
-		t.Errorf("login file %s = %s (%v), want the gateway's address and the new key", l.config, b, err)
-	}
-	if fi, err := os.Stat(l.config); err != nil || fi.Mode().Perm() != 0o600 {
-		t.Errorf("login file: %v, mode %v; want 0600", err, fi.Mode().Perm())
-	}
+	wantLoginFile(t, l.config, gw.url)
 	if s := gw.startRequests(); len(s) != 1 || s[0] != (api.StartSSODevice{KeyName: wantName}) {
 		t.Errorf("device grants begun: %+v, want one for a key named %q and no org", s, wantName)
 	}
