@@ -38,8 +38,9 @@ import (
 //   - carol, on a machine no browser reaches, signs in with berth login
 //     --sso --device: she types the code it shows in the panel's page in
 //     a browser elsewhere, and the CLI's poll gets her key.
-//   - the provider drops bob from engineering: within the refresh
-//     interval he is disabled, his keys and his panel session stop
+//   - the gateway is started again, refreshing every second (the
+//     sign-ins outlive the restart), and the provider drops bob from
+//     engineering: within the refresh interval he is disabled, his keys and his panel session stop
 //     working, and his sandbox expires with its volume kept, audited.
 //   - a callback berth did not start is refused, the reason in the log
 //     and not in the browser.
@@ -57,7 +58,10 @@ func TestSignInThroughTheIdentityProvider(t *testing.T) {
 		"BERTH_OIDC_CLIENT_ID=berth",
 		"BERTH_OIDC_CLIENT_SECRET_FILE="+secretFile,
 		"BERTH_OIDC_SCOPES=openid,email,profile,groups,offline_access",
-		"BERTH_OIDC_REFRESH_INTERVAL=1s",
+		// No refresh while people sign in: hydra's in-memory database
+		// fails some requests that come at once (docs/hydra.md); the
+		// gateway is started again with a short interval for the cut-off.
+		"BERTH_OIDC_REFRESH_INTERVAL=24h",
 	)
 	// The browser opens the gateway at its public URL (BERTH_PUBLIC_URL's
 	// default), which is also the redirect URI registered at the provider.
@@ -322,6 +326,15 @@ func TestSignInThroughTheIdentityProvider(t *testing.T) {
 	carolWho.Env, carolWho.Dir = carolEnv, carolHome
 	if out, err := carolWho.Output(); err != nil || !strings.Contains(string(out), `"carol@example.test"`) || !strings.Contains(string(out), `"member"`) {
 		t.Errorf("carol's whoami after the device sign-in: %v\n%s", err, out)
+	}
+
+	// The gateway again, refreshing every second: the sign-ins, their
+	// keys and the panel's sessions outlive the restart.
+	g.stop()
+	g.env = append(g.env, "BERTH_OIDC_REFRESH_INTERVAL=1s")
+	g.start()
+	if out, err := bobRun("whoami"); err != nil {
+		t.Fatalf("bob's key after the gateway's restart: %v\n%s", err, out)
 	}
 
 	// The provider drops bob from engineering.

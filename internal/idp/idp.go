@@ -159,6 +159,7 @@ func New(ctx context.Context, cfg Config, hc *http.Client, now func() time.Time)
 // again after any error, so a refresh the provider refused
 // (invalid_grant) came back as the second try's invalid_client.
 func (p *Provider) token(ctx context.Context, do func(*oauth2.Config) (*oauth2.Token, error)) (*oauth2.Token, error) {
+	do = retried(ctx, do)
 	c := p.oauth.Load()
 	tok, err := do(c)
 	if errorCode(err) != "invalid_client" {
@@ -175,6 +176,45 @@ func (p *Provider) token(ctx context.Context, do func(*oauth2.Config) (*oauth2.T
 		return tok, err2
 	}
 	return nil, err
+}
+
+// retryWaits are the waits before each new try of a token request the
+// provider failed on its own side.
+var retryWaits = []time.Duration{100 * time.Millisecond, 250 * time.Millisecond, 500 * time.Millisecond, time.Second}
+
+// retried is do tried again, after each of retryWaits, while the provider
+// answers that it failed itself (a 5xx, server_error,
+// temporarily_unavailable), as a provider's database does under
+// concurrent requests (hydra's: "Unable to serialize access due to a
+// concurrent update"): such a request changed nothing there, so its code
+// or refresh token is still good, and a person is not turned away for
+// the provider's trouble.
+func retried(ctx context.Context, do func(*oauth2.Config) (*oauth2.Token, error)) func(*oauth2.Config) (*oauth2.Token, error) {
+	return func(c *oauth2.Config) (*oauth2.Token, error) {
+		tok, err := do(c)
+		for _, wait := range retryWaits {
+			if !providerFailed(err) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return nil, err
+			case <-time.After(wait):
+			}
+			tok, err = do(c)
+		}
+		return tok, err
+	}
+}
+
+// providerFailed reports whether the token endpoint's answer says the
+// provider failed on its side.
+func providerFailed(err error) bool {
+	re, ok := errors.AsType[*oauth2.RetrieveError](err)
+	if !ok {
+		return false
+	}
+	return re.ErrorCode == "server_error" || re.ErrorCode == "temporarily_unavailable" || (re.Response != nil && re.Response.StatusCode >= 500)
 }
 
 // errorCode is the OAuth 2.0 error code of the token endpoint's answer

@@ -129,6 +129,12 @@ func Start(t testing.TB, opts ...Option) *Provider {
 	for attempt := 0; attempt < 3; attempt++ {
 		p.Log = filepath.Join(dir, "hydra-"+strconv.Itoa(attempt)+".log")
 		if err = p.run(t, bin, cfg); err == nil {
+			log := p.Log
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Logf("hydra's log (%s), its end:\n%s", log, tail(log))
+				}
+			})
 			return p
 		}
 	}
