@@ -14,6 +14,12 @@
 //     greeting on the container's address.
 //   - agent, berth: POST create → running (the container started);
 //     baseline: `podman run -d` returning.
+//   - engineer from a warm pool (with -warm-class, on a gateway with
+//     BERTH_SANDBOX_WARM=on): POST create → running, the sandbox claimed
+//     from the class's pool; baseline: the cold create of the engineer
+//     class (the same image and size) in the same run. Before each claim
+//     the pool is given time to fill again, so that every claim finds a
+//     member ready, as it would on a gateway not measured back to back.
 package main
 
 import (
@@ -24,9 +30,12 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 
+	"berth.dev/berth/bench/internal/report"
+	"berth.dev/berth/bench/internal/scratch"
 	"berth.dev/berth/bench/internal/stats"
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/client"
@@ -39,14 +48,15 @@ func main() {
 	image := flag.String("image", "localhost/berth-sandbox:latest", "the classes' image, for the baseline")
 	root := flag.String("podman-root", "", "the gateway's podman root (BERTH_SANDBOX_PODMAN_ROOT)")
 	key := flag.String("ssh-key", "", "an ssh public key file for engineer sandboxes")
+	warmClass := flag.String("warm-class", "", "an engineer class with a warm pool, measured against -class (none: not measured)")
 	flag.Parse()
-	if err := run(*n, *class, *agentClass, *image, *root, *key); err != nil {
+	if err := run(*n, *class, *agentClass, *warmClass, *image, *root, *key); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(n int, class, agentClass, image, root, keyFile string) error {
+func run(n int, class, agentClass, warmClass, image, root, keyFile string) error {
 	pub, err := os.ReadFile(keyFile)
 	if err != nil {
 		return fmt.Errorf("-ssh-key: %w", err)
@@ -54,8 +64,10 @@ func run(n int, class, agentClass, image, root, keyFile string) error {
 	c := client.New(os.Getenv("BERTH_URL"), os.Getenv("BERTH_API_KEY"), nil)
 	pm := podman{root: root}
 	ctx := context.Background()
-	var engB, engP, agB, agP []time.Duration
+	var engB, engP, agB, agP, warmB []time.Duration
+	var loads []string
 	for i := range n {
+		loads = append(loads, scratch.LoadAvg())
 		// Alternate so drift in the machine's load touches both alike.
 		d, err := pm.engineer(ctx, image, strings.TrimSpace(string(pub)), i)
 		if err != nil {
@@ -74,18 +86,76 @@ func run(n int, class, agentClass, image, root, keyFile string) error {
 			return err
 		}
 		agB = append(agB, d)
-		fmt.Fprintf(os.Stderr, "run %d/%d: engineer %v vs %v, agent %v vs %v\n", i+1, n, engB[i], engP[i], agB[i], agP[i])
+		fmt.Fprintf(os.Stderr, "run %d/%d: engineer %v vs %v, agent %v vs %v", i+1, n, engB[i], engP[i], agB[i], agP[i])
+		if warmClass != "" {
+			if err := pm.poolFull(ctx, warmClass); err != nil {
+				return err
+			}
+			if d, err = berth(ctx, c, api.CreateSandbox{Name: fmt.Sprintf("bench-warm-%d", i), Class: warmClass, SSHKeys: []string{strings.TrimSpace(string(pub))}}); err != nil {
+				return err
+			}
+			warmB = append(warmB, d)
+			fmt.Fprintf(os.Stderr, ", from the pool %v", d)
+		}
+		fmt.Fprintln(os.Stderr)
 	}
-	fmt.Printf("create→ready, median of %d (podman, runc, one host)\n", n)
-	fmt.Printf("%-10s %12s %16s %7s\n", "sandbox", "berth", "bare podman run", "ratio")
-	for _, r := range []struct {
-		kind        string
-		berth, bare []time.Duration
-	}{{"engineer", engB, engP}, {"agent", agB, agP}} {
+	load := loads[len(loads)/2]
+	fmt.Printf("create→ready, median of %d (podman, runc, one host; load %s)\n", n, load)
+	fmt.Printf("%-22s %12s %22s %7s\n", "sandbox", "berth", "baseline", "ratio")
+	rows := []struct {
+		kind, baseline, goal string
+		berth, bare          []time.Duration
+	}{
+		{"engineer", "bare podman run", "≤ 1.10", engB, engP},
+		{"agent", "bare podman run", "≤ 1.15", agB, agP},
+	}
+	if warmClass != "" {
+		rows = append(rows, struct {
+			kind, baseline, goal string
+			berth, bare          []time.Duration
+		}{"engineer, warm pool", "cold create, same class", "≤ 0.25 and ≤ 60 ms", warmB, engB})
+	}
+	for _, r := range rows {
 		b, p := stats.Median(r.berth), stats.Median(r.bare)
-		fmt.Printf("%-10s %12s %16s %7.2f\n", r.kind, b.Round(time.Millisecond), p.Round(time.Millisecond), float64(b)/float64(p))
+		ratio := float64(b) / float64(p)
+		fmt.Printf("%-22s %12s %22s %7.2f\n", r.kind, b.Round(time.Millisecond), r.baseline+" "+p.Round(time.Millisecond).String(), ratio)
+		if err := report.Emit(report.Figure{Bench: "start", Name: r.kind + " create → ready", Value: b.Round(time.Millisecond).String(),
+			Baseline: r.baseline + " " + p.Round(time.Millisecond).String(), Ratio: ratio, Goal: r.goal, N: n, Load: load}); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// poolFull waits until class's pool has two running members nobody
+// claimed (bench/start.sh makes it warm: 2), and a moment more for their
+// sshd: a member is claimed only once it answers.
+func (p podman) poolFull(ctx context.Context, class string) error {
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		out, err := p.cmd(ctx, nil, "ps", "--filter", "label=berth.class="+class, "--filter", "label=berth.pool", "--format", "{{.Names}}").Output()
+		if err != nil {
+			return fmt.Errorf("podman ps: %v", err)
+		}
+		// Claimed members keep their pool's labels; count what is not.
+		free := 0
+		for _, name := range strings.Fields(string(out)) {
+			if !p.claimed(name) {
+				free++
+			}
+		}
+		if free >= 2 {
+			time.Sleep(time.Second)
+			return nil
+		}
+	}
+	return fmt.Errorf("the %s pool did not fill within 2 minutes", class)
+}
+
+// claimed reports whether a pool member's control directory has had a
+// ready file: only a claim brings one.
+func (p podman) claimed(name string) bool {
+	matches, _ := filepath.Glob(filepath.Join(p.root, "pools", "*", "members", name, "ready"))
+	return len(matches) > 0
 }
 
 // berth creates a sandbox, waits until the API says running, and
@@ -98,7 +168,7 @@ func berth(ctx context.Context, c *client.Client, req api.CreateSandbox) (time.D
 	}
 	defer c.Terminate(context.WithoutCancel(ctx), sb.ID)
 	for sb.State == "starting" {
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(2 * time.Millisecond)
 		if sb, err = c.Sandbox(ctx, sb.ID); err != nil {
 			return 0, err
 		}

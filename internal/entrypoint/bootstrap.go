@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,11 +19,13 @@ import (
 	"berth.dev/berth/internal/secret"
 )
 
-// The warm-pool mode (SPEC S12). A warm pool's pod starts before anybody
-// has asked for it, so it carries nothing of a sandbox's own: no id, key
-// or authorized keys, only BERTH_BASE_URL and BERTH_BOOTSTRAP_FILE, the
-// downward-API file of its own annotations. Once a claim takes the pod,
-// the claim's annotations reach that file, a one-time token among them;
+// The warm-pool mode (SPEC S12). A warm pool's machine starts before
+// anybody has asked for it, so it carries nothing of a sandbox's own: no
+// id, key or authorized keys, only BERTH_BASE_URL and
+// BERTH_BOOTSTRAP_FILE: on Kubernetes the downward-API file of the pod's
+// own annotations, on podman a file the driver writes into a directory of
+// the container's (warmsshd.go). Once a claim takes the machine, a
+// one-time token reaches that file (a claim's annotation, key="value");
 // berth-init trades the token at the gateway for the sandbox's
 // environment, once, and then starts as any sandbox does.
 
@@ -46,6 +49,10 @@ func bootstrap(ctx context.Context, env Env, poll time.Duration) (Env, error) {
 		return env, errors.New("BERTH_BASE_URL is not set: a warm pool's sandbox fetches its environment there")
 	}
 	fmt.Fprintf(env.Stderr, "berth-init: in the warm pool: waiting for a claim (%s)\n", file)
+	// The token is noticed as it arrives where the directory can be
+	// watched, and at the next poll anyway.
+	changes, stop := dirChanges(filepath.Dir(file))
+	defer stop()
 	var token secret.Secret
 	for token.IsZero() {
 		var err error
@@ -56,8 +63,16 @@ func bootstrap(ctx context.Context, env Env, poll time.Duration) (Env, error) {
 			select {
 			case <-ctx.Done():
 				return env, ctx.Err()
+			case <-changes:
 			case <-time.After(poll):
 			}
+		}
+	}
+	if env.Getenv(envReadyFile) != "" {
+		// On podman the file is the container's own: the token is used
+		// once, so it goes now, and a later start waits for a new one.
+		if err := os.Remove(file); err != nil {
+			return env, fmt.Errorf("remove the used token: %w", err)
 		}
 	}
 	fmt.Fprintln(env.Stderr, "berth-init: claimed: fetching the sandbox's environment")

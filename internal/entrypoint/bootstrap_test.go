@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/entrypoint"
 )
 
 // gatewayStandIn answers the bootstrap route for token with env, once,
@@ -83,5 +85,71 @@ func TestWarmPoolRefused(t *testing.T) {
 	}
 	if !strings.Contains(h.stderr.String(), "401") {
 		t.Errorf("stderr does not say the gateway refused:\n%s", h.stderr.String())
+	}
+}
+
+// TestWarmPoolOnPodman: a podman pool member's berth-init starts sshd
+// before any claim, with none of a sandbox's environment and a stale
+// ready file gone; the claim's token, written later into its directory,
+// is noticed, traded once and removed; HOME gets the sandbox's keys; only
+// then does the ready file appear, and berth-init stays sshd's parent
+// instead of exec'ing it.
+func TestWarmPoolOnPodman(t *testing.T) {
+	needCommand(t, "ssh-keygen")
+	env := engineerVars()
+	srv := gatewayStandIn(t, "bst_ONETIME", env)
+	dir := t.TempDir()
+	claim, ready := filepath.Join(dir, "claim"), filepath.Join(dir, "ready")
+	if err := os.WriteFile(ready, []byte("ready\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, map[string]string{
+		"BERTH_BOOTSTRAP_FILE": claim, "BERTH_READY_FILE": ready, "BERTH_BASE_URL": srv.URL, "BERTH_SANDBOX_PURPOSE": "engineer",
+	})
+	e := h.env()
+	var started []string
+	startedEnv := ""
+	e.Start = func(c *exec.Cmd) error {
+		started = c.Args
+		startedEnv = strings.Join(c.Env, "\n")
+		if _, err := os.Stat(ready); err == nil {
+			t.Error("sshd started while the last start's ready file was still there")
+		}
+		if _, err := os.Stat(claim); err == nil {
+			t.Error("sshd started after the claim: it must answer before")
+		}
+		go func() {
+			// The claim comes once sshd answers, as the driver writes it.
+			content := `berth.dev/bootstrap-token=` + strconv.Quote("bst_ONETIME") + "\n"
+			_ = os.WriteFile(filepath.Join(dir, ".claim.tmp"), []byte(content), 0o644)
+			_ = os.Rename(filepath.Join(dir, ".claim.tmp"), claim)
+		}()
+		return nil
+	}
+	supervised := false
+	e.Supervise = func(c *exec.Cmd) int {
+		supervised = true
+		if _, err := os.Stat(ready); err != nil {
+			t.Errorf("supervising sshd before saying ready: %v", err)
+		}
+		if got := h.read(".ssh/authorized_keys"); !strings.Contains(got, "ssh-ed25519 AAAAone a@x") {
+			t.Errorf("ready with authorized_keys %q, want the fetched keys", got)
+		}
+		return 0
+	}
+	code := entrypoint.Main([]string{"/usr/local/bin/berth-init"}, e)
+	if code != 0 || !supervised {
+		t.Fatalf("Main = %d, supervised %v; stderr:\n%s", code, supervised, h.stderr.String())
+	}
+	if len(started) == 0 || started[0] != "/usr/sbin/sshd" || len(h.execs) != 0 {
+		t.Fatalf("started %v and exec'd %v; want sshd started, nothing exec'd", started, h.execs)
+	}
+	for _, secretish := range []string{"BERTH_SANDBOX_ID", "BERTH_API_KEY", "BERTH_GIT_TOKEN"} {
+		if strings.Contains(startedEnv, secretish) {
+			t.Errorf("the early sshd's environment has %s:\n%s", secretish, startedEnv)
+		}
+	}
+	if _, err := os.Stat(claim); !os.IsNotExist(err) {
+		t.Errorf("the used token's file is still there: %v", err)
 	}
 }

@@ -105,7 +105,11 @@
 //	                          downward-API file of the pod's annotations; berth-init
 //	                          waits there for the berth.dev/bootstrap-token a claim
 //	                          adds, trades it once at BERTH_BASE_URL for the sandbox's
-//	                          environment (POST /sandbox/v1/bootstrap), then starts
+//	                          environment (POST /sandbox/v1/bootstrap), then starts;
+//	                          on podman a file the driver writes, removed once read
+//	BERTH_READY_FILE          warm pool on podman: sshd starts before the claim, as
+//	                          berth-init's child; once claimed and HOME is written,
+//	                          berth-init creates this file and stays sshd's parent
 //
 // Start-only, never written to HOME: BERTH_AUTHORIZED_KEYS,
 // BERTH_GIT_TOKEN, BERTH_PI_CONFIG, BERTH_PI_SETTINGS, and BERTH_TASK, which
@@ -181,20 +185,25 @@ type Env struct {
 	// WaitForStop blocks until the container is asked to stop (SIGTERM or
 	// SIGINT).
 	WaitForStop func()
+	// Supervise stays the parent of sshd, which Start started, until it
+	// ends, and returns its exit code (the warm pool's mode, where
+	// berth-init stays PID 1); nil waits for sshd alone.
+	Supervise func(sshd *exec.Cmd) int
 }
 
 // OSEnv is the Env of the running process.
 func OSEnv() Env {
 	return Env{
-		Getenv:   os.Getenv,
-		Environ:  os.Environ,
-		Stdin:    os.Stdin,
-		Stdout:   os.Stdout,
-		Stderr:   os.Stderr,
-		Run:      (*exec.Cmd).Run,
-		Start:    (*exec.Cmd).Start,
-		Exec:     syscall.Exec,
-		SetStdin: setStdin,
+		Getenv:    os.Getenv,
+		Environ:   os.Environ,
+		Stdin:     os.Stdin,
+		Stdout:    os.Stdout,
+		Stderr:    os.Stderr,
+		Run:       (*exec.Cmd).Run,
+		Start:     (*exec.Cmd).Start,
+		Exec:      syscall.Exec,
+		SetStdin:  setStdin,
+		Supervise: supervise,
 		WaitForStop: func() {
 			// As PID 1 a signal without a handler is ignored: ask for them.
 			ch := make(chan os.Signal, 1)
@@ -234,8 +243,17 @@ func start(args []string, env Env, opts options) int {
 	if env.Start == nil {
 		env.Start = (*exec.Cmd).Start
 	}
+	var early *earlySSHD
 	if pooled(env.Getenv) {
 		var err error
+		if ready := env.Getenv(envReadyFile); ready != "" {
+			if early, err = startEarlySSHD(env, ready); err != nil {
+				fmt.Fprintf(env.Stderr, "berth-init: warm pool: %v\n", err)
+				return exitFailure
+			}
+			// A start that fails from here on takes sshd with it.
+			defer early.stop()
+		}
 		if env, err = bootstrap(context.Background(), env, 500*time.Millisecond); err != nil {
 			fmt.Fprintf(env.Stderr, "berth-init: warm pool: %v\n", err)
 			return exitFailure
@@ -281,6 +299,10 @@ func start(args []string, env Env, opts options) int {
 		return exitFailure
 	}
 	if cfg.purpose == purposeAgent {
+		if early != nil {
+			r.logf("a warm pool's machine is an engineer's, not sandbox %s's (%s)", cfg.id, cfg.purpose)
+			return exitFailure
+		}
 		return r.runAgent(cmd)
 	}
 	if len(cmd) > 0 {
@@ -292,6 +314,9 @@ func start(args []string, env Env, opts options) int {
 		if err := r.startPostCreate(); err != nil {
 			r.logf("postCreateCommand: %v", err)
 		}
+	}
+	if early != nil {
+		return r.serve(early)
 	}
 	return r.startSSHD()
 }

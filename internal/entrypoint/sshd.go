@@ -22,36 +22,8 @@ const sshdPort = 2222
 // foreground. sshd then is PID 1: it handles SIGTERM, so `podman stop` is
 // quick, and it reaps the processes of its sessions.
 func (r *starter) startSSHD() int {
-	dir := filepath.Join(r.cfg.home, ".sshd")
-	if err := privateDir(dir); err != nil {
-		r.logf("prepare sshd: %v", err)
-		return exitFailure
-	}
-	key := filepath.Join(dir, "host_ed25519")
-	if _, err := os.Stat(key); errors.Is(err, fs.ErrNotExist) {
-		r.logf("generating the sandbox's ssh host key")
-		cmd := r.command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "berth-sandbox", "-f", key)
-		if err := r.env.Run(cmd); err != nil {
-			r.logf("ssh-keygen: %v", err)
-			return exitFailure
-		}
-	} else if err != nil {
-		r.logf("prepare sshd: %v", err)
-		return exitFailure
-	}
-	// sshd ignores a host key others may read, and a volume can come back
-	// with its files group-read-write (a kubelet's fsGroup change walks
-	// the whole volume at each mount unless told otherwise).
-	if err := os.Chmod(key, 0o600); err != nil {
-		r.logf("prepare sshd: %v", err)
-		return exitFailure
-	}
-	strict, why := homeModes(r.cfg.home, os.Getuid())
-	if !strict {
-		r.logf("%s; sshd runs with StrictModes off: every process in the sandbox is its user's, so no other user can write there", why)
-	}
-	conf := filepath.Join(dir, "sshd_config")
-	if err := writeFile(conf, sshdConfig(r.cfg.home, strict), 0o600); err != nil {
+	conf, err := r.prepareSSHD()
+	if err != nil {
 		r.logf("prepare sshd: %v", err)
 		return exitFailure
 	}
@@ -62,9 +34,43 @@ func (r *starter) startSSHD() int {
 	for _, v := range sessionEnv(r.env.Environ()) {
 		envv = append(envv, v.name+"="+v.value)
 	}
-	err := r.env.Exec(sshdBinary, []string{sshdBinary, "-D", "-e", "-f", conf}, envv)
+	err = r.env.Exec(sshdBinary, []string{sshdBinary, "-D", "-e", "-f", conf}, envv)
 	r.logf("exec %s: %v", sshdBinary, err)
 	return exitFailure
+}
+
+// prepareSSHD makes the host key once and writes sshd's configuration;
+// it returns the configuration's path.
+func (r *starter) prepareSSHD() (string, error) {
+	dir := filepath.Join(r.cfg.home, ".sshd")
+	if err := privateDir(dir); err != nil {
+		return "", err
+	}
+	key := filepath.Join(dir, "host_ed25519")
+	if _, err := os.Stat(key); errors.Is(err, fs.ErrNotExist) {
+		r.logf("generating the sandbox's ssh host key")
+		cmd := r.command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "berth-sandbox", "-f", key)
+		if err := r.env.Run(cmd); err != nil {
+			return "", fmt.Errorf("ssh-keygen: %w", err)
+		}
+	} else if err != nil {
+		return "", err
+	}
+	// sshd ignores a host key others may read, and a volume can come back
+	// with its files group-read-write (a kubelet's fsGroup change walks
+	// the whole volume at each mount unless told otherwise).
+	if err := os.Chmod(key, 0o600); err != nil {
+		return "", err
+	}
+	strict, why := homeModes(r.cfg.home, os.Getuid())
+	if !strict {
+		r.logf("%s; sshd runs with StrictModes off: every process in the sandbox is its user's, so no other user can write there", why)
+	}
+	conf := filepath.Join(dir, "sshd_config")
+	if err := writeFile(conf, sshdConfig(r.cfg.home, strict), 0o600); err != nil {
+		return "", err
+	}
+	return conf, nil
 }
 
 // homeModes readies HOME for sshd's StrictModes, which refuses the keys

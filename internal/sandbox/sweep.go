@@ -283,11 +283,13 @@ func (s sweeper) sweepOne(ctx context.Context, sb Sandbox, m Machine, has, machi
 	switch sb.State {
 	case StateStarting:
 		// A stop interrupted the start: nobody holds it (servedElsewhere).
-		if machine && m.Status == MachineRunning {
+		if machine && m.Status == MachineRunning && !sb.FromPool {
 			// Its machine was made and runs, with the key it was given:
 			// wait for it to be ready again.
 			s.enqueue(ctx, Spec{Sandbox: sb})
 		} else if err := s.finishStart(ctx, sb); err != nil {
+			// (A pool's machine that runs may still wait for its token:
+			// it gets a new one, which it takes only if it does.)
 			return s.failUnfinished(ctx, sb, err, res)
 		}
 		res.Resumed = append(res.Resumed, sb.ID)

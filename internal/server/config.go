@@ -160,7 +160,7 @@ const SettingsHelp = `Settings (environment variables, read once at start-up):
                                     from, in an init container: berth's sandbox image (default
                                     localhost/berth-sandbox:latest)
   BERTH_SANDBOX_WARM                on or off (default): warm pools for engineer classes with
-                                    warm > 0 (kubernetes only); off deletes every pool at start
+                                    warm > 0 (podman and kubernetes); off deletes every pool
   KUBECONFIG                        kubernetes: the cluster when the gateway runs outside it
                                     (default: the in-cluster service account)
   BERTH_SANDBOX_PODMAN_BINARY       podman driver's command (default podman)

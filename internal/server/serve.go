@@ -397,8 +397,8 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) er
 	if cfg.Driver == "kubernetes" && cfg.Namespace == "" {
 		log.Warn("BERTH_SANDBOX_NAMESPACE is unset: sandboxes go in the default namespace; give them their own, with the NetworkPolicy of deploy/")
 	}
-	if cfg.Warm && cfg.Driver != "kubernetes" {
-		log.Warn("BERTH_SANDBOX_WARM=on does nothing here: only the kubernetes driver keeps warm pools", "driver", cfg.Driver)
+	if cfg.Warm && cfg.Driver != "kubernetes" && cfg.Driver != "podman" {
+		log.Warn("BERTH_SANDBOX_WARM=on does nothing here: only the podman and kubernetes drivers keep warm pools", "driver", cfg.Driver)
 	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -562,6 +562,7 @@ func PodmanConfig(cfg Config) podman.Config {
 		Network:      cfg.PodmanNetwork,
 		AgentNetwork: cfg.PodmanAgentNet,
 		Runtimes:     rts,
+		PublicURL:    cfg.SandboxPublicURL,
 	}
 }
 

@@ -56,8 +56,8 @@ type Pool struct {
 	Runtime string
 }
 
-// Pools is the capability of a driver that keeps warm pools (Kubernetes,
-// with agent-sandbox's extensions). A sandbox whose Spec carries a
+// Pools is the capability of a driver that keeps warm pools (podman, its
+// own; Kubernetes, with agent-sandbox's extensions). A sandbox whose Spec carries a
 // Bootstrap token is taken from its class's pool.
 type Pools interface {
 	// SyncPools makes the driver's pools exactly pools, one per

@@ -5,11 +5,13 @@ import (
 	"testing"
 	"time"
 
+	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/driver/podman"
 	"berth.dev/berth/internal/golden"
 	"berth.dev/berth/internal/quantity"
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/warm"
 )
 
 func testSandbox() sandbox.Sandbox {
@@ -94,5 +96,23 @@ func TestAgentArgs(t *testing.T) {
 	args := podman.AgentArgs(cfg, sb, sandbox.RunSpec{Work: "/w", Network: "open"}, nil, "")
 	if !strings.Contains(strings.Join(args, " "), "--network podman ") {
 		t.Errorf("an open run's argv: %q", args)
+	}
+}
+
+// TestMemberArgs pins a warm pool member's argv (SPEC S12): a sandbox's
+// hardening and limits, the pool's labels and no owner's, its own volume
+// and control directory, its environment by file.
+func TestMemberArgs(t *testing.T) {
+	cfg := podman.Config{StateDir: "/var/lib/berth/podman", Deployment: "berth", PublicURL: "http://host.containers.internal:8080"}
+	sb := testSandbox()
+	p := warm.Pool{Org: sb.Org, Class: class.Class{Name: sb.Class, Image: sb.Image, CPU: sb.CPU, Memory: sb.Memory, Isolation: sb.Isolation, Warm: 2}}
+	args := podman.MemberArgs(cfg, p, "berth-pool-abcdefghijkl", "/var/lib/berth/podman/pools/berth/members/berth-pool-abcdefghijkl", "/state/env/x.env")
+	golden.Check(t, "run-member", []byte(strings.Join(args, "\n")+"\n"))
+	for _, a := range args {
+		for _, owner := range []string{sb.Owner, sb.Project, string(sb.ID), sb.Name} {
+			if strings.Contains(a, owner) {
+				t.Errorf("a pool member's argv names %q, a sandbox's own (%q)", owner, a)
+			}
+		}
 	}
 }

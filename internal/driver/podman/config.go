@@ -47,6 +47,9 @@ type Config struct {
 	ReadyTimeout time.Duration
 	// StopTimeout is podman stop's grace period; 0 means 10 seconds.
 	StopTimeout time.Duration
+	// PublicURL is where sandboxes reach the gateway (BERTH_SANDBOX_PUBLIC_URL):
+	// a warm pool's members are told it before anybody claims them.
+	PublicURL string
 	// OrphanAge is how old a runtime container podman does not know must
 	// be before Tidy removes it; 0 means 2 minutes.
 	OrphanAge time.Duration

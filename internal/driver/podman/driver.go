@@ -36,6 +36,8 @@ type Driver struct {
 	// reused, so any start, stop or removal empties it.
 	mu  sync.Mutex
 	ips map[sandbox.ID]string
+
+	pool pools // warm pools (pools.go)
 }
 
 var (
@@ -65,12 +67,17 @@ func New(cfg Config, log *slog.Logger) (*Driver, error) {
 	}
 	d := &Driver{cfg: cfg, log: log, dial: (&net.Dialer{Timeout: time.Second}).DialContext}
 	d.run = d.exec
+	if err := d.loadClaims(); err != nil {
+		return nil, err
+	}
 	return d, nil
 }
 
 // NewWithRunner returns a Driver that runs podman through run (tests).
 func NewWithRunner(cfg Config, log *slog.Logger, run Runner) *Driver {
-	return &Driver{cfg: cfg.withDefaults(), run: run, log: log, dial: (&net.Dialer{Timeout: time.Second}).DialContext}
+	d := &Driver{cfg: cfg.withDefaults(), run: run, log: log, dial: (&net.Dialer{Timeout: time.Second}).DialContext}
+	d.pool.claims, d.pool.members = map[sandbox.ID]string{}, map[string]*member{}
+	return d
 }
 
 // exec runs the real binary.
@@ -199,16 +206,25 @@ func (i inspected) ip() string {
 }
 
 func (d *Driver) inspect(ctx context.Context, id sandbox.ID) (inspected, error) {
-	out, err := d.run(ctx, nil, "container", "inspect", "--format", "json", d.cfg.name(id))
-	if noSuch(err) {
+	cur, err := d.inspectName(ctx, d.nameOf(id))
+	if errors.Is(err, fault.NotFound) {
 		return inspected{}, fault.Errorf(fault.NotFound, "podman: container of %s", id)
+	}
+	return cur, err
+}
+
+// inspectName inspects the container called name.
+func (d *Driver) inspectName(ctx context.Context, name string) (inspected, error) {
+	out, err := d.run(ctx, nil, "container", "inspect", "--format", "json", name)
+	if noSuch(err) {
+		return inspected{}, fault.Errorf(fault.NotFound, "podman: container %s", name)
 	}
 	if err != nil {
 		return inspected{}, err
 	}
 	var got []inspected
 	if err := json.Unmarshal(out, &got); err != nil || len(got) != 1 {
-		return inspected{}, fmt.Errorf("podman inspect %s: unexpected answer: %v", id, err)
+		return inspected{}, fmt.Errorf("podman inspect %s: unexpected answer: %v", name, err)
 	}
 	return got[0], nil
 }
@@ -217,6 +233,9 @@ func (d *Driver) inspect(ctx context.Context, id sandbox.ID) (inspected, error) 
 // stop, or with spec.Replace recreates it on the same volume; then it waits
 // until the sandbox is ready.
 func (d *Driver) Start(ctx context.Context, spec sandbox.Spec) error {
+	if !spec.Bootstrap.IsZero() {
+		return d.startFromPool(ctx, spec)
+	}
 	d.forgetAddrs()
 	defer d.forgetAddrs()
 	sb := spec.Sandbox
@@ -254,7 +273,7 @@ func (d *Driver) Start(ctx context.Context, spec sandbox.Spec) error {
 	case !exists:
 		return fault.Errorf(fault.NotFound, "podman: %s has no container and no environment to create one", sb.ID)
 	case !cur.State.Running:
-		if _, err := d.run(ctx, nil, "start", d.cfg.name(sb.ID)); err != nil {
+		if _, err := d.run(ctx, nil, "start", d.nameOf(sb.ID)); err != nil {
 			return err
 		}
 	}
@@ -288,8 +307,8 @@ func (d *Driver) create(ctx context.Context, spec sandbox.Spec) error {
 	name := d.cfg.name(sb.ID)
 	if spec.Run != nil {
 		// An agent run has no home volume: the checkout is its only mount.
-		if err := d.checkNetwork(ctx, *spec.Run); err != nil {
-			return err
+		if spec.Run.Network == "open" {
+			d.log.WarnContext(ctx, "an agent run on an open network holds the sandbox's key and can reach anything")
 		}
 	} else if _, err := d.run(ctx, nil, VolumeArgs(d.cfg, sb)...); err != nil && !alreadyExists(err) {
 		return err
@@ -320,6 +339,9 @@ func (d *Driver) create(ctx context.Context, spec sandbox.Spec) error {
 	if err != nil {
 		if alreadyExists(err) {
 			return err // another container by that name: not ours to remove
+		}
+		if spec.Run != nil {
+			err = d.networkMissing(*spec.Run, err)
 		}
 		// Don't let ctx's cancellation stop the clean-up.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -353,32 +375,55 @@ func alreadyExists(err error) bool {
 // when sshd answers with its greeting on the container's address, an
 // agent's once its container runs. A container that stops meanwhile is an
 // error carrying its exit code and last words.
+//
+// podman is asked for the address once: each of its calls costs tens of
+// milliseconds, longer than sshd takes to come up. The greeting is then
+// tried every few milliseconds (a refused dial costs microseconds), and
+// podman asked again only now and then, to notice a container that died.
 func (d *Driver) waitReady(ctx context.Context, sb sandbox.Sandbox) error {
+	_, err := d.waitGreeting(ctx, d.nameOf(sb.ID), sb.Purpose)
+	return err
+}
+
+// waitGreeting is waitReady for the container called name; it returns
+// the container's address (none for an agent's).
+func (d *Driver) waitGreeting(ctx context.Context, name string, purpose sandbox.Purpose) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.ReadyTimeout)
 	defer cancel()
-	delay := 20 * time.Millisecond
+	var ip string
+	lastInspect := time.Time{}
 	for {
-		cur, err := d.inspect(ctx, sb.ID)
-		if err != nil {
-			return err
+		if ip == "" || time.Since(lastInspect) >= readyRecheck {
+			cur, err := d.inspectName(ctx, name)
+			if err != nil {
+				return "", err
+			}
+			lastInspect = time.Now()
+			if !cur.State.Running {
+				return "", fmt.Errorf("its process exited %d before it was ready%s", cur.State.ExitCode, d.lastWordsOf(ctx, name, cur))
+			}
+			if purpose == sandbox.PurposeAgent {
+				return "", nil
+			}
+			ip = cur.ip()
 		}
-		if !cur.State.Running {
-			return fmt.Errorf("its process exited %d before it was ready%s", cur.State.ExitCode, d.lastWords(ctx, sb.ID, cur))
-		}
-		if sb.Purpose == sandbox.PurposeAgent {
-			return nil
-		}
-		if ip := cur.ip(); ip != "" && d.greets(ctx, net.JoinHostPort(ip, strconv.Itoa(sshPort))) {
-			return nil
+		if ip != "" && d.greets(ctx, net.JoinHostPort(ip, strconv.Itoa(sshPort))) {
+			return ip, nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("sshd did not answer on port %d within %s", sshPort, d.cfg.ReadyTimeout)
-		case <-time.After(delay):
+			return "", fmt.Errorf("sshd did not answer on port %d within %s", sshPort, d.cfg.ReadyTimeout)
+		case <-time.After(readyPoll):
 		}
-		delay = min(delay*2, 250*time.Millisecond)
 	}
 }
+
+// readyPoll is how often a starting sandbox's sshd is tried; readyRecheck
+// how often podman is asked whether its container still runs meanwhile.
+const (
+	readyPoll    = 5 * time.Millisecond
+	readyRecheck = 500 * time.Millisecond
+)
 
 // greets reports whether an ssh server answers at addr.
 func (d *Driver) greets(ctx context.Context, addr string) bool {
@@ -394,6 +439,11 @@ func (d *Driver) greets(ctx context.Context, addr string) bool {
 
 // lastWords is what a stopped container said last, for failure reasons.
 func (d *Driver) lastWords(ctx context.Context, id sandbox.ID, cur inspected) string {
+	return d.lastWordsOf(ctx, d.nameOf(id), cur)
+}
+
+// lastWordsOf is lastWords of the container called name.
+func (d *Driver) lastWordsOf(ctx context.Context, name string, cur inspected) string {
 	var parts []string
 	if cur.State.OOMKilled {
 		parts = append(parts, "out of memory")
@@ -403,7 +453,7 @@ func (d *Driver) lastWords(ctx context.Context, id sandbox.ID, cur inspected) st
 	}
 	// podman logs interleaves both streams; the image's programs never
 	// print secrets (berth-init redacts them).
-	if out, err := d.run(ctx, nil, "logs", "--tail", "5", d.cfg.name(id)); err == nil {
+	if out, err := d.run(ctx, nil, "logs", "--tail", "5", name); err == nil {
 		if s := lastLines(string(out), 3); s != "" {
 			parts = append(parts, s)
 		}
@@ -418,7 +468,7 @@ func (d *Driver) lastWords(ctx context.Context, id sandbox.ID, cur inspected) st
 func (d *Driver) Stop(ctx context.Context, id sandbox.ID) error {
 	d.forgetAddrs()
 	defer d.forgetAddrs()
-	_, err := d.run(ctx, nil, "stop", "--time", strconv.Itoa(int(d.cfg.StopTimeout.Seconds())), d.cfg.name(id))
+	_, err := d.run(ctx, nil, "stop", "--time", strconv.Itoa(int(d.cfg.StopTimeout.Seconds())), d.nameOf(id))
 	if noSuch(err) {
 		if d.hasVolume(ctx, id) {
 			return nil // only the home is left: stopped enough
@@ -432,18 +482,18 @@ func (d *Driver) Stop(ctx context.Context, id sandbox.ID) error {
 func (d *Driver) Remove(ctx context.Context, id sandbox.ID) error {
 	d.forgetAddrs()
 	defer d.forgetAddrs()
-	name := d.cfg.name(id)
+	name := d.nameOf(id)
 	if _, err := d.run(ctx, nil, "rm", "--force", "--time", "0", name); err != nil && !noSuch(err) {
 		return err
 	}
 	if _, err := d.run(ctx, nil, "volume", "rm", "--force", name); err != nil && !noSuch(err) {
 		return err
 	}
-	return nil
+	return d.forgetClaim(ctx, id)
 }
 
 func (d *Driver) hasVolume(ctx context.Context, id sandbox.ID) bool {
-	_, err := d.run(ctx, nil, "volume", "inspect", d.cfg.name(id))
+	_, err := d.run(ctx, nil, "volume", "inspect", d.nameOf(id))
 	return err == nil
 }
 
@@ -477,6 +527,8 @@ func machine(id sandbox.ID, cur inspected) sandbox.Machine {
 // listed is the part of `podman ps --format json` and `podman volume ls
 // --format json` the driver reads.
 type listed struct {
+	Names    []string // containers'
+	Name     string   // volumes'
 	Labels   map[string]string
 	State    string
 	ExitCode int
@@ -499,6 +551,9 @@ func (d *Driver) List(ctx context.Context) ([]sandbox.Machine, error) {
 	var ms []sandbox.Machine
 	for _, c := range cs {
 		id := sandbox.ID(c.Labels[labelSandbox])
+		if id == "" && len(c.Names) > 0 {
+			id, _ = d.claimedBy(c.Names[0]) // a warm pool's; none for an unclaimed member
+		}
 		if id == "" || seen[id] {
 			continue
 		}
@@ -522,6 +577,9 @@ func (d *Driver) List(ctx context.Context) ([]sandbox.Machine, error) {
 	}
 	for _, v := range vs {
 		id := sandbox.ID(v.Labels[labelSandbox])
+		if id == "" {
+			id, _ = d.claimedBy(v.Name)
+		}
 		if id == "" || seen[id] {
 			continue
 		}
@@ -576,17 +634,15 @@ func (d *Driver) forgetAddrs() {
 	d.mu.Unlock()
 }
 
-// checkNetwork fails closed (SPEC S13): an allowlist run whose network
-// does not exist does not start on another one. An open run starts, with
-// a warning: it holds a credential and can reach anything.
-func (d *Driver) checkNetwork(ctx context.Context, run sandbox.RunSpec) error {
-	if run.Network == "open" {
-		d.log.WarnContext(ctx, "an agent run on an open network holds the sandbox's key and can reach anything")
-		return nil
+// networkMissing turns podman's refusal of an agent run whose allowlist
+// network does not exist into the reason it fails closed (SPEC S13): the
+// run does not start on another network. podman checks the network as it
+// creates the container, so no call of berth's is needed beforehand.
+func (d *Driver) networkMissing(run sandbox.RunSpec, err error) error {
+	var pe *podmanError
+	if run.Network == "open" || !errors.As(err, &pe) || !strings.Contains(pe.stderr, "network not found") {
+		return err
 	}
-	if _, err := d.run(ctx, nil, "network", "exists", d.cfg.AgentNetwork); err != nil {
-		return fault.Errorf(fault.Unavailable, "the allowlist network %s does not exist, so the run does not start (berth admin network creates it; a class may ask for an open network instead)",
-			d.cfg.AgentNetwork)
-	}
-	return nil
+	return fault.Errorf(fault.Unavailable, "the allowlist network %s does not exist, so the run does not start (berth admin network creates it; a class may ask for an open network instead)",
+		d.cfg.AgentNetwork)
 }

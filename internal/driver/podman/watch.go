@@ -19,6 +19,7 @@ var _ sandbox.Watcher = (*Driver)(nil)
 // event is the part of a `podman events --format json` line the driver
 // reads: what happened, and the container's labels.
 type event struct {
+	Name       string
 	Status     string
 	Attributes map[string]string
 }
@@ -80,8 +81,19 @@ func (d *Driver) watchEvents(ctx context.Context, since time.Time, changed func(
 		if json.Unmarshal(b, &e) != nil {
 			return
 		}
+		if e.Status != "died" && e.Status != "remove" {
+			return
+		}
 		id := sandbox.ID(e.Attributes[labelSandbox])
-		if id == "" || (e.Status != "died" && e.Status != "remove") {
+		if id == "" && e.Attributes[labelPool] != "" {
+			claimed, ok := d.claimedBy(cmp.Or(e.Name, e.Attributes["name"]))
+			if !ok {
+				d.keep() // an unclaimed member went: make another
+				return
+			}
+			id = claimed
+		}
+		if id == "" {
 			return
 		}
 		d.forgetAddrs() // its address may be another's soon

@@ -1,0 +1,13 @@
+//go:build !linux
+
+package entrypoint
+
+import "os/exec"
+
+// supervise waits for sshd where there is no PID 1 to be (not Linux).
+func supervise(sshd *exec.Cmd) int {
+	if err := sshd.Wait(); err != nil {
+		return exitFailure
+	}
+	return exitOK
+}
