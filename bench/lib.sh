@@ -23,7 +23,16 @@ go build -o "$work/berth" ./cmd/berth
 go build -o "$work/bench" "./bench/$1"
 ssh-keygen -q -t ed25519 -N '' -f "$work/key"
 
-port=${BERTH_BENCH_PORT:-18181}
+# The first port from 18181 nobody listens on: other benchmarks may run
+# on this machine at the same time.
+free_port() {
+  local p
+  for p in $(seq 18181 18280); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
+  done
+  echo 18181
+}
+port=${BERTH_BENCH_PORT:-$(free_port)}
 export BERTH_DATA_DIR=$work/data BERTH_SANDBOX_DRIVER=podman BERTH_SANDBOX_PODMAN_ROOT=$root \
   BERTH_SANDBOXES_FILE=$PWD/examples/sandboxes.yaml BERTH_SANDBOX_GIT_FORGE=local \
   BERTH_ADDR=127.0.0.1:$port BERTH_URL=http://127.0.0.1:$port BERTH_LOG_LEVEL=warn

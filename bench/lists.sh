@@ -44,4 +44,4 @@ port=${BERTH_BENCH_PORT:-18191}
 start before "$port"
 start after $((port + 1))
 BERTH_BEFORE_KEY=$(cat "$work/before/key") BERTH_AFTER_KEY=$(cat "$work/after/key") \
-  "$work/bench" -before "http://127.0.0.1:$port" -after "http://127.0.0.1:$((port + 1))" -ssh-key "$work/key.pub" "$@"
+  "$work/bench" -before "http://127.0.0.1:$port" -after "http://127.0.0.1:$((port + 1))" -before-name "$ref" -ssh-key "$work/key.pub" "$@"

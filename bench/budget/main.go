@@ -49,6 +49,7 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib"
 
+	"berth.dev/berth/bench/internal/report"
 	"berth.dev/berth/bench/internal/scratch"
 	"berth.dev/berth/bench/internal/stats"
 	"berth.dev/berth/internal/api"
@@ -119,6 +120,8 @@ func run(pgURL, berth string, trials, burst, n int) error {
 	b := &bench{db: db, reps: reps, op: client.New(reps[0].URL, op, nil),
 		hc: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 128}}}
 	fmt.Printf("inference budgets, two replicas of %s on PostgreSQL; loadavg %s\n", berth, scratch.LoadAvg())
+	var overLoads report.Loads
+	overLoads.Sample()
 
 	// One answer's metered cost, and a request's reservation (what the
 	// refusal says it may cost), in an organisation of their own.
@@ -157,10 +160,15 @@ func run(pgURL, berth string, trials, burst, n int) error {
 		}
 		overs = append(overs, 100*(got-budget)/budget)
 		admitted += ok
+		overLoads.Sample()
 		fmt.Fprintf(os.Stderr, "trial %d: %d admitted in %d bursts, charged $%.6f of $%.6f\n", i+1, ok, bursts, got, budget)
 	}
 	fmt.Printf("overshoot, %d trials of back-to-back bursts of %d until one is refused whole: median %+.1f%%, worst %+.1f%% (%d admitted a trial)\n",
 		trials, burst, stats.Median(overs), maxOf(overs), admitted/max(trials, 1))
+	if err := report.Emit(report.Figure{Bench: "budget", Name: fmt.Sprintf("budget overshoot, two replicas, bursts of %d", burst),
+		Value: fmt.Sprintf("%+.1f %% (worst %+.1f %%)", stats.Median(overs), maxOf(overs)), Goal: "≤ 0 %", N: trials, Load: overLoads.String()}); err != nil {
+		return err
+	}
 
 	big := 1e6
 	far, err := b.org(ctx, "far", &big)
@@ -187,16 +195,25 @@ func run(pgURL, berth string, trials, burst, n int) error {
 			{"far from its end", "answers", far, http.StatusOK},
 			{"at its end (room for the requests in flight and 1.5 more)", "fails", end, http.StatusBadGateway},
 		} {
+			var loads report.Loads
+			loads.Sample()
 			l, err := b.latency(c.with.key, free.key, c.model, c.wantCode, clients, n)
 			if err != nil {
 				return fmt.Errorf("%s: %w", c.name, err)
 			}
+			loads.Sample()
 			refused := ""
 			if l.refused > 0 {
 				refused = fmt.Sprintf("; %d of %d refused", l.refused, l.sent)
 			}
 			fmt.Printf("added latency, %d client(s), %s: median %.2f ms vs %.2f ms without a budget: ×%.2f (%+.3f ms)%s\n",
 				clients, c.name, ms(l.with), ms(l.without), float64(l.with)/float64(l.without), ms(l.with)-ms(l.without), refused)
+			where, _, _ := strings.Cut(c.name, " (")
+			if err := report.Emit(report.Figure{Bench: "budget", Name: fmt.Sprintf("model request with a budget %s, %d client(s)", where, clients),
+				Value: fmt.Sprintf("%.2f ms (%+.2f)", ms(l.with), ms(l.with)-ms(l.without)), Baseline: fmt.Sprintf("%.2f ms (no budget)", ms(l.without)),
+				Ratio: float64(l.with) / float64(l.without), N: n, Load: loads.String()}); err != nil {
+				return err
+			}
 		}
 	}
 	fmt.Printf("loadavg %s\n", scratch.LoadAvg())

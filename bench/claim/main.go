@@ -34,6 +34,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
+	"berth.dev/berth/bench/internal/report"
 	"berth.dev/berth/bench/internal/scratch"
 	"berth.dev/berth/bench/internal/stats"
 	"berth.dev/berth/internal/api"
@@ -144,7 +145,9 @@ func run(n int, berthBin, kube, controller, root, image, keyFile string) error {
 	ssh := []string{strings.TrimSpace(string(pub))}
 
 	var warm, cold []time.Duration
+	var loads report.Loads
 	for i := range n {
+		loads.Sample()
 		if err := poolReady(ctx, dc, 2*time.Minute); err != nil {
 			return err
 		}
@@ -167,7 +170,10 @@ func run(n int, berthBin, kube, controller, root, image, keyFile string) error {
 	fmt.Printf("%-22s %10s\n", "warm-pool claim", w.Round(time.Millisecond))
 	fmt.Printf("%-22s %10s\n", "cold create", cd.Round(time.Millisecond))
 	fmt.Printf("%-22s %10.2f\n", "ratio (claim / cold)", float64(w)/float64(cd))
-	return nil
+	loads.Sample()
+	return report.Emit(report.Figure{Bench: "claim", Name: "engineer create → ssh-ready, claimed from a warm pool (kubernetes)",
+		Value: w.Round(time.Millisecond).String(), Baseline: cd.Round(time.Millisecond).String() + " (cold create, same class)",
+		Ratio: float64(w) / float64(cd), Goal: "≤ 0.25", N: n, Load: loads.String()})
 }
 
 // create makes a sandbox, waits until the API says running, and

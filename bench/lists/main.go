@@ -17,6 +17,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -28,6 +29,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"berth.dev/berth/bench/internal/report"
 	"berth.dev/berth/bench/internal/stats"
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/client"
@@ -44,6 +46,7 @@ func main() {
 	rounds := flag.Int("rounds", 5, "rounds per gateway")
 	class := flag.String("class", "standard", "the class of the sandboxes created")
 	keyFile := flag.String("ssh-key", "", "an ssh public key file for the sandboxes created")
+	beforeName := flag.String("before-name", "main", "what the baseline is (its revision), in the figures")
 	flag.Parse()
 	pub, err := os.ReadFile(*keyFile)
 	if err != nil {
@@ -51,7 +54,7 @@ func main() {
 		os.Exit(1)
 	}
 	gws := []target{{name: "before", url: *before, key: os.Getenv(*beforeKey)}, {name: "after", url: *after, key: os.Getenv(*afterKey)}}
-	if err := run(context.Background(), gws, *n, *clients, *lists, *rounds, api.CreateSandbox{Class: *class, SSHKeys: []string{strings.TrimSpace(string(pub))}}); err != nil {
+	if err := run(context.Background(), gws, *beforeName, *n, *clients, *lists, *rounds, api.CreateSandbox{Class: *class, SSHKeys: []string{strings.TrimSpace(string(pub))}}); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -66,7 +69,7 @@ type round struct {
 	load     string
 }
 
-func run(ctx context.Context, gws []target, n, clients, lists, rounds int, create api.CreateSandbox) error {
+func run(ctx context.Context, gws []target, beforeName string, n, clients, lists, rounds int, create api.CreateSandbox) error {
 	for _, g := range gws {
 		if g.url == "" || g.key == "" {
 			return fmt.Errorf("%s: give its URL and its key's variable", g.name)
@@ -76,7 +79,9 @@ func run(ctx context.Context, gws []target, n, clients, lists, rounds int, creat
 		}
 	}
 	got := map[string][]round{}
+	var loads report.Loads
 	for i := range rounds {
+		loads.Sample()
 		for _, g := range gws {
 			r, err := measure(ctx, g, clients, lists)
 			if err != nil {
@@ -100,7 +105,15 @@ func run(ctx context.Context, gws []target, n, clients, lists, rounds int, creat
 	}
 	b, a := med["before"], med["after"]
 	fmt.Printf("after/before: p50 x%.3f, p99 x%.3f, bytes x%.3f\n", a[0]/b[0], a[1]/b[1], a[2]/b[2])
-	return nil
+	loads.Sample()
+	var errs []error
+	for i, name := range []string{"p50", "p99"} {
+		errs = append(errs, report.Emit(report.Figure{Bench: "lists",
+			Name:  fmt.Sprintf("list %s, %d sandboxes, %d clients", name, n, clients),
+			Value: fmt.Sprintf("%.1f ms", a[i]), Baseline: fmt.Sprintf("%.1f ms (%s)", b[i], beforeName),
+			Ratio: a[i] / b[i], N: rounds, Load: loads.String()}))
+	}
+	return errors.Join(errs...)
 }
 
 func pick[T any](rs []round, f func(round) T) []T {

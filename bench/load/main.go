@@ -12,7 +12,7 @@
 // builds' points side by side in alternating order; the figures are
 // medians over -runs runs, the ratios medians of each run's ratio, and
 // every point prints the machine's load (/proc/loadavg) beside it.
-// bench/all builds the binaries and runs this.
+// bench/load.sh builds the binaries and runs this.
 package main
 
 import (
@@ -31,6 +31,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"berth.dev/berth/bench/internal/report"
 	"berth.dev/berth/bench/internal/scratch"
 	"berth.dev/berth/bench/internal/stats"
 	"berth.dev/berth/internal/api"
@@ -115,7 +116,8 @@ func run(o options) error {
 		return err
 	}
 	res := map[key][]point{}
-	var loads []float64 // the 1-minute load after each point
+	pointLoads := map[key]report.Loads{} // each point's, before and after it
+	var loads []float64                  // the 1-minute load after each point
 	for r := range o.runs {
 		fmt.Fprintf(os.Stderr, "run %d/%d, load %s\n", r+1, o.runs, scratch.LoadAvg())
 		order := slices.Clone(builds)
@@ -128,11 +130,15 @@ func run(o options) error {
 			// see the same load.
 			for _, n := range o.clients {
 				for _, b := range order {
+					k := key{db, b, n}
+					l := pointLoads[k]
+					l.Sample()
 					p, err := measure(bins[b], classes, db, o.postgres, n, o.creates)
 					if err != nil {
 						return fmt.Errorf("%s, %s, %d clients: %w", db, b, n, err)
 					}
-					k := key{db, b, n}
+					l.Sample()
+					pointLoads[k] = l
 					res[k] = append(res[k], p)
 					if l, err := strconv.ParseFloat(strings.Fields(scratch.LoadAvg() + " ")[0], 64); err == nil {
 						loads = append(loads, l)
@@ -143,11 +149,11 @@ func run(o options) error {
 			}
 		}
 	}
-	report(o, builds, res, loads)
-	return nil
+	summarise(o, builds, res, loads)
+	return emit(o, builds, res, pointLoads)
 }
 
-func report(o options, builds []string, res map[key][]point, loads []float64) {
+func summarise(o options, builds []string, res map[key][]point, loads []float64) {
 	first := o.clients[0]
 	fmt.Printf("creates through the API, %d per point, median of %d runs (fake driver)\n", o.creates, o.runs)
 	if len(loads) > 0 {
@@ -351,3 +357,54 @@ func firstError(log string) string {
 
 // sshKey is the sandboxes' public key; the fake driver never uses it.
 const sshKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl load"
+
+// emit hands bench/all this build's figures: creates/s at each number
+// of clients, each against its baseline (the other build's with -base,
+// else the first number of clients'), the p99 at the most clients against
+// the first's, and the answers 500 (which must be none), per database.
+func emit(o options, builds []string, res map[key][]point, loads map[key]report.Loads) error {
+	this, first, most := builds[0], o.clients[0], slices.Max(o.clients)
+	var errs []error
+	for _, db := range o.databases {
+		var dbLoads report.Loads
+		c500 := 0
+		for _, n := range o.clients {
+			ps := res[key{db, this, n}]
+			f := report.Figure{Bench: "load", Name: fmt.Sprintf("creates/s, %s, %d client%s", db, n, plural(n)),
+				Value: fmt.Sprintf("%.0f /s", stats.Median(rates(ps))), N: o.runs, Load: loads[key{db, this, n}].String()}
+			rate := func(p point) float64 { return p.rate }
+			switch {
+			case len(builds) > 1:
+				bs := res[key{db, builds[1], n}]
+				f.Baseline = fmt.Sprintf("%.0f /s (%s)", stats.Median(rates(bs)), builds[1])
+				f.Ratio = ratio(ps, bs, rate)
+			case n != first:
+				bs := res[key{db, this, first}]
+				f.Baseline = fmt.Sprintf("%.0f /s (%d client%s)", stats.Median(rates(bs)), first, plural(first))
+				f.Ratio = ratio(ps, bs, rate)
+			}
+			errs = append(errs, report.Emit(f))
+			for _, p := range ps {
+				c500 += p.status[http.StatusInternalServerError]
+			}
+			dbLoads = append(dbLoads, loads[key{db, this, n}]...)
+		}
+		if most != first {
+			ps, bs := res[key{db, this, most}], res[key{db, this, first}]
+			errs = append(errs, report.Emit(report.Figure{Bench: "load", Name: fmt.Sprintf("create p99, %s, %d clients", db, most),
+				Value:    fmt.Sprintf("%.1f ms", ms(stats.Median(p99s(ps)))),
+				Baseline: fmt.Sprintf("%.1f ms (%d client%s)", ms(stats.Median(p99s(bs))), first, plural(first)),
+				Ratio:    ratio(ps, bs, func(p point) float64 { return float64(p.p99) }), N: o.runs, Load: loads[key{db, this, most}].String()}))
+		}
+		errs = append(errs, report.Emit(report.Figure{Bench: "load", Name: fmt.Sprintf("answers 500, %s", db),
+			Value: fmt.Sprint(c500), Goal: "0", N: o.runs, Load: dbLoads.String()}))
+	}
+	return errors.Join(errs...)
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}

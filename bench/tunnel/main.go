@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"time"
 
+	"berth.dev/berth/bench/internal/report"
 	"berth.dev/berth/bench/internal/stats"
 )
 
@@ -53,7 +54,9 @@ func run(n int, size int64, through, straight []string) error {
 		rtts  []time.Duration
 	}
 	tun, dir := &path{args: through}, &path{args: straight}
+	var loads report.Loads
 	for i := range n {
+		loads.Sample()
 		order := []*path{tun, dir}
 		if i%2 == 1 {
 			order = []*path{dir, tun}
@@ -79,7 +82,14 @@ func run(n int, size int64, through, straight []string) error {
 	fmt.Printf("%-26s %9.0f MB/s %9.0f MB/s %8.2f\n", fmt.Sprintf("bulk copy (%d MiB)", size>>20), mt, md, mt/md)
 	fmt.Printf("%-26s %14v %14v %8.2f   (+%v)\n", "ssh host true", lt.Round(time.Millisecond), ld.Round(time.Millisecond),
 		float64(lt)/float64(ld), (lt - ld).Round(time.Millisecond))
-	return nil
+	loads.Sample()
+	return errors.Join(
+		report.Emit(report.Figure{Bench: "tunnel", Name: fmt.Sprintf("bulk copy through the tunnel (%d MiB)", size>>20),
+			Value: fmt.Sprintf("%.0f MB/s", mt), Baseline: fmt.Sprintf("%.0f MB/s (ssh straight to sshd)", md),
+			Ratio: mt / md, Goal: "≥ 0.95", N: n, Load: loads.String()}),
+		report.Emit(report.Figure{Bench: "tunnel", Name: "ssh host true through the tunnel",
+			Value: lt.Round(time.Millisecond).String(), Baseline: ld.Round(time.Millisecond).String() + " (straight to sshd)",
+			Ratio: float64(lt) / float64(ld), Goal: "≤ 1.05", N: n, Load: loads.String()}))
 }
 
 // bulk copies size bytes from the sandbox over ssh and returns the rate

@@ -223,6 +223,21 @@ func (s *Store) ListSandboxes(ctx context.Context, f sandbox.Filter) ([]sandbox.
 // (created_at, then seq), and the key of its last one when more follow.
 // It reads one row past the page, never more.
 func (s *Store) PageSandboxes(ctx context.Context, f sandbox.Filter, pg paging.Request) ([]sandbox.Sandbox, *paging.Key, error) {
+	q, args := pageSandboxesQuery(f, pg)
+	return listPage(ctx, s.db, "list sandboxes", q, args, pg, func(row rowScanner) (sandbox.Sandbox, paging.Key, error) {
+		var seq int64
+		sb, err := scanSandbox(row, &seq)
+		return sb, paging.Key{At: sb.CreatedAt.UnixNano(), Seq: seq}, err
+	})
+}
+
+// pageSandboxesQuery is PageSandboxes' query and its arguments. A live
+// list's page is read from an index in its order (sandboxes_live_created
+// for every live sandbox, sandboxes_created for an organisation's), so it
+// reads one page and one row however many rows there are: without the
+// first, SQLite sorted every live row (10,000: about 10 ms of a 12 ms
+// list, its p99 over 50 ms under load).
+func pageSandboxesQuery(f sandbox.Filter, pg paging.Request) (string, []any) {
 	var (
 		where []string
 		args  []any
@@ -266,11 +281,7 @@ func (s *Store) PageSandboxes(ctx context.Context, f sandbox.Filter, pg paging.R
 		q = `SELECT ` + sandboxColumns + `, s.seq FROM (SELECT s.seq` + from + tail + `) page JOIN sandboxes s ON s.seq = page.seq` +
 			` ORDER BY s.created_at DESC, s.seq DESC`
 	}
-	return listPage(ctx, s.db, "list sandboxes", q, args, pg, func(row rowScanner) (sandbox.Sandbox, paging.Key, error) {
-		var seq int64
-		sb, err := scanSandbox(row, &seq)
-		return sb, paging.Key{At: sb.CreatedAt.UnixNano(), Seq: seq}, err
-	})
+	return q, args
 }
 
 // likeEscape escapes LIKE's wildcards in s, so a search matches them as

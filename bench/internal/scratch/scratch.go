@@ -80,6 +80,9 @@ func StartAt(bin, dir, dbURL, host, port string, env ...string) (*Gateway, error
 	return nil, fmt.Errorf("gateway on %s did not answer:\n%s", g.URL, g.Output())
 }
 
+// PID is the gateway's process id.
+func (g *Gateway) PID() int { return g.cmd.Process.Pid }
+
 // Output is what the gateway printed so far.
 func (g *Gateway) Output() string {
 	b, _ := os.ReadFile(g.log)
