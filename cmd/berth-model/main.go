@@ -2,7 +2,7 @@
 // an address, for the README's offline demo: a stand-in for the model
 // vendors that real agent CLIs talk to.
 //
-//	berth-model [-addr 127.0.0.1:8765] [-script file.json | -scenario text|tool|error] [-vendor anthropic|openai|gemini -key-env NAME]
+//	berth-model [-addr 127.0.0.1:8765] [-script file.json | -scenario text|tool|error] [-vendor anthropic|openai|gemini -key-env NAME] [-pace FIRST,EVERY]
 package main
 
 import (

@@ -101,6 +101,9 @@ func TestRunRefusesBadInput(t *testing.T) {
 		{"vendor without a key", []string{"-vendor", "openai"}, 2},
 		{"vendor key unset", []string{"-vendor", "openai", "-key-env", "UNSET_KEY"}, 2},
 		{"key without a vendor", []string{"-key-env", "VENDOR_KEY"}, 2},
+		{"pace without its second half", []string{"-pace", "200ms"}, 2},
+		{"pace not durations", []string{"-pace", "soon,later"}, 2},
+		{"pace negative", []string{"-pace", "200ms,-1ms"}, 2},
 	}
 	getenv := func(k string) string { return map[string]string{"VENDOR_KEY": "sk-test"}[k] }
 	for _, tt := range tests {

@@ -8,6 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
+	"time"
 
 	"berth.dev/berth/internal/modelserver"
 )
@@ -23,6 +25,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	scenario := fs.String("scenario", modelserver.ScenarioTool, "ready script: text, tool or error")
 	vendorName := fs.String("vendor", "", "stand in for one vendor alone: anthropic, openai or gemini (its API, paths and key header only); unset serves every dialect at any path")
 	keyEnv := fs.String("key-env", "", "with -vendor: the NAME of the variable holding the key the vendor requires")
+	pace := fs.String("pace", "", "FIRST,EVERY: play event streams as a model does, the first event FIRST late (200ms), each next one EVERY after it (10ms); unset sends them at once")
 	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
 		return 0
 	} else if err != nil {
@@ -33,6 +36,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return 2
 	}
 	var opts []modelserver.Option
+	if *pace != "" {
+		p, err := parsePace(*pace)
+		if err != nil {
+			fmt.Fprintln(stderr, "berth-model: -pace:", err)
+			return 2
+		}
+		opts = append(opts, modelserver.WithPace(p))
+	}
 	switch vendor, ok := modelserver.ParseVendor(*vendorName); {
 	case *vendorName == "" && *keyEnv != "":
 		fmt.Fprintln(stderr, "berth-model: -key-env needs -vendor")
@@ -73,4 +84,21 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return 1
 	}
 	return 0
+}
+
+// parsePace reads -pace's FIRST,EVERY.
+func parsePace(s string) (modelserver.Pace, error) {
+	a, b, ok := strings.Cut(s, ",")
+	if !ok {
+		return modelserver.Pace{}, fmt.Errorf("%q: want FIRST,EVERY (200ms,10ms)", s)
+	}
+	first, err := time.ParseDuration(a)
+	if err != nil || first < 0 {
+		return modelserver.Pace{}, fmt.Errorf("%q: FIRST is not a duration", s)
+	}
+	every, err := time.ParseDuration(b)
+	if err != nil || every < 0 {
+		return modelserver.Pace{}, fmt.Errorf("%q: EVERY is not a duration", s)
+	}
+	return modelserver.Pace{First: first, Every: every}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -119,6 +120,9 @@ func (s *Server) proxyModel(w http.ResponseWriter, r *http.Request, d inference.
 		if err != nil {
 			s.log.ErrorContext(r.Context(), "model request not recorded", "model", rec.Model, "err", err)
 		}
+		if !s.log.Enabled(r.Context(), slog.LevelDebug) {
+			return // the line's 20 attributes would be built even so
+		}
 		s.log.DebugContext(r.Context(), "model request", "dialect", d, "model", rec.Model, "provider", rec.Provider,
 			"user", rec.User, "project", rec.Project, "sandbox", rec.Sandbox, "session", rec.Session, "status", status,
 			"input", rec.Usage.Input, "cache_read", rec.Usage.CacheRead, "cache_write", rec.Usage.CacheWrite,
@@ -135,7 +139,7 @@ func (s *Server) proxyModel(w http.ResponseWriter, r *http.Request, d inference.
 	meter = inference.NewMeter(d, resp.Header.Get("Content-Type"))
 	copyHeader(w.Header(), resp.Header)
 	w.WriteHeader(resp.StatusCode)
-	passOn(w, resp.Body, meter)
+	passOn(w, resp.Body, meter, meter.Stream())
 }
 
 // readModelBody reads a model request's body, refusing one over
@@ -160,9 +164,16 @@ func readModelBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 // passOn copies an answer to the client and the meter as it arrives,
 // flushing each piece, so an event stream reaches the client event by
 // event, never held back whole. A client that goes away ends the copy.
-func passOn(w http.ResponseWriter, from io.Reader, meter *inference.Meter) {
+// An event stream's pieces are small (the transport reads through a 4 KiB
+// buffer), so it is copied through as much: a 32 KiB buffer for each of
+// them was most of what the proxy allocated.
+func passOn(w http.ResponseWriter, from io.Reader, meter *inference.Meter, stream bool) {
 	rc := http.NewResponseController(w)
-	buf := make([]byte, 32<<10)
+	size := 32 << 10
+	if stream {
+		size = 4 << 10
+	}
+	buf := make([]byte, size)
 	for {
 		n, err := from.Read(buf)
 		if n > 0 {

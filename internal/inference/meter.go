@@ -37,6 +37,9 @@ func NewMeter(d Dialect, contentType string) *Meter {
 	return &Meter{dialect: d, sse: bytes.HasPrefix(bytes.TrimSpace([]byte(contentType)), []byte("text/event-stream"))}
 }
 
+// Stream reports whether the answer is an event stream.
+func (m *Meter) Stream() bool { return m.sse }
+
 // Write reads one more piece of the answer.
 func (m *Meter) Write(p []byte) (int, error) {
 	n := len(p)

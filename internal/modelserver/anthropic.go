@@ -83,7 +83,7 @@ func (s *Server) anthropic(w http.ResponseWriter, r *http.Request, rec *Request)
 			"content": content, "stop_reason": stop, "stop_sequence": nil, "usage": usage(u.Output)})
 		return
 	}
-	st := startStream(w)
+	st := s.startStream(w, r)
 	// message_start carries the prompt's usage and a placeholder output of
 	// 1, as Anthropic's does; message_delta carries the real output.
 	st.event("message_start", obj{"type": "message_start", "message": obj{

@@ -80,7 +80,7 @@ func (s *Server) openAIChat(w http.ResponseWriter, r *http.Request, rec *Request
 			"choices": []obj{{"index": 0, "message": msg, "finish_reason": finish}}, "usage": usage})
 		return
 	}
-	st := startStream(w)
+	st := s.startStream(w, r)
 	chunk := func(delta obj, finish any) {
 		st.event("", obj{"id": id, "object": "chat.completion.chunk", "created": created, "model": q.Model,
 			"choices": []obj{{"index": 0, "delta": delta, "finish_reason": finish}}})

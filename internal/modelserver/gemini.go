@@ -115,7 +115,7 @@ func (s *Server) gemini(w http.ResponseWriter, r *http.Request, rec *Request) {
 	case !stream:
 		writeJSON(w, http.StatusOK, resp)
 	case r.URL.Query().Get("alt") == "sse":
-		startStream(w).event("", resp) // one event carries the whole answer
+		s.startStream(w, r).event("", resp) // one event carries the whole answer
 	default:
 		writeJSON(w, http.StatusOK, []obj{resp}) // streaming without SSE is a JSON array
 	}

@@ -110,10 +110,20 @@ func WithUsage(u Usage) Option { return func(s *Server) { s.usage = u } }
 // prompt). Without it the server logs nothing.
 func WithLogger(log *slog.Logger) Option { return func(s *Server) { s.log = log } }
 
+// Pace is how an event stream is played out: its first event First after
+// the request, each next one Every after the one before, as a model
+// thinks and then writes. The zero Pace sends every event at once.
+type Pace struct{ First, Every time.Duration }
+
+// WithPace plays every event stream at pace p; answers that are not
+// streamed still come at once.
+func WithPace(p Pace) Option { return func(s *Server) { s.pace = p } }
+
 // Server answers model calls from a script.
 type Server struct {
 	script Script
 	usage  Usage
+	pace   Pace
 	log    *slog.Logger
 	seq    atomic.Int64 // numbers response and call ids
 	// vendor, when set, is the one vendor the server stands in for

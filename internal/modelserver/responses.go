@@ -88,7 +88,7 @@ func (s *Server) openAIResponses(w http.ResponseWriter, r *http.Request, rec *Re
 		writeJSON(w, http.StatusOK, resp("completed", items, usage))
 		return
 	}
-	st := startStream(w)
+	st := s.startStream(w, r)
 	seq := 0
 	event := func(typ string, fields obj) {
 		fields["type"], fields["sequence_number"] = typ, seq

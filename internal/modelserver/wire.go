@@ -1,11 +1,13 @@
 package modelserver
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 )
 
 // decode reads the request body as JSON into v, unknown fields allowed:
@@ -32,18 +34,21 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // so the CLI sees it at once. Nothing is ever compressed: the Go server
 // compresses only when a handler asks it to.
 type stream struct {
-	w   http.ResponseWriter
-	rc  *http.ResponseController
-	err error // the first write error; later events are dropped
+	w    http.ResponseWriter
+	rc   *http.ResponseController
+	ctx  context.Context // the request's: a client gone ends the pace's waits
+	pace Pace
+	sent int   // events written
+	err  error // the first write error; later events are dropped
 }
 
 // startStream answers 200 with an event stream; the body goes out chunked
 // because no length is set.
-func startStream(w http.ResponseWriter) *stream {
+func (s *Server) startStream(w http.ResponseWriter, r *http.Request) *stream {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
-	return &stream{w: w, rc: http.NewResponseController(w)}
+	return &stream{w: w, rc: http.NewResponseController(w), ctx: r.Context(), pace: s.pace}
 }
 
 // event writes one event: "event: name" (omitted when name is empty) and
@@ -62,6 +67,11 @@ func (s *stream) raw(name, data string) {
 	if s.err != nil {
 		return
 	}
+	if err := s.wait(); err != nil {
+		s.fail(err)
+		return
+	}
+	s.sent++
 	if name != "" {
 		data = "event: " + name + "\ndata: " + data + "\n\n"
 	} else {
@@ -73,6 +83,25 @@ func (s *stream) raw(name, data string) {
 	}
 	if err := s.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		s.fail(err)
+	}
+}
+
+// wait holds the next event back as the pace says.
+func (s *stream) wait() error {
+	d := s.pace.Every
+	if s.sent == 0 {
+		d = s.pace.First
+	}
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-s.ctx.Done():
+		return s.ctx.Err()
 	}
 }
 

@@ -106,24 +106,36 @@ func (s *Store) insertInference(ctx context.Context, rs []inference.Record) erro
 	if err != nil {
 		return err
 	}
+	if len(rs) == 1 && rs[0].Lease.Replica == "" {
+		// One record and no lease to release (the usual batch but in a
+		// burst): its INSERT is a transaction of its own, without a BEGIN
+		// and a COMMIT through the driver; each answer's end waits for it.
+		return s.db.Autocommit(ctx, sqldb.Patient, func(sqldb.Queryer) error {
+			_, err := insert.ExecContext(ctx, inferenceArgs(rs[0])...)
+			return err
+		})
+	}
 	return s.db.InTx(ctx, sqldb.Patient, func(tx *sql.Tx) error {
 		st := tx.StmtContext(ctx, insert)
 		defer st.Close()
 		for _, r := range rs {
-			metered := 0
-			if r.Metered {
-				metered = 1
-			}
-			u := r.Usage
-			_, err := st.ExecContext(ctx,
-				timeArg(r.At), r.Org, r.Project, r.User, r.Key, r.Sandbox, r.Session, r.Provider, r.Model, string(r.Dialect),
-				r.Status, u.Input, u.CacheRead, u.CacheWrite, u.Output, u.Reasoning, r.CostUSD, metered)
-			if err != nil {
+			if _, err := st.ExecContext(ctx, inferenceArgs(r)...); err != nil {
 				return err
 			}
 		}
 		return releaseLeases(ctx, tx, rs)
 	})
+}
+
+// inferenceArgs are insertInferenceSQL's arguments for r.
+func inferenceArgs(r inference.Record) []any {
+	metered := 0
+	if r.Metered {
+		metered = 1
+	}
+	u := r.Usage
+	return []any{timeArg(r.At), r.Org, r.Project, r.User, r.Key, r.Sandbox, r.Session, r.Provider, r.Model, string(r.Dialect),
+		r.Status, u.Input, u.CacheRead, u.CacheWrite, u.Output, u.Reasoning, r.CostUSD, metered}
 }
 
 // recordBatch is a group commit for the records of model requests: the
