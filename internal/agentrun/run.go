@@ -86,9 +86,10 @@ type Run struct {
 // Workspaces makes the host-side checkout an agent run works on (SPEC
 // S13.1: the only mount, at /work) and takes its work back.
 type Workspaces interface {
-	// Prepare clones sb's repository (shallow, at its branch) into a
-	// directory of its own that the agent's user owns (the user of the
-	// image's contract: kelos.UID for a kelos image), and returns it.
+	// Prepare checks out sb's repository (its branch's commit alone, a
+	// shallow repository) into a directory of its own that the agent's
+	// user owns (the user of the image's contract: kelos.UID for a kelos
+	// image), and returns it.
 	Prepare(ctx context.Context, sb sandbox.Sandbox) (string, error)
 	// Push pushes the checkout's HEAD to the sandbox's branch,
 	// refs/heads/berth/<name>, and returns the branch and the commit.

@@ -5,6 +5,7 @@
 package workspace
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -66,8 +67,10 @@ func (w *Workspaces) repo(sb sandbox.Sandbox) forge.Repo {
 	return forge.Repo{Host: w.host, Path: strings.TrimPrefix(sb.Repo, w.host+"/")}
 }
 
-// Prepare clones sb's repository, shallow, at its branch, into a fresh
-// directory the sandbox's user owns.
+// Prepare makes sb's checkout in a fresh directory the sandbox's user
+// owns: the commit of its branch (the repository's default branch when
+// it names none) alone, a shallow repository with no remote
+// (checkout.go).
 func (w *Workspaces) Prepare(ctx context.Context, sb sandbox.Sandbox) (string, error) {
 	if sb.Repo == "" {
 		return "", errors.New("an agent run needs a repository")
@@ -76,7 +79,12 @@ func (w *Workspaces) Prepare(ctx context.Context, sb sandbox.Sandbox) (string, e
 	if err != nil {
 		return "", err
 	}
-	if err := w.branchFree(ctx, sb, src); err != nil {
+	branch := cmp.Or(sb.Branch, forge.DefaultBranch(src))
+	if branch == "" {
+		return "", fmt.Errorf("%s: its HEAD names no branch: name the branch the run starts from", sb.Repo)
+	}
+	commit, err := w.start(ctx, sb, src, branch)
+	if err != nil {
 		return "", err
 	}
 	dir := w.Dir(sb)
@@ -86,19 +94,7 @@ func (w *Workspaces) Prepare(ctx context.Context, sb sandbox.Sandbox) (string, e
 	if err := os.MkdirAll(w.dir, 0o711); err != nil {
 		return "", err
 	}
-	args := []string{"clone", "--quiet", "--depth", "1", "--no-tags"}
-	if sb.Branch != "" {
-		args = append(args, "--branch", sb.Branch)
-	}
-	// file:// so --depth applies; a plain path would hard-link everything.
-	args = append(args, "file://"+src, dir)
-	if _, err := w.run(ctx, "", args...); err != nil {
-		os.RemoveAll(dir)
-		return "", err
-	}
-	// The checkout's origin is a path on this host: useless inside, and
-	// nothing the agent should reach. The host pushes after the run.
-	if _, err := w.run(ctx, dir, "remote", "remove", "origin"); err != nil {
+	if err := w.checkout(ctx, src, dir, branch, commit); err != nil {
 		os.RemoveAll(dir)
 		return "", err
 	}
@@ -168,8 +164,7 @@ func (w *Workspaces) BranchFree(ctx context.Context, sb sandbox.Sandbox) error {
 
 func (w *Workspaces) branchFree(ctx context.Context, sb sandbox.Sandbox, src string) error {
 	if w.branchAt(ctx, src, forge.AgentBranch(sb.Name)) != "" {
-		return fmt.Errorf("%s already has a branch berth/%s, another sandbox's work: name this sandbox differently (or delete that branch)",
-			sb.Repo, sb.Name)
+		return errBranchTaken(sb)
 	}
 	return nil
 }
@@ -231,7 +226,15 @@ func (w *Workspaces) Remove(sb sandbox.Sandbox) error { return os.RemoveAll(w.Di
 // run runs git as root on a checkout the sandbox's user owns: safe.directory
 // through the environment, nothing of this host's configuration.
 func (w *Workspaces) run(ctx context.Context, dir string, args ...string) (string, error) {
+	return w.runInput(ctx, dir, "", args...)
+}
+
+// runInput is run with stdin on git's standard input.
+func (w *Workspaces) runInput(ctx context.Context, dir, stdin string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, w.git, args...)
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
 	cmd.SysProcAttr = ownGroup()
 	cmd.Dir = dir
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + w.dir, "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0",
@@ -240,9 +243,23 @@ func (w *Workspaces) run(ctx context.Context, dir string, args ...string) (strin
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("git %s: %v: %s", args[0], err, strings.TrimSpace(stderr.String()))
+		return "", fmt.Errorf("git %s: %v: %s", subcommand(args), err, strings.TrimSpace(stderr.String()))
 	}
 	return strings.TrimSpace(string(out)), nil
+}
+
+// subcommand is the git command args run, past git's own options, for
+// an error to name.
+func subcommand(args []string) string {
+	for i := 0; i < len(args); i++ {
+		switch a := args[i]; {
+		case a == "-c" || a == "--git-dir" || a == "--work-tree":
+			i++
+		case !strings.HasPrefix(a, "-"):
+			return a
+		}
+	}
+	return strings.Join(args, " ")
 }
 
 func chownAll(dir string, uid int) error {
