@@ -11,6 +11,7 @@
 #
 #   bench/start.sh [-n RUNS]
 export BERTH_SANDBOX_WARM=on
+bench_reach=1
 source "$(dirname "$0")/lib.sh" start
 cat >"$work/warm.yaml" <<'EOF'
 sandboxes:
