@@ -589,16 +589,34 @@ func (d *Driver) memberUp(ctx context.Context, name string) error {
 func (d *Driver) take(ctx context.Context, sb sandbox.Sandbox) (*member, error) {
 	p := poolOf(sb)
 	key, spec := poolKey(p.Org, p.Class.Name), d.cfg.specHash(p)
+	defer d.keep()
 	var m *member
-	d.pool.mu.Lock()
-	for _, c := range d.pool.members {
-		if c.pool == key && c.spec == spec && c.state == memberReady {
-			c.state, m = memberTaken, c
+	for m == nil {
+		var c *member
+		d.pool.mu.Lock()
+		for _, cand := range d.pool.members {
+			if cand.pool == key && cand.spec == spec && cand.state == memberReady {
+				cand.state, c = memberTaken, cand
+				break
+			}
+		}
+		d.pool.mu.Unlock()
+		if c == nil {
 			break
 		}
+		// Ready when last seen; a member that died since (out of memory,
+		// killed) is not handed out: the pool's keeping removes it.
+		if d.greets(ctx, net.JoinHostPort(c.ip, strconv.Itoa(sshPort))) {
+			m = c
+			break
+		}
+		// Forgotten, it is looked at again as one found running: kept
+		// once sshd answers, removed once it stops.
+		d.pool.mu.Lock()
+		delete(d.pool.members, c.name)
+		d.pool.mu.Unlock()
+		d.log.WarnContext(ctx, "a warm pool member stopped answering: not claimed", "member", c.name)
 	}
-	d.pool.mu.Unlock()
-	defer d.keep()
 	if m == nil {
 		d.log.InfoContext(ctx, "no warm pool member ready: making one", "sandbox", sb.ID, "pool", key)
 		var err error
