@@ -18,13 +18,26 @@ func (c Config) name(id sandbox.ID) string { return "berth-" + string(id) }
 // labels are every object's labels (SPEC S11: owner, organisation, project).
 func (c Config) labels(sb sandbox.Sandbox) []string {
 	var args []string
-	for _, kv := range [][2]string{
-		{labelDeployment, c.Deployment}, {labelSandbox, string(sb.ID)}, {labelOwner, sb.Owner},
-		{labelOrg, sb.Org}, {labelProject, sb.Project}, {labelPurpose, string(sb.Purpose)},
-	} {
+	for _, kv := range c.labelPairs(sb) {
 		args = append(args, "--label", kv[0]+"="+kv[1])
 	}
 	return args
+}
+
+// labelMap is labels as the podman service takes them.
+func (c Config) labelMap(sb sandbox.Sandbox) map[string]string {
+	m := map[string]string{}
+	for _, kv := range c.labelPairs(sb) {
+		m[kv[0]] = kv[1]
+	}
+	return m
+}
+
+func (c Config) labelPairs(sb sandbox.Sandbox) [][2]string {
+	return [][2]string{
+		{labelDeployment, c.Deployment}, {labelSandbox, string(sb.ID)}, {labelOwner, sb.Owner},
+		{labelOrg, sb.Org}, {labelProject, sb.Project}, {labelPurpose, string(sb.Purpose)},
+	}
 }
 
 // VolumeArgs creates the sandbox's named volume.

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"berth.dev/berth/internal/fault"
@@ -38,6 +39,12 @@ type Driver struct {
 	ips map[sandbox.ID]string
 
 	pool pools // warm pools (pools.go)
+	// svc is the podman service once it answers; nil, the binary takes
+	// every call (service.go). svcDone is closed once its start is over.
+	svc     atomic.Pointer[service]
+	svcOnce sync.Once
+	svcDone chan struct{} // under mu
+	real    bool          // New's: it runs the podman binary, and may start its service
 }
 
 var (
@@ -70,6 +77,7 @@ func New(cfg Config, log *slog.Logger) (*Driver, error) {
 	if err := d.loadClaims(); err != nil {
 		return nil, err
 	}
+	d.real = true
 	return d, nil
 }
 
@@ -215,6 +223,9 @@ func (d *Driver) inspect(ctx context.Context, id sandbox.ID) (inspected, error) 
 
 // inspectName inspects the container called name.
 func (d *Driver) inspectName(ctx context.Context, name string) (inspected, error) {
+	if cur, ok, err := d.serviceInspect(ctx, name); ok {
+		return cur, err
+	}
 	out, err := d.run(ctx, nil, "container", "inspect", "--format", "json", name)
 	if noSuch(err) {
 		return inspected{}, fault.Errorf(fault.NotFound, "podman: container %s", name)
@@ -309,6 +320,10 @@ func (d *Driver) create(ctx context.Context, spec sandbox.Spec) error {
 		// An agent run has no home volume: the checkout is its only mount.
 		if spec.Run.Network == "open" {
 			d.log.WarnContext(ctx, "an agent run on an open network holds the sandbox's key and can reach anything")
+		}
+	} else if ok, err := d.serviceVolume(ctx, d.cfg.name(sb.ID), d.cfg.labelMap(sb)); ok {
+		if err != nil {
+			return err
 		}
 	} else if _, err := d.run(ctx, nil, VolumeArgs(d.cfg, sb)...); err != nil && !alreadyExists(err) {
 		return err
@@ -538,6 +553,7 @@ type listed struct {
 // List returns every sandbox this deployment has a container or a volume
 // for, including half-created and exited containers.
 func (d *Driver) List(ctx context.Context) ([]sandbox.Machine, error) {
+	d.service() // the sweep lists first at start-up: the service is ready by the first create
 	filter := "label=" + labelDeployment + "=" + d.cfg.Deployment
 	out, err := d.run(ctx, nil, "ps", "--all", "--filter", filter, "--format", "json")
 	if err != nil {

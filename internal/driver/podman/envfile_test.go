@@ -158,8 +158,10 @@ func TestTidyRemovesEnvFilesNobodyHolds(t *testing.T) {
 func TestNewKeepsTheEnvDirPrivate(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	fresh := t.TempDir()
-	if _, err := podman.New(podman.Config{StateDir: fresh}, log); err != nil {
+	if d, err := podman.New(podman.Config{StateDir: fresh}, log); err != nil {
 		t.Fatal(err)
+	} else {
+		t.Cleanup(func() { d.Close() }) // its podman service, before the directory goes
 	}
 	open := t.TempDir()
 	if err := os.Mkdir(filepath.Join(open, "env"), 0o755); err != nil {
@@ -168,8 +170,10 @@ func TestNewKeepsTheEnvDirPrivate(t *testing.T) {
 	if err := os.Chmod(filepath.Join(open, "env"), 0o755); err != nil { // past the umask
 		t.Fatal(err)
 	}
-	if _, err := podman.New(podman.Config{StateDir: open}, log); err != nil {
+	if d, err := podman.New(podman.Config{StateDir: open}, log); err != nil {
 		t.Fatal(err)
+	} else {
+		t.Cleanup(func() { d.Close() })
 	}
 	for _, dir := range []string{fresh, open} {
 		fi, err := os.Stat(filepath.Join(dir, "env"))

@@ -47,6 +47,7 @@ func TestFollowEndsWhenTheContainerDoes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { d.Close() })
 	var stdout, stderr []string
 	err = d.Follow(t.Context(), "sbx_1", func(out bool, b []byte) {
 		if out {

@@ -42,6 +42,7 @@ func newDriverWith(t *testing.T, cfg podman.Config) *podman.Driver {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		defer d.Close()
 		ms, err := d.List(context.Background())
 		if err != nil {
 			t.Errorf("cleanup: %v", err)

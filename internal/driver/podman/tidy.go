@@ -90,6 +90,12 @@ func (d *Driver) tidyRuntime(ctx context.Context, bin string, known *map[string]
 	// is then in podman's listing, never taken for an orphan; one removed
 	// in between is gone from the runtime too, and skipped.
 	out, err := d.runtime(ctx, bin, "list", "--format", "json")
+	for try := 0; err != nil && try < 3 && strings.Contains(err.Error(), "no such file or directory"); try++ {
+		// runc list fails whole when a container it is reading goes
+		// meanwhile (another gateway's, a test's): ask again.
+		time.Sleep(50 * time.Millisecond)
+		out, err = d.runtime(ctx, bin, "list", "--format", "json")
+	}
 	if err != nil {
 		return nil, err
 	}
