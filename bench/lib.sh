@@ -6,10 +6,13 @@
 # gateway listens on loopback, unless the script set bench_reach=1 (its
 # sandboxes call the gateway: a warm pool's members trade their token
 # there): then on every address, and sandboxes find it at the host's
-# address on podman's bridge. On exit it runs bench_cleanup when the script
-# defines one, stops the gateway, prints the end of its log when the
-# benchmark failed (BERTH_BENCH_LOG names a file to keep it whole in, at
-# BERTH_BENCH_LOG_LEVEL, default warn), and removes the scratch directory.
+# address on podman's bridge. Just before the gateway starts it runs
+# bench_before_serve when the script defines one (to write the files in
+# work that the gateway's settings name). On exit it runs bench_cleanup
+# when the script defines one, stops the gateway, prints the end of its
+# log when the benchmark failed (BERTH_BENCH_LOG names a file to keep it
+# whole in, at BERTH_BENCH_LOG_LEVEL, default warn), and removes the
+# scratch directory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"
@@ -21,7 +24,9 @@ pid=
 bench_exit() {
   local status=$?
   if declare -F bench_cleanup >/dev/null; then bench_cleanup || true; fi
-  if [ -n "$pid" ]; then kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true; fi
+  # The gateway may have died already (it refused its settings): kill fails
+  # then, and under set -e that would end the clean-up here.
+  if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
   if [ -n "${BERTH_BENCH_LOG:-}" ]; then cp "$work/serve.log" "$BERTH_BENCH_LOG" || true; fi
   if [ "$status" -ne 0 ] && [ -s "$work/serve.log" ]; then
     echo "bench: the gateway's log ends:" >&2
@@ -50,6 +55,7 @@ export BERTH_DATA_DIR=$work/data BERTH_SANDBOX_DRIVER=podman BERTH_SANDBOX_PODMA
 if [ "${bench_reach:-}" = 1 ]; then
   export BERTH_ADDR=:$port BERTH_SANDBOX_PUBLIC_URL=http://host.containers.internal:$port
 fi
+if declare -F bench_before_serve >/dev/null; then bench_before_serve; fi
 "$work/berth" serve 2>"$work/serve.log" &
 pid=$!
 for _ in $(seq 1 100); do curl -fsS "$BERTH_URL/healthz" >/dev/null 2>&1 && break; sleep 0.1; done

@@ -4,22 +4,39 @@
 //
 // It needs a running gateway on the podman driver (BERTH_URL, and
 // BERTH_API_KEY of a user with a class named by -class), and the gateway's
-// podman root (-podman-root) for the baseline. bench/start.sh sets all of
-// that up on a scratch data directory.
+// podman root (-podman-root) for the baseline. For agent runs the gateway
+// runs -runner in -agent-image on the model -model, on the repository
+// bench/repo (a local forge's, whose directory is -repo), and its runs join
+// the allowlist network -agent-network. bench/start.sh sets all of that up
+// on a scratch data directory.
 //
 // What is timed:
 //   - engineer, berth: POST create → the API reports running, which the
 //     gateway says once sshd in the sandbox answers with its greeting;
 //     baseline: `podman run -d` with the same hardening flags → sshd's
 //     greeting on the container's address.
-//   - agent, berth: POST create → running (the container started);
-//     baseline: `podman run -d` returning.
+//   - agent run, berth: POST create of an agent sandbox with a task →
+//     the API reports running, which the gateway says once the driver's
+//     `podman run -d` of the runner's image has returned: the run's
+//     checkout, its prompt file, its key and environment and the container
+//     are made on the way; baseline: `podman run -d` of the same image
+//     with the argv the driver builds for a run (podman.AgentArgs: its
+//     hardening, the class's memory and cpus, a checkout of the same
+//     repository with a prompt file mounted at /work from a host
+//     directory, the same allowlist network, an env file, the runner's
+//     arguments for the same model) until it returns. The baseline's
+//     checkout and env file are made before its clock starts.
 //   - engineer from a warm pool (with -warm-class, on a gateway with
 //     BERTH_SANDBOX_WARM=on): POST create → running, the sandbox claimed
 //     from the class's pool; baseline: the cold create of the engineer
 //     class (the same image and size) in the same run. Before each claim
 //     the pool is given time to fill again, so that every claim finds a
 //     member ready, as it would on a gateway not measured back to back.
+//
+// An agent sandbox without a runner (an agent-purpose machine with a home
+// volume, what this measured before runs had images) is not measured: a
+// gateway with runner images gives every agent sandbox a runner, and such
+// a machine is not what an agent run starts.
 package main
 
 import (
@@ -39,24 +56,32 @@ import (
 	"berth.dev/berth/bench/internal/stats"
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/client"
+	driver "berth.dev/berth/internal/driver/podman"
 )
 
 func main() {
 	n := flag.Int("n", 10, "runs of each kind")
 	class := flag.String("class", "standard", "the engineer class")
-	agentClass := flag.String("agent-class", "agent", "the agent class")
-	image := flag.String("image", "localhost/berth-sandbox:latest", "the classes' image, for the baseline")
+	image := flag.String("image", "localhost/berth-sandbox:latest", "the engineer class's image, for the baseline")
 	root := flag.String("podman-root", "", "the gateway's podman root (BERTH_SANDBOX_PODMAN_ROOT)")
 	key := flag.String("ssh-key", "", "an ssh public key file for engineer sandboxes")
 	warmClass := flag.String("warm-class", "", "an engineer class with a warm pool, measured against -class (none: not measured)")
+	var a agentBench
+	flag.StringVar(&a.class, "agent-class", "agent", "the agent class")
+	flag.StringVar(&a.image, "agent-image", "localhost/berth-agent-claude-code:latest", "the runner's image (the gateway's BERTH_RUNNER_IMAGES), for the baseline")
+	flag.StringVar(&a.runner, "runner", "claude-code", "the agent runs' runner")
+	flag.StringVar(&a.model, "model", "scripted", "the model the agent runs start on")
+	flag.StringVar(&a.network, "agent-network", driver.DefaultAgentNetwork, "the allowlist network runs join (BERTH_SANDBOX_PODMAN_AGENT_NETWORK)")
+	flag.StringVar(&a.repo, "repo", "", "a clone of bench/repo, for the baseline's checkouts")
+	flag.StringVar(&a.checkouts, "checkouts", "", "a directory for the baseline's checkouts (default a temporary one)")
 	flag.Parse()
-	if err := run(*n, *class, *agentClass, *warmClass, *image, *root, *key); err != nil {
+	if err := run(*n, *class, *warmClass, *image, *root, *key, a); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(n int, class, agentClass, warmClass, image, root, keyFile string) error {
+func run(n int, class, warmClass, image, root, keyFile string, a agentBench) error {
 	pub, err := os.ReadFile(keyFile)
 	if err != nil {
 		return fmt.Errorf("-ssh-key: %w", err)
@@ -64,6 +89,10 @@ func run(n int, class, agentClass, warmClass, image, root, keyFile string) error
 	c := client.New(os.Getenv("BERTH_URL"), os.Getenv("BERTH_API_KEY"), nil)
 	pm := podman{root: root}
 	ctx := context.Background()
+	if err := a.setUp(ctx, c); err != nil {
+		return err
+	}
+	defer a.tearDown()
 	var engB, engP, agB, agP, warmB []time.Duration
 	var loads []string
 	for i := range n {
@@ -78,11 +107,12 @@ func run(n int, class, agentClass, warmClass, image, root, keyFile string) error
 			return err
 		}
 		engB = append(engB, d)
-		if d, err = pm.agent(ctx, image, i); err != nil {
+		if d, err = pm.agentRun(ctx, a, i); err != nil {
 			return err
 		}
 		agP = append(agP, d)
-		if d, err = berth(ctx, c, api.CreateSandbox{Name: fmt.Sprintf("bench-agent-%d", i), Class: agentClass, Purpose: "agent", Repo: "bench/repo", Task: "benchmark"}); err != nil {
+		if d, err = berth(ctx, c, api.CreateSandbox{Name: fmt.Sprintf("bench-agent-%d", i), Class: a.class, Purpose: "agent",
+			Repo: "bench/repo", Task: "benchmark", Runner: a.runner, Model: a.model}); err != nil {
 			return err
 		}
 		agB = append(agB, d)
@@ -101,25 +131,25 @@ func run(n int, class, agentClass, warmClass, image, root, keyFile string) error
 	}
 	load := loads[len(loads)/2]
 	fmt.Printf("create→ready, median of %d (podman, runc, one host; load %s)\n", n, load)
-	fmt.Printf("%-22s %12s %22s %7s\n", "sandbox", "berth", "baseline", "ratio")
+	fmt.Printf("%-22s %12s %30s %7s\n", "sandbox", "berth", "baseline", "ratio")
 	rows := []struct {
-		kind, baseline, goal string
-		berth, bare          []time.Duration
+		kind, ready, baseline, goal string
+		berth, bare                 []time.Duration
 	}{
-		{"engineer", "bare podman run", "≤ 1.10", engB, engP},
-		{"agent", "bare podman run", "≤ 1.15", agB, agP},
+		{"engineer", "ready", "bare podman run", "≤ 1.10", engB, engP},
+		{"agent run", "agent started", "bare podman run -d, same argv", "≤ 1.15", agB, agP},
 	}
 	if warmClass != "" {
 		rows = append(rows, struct {
-			kind, baseline, goal string
-			berth, bare          []time.Duration
-		}{"engineer, warm pool", "cold create, same class", "≤ 0.25 and ≤ 60 ms", warmB, engB})
+			kind, ready, baseline, goal string
+			berth, bare                 []time.Duration
+		}{"engineer, warm pool", "ready", "cold create, same class", "≤ 0.25 and ≤ 60 ms", warmB, engB})
 	}
 	for _, r := range rows {
 		b, p := stats.Median(r.berth), stats.Median(r.bare)
 		ratio := float64(b) / float64(p)
-		fmt.Printf("%-22s %12s %22s %7.2f\n", r.kind, b.Round(time.Millisecond), r.baseline+" "+p.Round(time.Millisecond).String(), ratio)
-		if err := report.Emit(report.Figure{Bench: "start", Name: r.kind + " create → ready", Value: b.Round(time.Millisecond).String(),
+		fmt.Printf("%-22s %12s %30s %7.2f\n", r.kind, b.Round(time.Millisecond), r.baseline+" "+p.Round(time.Millisecond).String(), ratio)
+		if err := report.Emit(report.Figure{Bench: "start", Name: r.kind + " create → " + r.ready, Value: b.Round(time.Millisecond).String(),
 			Baseline: r.baseline + " " + p.Round(time.Millisecond).String(), Ratio: ratio, Goal: r.goal, N: n, Load: load}); err != nil {
 			return err
 		}
@@ -216,22 +246,6 @@ func (p podman) engineer(ctx context.Context, image, pub string, i int) (time.Du
 		}
 	}
 	return 0, fmt.Errorf("bare engineer container never answered on %s", addr)
-}
-
-func (p podman) agent(ctx context.Context, image string, i int) (time.Duration, error) {
-	name := fmt.Sprintf("bench-bare-agent-%d-%d", os.Getpid(), i)
-	env := []string{"BERTH_SANDBOX_ID=sbx_bench", "BERTH_SANDBOX_NAME=bench", "BERTH_SANDBOX_PURPOSE=agent"}
-	args := append([]string{"run", "-d", "--name", name}, hardened...)
-	for _, e := range env {
-		args = append(args, "--env", strings.SplitN(e, "=", 2)[0])
-	}
-	start := time.Now()
-	if out, err := p.cmd(ctx, env, append(args, image)...).CombinedOutput(); err != nil {
-		return 0, fmt.Errorf("podman run: %v: %s", err, out)
-	}
-	d := time.Since(start)
-	_ = p.cmd(context.WithoutCancel(ctx), nil, "rm", "-f", "-t", "0", name).Run()
-	return d, nil
 }
 
 func greets(addr string) bool {
