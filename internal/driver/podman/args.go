@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"berth.dev/berth/internal/kelos"
+	"berth.dev/berth/internal/quantity"
 	"berth.dev/berth/internal/sandbox"
 )
 
@@ -56,18 +57,35 @@ func RunArgs(c Config, sb sandbox.Sandbox, envNames []string, envFile string) []
 	name := c.name(sb.ID)
 	args := []string{"run", "--detach", "--name", name, "--hostname", sb.Name}
 	args = append(args, c.labels(sb)...)
-	args = append(args,
+	args = append(args, c.engineerMachine(sb.CPU, sb.Memory, name)...)
+	args = append(args, c.engineerPlace(sb.Runtime, envFile)...)
+	for _, n := range envNames {
+		args = append(args, "--env", n)
+	}
+	return append(args, sb.Image)
+}
+
+// engineerMachine is the hardening and limits of an engineer's machine
+// (a sandbox's or a warm pool member's), its volume as HOME.
+func (c Config) engineerMachine(cpu quantity.Millicores, memory quantity.Bytes, volume string) []string {
+	return []string{
 		"--user", fmt.Sprintf("%d:%d", sandboxUID, sandboxUID),
 		"--cap-drop", "ALL",
 		"--security-opt", "no-new-privileges",
 		"--pids-limit", itoa(c.PidsLimit),
-		"--memory", fmt.Sprintf("%db", int64(sb.Memory)),
-		"--cpus", fmt.Sprintf("%.3f", sb.CPU.Cores()),
+		"--memory", fmt.Sprintf("%db", int64(memory)),
+		"--cpus", fmt.Sprintf("%.3f", cpu.Cores()),
 		"--stop-timeout", itoa(int(c.StopTimeout.Seconds())),
-		"--volume", name+":"+sandboxHome,
-	)
-	if sb.Runtime != "" {
-		args = append(args, "--runtime", RuntimeName(sb.Runtime))
+		"--volume", volume + ":" + sandboxHome,
+	}
+}
+
+// engineerPlace is the runtime, the network and the env file of an
+// engineer's machine.
+func (c Config) engineerPlace(runtime, envFile string) []string {
+	var args []string
+	if runtime != "" {
+		args = append(args, "--runtime", RuntimeName(runtime))
 	}
 	if c.Network != "" {
 		args = append(args, "--network", c.Network)
@@ -75,10 +93,7 @@ func RunArgs(c Config, sb sandbox.Sandbox, envNames []string, envFile string) []
 	if envFile != "" {
 		args = append(args, "--env-file", envFile)
 	}
-	for _, n := range envNames {
-		args = append(args, "--env", n)
-	}
-	return append(args, sb.Image)
+	return args
 }
 
 // AgentArgs is `podman run` for an agent run (SPEC S13): the runner's

@@ -132,26 +132,9 @@ func MemberArgs(c Config, p warm.Pool, name, ctlDir, envFile string) []string {
 	c = c.withDefaults()
 	args := []string{"run", "--detach", "--name", name, "--hostname", p.Class.Name}
 	args = append(args, c.memberLabels(p)...)
-	args = append(args,
-		"--user", fmt.Sprintf("%d:%d", sandboxUID, sandboxUID),
-		"--cap-drop", "ALL",
-		"--security-opt", "no-new-privileges",
-		"--pids-limit", itoa(c.PidsLimit),
-		"--memory", fmt.Sprintf("%db", int64(p.Class.Memory)),
-		"--cpus", fmt.Sprintf("%.3f", p.Class.CPU.Cores()),
-		"--stop-timeout", itoa(int(c.StopTimeout.Seconds())),
-		"--volume", name+":"+sandboxHome,
-		"--volume", ctlDir+":"+ctlMount,
-	)
-	if p.Runtime != "" {
-		args = append(args, "--runtime", RuntimeName(p.Runtime))
-	}
-	if c.Network != "" {
-		args = append(args, "--network", c.Network)
-	}
-	if envFile != "" {
-		args = append(args, "--env-file", envFile)
-	}
+	args = append(args, c.engineerMachine(p.Class.CPU, p.Class.Memory, name)...)
+	args = append(args, "--volume", ctlDir+":"+ctlMount)
+	args = append(args, c.engineerPlace(p.Runtime, envFile)...)
 	return append(args, p.Class.Image)
 }
 
