@@ -440,6 +440,16 @@ const (
 	readyRecheck = 500 * time.Millisecond
 )
 
+// listens reports whether something accepts a connection at addr.
+func (d *Driver) listens(ctx context.Context, addr string) bool {
+	conn, err := d.dial(ctx, "tcp", addr)
+	if err != nil {
+		return false
+	}
+	conn.Close()
+	return true
+}
+
 // greets reports whether an ssh server answers at addr.
 func (d *Driver) greets(ctx context.Context, addr string) bool {
 	conn, err := d.dial(ctx, "tcp", addr)

@@ -588,8 +588,11 @@ func (d *Driver) take(ctx context.Context, sb sandbox.Sandbox) (*member, error) 
 			break
 		}
 		// Ready when last seen; a member that died since (out of memory,
-		// killed) is not handed out: the pool's keeping removes it.
-		if d.greets(ctx, net.JoinHostPort(c.ip, strconv.Itoa(sshPort))) {
+		// killed) is not handed out: the pool's keeping removes it. A
+		// connection its sshd accepts says so; its greeting, which comes
+		// from a process sshd starts for the connection, is waited for
+		// once the claim is handed over, beside berth-init's work.
+		if d.listens(ctx, net.JoinHostPort(c.ip, strconv.Itoa(sshPort))) {
 			m = c
 			break
 		}
@@ -704,6 +707,12 @@ func (d *Driver) startFromPool(ctx context.Context, spec sandbox.Spec) error {
 			return fmt.Errorf("podman: hand the claim to %s: %w", name, err)
 		}
 	}
+	// sshd answers while berth-init takes up the sandbox: its greeting is
+	// waited for meanwhile.
+	greeted := make(chan bool, 1)
+	if running && ip != "" {
+		go func() { greeted <- d.greets(ctx, net.JoinHostPort(ip, strconv.Itoa(sshPort))) }()
+	}
 	if !running {
 		d.forgetAddrs()
 		if _, err := d.run(ctx, nil, "start", name); err != nil {
@@ -719,13 +728,15 @@ func (d *Driver) startFromPool(ctx context.Context, spec sandbox.Spec) error {
 	if err := os.Remove(filepath.Join(dir, claimFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		d.log.WarnContext(ctx, "an unread bootstrap token was not removed", "sandbox", sb.ID, "member", name, "err", err)
 	}
-	if ip == "" {
+	if running && ip != "" {
+		if !<-greeted {
+			return fmt.Errorf("sshd of %s stopped answering", name)
+		}
+	} else {
 		var err error
 		if ip, err = d.waitGreeting(ctx, name, sandbox.PurposeEngineer); err != nil {
 			return err
 		}
-	} else if !d.greets(ctx, net.JoinHostPort(ip, strconv.Itoa(sshPort))) {
-		return fmt.Errorf("sshd of %s stopped answering", name)
 	}
 	d.mu.Lock()
 	if d.ips == nil {
