@@ -114,10 +114,12 @@ func TestImportDirection(t *testing.T) {
 		// is fault.Busy with overload's Retry-After.
 		{"store/sqldb", append([]string{"account", "sandbox", "class", "guardrail", "agentrun", "repository", "inference", "usage",
 			"audit", "paging", "forge", "net/http", "k8s.io/"}, adapters...)},
-		// The podman driver runs the podman binary: no HTTP, no database, no
-		// other driver, none of the forges.
+		// The podman driver runs the podman binary (and asks its own podman
+		// service, on a unix socket, what needs no process: HTTP as a client
+		// of that socket only): no database, no other driver, none of the
+		// forges.
 		{"driver/podman", append([]string{module + "store", module + "gateway", module + "client", module + "cli", module + "driver/kubernetes", module + "driver/fake",
-			"database/sql", "k8s.io/", "net/http", "github.com/golang-jwt/", "github.com/prometheus/",
+			"database/sql", "k8s.io/", "github.com/golang-jwt/", "github.com/prometheus/",
 			"githttp", "workspace", "inference", "modelserver", "usage", "metrics"}, forges...)},
 		// workspace makes checkouts with git on the host: it sees the forge
 		// domain and the mirrors through interfaces of its own.
@@ -254,7 +256,9 @@ func TestCompositionRoot(t *testing.T) {
 		{"store", []string{module + "server", module + "sandbox/sandboxtest"}},
 		// sqldb is the store's own floor: the store alone opens it.
 		{"store/sqldb", []string{module + "store"}},
-		{"driver/", []string{module + "server", module + "sandbox/sandboxtest"}},
+		// bench/start times a bare podman run of the argv the driver
+		// builds for an agent run (podman.AgentArgs), its baseline.
+		{"driver/", []string{module + "server", module + "sandbox/sandboxtest", "berth.dev/berth/bench/start"}},
 		{"sandbox/sandboxtest", nil},
 		{"gateway", []string{module + "server"}},
 		{"server", []string{module + "cli", module + "e2e/berthtest"}},
