@@ -14,7 +14,10 @@
 //   - engineer, berth: POST create → the API reports running, which the
 //     gateway says once sshd in the sandbox answers with its greeting;
 //     baseline: `podman run -d` with the same hardening flags → sshd's
-//     greeting on the container's address.
+//     greeting on the container's address. A second baseline makes a
+//     volume first and mounts it as HOME, as the driver does: the first
+//     ratio is the issue's figure, the second what berth adds to podman
+//     beyond the home volume (about 25 ms of podman run's own here).
 //   - agent run, berth: POST create of an agent sandbox with a task →
 //     the API reports running, which the gateway says once the driver's
 //     `podman run -d` of the runner's image has returned: the run's
@@ -93,16 +96,20 @@ func run(n int, class, warmClass, image, root, keyFile string, a agentBench) err
 		return err
 	}
 	defer a.tearDown()
-	var engB, engP, agB, agP, warmB []time.Duration
+	var engB, engP, engV, agB, agP, warmB []time.Duration
 	var loads []string
 	for i := range n {
 		loads = append(loads, scratch.LoadAvg())
 		// Alternate so drift in the machine's load touches both alike.
-		d, err := pm.engineer(ctx, image, strings.TrimSpace(string(pub)), i)
+		d, err := pm.engineer(ctx, image, strings.TrimSpace(string(pub)), i, false)
 		if err != nil {
 			return err
 		}
 		engP = append(engP, d)
+		if d, err = pm.engineer(ctx, image, strings.TrimSpace(string(pub)), i, true); err != nil {
+			return err
+		}
+		engV = append(engV, d)
 		if d, err = berth(ctx, c, api.CreateSandbox{Name: fmt.Sprintf("bench-eng-%d", i), Class: class, SSHKeys: []string{strings.TrimSpace(string(pub))}}); err != nil {
 			return err
 		}
@@ -142,6 +149,9 @@ func run(n int, class, warmClass, image, root, keyFile string, a agentBench) err
 		berth, bare                 []time.Duration
 	}{
 		{"engineer", "ready", "bare podman run", "≤ 1.10", engB, engP},
+		// What berth does beyond podman, the home volume aside: the same
+		// bare run with a volume made for it and mounted as HOME.
+		{"engineer (vs a run with its volume)", "ready", "bare podman run + volume", "", engB, engV},
 		{"agent run", "agent started", "bare podman run -d, same argv", "≤ 1.15", agB, agP},
 	}
 	if warmClass != "" {
@@ -228,14 +238,24 @@ func (p podman) cmd(ctx context.Context, env []string, args ...string) *exec.Cmd
 var hardened = []string{"--user", "1001:1001", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
 	"--pids-limit", "4096", "--memory", "1g", "--cpus", "1"}
 
-func (p podman) engineer(ctx context.Context, image, pub string, i int) (time.Duration, error) {
-	name := fmt.Sprintf("bench-bare-eng-%d-%d", os.Getpid(), i)
+// engineer times a bare engineer container's podman run → sshd's
+// greeting; with volume, a volume made for it first (podman volume
+// create, timed) and mounted as HOME, as the driver does.
+func (p podman) engineer(ctx context.Context, image, pub string, i int, volume bool) (time.Duration, error) {
+	name := fmt.Sprintf("bench-bare-eng-%d-%d-%v", os.Getpid(), i, volume)
 	env := []string{"BERTH_SANDBOX_ID=sbx_bench", "BERTH_SANDBOX_NAME=bench", "BERTH_SANDBOX_PURPOSE=engineer", "BERTH_AUTHORIZED_KEYS=" + pub}
 	args := append([]string{"run", "-d", "--name", name}, hardened...)
 	for _, e := range env {
 		args = append(args, "--env", strings.SplitN(e, "=", 2)[0])
 	}
 	start := time.Now()
+	if volume {
+		if out, err := p.cmd(ctx, nil, "volume", "create", name).CombinedOutput(); err != nil {
+			return 0, fmt.Errorf("podman volume create: %v: %s", err, out)
+		}
+		defer p.cmd(context.WithoutCancel(ctx), nil, "volume", "rm", "-f", name).Run()
+		args = append(args, "--volume", name+":/home/berth")
+	}
 	if out, err := p.cmd(ctx, env, append(args, image)...).CombinedOutput(); err != nil {
 		return 0, fmt.Errorf("podman run: %v: %s", err, out)
 	}
