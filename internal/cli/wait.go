@@ -37,14 +37,17 @@ func waitReady(ctx context.Context, env Env, c *client.Client, sb api.Sandbox, w
 		}
 	}
 	show(sb)
-	delay := 100 * time.Millisecond
+	// Soon at first, then less often: a sandbox from a warm pool is ready
+	// in tens of milliseconds, a cold one in a few hundred, and a wait
+	// that began at 100 ms and doubled said so at 100 and at 700 ms.
+	delay := 25 * time.Millisecond
 	for sb.State == api.StateStarting {
 		select {
 		case <-wctx.Done():
 			return sb, w.stopped(ctx, env, c, sb)
 		case <-time.After(delay):
 		}
-		delay = min(delay*2, time.Second)
+		delay = min(delay*3/2, time.Second)
 		next, err := c.Sandbox(wctx, sb.ID)
 		if err != nil {
 			if wctx.Err() != nil {
