@@ -10,17 +10,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"
 work=$(mktemp -d)
-pgdir=
+source bench/postgres.sh
 cleanup() {
-  if [ -n "$pgdir" ]; then scripts/test-postgres stop "$pgdir" || true; rm -rf "$pgdir"; fi
+  bench_postgres_stop
   rm -rf "$work"
 }
 trap cleanup EXIT
 go build -o "$work/berth" ./cmd/berth
 go build -o "$work/budget" ./bench/budget
-if [ -z "${BERTH_TEST_POSTGRES:-}" ]; then
-  pgdir=$(mktemp -d /tmp/berth-bench-pg.XXXXXX)
-  chmod 755 "$pgdir"
-  BERTH_TEST_POSTGRES=$(scripts/test-postgres start "$pgdir" "${BERTH_BENCH_PG_PORT:-55434}")
-fi
+bench_postgres
 "$work/budget" -berth "$work/berth" -postgres "$BERTH_TEST_POSTGRES" "$@"

@@ -36,9 +36,9 @@ while [ $# -gt 0 ]; do
 done
 
 work=$(mktemp -d)
-pgdir=
+source bench/postgres.sh
 cleanup() {
-  if [ -n "$pgdir" ]; then scripts/test-postgres stop "$pgdir" || true; rm -rf "$pgdir"; fi
+  bench_postgres_stop
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -51,12 +51,7 @@ if [ -n "$base" ]; then
   (cd "$work/base" && go build -o "$work/berth-base" ./cmd/berth)
   load+=(-base "$work/berth-base" -base-name "$base")
 fi
-if [ -z "${BERTH_TEST_POSTGRES:-}" ]; then
-  pgdir=$(mktemp -d /tmp/berth-bench-pg.XXXXXX)
-  chmod 755 "$pgdir"
-  BERTH_TEST_POSTGRES=$(scripts/test-postgres start "$pgdir" "${BERTH_BENCH_PG_PORT:-55434}")
-fi
-export BERTH_TEST_POSTGRES
+bench_postgres
 "$work/load" "${load[@]}" "${args[@]}"
 
 if [ -n "$budget" ]; then

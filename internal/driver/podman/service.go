@@ -185,10 +185,11 @@ func (s *service) call(ctx context.Context, method, path string, body any) ([]by
 		}
 		in = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://podman/"+apiVersion+"/libpod"+path, in)
+	u := "http://podman/" + apiVersion + "/libpod" + path
 	if path == "/_ping" {
-		req, err = http.NewRequestWithContext(ctx, method, "http://podman/_ping", nil)
+		u = "http://podman/_ping" // not versioned
 	}
+	req, err := http.NewRequestWithContext(ctx, method, u, in)
 	if err != nil {
 		return nil, err
 	}
