@@ -396,9 +396,11 @@ func TestSignInThroughTheIdentityProvider(t *testing.T) {
 	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "start again") || strings.Contains(string(body), "not a sign-in under way") {
 		t.Errorf("a forged callback: %s\n%s", resp.Status, body)
 	}
-	if !strings.Contains(g.log.String(), "not a sign-in under way") {
-		t.Errorf("the gateway's log does not say why the forged callback was refused")
-	}
+	// The gateway writes the line before it answers, but its stderr
+	// reaches the test through a pipe copied on its own goroutine.
+	eventually(t, 5*time.Second, "the gateway's log to say why the forged callback was refused", func() bool {
+		return strings.Contains(g.log.String(), "not a sign-in under way")
+	})
 }
 
 // withoutBerth is env without the berth settings a test's environment
