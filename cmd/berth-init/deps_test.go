@@ -37,6 +37,7 @@ func TestDepsStayLean(t *testing.T) {
 		"berth.dev/berth/internal/secret":       true, // a credential's value, redacted everywhere; standard library only
 		"berth.dev/berth/internal/api":          true, // the wire types it shares with the host; standard library only
 		"berth.dev/berth/internal/devcontainer": true, // a postCreateCommand's forms; standard library only
+		"berth.dev/berth/internal/handoff":      true, // taking a tunnel's connection over from the gateway; standard library only
 	}
 	for line := range strings.Lines(string(out)) {
 		dep, std, _ := strings.Cut(strings.TrimSpace(line), " ")

@@ -127,7 +127,7 @@ func TestWarmPoolOnPodman(t *testing.T) {
 		return nil
 	}
 	supervised := false
-	e.Supervise = func(c *exec.Cmd) int {
+	e.Supervise = func(c *exec.Cmd, _ func(int)) int {
 		supervised = true
 		if _, err := os.Stat(ready); err != nil {
 			t.Errorf("supervising sshd before saying ready: %v", err)

@@ -139,6 +139,7 @@ import (
 
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/devcontainer"
+	"berth.dev/berth/internal/handoff"
 	"berth.dev/berth/internal/kelos"
 	"berth.dev/berth/internal/secret"
 )
@@ -186,9 +187,10 @@ type Env struct {
 	// SIGINT).
 	WaitForStop func()
 	// Supervise stays the parent of sshd, which Start started, until it
-	// ends, and returns its exit code (the warm pool's mode, where
-	// berth-init stays PID 1); nil waits for sshd alone.
-	Supervise func(sshd *exec.Cmd) int
+	// ends, and returns its exit code (the warm pool's and the handoff's
+	// mode, where berth-init stays PID 1); it tells reaped (when not nil)
+	// of every other child it reaps. nil waits for sshd alone.
+	Supervise func(sshd *exec.Cmd, reaped func(pid int)) int
 }
 
 // OSEnv is the Env of the running process.
@@ -313,6 +315,14 @@ func start(args []string, env Env, opts options) int {
 		// the sandbox starts all the same.
 		if err := r.startPostCreate(); err != nil {
 			r.logf("postCreateCommand: %v", err)
+		}
+	}
+	if early == nil && env.Getenv(handoff.EnvSocket) != "" {
+		// berth-init stays, to take the tunnels' connections over.
+		var err error
+		if early, err = startEarlySSHD(env, ""); err != nil {
+			r.logf("%v", err)
+			return exitFailure
 		}
 	}
 	if early != nil {

@@ -11,8 +11,9 @@ import (
 // pool's mode): it reaps every process that ends (orphans of the
 // sandbox's sessions come to PID 1), passes SIGTERM, SIGINT and SIGHUP
 // on to sshd, and returns sshd's exit code as a shell reports it once
-// sshd ends.
-func supervise(sshd *exec.Cmd) int {
+// sshd ends. Every other process it reaps it tells reaped of, when not
+// nil.
+func supervise(sshd *exec.Cmd, reaped func(pid int)) int {
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGCHLD)
 	defer signal.Stop(sigs)
@@ -35,6 +36,9 @@ func supervise(sshd *exec.Cmd) int {
 					return 128 + int(ws.Signal())
 				}
 				return exitFailure
+			}
+			if reaped != nil {
+				reaped(p)
 			}
 		}
 		if s := <-sigs; s != syscall.SIGCHLD {

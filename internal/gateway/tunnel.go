@@ -42,7 +42,7 @@ func (s *Server) openTunnel(w http.ResponseWriter, r *http.Request, p account.Pr
 		s.writeError(w, r, fault.Errorf(fault.Unavailable, "this gateway reaches no sandbox"))
 		return
 	}
-	conn, err := s.reach.Connect(r.Context(), p, r.PathValue("ref"), port)
+	conn, err := s.reach.ConnectOrHand(r.Context(), p, r.PathValue("ref"), port)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -63,7 +63,18 @@ func (s *Server) openTunnel(w http.ResponseWriter, r *http.Request, p account.Pr
 	began := time.Now()
 	s.tunnels.open.Add(1)
 	s.meter.TunnelOpened()
-	st, err := tunnel.Serve(ctx, w, r, conn.Conn, tunnel.Options{IdleTimeout: s.tunnelIdle, OnActivity: conn.Active})
+	opts := tunnel.Options{IdleTimeout: s.tunnelIdle, OnActivity: conn.Active}
+	var st tunnel.Stats
+	handed := false
+	if conn.Handoff != nil {
+		// sshd in the sandbox takes the client's socket over: no byte
+		// of it passes through here (package handoff). The gateway
+		// serves no TLS itself, so the socket carries the client's bytes
+		// as they are.
+		st, handed, err = tunnel.ServeHandoff(ctx, w, r, conn.Handoff, conn.Dial, opts)
+	} else {
+		st, err = tunnel.Serve(ctx, w, r, conn.Conn, opts)
+	}
 	s.tunnels.open.Add(-1)
 	s.meter.TunnelClosed()
 	if err == nil {
@@ -80,7 +91,7 @@ func (s *Server) openTunnel(w http.ResponseWriter, r *http.Request, p account.Pr
 		s.writeError(w, r, err)
 		return
 	}
-	log.InfoContext(ctx, "tunnel closed", "end", st.End, "up", st.Up, "down", st.Down, "took", time.Since(began))
+	log.InfoContext(ctx, "tunnel closed", "end", st.End, "up", st.Up, "down", st.Down, "handed", handed, "took", time.Since(began))
 }
 
 // tunnels keeps track of open tunnels: net/http forgets a connection once

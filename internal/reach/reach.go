@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -46,6 +47,22 @@ type Reacher interface {
 	// Ports are the ports Addr may be asked for (podman: 2222; Kubernetes:
 	// 1024–65535).
 	Ports() PortRange
+}
+
+// Handoffer is the capability of a driver whose machines can take a
+// client's connection over themselves (package handoff): their sshd then
+// serves the client's socket, and the gateway copies no byte.
+type Handoffer interface {
+	// Handoff is what takes a connection to port of the sandbox's
+	// machine over, or nil when nothing in it would now.
+	Handoff(id sandbox.ID, port int) Receiver
+}
+
+// Receiver takes a connected socket over inside a sandbox (the tunnel's
+// Receiver): f stays the caller's, and ended is closed once the sandbox's
+// server of it has ended.
+type Receiver interface {
+	Give(f *os.File) (ended <-chan struct{}, err error)
 }
 
 // Sandboxes is what the way in needs of the sandbox service: the sandbox
@@ -113,10 +130,16 @@ func NewService(sandboxes Sandboxes, store Store, cfg Config, log *slog.Logger, 
 // a sandbox, from Connect to Close. While any is open the sandbox is not
 // idle (SPEC S3).
 type Connection struct {
-	// Conn is the sandbox's end, dialled by Connect.
-	Conn    net.Conn
+	// Conn is the sandbox's end, dialled by Connect, or by Dial when the
+	// connection was to be handed over and could not be.
+	Conn net.Conn
+	// Handoff, when not nil, takes the client's connection over in the
+	// sandbox, and Conn is nil until Dial.
+	Handoff Receiver
 	Sandbox sandbox.Sandbox
 	Port    int
+
+	addr string
 
 	svc    *Service
 	caller account.Principal
@@ -139,7 +162,19 @@ type Traffic struct {
 // audited); anybody else does not find it. The sandbox must be a running
 // engineer sandbox, and the driver must reach the port.
 func (s *Service) Connect(ctx context.Context, p account.Principal, ref string, port int) (*Connection, error) {
-	c, err := s.connect(ctx, p, ref, port)
+	c, err := s.connect(ctx, p, ref, port, false)
+	if err != nil {
+		return nil, fmt.Errorf("connect to port %d of sandbox %s: %w", port, ref, err)
+	}
+	return c, nil
+}
+
+// ConnectOrHand is Connect for a client's connection the sandbox's
+// machine may take over itself (the tunnel's): when the driver's machine
+// has a receiver for port (Handoffer), it dials nothing and the
+// Connection's Handoff is set; else it is Connect.
+func (s *Service) ConnectOrHand(ctx context.Context, p account.Principal, ref string, port int) (*Connection, error) {
+	c, err := s.connect(ctx, p, ref, port, true)
 	if err != nil {
 		return nil, fmt.Errorf("connect to port %d of sandbox %s: %w", port, ref, err)
 	}
@@ -187,7 +222,7 @@ func (s *Service) Ports() (ports PortRange, ok bool) {
 	return s.cfg.Reacher.Ports(), true
 }
 
-func (s *Service) connect(ctx context.Context, p account.Principal, ref string, port int) (*Connection, error) {
+func (s *Service) connect(ctx context.Context, p account.Principal, ref string, port int, hand bool) (*Connection, error) {
 	sb, err := s.admit(ctx, p, ref, port)
 	if err != nil {
 		return nil, err
@@ -203,16 +238,45 @@ func (s *Service) connect(ctx context.Context, p account.Principal, ref string, 
 	if err != nil {
 		return nil, s.unreachable(ctx, sb, fmt.Errorf("driver: %w", err))
 	}
-	conn, err := s.dial(ctx, "tcp", addr)
-	if err != nil {
-		s.log.WarnContext(ctx, "sandbox does not answer", "sandbox", sb.ID, "port", port, "err", err)
-		return nil, s.unreachable(ctx, sb, fault.Errorf(fault.Unavailable, "sandbox %s does not answer on port %d", sb.Name, port))
+	c := &Connection{Sandbox: sb, Port: port, svc: s, caller: p, addr: addr}
+	if h, ok := reach.(Handoffer); ok && hand {
+		c.Handoff = h.Handoff(sb.ID, port)
+	}
+	if c.Handoff == nil {
+		// Dialled now, so that a sandbox that does not answer is told
+		// before the upgrade. A handed connection is dialled by nobody:
+		// a dial would cost sshd a process for nothing.
+		if c.Conn, err = c.dial(ctx); err != nil {
+			return nil, err
+		}
 	}
 	s.ConnectionOpened(sb.ID)
 	// Held while open: the idle clock of another replica's sweep does not
 	// see this connection.
-	release := s.hold(ctx, sb.ID)
-	return &Connection{Conn: conn, Sandbox: sb, Port: port, svc: s, caller: p, opened: s.now(), release: release}, nil
+	c.release = s.hold(ctx, sb.ID)
+	c.opened = s.now()
+	return c, nil
+}
+
+// Dial dials the sandbox's port for a connection that was to be handed
+// over and could not be; Conn is then set.
+func (c *Connection) Dial(ctx context.Context) (net.Conn, error) {
+	conn, err := c.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.Conn = conn
+	return conn, nil
+}
+
+func (c *Connection) dial(ctx context.Context) (net.Conn, error) {
+	s, sb := c.svc, c.Sandbox
+	conn, err := s.dial(ctx, "tcp", c.addr)
+	if err != nil {
+		s.log.WarnContext(ctx, "sandbox does not answer", "sandbox", sb.ID, "port", c.Port, "err", err)
+		return nil, s.unreachable(ctx, sb, fault.Errorf(fault.Unavailable, "sandbox %s does not answer on port %d", sb.Name, c.Port))
+	}
+	return conn, nil
 }
 
 // notRunning is why a sandbox that is not running has no tunnel, in its
@@ -281,7 +345,9 @@ func (c *Connection) Active() { c.svc.active.touch(c.Sandbox.ID) }
 // carried. Only the first call counts.
 func (c *Connection) Close(ctx context.Context, t Traffic) {
 	c.once.Do(func() {
-		c.Conn.Close()
+		if c.Conn != nil {
+			c.Conn.Close()
+		}
 		c.svc.ConnectionClosed(c.Sandbox.ID)
 		// Saved before the hold goes: the sweep of another replica must
 		// not count the sandbox idle from before this connection.

@@ -563,6 +563,9 @@ func PodmanConfig(cfg Config) podman.Config {
 		AgentNetwork: cfg.PodmanAgentNet,
 		Runtimes:     rts,
 		PublicURL:    cfg.SandboxPublicURL,
+		// The gateway's own: another gateway on the same podman root
+		// (a test's, a replica's) must not take its sockets over.
+		HandoffDir: filepath.Join(cfg.DataDir, "handoff"),
 	}
 }
 

@@ -67,10 +67,7 @@ func Serve(ctx context.Context, w http.ResponseWriter, r *http.Request, backend 
 	}
 	client := &Conn{Conn: raw, r: brw.Reader}
 	defer client.Close()
-	// The answer is written by hand: net/http treats a 101 from
-	// WriteHeader as informational and would expect a final status after it.
-	head := "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + Protocol + "\r\n\r\n"
-	if _, err := io.WriteString(raw, head); err != nil {
+	if _, err := io.WriteString(raw, upgraded); err != nil {
 		return Stats{End: EndClosed}, nil // the client went away
 	}
 	return relay(ctx, client, backend, o), nil

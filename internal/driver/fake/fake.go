@@ -57,7 +57,8 @@ type Driver struct {
 	failStart map[sandbox.ID]error
 	hold      chan struct{} // when not nil, Start waits for it to close
 	starts    int
-	pointed   map[sandbox.ID]map[int]string // ports tests made reachable
+	pointed   map[sandbox.ID]map[int]string         // ports tests made reachable
+	receivers map[sandbox.ID]map[int]reach.Receiver // ports whose connections are handed over
 	agent     Agent
 	leftovers []string         // what Tidy removes next
 	onStop    func(sandbox.ID) // called by Stop once the machine stopped
@@ -402,6 +403,27 @@ func (d *Driver) Point(id sandbox.ID, port int, addr string) {
 		d.pointed[id] = map[int]string{}
 	}
 	d.pointed[id][port] = addr
+}
+
+// HandOver makes recv take connections to port of a sandbox over, as a
+// podman machine's berth-init does (reach.Handoffer); nil stops it.
+func (d *Driver) HandOver(id sandbox.ID, port int, recv reach.Receiver) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.receivers == nil {
+		d.receivers = map[sandbox.ID]map[int]reach.Receiver{}
+	}
+	if d.receivers[id] == nil {
+		d.receivers[id] = map[int]reach.Receiver{}
+	}
+	d.receivers[id][port] = recv
+}
+
+// Handoff is reach.Handoffer's: what HandOver set.
+func (d *Driver) Handoff(id sandbox.ID, port int) reach.Receiver {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.receivers[id][port]
 }
 
 // Starts counts the machines started (or restarted) so far.

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"berth.dev/berth/internal/handoff"
 	"berth.dev/berth/internal/kelos"
 	"berth.dev/berth/internal/quantity"
 	"berth.dev/berth/internal/sandbox"
@@ -52,12 +53,16 @@ func VolumeArgs(c Config, sb sandbox.Sandbox) []string {
 // runtime, the home volume, and the environment by name only: values come
 // from envFile (single-line values) and from podman's own environment
 // (values with line breaks, which an env file cannot hold), never from argv.
-func RunArgs(c Config, sb sandbox.Sandbox, envNames []string, envFile string) []string {
+//
+// handoffDir, when not "", is the gateway's directory of the machine's
+// handoff socket (package handoff), mounted read only.
+func RunArgs(c Config, sb sandbox.Sandbox, envNames []string, envFile, handoffDir string) []string {
 	c = c.withDefaults()
 	name := c.name(sb.ID)
 	args := []string{"run", "--detach", "--name", name, "--hostname", sb.Name}
 	args = append(args, c.labels(sb)...)
 	args = append(args, c.engineerMachine(sb.CPU, sb.Memory, name)...)
+	args = append(args, handoffMount(handoffDir)...)
 	args = append(args, c.engineerPlace(sb.Runtime, envFile)...)
 	for _, n := range envNames {
 		args = append(args, "--env", n)
@@ -78,6 +83,15 @@ func (c Config) engineerMachine(cpu quantity.Millicores, memory quantity.Bytes, 
 		"--stop-timeout", itoa(int(c.StopTimeout.Seconds())),
 		"--volume", volume + ":" + sandboxHome,
 	}
+}
+
+// handoffMount mounts dir, the gateway's directory of a machine's handoff
+// socket, read only: nothing in the sandbox may put another file there.
+func handoffMount(dir string) []string {
+	if dir == "" {
+		return nil
+	}
+	return []string{"--volume", dir + ":" + handoff.Mount + ":ro"}
 }
 
 // engineerPlace is the runtime, the network and the env file of an

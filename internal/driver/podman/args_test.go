@@ -27,19 +27,19 @@ func testSandbox() sandbox.Sandbox {
 // change of the golden files like code.
 func TestRunArgs(t *testing.T) {
 	cfg := podman.Config{StateDir: "/var/lib/berth/podman", Deployment: "berth"}
-	golden.Check(t, "run-standard", []byte(strings.Join(podman.RunArgs(cfg, testSandbox(), []string{"BERTH_AUTHORIZED_KEYS"}, "/state/env/x.env"), "\n")+"\n"))
+	golden.Check(t, "run-standard", []byte(strings.Join(podman.RunArgs(cfg, testSandbox(), []string{"BERTH_AUTHORIZED_KEYS"}, "/state/env/x.env", "/var/lib/berth/podman/handoff/berth/berth-sbx_aaaaaaaaaaaaaaaaaaaa"), "\n")+"\n"))
 
 	iso := testSandbox()
 	iso.Isolation, iso.Runtime = sandbox.TierIsolated, "/opt/gvisor/runsc"
 	cfg.Network = "berth-sandboxes"
-	golden.Check(t, "run-isolated", []byte(strings.Join(podman.RunArgs(cfg, iso, nil, "/state/env/x.env"), "\n")+"\n"))
+	golden.Check(t, "run-isolated", []byte(strings.Join(podman.RunArgs(cfg, iso, nil, "/state/env/x.env", ""), "\n")+"\n"))
 	golden.Check(t, "volume", []byte(strings.Join(podman.VolumeArgs(cfg, testSandbox()), "\n")+"\n"))
 }
 
 // TestArgvHoldsNoValues: environment values (the sandbox's key among
 // them) travel by name; argv is visible to every user of the host.
 func TestArgvHoldsNoValues(t *testing.T) {
-	args := podman.RunArgs(podman.Config{StateDir: "/s"}, testSandbox(), []string{"BERTH_AUTHORIZED_KEYS"}, "/s/env/x.env")
+	args := podman.RunArgs(podman.Config{StateDir: "/s"}, testSandbox(), []string{"BERTH_AUTHORIZED_KEYS"}, "/s/env/x.env", "/s/handoff/berth/berth-sbx_aaaaaaaaaaaaaaaaaaaa")
 	for i, a := range args {
 		if a == "--env" && strings.Contains(args[i+1], "=") {
 			t.Errorf("--env %s carries a value", args[i+1])
@@ -106,7 +106,7 @@ func TestMemberArgs(t *testing.T) {
 	cfg := podman.Config{StateDir: "/var/lib/berth/podman", Deployment: "berth", PublicURL: "http://host.containers.internal:8080"}
 	sb := testSandbox()
 	p := warm.Pool{Org: sb.Org, Class: class.Class{Name: sb.Class, Image: sb.Image, CPU: sb.CPU, Memory: sb.Memory, Isolation: sb.Isolation, Warm: 2}}
-	args := podman.MemberArgs(cfg, p, "berth-pool-abcdefghijkl", "/var/lib/berth/podman/pools/berth/members/berth-pool-abcdefghijkl", "/state/env/x.env")
+	args := podman.MemberArgs(cfg, p, "berth-pool-abcdefghijkl", "/var/lib/berth/podman/pools/berth/members/berth-pool-abcdefghijkl", "/state/env/x.env", "/var/lib/berth/podman/handoff/berth/berth-pool-abcdefghijkl")
 	golden.Check(t, "run-member", []byte(strings.Join(args, "\n")+"\n"))
 	for _, a := range args {
 		for _, owner := range []string{sb.Owner, sb.Project, string(sb.ID), sb.Name} {

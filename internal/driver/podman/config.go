@@ -50,6 +50,12 @@ type Config struct {
 	// PublicURL is where sandboxes reach the gateway (BERTH_SANDBOX_PUBLIC_URL):
 	// a warm pool's members are told it before anybody claims them.
 	PublicURL string
+	// HandoffDir holds the gateway's sockets through which engineers'
+	// machines take their tunnels' connections over (package handoff),
+	// one directory per machine; it is the gateway's own, not shared
+	// with another gateway on the same podman root. "" hands nothing
+	// over: every tunnel copies.
+	HandoffDir string
 	// OrphanAge is how old a runtime container podman does not know must
 	// be before Tidy removes it; 0 means 2 minutes.
 	OrphanAge time.Duration

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os/exec"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/fault"
+	"berth.dev/berth/internal/handoff"
 	"berth.dev/berth/internal/reach"
 	"berth.dev/berth/internal/sandbox"
 )
@@ -39,6 +41,9 @@ type Driver struct {
 	ips map[sandbox.ID]string
 
 	pool pools // warm pools (pools.go)
+	// hub listens for the machines' handoff receivers (handoff.go); nil:
+	// every tunnel copies.
+	hub *handoff.Hub
 	// svc is the podman service once it answers; nil, the binary takes
 	// every call (service.go). svcDone is closed once its start is over.
 	svc     atomic.Pointer[service]
@@ -76,6 +81,13 @@ func New(cfg Config, log *slog.Logger) (*Driver, error) {
 	d.run = d.exec
 	if err := d.loadClaims(); err != nil {
 		return nil, err
+	}
+	if cfg.HandoffDir != "" {
+		d.hub = handoff.NewHub(cfg.HandoffDir, log)
+		// The machines that outlived the last gateway connect again.
+		if err := d.hub.Reopen(); err != nil {
+			log.Warn("some sandboxes' tunnels will copy bytes, not hand them over", "err", err)
+		}
 	}
 	d.real = true
 	return d, nil
@@ -328,19 +340,26 @@ func (d *Driver) create(ctx context.Context, spec sandbox.Spec) error {
 	} else if _, err := d.run(ctx, nil, VolumeArgs(d.cfg, sb)...); err != nil && !alreadyExists(err) {
 		return err
 	}
-	file, multiline := splitEnv(spec.Env)
+	env, handoffDir := spec.Env, ""
+	if spec.Run == nil && sb.Purpose == sandbox.PurposeEngineer {
+		if handoffDir = d.openHandoff(ctx, name); handoffDir != "" {
+			env = maps.Clone(env)
+			env[handoff.EnvSocket] = handoffSocket
+		}
+	}
+	file, multiline := splitEnv(env)
 	var procEnv []string
 	for _, k := range multiline {
 		if reserved(k) {
 			return fmt.Errorf("podman: the value of %s has a line break, which podman cannot pass to a container", k)
 		}
-		procEnv = append(procEnv, k+"="+spec.Env[k])
+		procEnv = append(procEnv, k+"="+env[k])
 	}
 	envFile, err := writeEnvFile(d.cfg.envDir(), sb.ID, file)
 	if err != nil {
 		return fmt.Errorf("podman: env file: %w", err)
 	}
-	args := RunArgs(d.cfg, sb, multiline, envFile.name())
+	args := RunArgs(d.cfg, sb, multiline, envFile.name(), handoffDir)
 	if spec.Run != nil {
 		args = AgentArgs(d.cfg, sb, *spec.Run, multiline, envFile.name())
 	}
@@ -514,6 +533,7 @@ func (d *Driver) Remove(ctx context.Context, id sandbox.ID) error {
 	if _, err := d.run(ctx, nil, "volume", "rm", "--force", name); err != nil && !noSuch(err) {
 		return err
 	}
+	d.closeHandoff(ctx, name)
 	return d.forgetClaim(ctx, id)
 }
 

@@ -21,6 +21,7 @@ import (
 
 	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/fault"
+	"berth.dev/berth/internal/handoff"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/secret"
 	"berth.dev/berth/internal/warm"
@@ -128,12 +129,15 @@ func poolOf(sb sandbox.Sandbox) warm.Pool {
 // hardening and limits, the pool's labels and none of an owner's, its own
 // volume as HOME, its control directory at /run/berth, and its
 // environment by name only (envFile).
-func MemberArgs(c Config, p warm.Pool, name, ctlDir, envFile string) []string {
+//
+// handoffDir is as for RunArgs.
+func MemberArgs(c Config, p warm.Pool, name, ctlDir, envFile, handoffDir string) []string {
 	c = c.withDefaults()
 	args := []string{"run", "--detach", "--name", name, "--hostname", p.Class.Name}
 	args = append(args, c.memberLabels(p)...)
 	args = append(args, c.engineerMachine(p.Class.CPU, p.Class.Memory, name)...)
 	args = append(args, "--volume", ctlDir+":"+ctlMount)
+	args = append(args, handoffMount(handoffDir)...)
 	args = append(args, c.engineerPlace(p.Runtime, envFile)...)
 	return append(args, p.Class.Image)
 }
@@ -159,6 +163,7 @@ func (c Config) memberEnv(p warm.Pool) map[string]string {
 		"BERTH_SANDBOX_CLASS":   p.Class.Name,
 		"BERTH_BOOTSTRAP_FILE":  ctlMount + "/" + claimFile,
 		"BERTH_READY_FILE":      ctlMount + "/" + readyFile,
+		handoff.EnvSocket:       handoffSocket,
 	}
 }
 
@@ -479,6 +484,7 @@ func (d *Driver) removeMember(ctx context.Context, name string) error {
 	if err := os.RemoveAll(d.cfg.memberDir(name)); err != nil {
 		return fmt.Errorf("podman: warm pool member %s: %w", name, err)
 	}
+	d.closeHandoff(ctx, name)
 	d.log.InfoContext(ctx, "warm pool member removed", "member", name)
 	return nil
 }
@@ -537,12 +543,17 @@ func (d *Driver) startMember(ctx context.Context, p warm.Pool, name string) erro
 	if _, err := d.run(ctx, nil, append(vol, name)...); err != nil {
 		return err
 	}
-	body, _ := splitEnv(d.cfg.memberEnv(p))
+	env := d.cfg.memberEnv(p)
+	handoffDir := d.openHandoff(ctx, name)
+	if handoffDir == "" {
+		delete(env, handoff.EnvSocket)
+	}
+	body, _ := splitEnv(env)
 	envFile, err := writeEnvFile(d.cfg.envDir(), sandbox.ID(name), body)
 	if err != nil {
 		return fmt.Errorf("podman: env file: %w", err)
 	}
-	_, err = d.run(ctx, nil, MemberArgs(d.cfg, p, name, dir, envFile.name())...)
+	_, err = d.run(ctx, nil, MemberArgs(d.cfg, p, name, dir, envFile.name(), handoffDir)...)
 	if rmErr := envFile.remove(); rmErr != nil {
 		d.log.WarnContext(ctx, "env file not removed", "member", name, "err", rmErr)
 	}
