@@ -243,7 +243,9 @@ func TestIsolatedTier(t *testing.T) {
 }
 
 // stallingPodman is a podman wrapper that stalls the first `podman run`
-// until released, after saying which env file it was given; every other
+// until released, after saying which env file it was given; its podman
+// service never starts, so that every run is the binary's (the service's
+// take their environment in the request, with no env file); every other
 // command goes to podman.
 type stallingPodman struct {
 	path, envFile, fifo string
@@ -257,6 +259,7 @@ func newStallingPodman(t *testing.T) stallingPodman {
 		t.Fatal(err)
 	}
 	script := `#!/bin/sh
+[ "$1" = system ] && [ "$2" = service ] && exit 1
 if [ "$1" = run ] && mkdir '` + dir + `/stalled' 2>/dev/null; then
 	prev=
 	for a; do

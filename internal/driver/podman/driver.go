@@ -347,28 +347,15 @@ func (d *Driver) create(ctx context.Context, spec sandbox.Spec) error {
 			env[handoff.EnvSocket] = handoffSocket
 		}
 	}
-	file, multiline := splitEnv(env)
-	var procEnv []string
-	for _, k := range multiline {
-		if reserved(k) {
-			return fmt.Errorf("podman: the value of %s has a line break, which podman cannot pass to a container", k)
+	argv := func(multiline []string, envFile string) []string {
+		if spec.Run != nil {
+			return AgentArgs(d.cfg, sb, *spec.Run, multiline, envFile)
 		}
-		procEnv = append(procEnv, k+"="+env[k])
+		return RunArgs(d.cfg, sb, multiline, envFile, handoffDir)
 	}
-	envFile, err := writeEnvFile(d.cfg.envDir(), sb.ID, file)
-	if err != nil {
-		return fmt.Errorf("podman: env file: %w", err)
-	}
-	args := RunArgs(d.cfg, sb, multiline, envFile.name(), handoffDir)
-	if spec.Run != nil {
-		args = AgentArgs(d.cfg, sb, *spec.Run, multiline, envFile.name())
-	}
-	_, err = d.run(ctx, procEnv, args...)
-	// podman run -d has returned: the container is made (or never will
-	// be), and its environment is in podman's store. The key goes from the
-	// disk now, not after a clean-up below.
-	if rmErr := envFile.remove(); rmErr != nil {
-		d.log.WarnContext(ctx, "env file not removed", "sandbox", sb.ID, "err", rmErr)
+	ok, err := d.serviceRun(ctx, argv(nil, ""), env)
+	if !ok {
+		err = d.runBinary(ctx, sb.ID, env, argv)
 	}
 	if err != nil {
 		if alreadyExists(err) {
@@ -386,6 +373,32 @@ func (d *Driver) create(ctx context.Context, spec sandbox.Spec) error {
 		return err
 	}
 	return nil
+}
+
+// runBinary is `podman run` by the binary, argv's: single-line values
+// from an env file that lives only while podman reads it, the others
+// through podman's own environment, names only in argv.
+func (d *Driver) runBinary(ctx context.Context, id sandbox.ID, env map[string]string, argv func(multiline []string, envFile string) []string) error {
+	file, multiline := splitEnv(env)
+	var procEnv []string
+	for _, k := range multiline {
+		if reserved(k) {
+			return fmt.Errorf("podman: the value of %s has a line break, which podman cannot pass to a container", k)
+		}
+		procEnv = append(procEnv, k+"="+env[k])
+	}
+	envFile, err := writeEnvFile(d.cfg.envDir(), id, file)
+	if err != nil {
+		return fmt.Errorf("podman: env file: %w", err)
+	}
+	_, err = d.run(ctx, procEnv, argv(multiline, envFile.name())...)
+	// podman run -d has returned: the container is made (or never will
+	// be), and its environment is in podman's store. The key goes from the
+	// disk now, not after a clean-up.
+	if rmErr := envFile.remove(); rmErr != nil {
+		d.log.WarnContext(ctx, "env file not removed", "sandbox", id, "err", rmErr)
+	}
+	return err
 }
 
 // reserved names are podman's own environment: a multi-line value under

@@ -31,8 +31,10 @@ import (
 // (0700, root's: whoever reaches it commands podman), ended with the
 // gateway (the parent-death signal, and at the next start a stale one's
 // pid file). Every call falls back to the binary when the service does
-// not answer, so it only ever makes a call quicker; `podman run` itself
-// stays the binary's, which reads the environment from the env file.
+// not answer, so it only ever makes a call quicker. `podman run` goes
+// through it too (runapi.go), with the environment in the request; the
+// binary, which reads it from an env file, runs what the service cannot
+// take.
 
 // apiVersion is the libpod API the calls are made to (podman 4).
 const apiVersion = "v4.0.0"
