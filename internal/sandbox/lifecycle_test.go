@@ -412,3 +412,20 @@ func TestIdleSuspend(t *testing.T) {
 		t.Fatalf("after 35 quiet minutes suspended %v, want both", res.Suspended)
 	}
 }
+
+// TestStartsDoNotWaitForASweep: a create that arrives while a sweep is
+// held up (an engine slow to list or tidy) starts all the same; starts
+// are not taken off the queue by the loop that sweeps.
+func TestStartsDoNotWaitForASweep(t *testing.T) {
+	e := newEnv(t)
+	entered, release := e.drv.HoldTidy()
+	e.run(t)
+	t.Cleanup(release) // before the service stops: its sweep waits in Tidy
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the start-up sweep never reached Tidy")
+	}
+	sb := e.engineer(t, e.alice, "dev")
+	e.waitState(t, sb.ID, sandbox.StateRunning)
+}

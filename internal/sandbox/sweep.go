@@ -31,6 +31,18 @@ func (s *Service) Run(ctx context.Context, interval time.Duration) {
 	if w, ok := s.driver.(Watcher); ok {
 		wg.Go(func() { sw.watch(ctx, w, changes, lost) })
 	}
+	// Starts are taken off the queue on their own: a create that arrives
+	// while a sweep lists machines and tidies does not wait for it.
+	wg.Go(func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case job := <-s.starts:
+				wg.Go(func() { s.start(ctx, job.spec) })
+			}
+		}
+	})
 	leading := false
 	sw.sweepIfLeader(ctx, &leading)
 	t := time.NewTicker(interval)
@@ -51,8 +63,6 @@ func (s *Service) Run(ctx context.Context, interval time.Duration) {
 			}
 		case <-broke:
 			sw.sweepIfLeader(ctx, &leading)
-		case job := <-s.starts:
-			wg.Go(func() { s.start(ctx, job.spec) })
 		case id := <-follows:
 			wg.Go(func() {
 				if sb, err := s.store.GetSandbox(ctx, id); err == nil && sb.State == StateRunning {

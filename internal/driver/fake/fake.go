@@ -52,19 +52,21 @@ func Stderr(line string) string { return stderrMark + line }
 
 // Driver keeps machines in a map.
 type Driver struct {
-	mu        sync.Mutex
-	machines  map[sandbox.ID]*machine
-	failStart map[sandbox.ID]error
-	hold      chan struct{} // when not nil, Start waits for it to close
-	starts    int
-	pointed   map[sandbox.ID]map[int]string         // ports tests made reachable
-	receivers map[sandbox.ID]map[int]reach.Receiver // ports whose connections are handed over
-	agent     Agent
-	leftovers []string         // what Tidy removes next
-	onStop    func(sandbox.ID) // called by Stop once the machine stopped
-	now       func() time.Time // the clock of machines' exit times
-	watchers  map[*watcher]bool
-	broken    chan struct{} // while not nil, watches fail (BreakWatch)
+	mu          sync.Mutex
+	machines    map[sandbox.ID]*machine
+	failStart   map[sandbox.ID]error
+	hold        chan struct{} // when not nil, Start waits for it to close
+	starts      int
+	pointed     map[sandbox.ID]map[int]string         // ports tests made reachable
+	receivers   map[sandbox.ID]map[int]reach.Receiver // ports whose connections are handed over
+	tidyHeld    chan struct{}                         // when not nil, Tidy waits for it to close
+	tidyEntered chan struct{}                         // closed by the first Tidy that waits
+	agent       Agent
+	leftovers   []string         // what Tidy removes next
+	onStop      func(sandbox.ID) // called by Stop once the machine stopped
+	now         func() time.Time // the clock of machines' exit times
+	watchers    map[*watcher]bool
+	broken      chan struct{} // while not nil, watches fail (BreakWatch)
 }
 
 // watcher is one Watch under way: the machines that changed, in order.
@@ -441,8 +443,33 @@ func (d *Driver) Leave(names ...string) {
 	d.leftovers = append(d.leftovers, names...)
 }
 
+// HoldTidy makes the next Tidy calls wait until release (or their
+// context ends), as a sweep held up by a slow engine; entered is closed
+// once one waits.
+func (d *Driver) HoldTidy() (entered <-chan struct{}, release func()) {
+	in, held := make(chan struct{}), make(chan struct{})
+	d.mu.Lock()
+	d.tidyHeld, d.tidyEntered = held, in
+	d.mu.Unlock()
+	return in, sync.OnceFunc(func() { close(held) })
+}
+
 // Tidy removes what Leave planted and returns it.
-func (d *Driver) Tidy(context.Context) ([]string, error) {
+func (d *Driver) Tidy(ctx context.Context) ([]string, error) {
+	d.mu.Lock()
+	held, in := d.tidyHeld, d.tidyEntered
+	d.tidyEntered = nil
+	d.mu.Unlock()
+	if held != nil {
+		if in != nil {
+			close(in)
+		}
+		select {
+		case <-held:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	out := d.leftovers
