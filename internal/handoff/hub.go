@@ -112,19 +112,14 @@ const giveTimeout = time.Second
 // what a gateway that restarted does before its machines' receivers come
 // back.
 func (h *Hub) Reopen() error {
-	entries, err := os.ReadDir(h.dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
+	names, err := h.Names()
 	if err != nil {
-		return fmt.Errorf("handoff: %w", err)
+		return err
 	}
 	var errs []error
-	for _, e := range entries {
-		if e.IsDir() {
-			if _, err := h.Open(e.Name()); err != nil {
-				errs = append(errs, err)
-			}
+	for _, name := range names {
+		if _, err := h.Open(name); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)

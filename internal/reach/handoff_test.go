@@ -9,6 +9,7 @@ import (
 
 	"berth.dev/berth/internal/reach"
 	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/tunnel/tunneltest"
 )
 
 // handHolder is a machine's receiver that is never given anything here.
@@ -28,22 +29,7 @@ func TestHandedConnectionIsNotDialled(t *testing.T) {
 	sb := e.engineer(t, e.alice, "dev")
 	e.waitState(t, sb.ID, sandbox.StateRunning)
 	var dialled atomic.Int32
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			dialled.Add(1)
-			c.Close()
-		}
-	}()
-	e.drv.Point(sb.ID, 2222, ln.Addr().String())
+	e.drv.Point(sb.ID, 2222, tunneltest.Listen(t, func(c net.Conn) { dialled.Add(1) }))
 	e.drv.HandOver(sb.ID, 2222, handHolder{})
 
 	conn, err := e.reach.ConnectOrHand(ctx, e.alice, "dev", 2222)
