@@ -25,9 +25,10 @@ type Hub struct {
 
 // room is one machine's socket and what came through it.
 type room struct {
-	name string
-	ln   *net.UnixListener
-	log  *slog.Logger
+	name   string
+	ln     *net.UnixListener
+	log    *slog.Logger
+	opened time.Time // the last Open of it, under Hub.mu
 
 	mu      sync.Mutex
 	peer    *net.UnixConn // the receiver connected now; nil: none
@@ -64,7 +65,8 @@ func (h *Hub) Open(name string) (string, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	dir := h.Dir(name)
-	if _, ok := h.rooms[name]; ok {
+	if r, ok := h.rooms[name]; ok {
+		r.opened = time.Now()
 		return dir, nil
 	}
 	// The directory is the gateway's alone to write: the machine's user
@@ -91,7 +93,7 @@ func (h *Hub) Open(name string) (string, error) {
 		ln.Close()
 		return "", fmt.Errorf("handoff: %w", err)
 	}
-	r := &room{name: name, ln: ln, log: h.log.With("machine", name), waiting: map[uint64]*given{}}
+	r := &room{name: name, ln: ln, log: h.log.With("machine", name), opened: time.Now(), waiting: map[uint64]*given{}}
 	h.rooms[name] = r
 	go r.accept()
 	return dir, nil
@@ -172,6 +174,16 @@ func (h *Hub) Close() {
 	for _, r := range rooms {
 		r.close()
 	}
+}
+
+// Idle reports whether machine name's directory has not been opened for
+// age: a machine being made opens it just before its container exists,
+// so only an idle one whose container is gone may be taken for a stray.
+func (h *Hub) Idle(name string, age time.Duration) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r, ok := h.rooms[name]
+	return !ok || time.Since(r.opened) >= age
 }
 
 // Ready reports whether a receiver in machine name is connected now.

@@ -3,6 +3,7 @@ package podman
 import (
 	"context"
 	"os"
+	"strings"
 
 	"berth.dev/berth/internal/handoff"
 	"berth.dev/berth/internal/reach"
@@ -66,3 +67,46 @@ type machineReceiver struct {
 }
 
 func (m machineReceiver) Give(f *os.File) (<-chan struct{}, error) { return m.hub.Give(m.name, f) }
+
+// tidyHandoff removes the handoff directories of machines podman no
+// longer knows (removed while no gateway ran), once idle for OrphanAge:
+// a machine being made opens its directory just before its container
+// exists. It returns the directories it removed.
+func (d *Driver) tidyHandoff(ctx context.Context) ([]string, error) {
+	if d.hub == nil {
+		return nil, nil
+	}
+	names, err := d.hub.Names()
+	if err != nil {
+		return nil, err
+	}
+	var idle []string
+	for _, n := range names {
+		if d.hub.Idle(n, d.cfg.OrphanAge) {
+			idle = append(idle, n)
+		}
+	}
+	if len(idle) == 0 {
+		return nil, nil
+	}
+	out, err := d.run(ctx, nil, "ps", "--all", "--format", "{{.Names}}")
+	if err != nil {
+		return nil, err
+	}
+	known := map[string]bool{}
+	for _, n := range strings.Fields(string(out)) {
+		known[n] = true
+	}
+	var removed []string
+	for _, n := range idle {
+		if known[n] {
+			continue
+		}
+		if err := d.hub.Remove(n); err != nil {
+			return removed, err
+		}
+		d.log.InfoContext(ctx, "the handoff directory of a machine that is gone removed", "machine", n)
+		removed = append(removed, d.hub.Dir(n))
+	}
+	return removed, nil
+}

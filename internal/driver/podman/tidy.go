@@ -53,10 +53,14 @@ func (c runtimeContainer) created() time.Time {
 // process and removes the state. It returns the ids it removed.
 //
 // First it removes the env files a gateway killed during `podman run`
-// left, each with a sandbox's key (envfile.go); their paths are among
-// what it returns. Either part's failure leaves the other to run.
+// left, each with a sandbox's key (envfile.go), and the handoff
+// directories of machines that are gone (handoff.go); their paths are
+// among what it returns. One part's failure leaves the others to run.
 func (d *Driver) Tidy(ctx context.Context) ([]string, error) {
 	removed, envErr := d.tidyEnvFiles(ctx)
+	gone, handoffErr := d.tidyHandoff(ctx)
+	removed = append(removed, gone...)
+	envErr = errors.Join(envErr, handoffErr)
 	var known map[string]bool // podman's containers, listed once when needed
 	for _, bin := range d.runtimeBinaries() {
 		r, err := d.tidyRuntime(ctx, bin, &known)
