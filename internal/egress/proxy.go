@@ -1,0 +1,389 @@
+package egress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// Caller is who asks the proxy for a connection: a sandbox, by its own
+// key, and the policy it goes out under.
+type Caller struct {
+	Sandbox string
+	Policy  Policy
+}
+
+// Connection is what the proxy did with one request, for the sandbox's
+// egress record and the audit log: where to, whether it was allowed (and
+// why not), and what it carried.
+type Connection struct {
+	Sandbox  string
+	Host     string
+	Port     int
+	Addr     string // the address dialled; "" when none was
+	Allowed  bool
+	Why      string // a refusal's reason
+	Up, Down int64  // bytes to and from the host
+	Began    time.Time
+	Took     time.Duration
+}
+
+// Proxy is the gateway's egress proxy: an HTTP proxy that tunnels CONNECT
+// and forwards plain http:// requests, for sandboxes only.
+type Proxy struct {
+	// Authenticate names the caller from its Proxy-Authorization header
+	// (Basic, the key as the password, or Bearer); an error refuses it
+	// with 407.
+	Authenticate func(ctx context.Context, header string) (Caller, error)
+	// Resolve looks a name up; nil is the system's resolver.
+	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
+	// Dial dials an address the checks allowed; nil is net.Dialer's.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Own says whether an address is the gateway host's own (any of its
+	// interfaces'); such an address is reached only when a rule names it.
+	Own func(netip.Addr) bool
+	// Record is told of every connection once it ends; nil records
+	// nothing.
+	Record func(Connection)
+	// IdleTimeout closes a tunnel with no byte either way for this long;
+	// 0 is an hour.
+	IdleTimeout time.Duration
+}
+
+// ErrRefused is wrapped by every refusal of a destination.
+var ErrRefused = errors.New("egress refused")
+
+// ServeHTTP answers a proxy request.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	caller, err := p.Authenticate(r.Context(), r.Header.Get("Proxy-Authorization"))
+	if err != nil {
+		w.Header().Set("Proxy-Authenticate", `Basic realm="berth egress"`)
+		http.Error(w, "berth egress: "+err.Error()+" (the proxy takes the sandbox's own key, as in HTTPS_PROXY)", http.StatusProxyAuthRequired)
+		return
+	}
+	if r.Method == http.MethodConnect {
+		p.connect(w, r, caller)
+		return
+	}
+	p.forward(w, r, caller)
+}
+
+// target reads host and port from a CONNECT's authority or a request's
+// absolute URL.
+func target(hostport string, defaultPort int) (string, int, error) {
+	host, portStr, err := net.SplitHostPort(hostport)
+	if err != nil {
+		if strings.Contains(err.Error(), "missing port") {
+			host, portStr = strings.Trim(hostport, "[]"), strconv.Itoa(defaultPort)
+		} else {
+			return "", 0, fmt.Errorf("%q is not host:port", hostport)
+		}
+	}
+	port, err := parsePort(portStr)
+	if err != nil || host == "" || len(host) > maxHost {
+		return "", 0, fmt.Errorf("%q is not host:port", hostport)
+	}
+	return strings.ToLower(strings.TrimSuffix(host, ".")), port, nil
+}
+
+// dialFor checks host:port against the caller's policy, resolves it and
+// dials the first address it may reach.
+func (p *Proxy) dialFor(ctx context.Context, c Caller, host string, port int) (net.Conn, string, error) {
+	var addrs []netip.Addr
+	if a, err := netip.ParseAddr(host); err == nil {
+		if !c.Policy.NamesAddr(a, port) && !(c.Policy.Mode == ModeOpen && public(a)) {
+			return nil, "", fmt.Errorf("%w: %s port %d is not in this sandbox's egress policy (%s)", ErrRefused, host, port, c.Policy)
+		}
+		addrs = []netip.Addr{a}
+	} else {
+		if !c.Policy.AllowsName(host, port) {
+			return nil, "", fmt.Errorf("%w: %s port %d is not in this sandbox's egress policy (%s)", ErrRefused, host, port, c.Policy)
+		}
+		resolve := p.Resolve
+		if resolve == nil {
+			resolve = func(ctx context.Context, host string) ([]netip.Addr, error) {
+				return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+			}
+		}
+		found, err := resolve(ctx, host)
+		if err != nil || len(found) == 0 {
+			return nil, "", fmt.Errorf("%w: %s does not resolve", ErrRefused, host)
+		}
+		for _, a := range found {
+			if p.reachable(c, a.Unmap(), port) {
+				addrs = append(addrs, a.Unmap())
+			}
+		}
+		if len(addrs) == 0 {
+			return nil, "", fmt.Errorf("%w: %s resolves only to addresses a sandbox may not reach (%s: private, loopback, link-local or the gateway's own)", ErrRefused, host, found[0])
+		}
+	}
+	dial := p.Dial
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: 10 * time.Second}).DialContext
+	}
+	var errs []error
+	for _, a := range addrs {
+		addr := net.JoinHostPort(a.String(), strconv.Itoa(port))
+		conn, err := dial(ctx, "tcp", addr)
+		if err == nil {
+			return conn, addr, nil
+		}
+		errs = append(errs, err)
+	}
+	return nil, "", fmt.Errorf("%s port %d does not answer: %w", host, port, errors.Join(errs...))
+}
+
+// reachable reports whether a name's address a may be dialled: a public
+// address, or one a rule names.
+func (p *Proxy) reachable(c Caller, a netip.Addr, port int) bool {
+	if c.Policy.NamesAddr(a, port) {
+		return true
+	}
+	return public(a) && (p.Own == nil || !p.Own(a))
+}
+
+// public reports whether a is an address of the internet: not loopback,
+// private, link-local (cloud metadata services live there), shared
+// (CGNAT), multicast or unspecified.
+func public(a netip.Addr) bool {
+	a = a.Unmap()
+	if !a.IsValid() || a.IsLoopback() || a.IsPrivate() || a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() ||
+		a.IsInterfaceLocalMulticast() || a.IsMulticast() || a.IsUnspecified() {
+		return false
+	}
+	for _, p := range notPublic {
+		if p.Contains(a) {
+			return false
+		}
+	}
+	return true
+}
+
+// notPublic are the ranges netip does not name that are not the internet.
+var notPublic = []netip.Prefix{
+	netip.MustParsePrefix("0.0.0.0/8"),
+	netip.MustParsePrefix("100.64.0.0/10"), // shared address space (CGNAT)
+	netip.MustParsePrefix("192.0.0.0/24"),
+	netip.MustParsePrefix("198.18.0.0/15"), // benchmarking
+	netip.MustParsePrefix("240.0.0.0/4"),
+	netip.MustParsePrefix("64:ff9b::/96"), // NAT64: would reach any IPv4 address
+	netip.MustParsePrefix("2001:db8::/32"),
+}
+
+// connect tunnels a CONNECT: the checks, then 200 and the bytes both ways
+// unread.
+func (p *Proxy) connect(w http.ResponseWriter, r *http.Request, c Caller) {
+	began := time.Now()
+	host, port, err := target(r.Host, DefaultPort)
+	rec := Connection{Sandbox: c.Sandbox, Host: host, Port: port, Began: began}
+	if err != nil {
+		http.Error(w, "berth egress: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	up, addr, err := p.dialFor(r.Context(), c, host, port)
+	rec.Addr = addr
+	if err != nil {
+		p.refuse(w, rec, err)
+		return
+	}
+	client, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		up.Close()
+		http.Error(w, "berth egress: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	if _, err := io.WriteString(client, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		client.Close()
+		up.Close()
+		return
+	}
+	// Bytes the client sent behind the CONNECT (a TLS hello) go first.
+	var pre int64
+	if n := brw.Reader.Buffered(); n > 0 {
+		b, _ := brw.Reader.Peek(n)
+		m, _ := up.Write(b)
+		pre = int64(m)
+	}
+	rec.Allowed = true
+	rec.Up, rec.Down = p.relay(client, up)
+	rec.Up += pre
+	rec.Took = time.Since(began)
+	p.record(rec)
+}
+
+// forward carries a plain http:// request to its host and the answer
+// back, without the proxy's own headers.
+func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, c Caller) {
+	began := time.Now()
+	if r.URL.Scheme != "http" || r.URL.Host == "" {
+		http.Error(w, "berth egress: a proxy request names an http:// URL; https goes by CONNECT", http.StatusBadRequest)
+		return
+	}
+	host, port, err := target(r.URL.Host, 80)
+	rec := Connection{Sandbox: c.Sandbox, Host: host, Port: port, Began: began}
+	if err != nil {
+		http.Error(w, "berth egress: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	conn, addr, err := p.dialFor(r.Context(), c, host, port)
+	rec.Addr = addr
+	if err != nil {
+		p.refuse(w, rec, err)
+		return
+	}
+	counted := &countingConn{Conn: conn}
+	tr := &http.Transport{
+		DialContext:       func(context.Context, string, string) (net.Conn, error) { return counted, nil },
+		DisableKeepAlives: true,
+	}
+	defer tr.CloseIdleConnections()
+	out := r.Clone(r.Context())
+	out.RequestURI = ""
+	out.Header.Del("Proxy-Authorization")
+	out.Header.Del("Proxy-Connection")
+	resp, err := tr.RoundTrip(out)
+	if err != nil {
+		conn.Close()
+		http.Error(w, "berth egress: "+host+": "+err.Error(), http.StatusBadGateway)
+		rec.Allowed, rec.Why = true, err.Error()
+		p.record(rec)
+		return
+	}
+	defer resp.Body.Close()
+	for k, vs := range resp.Header {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, resp.Body)
+	rec.Allowed = true
+	rec.Up, rec.Down = counted.written.Load(), counted.read.Load()
+	rec.Took = time.Since(began)
+	p.record(rec)
+}
+
+// refuse answers a refused destination: 403 with the reason, which the
+// client shows (curl: "CONNECT tunnel failed, response 403").
+func (p *Proxy) refuse(w http.ResponseWriter, rec Connection, err error) {
+	rec.Why = err.Error()
+	rec.Took = time.Since(rec.Began)
+	p.record(rec)
+	status := http.StatusForbidden
+	if !errors.Is(err, ErrRefused) {
+		status = http.StatusBadGateway
+	}
+	msg := "berth egress: " + err.Error()
+	// Most clients show a refused CONNECT's status line and nothing of
+	// its body (curl, git: "CONNECT tunnel failed, response 403"; pip
+	// adds the reason phrase): the reason goes there, and in a header.
+	w.Header().Set("X-Berth-Egress", printable(msg))
+	raw, brw, herr := http.NewResponseController(w).Hijack()
+	if herr != nil {
+		http.Error(w, msg, status)
+		return
+	}
+	defer raw.Close()
+	body := msg + "\n"
+	fmt.Fprintf(brw, "HTTP/1.1 %d %s (%s)\r\nContent-Type: text/plain; charset=utf-8\r\nX-Berth-Egress: %s\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s",
+		status, http.StatusText(status), printable(msg), printable(msg), len(body), body)
+	_ = brw.Flush()
+}
+
+// printable is s with what may not stand in a status line or a header
+// (control bytes, non-ASCII) replaced.
+func printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r > 0x7e {
+			return '?'
+		}
+		return r
+	}, s)
+}
+
+func (p *Proxy) record(c Connection) {
+	if p.Record != nil {
+		p.Record(c)
+	}
+}
+
+// relay copies both ways until both directions end or nothing moves for
+// the idle timeout, and says how many bytes went each way.
+func (p *Proxy) relay(client, up net.Conn) (sent, received int64) {
+	idle := p.IdleTimeout
+	if idle <= 0 {
+		idle = time.Hour
+	}
+	var last atomic.Int64
+	last.Store(time.Now().UnixNano())
+	done := make(chan struct{}, 2)
+	var upN, downN atomic.Int64
+	cp := func(dst, src net.Conn, n *atomic.Int64) {
+		buf := make([]byte, 64<<10)
+		for {
+			m, err := src.Read(buf)
+			if m > 0 {
+				last.Store(time.Now().UnixNano())
+				w, werr := dst.Write(buf[:m])
+				n.Add(int64(w))
+				if werr != nil {
+					break
+				}
+			}
+			if err != nil {
+				break
+			}
+		}
+		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
+			_ = cw.CloseWrite()
+		} else {
+			dst.Close()
+		}
+		done <- struct{}{}
+	}
+	go cp(up, client, &upN)
+	go cp(client, up, &downN)
+	t := time.NewTicker(min(idle/4, time.Minute))
+	defer t.Stop()
+	for ended := 0; ended < 2; {
+		select {
+		case <-done:
+			ended++
+		case <-t.C:
+			if time.Since(time.Unix(0, last.Load())) >= idle {
+				client.Close()
+				up.Close()
+			}
+		}
+	}
+	client.Close()
+	up.Close()
+	return upN.Load(), downN.Load()
+}
+
+// countingConn counts the bytes through a forwarded request's connection.
+type countingConn struct {
+	net.Conn
+	read, written atomic.Int64
+}
+
+func (c *countingConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	c.read.Add(int64(n))
+	return n, err
+}
+
+func (c *countingConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	c.written.Add(int64(n))
+	return n, err
+}

@@ -1,0 +1,225 @@
+package egress
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// testCA is a certificate authority of the test's own, whose leaf
+// certificates name the test's hosts; curl trusts it by --cacert.
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	file string // its certificate, PEM
+}
+
+func newTestCA(t *testing.T) *testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "berth egress test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	file := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(file, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return &testCA{cert: cert, key: key, file: file}
+}
+
+// server starts an HTTPS server on loopback for names, answering with
+// its name and counting its requests.
+func (ca *testCA) server(t *testing.T, names ...string) (port int, hits func() int) {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: names[0]}, DNSNames: names,
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	n := 0
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		n++
+		mu.Unlock()
+		fmt.Fprintf(w, "hello from %s", r.Host)
+	}))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv.Listener.Addr().(*net.TCPAddr).Port, func() int { mu.Lock(); defer mu.Unlock(); return n }
+}
+
+// testProxy serves a Proxy on loopback for one sandbox key, its names
+// resolved by hosts; it returns the proxy's URL and the connections it
+// recorded.
+func testProxy(t *testing.T, pol Policy, hosts map[string]string) (url string, recorded func() []Connection) {
+	t.Helper()
+	var mu sync.Mutex
+	var recs []Connection
+	p := &Proxy{
+		Authenticate: func(_ context.Context, h string) (Caller, error) {
+			if h != "Basic "+basic("x", "berth_sk_test") && h != "Bearer berth_sk_test" {
+				return Caller{}, errors.New("unknown key")
+			}
+			return Caller{Sandbox: "sbx_test", Policy: pol}, nil
+		},
+		Resolve: func(_ context.Context, host string) ([]netip.Addr, error) {
+			a, ok := hosts[host]
+			if !ok {
+				return nil, errors.New("no such host")
+			}
+			return []netip.Addr{netip.MustParseAddr(a)}, nil
+		},
+		Own:    func(a netip.Addr) bool { return a.String() == "198.51.100.7" },
+		Record: func(c Connection) { mu.Lock(); recs = append(recs, c); mu.Unlock() },
+	}
+	srv := httptest.NewServer(p)
+	t.Cleanup(srv.Close)
+	return srv.URL, func() []Connection { mu.Lock(); defer mu.Unlock(); return append([]Connection(nil), recs...) }
+}
+
+func basic(user, pass string) string {
+	req, _ := http.NewRequest("GET", "http://x", nil)
+	req.SetBasicAuth(user, pass)
+	return strings.TrimPrefix(req.Header.Get("Authorization"), "Basic ")
+}
+
+// curl runs the real curl through the proxy and returns its output,
+// standard error and exit code.
+func curl(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command("curl", append([]string{"-sS", "--max-time", "10"}, args...)...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")} // no proxy of the machine's
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), errb.String(), code
+}
+
+// TestProxyWithCurl is the proxy as a sandbox's tools meet it, with the
+// real curl: HTTPS to a host on the list goes through (the proxy never
+// sees inside the TLS: curl verifies the host's certificate against the
+// test CA); a host off the list, an unknown key, an address the policy
+// does not name and names that resolve to the host's own, loopback,
+// private or metadata addresses are refused with the reason in curl's
+// error; a plain http:// request is forwarded; every connection is
+// recorded with its bytes.
+func TestProxyWithCurl(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("curl not installed")
+	}
+	ca := newTestCA(t)
+	port, hits := ca.server(t, "allowed.test", "other.test")
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Proxy-Authorization") != "" {
+			t.Error("the proxy passed its own credentials on to the host")
+		}
+		fmt.Fprint(w, "plain hello")
+	}))
+	t.Cleanup(plain.Close)
+	plainPort := plain.Listener.Addr().(*net.TCPAddr).Port
+	p := strconv.Itoa(port)
+	// The test's hosts live on loopback, which only a rule naming the
+	// address reaches: allowed.test's rule and 127.0.0.1's together.
+	pol := policy(t, "allowed.test:"+p, "127.0.0.1:"+p, "plain.test:"+strconv.Itoa(plainPort), "127.0.0.1:"+strconv.Itoa(plainPort),
+		"loop.test:"+p, "meta.test:"+p, "own.test:"+p)
+	proxy, recorded := testProxy(t, pol, map[string]string{
+		"allowed.test": "127.0.0.1", "other.test": "127.0.0.1", "plain.test": "127.0.0.1",
+		"loop.test": "127.0.0.2", "meta.test": "169.254.169.254", "own.test": "198.51.100.7",
+	})
+	with := []string{"--proxy", proxy, "--proxy-user", "x:berth_sk_test", "--cacert", ca.file}
+
+	out, errOut, code := curl(t, append(with, "https://allowed.test:"+p+"/")...)
+	if code != 0 || out != "hello from allowed.test:"+p {
+		t.Fatalf("curl https://allowed.test through the proxy: exit %d, %q %s", code, out, errOut)
+	}
+	out, errOut, code = curl(t, append(with, "http://plain.test:"+strconv.Itoa(plainPort)+"/")...)
+	if code != 0 || out != "plain hello" {
+		t.Errorf("curl http://plain.test through the proxy: exit %d, %q %s", code, out, errOut)
+	}
+
+	for _, c := range []struct {
+		name, url, why string
+		args           []string
+	}{
+		{"a host off the list", "https://other.test:" + p + "/", "not in this sandbox's egress policy", with},
+		{"the allowed host on another port", "https://allowed.test:" + strconv.Itoa(plainPort) + "/", "not in this sandbox's egress policy", with},
+		{"a name that resolves to loopback", "https://loop.test:" + p + "/", "may not reach", with},
+		{"a name that resolves to the metadata service", "https://meta.test:" + p + "/", "may not reach", with},
+		{"a name that resolves to the gateway's host", "https://own.test:" + p + "/", "may not reach", with},
+		{"an address no rule names", "https://127.0.0.2:" + p + "/", "not in this sandbox's egress policy", with},
+		{"no key", "https://allowed.test:" + p + "/", "407", []string{"--proxy", proxy, "--cacert", ca.file}},
+		{"another key", "https://allowed.test:" + p + "/", "407", []string{"--proxy", proxy, "--proxy-user", "x:berth_sk_other", "--cacert", ca.file}},
+	} {
+		before := hits()
+		_, errOut, code := curl(t, append(c.args, "-v", c.url)...)
+		if code == 0 || !strings.Contains(errOut, c.why) {
+			t.Errorf("%s: curl exit %d, stderr does not say %q:\n%s", c.name, code, c.why, lastLines(errOut, 6))
+		}
+		if hits() != before {
+			t.Errorf("%s: the host was reached", c.name)
+		}
+	}
+
+	recs := recorded()
+	var allowed, refused int
+	for _, r := range recs {
+		if r.Allowed {
+			allowed++
+			if r.Up == 0 || r.Down == 0 || r.Sandbox != "sbx_test" {
+				t.Errorf("an allowed connection recorded %+v, want its bytes and sandbox", r)
+			}
+		} else {
+			refused++
+			if r.Why == "" {
+				t.Errorf("a refusal recorded without its reason: %+v", r)
+			}
+		}
+	}
+	if allowed != 2 || refused != 6 {
+		t.Errorf("recorded %d allowed and %d refused, want 2 and 6: %+v", allowed, refused, recs)
+	}
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
