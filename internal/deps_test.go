@@ -104,9 +104,11 @@ func TestImportDirection(t *testing.T) {
 		{"sso", append([]string{"database/sql", "k8s.io/", "sandbox", "agentrun", "usage"}, adapters...)},
 		// openssh is what the CLI hands OpenSSH: pure, stdlib only.
 		{"openssh", []string{module, "database/sql", "net/http"}},
-		// The way out of a sandbox: a policy and a proxy, told who calls
+		// Where a sandbox may go out to: a pure policy, which classes and
+		// guardrails use; the proxy that enforces it is told who calls
 		// and where it records by the gateway.
-		{"egress", append([]string{"database/sql", "k8s.io/", "account", "sandbox"}, adapters...)},
+		{"egress", append([]string{"database/sql", "k8s.io/", "net/http", "account", "sandbox"}, adapters...)},
+		{"egress/proxy", append([]string{"database/sql", "k8s.io/", "account", "sandbox"}, adapters...)},
 		// server is the composition root: every adapter, but never the
 		// client side (TestCompositionRoot has the rest).
 		{"server", []string{module + "cli", module + "client"}},

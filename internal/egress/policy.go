@@ -1,11 +1,9 @@
-// Package egress is the way out of a sandbox: which hosts a sandbox may
-// reach (a Policy, from its class narrowed by its organisation's and
-// project's guardrails) and the gateway's proxy that is its only way
-// there (Proxy). The proxy resolves names itself, refuses what the
-// policy does not name, refuses the host's own, private, loopback and
-// link-local addresses unless the policy names the address itself (no
-// request forgery towards the gateway's host or a metadata service), and
-// carries a CONNECT's bytes without reading them.
+// Package egress is where a sandbox may go out to: a Policy, from its
+// class narrowed by its organisation's and project's guardrails, and
+// which addresses are the internet's (Public). The gateway's proxy
+// (egress/proxy) enforces it: it resolves names itself, refuses what the
+// policy does not name, and refuses the host's own, private, loopback and
+// link-local addresses unless a rule names the address itself.
 package egress
 
 import (
@@ -302,4 +300,44 @@ func (p Policy) Narrow(q Policy) Policy {
 		return None
 	}
 	return Policy{Mode: ModeList, Rules: out}
+}
+
+// Public reports whether a is an address of the internet: not loopback,
+// private, link-local (cloud metadata services live there), shared
+// (CGNAT), multicast or unspecified.
+func Public(a netip.Addr) bool {
+	a = a.Unmap()
+	if !a.IsValid() || a.IsLoopback() || a.IsPrivate() || a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() ||
+		a.IsInterfaceLocalMulticast() || a.IsMulticast() || a.IsUnspecified() {
+		return false
+	}
+	for _, p := range notPublic {
+		if p.Contains(a) {
+			return false
+		}
+	}
+	return true
+}
+
+// notPublic are the ranges netip does not name that are not the internet.
+var notPublic = []netip.Prefix{
+	netip.MustParsePrefix("0.0.0.0/8"),
+	netip.MustParsePrefix("100.64.0.0/10"), // shared address space (CGNAT)
+	netip.MustParsePrefix("192.0.0.0/24"),
+	netip.MustParsePrefix("198.18.0.0/15"), // benchmarking
+	netip.MustParsePrefix("240.0.0.0/4"),
+	netip.MustParsePrefix("64:ff9b::/96"), // NAT64: would reach any IPv4 address
+	netip.MustParsePrefix("2001:db8::/32"),
+}
+
+// Parse reads a policy as String writes it ("none", "open", or rules
+// joined by ", "), as a sandbox's row keeps it.
+func Parse(written string) (Policy, error) {
+	switch written {
+	case "", string(ModeNone):
+		return None, nil
+	case string(ModeOpen):
+		return Policy{Mode: ModeOpen}, nil
+	}
+	return ParsePolicy("", strings.Split(written, ", "))
 }

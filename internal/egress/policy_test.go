@@ -160,8 +160,18 @@ func TestPublic(t *testing.T) {
 		"100.64.0.1": false, "0.0.0.0": false, "::1": false, "fe80::1": false, "fd00::1": false, "::ffff:127.0.0.1": false,
 		"::ffff:169.254.169.254": false, "64:ff9b::a9fe:a9fe": false, "224.0.0.1": false, "255.255.255.255": false,
 	} {
-		if got := public(netip.MustParseAddr(s)); got != want {
-			t.Errorf("public(%s) = %v, want %v", s, got, want)
+		if got := Public(netip.MustParseAddr(s)); got != want {
+			t.Errorf("Public(%s) = %v, want %v", s, got, want)
+		}
+	}
+}
+
+// TestParseWritten: a policy read back from its written form is itself.
+func TestParseWritten(t *testing.T) {
+	for _, p := range []Policy{None, {Mode: ModeOpen}, policy(t, "a.com", "*.b.org:8443", "10.0.0.0/8:22", "[fd00::1]:80")} {
+		got, err := Parse(p.String())
+		if err != nil || got.String() != p.String() || got.Mode != p.Mode {
+			t.Errorf("Parse(%q) = %v (%s), %v", p.String(), got, got.Mode, err)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package egress
+package proxy
 
 import (
 	"context"
@@ -24,6 +24,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"berth.dev/berth/internal/egress"
 )
 
 // testCA is a certificate authority of the test's own, whose leaf
@@ -83,7 +85,7 @@ func (ca *testCA) server(t *testing.T, names ...string) (port int, hits func() i
 // testProxy serves a Proxy on loopback for one sandbox key, its names
 // resolved by hosts; it returns the proxy's URL and the connections it
 // recorded.
-func testProxy(t *testing.T, pol Policy, hosts map[string]string) (url string, recorded func() []Connection) {
+func testProxy(t *testing.T, pol egress.Policy, hosts map[string]string) (url string, recorded func() []Connection) {
 	t.Helper()
 	var mu sync.Mutex
 	var recs []Connection
@@ -222,4 +224,13 @@ func TestProxyWithCurl(t *testing.T) {
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+func policy(t *testing.T, rules ...string) egress.Policy {
+	t.Helper()
+	p, err := egress.ParsePolicy("", rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

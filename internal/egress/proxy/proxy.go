@@ -1,4 +1,7 @@
-package egress
+// Package proxy is the gateway's egress proxy (package egress says what
+// a sandbox may reach): the only way out of a sandbox whose network
+// reaches nothing but the gateway.
+package proxy
 
 import (
 	"context"
@@ -12,13 +15,15 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"berth.dev/berth/internal/egress"
 )
 
 // Caller is who asks the proxy for a connection: a sandbox, by its own
 // key, and the policy it goes out under.
 type Caller struct {
 	Sandbox string
-	Policy  Policy
+	Policy  egress.Policy
 }
 
 // Connection is what the proxy did with one request, for the sandbox's
@@ -87,8 +92,8 @@ func target(hostport string, defaultPort int) (string, int, error) {
 			return "", 0, fmt.Errorf("%q is not host:port", hostport)
 		}
 	}
-	port, err := parsePort(portStr)
-	if err != nil || host == "" || len(host) > maxHost {
+	port, err := strconv.Atoi(portStr)
+	if err != nil || port < 1 || port > 65535 || host == "" || len(host) > 253 {
 		return "", 0, fmt.Errorf("%q is not host:port", hostport)
 	}
 	return strings.ToLower(strings.TrimSuffix(host, ".")), port, nil
@@ -99,7 +104,7 @@ func target(hostport string, defaultPort int) (string, int, error) {
 func (p *Proxy) dialFor(ctx context.Context, c Caller, host string, port int) (net.Conn, string, error) {
 	var addrs []netip.Addr
 	if a, err := netip.ParseAddr(host); err == nil {
-		if !c.Policy.NamesAddr(a, port) && !(c.Policy.Mode == ModeOpen && public(a)) {
+		if !c.Policy.NamesAddr(a, port) && !(c.Policy.Mode == egress.ModeOpen && egress.Public(a)) {
 			return nil, "", fmt.Errorf("%w: %s port %d is not in this sandbox's egress policy (%s)", ErrRefused, host, port, c.Policy)
 		}
 		addrs = []netip.Addr{a}
@@ -148,42 +153,14 @@ func (p *Proxy) reachable(c Caller, a netip.Addr, port int) bool {
 	if c.Policy.NamesAddr(a, port) {
 		return true
 	}
-	return public(a) && (p.Own == nil || !p.Own(a))
-}
-
-// public reports whether a is an address of the internet: not loopback,
-// private, link-local (cloud metadata services live there), shared
-// (CGNAT), multicast or unspecified.
-func public(a netip.Addr) bool {
-	a = a.Unmap()
-	if !a.IsValid() || a.IsLoopback() || a.IsPrivate() || a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() ||
-		a.IsInterfaceLocalMulticast() || a.IsMulticast() || a.IsUnspecified() {
-		return false
-	}
-	for _, p := range notPublic {
-		if p.Contains(a) {
-			return false
-		}
-	}
-	return true
-}
-
-// notPublic are the ranges netip does not name that are not the internet.
-var notPublic = []netip.Prefix{
-	netip.MustParsePrefix("0.0.0.0/8"),
-	netip.MustParsePrefix("100.64.0.0/10"), // shared address space (CGNAT)
-	netip.MustParsePrefix("192.0.0.0/24"),
-	netip.MustParsePrefix("198.18.0.0/15"), // benchmarking
-	netip.MustParsePrefix("240.0.0.0/4"),
-	netip.MustParsePrefix("64:ff9b::/96"), // NAT64: would reach any IPv4 address
-	netip.MustParsePrefix("2001:db8::/32"),
+	return egress.Public(a) && (p.Own == nil || !p.Own(a))
 }
 
 // connect tunnels a CONNECT: the checks, then 200 and the bytes both ways
 // unread.
 func (p *Proxy) connect(w http.ResponseWriter, r *http.Request, c Caller) {
 	began := time.Now()
-	host, port, err := target(r.Host, DefaultPort)
+	host, port, err := target(r.Host, egress.DefaultPort)
 	rec := Connection{Sandbox: c.Sandbox, Host: host, Port: port, Began: began}
 	if err != nil {
 		http.Error(w, "berth egress: "+err.Error(), http.StatusBadRequest)
