@@ -294,32 +294,19 @@ func (p *Proxy) record(c Connection) {
 }
 
 // relay copies both ways until both directions end or nothing moves for
-// the idle timeout, and says how many bytes went each way.
+// the idle timeout, and says how many bytes went each way. Between two
+// TCP connections io.Copy splices: the bytes never enter this process,
+// so whether they move is read from the client's socket (moved).
 func (p *Proxy) relay(client, up net.Conn) (sent, received int64) {
 	idle := p.IdleTimeout
 	if idle <= 0 {
 		idle = time.Hour
 	}
-	var last atomic.Int64
-	last.Store(time.Now().UnixNano())
 	done := make(chan struct{}, 2)
 	var upN, downN atomic.Int64
 	cp := func(dst, src net.Conn, n *atomic.Int64) {
-		buf := make([]byte, 64<<10)
-		for {
-			m, err := src.Read(buf)
-			if m > 0 {
-				last.Store(time.Now().UnixNano())
-				w, werr := dst.Write(buf[:m])
-				n.Add(int64(w))
-				if werr != nil {
-					break
-				}
-			}
-			if err != nil {
-				break
-			}
-		}
+		m, _ := io.Copy(dst, src)
+		n.Store(m)
 		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
 			_ = cw.CloseWrite()
 		} else {
@@ -331,12 +318,16 @@ func (p *Proxy) relay(client, up net.Conn) (sent, received int64) {
 	go cp(client, up, &downN)
 	t := time.NewTicker(min(idle/4, time.Minute))
 	defer t.Stop()
+	last := time.Now()
+	seen, counted := moved(client)
 	for ended := 0; ended < 2; {
 		select {
 		case <-done:
 			ended++
-		case <-t.C:
-			if time.Since(time.Unix(0, last.Load())) >= idle {
+		case now := <-t.C:
+			if m, _ := moved(client); m != seen {
+				last, seen = now, m
+			} else if counted && now.Sub(last) >= idle {
 				client.Close()
 				up.Close()
 			}

@@ -11,6 +11,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
@@ -233,4 +234,70 @@ func policy(t *testing.T, rules ...string) egress.Policy {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// TestTunnelIdle: a CONNECT tunnel that carries nothing for the idle
+// timeout is closed; one whose bytes keep moving (a trickle far smaller
+// than any copy's chunk) is not. The bytes are spliced past the proxy,
+// so it learns of them from the client's socket.
+func TestTunnelIdle(t *testing.T) {
+	echo, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { echo.Close() })
+	go func() {
+		for {
+			c, err := echo.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+		}
+	}()
+	port := echo.Addr().(*net.TCPAddr).Port
+	pol := policy(t, "127.0.0.1:"+strconv.Itoa(port))
+	p := &Proxy{
+		Authenticate: func(context.Context, string) (Caller, error) { return Caller{Sandbox: "sbx_test", Policy: pol}, nil },
+		IdleTimeout:  300 * time.Millisecond,
+	}
+	srv := httptest.NewServer(p)
+	t.Cleanup(srv.Close)
+	open := func() net.Conn {
+		c, err := net.Dial("tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c, "CONNECT 127.0.0.1:%d HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", port, port)
+		buf := make([]byte, len("HTTP/1.1 200 Connection established\r\n\r\n"))
+		if _, err := io.ReadFull(c, buf); err != nil || !strings.HasPrefix(string(buf), "HTTP/1.1 200") {
+			t.Fatalf("CONNECT: %q, %v", buf, err)
+		}
+		return c
+	}
+
+	quiet := open()
+	defer quiet.Close()
+	quiet.SetReadDeadline(time.Now().Add(5 * time.Second))
+	began := time.Now()
+	if _, err := quiet.Read(make([]byte, 1)); err == nil {
+		t.Fatal("a quiet tunnel read a byte")
+	}
+	if took := time.Since(began); took > 3*time.Second {
+		t.Errorf("a quiet tunnel closed after %s, want about the idle timeout", took)
+	}
+
+	busy := open()
+	defer busy.Close()
+	for i := range 12 { // 1.2 s of a byte every 100 ms: four idle timeouts
+		if _, err := busy.Write([]byte{byte(i)}); err != nil {
+			t.Fatalf("a busy tunnel closed after %d bytes: %v", i, err)
+		}
+		busy.SetReadDeadline(time.Now().Add(2 * time.Second))
+		b := make([]byte, 1)
+		if _, err := io.ReadFull(busy, b); err != nil || b[0] != byte(i) {
+			t.Fatalf("a busy tunnel after %d bytes: %v", i, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
