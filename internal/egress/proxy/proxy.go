@@ -355,3 +355,21 @@ func (c *countingConn) Write(b []byte) (int, error) {
 	c.written.Add(int64(n))
 	return n, err
 }
+
+// HostAddrs is an Own for this host: the addresses of its interfaces,
+// read once (a proxy started before an interface came up does not know
+// it; the addresses of the loopback and private ranges are refused
+// anyway).
+func HostAddrs() (func(netip.Addr) bool, error) {
+	ifAddrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, fmt.Errorf("egress proxy: the host's addresses: %w", err)
+	}
+	own := map[netip.Addr]bool{}
+	for _, a := range ifAddrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil {
+			own[p.Addr().Unmap()] = true
+		}
+	}
+	return func(a netip.Addr) bool { return own[a.Unmap()] }, nil
+}

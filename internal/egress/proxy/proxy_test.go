@@ -301,3 +301,24 @@ func TestTunnelIdle(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestHostAddrs: the host's own addresses, as its interfaces say, and
+// none other.
+func TestHostAddrs(t *testing.T) {
+	own, err := HostAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !own(netip.MustParseAddr("127.0.0.1")) || !own(netip.MustParseAddr("::ffff:127.0.0.1")) {
+		t.Error("loopback is not among the host's addresses")
+	}
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil && !own(p.Addr()) {
+			t.Errorf("%s, an interface's, is not the host's own", p.Addr())
+		}
+	}
+	if own(netip.MustParseAddr("192.0.2.99")) {
+		t.Error("a documentation address is the host's own")
+	}
+}
