@@ -367,6 +367,10 @@ type Class struct {
 	Runner string `json:"runner,omitempty" yaml:"runner,omitempty"`
 	// Ports are the ports its engineer sandboxes serve, to forward.
 	Ports []int `json:"ports,omitempty" yaml:"ports,omitempty"`
+	// Egress is where its agent sandboxes may go out to through the
+	// gateway's proxy: ["none"], ["open"] or hosts; unset: none for an
+	// agent, an open network for an engineer.
+	Egress []string `json:"egress,omitempty" yaml:"egress,omitempty"`
 }
 
 // ClassFile is the YAML document of BERTH_SANDBOXES_FILE and of
@@ -427,7 +431,10 @@ type Sandbox struct {
 	Env        map[string]string `json:"env,omitempty"`
 	// FromPool says the sandbox was taken from its class's warm pool
 	// (SPEC S12).
-	FromPool  bool       `json:"from_pool,omitempty"`
+	FromPool bool `json:"from_pool,omitempty"`
+	// Egress is where it may go out to through the gateway's proxy:
+	// "none", "open", or hosts joined by ", ".
+	Egress    string     `json:"egress,omitempty"`
 	CreatedAt time.Time  `json:"created_at"`
 	ExpiresAt time.Time  `json:"expires_at"`
 	EndedAt   *time.Time `json:"ended_at,omitempty"`

@@ -22,6 +22,7 @@ const (
 	CredentialIssue  = "credential.issue"  // a repository token or similar handed to a sandbox
 	CredentialRevoke = "credential.revoke" // one taken back
 	ShellOpen        = "shell.open"        // a tunnel connection; Detail says how long and how many bytes
+	EgressRefuse     = "egress.refuse"     // the egress proxy refused a sandbox a host; Target host:port, Detail why
 	GitPush          = "git.push"          // Outcome ok or refused; Target the repository, Detail the refs
 	GitFetch         = "git.fetch"
 	ClassApply       = "class.apply"

@@ -10,6 +10,7 @@ package class
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +21,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"berth.dev/berth/internal/egress"
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/kelos"
 	"berth.dev/berth/internal/name"
@@ -66,6 +68,43 @@ type Spec struct {
 	// Ports are the ports its engineer sandboxes serve (a devcontainer's
 	// forwardPorts): berth sandbox show lists them to forward.
 	Ports []int `yaml:"ports" json:"ports,omitempty"`
+	// Egress is where its agent sandboxes may go out to through the
+	// gateway's proxy: none, open, or hosts (package egress); unset, an
+	// agent's is none and an engineer's network is open.
+	Egress Egress `yaml:"egress" json:"egress,omitempty"`
+}
+
+// Egress is a class's egress as written: one word (none, open) or a
+// list of hosts, in YAML either a scalar or a sequence.
+type Egress []string
+
+// UnmarshalYAML takes a scalar as a list of one.
+func (e *Egress) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		*e = Egress{n.Value}
+		return nil
+	}
+	var list []string
+	if err := n.Decode(&list); err != nil {
+		return err
+	}
+	*e = list
+	return nil
+}
+
+// UnmarshalJSON takes a string as a list of one.
+func (e *Egress) UnmarshalJSON(b []byte) error {
+	var one string
+	if err := json.Unmarshal(b, &one); err == nil {
+		*e = Egress{one}
+		return nil
+	}
+	var list []string
+	if err := json.Unmarshal(b, &list); err != nil {
+		return err
+	}
+	*e = list
+	return nil
 }
 
 // Class is a named machine shape belonging to one organisation, with every
@@ -91,6 +130,22 @@ type Class struct {
 	Runner string
 	// Ports are the ports its engineer sandboxes serve; nil: none named.
 	Ports []int
+	// Egress is its agent sandboxes' way out; Mode "": by purpose
+	// (EgressFor).
+	Egress egress.Policy
+}
+
+// EgressFor is the egress a sandbox of the class for purpose goes out
+// under: the class's, or by default none for an agent and open for an
+// engineer (whose network is open today).
+func (c Class) EgressFor(p Purpose) egress.Policy {
+	switch {
+	case p == PurposeEngineer:
+		return egress.Policy{Mode: egress.ModeOpen}
+	case c.Egress.Mode == "":
+		return egress.None
+	}
+	return c.Egress
 }
 
 // Contract is the interface an agent image implements: how the host
@@ -125,6 +180,9 @@ func (c Class) Spec() Spec {
 		DefaultTTL: quantity.FormatDuration(c.DefaultTTL), MaxTTL: quantity.FormatDuration(c.MaxTTL),
 		Warm: c.Warm, Git: string(c.Git), Contract: string(c.Contract), SetupCommand: c.SetupCommand,
 		Runner: c.Runner, Ports: c.Ports,
+	}
+	if c.Egress.Mode != "" {
+		s.Egress = egressWords(c.Egress)
 	}
 	if c.Disk > 0 {
 		s.Disk = c.Disk.String()
@@ -240,6 +298,7 @@ func Parse(s Spec) (Class, error) {
 		}
 	}
 	errs = append(errs, parsePorts(s, &c)...)
+	errs = append(errs, parseEgress(s, &c)...)
 	// SPEC S12: only engineer sandboxes come from a pool.
 	if c.Warm > 0 && c.Only(PurposeAgent) {
 		errs = append(errs, fault.Field("warm", "a class only agents may use cannot have a warm pool (agent sandboxes always start cold)"))
@@ -275,6 +334,40 @@ func parseContract(s Spec, c *Class) []error {
 		}
 	}
 	return errs
+}
+
+// parseEgress reads the egress into c, whose purposes are already read.
+// An engineer's network is open on either driver today, so a class
+// engineers may use cannot name a narrower egress than open.
+func parseEgress(s Spec, c *Class) []error {
+	if len(s.Egress) == 0 {
+		return nil
+	}
+	mode, rules := "", []string(s.Egress)
+	if len(s.Egress) == 1 && (s.Egress[0] == string(egress.ModeNone) || s.Egress[0] == string(egress.ModeOpen)) {
+		mode, rules = s.Egress[0], nil
+	}
+	p, err := egress.ParsePolicy(mode, rules)
+	if err != nil {
+		return []error{fault.Field("egress", "%v", err)}
+	}
+	if p.Mode != egress.ModeOpen && c.Allows(PurposeEngineer) {
+		return []error{fault.Field("egress", "an engineer sandbox's network is open: a class engineers may use says egress: open or nothing (purposes: [agent] for %s)", p)}
+	}
+	c.Egress = p
+	return nil
+}
+
+// egressWords is a policy as a class writes it.
+func egressWords(p egress.Policy) Egress {
+	if p.Mode != egress.ModeList {
+		return Egress{string(p.Mode)}
+	}
+	words := make(Egress, len(p.Rules))
+	for i, r := range p.Rules {
+		words[i] = r.String()
+	}
+	return words
 }
 
 // parsePorts reads the ports into c, whose purposes are already read:
@@ -465,7 +558,7 @@ func fieldOf(n *yaml.Node, field string) string {
 
 // specFields are the fields a class may have, as people write them.
 var specFields = []string{"name", "description", "image", "isolation", "cpu", "memory", "disk", "default_ttl", "max_ttl", "warm", "purposes", "git",
-	"contract", "setup_command", "runner", "ports"}
+	"contract", "setup_command", "runner", "ports", "egress"}
 
 // decodeSpec decodes one entry of the sandboxes list. It refuses fields a
 // class does not have and values of the wrong type, one error each (a

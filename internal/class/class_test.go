@@ -217,3 +217,58 @@ func TestImageRule(t *testing.T) {
 		}
 	}
 }
+
+// TestClassEgress: a class's egress as written (a word or a list, YAML's
+// scalar or sequence, JSON's string or array), its defaults by purpose,
+// and what it may not say.
+func TestClassEgress(t *testing.T) {
+	parse := func(egress, purposes string) (class.Class, error) {
+		file := "sandboxes:\n  - name: c\n    image: localhost/x:1\n    purposes: " + purposes + "\n"
+		if egress != "" {
+			file += "    egress: " + egress + "\n"
+		}
+		cs, err := class.ParseFile(strings.NewReader(file))
+		if err != nil {
+			return class.Class{}, err
+		}
+		return cs[0], nil
+	}
+	for _, c := range []struct {
+		egress, purposes string
+		agent, engineer  string // EgressFor each purpose, written
+	}{
+		{"", "[agent]", "none", "open"},
+		{"none", "[agent]", "none", "open"},
+		{"open", "[agent, engineer]", "open", "open"},
+		{"[registry.npmjs.org, \"*.pythonhosted.org:8443\"]", "[agent]", "registry.npmjs.org, *.pythonhosted.org:8443", "open"},
+		{"registry.npmjs.org", "[agent]", "registry.npmjs.org", "open"},
+	} {
+		got, err := parse(c.egress, c.purposes)
+		if err != nil {
+			t.Errorf("egress %s: %v", c.egress, err)
+			continue
+		}
+		if a, e := got.EgressFor(class.PurposeAgent).String(), got.EgressFor(class.PurposeEngineer).String(); a != c.agent || e != c.engineer {
+			t.Errorf("egress %s: agent %q engineer %q, want %q and %q", c.egress, a, e, c.agent, c.engineer)
+		}
+		back, err := class.Parse(got.Spec())
+		if err != nil || back.Egress.String() != got.Egress.String() {
+			t.Errorf("egress %s: written back as %v and read again as %v, %v", c.egress, got.Spec().Egress, back.Egress, err)
+		}
+	}
+	for _, c := range []struct{ egress, purposes, says string }{
+		{"[registry.npmjs.org]", "[engineer, agent]", "an engineer sandbox's network is open"},
+		{"none", "[engineer]", "an engineer sandbox's network is open"},
+		{"[\"bad host\"]", "[agent]", "is not in a host name"},
+		{"[\"a.com:0\"]", "[agent]", "port"},
+	} {
+		_, err := parse(c.egress, c.purposes)
+		if err == nil || !strings.Contains(err.Error(), "egress") || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("egress %s for %s: %v, want an error on egress saying %q", c.egress, c.purposes, err, c.says)
+		}
+	}
+	got, err := class.ParseFile(strings.NewReader(`{"sandboxes":[{"name":"j","image":"localhost/x:1","purposes":["agent"],"egress":"open"}]}`))
+	if err != nil || got[0].EgressFor(class.PurposeAgent).String() != "open" {
+		t.Errorf("JSON egress as a string: %v, %v", got, err)
+	}
+}

@@ -319,6 +319,7 @@ func showTable(tw *tabwriter.Writer, now time.Time, sb api.Sandbox) {
 	row("repository", sb.Repo)
 	row("branch", sb.Branch)
 	row("runner", sb.Runner)
+	row("egress", sb.Egress)
 	row("created", sb.CreatedAt.Local().Format(time.RFC3339))
 	if sb.EndedAt != nil {
 		// An ended sandbox expires no more: say when it ended instead.

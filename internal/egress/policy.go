@@ -43,9 +43,17 @@ const maxRules = 256
 // domain itself), or an address ("10.0.0.5") or prefix ("10.0.0.0/24"),
 // which alone reaches a private address.
 type Rule struct {
-	Host   string
-	Prefix netip.Prefix // set when Host is an address or prefix
-	Port   int
+	Host string // a name, *.domain, or a prefix ("10.0.0.5/32")
+	Port int
+}
+
+// prefix is the rule's address prefix; ok is false for a name.
+func (r Rule) prefix() (netip.Prefix, bool) {
+	if !strings.Contains(r.Host, "/") {
+		return netip.Prefix{}, false
+	}
+	p, err := netip.ParsePrefix(r.Host)
+	return p, err == nil
 }
 
 // String is the rule as it is written.
@@ -53,7 +61,7 @@ func (r Rule) String() string {
 	if r.Port == DefaultPort {
 		return r.Host
 	}
-	if r.Prefix.IsValid() && r.Prefix.Addr().Is6() {
+	if p, ok := r.prefix(); ok && p.Addr().Is6() {
 		return "[" + r.Host + "]:" + strconv.Itoa(r.Port)
 	}
 	return r.Host + ":" + strconv.Itoa(r.Port)
@@ -99,7 +107,7 @@ func ParseRule(s string) (Rule, error) {
 	}
 	host = strings.ToLower(strings.TrimSuffix(host, "."))
 	if pre, ok := parseAddress(host); ok {
-		return Rule{Host: pre.String(), Prefix: pre, Port: port}, nil
+		return Rule{Host: pre.String(), Port: port}, nil
 	}
 	if strings.ContainsAny(host, ":[]/") {
 		return Rule{}, fmt.Errorf("rule %q: %q is neither a host name nor an address", in, host)
@@ -166,7 +174,7 @@ func checkName(name string) error {
 // matchesName reports whether the rule covers host name (lower case, no
 // trailing dot).
 func (r Rule) matchesName(host string) bool {
-	if r.Prefix.IsValid() {
+	if _, ok := r.prefix(); ok {
 		return false
 	}
 	if suffix, ok := strings.CutPrefix(r.Host, "*"); ok {
@@ -180,8 +188,10 @@ func (r Rule) coveredBy(q Rule) bool {
 	if r.Port != q.Port {
 		return false
 	}
-	if r.Prefix.IsValid() || q.Prefix.IsValid() {
-		return r.Prefix.IsValid() && q.Prefix.IsValid() && q.Prefix.Bits() <= r.Prefix.Bits() && q.Prefix.Contains(r.Prefix.Addr())
+	rp, rok := r.prefix()
+	qp, qok := q.prefix()
+	if rok || qok {
+		return rok && qok && qp.Bits() <= rp.Bits() && qp.Contains(rp.Addr())
 	}
 	if r.Host == q.Host {
 		return true
@@ -270,7 +280,10 @@ func (p Policy) NamesAddr(addr netip.Addr, port int) bool {
 		return false
 	}
 	addr = addr.Unmap()
-	return slices.ContainsFunc(p.Rules, func(r Rule) bool { return r.Port == port && r.Prefix.IsValid() && r.Prefix.Contains(addr) })
+	return slices.ContainsFunc(p.Rules, func(r Rule) bool {
+		pre, ok := r.prefix()
+		return r.Port == port && ok && pre.Contains(addr)
+	})
 }
 
 // Narrow is p restricted by q (a guardrail): only what both allow. open

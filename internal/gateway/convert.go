@@ -46,7 +46,7 @@ func apiClass(c class.Class) api.Class {
 	return api.Class{Name: s.Name, Description: s.Description, Image: s.Image, Isolation: s.Isolation,
 		CPU: s.CPU, Memory: s.Memory, Disk: s.Disk, DefaultTTL: s.DefaultTTL, MaxTTL: s.MaxTTL,
 		Warm: s.Warm, Purposes: s.Purposes, Git: s.Git, Contract: s.Contract, SetupCommand: s.SetupCommand,
-		Runner: s.Runner, Ports: s.Ports}
+		Runner: s.Runner, Ports: s.Ports, Egress: s.Egress}
 }
 
 func apiSandbox(sb sandbox.Sandbox, ownerName string, running time.Duration) api.Sandbox {
@@ -57,7 +57,7 @@ func apiSandbox(sb sandbox.Sandbox, ownerName string, running time.Duration) api
 		State: api.State(sb.State), Reason: sb.Reason, Repo: sb.Repo, Branch: sb.Branch, Runner: sb.Runner,
 		Env: sb.Env, CreatedAt: sb.CreatedAt, ExpiresAt: sb.ExpiresAt, EndedAt: timePtr(sb.EndedAt),
 		RunningSeconds: int64(running / time.Second), Role: string(sb.Role), FromPool: sb.FromPool,
-		LifetimeCut: sb.LifetimeCut,
+		LifetimeCut: sb.LifetimeCut, Egress: sb.Egress,
 	}
 	if sb.Purpose == sandbox.PurposeAgent {
 		out.Contract = string(sb.Contract)

@@ -19,7 +19,9 @@ import (
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/class"
+	"berth.dev/berth/internal/egress/proxy"
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/gateway/panel"
@@ -36,6 +38,9 @@ import (
 
 // Options configure a Server. Every field is required unless it says not.
 type Options struct {
+	// Audit records what the gateway refuses itself (the egress proxy's
+	// refusals); nil records nothing.
+	Audit     audit.Recorder
 	Accounts  *account.Service
 	Sandboxes *sandbox.Service
 	// Reach is the way into sandboxes (the tunnel's route); nil: none.
@@ -170,6 +175,9 @@ type Server struct {
 	sso       *sso.Service
 	keySignIn bool
 	publicURL string
+
+	auditRec audit.Recorder
+	egress   *proxy.Proxy // the sandboxes' way out (egress.go)
 }
 
 // New returns a Server.
@@ -182,7 +190,11 @@ func New(o Options) *Server {
 		now: now, metrics: o.Metrics, forge: o.Forge, repos: o.Repositories, mirrors: o.Mirrors, git: githttp.New("", o.Log), credLimit: newRateLimit(10, time.Minute),
 		enrollLimit: newRateLimit(10, time.Minute), ssoLimit: newRateLimit(10, time.Minute), tunnelIdle: o.TunnelIdleTimeout, tunnels: newTunnels(), meter: meterOr(o.Meter), stopping: make(chan struct{}),
 		inference: o.Inference, scripted: scriptedTransport(o.Scripted), modelTransport: modelTransportOr(o.ModelTransport),
-		previews: newPreviews(o.PreviewDomain), sso: o.SSO, keySignIn: !o.NoKeySignIn, publicURL: o.PublicURL}
+		previews: newPreviews(o.PreviewDomain), sso: o.SSO, keySignIn: !o.NoKeySignIn, publicURL: o.PublicURL, auditRec: o.Audit}
+	if s.auditRec == nil {
+		s.auditRec = audit.Discard{}
+	}
+	s.egress = s.newEgressProxy()
 	// The web panel answers with the same services and the same error
 	// mapping as the API.
 	s.panel = panel.New(panel.Options{Accounts: o.Accounts, Sandboxes: o.Sandboxes, Classes: o.Classes, Runs: o.Runs, Usage: o.Usage, Log: o.Log, Now: now,
@@ -322,6 +334,10 @@ func (s *Server) Handler() http.Handler {
 		writeJSON(w, http.StatusNotFound, api.Error{Code: api.CodeNotFound, Message: "no such route: " + r.Method + " " + r.URL.Path})
 	})
 	byHost := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if isProxyRequest(r) {
+			s.egress.ServeHTTP(w, r)
+			return
+		}
 		if label, ok := s.previews.previewHost(r); ok {
 			s.servePreview(w, r, label)
 			return

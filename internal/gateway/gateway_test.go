@@ -220,7 +220,7 @@ func newWorld(t testing.TB, opts ...func(*worldConfig)) *world {
 	go func() { defer close(done); svc.Run(runCtx, time.Hour) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	gwo := gateway.Options{Accounts: w.accounts, Sandboxes: svc, Reach: way, Warm: warmth, Classes: w.classes, Runs: runs, Log: log, Version: "test", Driver: "fake", Now: cfg.now,
+	gwo := gateway.Options{Audit: st, Accounts: w.accounts, Sandboxes: svc, Reach: way, Warm: warmth, Classes: w.classes, Runs: runs, Log: log, Version: "test", Driver: "fake", Now: cfg.now,
 		Usage:   usage.NewService(st, w.accounts, svc, 90*24*time.Hour, cfg.now),
 		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 		Forge:   fg, Repositories: repos, Mirrors: mirrors, TunnelIdleTimeout: cfg.tunnelIdle,

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -63,6 +64,9 @@ func (s *Service) environment(ctx context.Context, sb Sandbox, key secret.Secret
 		set("BERTH_SESSION", string(sb.ID))
 		set("ANTHROPIC_CUSTOM_HEADERS", "X-Berth-Session: "+string(sb.ID))
 		set("GEMINI_CLI_CUSTOM_HEADERS", "X-Berth-Session: "+string(sb.ID))
+	}
+	if sb.Purpose == PurposeAgent && sb.Egress != "" && sb.Egress != "none" {
+		proxyEnv(base, key, set)
 	}
 	if err := s.addModelEnv(ctx, sb, sb.Model, env); err != nil {
 		return nil, err
@@ -139,3 +143,21 @@ func (s *Service) checkWithheld(env map[string]string) error {
 }
 
 func parseDuration(s string) (time.Duration, error) { return quantity.ParseDuration(s) }
+
+// proxyEnv points an agent sandbox whose egress names hosts at the
+// gateway's egress proxy, its only way out, with its own key as the
+// password; the gateway itself (the model and git routes) is reached
+// straight. Both spellings: curl and Python read the lower-case ones,
+// Node's and Go's tools either.
+func proxyEnv(base string, key secret.Secret, set func(k, v string)) {
+	u, err := url.Parse(base)
+	if err != nil || u.Host == "" {
+		return
+	}
+	proxy := u.Scheme + "://x:" + key.Reveal() + "@" + u.Host
+	for _, k := range []string{"HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"} {
+		set(k, proxy)
+	}
+	set("NO_PROXY", u.Hostname())
+	set("no_proxy", u.Hostname())
+}

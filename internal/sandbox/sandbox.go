@@ -130,7 +130,11 @@ type Sandbox struct {
 	// FromPool says the sandbox was taken from its class's warm pool (SPEC
 	// S12): its machine fetches its environment with a bootstrap token at
 	// every start instead of carrying it.
-	FromPool  bool
+	FromPool bool
+	// Egress is the policy it goes out under through the gateway's
+	// proxy, as package egress writes it ("none", "open", or hosts); ""
+	// for a sandbox made before egress policies.
+	Egress    string
 	CreatedAt time.Time
 	ExpiresAt time.Time
 	EndedAt   time.Time // zero while live

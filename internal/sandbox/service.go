@@ -236,7 +236,7 @@ func (s *Service) create(ctx context.Context, p account.Principal, req CreateReq
 		CPU: class.CPU, Memory: class.Memory, Disk: class.Disk,
 		State: StateStarting, Branch: req.Branch, Task: req.Task, Runner: req.Runner, Role: role,
 		Contract: class.Contract, SetupCommand: class.SetupCommand, SSHKeys: req.SSHKeys, Env: req.Env, CreatedAt: now, ExpiresAt: now.Add(ttl),
-		LifetimeCut: cut,
+		LifetimeCut: cut, Egress: class.EgressFor(purpose).String(),
 	}
 	if req.Repo != "" {
 		sb.Repo, sb.GitMode = repo.String(), class.Git
@@ -490,6 +490,19 @@ func (s *Service) Get(ctx context.Context, p account.Principal, ref string) (San
 	sb, err := s.resolve(ctx, p, ref)
 	if err != nil {
 		return Sandbox{}, fmt.Errorf("sandbox %s: %w", ref, err)
+	}
+	return sb, nil
+}
+
+// Own returns the sandbox whose own key p holds (the egress proxy's
+// caller); fault.NotFound for any other key.
+func (s *Service) Own(ctx context.Context, p account.Principal) (Sandbox, error) {
+	if p.Sandbox == "" {
+		return Sandbox{}, fault.Errorf(fault.NotFound, "not a sandbox's own key")
+	}
+	sb, err := s.store.GetSandbox(ctx, ID(p.Sandbox))
+	if err != nil {
+		return Sandbox{}, fmt.Errorf("sandbox %s: %w", p.Sandbox, err)
 	}
 	return sb, nil
 }

@@ -8,13 +8,14 @@ import (
 
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/class"
+	"berth.dev/berth/internal/egress"
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/quantity"
 	"berth.dev/berth/internal/store/sqldb"
 )
 
-const classColumns = `name, description, image, isolation, cpu, memory, disk, default_ttl, max_ttl, warm, purposes, git, contract, setup_command, runner, ports`
+const classColumns = `name, description, image, isolation, cpu, memory, disk, default_ttl, max_ttl, warm, purposes, git, contract, setup_command, runner, ports, egress`
 
 func scanClass(row rowScanner) (class.Class, error) {
 	var (
@@ -25,10 +26,18 @@ func scanClass(row rowScanner) (class.Class, error) {
 		defaultTTL, maxTTL int64
 		purposes, setup    sql.NullString
 		ports              sql.NullString
+		egressWritten      string
 	)
 	if err := row.Scan(&c.Name, &c.Description, &c.Image, &isolation, &cpu, &memory, &disk,
-		&defaultTTL, &maxTTL, &c.Warm, &purposes, &git, &contract, &setup, &c.Runner, &ports); err != nil {
+		&defaultTTL, &maxTTL, &c.Warm, &purposes, &git, &contract, &setup, &c.Runner, &ports, &egressWritten); err != nil {
 		return class.Class{}, err
+	}
+	if egressWritten != "" { // "": by purpose
+		p, err := egress.Parse(egressWritten)
+		if err != nil {
+			return class.Class{}, fmt.Errorf("class %s: egress: %w", c.Name, err)
+		}
+		c.Egress = p
 	}
 	c.Isolation, c.Git, c.Contract = class.Tier(isolation), class.GitMode(git), class.Contract(contract)
 	c.CPU, c.Memory, c.Disk = quantity.Millicores(cpu), quantity.Bytes(memory), quantity.Bytes(disk)
@@ -118,10 +127,14 @@ func upsertClass(ctx context.Context, tx *sql.Tx, org string, c class.Class) err
 	if err != nil {
 		return fmt.Errorf("put class %s: ports: %w", c.Name, err)
 	}
+	egressWritten := ""
+	if c.Egress.Mode != "" {
+		egressWritten = c.Egress.String()
+	}
 	_, err = tx.ExecContext(ctx, `
 		INSERT INTO classes (org_id, name, description, image, isolation, cpu, memory, disk, default_ttl, max_ttl, warm, purposes, git,
-			contract, setup_command, runner, ports)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
+			contract, setup_command, runner, ports, egress)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
 		ON CONFLICT (org_id, name) DO UPDATE SET
 			description = excluded.description,
 			image = excluded.image,
@@ -137,9 +150,10 @@ func upsertClass(ctx context.Context, tx *sql.Tx, org string, c class.Class) err
 			contract = excluded.contract,
 			setup_command = excluded.setup_command,
 			runner = excluded.runner,
-			ports = excluded.ports`,
+			ports = excluded.ports,
+			egress = excluded.egress`,
 		org, c.Name, c.Description, c.Image, string(c.Isolation), int64(c.CPU), int64(c.Memory), int64(c.Disk),
-		int64(c.DefaultTTL), int64(c.MaxTTL), c.Warm, purposes, string(c.Git), string(c.Contract), setup, c.Runner, ports)
+		int64(c.DefaultTTL), int64(c.MaxTTL), c.Warm, purposes, string(c.Git), string(c.Contract), setup, c.Runner, ports, egressWritten)
 	switch {
 	case constraintOf(err) == foreignKeyConstraint:
 		return fault.Errorf(fault.NotFound, "class %s: organisation %s", c.Name, org)

@@ -12,6 +12,7 @@ import (
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/class"
+	"berth.dev/berth/internal/egress"
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/sandbox"
@@ -88,6 +89,7 @@ func testClasses(t *testing.T, st *store.Store) {
 		Warm: 3, Purposes: []class.Purpose{class.PurposeEngineer}, Git: class.GitToken,
 		// The store keeps what it is given; class.Parse decides what makes sense.
 		Contract: class.ContractKelos, SetupCommand: []string{"make", "deps"}, Runner: "codex", Ports: []int{3000, 8080},
+		Egress: mustEgress(t, "registry.npmjs.org", "*.pythonhosted.org:8443", "10.0.0.0/8:5432"),
 	}
 	checkAllSet(t, full)
 	small := class.Class{
@@ -158,6 +160,7 @@ func testSandboxRoundTrip(t *testing.T, st *store.Store) {
 	full.Contract, full.SetupCommand = sandbox.ContractKelos, []string{"sh", "-c", "make deps"}
 	full.Env = map[string]string{"FOO": "bar", "EMPTY": ""}
 	full.EndedAt, full.FromPool = t0.Add(time.Hour), true
+	full.Egress = "registry.npmjs.org, *.pythonhosted.org:8443"
 	checkAllSet(t, full, "Ran", "RunningSince", "FirstRan", "ActiveAt", "LifetimeCut") // LifetimeCut is an answer's, never stored
 	mustCreate(t, st, full, key)
 	if diff := cmp.Diff(full, mustGet(t, st, full.ID)); diff != "" {
@@ -487,4 +490,13 @@ func mustCreateFresh(t *testing.T, st *store.Store, fx fixture) sandbox.ID {
 	sb, key := newSandbox(fx, fx.ann, "fresh", t0)
 	mustCreate(t, st, sb, key)
 	return sb.ID
+}
+
+func mustEgress(t *testing.T, rules ...string) egress.Policy {
+	t.Helper()
+	p, err := egress.ParsePolicy("", rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

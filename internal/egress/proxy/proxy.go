@@ -22,23 +22,25 @@ import (
 // Caller is who asks the proxy for a connection: a sandbox, by its own
 // key, and the policy it goes out under.
 type Caller struct {
-	Sandbox string
-	Policy  egress.Policy
+	Sandbox    string
+	Org, Owner string // whose it is, for the record
+	Policy     egress.Policy
 }
 
 // Connection is what the proxy did with one request, for the sandbox's
 // egress record and the audit log: where to, whether it was allowed (and
 // why not), and what it carried.
 type Connection struct {
-	Sandbox  string
-	Host     string
-	Port     int
-	Addr     string // the address dialled; "" when none was
-	Allowed  bool
-	Why      string // a refusal's reason
-	Up, Down int64  // bytes to and from the host
-	Began    time.Time
-	Took     time.Duration
+	Sandbox    string
+	Org, Owner string
+	Host       string
+	Port       int
+	Addr       string // the address dialled; "" when none was
+	Allowed    bool
+	Why        string // a refusal's reason
+	Up, Down   int64  // bytes to and from the host
+	Began      time.Time
+	Took       time.Duration
 }
 
 // Proxy is the gateway's egress proxy: an HTTP proxy that tunnels CONNECT
@@ -63,8 +65,16 @@ type Proxy struct {
 	IdleTimeout time.Duration
 }
 
-// ErrRefused is wrapped by every refusal of a destination.
+// ErrRefused is what every refusal of a destination is (errors.Is).
 var ErrRefused = errors.New("egress refused")
+
+// refusal is a destination refused, in words for the sandbox's user.
+type refusal struct{ msg string }
+
+func (r *refusal) Error() string        { return r.msg }
+func (r *refusal) Is(target error) bool { return target == ErrRefused }
+
+func refused(format string, args ...any) error { return &refusal{msg: fmt.Sprintf(format, args...)} }
 
 // ServeHTTP answers a proxy request.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -105,12 +115,12 @@ func (p *Proxy) dialFor(ctx context.Context, c Caller, host string, port int) (n
 	var addrs []netip.Addr
 	if a, err := netip.ParseAddr(host); err == nil {
 		if !c.Policy.NamesAddr(a, port) && !(c.Policy.Mode == egress.ModeOpen && egress.Public(a)) {
-			return nil, "", fmt.Errorf("%w: %s port %d is not in this sandbox's egress policy (%s)", ErrRefused, host, port, c.Policy)
+			return nil, "", refused("%s port %d is not in this sandbox's egress policy (%s)", host, port, c.Policy)
 		}
 		addrs = []netip.Addr{a}
 	} else {
 		if !c.Policy.AllowsName(host, port) {
-			return nil, "", fmt.Errorf("%w: %s port %d is not in this sandbox's egress policy (%s)", ErrRefused, host, port, c.Policy)
+			return nil, "", refused("%s port %d is not in this sandbox's egress policy (%s)", host, port, c.Policy)
 		}
 		resolve := p.Resolve
 		if resolve == nil {
@@ -120,7 +130,7 @@ func (p *Proxy) dialFor(ctx context.Context, c Caller, host string, port int) (n
 		}
 		found, err := resolve(ctx, host)
 		if err != nil || len(found) == 0 {
-			return nil, "", fmt.Errorf("%w: %s does not resolve", ErrRefused, host)
+			return nil, "", refused("%s does not resolve", host)
 		}
 		for _, a := range found {
 			if p.reachable(c, a.Unmap(), port) {
@@ -128,7 +138,7 @@ func (p *Proxy) dialFor(ctx context.Context, c Caller, host string, port int) (n
 			}
 		}
 		if len(addrs) == 0 {
-			return nil, "", fmt.Errorf("%w: %s resolves only to addresses a sandbox may not reach (%s: private, loopback, link-local or the gateway's own)", ErrRefused, host, found[0])
+			return nil, "", refused("%s resolves only to addresses a sandbox may not reach (%s: private, loopback, link-local or the gateway's own)", host, found[0])
 		}
 	}
 	dial := p.Dial
@@ -161,7 +171,7 @@ func (p *Proxy) reachable(c Caller, a netip.Addr, port int) bool {
 func (p *Proxy) connect(w http.ResponseWriter, r *http.Request, c Caller) {
 	began := time.Now()
 	host, port, err := target(r.Host, egress.DefaultPort)
-	rec := Connection{Sandbox: c.Sandbox, Host: host, Port: port, Began: began}
+	rec := Connection{Sandbox: c.Sandbox, Org: c.Org, Owner: c.Owner, Host: host, Port: port, Began: began}
 	if err != nil {
 		http.Error(w, "berth egress: "+err.Error(), http.StatusBadRequest)
 		return
@@ -206,7 +216,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, c Caller) {
 		return
 	}
 	host, port, err := target(r.URL.Host, 80)
-	rec := Connection{Sandbox: c.Sandbox, Host: host, Port: port, Began: began}
+	rec := Connection{Sandbox: c.Sandbox, Org: c.Org, Owner: c.Owner, Host: host, Port: port, Began: began}
 	if err != nil {
 		http.Error(w, "berth egress: "+err.Error(), http.StatusBadRequest)
 		return

@@ -69,7 +69,7 @@ func applied(res class.Applied) string {
 }
 
 // classForm is the body of the class editor: the fields it shows, as
-// typed. The others (git, contract, setup_command, runner, ports) are kept as they are,
+// typed. The others (git, contract, setup_command, runner, ports, egress) are kept as they are,
 // and shown in Kept.
 type classForm struct {
 	New                                                    bool
@@ -105,6 +105,9 @@ func kept(s class.Spec) []string {
 			ps[i] = strconv.Itoa(p)
 		}
 		out = append(out, "ports: "+strings.Join(ps, ", "))
+	}
+	if len(s.Egress) > 0 {
+		out = append(out, "egress: "+strings.Join(s.Egress, ", "))
 	}
 	return out
 }

@@ -1,0 +1,127 @@
+package gateway_test
+
+import (
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/client"
+)
+
+// TestEgressThroughTheGateway: the gateway's own port is an agent
+// sandbox's way out. With the real curl and the sandbox's own key, an
+// HTTPS host its class's egress names is reached (curl verifies the
+// host's certificate, so the proxy did not look inside); one it does not
+// name is refused, the reason in curl's output and the refusal in the
+// audit log; a user's key, an engineer's class narrower than open and a
+// sandbox's show say what they should.
+func TestEgressThroughTheGateway(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("curl not installed")
+	}
+	host := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "reached") }))
+	t.Cleanup(host.Close)
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: host.Certificate().Raw}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(host.Listener.Addr().(*net.TCPAddr).Port)
+
+	w := newWorld(t)
+	w.allowRepos(t, "acme")
+	ctx := t.Context()
+	file := `sandboxes:
+  - name: fetcher
+    image: localhost/berth-sandbox:1
+    isolation: standard
+    purposes: [agent]
+    egress: ["127.0.0.1:` + port + `"]
+`
+	if _, err := w.admin.ApplyClasses(ctx, "", strings.NewReader(file)); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := w.owner.CreateSandbox(ctx, api.CreateSandbox{Name: "fetch", Purpose: "agent", Class: "fetcher", Repo: "acme/app", Task: "fetch"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := w.envOf(t, sb.ID)
+	key := env["BERTH_API_KEY"]
+	sb = w.waitState(t, w.owner, sb.ID, "running")
+	// Its tools are pointed at the proxy with its own key; the gateway
+	// itself (models, git) is reached straight.
+	u, _ := url.Parse(w.url)
+	if want := "http://x:" + key + "@" + u.Host; env["HTTPS_PROXY"] != want || env["http_proxy"] != want || env["NO_PROXY"] != u.Hostname() {
+		t.Errorf("the agent's proxy settings: HTTPS_PROXY %q http_proxy %q NO_PROXY %q; want %q and %q", env["HTTPS_PROXY"], env["http_proxy"], env["NO_PROXY"], want, u.Hostname())
+	}
+	if sb.Egress != "127.0.0.1/32:"+port {
+		t.Errorf("the sandbox's egress is %q, want its class's", sb.Egress)
+	}
+	curl := func(args ...string) (string, string, error) {
+		cmd := exec.Command("curl", append([]string{"-sS", "-v", "--max-time", "10", "--proxy", w.url, "--cacert", ca}, args...)...)
+		if args[0] == "--proxy" { // the sandbox's own setting, key and all
+			cmd = exec.Command("curl", append([]string{"-sS", "-v", "--max-time", "10", "--cacert", ca}, args...)...)
+		}
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+		var out, errb strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		return out.String(), errb.String(), err
+	}
+	if out, errOut, err := curl("--proxy", env["HTTPS_PROXY"], "https://127.0.0.1:"+port+"/"); err != nil || out != "reached" {
+		t.Fatalf("curl through the gateway to a host the class names: %v, %q\n%s", err, out, errOut)
+	}
+	_, errOut, err := curl("--proxy-user", "x:"+key, "https://127.0.0.2:"+port+"/")
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || !strings.Contains(errOut, "403 Forbidden (berth egress: 127.0.0.2 port "+port+" is not in this sandbox's egress policy") {
+		t.Errorf("curl to a host the class does not name: %v\n%s", err, errOut)
+	}
+	_, userKey := w.userKey(t, "acme", "dora", "member")
+	if _, errOut, err := curl("--proxy-user", "x:"+userKey, "https://127.0.0.1:"+port+"/"); err == nil || !strings.Contains(errOut, "407") {
+		t.Errorf("curl through the gateway with a user's key: %v\n%s", err, errOut)
+	}
+
+	events, err := w.operator.Audit(ctx, client.AuditOptions{Sandbox: sb.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := 0
+	for _, e := range events {
+		if e.Action == "egress.refuse" {
+			refused++
+			if e.Target != "127.0.0.2:"+port || e.Outcome != "refused" || !strings.Contains(e.Detail, "not in this sandbox's egress policy") {
+				t.Errorf("the refusal's audit entry: %+v", e)
+			}
+		}
+	}
+	if refused != 1 {
+		t.Errorf("%d egress refusals in the audit log, want 1: %+v", refused, events)
+	}
+
+	// An engineer's network is open today: a class engineers may use
+	// cannot be narrower, and an engineer sandbox says open.
+	bad := strings.Replace(file, "purposes: [agent]", "purposes: [engineer, agent]", 1)
+	var e *api.Error
+	if _, err := w.admin.ApplyClasses(ctx, "", strings.NewReader(bad)); !errors.As(err, &e) || e.Status != http.StatusBadRequest || !strings.Contains(e.Message, "egress") {
+		t.Errorf("a class for engineers with a list of hosts: %v", err)
+	}
+	eng := w.create(t, w.owner, "dev")
+	if eng.Egress != "open" {
+		t.Errorf("an engineer sandbox's egress is %q, want open", eng.Egress)
+	}
+	// Its own network is its way out: the proxy is not.
+	engKey := w.envOf(t, eng.ID)["BERTH_API_KEY"]
+	if _, errOut, err := curl("--proxy-user", "x:"+engKey, "https://127.0.0.1:"+port+"/"); err == nil || !strings.Contains(errOut, "407") {
+		t.Errorf("curl through the gateway with an engineer sandbox's key: %v\n%s", err, errOut)
+	}
+}
