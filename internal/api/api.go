@@ -318,6 +318,9 @@ type Guardrail struct {
 	MaxSandboxCPU    *string  `json:"max_sandbox_cpu"`    // cores, as "4" or "4000m"
 	MaxSandboxTTL    *string  `json:"max_sandbox_ttl"`    // a duration such as "8h" or "7d"
 	AllowedRepos     []string `json:"allowed_repos"`
+	// Egress narrows agent sandboxes' egress, restrict-only: ["none"],
+	// ["open"] or hosts; nil narrows nothing.
+	Egress []string `json:"egress"`
 }
 
 // Memory is an amount of memory as classes write it ("32Gi", "512Mi"),

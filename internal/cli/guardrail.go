@@ -82,7 +82,7 @@ an organisation's allowed repositories.`,
 	}
 	outputFlag(show, &output)
 
-	var maxSandboxes, maxMemory, maxCPU, maxTTL, repos string
+	var maxSandboxes, maxMemory, maxCPU, maxTTL, repos, egressFlag string
 	set := &cobra.Command{
 		Use:   "set",
 		Short: "Change some fields of a guardrail, keeping the others",
@@ -91,7 +91,8 @@ is read, changed and written back whole. "none" removes a limit.`,
 		Example: `  berth guardrail set --max-sandboxes 10 --max-sandbox-memory 32Gi
   berth guardrail set --project ml --max-sandbox-cpu 8 --max-sandbox-ttl 8h
   berth guardrail set --allowed-repos acme,tools/ci      # operators, on an organisation
-  berth guardrail set --max-sandboxes none`,
+  berth guardrail set --max-sandboxes none
+  berth guardrail set --project ml --egress registry.npmjs.org,*.pythonhosted.org`,
 		Args: noArgs,
 		RunE: g.inOrg(&org, nil, func(cmd *cobra.Command, _ []string, o orgCall) error {
 			gr, err := o.c.Guardrail(cmd.Context(), o.org, project)
@@ -120,6 +121,12 @@ is read, changed and written back whole. "none" removes a limit.`,
 			if f.Changed("max-sandbox-ttl") {
 				gr.MaxSandboxTTL = strField(maxTTL)
 			}
+			if f.Changed("egress") {
+				gr.Egress = nil
+				if egressFlag != "unset" {
+					gr.Egress = list(egressFlag)
+				}
+			}
 			if f.Changed("allowed-repos") {
 				gr.AllowedRepos = nil
 				if repos != "none" {
@@ -141,6 +148,7 @@ is read, changed and written back whole. "none" removes a limit.`,
 	set.Flags().StringVar(&maxCPU, "max-sandbox-cpu", "", "cores of one sandbox at most, such as 4 or 4000m (or none)")
 	set.Flags().StringVar(&maxTTL, "max-sandbox-ttl", "", "lifetime of one sandbox at most, such as 8h or 7d (or none)")
 	set.Flags().StringVar(&repos, "allowed-repos", "", "comma-separated forge paths (owner, owner/repo, or *); none unsets")
+	set.Flags().StringVar(&egressFlag, "egress", "", "narrows agent sandboxes' egress: comma-separated hosts (name, *.domain, address or prefix, :PORT unless 443), none or open; unset narrows nothing")
 	orgFlag(&org, show, set)
 	for _, c := range []*cobra.Command{show, set} {
 		c.Flags().StringVar(&project, "project", "", "a project's guardrail instead of the organisation's")
@@ -196,4 +204,9 @@ func guardrailTable(tw *tabwriter.Writer, g api.Guardrail) {
 		}
 	}
 	fmt.Fprintf(tw, "allowed-repos\t%s\n", repos)
+	egress := "not set"
+	if g.Egress != nil {
+		egress = strings.Join(g.Egress, ", ")
+	}
+	fmt.Fprintf(tw, "egress\t%s\n", egress)
 }

@@ -69,7 +69,7 @@ func apiSandbox(sb sandbox.Sandbox, ownerName string, running time.Duration) api
 }
 
 func apiGuardrail(g guardrail.Guardrail) api.Guardrail {
-	out := api.Guardrail{MaxSandboxes: g.MaxSandboxes, AllowedRepos: g.AllowedRepos}
+	out := api.Guardrail{MaxSandboxes: g.MaxSandboxes, AllowedRepos: g.AllowedRepos, Egress: g.Egress}
 	if g.MaxSandboxMemory != nil {
 		m := api.Memory(quantity.FormatMiB(*g.MaxSandboxMemory))
 		out.MaxSandboxMemory = &m
@@ -87,7 +87,7 @@ func apiGuardrail(g guardrail.Guardrail) api.Guardrail {
 
 // domainGuardrail parses a guardrail from the wire, naming the field at fault.
 func domainGuardrail(in api.Guardrail) (guardrail.Guardrail, error) {
-	out := guardrail.Guardrail{MaxSandboxes: in.MaxSandboxes, AllowedRepos: in.AllowedRepos}
+	out := guardrail.Guardrail{MaxSandboxes: in.MaxSandboxes, AllowedRepos: in.AllowedRepos, Egress: in.Egress}
 	if in.MaxSandboxMemory != nil {
 		mib, err := quantity.ParseMiB(string(*in.MaxSandboxMemory))
 		if err != nil {

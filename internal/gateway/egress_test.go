@@ -108,6 +108,29 @@ func TestEgressThroughTheGateway(t *testing.T) {
 		t.Errorf("%d egress refusals in the audit log, want 1: %+v", refused, events)
 	}
 
+	// The organisation's guardrail narrows it, restrict-only: a sandbox
+	// made now goes nowhere, and the proxy refuses it the host its class
+	// names.
+	g, err := w.admin.Guardrail(ctx, "acme", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Egress = []string{"none"}
+	if _, err := w.admin.SetGuardrail(ctx, "acme", "", g); err != nil {
+		t.Fatal(err)
+	}
+	narrowed, err := w.owner.CreateSandbox(ctx, api.CreateSandbox{Name: "fetch-2", Purpose: "agent", Class: "fetcher", Repo: "acme/app", Task: "fetch"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nenv := w.envOf(t, narrowed.ID)
+	if narrowed = w.waitState(t, w.owner, narrowed.ID, "running"); narrowed.Egress != "none" || nenv["HTTPS_PROXY"] != "" {
+		t.Errorf("under a guardrail of none: egress %q, HTTPS_PROXY %q; want none and no proxy", narrowed.Egress, nenv["HTTPS_PROXY"])
+	}
+	if _, errOut, err := curl("--proxy-user", "x:"+nenv["BERTH_API_KEY"], "https://127.0.0.1:"+port+"/"); err == nil || !strings.Contains(errOut, "403") {
+		t.Errorf("curl from a sandbox made under a guardrail of none: %v\n%s", err, errOut)
+	}
+
 	// An engineer's network is open today: a class engineers may use
 	// cannot be narrower, and an engineer sandbox says open.
 	bad := strings.Replace(file, "purposes: [agent]", "purposes: [engineer, agent]", 1)

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"berth.dev/berth/internal/egress"
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/quantity"
 )
@@ -26,6 +27,42 @@ type Guardrail struct {
 	MaxSandboxCPU    *quantity.Millicores
 	MaxSandboxTTL    *time.Duration
 	AllowedRepos     []string
+	// Egress narrows its agent sandboxes' egress (package egress) as
+	// written: ["none"], ["open"] or hosts; nil narrows nothing.
+	Egress []string
+}
+
+// EgressPolicy is the guardrail's egress; ok is false when it sets none.
+func (g Guardrail) EgressPolicy() (p egress.Policy, ok bool, err error) {
+	if g.Egress == nil {
+		return egress.Policy{}, false, nil
+	}
+	if len(g.Egress) == 1 && (g.Egress[0] == string(egress.ModeNone) || g.Egress[0] == string(egress.ModeOpen)) {
+		p, err = egress.ParsePolicy(g.Egress[0], nil)
+	} else {
+		p, err = egress.ParsePolicy("", g.Egress)
+	}
+	return p, err == nil, err
+}
+
+// NarrowEgress is p as the guardrail lets it be: restrict-only.
+func (g Guardrail) NarrowEgress(p egress.Policy) egress.Policy {
+	if own, ok, _ := g.EgressPolicy(); ok {
+		return p.Narrow(own)
+	}
+	return p
+}
+
+// egressWords is a policy as a guardrail writes it.
+func egressWords(p egress.Policy) []string {
+	if p.Mode != egress.ModeList {
+		return []string{string(p.Mode)}
+	}
+	out := make([]string, len(p.Rules))
+	for i, r := range p.Rules {
+		out[i] = r.String()
+	}
+	return out
 }
 
 // Validate reports every field out of range.
@@ -47,6 +84,9 @@ func (g Guardrail) Validate() error {
 		if err := checkRepoEntry(r); err != nil {
 			errs = append(errs, fmt.Errorf("allowed_repos: %w", err))
 		}
+	}
+	if _, _, err := g.EgressPolicy(); err != nil {
+		errs = append(errs, fmt.Errorf("egress: %w", err))
 	}
 	return errors.Join(errs...)
 }
@@ -79,6 +119,16 @@ func Combine(org, project Guardrail) Guardrail {
 		out.AllowedRepos = slices.Clone(org.AllowedRepos)
 	default:
 		out.AllowedRepos = intersect(org.AllowedRepos, project.AllowedRepos)
+	}
+	op, oset, _ := org.EgressPolicy()
+	pp, pset, _ := project.EgressPolicy()
+	switch {
+	case oset && pset:
+		out.Egress = egressWords(op.Narrow(pp))
+	case oset:
+		out.Egress = slices.Clone(org.Egress)
+	case pset:
+		out.Egress = slices.Clone(project.Egress)
 	}
 	return out
 }
@@ -189,5 +239,13 @@ func (g Guardrail) String() string {
 		field("max-sandbox-cpu", g.MaxSandboxCPU != nil, func() string { return g.MaxSandboxCPU.String() }),
 		field("max-sandbox-ttl", g.MaxSandboxTTL != nil, func() string { return quantity.FormatDuration(*g.MaxSandboxTTL) }),
 		"allowed-repos=" + repos,
+		"egress=" + egressText(g.Egress),
 	}, " ")
+}
+
+func egressText(e []string) string {
+	if e == nil {
+		return "unset"
+	}
+	return "[" + strings.Join(e, ",") + "]"
 }

@@ -2,12 +2,14 @@ package guardrail_test
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"berth.dev/berth/internal/egress"
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/guardrail"
 	"berth.dev/berth/internal/quantity"
@@ -118,14 +120,48 @@ func TestStringNamesEveryField(t *testing.T) {
 		g    guardrail.Guardrail
 		want string
 	}{
-		{guardrail.Guardrail{}, "max-sandboxes=none max-sandbox-memory=none max-sandbox-cpu=none max-sandbox-ttl=none allowed-repos=unset"},
-		{guardrail.Guardrail{MaxSandboxes: &n, MaxSandboxMemory: &mem, MaxSandboxCPU: &cpu, MaxSandboxTTL: &ttl, AllowedRepos: []string{"acme/app", "acme/web"}},
-			"max-sandboxes=10 max-sandbox-memory=32Gi max-sandbox-cpu=4 max-sandbox-ttl=8h allowed-repos=[acme/app,acme/web]"},
-		{guardrail.Guardrail{AllowedRepos: []string{}}, "max-sandboxes=none max-sandbox-memory=none max-sandbox-cpu=none max-sandbox-ttl=none allowed-repos=[]"},
+		{guardrail.Guardrail{}, "max-sandboxes=none max-sandbox-memory=none max-sandbox-cpu=none max-sandbox-ttl=none allowed-repos=unset egress=unset"},
+		{guardrail.Guardrail{MaxSandboxes: &n, MaxSandboxMemory: &mem, MaxSandboxCPU: &cpu, MaxSandboxTTL: &ttl, AllowedRepos: []string{"acme/app", "acme/web"},
+			Egress: []string{"a.com", "*.b.org:8443"}},
+			"max-sandboxes=10 max-sandbox-memory=32Gi max-sandbox-cpu=4 max-sandbox-ttl=8h allowed-repos=[acme/app,acme/web] egress=[a.com,*.b.org:8443]"},
+		{guardrail.Guardrail{AllowedRepos: []string{}}, "max-sandboxes=none max-sandbox-memory=none max-sandbox-cpu=none max-sandbox-ttl=none allowed-repos=[] egress=unset"},
 	}
 	for _, tt := range tests {
 		if got := tt.g.String(); got != tt.want {
 			t.Errorf("String() = %q, want %q", got, tt.want)
 		}
+	}
+}
+
+// TestEgressNarrows: a guardrail's egress only takes away from a class's,
+// an organisation's and a project's combine restrict-only, and a bad one
+// is named by Validate.
+func TestEgressNarrows(t *testing.T) {
+	class, err := egress.ParsePolicy("", []string{"registry.npmjs.org", "*.pythonhosted.org", "api.example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	org := guardrail.Guardrail{Egress: []string{"registry.npmjs.org", "files.pythonhosted.org"}}
+	prj := guardrail.Guardrail{Egress: []string{"*.pythonhosted.org", "registry.npmjs.org:8443"}}
+	for _, c := range []struct {
+		name string
+		g    guardrail.Guardrail
+		want string
+	}{
+		{"no guardrail", guardrail.Guardrail{}, "registry.npmjs.org, *.pythonhosted.org, api.example.com"},
+		{"the organisation's", org, "registry.npmjs.org, files.pythonhosted.org"},
+		{"organisation and project", guardrail.Combine(org, prj), "files.pythonhosted.org"},
+		{"none", guardrail.Guardrail{Egress: []string{"none"}}, "none"},
+		{"open narrows nothing", guardrail.Guardrail{Egress: []string{"open"}}, "registry.npmjs.org, *.pythonhosted.org, api.example.com"},
+	} {
+		if got := c.g.NarrowEgress(class).String(); got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+	if got := guardrail.Combine(guardrail.Guardrail{}, prj).Egress; !slices.Equal(got, prj.Egress) {
+		t.Errorf("a project's egress under an organisation without one: %q", got)
+	}
+	if err := (guardrail.Guardrail{Egress: []string{"bad host"}}).Validate(); err == nil || !strings.Contains(err.Error(), "egress") {
+		t.Errorf("Validate of a bad egress: %v", err)
 	}
 }

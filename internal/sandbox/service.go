@@ -236,7 +236,7 @@ func (s *Service) create(ctx context.Context, p account.Principal, req CreateReq
 		CPU: class.CPU, Memory: class.Memory, Disk: class.Disk,
 		State: StateStarting, Branch: req.Branch, Task: req.Task, Runner: req.Runner, Role: role,
 		Contract: class.Contract, SetupCommand: class.SetupCommand, SSHKeys: req.SSHKeys, Env: req.Env, CreatedAt: now, ExpiresAt: now.Add(ttl),
-		LifetimeCut: cut, Egress: class.EgressFor(purpose).String(),
+		LifetimeCut: cut, Egress: sandboxEgress(class, purpose, g),
 	}
 	if req.Repo != "" {
 		sb.Repo, sb.GitMode = repo.String(), class.Git
@@ -616,4 +616,15 @@ func (s *Service) RunningTime(sb Sandbox) time.Duration { return sb.RunningTime(
 // Owner returns the user who owns sb, for display.
 func (s *Service) Owner(ctx context.Context, sb Sandbox) (account.User, error) {
 	return s.accounts.User(ctx, sb.Owner)
+}
+
+// sandboxEgress is the egress a sandbox is made with, as written: an
+// agent's class's narrowed by the guardrails in force (restrict-only), an
+// engineer's open network.
+func sandboxEgress(c class.Class, purpose Purpose, g guardrail.Guardrail) string {
+	p := c.EgressFor(purpose)
+	if purpose == PurposeAgent {
+		p = g.NarrowEgress(p)
+	}
+	return p.String()
 }

@@ -384,8 +384,9 @@ func testGuardrails(t *testing.T, st *store.Store) {
 	}{
 		{"every field", "", guardrail.Guardrail{
 			MaxSandboxes: ptr(10), MaxSandboxMemory: &mem, MaxSandboxCPU: &cpu, MaxSandboxTTL: &ttl,
-			AllowedRepos: []string{"acme", "globex/app"},
+			AllowedRepos: []string{"acme", "globex/app"}, Egress: []string{"registry.npmjs.org", "*.pythonhosted.org:8443"},
 		}},
+		{"egress none", "", guardrail.Guardrail{Egress: []string{"none"}}},
 		{"empty repository list", "", guardrail.Guardrail{MaxSandboxes: ptr(0), AllowedRepos: []string{}}},
 		{"nil repository list", "", guardrail.Guardrail{MaxSandboxes: ptr(3)}},
 		{"cleared", "", guardrail.Guardrail{}},
