@@ -68,7 +68,7 @@ func (s *Server) egressCaller(ctx context.Context, header string) (proxy.Caller,
 			return proxy.Caller{}, fmt.Errorf("sandbox %s: egress: %w", sb.Name, err)
 		}
 	}
-	return proxy.Caller{Sandbox: string(sb.ID), Org: sb.Org, Owner: sb.Owner, Policy: pol}, nil
+	return proxy.Caller{Sandbox: string(sb.ID), Org: sb.Org, Owner: sb.Owner, Class: sb.Class, Policy: pol}, nil
 }
 
 // proxyKey reads a key from Proxy-Authorization: Basic (the key is the
@@ -93,10 +93,11 @@ func proxyKey(header string) (string, bool) {
 	return "", false
 }
 
-// egressRecord writes a refusal to the audit log, and logs every
-// connection at debug.
+// egressRecord counts every connection (Prometheus), writes a refusal to
+// the audit log, and logs the others at debug.
 func (s *Server) egressRecord(c proxy.Connection) {
 	ctx := context.Background()
+	s.meter.Egress(c.Class, c.Allowed, c.Up, c.Down)
 	target := c.Host + ":" + strconv.Itoa(c.Port)
 	if !c.Allowed {
 		s.log.InfoContext(ctx, "egress refused", "sandbox", c.Sandbox, "to", target, "why", c.Why)

@@ -91,6 +91,19 @@ func TestEgressThroughTheGateway(t *testing.T) {
 		t.Errorf("curl through the gateway with a user's key: %v\n%s", err, errOut)
 	}
 
+	families, status := scrape(t, w.url, w.opKey)
+	if status != http.StatusOK {
+		t.Fatalf("scrape: %d", status)
+	}
+	for decision, want := range map[string]float64{"allowed": 1, "refused": 1} {
+		if got := value(t, families, "berth_egress_connections_total", map[string]string{"class": "fetcher", "decision": decision}); got != want {
+			t.Errorf("berth_egress_connections_total{class=fetcher,decision=%s} = %v, want %v", decision, got, want)
+		}
+	}
+	if got := value(t, families, "berth_egress_bytes_total", map[string]string{"class": "fetcher", "direction": "from_host"}); got <= 0 {
+		t.Errorf("berth_egress_bytes_total{from_host} = %v, want the download's bytes", got)
+	}
+
 	events, err := w.operator.Audit(ctx, client.AuditOptions{Sandbox: sb.ID})
 	if err != nil {
 		t.Fatal(err)

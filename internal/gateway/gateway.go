@@ -112,15 +112,17 @@ type Meter interface {
 	TunnelClosed()
 	TunnelBytes(toSandbox, fromSandbox int64)
 	CredentialRequested(kind, outcome string)
+	Egress(class string, allowed bool, toHost, fromHost int64)
 }
 
 // noMeter counts nothing.
 type noMeter struct{}
 
-func (noMeter) TunnelOpened()                   {}
-func (noMeter) TunnelClosed()                   {}
-func (noMeter) TunnelBytes(int64, int64)        {}
-func (noMeter) CredentialRequested(_, _ string) {}
+func (noMeter) TunnelOpened()                     {}
+func (noMeter) TunnelClosed()                     {}
+func (noMeter) TunnelBytes(int64, int64)          {}
+func (noMeter) CredentialRequested(_, _ string)   {}
+func (noMeter) Egress(string, bool, int64, int64) {}
 
 // Mirrors keeps a mirror of each repository the gateway serves from a
 // remote forge (SPEC S17).

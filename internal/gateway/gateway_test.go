@@ -224,7 +224,7 @@ func newWorld(t testing.TB, opts ...func(*worldConfig)) *world {
 		Usage:   usage.NewService(st, w.accounts, svc, 90*24*time.Hour, cfg.now),
 		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 		Forge:   fg, Repositories: repos, Mirrors: mirrors, TunnelIdleTimeout: cfg.tunnelIdle,
-		Inference: w.inference, Scripted: scripted, PublicURL: w.url, SSO: w.sso}
+		Inference: w.inference, Scripted: scripted, PublicURL: w.url, SSO: w.sso, Meter: w.metrics}
 	if gwo.Terminal, err = terminal.LoadCA(filepath.Join(t.TempDir(), "terminal_ca")); err != nil {
 		t.Fatal(err)
 	}

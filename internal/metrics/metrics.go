@@ -15,6 +15,8 @@
 //	berth_tunnel_connections_total                    connections opened through the tunnel (SPEC S10)
 //	berth_tunnel_connections_open                     of those, open now
 //	berth_tunnel_bytes_total{direction}               bytes copied to_sandbox and from_sandbox
+//	berth_egress_connections_total{class,decision}    connections through the egress proxy, allowed or refused
+//	berth_egress_bytes_total{class,direction}         bytes through it, to_host and from_host
 //
 // Run tokens and cost join when agent runs exist (SPEC S8, S13), as
 // berth_run_tokens_total{runner,model,kind} and
@@ -47,6 +49,8 @@ type Metrics struct {
 	tunnels        prometheus.Counter
 	tunnelsOpen    prometheus.Gauge
 	tunnelBytes    *prometheus.CounterVec
+	egress         *prometheus.CounterVec
+	egressBytes    *prometheus.CounterVec
 }
 
 var _ sandbox.Metrics = (*Metrics)(nil)
@@ -85,6 +89,12 @@ func New(reg prometheus.Registerer, count Counter) (*Metrics, error) {
 		tunnelBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "berth_tunnel_bytes_total", Help: "Bytes copied through the gateway's tunnel, to_sandbox or from_sandbox.",
 		}, []string{"direction"}),
+		egress: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "berth_egress_connections_total", Help: "Connections asked of the egress proxy by agent sandboxes, by their class and decision (allowed, refused).",
+		}, []string{"class", "decision"}),
+		egressBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "berth_egress_bytes_total", Help: "Bytes through the egress proxy, by the sandbox's class, to_host or from_host.",
+		}, []string{"class", "direction"}),
 	}
 	// Known label values start at zero, so every series is there from the
 	// first scrape and rate() has a beginning.
@@ -99,7 +109,7 @@ func New(reg prometheus.Registerer, count Counter) (*Metrics, error) {
 		m.tunnelBytes.WithLabelValues(d)
 	}
 	for _, c := range []prometheus.Collector{
-		m.creates, m.createFailures, m.ready, m.sweep, m.credentials, m.tunnels, m.tunnelsOpen, m.tunnelBytes,
+		m.creates, m.createFailures, m.ready, m.sweep, m.credentials, m.tunnels, m.tunnelsOpen, m.tunnelBytes, m.egress, m.egressBytes,
 		newSandboxes(count),
 	} {
 		if err := reg.Register(c); err != nil {
@@ -165,6 +175,23 @@ func (m *Metrics) TunnelClosed() {
 // TunnelBytes counts bytes copied through the tunnel: toSandbox from the
 // client to the sandbox, fromSandbox back. Call it as bytes move or once
 // when a connection ends.
+// Egress counts one connection the egress proxy allowed or refused a
+// sandbox of class, and the bytes it carried.
+func (m *Metrics) Egress(class string, allowed bool, toHost, fromHost int64) {
+	if m == nil {
+		return
+	}
+	decision := "refused"
+	if allowed {
+		decision = "allowed"
+	}
+	m.egress.WithLabelValues(class, decision).Inc()
+	if allowed {
+		m.egressBytes.WithLabelValues(class, "to_host").Add(float64(toHost))
+		m.egressBytes.WithLabelValues(class, "from_host").Add(float64(fromHost))
+	}
+}
+
 func (m *Metrics) TunnelBytes(toSandbox, fromSandbox int64) {
 	if m != nil {
 		m.tunnelBytes.WithLabelValues("to_sandbox").Add(float64(toSandbox))

@@ -32,6 +32,7 @@ func TestANilMetricsRecordsNothing(t *testing.T) {
 	m.TunnelOpened()
 	m.TunnelBytes(1, 2)
 	m.TunnelClosed()
+	m.Egress("agent", true, 1, 2)
 }
 
 // TestAFailedCountStillServesTheRest: when the database cannot be read,

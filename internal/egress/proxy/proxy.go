@@ -24,6 +24,7 @@ import (
 type Caller struct {
 	Sandbox    string
 	Org, Owner string // whose it is, for the record
+	Class      string // its class, for the counters
 	Policy     egress.Policy
 }
 
@@ -33,6 +34,7 @@ type Caller struct {
 type Connection struct {
 	Sandbox    string
 	Org, Owner string
+	Class      string
 	Host       string
 	Port       int
 	Addr       string // the address dialled; "" when none was
@@ -171,7 +173,7 @@ func (p *Proxy) reachable(c Caller, a netip.Addr, port int) bool {
 func (p *Proxy) connect(w http.ResponseWriter, r *http.Request, c Caller) {
 	began := time.Now()
 	host, port, err := target(r.Host, egress.DefaultPort)
-	rec := Connection{Sandbox: c.Sandbox, Org: c.Org, Owner: c.Owner, Host: host, Port: port, Began: began}
+	rec := Connection{Sandbox: c.Sandbox, Org: c.Org, Owner: c.Owner, Class: c.Class, Host: host, Port: port, Began: began}
 	if err != nil {
 		http.Error(w, "berth egress: "+err.Error(), http.StatusBadRequest)
 		return
@@ -216,7 +218,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, c Caller) {
 		return
 	}
 	host, port, err := target(r.URL.Host, 80)
-	rec := Connection{Sandbox: c.Sandbox, Org: c.Org, Owner: c.Owner, Host: host, Port: port, Began: began}
+	rec := Connection{Sandbox: c.Sandbox, Org: c.Org, Owner: c.Owner, Class: c.Class, Host: host, Port: port, Began: began}
 	if err != nil {
 		http.Error(w, "berth egress: "+err.Error(), http.StatusBadRequest)
 		return
