@@ -12,3 +12,7 @@ func (s *Server) Routes() []string {
 
 // PanelRoutes lists the web panel's patterns.
 func (s *Server) PanelRoutes() []string { return s.panel.Routes() }
+
+// ProxyRoutes are the egress proxy's requests, which no pattern routes:
+// the gateway's port takes them before its mux.
+func (s *Server) ProxyRoutes() []string { return []string{"CONNECT host:port", "GET http://host/"} }

@@ -225,6 +225,11 @@ func matrixRows() []row {
 		// may not get inside.
 		{want: "101 403 404 101 404 404 403 403 403 401 401 401", route: "GET /sandbox/v1/{ref}/tcp/{port}", req: tunnelTo("/sandbox/v1/{dev}/tcp/2222")},
 		{want: "409 403 404 409 404 404 403 403 403 401 401 401", route: "GET /sandbox/v1/{ref}/tcp/{port}", what: "an agent sandbox", req: tunnelTo("/sandbox/v1/{agent}/tcp/2222")},
+		// The egress proxy on the gateway's port: only an agent sandbox's
+		// own key goes out (here refused: its class names no host, and
+		// loopback is never reached by name); every other key is 407.
+		{want: "407 407 407 407 407 407 407 403 403 407 407 407", route: "CONNECT host:port", req: request{method: "CONNECT", path: "127.0.0.1:9", place: proxyAuth}, says: "berth egress"},
+		{want: "407 407 407 407 407 407 407 403 403 407 407 407", route: "GET http://host/", req: request{method: "GET", path: "http://127.0.0.1:9/", place: proxyAuth}, says: "berth egress"},
 		// An HTTP preview of a port (preview.go): the same rule.
 		{want: "201 403 404 201 404 404 403 403 403 401 401 401", route: "POST /sandbox/v1/sandboxes/{ref}/previews", req: post("/sandbox/v1/sandboxes/{dev}/previews", `{"port":3000}`)},
 		{want: "409 403 404 409 404 404 403 403 403 401 401 401", route: "POST /sandbox/v1/sandboxes/{ref}/previews", what: "an agent sandbox", req: post("/sandbox/v1/sandboxes/{agent}/previews", `{"port":3000}`)},

@@ -71,6 +71,7 @@ const (
 	queryKey                // ?key= (Gemini's clients, too)
 	cookie                  // the panel's session cookie, signed in as a browser does
 	signInForm              // the key typed into the panel's sign-in form
+	proxyAuth               // Proxy-Authorization: Basic, the key as the password (HTTPS_PROXY), on a proxy request
 )
 
 // request is the concrete request of a row. {name} in its path, body or
@@ -333,7 +334,7 @@ func codeFits(status int, code string) bool {
 // nobody serves.
 func checkCoverage(t *testing.T, m *matrix, rows []row) {
 	t.Helper()
-	served := append(m.gw.Routes(), m.gw.PanelRoutes()...)
+	served := append(append(m.gw.Routes(), m.gw.PanelRoutes()...), m.gw.ProxyRoutes()...)
 	covered := map[string]bool{}
 	for _, r := range rows {
 		covered[r.route] = true

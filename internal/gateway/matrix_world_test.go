@@ -1,7 +1,9 @@
 package gateway_test
 
 import (
+	"bufio"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net"
@@ -408,6 +410,8 @@ func (m *matrix) send(t *testing.T, r request, c caller, expand func(string) str
 	key := m.keys[c]
 	path := expand(r.path)
 	switch r.place {
+	case proxyAuth:
+		return m.proxy(t, r.method, path, key)
 	case cookie:
 		b := m.browser(t, c)
 		defer func() {
@@ -476,4 +480,33 @@ func (m *matrix) send(t *testing.T, r request, c caller, expand func(string) str
 		}
 	}
 	return m.do(t, m.clients[c], req)
+}
+
+// proxy sends a proxy request as a sandbox's tools do: a CONNECT to
+// target, or a request in absolute form for it, on a connection of its
+// own, the key in Proxy-Authorization.
+func (m *matrix) proxy(t *testing.T, method, target, key string) (int, http.Header, string) {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(m.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	host, _, _ := strings.Cut(strings.TrimPrefix(target, "http://"), "/")
+	line := method + " " + target + " HTTP/1.1\r\nHost: " + host + "\r\n"
+	if key != "" {
+		line += "Proxy-Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte("x:"+key)) + "\r\n"
+	}
+	if _, err := io.WriteString(conn, line+"\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(method, "http://"+host, nil)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, target, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	return resp.StatusCode, resp.Header, string(b)
 }
