@@ -221,7 +221,7 @@ func CheckCount(limit *int, live int, scope string) error {
 // String words the guardrail as the CLI's flags name its fields, unset
 // ones included, for the audit log: "max-sandboxes=10
 // max-sandbox-memory=none max-sandbox-cpu=4 max-sandbox-ttl=8h
-// allowed-repos=[acme/app,acme/web]".
+// allowed-repos=[acme/app,acme/web] egress=unset".
 func (g Guardrail) String() string {
 	field := func(name string, set bool, v func() string) string {
 		if !set {

@@ -79,7 +79,7 @@ func TestAuditOneEntryPerAction(t *testing.T) {
 	want := []row{
 		{ada, "", audit.ClassApply, "small", "created: image localhost/berth-sandbox:1, tier standard, cpu 1, memory 4Gi"},
 		{ada, "", audit.ClassDelete, "small", ""},
-		{ada, "", audit.GuardrailSet, "organisation", "max-sandboxes=5 max-sandbox-memory=none max-sandbox-cpu=none max-sandbox-ttl=none allowed-repos=[acme]"},
+		{ada, "", audit.GuardrailSet, "organisation", "max-sandboxes=5 max-sandbox-memory=none max-sandbox-cpu=none max-sandbox-ttl=none allowed-repos=[acme] egress=unset"},
 		{alice, "", audit.KeyCreate, k.Key.ID, "a key of alice@acme.example named laptop"},
 		{ada, "", audit.KeyRevoke, k.Key.ID, "a key of alice@acme.example named laptop"},
 		{alice, id, audit.SandboxCreate, "dev", "engineer sandbox of class standard in project default, expires 2026-11-30T13:00:00Z"},
