@@ -182,7 +182,7 @@ func (c Class) Spec() Spec {
 		Runner: c.Runner, Ports: c.Ports,
 	}
 	if c.Egress.Mode != "" {
-		s.Egress = egressWords(c.Egress)
+		s.Egress = c.Egress.Words()
 	}
 	if c.Disk > 0 {
 		s.Disk = c.Disk.String()
@@ -343,11 +343,7 @@ func parseEgress(s Spec, c *Class) []error {
 	if len(s.Egress) == 0 {
 		return nil
 	}
-	mode, rules := "", []string(s.Egress)
-	if len(s.Egress) == 1 && (s.Egress[0] == string(egress.ModeNone) || s.Egress[0] == string(egress.ModeOpen)) {
-		mode, rules = s.Egress[0], nil
-	}
-	p, err := egress.ParsePolicy(mode, rules)
+	p, err := egress.ParseWords(s.Egress)
 	if err != nil {
 		return []error{fault.Field("egress", "%v", err)}
 	}
@@ -356,18 +352,6 @@ func parseEgress(s Spec, c *Class) []error {
 	}
 	c.Egress = p
 	return nil
-}
-
-// egressWords is a policy as a class writes it.
-func egressWords(p egress.Policy) Egress {
-	if p.Mode != egress.ModeList {
-		return Egress{string(p.Mode)}
-	}
-	words := make(Egress, len(p.Rules))
-	for i, r := range p.Rules {
-		words[i] = r.String()
-	}
-	return words
 }
 
 // parsePorts reads the ports into c, whose purposes are already read:

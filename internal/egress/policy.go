@@ -244,6 +244,27 @@ func ParsePolicy(mode string, rules []string) (Policy, error) {
 	return p, nil
 }
 
+// ParseWords reads a policy as classes and guardrails write it: one word
+// (none, open) or a list of rules.
+func ParseWords(words []string) (Policy, error) {
+	if len(words) == 1 && (words[0] == string(ModeNone) || words[0] == string(ModeOpen)) {
+		return ParsePolicy(words[0], nil)
+	}
+	return ParsePolicy("", words)
+}
+
+// Words is the policy as classes and guardrails write it (ParseWords).
+func (p Policy) Words() []string {
+	if p.Mode != ModeList {
+		return []string{p.String()}
+	}
+	words := make([]string, len(p.Rules))
+	for i, r := range p.Rules {
+		words[i] = r.String()
+	}
+	return words
+}
+
 // String is the policy as `show` says it.
 func (p Policy) String() string {
 	switch p.Mode {
@@ -346,11 +367,8 @@ var notPublic = []netip.Prefix{
 // Parse reads a policy as String writes it ("none", "open", or rules
 // joined by ", "), as a sandbox's row keeps it.
 func Parse(written string) (Policy, error) {
-	switch written {
-	case "", string(ModeNone):
+	if written == "" {
 		return None, nil
-	case string(ModeOpen):
-		return Policy{Mode: ModeOpen}, nil
 	}
-	return ParsePolicy("", strings.Split(written, ", "))
+	return ParseWords(strings.Split(written, ", "))
 }

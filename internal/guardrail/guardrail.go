@@ -37,11 +37,7 @@ func (g Guardrail) EgressPolicy() (p egress.Policy, ok bool, err error) {
 	if g.Egress == nil {
 		return egress.Policy{}, false, nil
 	}
-	if len(g.Egress) == 1 && (g.Egress[0] == string(egress.ModeNone) || g.Egress[0] == string(egress.ModeOpen)) {
-		p, err = egress.ParsePolicy(g.Egress[0], nil)
-	} else {
-		p, err = egress.ParsePolicy("", g.Egress)
-	}
+	p, err = egress.ParseWords(g.Egress)
 	return p, err == nil, err
 }
 
@@ -51,18 +47,6 @@ func (g Guardrail) NarrowEgress(p egress.Policy) egress.Policy {
 		return p.Narrow(own)
 	}
 	return p
-}
-
-// egressWords is a policy as a guardrail writes it.
-func egressWords(p egress.Policy) []string {
-	if p.Mode != egress.ModeList {
-		return []string{string(p.Mode)}
-	}
-	out := make([]string, len(p.Rules))
-	for i, r := range p.Rules {
-		out[i] = r.String()
-	}
-	return out
 }
 
 // Validate reports every field out of range.
@@ -124,7 +108,7 @@ func Combine(org, project Guardrail) Guardrail {
 	pp, pset, _ := project.EgressPolicy()
 	switch {
 	case oset && pset:
-		out.Egress = egressWords(op.Narrow(pp))
+		out.Egress = op.Narrow(pp).Words()
 	case oset:
 		out.Egress = slices.Clone(org.Egress)
 	case pset:

@@ -14,9 +14,11 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"berth.dev/berth/internal/egress"
+	"berth.dev/berth/internal/tunnel"
 )
 
 // Caller is who asks the proxy for a connection: a sandbox, by its own
@@ -104,11 +106,12 @@ func target(hostport string, defaultPort int) (string, int, error) {
 			return "", 0, fmt.Errorf("%q is not host:port", hostport)
 		}
 	}
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
 	port, err := strconv.Atoi(portStr)
 	if err != nil || port < 1 || port > 65535 || host == "" || len(host) > 253 {
 		return "", 0, fmt.Errorf("%q is not host:port", hostport)
 	}
-	return strings.ToLower(strings.TrimSuffix(host, ".")), port, nil
+	return host, port, nil
 }
 
 // dialFor checks host:port against the caller's policy, resolves it and
@@ -384,4 +387,16 @@ func HostAddrs() (func(netip.Addr) bool, error) {
 		}
 	}
 	return func(a netip.Addr) bool { return own[a.Unmap()] }, nil
+}
+
+// moved is how many bytes a TCP connection has carried either way, as
+// its socket counts them; ok is false when it cannot tell (then no tunnel
+// is closed for being idle).
+func moved(c net.Conn) (n uint64, ok bool) {
+	sc, isSys := c.(syscall.Conn)
+	if !isSys {
+		return 0, false
+	}
+	received, acked, err := tunnel.SocketBytes(sc)
+	return received + acked, err == nil
 }

@@ -322,3 +322,21 @@ func TestHostAddrs(t *testing.T) {
 		t.Error("a documentation address is the host's own")
 	}
 }
+
+// FuzzTarget: a proxy request's authority or URL host, as a sandbox
+// sends it, never panics the proxy, and what it accepts is in bounds:
+// a lower-case host of at most 253 bytes and a port from 1 to 65535.
+func FuzzTarget(f *testing.F) {
+	for _, s := range []string{"a.com:443", "[::1]:22", "A.COM.", "a.com", "a.com:0", ":443", "[::1", "a.com:99999"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		host, port, err := target(s, 443)
+		if err != nil {
+			return
+		}
+		if host == "" || len(host) > 253 || host != strings.ToLower(host) || port < 1 || port > 65535 {
+			t.Errorf("target(%q) = %q, %d: out of bounds", s, host, port)
+		}
+	})
+}
