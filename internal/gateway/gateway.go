@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -104,6 +105,10 @@ type Options struct {
 	// (BERTH_PANEL_KEY_SIGNIN=off): people sign in through the identity
 	// provider. Keys still work on the API.
 	NoKeySignIn bool
+	// EgressConnectTo and EgressHosts are the egress proxy's ConnectTo and
+	// Hosts (BERTH_EGRESS_CONNECT_TO, BERTH_EGRESS_RESOLVE); nil: none.
+	EgressConnectTo map[string]string
+	EgressHosts     map[string][]netip.Addr
 }
 
 // Meter counts what the gateway's own routes do, for /metrics.
@@ -197,6 +202,7 @@ func New(o Options) *Server {
 		s.auditRec = audit.Discard{}
 	}
 	s.egress = s.newEgressProxy()
+	s.egress.ConnectTo, s.egress.Hosts = o.EgressConnectTo, o.EgressHosts
 	// The web panel answers with the same services and the same error
 	// mapping as the API.
 	s.panel = panel.New(panel.Options{Accounts: o.Accounts, Sandboxes: o.Sandboxes, Classes: o.Classes, Runs: o.Runs, Usage: o.Usage, Log: o.Log, Now: now,

@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"berth.dev/berth/internal/class"
+	"berth.dev/berth/internal/egress/proxy"
 	"berth.dev/berth/internal/inference"
 	"berth.dev/berth/internal/quantity"
 	"berth.dev/berth/internal/runner"
@@ -102,6 +104,13 @@ type Config struct {
 	// KeySignIn is BERTH_PANEL_KEY_SIGNIN: the panel's sign-in form that
 	// takes an API key (default on; off only with an identity provider).
 	KeySignIn bool
+
+	// EgressConnectTo is BERTH_EGRESS_CONNECT_TO: names the egress proxy
+	// reaches at another address (a mirror; a test's server on loopback).
+	EgressConnectTo map[string]string
+	// EgressHosts is BERTH_EGRESS_RESOLVE: names the egress proxy resolves
+	// from the setting before DNS.
+	EgressHosts map[string][]netip.Addr
 }
 
 // OIDC is the deployment's identity provider.
@@ -223,7 +232,13 @@ const SettingsHelp = `Settings (environment variables, read once at start-up):
                                     sandboxes
   BERTH_PANEL_KEY_SIGNIN            on (default) or off: the panel's sign-in with an API key;
                                     off only with BERTH_OIDC_ISSUER (API keys still work on the
-                                    API and the CLI)`
+                                    API and the CLI)
+  BERTH_EGRESS_CONNECT_TO           comma-separated host:port=address:port: the egress proxy
+                                    reaches a name the sandbox's policy allows at that address
+                                    instead (a mirror under the public name), whatever its range
+  BERTH_EGRESS_RESOLVE              comma-separated name=address: the egress proxy's own answers
+                                    for these names, before DNS; the address is checked as any
+                                    (a private or loopback one only where a rule names it)`
 
 // LoadConfig reads the settings through getenv, applies defaults and
 // validates them, reporting every problem at once.
@@ -433,6 +448,13 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		c.Models = cat
 	}
 	c.OIDC, c.KeySignIn = loadOIDC(get, dur, bad)
+	var err error
+	if c.EgressConnectTo, err = proxy.ParseConnectTo(getenv("BERTH_EGRESS_CONNECT_TO")); err != nil {
+		bad("BERTH_EGRESS_CONNECT_TO", "%v", err)
+	}
+	if c.EgressHosts, err = proxy.ParseHosts(getenv("BERTH_EGRESS_RESOLVE")); err != nil {
+		bad("BERTH_EGRESS_RESOLVE", "%v", err)
+	}
 	if c.SandboxesFile != "" {
 		classes, err := readClassFile(c.SandboxesFile)
 		if err != nil {

@@ -201,3 +201,25 @@ func TestOIDCSettings(t *testing.T) {
 		})
 	}
 }
+
+// TestEgressSettings: the egress proxy's connect-to and resolve settings
+// are read at start-up, and a bad pair stops the start naming the setting
+// and the pair.
+func TestEgressSettings(t *testing.T) {
+	env := map[string]string{"HOME": t.TempDir(),
+		"BERTH_EGRESS_CONNECT_TO": "registry.test:443=127.0.0.1:8443", "BERTH_EGRESS_RESOLVE": "meta.test=169.254.169.254"}
+	cfg, err := server.LoadConfig(func(k string) string { return env[k] })
+	if err != nil || cfg.EgressConnectTo["registry.test:443"] != "127.0.0.1:8443" || cfg.EgressHosts["meta.test"][0].String() != "169.254.169.254" {
+		t.Fatalf("LoadConfig: %+v %+v, %v", cfg.EgressConnectTo, cfg.EgressHosts, err)
+	}
+	for k, v := range map[string]string{"BERTH_EGRESS_CONNECT_TO": "registry.test=localhost:8443", "BERTH_EGRESS_RESOLVE": "meta.test=metadata"} {
+		bad := map[string]string{"HOME": env["HOME"], k: v}
+		_, err := server.LoadConfig(func(k string) string { return bad[k] })
+		if err == nil || !strings.Contains(err.Error(), k) || !strings.Contains(err.Error(), v) {
+			t.Errorf("%s=%s: %v, want an error naming the setting and the pair", k, v, err)
+		}
+	}
+	if !strings.Contains(server.SettingsHelp, "BERTH_EGRESS_CONNECT_TO") || !strings.Contains(server.SettingsHelp, "BERTH_EGRESS_RESOLVE") {
+		t.Error("berth serve --help does not list the egress settings")
+	}
+}

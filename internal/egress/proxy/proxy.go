@@ -61,6 +61,16 @@ type Proxy struct {
 	// Own says whether an address is the gateway host's own (any of its
 	// interfaces'); such an address is reached only when a rule names it.
 	Own func(netip.Addr) bool
+	// ConnectTo sends a connection for "host:port" (a name the policy
+	// allows) to another "addr:port", as curl's --connect-to does: an
+	// operator's mirror under the public name, or a test's server on
+	// loopback. The operator named the address, so it is dialled whatever
+	// range it is in; the policy is still checked against the name.
+	ConnectTo map[string]string
+	// Hosts answers for the names it holds before Resolve is asked, as
+	// curl's --resolve (or /etc/hosts) does; the addresses are checked as
+	// any resolver's are.
+	Hosts map[string][]netip.Addr
 	// Record is told of every connection once it ends; nil records
 	// nothing.
 	Record func(Connection)
@@ -127,13 +137,23 @@ func (p *Proxy) dialFor(ctx context.Context, c Caller, host string, port int) (n
 		if !c.Policy.AllowsName(host, port) {
 			return nil, "", refused("%s port %d is not in this sandbox's egress policy (%s)", host, port, c.Policy)
 		}
+		if to, ok := p.ConnectTo[net.JoinHostPort(host, strconv.Itoa(port))]; ok {
+			conn, err := p.dialer()(ctx, "tcp", to)
+			if err != nil {
+				return nil, "", fmt.Errorf("%s port %d does not answer: %w", host, port, err)
+			}
+			return conn, to, nil
+		}
 		resolve := p.Resolve
 		if resolve == nil {
 			resolve = func(ctx context.Context, host string) ([]netip.Addr, error) {
 				return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
 			}
 		}
-		found, err := resolve(ctx, host)
+		found, err := p.Hosts[host], error(nil)
+		if len(found) == 0 {
+			found, err = resolve(ctx, host)
+		}
 		if err != nil || len(found) == 0 {
 			return nil, "", refused("%s does not resolve", host)
 		}
@@ -146,10 +166,7 @@ func (p *Proxy) dialFor(ctx context.Context, c Caller, host string, port int) (n
 			return nil, "", refused("%s resolves only to addresses a sandbox may not reach (%s: private, loopback, link-local or the gateway's own)", host, found[0])
 		}
 	}
-	dial := p.Dial
-	if dial == nil {
-		dial = (&net.Dialer{Timeout: 10 * time.Second}).DialContext
-	}
+	dial := p.dialer()
 	var errs []error
 	for _, a := range addrs {
 		addr := net.JoinHostPort(a.String(), strconv.Itoa(port))
@@ -160,6 +177,14 @@ func (p *Proxy) dialFor(ctx context.Context, c Caller, host string, port int) (n
 		errs = append(errs, err)
 	}
 	return nil, "", fmt.Errorf("%s port %d does not answer: %w", host, port, errors.Join(errs...))
+}
+
+// dialer is Dial, or net.Dialer's.
+func (p *Proxy) dialer() func(ctx context.Context, network, addr string) (net.Conn, error) {
+	if p.Dial != nil {
+		return p.Dial
+	}
+	return (&net.Dialer{Timeout: 10 * time.Second}).DialContext
 }
 
 // reachable reports whether a name's address a may be dialled: a public
@@ -399,4 +424,46 @@ func moved(c net.Conn) (n uint64, ok bool) {
 	}
 	received, acked, err := tunnel.SocketBytes(sc)
 	return received + acked, err == nil
+}
+
+// ParseConnectTo reads a ConnectTo as an operator writes it: "host:port=
+// addr:port" pairs separated by commas (BERTH_EGRESS_CONNECT_TO).
+func ParseConnectTo(s string) (map[string]string, error) {
+	m := map[string]string{}
+	for _, pair := range strings.Split(s, ",") {
+		if pair = strings.TrimSpace(pair); pair == "" {
+			continue
+		}
+		from, to, ok := strings.Cut(pair, "=")
+		host, port, err := target(strings.TrimSpace(from), 0)
+		if !ok || err != nil || port == 0 {
+			return nil, fmt.Errorf("%q is not host:port=address:port", pair)
+		}
+		ap, err := netip.ParseAddrPort(strings.TrimSpace(to))
+		if err != nil || ap.Port() == 0 {
+			return nil, fmt.Errorf("%q: %q is not address:port (an IP address; [::1]:443 for IPv6)", pair, to)
+		}
+		m[net.JoinHostPort(host, strconv.Itoa(port))] = ap.String()
+	}
+	return m, nil
+}
+
+// ParseHosts reads a Hosts table as an operator writes it: "name=addr"
+// pairs separated by commas (BERTH_EGRESS_RESOLVE); a name given twice
+// has both addresses.
+func ParseHosts(s string) (map[string][]netip.Addr, error) {
+	m := map[string][]netip.Addr{}
+	for _, pair := range strings.Split(s, ",") {
+		if pair = strings.TrimSpace(pair); pair == "" {
+			continue
+		}
+		name, addr, ok := strings.Cut(pair, "=")
+		name = strings.ToLower(strings.TrimSuffix(strings.TrimSpace(name), "."))
+		a, err := netip.ParseAddr(strings.TrimSpace(addr))
+		if !ok || name == "" || len(name) > 253 || err != nil {
+			return nil, fmt.Errorf("%q is not name=address (an IP address)", pair)
+		}
+		m[name] = append(m[name], a.Unmap())
+	}
+	return m, nil
 }

@@ -84,9 +84,9 @@ func (ca *testCA) server(t *testing.T, names ...string) (port int, hits func() i
 }
 
 // testProxy serves a Proxy on loopback for one sandbox key, its names
-// resolved by hosts; it returns the proxy's URL and the connections it
-// recorded.
-func testProxy(t *testing.T, pol egress.Policy, hosts map[string]string) (url string, recorded func() []Connection) {
+// resolved by hosts and its ConnectTo connectTo; it returns the proxy's
+// URL and the connections it recorded.
+func testProxy(t *testing.T, pol egress.Policy, hosts, connectTo map[string]string) (url string, recorded func() []Connection) {
 	t.Helper()
 	var mu sync.Mutex
 	var recs []Connection
@@ -104,8 +104,9 @@ func testProxy(t *testing.T, pol egress.Policy, hosts map[string]string) (url st
 			}
 			return []netip.Addr{netip.MustParseAddr(a)}, nil
 		},
-		Own:    func(a netip.Addr) bool { return a.String() == "198.51.100.7" },
-		Record: func(c Connection) { mu.Lock(); recs = append(recs, c); mu.Unlock() },
+		Own:       func(a netip.Addr) bool { return a.String() == "198.51.100.7" },
+		ConnectTo: connectTo,
+		Record:    func(c Connection) { mu.Lock(); recs = append(recs, c); mu.Unlock() },
 	}
 	srv := httptest.NewServer(p)
 	t.Cleanup(srv.Close)
@@ -167,7 +168,7 @@ func TestProxyWithCurl(t *testing.T) {
 	proxy, recorded := testProxy(t, pol, map[string]string{
 		"allowed.test": "127.0.0.1", "other.test": "127.0.0.1", "plain.test": "127.0.0.1",
 		"loop.test": "127.0.0.2", "meta.test": "169.254.169.254", "own.test": "198.51.100.7",
-	})
+	}, nil)
 	with := []string{"--proxy", proxy, "--proxy-user", "x:berth_sk_test", "--cacert", ca.file}
 
 	out, errOut, code := curl(t, append(with, "https://allowed.test:"+p+"/")...)
@@ -219,6 +220,43 @@ func TestProxyWithCurl(t *testing.T) {
 	}
 	if allowed != 2 || refused != 6 {
 		t.Errorf("recorded %d allowed and %d refused, want 2 and 6: %+v", allowed, refused, recs)
+	}
+}
+
+// TestConnectTo: a name the operator sends elsewhere (ConnectTo, as
+// curl's --connect-to) is reached at that address under its own name and
+// port, loopback included, and only while the policy allows the name:
+// the same server under a name off the list, or the name on a port the
+// mapping does not cover, is refused and never reached.
+func TestConnectTo(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("curl not installed")
+	}
+	ca := newTestCA(t)
+	port, hits := ca.server(t, "mirror.test", "hidden.test")
+	to := "127.0.0.1:" + strconv.Itoa(port)
+	proxy, recorded := testProxy(t, policy(t, "mirror.test", "mirror.test:8443"), map[string]string{"mirror.test": "127.0.0.1"},
+		map[string]string{"mirror.test:443": to, "hidden.test:443": to})
+	with := []string{"--proxy", proxy, "--proxy-user", "x:berth_sk_test", "--cacert", ca.file}
+	out, errOut, code := curl(t, append(with, "https://mirror.test/")...)
+	if code != 0 || out != "hello from mirror.test" {
+		t.Fatalf("curl https://mirror.test through the proxy: exit %d, %q %s", code, out, errOut)
+	}
+	if recs := recorded(); len(recs) != 1 || !recs[0].Allowed || recs[0].Addr != to || recs[0].Host != "mirror.test" || recs[0].Port != 443 {
+		t.Errorf("recorded %+v, want one allowed connection to mirror.test:443 at %s", recs, to)
+	}
+	for _, c := range []struct{ url, why string }{
+		{"https://hidden.test/", "not in this sandbox's egress policy"},
+		{"https://mirror.test:8443/", "may not reach"}, // resolved, to loopback
+	} {
+		before := hits()
+		_, errOut, code := curl(t, append(with, "-v", c.url)...)
+		if code == 0 || !strings.Contains(errOut, c.why) {
+			t.Errorf("%s: curl exit %d, stderr does not say %q:\n%s", c.url, code, c.why, lastLines(errOut, 6))
+		}
+		if hits() != before {
+			t.Errorf("%s: the host was reached", c.url)
+		}
 	}
 }
 
@@ -339,4 +377,32 @@ func FuzzTarget(f *testing.F) {
 			t.Errorf("target(%q) = %q, %d: out of bounds", s, host, port)
 		}
 	})
+}
+
+// TestParseConnectToAndHosts: the operator's settings are read as
+// written, and a bad pair is named.
+func TestParseConnectToAndHosts(t *testing.T) {
+	to, err := ParseConnectTo(" Mirror.Test:443=127.0.0.1:8443, [::1]:80 , pypi.test:443=[::1]:9443")
+	if err == nil {
+		t.Errorf("a pair without = read as %v", to)
+	}
+	to, err = ParseConnectTo(" Mirror.Test:443=127.0.0.1:8443, pypi.test:443=[::1]:9443,")
+	if err != nil || len(to) != 2 || to["mirror.test:443"] != "127.0.0.1:8443" || to["pypi.test:443"] != "[::1]:9443" {
+		t.Errorf("ParseConnectTo: %v, %v", to, err)
+	}
+	for _, bad := range []string{"mirror.test=127.0.0.1:1", "mirror.test:443=mirror:1", "mirror.test:443=127.0.0.1", "mirror.test:0=127.0.0.1:1"} {
+		if _, err := ParseConnectTo(bad); err == nil || !strings.Contains(err.Error(), strings.SplitN(bad, ",", 2)[0]) {
+			t.Errorf("ParseConnectTo(%q): %v, want an error naming it", bad, err)
+		}
+	}
+	hosts, err := ParseHosts("meta.test=169.254.169.254, Self.Test.=127.0.0.1,self.test=::ffff:10.0.0.1")
+	if err != nil || len(hosts) != 2 || hosts["meta.test"][0].String() != "169.254.169.254" ||
+		len(hosts["self.test"]) != 2 || hosts["self.test"][1].String() != "10.0.0.1" {
+		t.Errorf("ParseHosts: %v, %v", hosts, err)
+	}
+	for _, bad := range []string{"meta.test", "=127.0.0.1", "meta.test=metadata"} {
+		if _, err := ParseHosts(bad); err == nil {
+			t.Errorf("ParseHosts(%q) read", bad)
+		}
+	}
 }
