@@ -542,6 +542,39 @@ type Run struct {
 	// gateway's, once the run is over, and why when berth can tell; nil
 	// when they agree.
 	Difference *Difference `json:"difference,omitempty"`
+	// EgressRefused lists the hosts (host, or host:port when not 443)
+	// the egress proxy refused the run's sandbox, as a pull request of
+	// its work should say: what the agent wanted and did not get.
+	EgressRefused []string `json:"egress_refused,omitempty"`
+}
+
+// SandboxEgress is where a sandbox went out to through the gateway's
+// egress proxy (GET /sandbox/v1/sandboxes/{ref}/egress/hosts): each host, port
+// and decision with its connections and bytes.
+type SandboxEgress struct {
+	Sandbox string `json:"sandbox"` // its id
+	Name    string `json:"name"`
+	// Policy is its egress, as Sandbox.Egress says it.
+	Policy string       `json:"policy"`
+	Hosts  []EgressHost `json:"hosts"`
+	// Learned is the hosts it reached by name, as a class's egress: lists
+	// them (berth sandbox egress --as-policy); ["none"] when it reached
+	// none.
+	Learned []string `json:"learned"`
+}
+
+// EgressHost is what a sandbox's connections to one host and port came
+// to, allowed or refused.
+type EgressHost struct {
+	Host        string    `json:"host"`
+	Port        int       `json:"port"`
+	Decision    string    `json:"decision"` // allowed or refused
+	Connections int64     `json:"connections"`
+	BytesUp     int64     `json:"bytes_up"`   // to the host
+	BytesDown   int64     `json:"bytes_down"` // from the host
+	First       time.Time `json:"first"`
+	Last        time.Time `json:"last"`
+	Why         string    `json:"why,omitempty"` // a refusal's reason
 }
 
 // Difference is how a finished run's own figures differ from what the

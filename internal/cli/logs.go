@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -97,6 +98,9 @@ func showLog(ctx context.Context, g *globals, c *client.Client, ref string, show
 			}
 			return transcript.Write(g.env.Stdout, e)
 		})
+		if err == nil && !show.json {
+			refusedLine(ctx, g, c, ref)
+		}
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -105,6 +109,16 @@ func showLog(ctx context.Context, g *globals, c *client.Client, ref string, show
 		return fmt.Errorf("the log of %s was cut off: %w (berth sandbox logs %s shows what there is)", ref, err, ref)
 	}
 	return nil
+}
+
+// refusedLine ends a transcript with the hosts the egress proxy refused
+// the run, as read now: what the agent wanted and did not get.
+func refusedLine(ctx context.Context, g *globals, c *client.Client, ref string) {
+	sb, err := c.Sandbox(ctx, ref)
+	if err != nil || sb.Run == nil || len(sb.Run.EgressRefused) == 0 {
+		return
+	}
+	fmt.Fprintf(g.env.Stdout, "✗ egress refused: %s (berth sandbox egress %s)\n", strings.Join(sb.Run.EgressRefused, ", "), sb.Name)
 }
 
 // logWait is how often followRun asks again for a run's log that has not

@@ -22,6 +22,7 @@ import (
 	"berth.dev/berth/internal/cli"
 	"berth.dev/berth/internal/client"
 	"berth.dev/berth/internal/driver/fake"
+	"berth.dev/berth/internal/egress"
 	"berth.dev/berth/internal/forge/local"
 	"berth.dev/berth/internal/gateway"
 	"berth.dev/berth/internal/guardrail"
@@ -52,6 +53,9 @@ type agentSetup struct {
 	metered        bool
 	prices         runner.Prices
 	calls          []inference.Record
+	// during is what the agent does in its sandbox before it prints its
+	// stream, with its environment.
+	during func(env map[string]string)
 }
 
 func newAgentGateway(t *testing.T, opts ...func(*agentSetup)) *agentGateway {
@@ -82,6 +86,9 @@ func newAgentGateway(t *testing.T, opts ...func(*agentSetup)) *agentGateway {
 		}
 		if _, err := os.Stat(spec.Run.Work); err != nil {
 			return g.lines, 143 // terminated meanwhile: its checkout is gone
+		}
+		if setup.during != nil {
+			setup.during(spec.Env)
 		}
 		if err := os.WriteFile(filepath.Join(spec.Run.Work, "hello.txt"), []byte("hello\n"), 0o644); err != nil {
 			t.Error(err)
@@ -131,7 +138,8 @@ func newAgentGateway(t *testing.T, opts ...func(*agentSetup)) *agentGateway {
 	go func() { defer close(done); svc.Run(runCtx, time.Hour) }()
 	t.Cleanup(func() { cancel(); <-done })
 	t.Cleanup(g.release) // runs first: a failed test leaves no agent waiting
-	srv.Config.Handler = gateway.New(gateway.Options{Accounts: accounts, Sandboxes: svc, Classes: classes, Runs: runs, Log: log, Version: "test", Driver: "fake", Forge: lf, Repositories: repos}).Handler()
+	srv.Config.Handler = gateway.New(gateway.Options{Accounts: accounts, Sandboxes: svc, Classes: classes, Runs: runs, Log: log, Version: "test", Driver: "fake", Forge: lf, Repositories: repos,
+		Egress: egress.NewLedger(st, log)}).Handler()
 	srv.Start()
 	t.Cleanup(srv.Close)
 

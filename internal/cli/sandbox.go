@@ -35,6 +35,7 @@ NAME also take the sandbox's id (sbx_…).`,
 		newSandboxShowCmd(g),
 		newSandboxLogsCmd(g),
 		newSandboxDiffCmd(g),
+		newSandboxEgressCmd(g),
 		newSandboxActionCmd(g, "suspend", "Stop a running engineer sandbox, keeping its volume", (*client.Client).Suspend),
 		newSandboxActionCmd(g, "resume", "Start a suspended or expired engineer sandbox again", (*client.Client).Resume),
 		newSandboxExtendCmd(g),
@@ -451,6 +452,9 @@ func showRun(row func(k, v string), now time.Time, sb api.Sandbox) {
 		for _, k := range keys {
 			row("result "+k, r.Results[k])
 		}
+	}
+	if len(r.EgressRefused) > 0 {
+		row("egress refused", strings.Join(r.EgressRefused, ", ")+" (berth sandbox egress "+sb.Name+")")
 	}
 	row("model", r.Model)
 	row("session", r.SessionID)

@@ -165,3 +165,59 @@ func createFix(t *testing.T, c *client.Client) api.Sandbox {
 	}
 	return sb
 }
+
+// TestSandboxEgress (issue 22): a host the egress proxy refused an agent
+// run is in `berth sandbox egress` (with its reason), at the end of the
+// run's transcript and in `show`; --as-policy prints what it reached by
+// name as a class's egress: field (none here); another's sandbox is not
+// found.
+func TestSandboxEgress(t *testing.T) {
+	var g *agentGateway
+	g = newAgentGateway(t, func(s *agentSetup) {
+		s.during = func(env map[string]string) {
+			// The agent asks the gateway's proxy, with its own key, for a
+			// host its class (egress none) does not name.
+			req, _ := http.NewRequest(http.MethodConnect, g.url, nil)
+			req.Host = "blocked.example:443"
+			req.SetBasicAuth("x", env["BERTH_API_KEY"])
+			req.Header.Set("Proxy-Authorization", req.Header.Get("Authorization"))
+			req.Header.Del("Authorization")
+			resp, err := http.DefaultTransport.RoundTrip(req)
+			if err != nil {
+				t.Errorf("CONNECT through the gateway: %v", err)
+				return
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusForbidden {
+				t.Errorf("CONNECT blocked.example through the gateway: %s, want 403", resp.Status)
+			}
+		}
+	})
+	g.release()
+	c := client.New(g.url, g.key, nil)
+	sb := createFix(t, c)
+	waitRun(t, c, string(sb.ID))
+
+	code, out, errs := g.berth(t, "sandbox", "egress", "fix")
+	if code != 0 {
+		t.Fatalf("sandbox egress: exit %d, stderr %q", code, errs)
+	}
+	wantLines(t, "sandbox egress", out, `^policy: +none$`, `^HOST +PORT +DECISION +CONNECTIONS +SENT +RECEIVED +LAST +WHY$`,
+		`^blocked\.example +443 +refused +1 +0 B +0 B +.* blocked\.example port 443 is not in this sandbox's egress policy \(none\)$`)
+	code, out, _ = g.berth(t, "sandbox", "egress", "fix", "--as-policy")
+	if code != 0 || !strings.HasSuffix(out, "reached by name\negress: none\n") {
+		t.Errorf("sandbox egress --as-policy: exit %d\n%s", code, out)
+	}
+	code, out, _ = g.berth(t, "sandbox", "egress", "fix", "-o", "json")
+	var e api.SandboxEgress
+	if err := json.Unmarshal([]byte(out), &e); code != 0 || err != nil || len(e.Hosts) != 1 || e.Hosts[0].Decision != "refused" {
+		t.Errorf("sandbox egress -o json: exit %d, %v: %s", code, err, out)
+	}
+	_, out, _ = g.berth(t, "sandbox", "logs", "fix")
+	wantLines(t, "the transcript", out, `^✗ egress refused: blocked\.example \(berth sandbox egress fix\)$`)
+	_, out, _ = g.berth(t, "sandbox", "show", "fix")
+	wantLines(t, "show", out, `^egress refused: +blocked\.example \(berth sandbox egress fix\)$`)
+	if code, _, errs := g.berth(t, "sandbox", "egress", "nope"); code != 1 || !strings.Contains(errs, "not_found") {
+		t.Errorf("sandbox egress of no sandbox: exit %d, stderr %q", code, errs)
+	}
+}

@@ -403,6 +403,13 @@ func (c *Client) Sandbox(ctx context.Context, ref string) (api.Sandbox, error) {
 	return out, c.do(ctx, "GET", "/sandbox/v1/sandboxes/"+esc(ref), nil, &out)
 }
 
+// SandboxEgress says where a sandbox went out to through the gateway's
+// egress proxy, and what it was refused.
+func (c *Client) SandboxEgress(ctx context.Context, ref string) (api.SandboxEgress, error) {
+	var out api.SandboxEgress
+	return out, c.do(ctx, "GET", "/sandbox/v1/sandboxes/"+esc(ref)+"/egress/hosts", nil, &out)
+}
+
 // RunLog opens the log of an agent sandbox's run as it is now: text, one
 // line per line the agent wrote, its standard error's prefixed "stderr: ".
 // The caller closes it.

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 
+	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/egress"
 	"berth.dev/berth/internal/egress/proxy"
@@ -98,6 +100,10 @@ func proxyKey(header string) (string, bool) {
 func (s *Server) egressRecord(c proxy.Connection) {
 	ctx := context.Background()
 	s.meter.Egress(c.Class, c.Allowed, c.Up, c.Down)
+	if s.ledger != nil {
+		s.ledger.Count(egress.Tally{Sandbox: c.Sandbox, Host: c.Host, Port: c.Port, Allowed: c.Allowed, Up: c.Up, Down: c.Down,
+			First: c.Began, Last: c.Began.Add(c.Took), Why: c.Why})
+	}
 	target := c.Host + ":" + strconv.Itoa(c.Port)
 	if !c.Allowed {
 		s.log.InfoContext(ctx, "egress refused", "sandbox", c.Sandbox, "to", target, "why", c.Why)
@@ -106,4 +112,52 @@ func (s *Server) egressRecord(c proxy.Connection) {
 		return
 	}
 	s.log.DebugContext(ctx, "egress", "sandbox", c.Sandbox, "to", target, "addr", c.Addr, "up", c.Up, "down", c.Down, "took", c.Took)
+}
+
+// sandboxEgress is GET /sandbox/v1/sandboxes/{ref}/egress/hosts: where a
+// sandbox the caller may see went out to, and was refused.
+func (s *Server) sandboxEgress(w http.ResponseWriter, r *http.Request, p account.Principal) {
+	sb, err := s.sandboxes.Get(r.Context(), p, r.PathValue("ref"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := api.SandboxEgress{Sandbox: string(sb.ID), Name: sb.Name, Policy: sb.Egress, Hosts: []api.EgressHost{}}
+	var ts []egress.Tally
+	if s.ledger != nil {
+		if ts, err = s.ledger.Of(r.Context(), string(sb.ID)); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
+	for _, t := range ts {
+		h := api.EgressHost{Host: t.Host, Port: t.Port, Decision: "allowed", Connections: t.Connections, BytesUp: t.Up, BytesDown: t.Down,
+			First: t.First.UTC(), Last: t.Last.UTC(), Why: t.Why}
+		if !t.Allowed {
+			h.Decision = "refused"
+		}
+		out.Hosts = append(out.Hosts, h)
+	}
+	out.Learned = egress.Learned(ts).Words()
+	writeJSON(w, http.StatusOK, out)
+}
+
+// refusedOf is what the egress proxy refused sb, for its run's answer.
+func (s *Server) refusedOf(ctx context.Context, sb sandbox.Sandbox) []string {
+	if s.ledger == nil {
+		return nil
+	}
+	refused, err := s.ledger.Refused(ctx, string(sb.ID))
+	if err != nil && ctx.Err() == nil {
+		s.log.WarnContext(ctx, "could not read the hosts a sandbox was refused", "sandbox", sb.ID, "err", err)
+	}
+	return refused
+}
+
+// FlushEgress writes the egress counts the gateway still holds, for a
+// gateway on its way out.
+func (s *Server) FlushEgress() {
+	if s.ledger != nil {
+		_ = s.ledger.Flush(context.Background())
+	}
 }

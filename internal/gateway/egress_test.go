@@ -121,6 +121,31 @@ func TestEgressThroughTheGateway(t *testing.T) {
 		t.Errorf("%d egress refusals in the audit log, want 1: %+v", refused, events)
 	}
 
+	// Its summary: each host with its connections and bytes, the refusal
+	// with its reason; a sandbox of someone the caller may not see is not
+	// found. (A run naming what it was refused: internal/e2e's
+	// TestEgress, with a real run.)
+	sum, err := w.owner.SandboxEgress(ctx, sb.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Name != "fetch" || sum.Policy != sb.Egress || len(sum.Hosts) != 2 {
+		t.Fatalf("berth sandbox egress: %+v", sum)
+	}
+	if h := sum.Hosts[0]; h.Host != "127.0.0.2" || h.Port != host.Listener.Addr().(*net.TCPAddr).Port || h.Decision != "refused" || h.Connections != 1 || !strings.Contains(h.Why, "not in this sandbox's egress policy") {
+		t.Errorf("the refused host: %+v", h)
+	}
+	if h := sum.Hosts[1]; h.Host != "127.0.0.1" || h.Decision != "allowed" || h.Connections != 1 || h.BytesDown < int64(len("reached")) || h.BytesUp == 0 || h.Last.Before(h.First) {
+		t.Errorf("the allowed host: %+v", h)
+	}
+	if len(sum.Learned) != 1 || sum.Learned[0] != "none" {
+		t.Errorf("learned %v: an address is no name to learn", sum.Learned)
+	}
+	var nf *api.Error
+	if _, err := w.foreign.SandboxEgress(ctx, sb.ID); !errors.As(err, &nf) || nf.Status != http.StatusNotFound {
+		t.Errorf("another organisation's member asks for the summary: %v, want 404", err)
+	}
+
 	// The organisation's guardrail narrows it, restrict-only: a sandbox
 	// made now goes nowhere, and the proxy refuses it the host its class
 	// names.

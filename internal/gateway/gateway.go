@@ -22,6 +22,7 @@ import (
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/class"
+	"berth.dev/berth/internal/egress"
 	"berth.dev/berth/internal/egress/proxy"
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/forge"
@@ -109,6 +110,9 @@ type Options struct {
 	// Hosts (BERTH_EGRESS_CONNECT_TO, BERTH_EGRESS_RESOLVE); nil: none.
 	EgressConnectTo map[string]string
 	EgressHosts     map[string][]netip.Addr
+	// Egress counts the egress proxy's connections into the sandboxes'
+	// summaries (berth sandbox egress); nil counts none.
+	Egress *egress.Ledger
 }
 
 // Meter counts what the gateway's own routes do, for /metrics.
@@ -184,7 +188,8 @@ type Server struct {
 	publicURL string
 
 	auditRec audit.Recorder
-	egress   *proxy.Proxy // the sandboxes' way out (egress.go)
+	egress   *proxy.Proxy   // the sandboxes' way out (egress.go)
+	ledger   *egress.Ledger // and what they did with it; nil: not counted
 }
 
 // New returns a Server.
@@ -197,7 +202,7 @@ func New(o Options) *Server {
 		now: now, metrics: o.Metrics, forge: o.Forge, repos: o.Repositories, mirrors: o.Mirrors, git: githttp.New("", o.Log), credLimit: newRateLimit(10, time.Minute),
 		enrollLimit: newRateLimit(10, time.Minute), ssoLimit: newRateLimit(10, time.Minute), tunnelIdle: o.TunnelIdleTimeout, tunnels: newTunnels(), meter: meterOr(o.Meter), stopping: make(chan struct{}),
 		inference: o.Inference, scripted: scriptedTransport(o.Scripted), modelTransport: modelTransportOr(o.ModelTransport),
-		previews: newPreviews(o.PreviewDomain), sso: o.SSO, keySignIn: !o.NoKeySignIn, publicURL: o.PublicURL, auditRec: o.Audit}
+		previews: newPreviews(o.PreviewDomain), sso: o.SSO, keySignIn: !o.NoKeySignIn, publicURL: o.PublicURL, auditRec: o.Audit, ledger: o.Egress}
 	if s.auditRec == nil {
 		s.auditRec = audit.Discard{}
 	}
@@ -287,6 +292,8 @@ func (s *Server) routes() []route {
 		{"GET", "/sandbox/v1/sandboxes/{ref}/run/log", userKey, s.runLog},
 		{"GET", "/sandbox/v1/sandboxes/{ref}/run/verdict", userKey, s.runVerdict},
 		{"GET", "/sandbox/v1/sandboxes/{ref}/run/diff", userKey, s.runDiff},
+		// Not .../{ref}/egress, for the same reason.
+		{"GET", "/sandbox/v1/sandboxes/{ref}/egress/hosts", userKey, s.sandboxEgress},
 		{"POST", "/sandbox/v1/git-credential", anyKey, s.gitCredential},
 		// An in-machine agent run (Kubernetes) fetches its task, streams
 		// its output and reports its exit with its sandbox's key.

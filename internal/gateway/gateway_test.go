@@ -24,6 +24,7 @@ import (
 	"berth.dev/berth/internal/driver/fake"
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/forge/local"
+	"berth.dev/berth/internal/egress"
 	"berth.dev/berth/internal/gateway"
 	"berth.dev/berth/internal/inference"
 	"berth.dev/berth/internal/metrics"
@@ -224,7 +225,8 @@ func newWorld(t testing.TB, opts ...func(*worldConfig)) *world {
 		Usage:   usage.NewService(st, w.accounts, svc, 90*24*time.Hour, cfg.now),
 		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 		Forge:   fg, Repositories: repos, Mirrors: mirrors, TunnelIdleTimeout: cfg.tunnelIdle,
-		Inference: w.inference, Scripted: scripted, PublicURL: w.url, SSO: w.sso, Meter: w.metrics}
+		Inference: w.inference, Scripted: scripted, PublicURL: w.url, SSO: w.sso, Meter: w.metrics,
+		Egress: egress.NewLedger(st, log)}
 	if gwo.Terminal, err = terminal.LoadCA(filepath.Join(t.TempDir(), "terminal_ca")); err != nil {
 		t.Fatal(err)
 	}

@@ -203,6 +203,8 @@ func matrixRows() []row {
 		{want: "200 200 404 200 404 404 403 403 403 401 401 401", route: "GET /sandbox/v1/sandboxes/{ref}/run/log", req: get("/sandbox/v1/sandboxes/{agent}/run/log")},
 		{want: "200 200 404 200 404 404 403 403 403 401 401 401", route: "GET /sandbox/v1/sandboxes/{ref}/run/verdict", req: get("/sandbox/v1/sandboxes/{reviewed}/run/verdict")},
 		{want: "200 200 404 200 404 404 403 403 403 401 401 401", route: "GET /sandbox/v1/sandboxes/{ref}/run/diff", req: get("/sandbox/v1/sandboxes/{agent}/run/diff")},
+		{want: "200 200 404 200 404 404 403 403 403 401 401 401", route: "GET /sandbox/v1/sandboxes/{ref}/egress/hosts", req: get("/sandbox/v1/sandboxes/{agent}/egress/hosts")},
+		{want: "200 200 404 200 404 404 403 403 403 401 401 401", route: "GET /sandbox/v1/sandboxes/{ref}/egress/hosts", what: "an engineer's, by name", req: get("/sandbox/v1/sandboxes/dev/egress/hosts")},
 
 		// What a sandbox's own key is for. The credential route allows 10
 		// requests a minute from one address: this row's 9 live keys fit.

@@ -35,7 +35,9 @@ func (s *Server) runOf(ctx context.Context, sb sandbox.Sandbox) *api.Run {
 		}
 		return nil
 	}
-	return apiRun(sb, run)
+	out := apiRun(sb, run)
+	out.EgressRefused = s.refusedOf(ctx, sb)
+	return out
 }
 
 func apiRun(sb sandbox.Sandbox, r agentrun.Run) *api.Run {

@@ -36,6 +36,7 @@ import (
 	"berth.dev/berth/internal/forge/github"
 	"berth.dev/berth/internal/forge/gitlab"
 	"berth.dev/berth/internal/forge/local"
+	"berth.dev/berth/internal/egress"
 	"berth.dev/berth/internal/gateway"
 	"berth.dev/berth/internal/githttp"
 	"berth.dev/berth/internal/idp"
@@ -407,7 +408,7 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) er
 	gw := gateway.New(gateway.Options{Audit: a.store, Accounts: a.accounts, Sandboxes: a.sandboxes, Reach: a.reach, Warm: a.warm, Classes: a.classes, Runs: a.runs, Usage: a.usage, Log: log, Version: Version, Commit: Commit(), Driver: cfg.Driver,
 		Forge: a.forge, Repositories: a.repos, Mirrors: gatewayMirrors(a.mirrors), Meter: a.metrics, Inference: a.inference, Scripted: a.scripted,
 		Terminal: a.terminal, PublicURL: cfg.PublicURL, PreviewDomain: cfg.PreviewDomain, SSO: a.sso, NoKeySignIn: !cfg.KeySignIn,
-		EgressConnectTo: cfg.EgressConnectTo, EgressHosts: cfg.EgressHosts,
+		EgressConnectTo: cfg.EgressConnectTo, EgressHosts: cfg.EgressHosts, Egress: egress.NewLedger(a.store, log),
 		Metrics: promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{
 			ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 			ErrorHandling: promhttp.ContinueOnError, // a failed count still serves the rest
@@ -501,6 +502,7 @@ func drain(log *slog.Logger, grace time.Duration, srv *http.Server, gw *gateway.
 	defer cancel()
 	httpErr := srv.Shutdown(ctx)
 	leases.halt() // after the model requests, or a lease could expire under one
+	defer gw.FlushEgress()
 	if err := sandboxes.Shutdown(ctx); err != nil {
 		gw.CloseTunnels()
 		log.Warn("berth stopped before every start finished; the next start-up sweep finishes them", "err", err, "took", time.Since(began))

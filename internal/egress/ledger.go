@@ -1,0 +1,202 @@
+package egress
+
+import (
+	"cmp"
+	"context"
+	"log/slog"
+	"net"
+	"net/netip"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Tally is what one sandbox's connections to one host and port came to,
+// allowed or refused: the per-sandbox egress summary (`berth sandbox
+// egress`) is its tallies.
+type Tally struct {
+	Sandbox     string
+	Host        string
+	Port        int
+	Allowed     bool
+	Connections int64
+	Up, Down    int64 // bytes to and from the host
+	First, Last time.Time
+	Why         string // the last refusal's reason
+}
+
+// Target is the tally's host:port, as a rule writes it (443 left out).
+func (t Tally) Target() string {
+	if t.Port == DefaultPort {
+		return t.Host
+	}
+	return net.JoinHostPort(t.Host, strconv.Itoa(t.Port))
+}
+
+// add counts u into t.
+func (t *Tally) add(u Tally) {
+	t.Connections += u.Connections
+	t.Up += u.Up
+	t.Down += u.Down
+	if t.First.IsZero() || (!u.First.IsZero() && u.First.Before(t.First)) {
+		t.First = u.First
+	}
+	if u.Last.After(t.Last) {
+		t.Last = u.Last
+	}
+	if u.Why != "" {
+		t.Why = u.Why
+	}
+}
+
+// Tallies keeps sandboxes' tallies (the store): Add counts each into the
+// one of its sandbox, host, port and decision, across replicas.
+type Tallies interface {
+	AddEgress(ctx context.Context, ts []Tally) error
+	EgressOf(ctx context.Context, sandbox string) ([]Tally, error)
+}
+
+// FlushAfter is how long a ledger holds an allowed connection's count
+// before it writes it: one write for a burst of connections.
+const FlushAfter = time.Second
+
+// Ledger counts the egress proxy's connections into the sandboxes'
+// tallies. Allowed connections are gathered and written at most
+// FlushAfter later, so a sandbox that opens hundreds costs one write;
+// a refusal is written at once, so a run that ends right after it lists
+// it.
+type Ledger struct {
+	store Tallies
+	log   *slog.Logger
+
+	mu      sync.Mutex
+	pending map[tallyKey]*Tally
+	timer   *time.Timer
+}
+
+type tallyKey struct {
+	sandbox, host string
+	port          int
+	allowed       bool
+}
+
+// NewLedger returns a ledger writing to store.
+func NewLedger(store Tallies, log *slog.Logger) *Ledger {
+	return &Ledger{store: store, log: log, pending: map[tallyKey]*Tally{}}
+}
+
+// Count adds one connection.
+func (l *Ledger) Count(t Tally) {
+	t.Connections = 1
+	k := tallyKey{t.Sandbox, t.Host, t.Port, t.Allowed}
+	l.mu.Lock()
+	if p, ok := l.pending[k]; ok {
+		p.add(t)
+	} else {
+		l.pending[k] = &t
+	}
+	if l.timer == nil && t.Allowed {
+		l.timer = time.AfterFunc(FlushAfter, func() { _ = l.Flush(context.Background()) })
+	}
+	l.mu.Unlock()
+	if !t.Allowed {
+		_ = l.Flush(context.Background())
+	}
+}
+
+// Flush writes what is pending. What fails to be written stays pending
+// for the next flush.
+func (l *Ledger) Flush(ctx context.Context) error {
+	l.mu.Lock()
+	pending := l.pending
+	l.pending = map[tallyKey]*Tally{}
+	if l.timer != nil {
+		l.timer.Stop()
+		l.timer = nil
+	}
+	l.mu.Unlock()
+	if len(pending) == 0 {
+		return nil
+	}
+	ts := make([]Tally, 0, len(pending))
+	for _, t := range pending {
+		ts = append(ts, *t)
+	}
+	err := l.store.AddEgress(context.WithoutCancel(ctx), ts)
+	if err == nil {
+		return nil
+	}
+	l.log.WarnContext(ctx, "the egress summary is not written; it is kept for the next try", "tallies", len(ts), "err", err)
+	l.mu.Lock()
+	for k, t := range pending {
+		if p, ok := l.pending[k]; ok {
+			p.add(*t)
+		} else {
+			l.pending[k] = t
+		}
+	}
+	if l.timer == nil {
+		l.timer = time.AfterFunc(FlushAfter, func() { _ = l.Flush(context.Background()) })
+	}
+	l.mu.Unlock()
+	return err
+}
+
+// Of returns a sandbox's tallies, what this gateway still holds included:
+// refused first, then by host and port.
+func (l *Ledger) Of(ctx context.Context, sandbox string) ([]Tally, error) {
+	_ = l.Flush(ctx)
+	ts, err := l.store.EgressOf(ctx, sandbox)
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(ts, func(a, b Tally) int {
+		if a.Allowed != b.Allowed {
+			if !a.Allowed {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Or(cmp.Compare(a.Host, b.Host), cmp.Compare(a.Port, b.Port))
+	})
+	return ts, nil
+}
+
+// Refused lists the host:port targets a sandbox was refused, in order.
+func (l *Ledger) Refused(ctx context.Context, sandbox string) ([]string, error) {
+	ts, err := l.Of(ctx, sandbox)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, t := range ts {
+		if !t.Allowed {
+			out = append(out, t.Target())
+		}
+	}
+	return out, nil
+}
+
+// Learned is the policy of the hosts a sandbox reached by name (its
+// allowed tallies; addresses are left out: a name is what a class
+// should list), as a class would write it.
+func Learned(ts []Tally) Policy {
+	seen := map[string]bool{}
+	var rules []Rule
+	for _, t := range ts {
+		if !t.Allowed {
+			continue
+		}
+		r := Rule{Host: t.Host, Port: t.Port}
+		if _, err := netip.ParseAddr(t.Host); err == nil || seen[r.String()] {
+			continue
+		}
+		seen[r.String()] = true
+		rules = append(rules, r)
+	}
+	if len(rules) == 0 {
+		return None
+	}
+	return Policy{Mode: ModeList, Rules: rules}
+}
