@@ -116,9 +116,21 @@ type Service struct {
 	log       *slog.Logger
 	now       func() time.Time
 
+	learning Learning // nil: no sandbox's learning is ended here
+
 	mu        sync.Mutex
 	following map[sandbox.ID]int // runs whose output (or in-machine report) is being read
 }
+
+// Learning ends a learning sandbox's learning (egress learn, the
+// gateway's egress proxy): its setup is over.
+type Learning interface {
+	EndLearning(ctx context.Context, sb sandbox.Sandbox, why string)
+}
+
+// SetLearning tells the service who ends a learning sandbox's learning
+// when a kelos image's setup command says it ended.
+func (s *Service) SetLearning(l Learning) { s.learning = l }
 
 // Option sets an optional dependency of a Service.
 type Option func(*Service)

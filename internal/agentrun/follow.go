@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"berth.dev/berth/internal/egress"
 	"berth.dev/berth/internal/kelos"
 	"berth.dev/berth/internal/review"
 	"berth.dev/berth/internal/runner"
@@ -76,6 +77,7 @@ type runReader struct {
 	logged  int64          // bytes written to the log
 	limit   int64          // and the most it keeps (maxRunLog)
 	capture *kelos.Capture // what a kelos image says beside its agent's stream
+	learnt  bool           // the sandbox's learning was ended at its setup's end
 }
 
 func (s *Service) readRun(ctx context.Context, sb sandbox.Sandbox, run Run, r runner.Runner) *runReader {
@@ -104,8 +106,12 @@ func (rr *runReader) line(ctx context.Context, stdout bool, b []byte) {
 			_, _ = fmt.Fprintf(rr.logw, "%s%s\n", prefix, b)
 		}
 	}
-	if rr.capture != nil && rr.capture.Line(stdout, b) {
-		return
+	if rr.capture != nil {
+		consumed := rr.capture.Line(stdout, b)
+		rr.setupEnded(ctx)
+		if consumed {
+			return
+		}
 	}
 	if !stdout {
 		return
@@ -118,6 +124,20 @@ func (rr *runReader) line(ctx context.Context, stdout bool, b []byte) {
 	if now := rr.s.now(); now.Sub(rr.saved) > 2*time.Second {
 		rr.saved = now
 		rr.save(ctx)
+	}
+}
+
+// setupEnded ends a learning sandbox's learning once its kelos image
+// says its setup command ended, well or not: what setup reached is all
+// its agent reaches. (Its agent's first model call ends it too, at the
+// gateway, whatever the image prints.)
+func (rr *runReader) setupEnded(ctx context.Context) {
+	if rr.learnt || rr.s.learning == nil || rr.sb.Egress != string(egress.ModeLearn) {
+		return
+	}
+	if st := rr.capture.Setup(); st == kelos.SetupOK || st == kelos.SetupError {
+		rr.learnt = true
+		rr.s.learning.EndLearning(ctx, rr.sb, "its setup command ended")
 	}
 }
 

@@ -23,6 +23,7 @@ const (
 	CredentialRevoke = "credential.revoke" // one taken back
 	ShellOpen        = "shell.open"        // a tunnel connection; Detail says how long and how many bytes
 	EgressRefuse     = "egress.refuse"     // the egress proxy refused a sandbox a host; Target host:port, Detail why
+	EgressLearn      = "egress.learn"      // a learning sandbox's egress was frozen to what it reached; Target the list, Detail why then
 	GitPush          = "git.push"          // Outcome ok or refused; Target the repository, Detail the refs
 	GitFetch         = "git.fetch"
 	ClassApply       = "class.apply"

@@ -178,6 +178,20 @@ func (l *Ledger) Refused(ctx context.Context, sandbox string) ([]string, error) 
 	return out, nil
 }
 
+// Freeze ends a sandbox's learning (ModeLearn): what the ledger holds is
+// written, and the hosts the sandbox reached by name become its policy
+// through set, which changes a sandbox that still learns and reports
+// whether it did. It returns that policy.
+func (l *Ledger) Freeze(ctx context.Context, sandbox string, set func(ctx context.Context, to string) (bool, error)) (Policy, bool, error) {
+	ts, err := l.Of(ctx, sandbox)
+	if err != nil {
+		return Policy{}, false, err
+	}
+	p := Learned(ts)
+	froze, err := set(ctx, p.String())
+	return p, froze, err
+}
+
 // Learned is the policy of the hosts a sandbox reached by name (its
 // allowed tallies; addresses are left out: a name is what a class
 // should list), as a class would write it.
@@ -191,6 +205,9 @@ func Learned(ts []Tally) Policy {
 		r := Rule{Host: t.Host, Port: t.Port}
 		if _, err := netip.ParseAddr(t.Host); err == nil || seen[r.String()] {
 			continue
+		}
+		if len(rules) == maxRules {
+			break // what a policy holds; the rest stays refused
 		}
 		seen[r.String()] = true
 		rules = append(rules, r)

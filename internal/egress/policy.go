@@ -26,6 +26,11 @@ const (
 	// ModeOpen: any public host (an engineer class's, said explicitly);
 	// the host's own and private addresses stay refused.
 	ModeOpen Mode = "open"
+	// ModeLearn: any public host while the sandbox's setup runs (its
+	// setup command, its dependency installs), the proxy recording what
+	// it reached; when setup ends the sandbox's policy becomes the list
+	// of those hosts (Learned), frozen, and its agent runs under it.
+	ModeLearn Mode = "learn"
 )
 
 // DefaultPort is a rule's port when it names none.
@@ -216,14 +221,14 @@ var None = Policy{Mode: ModeNone}
 // list of rules.
 func ParsePolicy(mode string, rules []string) (Policy, error) {
 	switch Mode(mode) {
-	case ModeNone, ModeOpen:
+	case ModeNone, ModeOpen, ModeLearn:
 		if len(rules) > 0 {
 			return Policy{}, fmt.Errorf("egress %q names no hosts; drop them or give the list alone", mode)
 		}
 		return Policy{Mode: Mode(mode)}, nil
 	case "", ModeList:
 	default:
-		return Policy{}, fmt.Errorf("egress %q is not none, open or a list of hosts", mode)
+		return Policy{}, fmt.Errorf("egress %q is not none, open, learn or a list of hosts", mode)
 	}
 	if len(rules) > maxRules {
 		return Policy{}, fmt.Errorf("egress names %d hosts; at most %d", len(rules), maxRules)
@@ -245,9 +250,9 @@ func ParsePolicy(mode string, rules []string) (Policy, error) {
 }
 
 // ParseWords reads a policy as classes and guardrails write it: one word
-// (none, open) or a list of rules.
+// (none, open, learn) or a list of rules.
 func ParseWords(words []string) (Policy, error) {
-	if len(words) == 1 && (words[0] == string(ModeNone) || words[0] == string(ModeOpen)) {
+	if len(words) == 1 && (words[0] == string(ModeNone) || words[0] == string(ModeOpen) || words[0] == string(ModeLearn)) {
 		return ParsePolicy(words[0], nil)
 	}
 	return ParsePolicy("", words)
@@ -285,7 +290,7 @@ func (p Policy) String() string {
 // (see Proxy).
 func (p Policy) AllowsName(host string, port int) bool {
 	switch p.Mode {
-	case ModeOpen:
+	case ModeOpen, ModeLearn:
 		return true
 	case ModeList:
 		host = strings.ToLower(strings.TrimSuffix(host, "."))
@@ -309,15 +314,24 @@ func (p Policy) NamesAddr(addr netip.Addr, port int) bool {
 
 // Narrow is p restricted by q (a guardrail): only what both allow. open
 // narrows nothing; none leaves nothing; of two lists, the rules of each
-// that the other covers.
+// that the other covers. learn is open until setup ends, then a list
+// within what it was open to: open narrows it to itself, a list to the
+// list (nothing is left to learn beyond it).
 func (p Policy) Narrow(q Policy) Policy {
 	switch {
 	case p.Mode == ModeNone || q.Mode == ModeNone || p.Mode == "" || q.Mode == "":
 		return None
 	case q.Mode == ModeOpen:
 		return p
-	case p.Mode == ModeOpen:
+	case p.Mode == ModeOpen && q.Mode == ModeLearn:
 		return q
+	case p.Mode == ModeOpen || p.Mode == ModeLearn:
+		if q.Mode == ModeLearn {
+			return p
+		}
+		return q
+	case q.Mode == ModeLearn:
+		return p
 	}
 	var out []Rule
 	for _, r := range p.Rules {

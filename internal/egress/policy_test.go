@@ -125,7 +125,7 @@ func TestParsePolicy(t *testing.T) {
 
 // TestNarrow: a guardrail only takes away (restrict-only, as allowed_repos).
 func TestNarrow(t *testing.T) {
-	open := Policy{Mode: ModeOpen}
+	open, learn := Policy{Mode: ModeOpen}, Policy{Mode: ModeLearn}
 	for _, c := range []struct {
 		name      string
 		class, gr Policy
@@ -141,6 +141,12 @@ func TestNarrow(t *testing.T) {
 		{"ports differ", policy(t, "a.com:80"), policy(t, "a.com"), nil, ModeNone},
 		{"prefixes", policy(t, "10.0.0.0/8:22"), policy(t, "10.1.0.0/16:22", "10.0.0.1:23"), []string{"10.1.0.0/16:22"}, ModeList},
 		{"nothing shared", policy(t, "a.com"), policy(t, "b.com"), nil, ModeNone},
+		{"open guardrail keeps learn", learn, open, nil, ModeLearn},
+		{"a guardrail of learn narrows open", open, learn, nil, ModeLearn},
+		{"a list leaves nothing to learn", learn, policy(t, "a.com"), []string{"a.com"}, ModeList},
+		{"learn keeps a class's list", policy(t, "a.com"), learn, []string{"a.com"}, ModeList},
+		{"none stops learning", learn, None, nil, ModeNone},
+		{"both learn", learn, learn, nil, ModeLearn},
 	} {
 		got := c.class.Narrow(c.gr)
 		var rules []string

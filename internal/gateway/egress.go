@@ -161,3 +161,52 @@ func (s *Server) FlushEgress() {
 		_ = s.ledger.Flush(context.Background())
 	}
 }
+
+// EndLearning ends a learning sandbox's learning (egress learn), once:
+// its setup ended, or its agent called a model, so what it reached so far
+// is all it reaches from now on. The list is in the audit log. A sandbox
+// that does not learn is left as it is.
+func (s *Server) EndLearning(ctx context.Context, sb sandbox.Sandbox, why string) {
+	if sb.Egress != string(egress.ModeLearn) || s.freezer == nil {
+		s.learnt.Store(sb.ID, struct{}{})
+		return
+	}
+	set := func(ctx context.Context, to string) (bool, error) { return s.freezer.FreezeEgress(ctx, sb.ID, to) }
+	p := egress.None
+	var froze bool
+	var err error
+	if s.ledger != nil {
+		p, froze, err = s.ledger.Freeze(ctx, string(sb.ID), set)
+	} else {
+		froze, err = set(ctx, p.String())
+	}
+	if err != nil {
+		s.log.ErrorContext(ctx, "a learning sandbox's egress is not frozen: it stays open to public hosts", "sandbox", sb.ID, "err", err)
+		return
+	}
+	s.learnt.Store(sb.ID, struct{}{})
+	if !froze {
+		return // another replica, or another of this one's requests, did
+	}
+	s.log.InfoContext(ctx, "egress learnt", "sandbox", sb.ID, "egress", p.String(), "why", why)
+	audit.Record(ctx, s.auditRec, s.log, s.now, audit.Event{Org: sb.Org, Actor: sb.Owner, Sandbox: string(sb.ID),
+		Action: audit.EgressLearn, Target: p.String(), Outcome: audit.OK, Detail: why})
+}
+
+// endLearningAtModel ends the learning of the sandbox whose key calls a
+// model: its agent has begun. A sandbox known to learn no more costs no
+// read.
+func (s *Server) endLearningAtModel(ctx context.Context, p account.Principal) {
+	if p.Sandbox == "" {
+		return
+	}
+	id := sandbox.ID(p.Sandbox)
+	if _, done := s.learnt.Load(id); done {
+		return
+	}
+	sb, err := s.sandboxes.Own(ctx, p)
+	if err != nil {
+		return
+	}
+	s.EndLearning(ctx, sb, "its agent called a model")
+}

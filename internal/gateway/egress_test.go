@@ -17,6 +17,7 @@ import (
 
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/client"
+	"berth.dev/berth/internal/gateway"
 )
 
 // TestEgressThroughTheGateway: the gateway's own port is an agent
@@ -184,5 +185,98 @@ func TestEgressThroughTheGateway(t *testing.T) {
 	engKey := w.envOf(t, eng.ID)["BERTH_API_KEY"]
 	if _, errOut, err := curl("--proxy-user", "x:"+engKey, "https://127.0.0.1:"+port+"/"); err == nil || !strings.Contains(errOut, "407") {
 		t.Errorf("curl through the gateway with an engineer sandbox's key: %v\n%s", err, errOut)
+	}
+}
+
+// TestEgressLearnt: a sandbox of a class that says egress: learn reaches
+// any host while its setup runs, the proxy keeping what it reached; its
+// agent's first model call ends that, once: from then on it reaches what
+// it reached and nothing else, its egress says so, the audit log has the
+// list, and berth sandbox egress --as-policy prints it.
+func TestEgressLearnt(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("curl not installed")
+	}
+	host := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "reached "+r.Host) }))
+	t.Cleanup(host.Close)
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: host.Certificate().Raw}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Three names for the one test server (its certificate names
+	// example.com), as a mirror would be reached.
+	to := host.Listener.Addr().String()
+	w := newModelWorld(t, func(c *worldConfig) {
+		c.options = func(o *gateway.Options) {
+			o.EgressConnectTo = map[string]string{"example.com:443": to, "www.example.com:443": to, "other.example.com:443": to}
+		}
+	})
+	w.allowRepos(t, "acme")
+	ctx := t.Context()
+	if _, err := w.admin.ApplyClasses(ctx, "", strings.NewReader("sandboxes:\n  - name: learner\n    image: localhost/berth-sandbox:1\n    isolation: standard\n    purposes: [agent]\n    egress: learn\n")); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := w.owner.CreateSandbox(ctx, api.CreateSandbox{Name: "learn", Purpose: "agent", Class: "learner", Repo: "acme/app", Task: "set up, then work"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := w.envOf(t, sb.ID)
+	if sb = w.waitState(t, w.owner, sb.ID, "running"); sb.Egress != "learn" || env["HTTPS_PROXY"] == "" {
+		t.Fatalf("egress %q, HTTPS_PROXY %q: want learn, and the proxy", sb.Egress, env["HTTPS_PROXY"])
+	}
+	curl := func(url string) (string, string, error) {
+		cmd := exec.Command("curl", "-sS", "-v", "--max-time", "10", "--proxy", env["HTTPS_PROXY"], "--cacert", ca, url)
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+		var out, errb strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		return out.String(), errb.String(), err
+	}
+	// Setup: any host.
+	for _, u := range []string{"https://example.com/", "https://www.example.com/"} {
+		if out, errOut, err := curl(u); err != nil || !strings.HasPrefix(out, "reached") {
+			t.Fatalf("setup: curl %s: %v, %q\n%s", u, err, out, errOut)
+		}
+	}
+	// The agent's first model call ends the learning.
+	for range 2 {
+		req, _ := http.NewRequest(http.MethodPost, w.url+"/v1/messages", strings.NewReader(`{"model":"scripted-model","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`))
+		req.Header.Set("x-api-key", env["BERTH_API_KEY"])
+		req.Header.Set("content-type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	got, err := w.owner.Sandbox(ctx, sb.ID)
+	if err != nil || got.Egress != "example.com, www.example.com" {
+		t.Fatalf("after the agent's first model call: egress %q, %v; want the two hosts setup reached", got.Egress, err)
+	}
+	if out, errOut, err := curl("https://www.example.com/"); err != nil || !strings.HasPrefix(out, "reached") {
+		t.Errorf("the agent reaches a host setup reached: %v, %q\n%s", err, out, errOut)
+	}
+	if _, errOut, err := curl("https://other.example.com/"); err == nil || !strings.Contains(errOut, "other.example.com port 443 is not in this sandbox's egress policy (example.com, www.example.com)") {
+		t.Errorf("the agent reaches a host setup did not: %v\n%s", err, errOut)
+	}
+	events, err := w.operator.Audit(ctx, client.AuditOptions{Sandbox: sb.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	learnt := 0
+	for _, e := range events {
+		if e.Action == "egress.learn" {
+			learnt++
+			if e.Target != "example.com, www.example.com" || e.Detail != "its agent called a model" {
+				t.Errorf("the audit entry of the learning's end: %+v", e)
+			}
+		}
+	}
+	if learnt != 1 {
+		t.Errorf("%d egress.learn entries, want 1", learnt)
+	}
+	sum, err := w.owner.SandboxEgress(ctx, sb.ID)
+	if err != nil || strings.Join(sum.Learned, " ") != "example.com www.example.com" {
+		t.Errorf("learned %v, %v", sum.Learned, err)
 	}
 }

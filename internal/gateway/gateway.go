@@ -113,6 +113,15 @@ type Options struct {
 	// Egress counts the egress proxy's connections into the sandboxes'
 	// summaries (berth sandbox egress); nil counts none.
 	Egress *egress.Ledger
+	// Freezer ends a learning sandbox's learning (egress learn); nil:
+	// none is ended, so such a sandbox stays open.
+	Freezer EgressFreezer
+}
+
+// EgressFreezer makes a learning sandbox's egress the list it learnt
+// (the store).
+type EgressFreezer interface {
+	FreezeEgress(ctx context.Context, id sandbox.ID, to string) (bool, error)
 }
 
 // Meter counts what the gateway's own routes do, for /metrics.
@@ -190,6 +199,8 @@ type Server struct {
 	auditRec audit.Recorder
 	egress   *proxy.Proxy   // the sandboxes' way out (egress.go)
 	ledger   *egress.Ledger // and what they did with it; nil: not counted
+	freezer  EgressFreezer
+	learnt   sync.Map // sandbox.ID → struct{}: sandboxes known to learn no more
 }
 
 // New returns a Server.
@@ -202,7 +213,7 @@ func New(o Options) *Server {
 		now: now, metrics: o.Metrics, forge: o.Forge, repos: o.Repositories, mirrors: o.Mirrors, git: githttp.New("", o.Log), credLimit: newRateLimit(10, time.Minute),
 		enrollLimit: newRateLimit(10, time.Minute), ssoLimit: newRateLimit(10, time.Minute), tunnelIdle: o.TunnelIdleTimeout, tunnels: newTunnels(), meter: meterOr(o.Meter), stopping: make(chan struct{}),
 		inference: o.Inference, scripted: scriptedTransport(o.Scripted), modelTransport: modelTransportOr(o.ModelTransport),
-		previews: newPreviews(o.PreviewDomain), sso: o.SSO, keySignIn: !o.NoKeySignIn, publicURL: o.PublicURL, auditRec: o.Audit, ledger: o.Egress}
+		previews: newPreviews(o.PreviewDomain), sso: o.SSO, keySignIn: !o.NoKeySignIn, publicURL: o.PublicURL, auditRec: o.Audit, ledger: o.Egress, freezer: o.Freezer}
 	if s.auditRec == nil {
 		s.auditRec = audit.Discard{}
 	}

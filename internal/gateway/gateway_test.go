@@ -226,7 +226,7 @@ func newWorld(t testing.TB, opts ...func(*worldConfig)) *world {
 		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 		Forge:   fg, Repositories: repos, Mirrors: mirrors, TunnelIdleTimeout: cfg.tunnelIdle,
 		Inference: w.inference, Scripted: scripted, PublicURL: w.url, SSO: w.sso, Meter: w.metrics,
-		Egress: egress.NewLedger(st, log)}
+		Egress: egress.NewLedger(st, log), Freezer: st}
 	if gwo.Terminal, err = terminal.LoadCA(filepath.Join(t.TempDir(), "terminal_ca")); err != nil {
 		t.Fatal(err)
 	}

@@ -96,6 +96,8 @@ func (s *Server) proxyModel(w http.ResponseWriter, r *http.Request, d inference.
 		s.modelError(w, r, d, err)
 		return
 	}
+	// A learning sandbox's setup is over once its agent calls a model.
+	s.endLearningAtModel(r.Context(), p)
 	body, err := readModelBody(w, r)
 	if err != nil {
 		s.modelError(w, r, d, err)

@@ -408,11 +408,14 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) er
 	gw := gateway.New(gateway.Options{Audit: a.store, Accounts: a.accounts, Sandboxes: a.sandboxes, Reach: a.reach, Warm: a.warm, Classes: a.classes, Runs: a.runs, Usage: a.usage, Log: log, Version: Version, Commit: Commit(), Driver: cfg.Driver,
 		Forge: a.forge, Repositories: a.repos, Mirrors: gatewayMirrors(a.mirrors), Meter: a.metrics, Inference: a.inference, Scripted: a.scripted,
 		Terminal: a.terminal, PublicURL: cfg.PublicURL, PreviewDomain: cfg.PreviewDomain, SSO: a.sso, NoKeySignIn: !cfg.KeySignIn,
-		EgressConnectTo: cfg.EgressConnectTo, EgressHosts: cfg.EgressHosts, Egress: egress.NewLedger(a.store, log),
+		EgressConnectTo: cfg.EgressConnectTo, EgressHosts: cfg.EgressHosts, Egress: egress.NewLedger(a.store, log), Freezer: a.store,
 		Metrics: promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{
 			ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 			ErrorHandling: promhttp.ContinueOnError, // a failed count still serves the rest
 		})})
+	if a.runs != nil {
+		a.runs.SetLearning(gw)
+	}
 	srv := &http.Server{
 		Handler:           gw.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,

@@ -50,6 +50,25 @@ func testEgress(t *testing.T, st *store.Store) {
 		t.Errorf("EgressOf (-want +got):\n%s", diff)
 	}
 
+	// A sandbox that learns is frozen once; an update from a copy read
+	// before the freeze does not open it up again.
+	learner, learnerKey := newSandbox(fx, fx.ann, "learner", t0)
+	learner.Egress = "learn"
+	mustCreate(t, st, learner, learnerKey)
+	stale := learner
+	for i, want := range []bool{true, false} {
+		if froze, err := st.FreezeEgress(ctx, learner.ID, "registry.npmjs.org, pypi.org"); err != nil || froze != want {
+			t.Errorf("FreezeEgress #%d = %v, %v; want %v", i+1, froze, err, want)
+		}
+	}
+	move(t, st, stale, sandbox.StateRunning, t0)
+	if got, err := st.GetSandbox(ctx, learner.ID); err != nil || got.Egress != "registry.npmjs.org, pypi.org" {
+		t.Errorf("after an update from a stale copy, egress = %q, %v; want the frozen list", got.Egress, err)
+	}
+	if froze, err := st.FreezeEgress(ctx, sb.ID, "none"); err != nil || froze {
+		t.Errorf("FreezeEgress of a sandbox that never learnt = %v, %v; want false", froze, err)
+	}
+
 	sb = move(t, st, sb, sandbox.StateRunning, t0)
 	move(t, st, sb, sandbox.StateTerminated, at(10))
 	if _, err := st.DeleteEnded(ctx, at(20)); err != nil {

@@ -54,8 +54,10 @@ const insertSandboxSQL = `
 		$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
 		$21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33)`
 
-// updateSandboxSQL rewrites a row from sandboxArgs if it is still in the
-// state given as the last argument.
+// updateSandboxSQL rewrites a row from sandboxArgs, but its egress, if it
+// is still in the state given as the last argument. A row's egress is
+// written at its create and changed only by FreezeEgress: an update made
+// from a copy read before a freeze must not open the sandbox up again.
 const updateSandboxSQL = `
 	UPDATE sandboxes SET
 		name = $2, org_id = $3, project_id = $4, owner_id = $5, purpose = $6, class = $7,
@@ -63,8 +65,8 @@ const updateSandboxSQL = `
 		state = $14, reason = $15, repo = $16, branch = $17, task = $18, runner = $19,
 		ssh_keys = $20, env = $21, key_id = $22, created_at = $23, expires_at = $24,
 		ended_at = $25, live = $26, git_mode = $27, role = $28, contract = $29, setup_command = $30,
-		from_pool = $31, model = $32, egress = $33
-	WHERE id = $1 AND state = $34`
+		from_pool = $31, model = $32
+	WHERE id = $1 AND state = $33`
 
 // sandboxColumns read a sandbox with its running time from the segments:
 // the total of the closed ones, the start of the open one, and the start
@@ -302,6 +304,21 @@ func (s *Store) SaveActivity(ctx context.Context, id sandbox.ID, at time.Time) e
 	return nil
 }
 
+// FreezeEgress ends a sandbox's learning (egress learn): its egress
+// becomes to, if it still learns. It reports whether it did; a sandbox
+// frozen already, or that never learnt, keeps what it has.
+func (s *Store) FreezeEgress(ctx context.Context, id sandbox.ID, to string) (bool, error) {
+	res, err := s.db.Write(ctx, sqldb.Patient, `UPDATE sandboxes SET egress = $2 WHERE id = $1 AND egress = 'learn'`, string(id), to)
+	if err != nil {
+		return false, fmt.Errorf("freeze the egress of sandbox %s: %w", id, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("freeze the egress of sandbox %s: %w", id, err)
+	}
+	return n == 1, nil
+}
+
 // UpdateSandbox writes u.Sandbox if its row is still in state u.From: a
 // row that moved on is fault.Conflict, one that does not exist
 // fault.NotFound. In the same transaction it opens a running segment
@@ -328,7 +345,7 @@ func (s *Store) UpdateSandbox(ctx context.Context, u sandbox.Update) error {
 		case err != nil:
 			return fmt.Errorf("update sandbox %s: %w", sb.ID, err)
 		}
-		res, err := tx.ExecContext(ctx, updateSandboxSQL, append(args, string(u.From))...)
+		res, err := tx.ExecContext(ctx, updateSandboxSQL, append(args[:len(args)-1:len(args)-1], string(u.From))...)
 		switch {
 		case constraintOf(err) == uniqueConstraint:
 			return nameTaken(sb.Name)

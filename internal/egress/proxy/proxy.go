@@ -129,7 +129,7 @@ func target(hostport string, defaultPort int) (string, int, error) {
 func (p *Proxy) dialFor(ctx context.Context, c Caller, host string, port int) (net.Conn, string, error) {
 	var addrs []netip.Addr
 	if a, err := netip.ParseAddr(host); err == nil {
-		if !c.Policy.NamesAddr(a, port) && !(c.Policy.Mode == egress.ModeOpen && egress.Public(a)) {
+		if !c.Policy.NamesAddr(a, port) && !((c.Policy.Mode == egress.ModeOpen || c.Policy.Mode == egress.ModeLearn) && egress.Public(a)) {
 			return nil, "", refused("%s port %d is not in this sandbox's egress policy (%s)", host, port, c.Policy)
 		}
 		addrs = []netip.Addr{a}
