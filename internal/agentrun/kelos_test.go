@@ -1,12 +1,15 @@
 package agentrun_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -14,6 +17,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/agentrun"
+	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/driver/fake"
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/forge"
@@ -313,5 +317,58 @@ func TestKelosRunInMachine(t *testing.T) {
 	}
 	if at := branchOf(t, e, "setup-fails"); at != "" {
 		t.Errorf("a failed run left berth/setup-fails at %s", at)
+	}
+}
+
+// learning records the learning ends it is told of.
+type learning struct {
+	mu    sync.Mutex
+	ended []string // sandbox id: why
+}
+
+func (l *learning) EndLearning(_ context.Context, sb sandbox.Sandbox, why string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ended = append(l.ended, string(sb.ID)+": "+why)
+}
+
+// TestKelosSetupEndsLearning (issue 22): a kelos image's setup end
+// banner ends its sandbox's learning (egress learn), once, and only a
+// learning sandbox's.
+func TestKelosSetupEndsLearning(t *testing.T) {
+	for _, learn := range []bool{true, false} {
+		t.Run(fmt.Sprint("learn=", learn), func(t *testing.T) {
+			e := newEnv(t)
+			spec := class.Spec{Name: "kelos", Image: sandboxtest.KelosImage, Isolation: "standard",
+				Purposes: []string{"agent"}, Contract: "kelos", SetupCommand: []string{"sh", "-c", "make deps"}}
+			if learn {
+				spec.Egress = class.Egress{"learn"}
+			}
+			c, err := class.Parse(spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.w.Store.PutClasses(t.Context(), e.w.Acme.ID, []class.Class{c}); err != nil {
+				t.Fatal(err)
+			}
+			l := &learning{}
+			e.runs.SetLearning(l)
+			e.drv.SetAgent(func(sandbox.Spec) ([]string, int) {
+				return []string{fake.Stderr(kelos.SetupStart), "npm install output", fake.Stderr(kelos.SetupDone),
+					fake.Stderr(kelos.SetupStart), fake.Stderr(kelos.SetupDone)}, 0
+			})
+			e.run(t)
+			sb := e.kelosRun(t, nil)
+			e.waitState(t, sb.ID, sandbox.StateTerminated)
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			want := []string(nil)
+			if learn {
+				want = []string{string(sb.ID) + ": its setup command ended"}
+			}
+			if !slices.Equal(l.ended, want) {
+				t.Errorf("learning ended: %q, want %q", l.ended, want)
+			}
+		})
 	}
 }
