@@ -24,7 +24,9 @@ const (
 	ShellOpen        = "shell.open"        // a tunnel connection; Detail says how long and how many bytes
 	EgressRefuse     = "egress.refuse"     // the egress proxy refused a sandbox a host; Target host:port, Detail why
 	EgressLearn      = "egress.learn"      // a learning sandbox's egress was frozen to what it reached; Target the list, Detail why then
-	GitPush          = "git.push"          // Outcome ok or refused; Target the repository, Detail the refs
+	SecretSet        = "secret.set"        // a project's secret stored (its value never in the log); Target project/NAME, Detail its hosts
+	SecretDelete     = "secret.delete"
+	GitPush          = "git.push" // Outcome ok or refused; Target the repository, Detail the refs
 	GitFetch         = "git.fetch"
 	ClassApply       = "class.apply"
 	ClassDelete      = "class.delete"

@@ -61,6 +61,18 @@ func (r Rule) prefix() (netip.Prefix, bool) {
 	return p, err == nil
 }
 
+// IsName reports whether the rule names hosts by name (a name or
+// *.domain), not by address.
+func (r Rule) IsName() bool {
+	_, isPrefix := r.prefix()
+	return !isPrefix
+}
+
+// Matches reports whether a name rule covers host name on port.
+func (r Rule) Matches(host string, port int) bool {
+	return r.IsName() && r.Port == port && r.matchesName(strings.ToLower(strings.TrimSuffix(host, ".")))
+}
+
 // String is the rule as it is written.
 func (r Rule) String() string {
 	if r.Port == DefaultPort {

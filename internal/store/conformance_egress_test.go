@@ -1,13 +1,18 @@
 package store_test
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/egress"
+	"berth.dev/berth/internal/egress/placeholder"
+	"berth.dev/berth/internal/fault"
+	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
 )
@@ -79,5 +84,63 @@ func testEgress(t *testing.T, st *store.Store) {
 	}
 	if got, err := st.EgressOf(ctx, string(other.ID)); err != nil || len(got) != 1 {
 		t.Errorf("EgressOf another sandbox = %+v, %v; want its one", got, err)
+	}
+}
+
+// testSecrets checks placeholder.Store: a project's secrets by name, one
+// per name (set again replaces it), each set and delete with its audit
+// entry; at most placeholder.MaxSecrets; another project's are its own;
+// deleting one that is not there is not found.
+func testSecrets(t *testing.T, st *store.Store) {
+	ctx := t.Context()
+	fx := newFixture(t, st, "acme")
+	put := func(name string, hosts ...string) error {
+		x := placeholder.Sealed{Secret: placeholder.Secret{Org: fx.org.ID, Project: fx.prj.ID, Name: name, Hosts: hosts, CreatedAt: t0, CreatedBy: fx.ann.ID},
+			Value: []byte("sealed " + name)}
+		return st.PutSecret(ctx, x, audit.Event{At: t0, Org: fx.org.ID, Actor: fx.ann.ID, Action: audit.SecretSet, Target: "default/" + name, Outcome: audit.OK})
+	}
+	if err := put("TOKEN", "api.example.com"); err != nil {
+		t.Fatal(err)
+	}
+	if err := put("TOKEN", "api.example.com", "*.example.org"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.Secrets(ctx, fx.prj.ID)
+	if err != nil || len(got) != 1 || got[0].Name != "TOKEN" || !slices.Equal(got[0].Hosts, []string{"api.example.com", "*.example.org"}) ||
+		string(got[0].Value) != "sealed TOKEN" || !got[0].CreatedAt.Equal(t0) || got[0].Org != fx.org.ID || got[0].CreatedBy != fx.ann.ID {
+		t.Fatalf("Secrets = %+v, %v", got, err)
+	}
+	for i := 1; i < placeholder.MaxSecrets; i++ {
+		if err := put(fmt.Sprintf("S%02d", i), "a.example"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantErr(t, "PutSecret past the limit", put("ONE_MORE", "a.example"), fault.Conflict)
+	if err := put("TOKEN", "b.example"); err != nil {
+		t.Errorf("setting one of the project's again at its limit: %v", err)
+	}
+	if other, err := st.Secrets(ctx, "prj_other"); err != nil || len(other) != 0 {
+		t.Errorf("another project's secrets: %+v, %v", other, err)
+	}
+	del := audit.Event{At: t0, Org: fx.org.ID, Actor: fx.ann.ID, Action: audit.SecretDelete, Target: "default/TOKEN", Outcome: audit.OK}
+	if err := st.DeleteSecret(ctx, fx.prj.ID, "TOKEN", del); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "DeleteSecret again", st.DeleteSecret(ctx, fx.prj.ID, "TOKEN", del), fault.NotFound)
+	events, _, err := st.ListAudit(ctx, audit.Filter{Org: fx.org.ID}, paging.Request{Limit: 500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sets, dels := 0, 0
+	for _, e := range events {
+		switch e.Action {
+		case audit.SecretSet:
+			sets++
+		case audit.SecretDelete:
+			dels++
+		}
+	}
+	if sets != placeholder.MaxSecrets+2 || dels != 1 { // TOKEN three times, the 63 others
+		t.Errorf("audit: %d sets and %d deletes, want %d and 1", sets, dels, placeholder.MaxSecrets+2)
 	}
 }

@@ -5,6 +5,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -28,6 +29,8 @@ type Caller struct {
 	Org, Owner string // whose it is, for the record
 	Class      string // its class, for the counters
 	Policy     egress.Policy
+	// Secrets are put into its requests to their hosts (inject.go).
+	Secrets []Secret
 }
 
 // Connection is what the proxy did with one request, for the sandbox's
@@ -77,6 +80,12 @@ type Proxy struct {
 	// IdleTimeout closes a tunnel with no byte either way for this long;
 	// 0 is an hour.
 	IdleTimeout time.Duration
+	// Issuer signs the certificates the proxy shows for the hosts a
+	// caller's secrets are for; nil: secrets are never put in.
+	Issuer *Issuer
+	// UpstreamRoots verify those hosts' own certificates; nil: the
+	// system's.
+	UpstreamRoots *x509.CertPool
 }
 
 // ErrRefused is what every refusal of a destination is (errors.Is).
@@ -210,6 +219,10 @@ func (p *Proxy) connect(w http.ResponseWriter, r *http.Request, c Caller) {
 	rec.Addr = addr
 	if err != nil {
 		p.refuse(w, rec, err)
+		return
+	}
+	if secrets := c.secretsFor(host, port); len(secrets) > 0 && p.Issuer != nil {
+		p.inject(w, c, rec, up, secrets)
 		return
 	}
 	client, brw, err := http.NewResponseController(w).Hijack()

@@ -58,9 +58,8 @@ func newTestCA(t *testing.T) *testCA {
 	return &testCA{cert: cert, key: key, file: file}
 }
 
-// server starts an HTTPS server on loopback for names, answering with
-// its name and counting its requests.
-func (ca *testCA) server(t *testing.T, names ...string) (port int, hits func() int) {
+// leafFor is a certificate of the test CA for names.
+func (ca *testCA) leafFor(t *testing.T, names ...string) tls.Certificate {
 	t.Helper()
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: names[0]}, DNSNames: names,
@@ -69,6 +68,14 @@ func (ca *testCA) server(t *testing.T, names ...string) (port int, hits func() i
 	if err != nil {
 		t.Fatal(err)
 	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// server starts an HTTPS server on loopback for names, answering with
+// its name and counting its requests.
+func (ca *testCA) server(t *testing.T, names ...string) (port int, hits func() int) {
+	t.Helper()
+	cert := ca.leafFor(t, names...)
 	var mu sync.Mutex
 	n := 0
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -77,7 +84,7 @@ func (ca *testCA) server(t *testing.T, names ...string) (port int, hits func() i
 		mu.Unlock()
 		fmt.Fprintf(w, "hello from %s", r.Host)
 	}))
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	return srv.Listener.Addr().(*net.TCPAddr).Port, func() int { mu.Lock(); defer mu.Unlock(); return n }
@@ -242,7 +249,12 @@ func TestConnectTo(t *testing.T) {
 	if code != 0 || out != "hello from mirror.test" {
 		t.Fatalf("curl https://mirror.test through the proxy: exit %d, %q %s", code, out, errOut)
 	}
-	if recs := recorded(); len(recs) != 1 || !recs[0].Allowed || recs[0].Addr != to || recs[0].Host != "mirror.test" || recs[0].Port != 443 {
+	// A tunnel is recorded once both its directions end, after curl's.
+	recs := recorded()
+	for deadline := time.Now().Add(5 * time.Second); len(recs) == 0 && time.Now().Before(deadline); recs = recorded() {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if len(recs) != 1 || !recs[0].Allowed || recs[0].Addr != to || recs[0].Host != "mirror.test" || recs[0].Port != 443 {
 		t.Errorf("recorded %+v, want one allowed connection to mirror.test:443 at %s", recs, to)
 	}
 	for _, c := range []struct{ url, why string }{
