@@ -51,9 +51,20 @@
 // where it clones. The agent is the image's /kelos_entrypoint.sh with the
 // task as its one argument, $1 (no prompt file, no runner files, nothing
 // on stdin, no arguments of the pod's), in the pod's environment with only
-// safe.directory added for git; its output, exit and work go to the
-// gateway as above, which reads the interface's markers and banners from
-// the output.
+// safe.directory added for git (and the CA's variables, below); its output,
+// exit and work go to the gateway as above, which reads the interface's
+// markers and banners from the output.
+//
+// In all three, when BERTH_CA_CERTS holds the deployment's certificate
+// authority (the gateway terminates TLS for some hosts with it), berth-init
+// refuses to start unless it is one or more PEM CERTIFICATE blocks in at
+// most 64 KiB, and before the agent starts writes, in a new directory
+// berth-ca-* under XDG_RUNTIME_DIR or /tmp, bundle.pem (the trust store
+// SSL_CERT_FILE names, else the system's, then the CA) and extra.pem (an
+// existing NODE_EXTRA_CA_CERTS file's certificates, then the CA). The agent's
+// environment names bundle.pem in SSL_CERT_FILE, REQUESTS_CA_BUNDLE,
+// CURL_CA_BUNDLE, GIT_SSL_CAINFO and PIP_CERT, and extra.pem in
+// NODE_EXTRA_CA_CERTS, and lacks BERTH_CA_CERTS (ca.go).
 //
 // Otherwise, at each start of the container (a resumed sandbox starts it
 // again on the same HOME volume) it:
@@ -97,6 +108,8 @@
 //	                          its verdict file goes to the gateway with the exit report)
 //	BERTH_RUN_CONTRACT=kelos  in-machine run: the image is a kelos image, whose own
 //	                          entrypoint runs with the task as $1
+//	BERTH_CA_CERTS            agent-run: the deployment's CA as PEM CERTIFICATE
+//	                          blocks (at most 64 KiB), for the agent to trust
 //	BERTH_RUN_REPORT          agent-run: "gateway" for the in-machine run, which
 //	                          needs BERTH_REPO (http or https), BERTH_BASE_URL,
 //	                          BERTH_API_KEY and BERTH_SANDBOX_NAME; unset: the
@@ -344,6 +357,9 @@ type config struct {
 	promptFile  string
 	runnerFiles []api.RunnerFile
 	imageCheck  bool
+	// caCerts are BERTH_CA_CERTS's certificates as PEM, the deployment's
+	// CA the agent's programs are to trust (ca.go); nil without one.
+	caCerts []byte
 	// work is the agent-run modes' checkout, /work (workDir).
 	work string
 	// The in-machine run (inmachine.go).

@@ -120,9 +120,20 @@ func (r *starter) runInMachine(ctx context.Context, gw *runGateway, args []strin
 	if err != nil {
 		return r.failed(code, err)
 	}
+	ca, err := r.writeCAFiles()
+	if err != nil {
+		return r.failed(exitFailure, fmt.Errorf("trust the deployment's CA: %w", err))
+	}
+	defer func() {
+		if err := ca.remove(); err != nil {
+			r.logf("remove the CA's files: %v", err)
+		}
+	}()
 	if err := r.configureGit(); err != nil {
 		return r.failed(exitFailure, fmt.Errorf("configure git: %w", err))
 	}
+	// berth-init's own git (the clone, the bundle) keeps the environment's
+	// trust; the agent is handed the CA's.
 	envv := gitConfigEnv(r.env.Environ(), r.gitSettings())
 	base, err := r.cloneWork(envv)
 	if err != nil {
@@ -145,8 +156,9 @@ func (r *starter) runInMachine(ctx context.Context, gw *runGateway, args []strin
 		// the task its one argument, nothing on stdin. Only git is told
 		// that the checkout is safe: berth-init cloned it into a
 		// directory the pod's volume owns (root, on Kubernetes), which
-		// git refuses to a uid other than its owner's.
-		kenv := gitConfigEnv(r.env.Environ(), [][2]string{{"safe.directory", r.cfg.work}})
+		// git refuses to a uid other than its owner's. The deployment's
+		// CA, when there is one, is trusted as in berth's contract.
+		kenv := ca.env(gitConfigEnv(r.env.Environ(), [][2]string{{"safe.directory", r.cfg.work}}))
 		agent = child{path: path, argv: []string{path, string(task)}, env: kenv,
 			how: fmt.Sprintf("the task (%d bytes) its $1", len(task))}
 	} else {
@@ -157,7 +169,7 @@ func (r *starter) runInMachine(ctx context.Context, gw *runGateway, args []strin
 			return r.failed(exitFailure, fmt.Errorf("write the runner's config files: %w", err))
 		}
 		rn, _ := runner.Get(r.cfg.runner) // agentPath found it
-		agent = child{path: path, argv: append([]string{rn.Binary()}, args...), env: envv, stdin: r.cfg.promptFile,
+		agent = child{path: path, argv: append([]string{rn.Binary()}, args...), env: ca.env(envv), stdin: r.cfg.promptFile,
 			how: fmt.Sprintf("the task (%d bytes) on stdin", len(task))}
 	}
 	code, err = r.runChild(ctx, gw, agent)

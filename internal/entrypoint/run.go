@@ -34,8 +34,9 @@ const (
 // exitCannotExec is the shell's code for a command found but not run.
 const exitCannotExec = 126
 
-// loadAgentRun checks the agent-run mode's settings: a runner berth-init
-// knows (or none, in check mode) and well-formed config files.
+// loadAgentRun checks the agent-run modes' settings: a runner berth-init
+// knows (or none, in check mode), well-formed config files and, when
+// given, the deployment's CA.
 func loadAgentRun(c *config, getenv func(string) string) []error {
 	var errs []error
 	if c.runner != "" {
@@ -48,6 +49,13 @@ func loadAgentRun(c *config, getenv func(string) string) []error {
 		errs = append(errs, fmt.Errorf("BERTH_RUNNER_FILES: %v", err))
 	}
 	c.runnerFiles = files
+	if s := getenv(envCACerts); s != "" {
+		certs, err := parseCACerts(s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %v", envCACerts, err))
+		}
+		c.caCerts = certs
+	}
 	return errs
 }
 
@@ -93,8 +101,14 @@ func (r *starter) agentRun(args []string) int {
 		r.logf("write the runner's config files: %v", err)
 		return exitFailure
 	}
-	envv := gitConfigEnv(r.env.Environ(), r.gitSettings())
+	ca, err := r.writeCAFiles()
+	if err != nil {
+		r.logf("trust the deployment's CA: %v", err)
+		return exitFailure
+	}
+	envv := ca.env(gitConfigEnv(r.env.Environ(), r.gitSettings()))
 	if r.cfg.imageCheck {
+		defer ca.remove() // no agent will read them
 		return r.check(args, prompt, envv)
 	}
 	rn, err := runner.Get(r.cfg.runner)
