@@ -305,6 +305,10 @@ func TestCompositionRoot(t *testing.T) {
 			// transcript renders a run's log for people (the CLI's logs,
 			// on runner's parsing).
 			module + "transcript",
+			// secret holds a value that prints as [redacted] (a leaf), and
+			// x/term reads one at a terminal without echo: berth secret
+			// set's value is neither echoed nor shown.
+			module + "secret", "golang.org/x/term",
 			"github.com/spf13/cobra"}
 		for _, dep := range imports[module+"cli"] {
 			first, _, _ := strings.Cut(dep, "/")

@@ -271,6 +271,28 @@ func (c *Client) SetGuardrail(ctx context.Context, org, project string, g api.Gu
 	return out, c.do(ctx, "PUT", guardrailPath(org, project), g, &out)
 }
 
+// secretsPath is a project's secrets' path.
+func secretsPath(org, project string) string {
+	return "/api/v1/orgs/" + esc(org) + "/projects/" + esc(project) + "/secrets"
+}
+
+// Secrets lists a project's secrets by placeholder, never their values.
+func (c *Client) Secrets(ctx context.Context, org, project string) ([]api.Secret, error) {
+	var out []api.Secret
+	return out, c.do(ctx, "GET", secretsPath(org, project), nil, &out)
+}
+
+// SetSecret stores a project's secret (value is sent, never shown back).
+func (c *Client) SetSecret(ctx context.Context, org, project, name string, value secret.Secret, hosts []string) (api.Secret, error) {
+	var out api.Secret
+	return out, c.do(ctx, "PUT", secretsPath(org, project)+"/"+esc(name), api.SetSecret{Value: value.Reveal(), Hosts: hosts}, &out)
+}
+
+// DeleteSecret removes a project's secret.
+func (c *Client) DeleteSecret(ctx context.Context, org, project, name string) error {
+	return c.do(ctx, "DELETE", secretsPath(org, project)+"/"+esc(name), nil, nil)
+}
+
 // Keys lists a user's keys ("" for the caller's), oldest first.
 func (c *Client) Keys(ctx context.Context, user string) ([]api.Key, error) {
 	return list(ctx, c, "/api/v1/keys"+query(map[string]string{"user": user}), all[api.Key])

@@ -13,8 +13,11 @@ import (
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/egress"
+	"berth.dev/berth/internal/egress/placeholder"
 	"berth.dev/berth/internal/egress/proxy"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/secret"
 )
 
 // The egress proxy (package egress/proxy) answers on the gateway's own
@@ -70,7 +73,17 @@ func (s *Server) egressCaller(ctx context.Context, header string) (proxy.Caller,
 			return proxy.Caller{}, fmt.Errorf("sandbox %s: egress: %w", sb.Name, err)
 		}
 	}
-	return proxy.Caller{Sandbox: string(sb.ID), Org: sb.Org, Owner: sb.Owner, Class: sb.Class, Policy: pol}, nil
+	c := proxy.Caller{Sandbox: string(sb.ID), Org: sb.Org, Owner: sb.Owner, Class: sb.Class, Policy: pol}
+	if s.secrets != nil {
+		rs, err := s.secrets.For(ctx, string(sb.ID), sb.Project)
+		if err != nil {
+			return proxy.Caller{}, fmt.Errorf("sandbox %s: its project's secrets: %w", sb.Name, err)
+		}
+		for _, r := range rs {
+			c.Secrets = append(c.Secrets, proxy.Secret{Hosts: r.Hosts, Placeholder: r.Placeholder, Value: r.Value})
+		}
+	}
+	return c, nil
 }
 
 // proxyKey reads a key from Proxy-Authorization: Basic (the key is the
@@ -209,4 +222,59 @@ func (s *Server) endLearningAtModel(ctx context.Context, p account.Principal) {
 		return
 	}
 	s.EndLearning(ctx, sb, "its agent called a model")
+}
+
+// listSecrets is GET /api/v1/orgs/{org}/projects/{project}/secrets: a
+// project's secrets, never their values.
+func (s *Server) listSecrets(w http.ResponseWriter, r *http.Request, p account.Principal) {
+	if s.secrets == nil {
+		writeJSON(w, http.StatusOK, []api.Secret{})
+		return
+	}
+	all, err := s.secrets.List(r.Context(), p, r.PathValue("org"), r.PathValue("project"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := make([]api.Secret, len(all))
+	for i, x := range all {
+		out[i] = apiSecret(x)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// setSecret is PUT /api/v1/orgs/{org}/projects/{project}/secrets/{name}.
+func (s *Server) setSecret(w http.ResponseWriter, r *http.Request, p account.Principal) {
+	if s.secrets == nil {
+		s.writeError(w, r, fault.Errorf(fault.Unserved, "this gateway keeps no secrets"))
+		return
+	}
+	var req api.SetSecret
+	if err := decode(r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	x, err := s.secrets.Set(r.Context(), p, r.PathValue("org"), r.PathValue("project"), r.PathValue("name"), req.Hosts, secret.New(req.Value))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, apiSecret(x))
+}
+
+// deleteSecret is DELETE /api/v1/orgs/{org}/projects/{project}/secrets/{name}.
+func (s *Server) deleteSecret(w http.ResponseWriter, r *http.Request, p account.Principal) {
+	if s.secrets == nil {
+		s.writeError(w, r, fault.Errorf(fault.NotFound, "secret %s", r.PathValue("name")))
+		return
+	}
+	if err := s.secrets.Delete(r.Context(), p, r.PathValue("org"), r.PathValue("project"), r.PathValue("name")); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func apiSecret(x placeholder.Secret) api.Secret {
+	return api.Secret{Name: x.Name, Hosts: x.Hosts, CreatedAt: x.CreatedAt, CreatedBy: x.CreatedBy}
 }

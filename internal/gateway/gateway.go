@@ -6,6 +6,7 @@ package gateway
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,6 +24,7 @@ import (
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/egress"
+	"berth.dev/berth/internal/egress/placeholder"
 	"berth.dev/berth/internal/egress/proxy"
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/forge"
@@ -116,6 +118,12 @@ type Options struct {
 	// Freezer ends a learning sandbox's learning (egress learn); nil:
 	// none is ended, so such a sandbox stays open.
 	Freezer EgressFreezer
+	// Secrets are projects' secrets by placeholder: the routes that keep
+	// them, and the values the egress proxy puts in; nil: none. Issuer
+	// and UpstreamRoots are the proxy's (package egress/proxy).
+	Secrets       *placeholder.Service
+	Issuer        *proxy.Issuer
+	UpstreamRoots *x509.CertPool
 }
 
 // EgressFreezer makes a learning sandbox's egress the list it learnt
@@ -200,6 +208,7 @@ type Server struct {
 	egress   *proxy.Proxy   // the sandboxes' way out (egress.go)
 	ledger   *egress.Ledger // and what they did with it; nil: not counted
 	freezer  EgressFreezer
+	secrets  *placeholder.Service // nil: no secrets
 	learnt   sync.Map // sandbox.ID → struct{}: sandboxes known to learn no more
 }
 
@@ -213,12 +222,13 @@ func New(o Options) *Server {
 		now: now, metrics: o.Metrics, forge: o.Forge, repos: o.Repositories, mirrors: o.Mirrors, git: githttp.New("", o.Log), credLimit: newRateLimit(10, time.Minute),
 		enrollLimit: newRateLimit(10, time.Minute), ssoLimit: newRateLimit(10, time.Minute), tunnelIdle: o.TunnelIdleTimeout, tunnels: newTunnels(), meter: meterOr(o.Meter), stopping: make(chan struct{}),
 		inference: o.Inference, scripted: scriptedTransport(o.Scripted), modelTransport: modelTransportOr(o.ModelTransport),
-		previews: newPreviews(o.PreviewDomain), sso: o.SSO, keySignIn: !o.NoKeySignIn, publicURL: o.PublicURL, auditRec: o.Audit, ledger: o.Egress, freezer: o.Freezer}
+		previews: newPreviews(o.PreviewDomain), sso: o.SSO, keySignIn: !o.NoKeySignIn, publicURL: o.PublicURL, auditRec: o.Audit, ledger: o.Egress, freezer: o.Freezer, secrets: o.Secrets}
 	if s.auditRec == nil {
 		s.auditRec = audit.Discard{}
 	}
 	s.egress = s.newEgressProxy()
 	s.egress.ConnectTo, s.egress.Hosts = o.EgressConnectTo, o.EgressHosts
+	s.egress.Issuer, s.egress.UpstreamRoots = o.Issuer, o.UpstreamRoots
 	// The web panel answers with the same services and the same error
 	// mapping as the API.
 	s.panel = panel.New(panel.Options{Accounts: o.Accounts, Sandboxes: o.Sandboxes, Classes: o.Classes, Runs: o.Runs, Usage: o.Usage, Log: o.Log, Now: now,
@@ -270,6 +280,9 @@ func (s *Server) routes() []route {
 		{"PUT", "/api/v1/orgs/{org}/guardrail", userKey, s.putGuardrail},
 		{"GET", "/api/v1/orgs/{org}/projects/{project}/guardrail", userKey, s.getGuardrail},
 		{"PUT", "/api/v1/orgs/{org}/projects/{project}/guardrail", userKey, s.putGuardrail},
+		{"GET", "/api/v1/orgs/{org}/projects/{project}/secrets", userKey, s.listSecrets},
+		{"PUT", "/api/v1/orgs/{org}/projects/{project}/secrets/{name}", userKey, s.setSecret},
+		{"DELETE", "/api/v1/orgs/{org}/projects/{project}/secrets/{name}", userKey, s.deleteSecret},
 		{"GET", "/api/v1/keys", userKey, s.listKeys},
 		{"POST", "/api/v1/keys", userKey, s.createKey},
 		{"DELETE", "/api/v1/keys/{id}", userKey, s.revokeKey},

@@ -23,6 +23,8 @@ import (
 	"berth.dev/berth/internal/client"
 	"berth.dev/berth/internal/driver/fake"
 	"berth.dev/berth/internal/egress"
+	"berth.dev/berth/internal/egress/placeholder"
+	"berth.dev/berth/internal/egress/proxy"
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/forge/local"
 	"berth.dev/berth/internal/gateway"
@@ -66,7 +68,9 @@ type world struct {
 	metrics                                 *metrics.Metrics
 	gw                                      *gateway.Server
 	inference                               *inference.Service // nil unless the world serves models
-	sso                                     *sso.Service       // without a provider unless the world's config gives one
+	secrets                                 *placeholder.Service
+	issuer                                  *proxy.Issuer
+	sso                                     *sso.Service // without a provider unless the world's config gives one
 }
 
 // worldForge makes the deployment's forge instead of the local one.
@@ -189,6 +193,11 @@ func newWorld(t testing.TB, opts ...func(*worldConfig)) *world {
 	if cfg.agents != nil {
 		cfg.agents(w, &runCfg)
 	}
+	if w.issuer, err = proxy.LoadIssuer(filepath.Join(t.TempDir(), "egress_ca.pem")); err != nil {
+		t.Fatal(err)
+	}
+	w.secrets = placeholder.NewService(st, w.accounts, placeholder.NewKey([]byte("0123456789abcdef0123456789abcdef")), cfg.now, nil, w.issuer.CertPEM())
+	sbOpts = append(sbOpts, sandbox.WithSecretEnv(w.secrets))
 	svc := sandbox.NewService(st, drv, w.accounts, sbCfg, log, cfg.now, sbOpts...)
 	runCfg.Pushes = repos
 	runs := agentrun.NewService(st, svc, drv, w.accounts, runCfg, log, cfg.now, runOpts...)
@@ -226,7 +235,7 @@ func newWorld(t testing.TB, opts ...func(*worldConfig)) *world {
 		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 		Forge:   fg, Repositories: repos, Mirrors: mirrors, TunnelIdleTimeout: cfg.tunnelIdle,
 		Inference: w.inference, Scripted: scripted, PublicURL: w.url, SSO: w.sso, Meter: w.metrics,
-		Egress: egress.NewLedger(st, log), Freezer: st}
+		Egress: egress.NewLedger(st, log), Freezer: st, Secrets: w.secrets, Issuer: w.issuer}
 	if gwo.Terminal, err = terminal.LoadCA(filepath.Join(t.TempDir(), "terminal_ca")); err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -10,8 +11,10 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/egress/placeholder"
 	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/secret"
 )
 
 // The fresh objects of the authorization matrix's cells, and what its
@@ -31,6 +34,7 @@ var fixtures = map[string]fixture{
 	"new-operator-key": {make: func(m *matrix, t *testing.T) string { return m.newKey(t, "ops") }, state: (*matrix).keyState},
 	"new-co-admin-key": {make: func(m *matrix, t *testing.T) string { return m.newKey(t, "carol") }, state: (*matrix).keyState},
 	"new-class":        {make: (*matrix).newClass, state: (*matrix).classState},
+	"new-secret":       {make: (*matrix).newSecret, state: (*matrix).secretState},
 	"new-member":       {make: func(m *matrix, t *testing.T) string { return m.newUser(t, account.RoleMember, false) }, state: (*matrix).userState},
 	"new-disabled":     {make: func(m *matrix, t *testing.T) string { return m.newUser(t, account.RoleMember, true) }, state: (*matrix).userState},
 	"new-operator":     {make: func(m *matrix, t *testing.T) string { return m.newUser(t, account.RoleOperator, false) }, state: (*matrix).userState},
@@ -114,6 +118,24 @@ func (m *matrix) newClass(t *testing.T) string {
 func (m *matrix) classState(t *testing.T, name string) string {
 	t.Helper()
 	return strconv.FormatBool(strings.Contains(m.acmeClasses(t), "\n"+name+":"))
+}
+
+func (m *matrix) newSecret(t *testing.T) string {
+	t.Helper()
+	name := fmt.Sprintf("FRESH_%d", m.next())
+	if _, err := m.secrets.Set(t.Context(), m.principal(t, m.opKey), "acme", "default", name, []string{"api.example.com"}, secret.New("v")); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+func (m *matrix) secretState(t *testing.T, name string) string {
+	t.Helper()
+	all, err := m.secrets.List(t.Context(), m.principal(t, m.opKey), "acme", "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strconv.FormatBool(slices.ContainsFunc(all, func(x placeholder.Secret) bool { return x.Name == name }))
 }
 
 func (m *matrix) newUser(t *testing.T, role account.Role, disabled bool) string {
@@ -266,6 +288,18 @@ var watches = map[string]func(m *matrix, t *testing.T) string{
 	"the default project's guardrail": func(m *matrix, t *testing.T) string {
 		g, err := m.accounts.Guardrail(t.Context(), m.principal(t, m.opKey), "acme", "default")
 		return fmt.Sprint(g, err)
+	},
+	"the default project's secrets": func(m *matrix, t *testing.T) string {
+		prj, err := m.accounts.Project(t.Context(), m.vars["acme"], "default")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs, err := m.secrets.For(t.Context(), "sbx_watch", prj.ID)
+		var out []string
+		for _, r := range rs {
+			out = append(out, r.Name+"="+r.Value.Reveal())
+		}
+		return fmt.Sprint(out, err)
 	},
 	"acme's inference settings": func(m *matrix, t *testing.T) string {
 		s, err := m.inference.Settings(t.Context(), m.principal(t, m.opKey), "acme", "")

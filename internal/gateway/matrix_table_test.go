@@ -99,6 +99,11 @@ func matrixRows() []row {
 		{want: "200 200 404 200 200 404 403 403 403 401 401 401", route: "GET /api/v1/orgs/{org}/projects/{project}/guardrail", req: get("/api/v1/orgs/acme/projects/default/guardrail")},
 		{want: "200 200 404 403 403 404 403 403 403 401 401 401", route: "PUT /api/v1/orgs/{org}/projects/{project}/guardrail", req: put("/api/v1/orgs/acme/projects/default/guardrail", `{"max_sandboxes":{n}}`),
 			watch: "the default project's guardrail"},
+		{want: "200 200 404 200 200 404 403 403 403 401 401 401", route: "GET /api/v1/orgs/{org}/projects/{project}/secrets", req: get("/api/v1/orgs/acme/projects/default/secrets")},
+		{want: "200 200 404 403 403 404 403 403 403 401 401 401", route: "PUT /api/v1/orgs/{org}/projects/{project}/secrets/{name}",
+			req: put("/api/v1/orgs/acme/projects/default/secrets/MATRIX", `{"value":"v{n}","hosts":["api.example.com"]}`), watch: "the default project's secrets"},
+		{want: "204 204 404 403 403 404 403 403 403 401 401 401", route: "DELETE /api/v1/orgs/{org}/projects/{project}/secrets/{name}",
+			req: del("/api/v1/orgs/acme/projects/default/secrets/{new-secret}")},
 
 		// Keys (issue 14, items 1 and 2): a person's keys are theirs; only
 		// they and an operator mint them. Nobody below an operator sees or

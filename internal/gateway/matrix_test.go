@@ -185,7 +185,7 @@ func parseWant(t *testing.T, r row) [nCallers]expect {
 	return out
 }
 
-var placeholder = regexp.MustCompile(`\{[a-z][a-z-]*\}`)
+var objectRef = regexp.MustCompile(`\{[a-z][a-z-]*\}`)
 
 // TestAuthorizationMatrix sends every cell of the table (SPEC S6, S17;
 // issue 14): a route of the route table or of the panel without a row
@@ -227,7 +227,7 @@ func (m *matrix) cell(t *testing.T, r row, c caller, want expect, made map[strin
 	t.Helper()
 	n := strconv.Itoa(m.next()) // {n}: names and values no cell used before
 	expand := func(s string) string {
-		return placeholder.ReplaceAllStringFunc(s, func(ph string) string {
+		return objectRef.ReplaceAllStringFunc(s, func(ph string) string {
 			name := strings.Trim(ph, "{}")
 			if name == "n" {
 				return n

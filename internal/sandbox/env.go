@@ -71,6 +71,16 @@ func (s *Service) environment(ctx context.Context, sb Sandbox, key secret.Secret
 	if err := s.addModelEnv(ctx, sb, sb.Model, env); err != nil {
 		return nil, err
 	}
+	if sb.Purpose == PurposeAgent && s.secrets != nil {
+		// Behind the egress proxy, its project's secrets are placeholders.
+		vars, err := s.secrets.SandboxSecrets(ctx, sb)
+		if err != nil {
+			return nil, fmt.Errorf("secrets of %s: %w", sb.ID, err)
+		}
+		for k, v := range vars {
+			env[k] = v
+		}
+	}
 	if s.cfg.Repositories != nil {
 		for k, v := range s.cfg.Repositories.Env(sb, token) {
 			set(k, v)
@@ -91,6 +101,17 @@ func (s *Service) environment(ctx context.Context, sb Sandbox, key secret.Secret
 	set("BERTH_GIT_AUTHOR_EMAIL", email)
 	return env, nil
 }
+
+// SecretEnv is what an agent sandbox gets of its project's secrets (SPEC
+// S13, issue 22): each secret's name with a placeholder the egress proxy
+// replaces, and BERTH_CA_CERTS, the authority whose certificates the
+// proxy shows for their hosts. Never a value.
+type SecretEnv interface {
+	SandboxSecrets(ctx context.Context, sb Sandbox) (map[string]string, error)
+}
+
+// WithSecretEnv gives the service its sandboxes' placeholders.
+func WithSecretEnv(e SecretEnv) Option { return func(s *Service) { s.secrets = e } }
 
 // ModelEnv is what inference tells sandboxes (SPEC S14, S15): BERTH_MODEL,
 // ANTHROPIC_MODEL and Pi's files (BERTH_PI_CONFIG, BERTH_PI_SETTINGS) for a

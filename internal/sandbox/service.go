@@ -96,10 +96,11 @@ type Service struct {
 	stopOnce sync.Once
 	stopping chan struct{} // closed by Shutdown: Run takes no new work
 
-	runs     Runs     // nil: agent sandboxes run no runner (SetRuns)
-	follows  chan ID  // agent runs to follow again (after a restart)
-	modelEnv ModelEnv // nil: sandboxes are told no model
-	replicas Replicas // alone unless WithReplicas
+	runs     Runs      // nil: agent sandboxes run no runner (SetRuns)
+	follows  chan ID   // agent runs to follow again (after a restart)
+	modelEnv ModelEnv  // nil: sandboxes are told no model
+	secrets  SecretEnv // nil: sandboxes get no secret's placeholder
+	replicas Replicas  // alone unless WithReplicas
 }
 
 type startJob struct {

@@ -111,6 +111,18 @@ type Config struct {
 	// EgressHosts is BERTH_EGRESS_RESOLVE: names the egress proxy resolves
 	// from the setting before DNS.
 	EgressHosts map[string][]netip.Addr
+	// SecretsKey is BERTH_SECRETS_KEY_FILE: the key projects' secrets are
+	// sealed with (default DataDir/secrets_key, made at first start);
+	// replicas must share it.
+	SecretsKey string
+	// EgressCA is BERTH_EGRESS_CA_FILE: the authority whose certificates
+	// the egress proxy shows for secrets' hosts (default
+	// DataDir/egress_ca.pem, made at first start); replicas share it.
+	EgressCA string
+	// EgressUpstreamCA is BERTH_EGRESS_UPSTREAM_CA_FILE: authorities the
+	// proxy trusts, beside the system's, for secrets' hosts' own
+	// certificates; "" the system's alone.
+	EgressUpstreamCA string
 }
 
 // OIDC is the deployment's identity provider.
@@ -238,7 +250,16 @@ const SettingsHelp = `Settings (environment variables, read once at start-up):
                                     instead (a mirror under the public name), whatever its range
   BERTH_EGRESS_RESOLVE              comma-separated name=address: the egress proxy's own answers
                                     for these names, before DNS; the address is checked as any
-                                    (a private or loopback one only where a rule names it)`
+                                    (a private or loopback one only where a rule names it)
+  BERTH_SECRETS_KEY_FILE            the key projects' secrets are sealed with (berth secret set;
+                                    default BERTH_DATA_DIR/secrets_key, made at first start;
+                                    replicas share it)
+  BERTH_EGRESS_CA_FILE              the authority whose certificates the egress proxy shows an
+                                    agent sandbox for its secrets' hosts, which the sandbox
+                                    trusts (default BERTH_DATA_DIR/egress_ca.pem, made at first
+                                    start; replicas share it)
+  BERTH_EGRESS_UPSTREAM_CA_FILE     authorities (PEM) the proxy trusts beside the system's for
+                                    those hosts' own certificates (an internal service's)`
 
 // LoadConfig reads the settings through getenv, applies defaults and
 // validates them, reporting every problem at once.
@@ -311,6 +332,9 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	if c.TerminalCA == "" {
 		c.TerminalCA = filepath.Join(c.DataDir, "terminal_ca")
 	}
+	c.SecretsKey = get("BERTH_SECRETS_KEY_FILE", filepath.Join(c.DataDir, "secrets_key"))
+	c.EgressCA = get("BERTH_EGRESS_CA_FILE", filepath.Join(c.DataDir, "egress_ca.pem"))
+	c.EgressUpstreamCA = get("BERTH_EGRESS_UPSTREAM_CA_FILE", "")
 	if c.DatabaseURL == "" {
 		c.DatabaseURL = filepath.Join(c.DataDir, "berth.db")
 	} else if scheme, _, ok := strings.Cut(c.DatabaseURL, "://"); ok {

@@ -80,6 +80,7 @@ type App struct {
 	inference *inference.Service // nil when the gateway serves no models
 	scripted  http.Handler       // the scripted provider's server; nil without one
 	terminal  *terminal.CA       // the panel's terminal; nil without a driver
+	secrets   egressSecrets      // projects' secrets, by placeholder
 	sso       *sso.Service       // signing in through the identity provider
 }
 
@@ -204,6 +205,11 @@ func (b *Base) build(ctx context.Context, cfg Config, log *slog.Logger, o option
 	if err != nil {
 		return nil, fmt.Errorf("BERTH_DATABASE_URL: %w", err)
 	}
+	secrets, err := buildSecrets(cfg, st, accounts, models)
+	if err != nil {
+		return nil, err
+	}
+	sbOpts = append(sbOpts, sandbox.WithSecretEnv(secrets.service))
 	if replica != nil {
 		sbOpts = append(sbOpts, sandbox.WithReplicas(replica))
 		runOpts = append(runOpts, agentrun.WithReplicas(replica))
@@ -277,7 +283,7 @@ func (b *Base) build(ctx context.Context, cfg Config, log *slog.Logger, o option
 		return nil, err
 	}
 	return &App{sso: signins, store: st, replica: replica, accounts: accounts, sandboxes: sandboxes, reach: way, warm: warmth, classes: classes, runs: runs, usage: reports, metrics: m, registry: reg, forge: fg, repos: repos, mirrors: mirrors, log: log,
-		inference: models, scripted: scripted, terminal: term}, nil
+		inference: models, scripted: scripted, terminal: term, secrets: secrets}, nil
 }
 
 // buildSSO makes the sign-in service: with BERTH_OIDC_ISSUER, the
@@ -409,6 +415,7 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) er
 		Forge: a.forge, Repositories: a.repos, Mirrors: gatewayMirrors(a.mirrors), Meter: a.metrics, Inference: a.inference, Scripted: a.scripted,
 		Terminal: a.terminal, PublicURL: cfg.PublicURL, PreviewDomain: cfg.PreviewDomain, SSO: a.sso, NoKeySignIn: !cfg.KeySignIn,
 		EgressConnectTo: cfg.EgressConnectTo, EgressHosts: cfg.EgressHosts, Egress: egress.NewLedger(a.store, log), Freezer: a.store,
+		Secrets: a.secrets.service, Issuer: a.secrets.issuer, UpstreamRoots: a.secrets.roots,
 		Metrics: promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{
 			ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 			ErrorHandling: promhttp.ContinueOnError, // a failed count still serves the rest

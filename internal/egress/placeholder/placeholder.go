@@ -32,6 +32,7 @@ import (
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/egress"
 	"berth.dev/berth/internal/fault"
+	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/secret"
 )
 
@@ -172,15 +173,19 @@ type Service struct {
 	// reserved are variable names a secret may not take (the gateway's
 	// own, the vendors' credentials).
 	reserved func(name string) bool
+	// authority is the certificate (PEM) the egress proxy's stand-ins are
+	// signed by, which a sandbox with placeholders trusts.
+	authority []byte
 }
 
 // NewService returns a Service; reserved says which names a secret may
-// not take (nil: only BERTH_*).
-func NewService(store Store, accounts *account.Service, key Key, now func() time.Time, reserved func(string) bool) *Service {
+// not take (nil: only BERTH_*); authority is the egress proxy's authority
+// (PEM), which sandboxes with placeholders are told to trust.
+func NewService(store Store, accounts *account.Service, key Key, now func() time.Time, reserved func(string) bool, authority []byte) *Service {
 	if reserved == nil {
 		reserved = func(string) bool { return false }
 	}
-	return &Service{store: store, accounts: accounts, key: key, now: now, reserved: reserved}
+	return &Service{store: store, accounts: accounts, key: key, now: now, reserved: reserved, authority: authority}
 }
 
 // scope resolves org and project for p, who must see the organisation
@@ -285,17 +290,19 @@ func (s *Service) Delete(ctx context.Context, p account.Principal, orgRef, proje
 	return s.store.DeleteSecret(ctx, project, name, e)
 }
 
-// Env is what an agent sandbox of project gets: each secret's name with
-// its placeholder.
-func (s *Service) Env(ctx context.Context, sandbox, project string) (map[string]string, error) {
-	all, err := s.store.Secrets(ctx, project)
-	if err != nil {
-		return nil, fmt.Errorf("secrets of project %s: %w", project, err)
+// SandboxSecrets is what an agent sandbox gets of its project's secrets
+// (sandbox.SecretEnv): each secret's name with its placeholder and, when
+// there is any, BERTH_CA_CERTS, the authority to trust for their hosts.
+func (s *Service) SandboxSecrets(ctx context.Context, sb sandbox.Sandbox) (map[string]string, error) {
+	all, err := s.store.Secrets(ctx, sb.Project)
+	if err != nil || len(all) == 0 {
+		return nil, err
 	}
-	env := make(map[string]string, len(all))
+	env := make(map[string]string, len(all)+1)
 	for _, x := range all {
-		env[x.Name] = s.key.Placeholder(sandbox, x.Name)
+		env[x.Name] = s.key.Placeholder(string(sb.ID), x.Name)
 	}
+	env["BERTH_CA_CERTS"] = string(s.authority)
 	return env, nil
 }
 

@@ -83,7 +83,7 @@ func TestLoadKey(t *testing.T) {
 
 // TestCheckName: a secret's name is a variable's, and not one berth sets.
 func TestCheckName(t *testing.T) {
-	s := NewService(nil, nil, Key{}, nil, func(n string) bool { return n == "ANTHROPIC_API_KEY" })
+	s := NewService(nil, nil, Key{}, nil, func(n string) bool { return n == "ANTHROPIC_API_KEY" }, nil)
 	for name, ok := range map[string]bool{"GITHUB_TOKEN": true, "_x1": true, "1X": false, "A-B": false, "": false,
 		strings.Repeat("A", MaxName+1): false, "BERTH_API_KEY": false, "berth_x": false, "ANTHROPIC_API_KEY": false} {
 		if err := s.CheckName(name); (err == nil) != ok {
