@@ -209,7 +209,7 @@ type Server struct {
 	ledger   *egress.Ledger // and what they did with it; nil: not counted
 	freezer  EgressFreezer
 	secrets  *placeholder.Service // nil: no secrets
-	learnt   sync.Map // sandbox.ID → struct{}: sandboxes known to learn no more
+	learnt   sync.Map             // sandbox.ID → struct{}: sandboxes known to learn no more
 }
 
 // New returns a Server.
