@@ -664,6 +664,9 @@ type CreateSandbox struct {
 	Role    string            `json:"role,omitempty"`     // agent sandboxes: author (default) or reviewer
 	SSHKeys []string          `json:"ssh_keys,omitempty"` // authorized_keys lines
 	Env     map[string]string `json:"env,omitempty"`
+	// Egress narrows an agent sandbox's egress, restrict-only, as its
+	// guardrails do: ["none"], ["learn"] (within an open class) or hosts.
+	Egress []string `json:"egress,omitempty"`
 }
 
 // Extend is the body of POST /sandbox/v1/sandboxes/{ref}/extend.

@@ -280,3 +280,51 @@ func TestEgressLearnt(t *testing.T) {
 		t.Errorf("learned %v, %v", sum.Learned, err)
 	}
 }
+
+// TestEgressNarrowedAtCreate: a create may narrow an agent's egress,
+// never widen it: learn within an open class, a host of the class's list,
+// open taking nothing away; an engineer's create and a bad rule are
+// refused naming egress.
+func TestEgressNarrowedAtCreate(t *testing.T) {
+	w := newWorld(t)
+	w.allowRepos(t, "acme")
+	ctx := t.Context()
+	if _, err := w.admin.ApplyClasses(ctx, "", strings.NewReader(`sandboxes:
+  - name: opened
+    image: localhost/berth-sandbox:1
+    isolation: standard
+    purposes: [agent]
+    egress: open
+  - name: listed
+    image: localhost/berth-sandbox:1
+    isolation: standard
+    purposes: [agent]
+    egress: [a.example.com, b.example.com]
+`)); err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range []struct {
+		class  string
+		asked  []string
+		egress string
+	}{
+		{"opened", []string{"learn"}, "learn"},
+		{"opened", []string{"a.example.com"}, "a.example.com"},
+		{"listed", []string{"a.example.com", "c.example.com"}, "a.example.com"},
+		{"listed", []string{"open"}, "a.example.com, b.example.com"},
+		{"listed", []string{"learn"}, "a.example.com, b.example.com"},
+		{"listed", []string{"none"}, "none"},
+	} {
+		sb, err := w.owner.CreateSandbox(ctx, api.CreateSandbox{Name: fmt.Sprintf("n-%d", i), Purpose: "agent", Class: c.class, Repo: "acme/app", Task: "t", Egress: c.asked})
+		if err != nil || sb.Egress != c.egress {
+			t.Errorf("class %s, egress %v asked: %q, %v; want %q", c.class, c.asked, sb.Egress, err, c.egress)
+		}
+	}
+	var e *api.Error
+	if _, err := w.owner.CreateSandbox(ctx, api.CreateSandbox{Name: "bad", Purpose: "agent", Class: "opened", Repo: "acme/app", Task: "t", Egress: []string{"*.com"}}); !errors.As(err, &e) || e.Field != "egress" {
+		t.Errorf("a bad rule at create: %v, want 400 naming egress", err)
+	}
+	if _, err := w.owner.CreateSandbox(ctx, api.CreateSandbox{Name: "eng", SSHKeys: []string{sshKey}, Egress: []string{"none"}}); !errors.As(err, &e) || e.Field != "egress" {
+		t.Errorf("egress on an engineer's create: %v, want 400 naming egress", err)
+	}
+}

@@ -54,7 +54,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request, p account
 	replyTo(s, w, r, http.StatusCreated, func(req api.CreateSandbox) (api.Sandbox, error) {
 		sb, err := s.sandboxes.Create(r.Context(), p, sandbox.CreateRequest{
 			Name: req.Name, Class: req.Class, Purpose: req.Purpose, Project: req.Project, TTL: req.TTL,
-			Repo: req.Repo, Branch: req.Branch, Task: req.Task, Runner: req.Runner, Model: req.Model, Role: req.Role, SSHKeys: req.SSHKeys, Env: req.Env,
+			Repo: req.Repo, Branch: req.Branch, Task: req.Task, Runner: req.Runner, Model: req.Model, Role: req.Role, SSHKeys: req.SSHKeys, Env: req.Env, Egress: req.Egress,
 		})
 		if err != nil {
 			return api.Sandbox{}, err

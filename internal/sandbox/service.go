@@ -14,6 +14,7 @@ import (
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/class"
+	"berth.dev/berth/internal/egress"
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/guardrail"
@@ -155,6 +156,9 @@ type CreateRequest struct {
 	Role    string // author (the default) or reviewer; agent sandboxes only
 	SSHKeys []string
 	Env     map[string]string
+	// Egress narrows an agent sandbox's egress, restrict-only, as its
+	// guardrails do: none, learn (within an open class), or hosts.
+	Egress []string
 }
 
 // Create admits a new sandbox and queues its start. It returns the sandbox
@@ -237,7 +241,7 @@ func (s *Service) create(ctx context.Context, p account.Principal, req CreateReq
 		CPU: class.CPU, Memory: class.Memory, Disk: class.Disk,
 		State: StateStarting, Branch: req.Branch, Task: req.Task, Runner: req.Runner, Role: role,
 		Contract: class.Contract, SetupCommand: class.SetupCommand, SSHKeys: req.SSHKeys, Env: req.Env, CreatedAt: now, ExpiresAt: now.Add(ttl),
-		LifetimeCut: cut, Egress: sandboxEgress(class, purpose, g),
+		LifetimeCut: cut, Egress: sandboxEgress(class, purpose, g, req.Egress),
 	}
 	if req.Repo != "" {
 		sb.Repo, sb.GitMode = repo.String(), class.Git
@@ -323,6 +327,9 @@ func (s *Service) checkRequestShape(purpose Purpose, req CreateRequest) error {
 		if len(req.SSHKeys) == 0 {
 			return fault.Field("ssh_keys", "an engineer sandbox needs an ssh public key (berth sandbox create sends ~/.ssh/*.pub, or --ssh-key FILE)")
 		}
+		if len(req.Egress) > 0 {
+			return fault.Field("egress", "an engineer sandbox goes out on its own network: only an agent sandbox takes egress (--purpose agent)")
+		}
 		if req.Model != "" {
 			return fault.Field("model", "only an agent sandbox takes a model (--purpose agent); an engineer sandbox's BERTH_MODEL is the first model its project may reach")
 		}
@@ -339,6 +346,11 @@ func (s *Service) checkRequestShape(purpose Purpose, req CreateRequest) error {
 	}
 	if field, err := input.SSHKeys(req.SSHKeys); err != nil {
 		return fault.Field(field, "%v", err)
+	}
+	if len(req.Egress) > 0 {
+		if _, err := egress.ParseWords(req.Egress); err != nil {
+			return fault.Field("egress", "%v", err)
+		}
 	}
 	if req.Branch != "" {
 		if req.Repo == "" {
@@ -620,12 +632,18 @@ func (s *Service) Owner(ctx context.Context, sb Sandbox) (account.User, error) {
 }
 
 // sandboxEgress is the egress a sandbox is made with, as written: an
-// agent's class's narrowed by the guardrails in force (restrict-only), an
-// engineer's open network.
-func sandboxEgress(c class.Class, purpose Purpose, g guardrail.Guardrail) string {
+// agent's class's narrowed by the guardrails in force and by the create's
+// own (asked, checked already), restrict-only; an engineer's open
+// network.
+func sandboxEgress(c class.Class, purpose Purpose, g guardrail.Guardrail, asked []string) string {
 	p := c.EgressFor(purpose)
 	if purpose == PurposeAgent {
 		p = g.NarrowEgress(p)
+		if len(asked) > 0 {
+			if q, err := egress.ParseWords(asked); err == nil {
+				p = p.Narrow(q)
+			}
+		}
 	}
 	return p.String()
 }
