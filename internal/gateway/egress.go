@@ -64,7 +64,9 @@ func (s *Server) egressCaller(ctx context.Context, header string) (proxy.Caller,
 		// only move where its connections come from.
 		return proxy.Caller{}, fmt.Errorf("sandbox %s is an engineer's: it goes out on its own network, not through the proxy", sb.Name)
 	}
-	if sb.State != sandbox.StateRunning {
+	if sb.State != sandbox.StateRunning && sb.State != sandbox.StateStarting {
+		// Starting too: its machine runs its agent before the gateway has
+		// recorded the start's end.
 		return proxy.Caller{}, fmt.Errorf("sandbox %s is %s", sb.Name, sb.State)
 	}
 	pol := egress.None // an agent sandbox made before egress policies
