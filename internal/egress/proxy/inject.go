@@ -59,18 +59,11 @@ func (p *Proxy) inject(w http.ResponseWriter, c Caller, rec Connection, up net.C
 		http.Error(w, "berth egress: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
-	client, brw, err := http.NewResponseController(w).Hijack()
-	if err != nil {
-		up.Close()
-		http.Error(w, "berth egress: "+err.Error(), http.StatusInternalServerError)
+	client, br, ok := established(w, up)
+	if !ok {
 		return
 	}
-	if _, err := io.WriteString(client, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
-		client.Close()
-		up.Close()
-		return
-	}
-	tconn := tls.Server(&bufferedConn{Conn: client, r: brw.Reader}, &tls.Config{
+	tconn := tls.Server(&bufferedConn{Conn: client, r: br}, &tls.Config{
 		Certificates: []tls.Certificate{*leaf}, NextProtos: []string{"http/1.1"}, MinVersion: tls.VersionTLS12})
 
 	var mu sync.Mutex

@@ -4,6 +4,7 @@
 package proxy
 
 import (
+	"bufio"
 	"context"
 	"crypto/x509"
 	"errors"
@@ -225,21 +226,14 @@ func (p *Proxy) connect(w http.ResponseWriter, r *http.Request, c Caller) {
 		p.inject(w, c, rec, up, secrets)
 		return
 	}
-	client, brw, err := http.NewResponseController(w).Hijack()
-	if err != nil {
-		up.Close()
-		http.Error(w, "berth egress: "+err.Error(), http.StatusInternalServerError)
-		return
-	}
-	if _, err := io.WriteString(client, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
-		client.Close()
-		up.Close()
+	client, br, ok := established(w, up)
+	if !ok {
 		return
 	}
 	// Bytes the client sent behind the CONNECT (a TLS hello) go first.
 	var pre int64
-	if n := brw.Reader.Buffered(); n > 0 {
-		b, _ := brw.Reader.Peek(n)
+	if n := br.Buffered(); n > 0 {
+		b, _ := br.Peek(n)
 		m, _ := up.Write(b)
 		pre = int64(m)
 	}
@@ -248,6 +242,24 @@ func (p *Proxy) connect(w http.ResponseWriter, r *http.Request, c Caller) {
 	rec.Up += pre
 	rec.Took = time.Since(began)
 	p.record(rec)
+}
+
+// established takes the client's connection from the HTTP server and
+// tells it the tunnel is there; on failure it closes up and says why, if
+// it can.
+func established(w http.ResponseWriter, up net.Conn) (net.Conn, *bufio.Reader, bool) {
+	client, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		up.Close()
+		http.Error(w, "berth egress: "+err.Error(), http.StatusInternalServerError)
+		return nil, nil, false
+	}
+	if _, err := io.WriteString(client, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		client.Close()
+		up.Close()
+		return nil, nil, false
+	}
+	return client, brw.Reader, true
 }
 
 // forward carries a plain http:// request to its host and the answer
