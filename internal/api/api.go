@@ -842,22 +842,22 @@ type ModelList struct {
 	Models []Model `json:"models"`
 }
 
-// Secret is a project's secret by placeholder (GET and PUT
+// SecretInfo is a project's secret by placeholder (GET and PUT
 // /api/v1/orgs/{org}/projects/{project}/secrets…): never its value. An
 // agent sandbox of the project has, in the variable Name, a placeholder
 // the gateway's egress proxy replaces with the value in requests to
 // Hosts, and only there.
-type Secret struct {
+type SecretInfo struct {
 	Name      string    `json:"name"`
 	Hosts     []string  `json:"hosts"`
 	CreatedAt time.Time `json:"created_at"`
 	CreatedBy string    `json:"created_by"` // the user's id
 }
 
-// SetSecret is PUT /api/v1/orgs/{org}/projects/{project}/secrets/{name}:
+// SecretValue is PUT /api/v1/orgs/{org}/projects/{project}/secrets/{name}:
 // the value (at most 16 KiB, never echoed or logged) and the hosts it is
 // for (names or *.domain, :port when not 443).
-type SetSecret struct {
+type SecretValue struct {
 	Value string   `json:"value"`
 	Hosts []string `json:"hosts"`
 }

@@ -277,15 +277,15 @@ func secretsPath(org, project string) string {
 }
 
 // Secrets lists a project's secrets by placeholder, never their values.
-func (c *Client) Secrets(ctx context.Context, org, project string) ([]api.Secret, error) {
-	var out []api.Secret
+func (c *Client) Secrets(ctx context.Context, org, project string) ([]api.SecretInfo, error) {
+	var out []api.SecretInfo
 	return out, c.do(ctx, "GET", secretsPath(org, project), nil, &out)
 }
 
 // SetSecret stores a project's secret (value is sent, never shown back).
-func (c *Client) SetSecret(ctx context.Context, org, project, name string, value secret.Secret, hosts []string) (api.Secret, error) {
-	var out api.Secret
-	return out, c.do(ctx, "PUT", secretsPath(org, project)+"/"+esc(name), api.SetSecret{Value: value.Reveal(), Hosts: hosts}, &out)
+func (c *Client) SetSecret(ctx context.Context, org, project, name string, value secret.Secret, hosts []string) (api.SecretInfo, error) {
+	var out api.SecretInfo
+	return out, c.do(ctx, "PUT", secretsPath(org, project)+"/"+esc(name), api.SecretValue{Value: value.Reveal(), Hosts: hosts}, &out)
 }
 
 // DeleteSecret removes a project's secret.

@@ -82,7 +82,7 @@ func (s *Server) egressCaller(ctx context.Context, header string) (proxy.Caller,
 			return proxy.Caller{}, fmt.Errorf("sandbox %s: its project's secrets: %w", sb.Name, err)
 		}
 		for _, r := range rs {
-			c.Secrets = append(c.Secrets, proxy.Secret{Hosts: r.Hosts, Placeholder: r.Placeholder, Value: r.Value})
+			c.Secrets = append(c.Secrets, proxy.Replacement{Hosts: r.Hosts, Placeholder: r.Placeholder, Value: r.Value})
 		}
 	}
 	return c, nil
@@ -230,7 +230,7 @@ func (s *Server) endLearningAtModel(ctx context.Context, p account.Principal) {
 // project's secrets, never their values.
 func (s *Server) listSecrets(w http.ResponseWriter, r *http.Request, p account.Principal) {
 	if s.secrets == nil {
-		writeJSON(w, http.StatusOK, []api.Secret{})
+		writeJSON(w, http.StatusOK, []api.SecretInfo{})
 		return
 	}
 	all, err := s.secrets.List(r.Context(), p, r.PathValue("org"), r.PathValue("project"))
@@ -238,7 +238,7 @@ func (s *Server) listSecrets(w http.ResponseWriter, r *http.Request, p account.P
 		s.writeError(w, r, err)
 		return
 	}
-	out := make([]api.Secret, len(all))
+	out := make([]api.SecretInfo, len(all))
 	for i, x := range all {
 		out[i] = apiSecret(x)
 	}
@@ -251,7 +251,7 @@ func (s *Server) setSecret(w http.ResponseWriter, r *http.Request, p account.Pri
 		s.writeError(w, r, fault.Errorf(fault.Unserved, "this gateway keeps no secrets"))
 		return
 	}
-	var req api.SetSecret
+	var req api.SecretValue
 	if err := decode(r, &req); err != nil {
 		s.writeError(w, r, err)
 		return
@@ -277,6 +277,6 @@ func (s *Server) deleteSecret(w http.ResponseWriter, r *http.Request, p account.
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func apiSecret(x placeholder.Secret) api.Secret {
-	return api.Secret{Name: x.Name, Hosts: x.Hosts, CreatedAt: x.CreatedAt, CreatedBy: x.CreatedBy}
+func apiSecret(x placeholder.Credential) api.SecretInfo {
+	return api.SecretInfo{Name: x.Name, Hosts: x.Hosts, CreatedAt: x.CreatedAt, CreatedBy: x.CreatedBy}
 }

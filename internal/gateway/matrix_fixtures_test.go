@@ -135,7 +135,7 @@ func (m *matrix) secretState(t *testing.T, name string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return strconv.FormatBool(slices.ContainsFunc(all, func(x placeholder.Secret) bool { return x.Name == name }))
+	return strconv.FormatBool(slices.ContainsFunc(all, func(x placeholder.Credential) bool { return x.Name == name }))
 }
 
 func (m *matrix) newUser(t *testing.T, role account.Role, disabled bool) string {

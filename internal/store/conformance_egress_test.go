@@ -95,7 +95,7 @@ func testSecrets(t *testing.T, st *store.Store) {
 	ctx := t.Context()
 	fx := newFixture(t, st, "acme")
 	put := func(name string, hosts ...string) error {
-		x := placeholder.Sealed{Secret: placeholder.Secret{Org: fx.org.ID, Project: fx.prj.ID, Name: name, Hosts: hosts, CreatedAt: t0, CreatedBy: fx.ann.ID},
+		x := placeholder.Sealed{Credential: placeholder.Credential{Org: fx.org.ID, Project: fx.prj.ID, Name: name, Hosts: hosts, CreatedAt: t0, CreatedBy: fx.ann.ID},
 			Value: []byte("sealed " + name)}
 		return st.PutSecret(ctx, x, audit.Event{At: t0, Org: fx.org.ID, Actor: fx.ann.ID, Action: audit.SecretSet, Target: "default/" + name, Outcome: audit.OK})
 	}

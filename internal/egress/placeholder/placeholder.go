@@ -51,8 +51,8 @@ const Prefix = "berth-placeholder-"
 // namePattern is a secret's name: an environment variable's.
 var namePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// Secret is a project's secret as administrators see it: never its value.
-type Secret struct {
+// Credential is a project's secret as administrators see it: never its value.
+type Credential struct {
 	Org, Project string
 	Name         string
 	Hosts        []string // rules as egress writes them (a name, *.domain; :port when not 443)
@@ -63,7 +63,7 @@ type Secret struct {
 // Sealed is a secret as it is kept: its value sealed with the
 // deployment's key, bound to its project and name.
 type Sealed struct {
-	Secret
+	Credential
 	Value []byte // nonce, then the AES-GCM ciphertext
 }
 
@@ -218,31 +218,31 @@ func (s *Service) CheckName(name string) error {
 
 // Set stores a project's secret, replacing one of its name; hosts are the
 // hosts it is for (egress rules: a name or *.domain, :port when not 443).
-func (s *Service) Set(ctx context.Context, p account.Principal, orgRef, projectRef, name string, hosts []string, value secret.Secret) (Secret, error) {
+func (s *Service) Set(ctx context.Context, p account.Principal, orgRef, projectRef, name string, hosts []string, value secret.Secret) (Credential, error) {
 	org, project, err := s.scope(ctx, p, orgRef, projectRef, true)
 	if err != nil {
-		return Secret{}, err
+		return Credential{}, err
 	}
 	if err := s.CheckName(name); err != nil {
-		return Secret{}, err
+		return Credential{}, err
 	}
 	if value.IsZero() || len(value.Reveal()) > MaxValue {
-		return Secret{}, fault.Field("value", "a secret's value is 1 to %d bytes", MaxValue)
+		return Credential{}, fault.Field("value", "a secret's value is 1 to %d bytes", MaxValue)
 	}
 	if strings.ContainsAny(value.Reveal(), "\r\n\x00") {
-		return Secret{}, fault.Field("value", "a secret's value goes into a request header: no line breaks or NUL")
+		return Credential{}, fault.Field("value", "a secret's value goes into a request header: no line breaks or NUL")
 	}
 	if len(hosts) == 0 || len(hosts) > MaxHosts {
-		return Secret{}, fault.Field("hosts", "a secret is for 1 to %d hosts (--host)", MaxHosts)
+		return Credential{}, fault.Field("hosts", "a secret is for 1 to %d hosts (--host)", MaxHosts)
 	}
 	var rules []string
 	for _, h := range hosts {
 		r, err := egress.ParseRule(h)
 		if err != nil {
-			return Secret{}, fault.Field("hosts", "%v", err)
+			return Credential{}, fault.Field("hosts", "%v", err)
 		}
 		if !r.IsName() {
-			return Secret{}, fault.Field("hosts", "%s is an address: a secret is for hosts by name, whose certificate the proxy can stand in for", h)
+			return Credential{}, fault.Field("hosts", "%s is an address: a secret is for hosts by name, whose certificate the proxy can stand in for", h)
 		}
 		if !slices.Contains(rules, r.String()) {
 			rules = append(rules, r.String())
@@ -250,20 +250,20 @@ func (s *Service) Set(ctx context.Context, p account.Principal, orgRef, projectR
 	}
 	sealed, err := s.key.seal(project, name, value)
 	if err != nil {
-		return Secret{}, err
+		return Credential{}, err
 	}
-	sec := Secret{Org: org, Project: project, Name: name, Hosts: rules, CreatedAt: s.now().UTC(), CreatedBy: p.User.ID}
+	sec := Credential{Org: org, Project: project, Name: name, Hosts: rules, CreatedAt: s.now().UTC(), CreatedBy: p.User.ID}
 	e := audit.Event{At: sec.CreatedAt, Org: org, Actor: p.User.ID, Action: audit.SecretSet, Target: projectRef + "/" + name,
 		Outcome: audit.OK, Detail: "for " + strings.Join(rules, ", ")}
-	if err := s.store.PutSecret(ctx, Sealed{Secret: sec, Value: sealed}, e); err != nil {
-		return Secret{}, err
+	if err := s.store.PutSecret(ctx, Sealed{Credential: sec, Value: sealed}, e); err != nil {
+		return Credential{}, err
 	}
 	return sec, nil
 }
 
 // List lists a project's secrets, without values, to whoever may see
 // its organisation.
-func (s *Service) List(ctx context.Context, p account.Principal, orgRef, projectRef string) ([]Secret, error) {
+func (s *Service) List(ctx context.Context, p account.Principal, orgRef, projectRef string) ([]Credential, error) {
 	_, project, err := s.scope(ctx, p, orgRef, projectRef, false)
 	if err != nil {
 		return nil, err
@@ -272,9 +272,9 @@ func (s *Service) List(ctx context.Context, p account.Principal, orgRef, project
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Secret, len(all))
+	out := make([]Credential, len(all))
 	for i, x := range all {
-		out[i] = x.Secret
+		out[i] = x.Credential
 	}
 	return out, nil
 }

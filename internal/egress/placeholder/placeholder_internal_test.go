@@ -24,14 +24,14 @@ func TestSealing(t *testing.T) {
 	if bytes.Equal(a, b) || bytes.Contains(a, []byte("s3cr3t")) {
 		t.Errorf("sealed %x and %x: want two different seals, neither holding the value", a, b)
 	}
-	x := Sealed{Secret: Secret{Project: "prj_a", Name: "GITHUB_TOKEN"}, Value: a}
+	x := Sealed{Credential: Credential{Project: "prj_a", Name: "GITHUB_TOKEN"}, Value: a}
 	if got, err := k.open(x); err != nil || !got.Equal(v) {
 		t.Fatalf("open = %v, %v", got, err)
 	}
 	for _, bad := range []Sealed{
-		{Secret: Secret{Project: "prj_b", Name: "GITHUB_TOKEN"}, Value: a},
-		{Secret: Secret{Project: "prj_a", Name: "OTHER"}, Value: a},
-		{Secret: Secret{Project: "prj_a", Name: "GITHUB_TOKEN"}, Value: a[:5]},
+		{Credential: Credential{Project: "prj_b", Name: "GITHUB_TOKEN"}, Value: a},
+		{Credential: Credential{Project: "prj_a", Name: "OTHER"}, Value: a},
+		{Credential: Credential{Project: "prj_a", Name: "GITHUB_TOKEN"}, Value: a[:5]},
 	} {
 		if _, err := k.open(bad); err == nil {
 			t.Errorf("a value sealed for prj_a/GITHUB_TOKEN opened as %s/%s (%d bytes)", bad.Project, bad.Name, len(bad.Value))

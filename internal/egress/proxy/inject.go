@@ -19,10 +19,10 @@ import (
 	"berth.dev/berth/internal/secret"
 )
 
-// Secret is a secret the proxy puts into a sandbox's requests: where its
+// Replacement is a secret the proxy puts into a sandbox's requests: where its
 // placeholder stands in a header of a request to one of its hosts, its
 // value goes (package egress/placeholder makes them).
-type Secret struct {
+type Replacement struct {
 	Hosts       []egress.Rule // names, *.domain
 	Placeholder string
 	Value       secret.Secret
@@ -33,8 +33,8 @@ type Secret struct {
 const maxInjectHeader = 64 << 10
 
 // secretsFor are the caller's secrets for host:port.
-func (c Caller) secretsFor(host string, port int) []Secret {
-	var out []Secret
+func (c Caller) secretsFor(host string, port int) []Replacement {
+	var out []Replacement
 	for _, s := range c.Secrets {
 		for _, r := range s.Hosts {
 			if r.Matches(host, port) {
@@ -52,7 +52,7 @@ func (c Caller) secretsFor(host string, port int) []Secret {
 // values where their placeholders stand in its headers, and sends it to
 // the host over TLS of its own, verified (UpstreamRoots). up is the
 // connection dialFor made; later requests dial again, through the checks.
-func (p *Proxy) inject(w http.ResponseWriter, c Caller, rec Connection, up net.Conn, secrets []Secret) {
+func (p *Proxy) inject(w http.ResponseWriter, c Caller, rec Connection, up net.Conn, secrets []Replacement) {
 	leaf, err := p.Issuer.leaf(rec.Host)
 	if err != nil {
 		up.Close()
@@ -140,7 +140,7 @@ func (p *Proxy) inject(w http.ResponseWriter, c Caller, rec Connection, up net.C
 
 // replaceSecrets puts each secret's value where its placeholder stands in
 // h's values, inside HTTP Basic credentials too.
-func replaceSecrets(h http.Header, secrets []Secret) {
+func replaceSecrets(h http.Header, secrets []Replacement) {
 	for k, vs := range h {
 		for i, v := range vs {
 			for _, s := range secrets {

@@ -90,7 +90,7 @@ func TestSecretsByPlaceholder(t *testing.T) {
 			if h != "Bearer berth_sk_test" {
 				return Caller{}, errors.New("unknown key")
 			}
-			return Caller{Sandbox: "sbx_test", Policy: pol, Secrets: []Secret{{Hosts: []egress.Rule{rule}, Placeholder: ph, Value: secret.New(value)}}}, nil
+			return Caller{Sandbox: "sbx_test", Policy: pol, Secrets: []Replacement{{Hosts: []egress.Rule{rule}, Placeholder: ph, Value: secret.New(value)}}}, nil
 		},
 		Resolve: func(context.Context, string) ([]netip.Addr, error) {
 			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
@@ -132,7 +132,7 @@ func TestSecretsByPlaceholder(t *testing.T) {
 	badRule, _ := egress.ParseRule("untrusted.test:" + strconv.Itoa(bad.port))
 	prx2.Authenticate = func(context.Context, string) (Caller, error) {
 		return Caller{Sandbox: "sbx_test", Policy: policy(t, "untrusted.test:"+strconv.Itoa(bad.port)),
-			Secrets: []Secret{{Hosts: []egress.Rule{badRule}, Placeholder: ph, Value: secret.New(value)}}}, nil
+			Secrets: []Replacement{{Hosts: []egress.Rule{badRule}, Placeholder: ph, Value: secret.New(value)}}}, nil
 	}
 	prx2.ConnectTo = map[string]string{"untrusted.test:" + strconv.Itoa(bad.port): "127.0.0.1:" + strconv.Itoa(bad.port)}
 	srv2 := httptest.NewServer(&prx2)

@@ -31,7 +31,7 @@ type Caller struct {
 	Class      string // its class, for the counters
 	Policy     egress.Policy
 	// Secrets are put into its requests to their hosts (inject.go).
-	Secrets []Secret
+	Secrets []Replacement
 }
 
 // Connection is what the proxy did with one request, for the sandbox's
