@@ -542,6 +542,13 @@ type Run struct {
 	// gateway's, once the run is over, and why when berth can tell; nil
 	// when they agree.
 	Difference *Difference `json:"difference,omitempty"`
+	// MachineCostUSD is the sandbox's machine time (its running time by
+	// its cores) at the deployment's price per core-hour, and TotalCostUSD
+	// the run's cost in one number: the gateway's metered model cost (the
+	// agent's own figure without inference) and the machine together.
+	// Both are absent when the deployment prices no machine time.
+	MachineCostUSD *float64 `json:"machine_cost_usd,omitempty"`
+	TotalCostUSD   *float64 `json:"total_cost_usd,omitempty"`
 	// EgressRefused lists the hosts (host, or host:port when not 443)
 	// the egress proxy refused the run's sandbox, as a pull request of
 	// its work should say: what the agent wanted and did not get.
@@ -768,6 +775,11 @@ type UsageRow struct {
 	Requests     int     `json:"requests"`
 	Tokens       Tokens  `json:"tokens"`
 	ModelCostUSD float64 `json:"model_cost_usd"`
+	// MachineCostUSD is the machine time at the deployment's price per
+	// core-hour, and CostUSD the two together: the cost in one number.
+	// Both are absent when the deployment prices no machine time.
+	MachineCostUSD *float64 `json:"machine_cost_usd,omitempty"`
+	CostUSD        *float64 `json:"cost_usd,omitempty"`
 }
 
 // AuditEvent is one entry of the audit log (SPEC S17). It never holds a

@@ -1,6 +1,8 @@
 package cli_test
 
 import (
+	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -9,7 +11,9 @@ import (
 	"berth.dev/berth/internal/client"
 	"berth.dev/berth/internal/golden"
 	"berth.dev/berth/internal/inference"
+	"berth.dev/berth/internal/quantity"
 	"berth.dev/berth/internal/runner"
+	"berth.dev/berth/internal/usage"
 )
 
 // TestSandboxShowExplainsTheCost: `berth sandbox show` of a finished run
@@ -83,5 +87,54 @@ func waitRun(t *testing.T, c *client.Client, id string) {
 		if time.Now().After(deadline) {
 			t.Fatalf("sandbox %s is still %s", sb.Name, sb.State)
 		}
+	}
+}
+
+// TestRunCostInOneNumber (issue 23): with machine time priced
+// (BERTH_CORE_HOUR_USD), a run's answer and `show` give its cost in one
+// number: the gateway's metered model cost and its machine time, by its
+// cores, at the price; without a price neither is there.
+func TestRunCostInOneNumber(t *testing.T) {
+	sonnet := runner.Price{Input: 3, Output: 15, CacheRead: 0.30, CacheWrite: 3.75}
+	u := runner.Usage{Input: 120, CacheRead: 30, CacheWrite: 5, Output: 17}
+	usd, _ := runner.Prices{"claude-sonnet-4-5": sonnet}.Cost("claude-sonnet-4-5", u)
+	for _, price := range []usage.CoreHour{0, 3600} { // $1 a core-second, so that a short run's machine shows
+		t.Run(fmt.Sprint(price), func(t *testing.T) {
+			g := newAgentGateway(t, func(s *agentSetup) {
+				s.metered, s.coreHour = true, price
+				s.calls = []inference.Record{{Provider: "scripted", Model: "claude-sonnet-4-5", Dialect: inference.OpenAIChat, Status: 200, Usage: u, CostUSD: usd, Metered: true}}
+				s.prices = runner.Prices{"claude-sonnet-4-5": sonnet}
+			})
+			g.release()
+			c := client.New(g.url, g.key, nil)
+			created, err := c.CreateSandbox(t.Context(), api.CreateSandbox{Name: "fix", Purpose: "agent", Repo: "acme/app", Task: "add a greeting", Runner: "claude-code"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitRun(t, c, created.ID)
+			sb, err := c.Sandbox(t.Context(), created.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := sb.Run
+			_, out, _ := g.berth(t, "sandbox", "show", "fix")
+			if !price.Priced() {
+				if r.MachineCostUSD != nil || r.TotalCostUSD != nil || strings.Contains(out, "cost in all") {
+					t.Errorf("unpriced machine time: machine %v, total %v\n%s", r.MachineCostUSD, r.TotalCostUSD, out)
+				}
+				return
+			}
+			cores, _ := quantity.ParseCPU(sb.CPU)
+			machine := price.Cost(float64(sb.RunningSeconds) * cores.Cores())
+			if r.MachineCostUSD == nil || r.TotalCostUSD == nil || r.Metered == nil {
+				t.Fatalf("run %+v: want its machine's cost and the whole", r)
+			}
+			// The run's seconds are read at its answer; the show's a moment later.
+			if *r.MachineCostUSD < machine-1e-9 || *r.MachineCostUSD > machine+float64(price)/3600*cores.Cores()+1e-9 ||
+				math.Abs(*r.TotalCostUSD-(*r.MachineCostUSD+r.Metered.CostUSD)) > 1e-6 {
+				t.Errorf("machine %v (at %d s of %s cores: %v), total %v, metered %v", *r.MachineCostUSD, sb.RunningSeconds, sb.CPU, machine, *r.TotalCostUSD, r.Metered.CostUSD)
+			}
+			wantLines(t, "show", out, `^cost in all: +\$[0-9.]+: the models' and \$[0-9.]+ for the machine$`)
+		})
 	}
 }

@@ -31,6 +31,7 @@ import (
 	"berth.dev/berth/internal/repository"
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/usage"
 	"berth.dev/berth/internal/workspace"
 )
 
@@ -56,6 +57,8 @@ type agentSetup struct {
 	// during is what the agent does in its sandbox before it prints its
 	// stream, with its environment.
 	during func(env map[string]string)
+	// coreHour prices machine time (BERTH_CORE_HOUR_USD).
+	coreHour usage.CoreHour
 }
 
 func newAgentGateway(t *testing.T, opts ...func(*agentSetup)) *agentGateway {
@@ -139,7 +142,7 @@ func newAgentGateway(t *testing.T, opts ...func(*agentSetup)) *agentGateway {
 	t.Cleanup(func() { cancel(); <-done })
 	t.Cleanup(g.release) // runs first: a failed test leaves no agent waiting
 	srv.Config.Handler = gateway.New(gateway.Options{Accounts: accounts, Sandboxes: svc, Classes: classes, Runs: runs, Log: log, Version: "test", Driver: "fake", Forge: lf, Repositories: repos,
-		Egress: egress.NewLedger(st, log)}).Handler()
+		Egress: egress.NewLedger(st, log), CoreHour: setup.coreHour}).Handler()
 	srv.Start()
 	t.Cleanup(srv.Close)
 

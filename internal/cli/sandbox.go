@@ -430,6 +430,9 @@ func showRun(row func(k, v string), now time.Time, sb api.Sandbox) {
 		row("cost", agentCost(r))
 	}
 	row("task", taskCost(sb, r))
+	if r.MachineCostUSD != nil && r.TotalCostUSD != nil {
+		row("cost in all", fmt.Sprintf("%s: the models' and %s for the machine", dollars(*r.TotalCostUSD), dollars(*r.MachineCostUSD)))
+	}
 	if d := r.Difference; d != nil {
 		row("difference", differsIn(*d)+": "+d.Summary)
 		for _, c := range d.Causes {

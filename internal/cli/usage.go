@@ -68,6 +68,10 @@ models' prices: tokens in count the cached ones too.`,
 func usageTable(tw *tabwriter.Writer, rep api.UsageReport) {
 	all := rep.Organisation == ""
 	cols := []string{strings.ToUpper(rep.By), "SANDBOXES", "LIVE", "RUNNING", "CORE-SECONDS", "REQUESTS", "TOKENS IN/OUT", "MODEL COST"}
+	priced := rep.Total.CostUSD != nil // the deployment prices machine time
+	if priced {
+		cols = append(cols, "MACHINE COST", "COST")
+	}
 	if all {
 		cols = append([]string{"ORGANISATION"}, cols...)
 	}
@@ -77,6 +81,9 @@ func usageTable(tw *tabwriter.Writer, rep api.UsageReport) {
 			strconv.FormatFloat(r.CoreSeconds, 'f', -1, 64), strconv.Itoa(r.Requests),
 			fmt.Sprintf("%d/%d", r.Tokens.Input+r.Tokens.CacheRead+r.Tokens.CacheWrite, r.Tokens.Output),
 			fmt.Sprintf("$%.4f", r.ModelCostUSD)}
+		if priced && r.MachineCostUSD != nil && r.CostUSD != nil {
+			cells = append(cells, fmt.Sprintf("$%.4f", *r.MachineCostUSD), fmt.Sprintf("$%.4f", *r.CostUSD))
+		}
 		if all {
 			cells = append([]string{org}, cells...)
 		}

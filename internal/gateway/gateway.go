@@ -124,6 +124,8 @@ type Options struct {
 	Secrets       *placeholder.Service
 	Issuer        *proxy.Issuer
 	UpstreamRoots *x509.CertPool
+	// CoreHour prices machine time (BERTH_CORE_HOUR_USD); 0 prices none.
+	CoreHour usage.CoreHour
 }
 
 // EgressFreezer makes a learning sandbox's egress the list it learnt
@@ -209,6 +211,7 @@ type Server struct {
 	ledger   *egress.Ledger // and what they did with it; nil: not counted
 	freezer  EgressFreezer
 	secrets  *placeholder.Service // nil: no secrets
+	coreHour usage.CoreHour       // the price of machine time
 	learnt   sync.Map             // sandbox.ID → struct{}: sandboxes known to learn no more
 }
 
@@ -222,7 +225,7 @@ func New(o Options) *Server {
 		now: now, metrics: o.Metrics, forge: o.Forge, repos: o.Repositories, mirrors: o.Mirrors, git: githttp.New("", o.Log), credLimit: newRateLimit(10, time.Minute),
 		enrollLimit: newRateLimit(10, time.Minute), ssoLimit: newRateLimit(10, time.Minute), tunnelIdle: o.TunnelIdleTimeout, tunnels: newTunnels(), meter: meterOr(o.Meter), stopping: make(chan struct{}),
 		inference: o.Inference, scripted: scriptedTransport(o.Scripted), modelTransport: modelTransportOr(o.ModelTransport),
-		previews: newPreviews(o.PreviewDomain), sso: o.SSO, keySignIn: !o.NoKeySignIn, publicURL: o.PublicURL, auditRec: o.Audit, ledger: o.Egress, freezer: o.Freezer, secrets: o.Secrets}
+		previews: newPreviews(o.PreviewDomain), sso: o.SSO, keySignIn: !o.NoKeySignIn, publicURL: o.PublicURL, auditRec: o.Audit, ledger: o.Egress, freezer: o.Freezer, secrets: o.Secrets, coreHour: o.CoreHour}
 	if s.auditRec == nil {
 		s.auditRec = audit.Discard{}
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -37,6 +38,18 @@ func (s *Server) runOf(ctx context.Context, sb sandbox.Sandbox) *api.Run {
 	}
 	out := apiRun(sb, run)
 	out.EgressRefused = s.refusedOf(ctx, sb)
+	if s.coreHour.Priced() {
+		machine := s.coreHour.Cost(s.sandboxes.RunningTime(sb).Seconds() * sb.CPU.Cores())
+		total := machine
+		switch {
+		case out.Metered != nil:
+			total += out.Metered.CostUSD
+		case out.CostUSD != nil:
+			total += *out.CostUSD
+		}
+		total = math.Round(total*1e6) / 1e6
+		out.MachineCostUSD, out.TotalCostUSD = &machine, &total
+	}
 	return out
 }
 

@@ -17,17 +17,24 @@ func (s *Server) usageReport(w http.ResponseWriter, r *http.Request, p account.P
 		rep, err := s.usage.Report(r.Context(), p, usage.Query{By: f["by"], Since: f["since"], Org: f["org"], Page: lp.req})
 		// The total counts every row, of every page.
 		return api.UsageReport{By: string(rep.By), Organisation: rep.Org, Since: rep.Since, Until: rep.Until,
-			Rows: each(rep.Rows, apiUsageRow), Total: apiUsageRow(rep.Total)}, rep.Next, err
+			Rows: each(rep.Rows, s.apiUsageRow), Total: s.apiUsageRow(rep.Total)}, rep.Next, err
 	})
 }
 
-// apiUsageRow converts a row: whole seconds of running time, and
-// core-seconds to the millisecond.
-func apiUsageRow(r usage.Row) api.UsageRow {
-	return api.UsageRow{Organisation: r.Org, OrganisationName: r.OrgName, ID: r.ID, Name: r.Name,
+// apiUsageRow converts a row: whole seconds of running time, core-seconds
+// to the millisecond, and the machine's cost and the whole when the
+// deployment prices machine time.
+func (s *Server) apiUsageRow(r usage.Row) api.UsageRow {
+	out := api.UsageRow{Organisation: r.Org, OrganisationName: r.OrgName, ID: r.ID, Name: r.Name,
 		Sandboxes: r.Sandboxes, Live: r.Live, RunningSeconds: int64(r.Running),
 		CoreSeconds: math.Round(r.CoreSeconds*1000) / 1000,
 		Requests:    r.Requests, Tokens: apiTokens(r.Tokens), ModelCostUSD: r.ModelCostUSD}
+	if s.coreHour.Priced() {
+		machine := s.coreHour.Cost(out.CoreSeconds) // as the row says them
+		total := math.Round((machine+r.ModelCostUSD)*1e6) / 1e6
+		out.MachineCostUSD, out.CostUSD = &machine, &total
+	}
+	return out
 }
 
 func (s *Server) auditLog(w http.ResponseWriter, r *http.Request, p account.Principal) {

@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"errors"
+	"math"
 	"net/http"
 	"testing"
 	"time"
@@ -11,6 +12,8 @@ import (
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/client"
 	"berth.dev/berth/internal/fakeclock"
+	"berth.dev/berth/internal/gateway"
+	"berth.dev/berth/internal/usage"
 )
 
 const usageClasses = `sandboxes:
@@ -224,4 +227,37 @@ func (w *world) names(t *testing.T) map[string]string {
 		}
 	}
 	return out
+}
+
+// TestUsageCostInOneNumber (issue 23): with machine time priced, each row
+// and the total give the machine's cost (core-seconds at the price per
+// core-hour) and the whole with the models'; unpriced, neither.
+func TestUsageCostInOneNumber(t *testing.T) {
+	for _, price := range []usage.CoreHour{0, 3600} {
+		w := newWorld(t, func(c *worldConfig) { c.options = func(o *gateway.Options) { o.CoreHour = price } })
+		sb := w.create(t, w.owner, "dev")
+		w.waitState(t, w.owner, sb.ID, "running")
+		if _, err := w.owner.Terminate(t.Context(), sb.ID); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := w.admin.Usage(t.Context(), client.UsageOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range append(rep.Rows, rep.Total) {
+			if !price.Priced() {
+				if r.MachineCostUSD != nil || r.CostUSD != nil {
+					t.Errorf("unpriced: row %+v has a machine cost", r)
+				}
+				continue
+			}
+			if r.MachineCostUSD == nil || r.CostUSD == nil || *r.MachineCostUSD != price.Cost(r.CoreSeconds) ||
+				math.Abs(*r.CostUSD-(*r.MachineCostUSD+r.ModelCostUSD)) > 1e-9 {
+				t.Errorf("price %v: row %s: %v core-seconds, machine %v, model %v, cost %v", price, r.Name, r.CoreSeconds, r.MachineCostUSD, r.ModelCostUSD, r.CostUSD)
+			}
+		}
+		if price.Priced() && (rep.Total.CoreSeconds == 0 || *rep.Total.MachineCostUSD == 0) {
+			t.Errorf("the sandbox ran for %v core-seconds, costing %v: want some", rep.Total.CoreSeconds, *rep.Total.MachineCostUSD)
+		}
+	}
 }

@@ -3,11 +3,13 @@ package server
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -123,6 +125,9 @@ type Config struct {
 	// proxy trusts, beside the system's, for secrets' hosts' own
 	// certificates; "" the system's alone.
 	EgressUpstreamCA string
+	// CoreHourUSD is BERTH_CORE_HOUR_USD: the price of machine time, US
+	// dollars per core-hour; 0 (unset) prices none.
+	CoreHourUSD float64
 }
 
 // OIDC is the deployment's identity provider.
@@ -259,7 +264,10 @@ const SettingsHelp = `Settings (environment variables, read once at start-up):
                                     trusts (default BERTH_DATA_DIR/egress_ca.pem, made at first
                                     start; replicas share it)
   BERTH_EGRESS_UPSTREAM_CA_FILE     authorities (PEM) the proxy trusts beside the system's for
-                                    those hosts' own certificates (an internal service's)`
+                                    those hosts' own certificates (an internal service's)
+  BERTH_CORE_HOUR_USD               the price of machine time, US dollars per core-hour (such as
+                                    0.05): a run's and a usage report's cost then counts it beside
+                                    the models'; unset prices none`
 
 // LoadConfig reads the settings through getenv, applies defaults and
 // validates them, reporting every problem at once.
@@ -335,6 +343,14 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	c.SecretsKey = get("BERTH_SECRETS_KEY_FILE", filepath.Join(c.DataDir, "secrets_key"))
 	c.EgressCA = get("BERTH_EGRESS_CA_FILE", filepath.Join(c.DataDir, "egress_ca.pem"))
 	c.EgressUpstreamCA = get("BERTH_EGRESS_UPSTREAM_CA_FILE", "")
+	if v := get("BERTH_CORE_HOUR_USD", ""); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f < 0 || f > 1000 || math.IsNaN(f) {
+			bad("BERTH_CORE_HOUR_USD", "%q is not a price in US dollars per core-hour, 0 to 1000", v)
+		} else {
+			c.CoreHourUSD = f
+		}
+	}
 	if c.DatabaseURL == "" {
 		c.DatabaseURL = filepath.Join(c.DataDir, "berth.db")
 	} else if scheme, _, ok := strings.Cut(c.DatabaseURL, "://"); ok {

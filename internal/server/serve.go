@@ -416,6 +416,7 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) er
 		Terminal: a.terminal, PublicURL: cfg.PublicURL, PreviewDomain: cfg.PreviewDomain, SSO: a.sso, NoKeySignIn: !cfg.KeySignIn,
 		EgressConnectTo: cfg.EgressConnectTo, EgressHosts: cfg.EgressHosts, Egress: egress.NewLedger(a.store, log), Freezer: a.store,
 		Secrets: a.secrets.service, Issuer: a.secrets.issuer, UpstreamRoots: a.secrets.roots,
+		CoreHour: usage.CoreHour(cfg.CoreHourUSD),
 		Metrics: promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{
 			ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 			ErrorHandling: promhttp.ContinueOnError, // a failed count still serves the rest
