@@ -141,8 +141,10 @@ func newAgentGateway(t *testing.T, opts ...func(*agentSetup)) *agentGateway {
 	go func() { defer close(done); svc.Run(runCtx, time.Hour) }()
 	t.Cleanup(func() { cancel(); <-done })
 	t.Cleanup(g.release) // runs first: a failed test leaves no agent waiting
-	srv.Config.Handler = gateway.New(gateway.Options{Accounts: accounts, Sandboxes: svc, Classes: classes, Runs: runs, Log: log, Version: "test", Driver: "fake", Forge: lf, Repositories: repos,
-		Egress: egress.NewLedger(st, log), CoreHour: setup.coreHour}).Handler()
+	gw := gateway.New(gateway.Options{Accounts: accounts, Sandboxes: svc, Classes: classes, Runs: runs, Log: log, Version: "test", Driver: "fake", Forge: lf, Repositories: repos,
+		Egress: egress.NewLedger(st, log), CoreHour: setup.coreHour})
+	srv.Config.Handler = gw.Handler()
+	t.Cleanup(gw.StopEgress)
 	srv.Start()
 	t.Cleanup(srv.Close)
 

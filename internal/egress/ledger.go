@@ -73,6 +73,7 @@ type Ledger struct {
 	mu      sync.Mutex
 	pending map[tallyKey]*Tally
 	timer   *time.Timer
+	stopped bool // Stop was called: nothing more is counted
 }
 
 type tallyKey struct {
@@ -91,6 +92,10 @@ func (l *Ledger) Count(t Tally) {
 	t.Connections = 1
 	k := tallyKey{t.Sandbox, t.Host, t.Port, t.Allowed}
 	l.mu.Lock()
+	if l.stopped {
+		l.mu.Unlock()
+		return
+	}
 	if p, ok := l.pending[k]; ok {
 		p.add(t)
 	} else {
@@ -103,6 +108,15 @@ func (l *Ledger) Count(t Tally) {
 	if !t.Allowed {
 		_ = l.Flush(context.Background())
 	}
+}
+
+// Stop writes what is pending and counts nothing more: the gateway is on
+// its way out (a tunnel that ends after this is cut at the exit anyway).
+func (l *Ledger) Stop(ctx context.Context) error {
+	l.mu.Lock()
+	l.stopped = true
+	l.mu.Unlock()
+	return l.Flush(ctx)
 }
 
 // Flush writes what is pending. What fails to be written stays pending
@@ -136,7 +150,7 @@ func (l *Ledger) Flush(ctx context.Context) error {
 			l.pending[k] = t
 		}
 	}
-	if l.timer == nil {
+	if l.timer == nil && !l.stopped {
 		l.timer = time.AfterFunc(FlushAfter, func() { _ = l.Flush(context.Background()) })
 	}
 	l.mu.Unlock()

@@ -169,11 +169,11 @@ func (s *Server) refusedOf(ctx context.Context, sb sandbox.Sandbox) []string {
 	return refused
 }
 
-// FlushEgress writes the egress counts the gateway still holds, for a
-// gateway on its way out.
-func (s *Server) FlushEgress() {
+// StopEgress writes the egress counts the gateway still holds and counts
+// no more, for a gateway on its way out.
+func (s *Server) StopEgress() {
 	if s.ledger != nil {
-		_ = s.ledger.Flush(context.Background())
+		_ = s.ledger.Stop(context.Background())
 	}
 }
 

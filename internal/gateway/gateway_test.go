@@ -246,6 +246,7 @@ func newWorld(t testing.TB, opts ...func(*worldConfig)) *world {
 	srv.Config.Handler = w.gw.Handler()
 	srv.Start()
 	t.Cleanup(srv.Close)
+	t.Cleanup(w.gw.StopEgress)   // before the store closes: no count is written to it after
 	t.Cleanup(w.gw.CloseTunnels) // runs first: the tunnels' handlers end before the server closes
 
 	_, _, _, opKey, err := w.accounts.Bootstrap(ctx, "acme", "default", "ops")

@@ -874,3 +874,32 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestIdleOfAnotherProcess: a directory another process opened (berth
+// image check, on the same data directory) is not idle while it is new,
+// so a gateway's tidy does not take a machine being made for a stray; an
+// old one is.
+func TestIdleOfAnotherProcess(t *testing.T) {
+	dir := t.TempDir()
+	log := slog.New(slog.DiscardHandler)
+	theirs := NewHub(dir, log)
+	t.Cleanup(theirs.Close)
+	if _, err := theirs.Open("berth-imagecheck-abc"); err != nil {
+		t.Fatal(err)
+	}
+	ours := NewHub(dir, log)
+	t.Cleanup(ours.Close)
+	if ours.Idle("berth-imagecheck-abc", time.Minute) {
+		t.Error("a directory opened just now by another process is idle")
+	}
+	old := time.Now().Add(-2 * time.Minute)
+	if err := os.Chtimes(ours.Dir("berth-imagecheck-abc"), old, old); err != nil {
+		t.Fatal(err)
+	}
+	if !ours.Idle("berth-imagecheck-abc", time.Minute) {
+		t.Error("a directory two minutes old, opened by no one here, is not idle")
+	}
+	if !ours.Idle("berth-never-opened", time.Minute) {
+		t.Error("a machine with no directory is not idle")
+	}
+}

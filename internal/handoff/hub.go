@@ -179,11 +179,21 @@ func (h *Hub) Close() {
 // Idle reports whether machine name's directory has not been opened for
 // age: a machine being made opens it just before its container exists,
 // so only an idle one whose container is gone may be taken for a stray.
+// A directory this hub did not open (another process's: berth image
+// check's, on the same data directory) is idle once it is that old.
 func (h *Hub) Idle(name string, age time.Duration) bool {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	r, ok := h.rooms[name]
-	return !ok || time.Since(r.opened) >= age
+	var opened time.Time
+	if ok {
+		opened = r.opened
+	}
+	h.mu.Unlock()
+	if ok {
+		return time.Since(opened) >= age
+	}
+	fi, err := os.Stat(h.Dir(name))
+	return err != nil || time.Since(fi.ModTime()) >= age
 }
 
 // Ready reports whether a receiver in machine name is connected now.

@@ -513,7 +513,7 @@ func drain(log *slog.Logger, grace time.Duration, srv *http.Server, gw *gateway.
 	defer cancel()
 	httpErr := srv.Shutdown(ctx)
 	leases.halt() // after the model requests, or a lease could expire under one
-	defer gw.FlushEgress()
+	defer gw.StopEgress()
 	if err := sandboxes.Shutdown(ctx); err != nil {
 		gw.CloseTunnels()
 		log.Warn("berth stopped before every start finished; the next start-up sweep finishes them", "err", err, "took", time.Since(began))

@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -92,6 +93,9 @@ func LoadKey(path string) (Key, error) {
 	if errors.Is(err, os.ErrNotExist) {
 		k := make([]byte, KeySize)
 		_, _ = rand.Read(k)
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return Key{}, fmt.Errorf("secrets key: %w", err)
+		}
 		if err := os.WriteFile(path, []byte(hex.EncodeToString(k)+"\n"), 0o600); err != nil {
 			return Key{}, fmt.Errorf("secrets key: %w", err)
 		}

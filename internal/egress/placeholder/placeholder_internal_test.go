@@ -61,7 +61,7 @@ func TestPlaceholder(t *testing.T) {
 // TestLoadKey: the first start makes a key (0600), later starts read the
 // same; a file of the wrong size is refused, naming it.
 func TestLoadKey(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "secrets_key")
+	path := filepath.Join(t.TempDir(), "data", "secrets_key") // a data directory not made yet
 	k, err := LoadKey(path)
 	if err != nil {
 		t.Fatal(err)

@@ -72,7 +72,7 @@ func TestSecretsByPlaceholder(t *testing.T) {
 	ca := newTestCA(t)
 	api := ca.recorder(t, "api.test", "other.test")
 	p := strconv.Itoa(api.port)
-	issuer, err := LoadIssuer(filepath.Join(t.TempDir(), "egress_ca"))
+	issuer, err := LoadIssuer(filepath.Join(t.TempDir(), "data", "egress_ca")) // a data directory not made yet
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"math/big"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 )
@@ -44,6 +45,9 @@ func LoadIssuer(path string) (*Issuer, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		if b, err = newAuthority(); err != nil {
+			return nil, fmt.Errorf("egress CA: %w", err)
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			return nil, fmt.Errorf("egress CA: %w", err)
 		}
 		if err := os.WriteFile(path, b, 0o600); err != nil {
