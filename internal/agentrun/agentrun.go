@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/agentconfig"
 	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
@@ -116,7 +117,8 @@ type Service struct {
 	log       *slog.Logger
 	now       func() time.Time
 
-	learning Learning // nil: no sandbox's learning is ended here
+	learning Learning     // nil: no sandbox's learning is ended here
+	agentCfg AgentConfigs // nil: runs get no agent configuration
 
 	mu        sync.Mutex
 	following map[sandbox.ID]int // runs whose output (or in-machine report) is being read
@@ -127,6 +129,15 @@ type Service struct {
 type Learning interface {
 	EndLearning(ctx context.Context, sb sandbox.Sandbox, why string)
 }
+
+// AgentConfigs are the organisations' and projects' agent configurations
+// a run starts with (package agentconfig).
+type AgentConfigs interface {
+	ForRun(ctx context.Context, org, project string) (agentconfig.Config, error)
+}
+
+// WithAgentConfigs gives runs their agent configuration.
+func WithAgentConfigs(a AgentConfigs) Option { return func(s *Service) { s.agentCfg = a } }
 
 // SetLearning tells the service who ends a learning sandbox's learning
 // when a kelos image's setup command says it ended.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/agentconfig"
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/fault"
@@ -252,15 +253,21 @@ func (s *Service) runEnv(ctx context.Context, sb sandbox.Sandbox, env map[string
 	for _, v := range vars {
 		env[v.Name] = v.Value
 	}
+	var cfg agentconfig.Config
+	if s.agentCfg != nil {
+		if cfg, err = s.agentCfg.ForRun(ctx, sb.Org, sb.Project); err != nil {
+			return "", nil, err
+		}
+	}
 	if sb.Contract == sandbox.ContractKelos {
-		args, err := kelosEnv(sb, env)
+		args, err := kelosEnv(sb, env, cfg)
 		return model, args, err
 	}
-	opts := runner.Options{Model: model}
+	opts := runner.Options{Model: model, Effort: cfg.Effort, Instructions: cfg.Instructions}
 	if args, err = r.ContainerArgs(opts); err != nil {
 		return "", nil, err
 	}
-	files, err := r.Files(g, opts)
+	files, err := runner.RunFiles(r, g, opts)
 	if err != nil {
 		return "", nil, err
 	}

@@ -873,3 +873,17 @@ type SecretValue struct {
 	Value string   `json:"value"`
 	Hosts []string `json:"hosts"`
 }
+
+// AgentConfig is an organisation's or a project's agent configuration
+// (GET and PUT /api/v1/orgs/{org}[/projects/{project}]/agent-config): the
+// user-level instructions its agent runs read (at most 64 KiB) and the
+// effort they start with (low, medium, high, or empty). A run's is the
+// organisation's and its project's together: the instructions
+// concatenated, the organisation's first; the project's effort over the
+// organisation's.
+type AgentConfig struct {
+	Instructions string     `json:"instructions"`
+	Effort       string     `json:"effort,omitempty"`
+	UpdatedAt    *time.Time `json:"updated_at,omitempty"`
+	UpdatedBy    string     `json:"updated_by,omitempty"` // a user's id
+}

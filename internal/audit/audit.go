@@ -31,6 +31,7 @@ const (
 	ClassApply       = "class.apply"
 	ClassDelete      = "class.delete"
 	GuardrailSet     = "guardrail.set"
+	AgentConfigSet   = "agent_config.set" // an organisation's or project's agent configuration written; Detail its size and effort, never its text
 	OrgCreate        = "org.create"
 	ProjectCreate    = "project.create"
 	UserCreate       = "user.create"

@@ -271,6 +271,29 @@ func (c *Client) SetGuardrail(ctx context.Context, org, project string, g api.Gu
 	return out, c.do(ctx, "PUT", guardrailPath(org, project), g, &out)
 }
 
+// agentConfigPath is an organisation's agent configuration's path, or one
+// of its projects' when project is not empty.
+func agentConfigPath(org, project string) string {
+	p := "/api/v1/orgs/" + esc(org)
+	if project != "" {
+		p += "/projects/" + esc(project)
+	}
+	return p + "/agent-config"
+}
+
+// AgentConfig reads an organisation's agent configuration, or a project's.
+func (c *Client) AgentConfig(ctx context.Context, org, project string) (api.AgentConfig, error) {
+	var out api.AgentConfig
+	return out, c.do(ctx, "GET", agentConfigPath(org, project), nil, &out)
+}
+
+// SetAgentConfig writes an organisation's agent configuration whole, or a
+// project's.
+func (c *Client) SetAgentConfig(ctx context.Context, org, project string, in api.AgentConfig) (api.AgentConfig, error) {
+	var out api.AgentConfig
+	return out, c.do(ctx, "PUT", agentConfigPath(org, project), in, &out)
+}
+
 // secretsPath is a project's secrets' path.
 func secretsPath(org, project string) string {
 	return "/api/v1/orgs/" + esc(org) + "/projects/" + esc(project) + "/secrets"

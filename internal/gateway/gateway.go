@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/agentconfig"
 	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/audit"
@@ -126,6 +127,9 @@ type Options struct {
 	UpstreamRoots *x509.CertPool
 	// CoreHour prices machine time (BERTH_CORE_HOUR_USD); 0 prices none.
 	CoreHour usage.CoreHour
+	// AgentConfigs are the organisations' and projects' agent
+	// configurations; nil serves none.
+	AgentConfigs *agentconfig.Service
 }
 
 // EgressFreezer makes a learning sandbox's egress the list it learnt
@@ -212,6 +216,7 @@ type Server struct {
 	freezer  EgressFreezer
 	secrets  *placeholder.Service // nil: no secrets
 	coreHour usage.CoreHour       // the price of machine time
+	agentCfg *agentconfig.Service // nil: none
 	learnt   sync.Map             // sandbox.ID → struct{}: sandboxes known to learn no more
 }
 
@@ -225,7 +230,7 @@ func New(o Options) *Server {
 		now: now, metrics: o.Metrics, forge: o.Forge, repos: o.Repositories, mirrors: o.Mirrors, git: githttp.New("", o.Log), credLimit: newRateLimit(10, time.Minute),
 		enrollLimit: newRateLimit(10, time.Minute), ssoLimit: newRateLimit(10, time.Minute), tunnelIdle: o.TunnelIdleTimeout, tunnels: newTunnels(), meter: meterOr(o.Meter), stopping: make(chan struct{}),
 		inference: o.Inference, scripted: scriptedTransport(o.Scripted), modelTransport: modelTransportOr(o.ModelTransport),
-		previews: newPreviews(o.PreviewDomain), sso: o.SSO, keySignIn: !o.NoKeySignIn, publicURL: o.PublicURL, auditRec: o.Audit, ledger: o.Egress, freezer: o.Freezer, secrets: o.Secrets, coreHour: o.CoreHour}
+		previews: newPreviews(o.PreviewDomain), sso: o.SSO, keySignIn: !o.NoKeySignIn, publicURL: o.PublicURL, auditRec: o.Audit, ledger: o.Egress, freezer: o.Freezer, secrets: o.Secrets, coreHour: o.CoreHour, agentCfg: o.AgentConfigs}
 	if s.auditRec == nil {
 		s.auditRec = audit.Discard{}
 	}
@@ -283,6 +288,10 @@ func (s *Server) routes() []route {
 		{"PUT", "/api/v1/orgs/{org}/guardrail", userKey, s.putGuardrail},
 		{"GET", "/api/v1/orgs/{org}/projects/{project}/guardrail", userKey, s.getGuardrail},
 		{"PUT", "/api/v1/orgs/{org}/projects/{project}/guardrail", userKey, s.putGuardrail},
+		{"GET", "/api/v1/orgs/{org}/agent-config", userKey, s.getAgentConfig},
+		{"PUT", "/api/v1/orgs/{org}/agent-config", userKey, s.putAgentConfig},
+		{"GET", "/api/v1/orgs/{org}/projects/{project}/agent-config", userKey, s.getAgentConfig},
+		{"PUT", "/api/v1/orgs/{org}/projects/{project}/agent-config", userKey, s.putAgentConfig},
 		{"GET", "/api/v1/orgs/{org}/projects/{project}/secrets", userKey, s.listSecrets},
 		{"PUT", "/api/v1/orgs/{org}/projects/{project}/secrets/{name}", userKey, s.setSecret},
 		{"DELETE", "/api/v1/orgs/{org}/projects/{project}/secrets/{name}", userKey, s.deleteSecret},

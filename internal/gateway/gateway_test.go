@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/agentconfig"
 	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/class"
@@ -70,6 +71,7 @@ type world struct {
 	inference                               *inference.Service // nil unless the world serves models
 	secrets                                 *placeholder.Service
 	issuer                                  *proxy.Issuer
+	agentCfg                                *agentconfig.Service
 	sso                                     *sso.Service // without a provider unless the world's config gives one
 }
 
@@ -198,6 +200,7 @@ func newWorld(t testing.TB, opts ...func(*worldConfig)) *world {
 	}
 	w.secrets = placeholder.NewService(st, w.accounts, placeholder.NewKey([]byte("0123456789abcdef0123456789abcdef")), cfg.now, nil, w.issuer.CertPEM())
 	sbOpts = append(sbOpts, sandbox.WithSecretEnv(w.secrets))
+	w.agentCfg = agentconfig.NewService(st, w.accounts, cfg.now)
 	svc := sandbox.NewService(st, drv, w.accounts, sbCfg, log, cfg.now, sbOpts...)
 	runCfg.Pushes = repos
 	runs := agentrun.NewService(st, svc, drv, w.accounts, runCfg, log, cfg.now, runOpts...)
@@ -235,7 +238,7 @@ func newWorld(t testing.TB, opts ...func(*worldConfig)) *world {
 		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 		Forge:   fg, Repositories: repos, Mirrors: mirrors, TunnelIdleTimeout: cfg.tunnelIdle,
 		Inference: w.inference, Scripted: scripted, PublicURL: w.url, SSO: w.sso, Meter: w.metrics,
-		Egress: egress.NewLedger(st, log), Freezer: st, Secrets: w.secrets, Issuer: w.issuer}
+		Egress: egress.NewLedger(st, log), Freezer: st, Secrets: w.secrets, Issuer: w.issuer, AgentConfigs: w.agentCfg}
 	if gwo.Terminal, err = terminal.LoadCA(filepath.Join(t.TempDir(), "terminal_ca")); err != nil {
 		t.Fatal(err)
 	}

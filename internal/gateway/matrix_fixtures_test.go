@@ -289,6 +289,14 @@ var watches = map[string]func(m *matrix, t *testing.T) string{
 		g, err := m.accounts.Guardrail(t.Context(), m.principal(t, m.opKey), "acme", "default")
 		return fmt.Sprint(g, err)
 	},
+	"acme's agent configuration": func(m *matrix, t *testing.T) string {
+		c, err := m.agentCfg.Get(t.Context(), m.principal(t, m.opKey), "acme", "")
+		return fmt.Sprint(c.Instructions, c.Effort, err)
+	},
+	"the default project's agent configuration": func(m *matrix, t *testing.T) string {
+		c, err := m.agentCfg.Get(t.Context(), m.principal(t, m.opKey), "acme", "default")
+		return fmt.Sprint(c.Instructions, c.Effort, err)
+	},
 	"the default project's secrets": func(m *matrix, t *testing.T) string {
 		prj, err := m.accounts.Project(t.Context(), m.vars["acme"], "default")
 		if err != nil {

@@ -47,6 +47,9 @@ type Run struct {
 	// SetupCommand is KELOS_SETUP_COMMAND, an exec-form command the
 	// entrypoint runs before the agent; nil leaves it unset.
 	SetupCommand []string
+	// AgentsMD is KELOS_AGENTS_MD, user-level instructions, and Effort
+	// KELOS_EFFORT; empty leaves each unset.
+	AgentsMD, Effort string
 }
 
 // Env is the run's reserved environment (seeds/003 §3), less credentials.
@@ -60,6 +63,12 @@ func Env(r Run) (map[string]string, error) {
 	}
 	if r.BaseBranch != "" {
 		env["KELOS_BASE_BRANCH"] = r.BaseBranch
+	}
+	if r.AgentsMD != "" {
+		env["KELOS_AGENTS_MD"] = r.AgentsMD
+	}
+	if r.Effort != "" {
+		env["KELOS_EFFORT"] = r.Effort
 	}
 	if r.SetupCommand != nil {
 		if err := CheckSetupCommand(r.SetupCommand); err != nil {

@@ -145,13 +145,14 @@ func TestTotalsOf(t *testing.T) {
 
 func TestEnv(t *testing.T) {
 	got, err := kelos.Env(kelos.Run{AgentType: "claude-code", Model: "claude-sonnet-4-5", BaseBranch: "main",
-		SetupCommand: []string{"sh", "-c", `pip install --user "x y"`}})
+		SetupCommand: []string{"sh", "-c", `pip install --user "x y"`}, AgentsMD: "Run the tests.\n", Effort: "high"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]string{
 		"KELOS_AGENT_TYPE": "claude-code", "KELOS_MODEL": "claude-sonnet-4-5", "KELOS_BASE_BRANCH": "main",
 		"KELOS_SETUP_COMMAND": `["sh","-c","pip install --user \"x y\""]`, "HOME": "/home/agent",
+		"KELOS_AGENTS_MD": "Run the tests.\n", "KELOS_EFFORT": "high",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Env (-want +got):\n%s", diff)

@@ -14,11 +14,13 @@
 package modelserver
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -86,6 +88,8 @@ type Request struct {
 	// query parameter, or empty when none was presented.
 	Credential string
 	Status     int
+	// Marked are the markers (WithMarkers) the request's body held.
+	Marked []string
 }
 
 // Text is one text a request carried, as its SHA-256 and its length.
@@ -115,6 +119,12 @@ func WithLogger(log *slog.Logger) Option { return func(s *Server) { s.log = log 
 // thinks and then writes. The zero Pace sends every event at once.
 type Pace struct{ First, Every time.Duration }
 
+// WithMarkers makes the server note which of markers (plain words, which
+// JSON leaves as they are) each request's body holds anywhere: its system
+// prompt, a user turn, a tool's description (Request.Marked). A test so
+// learns what a CLI sent the model without the server keeping a prompt.
+func WithMarkers(markers ...string) Option { return func(s *Server) { s.markers = markers } }
+
 // WithPace plays every event stream at pace p; answers that are not
 // streamed still come at once.
 func WithPace(p Pace) Option { return func(s *Server) { s.pace = p } }
@@ -130,6 +140,7 @@ type Server struct {
 	// (AsVendor), and vendorKey the key it requires.
 	vendor    Vendor
 	vendorKey string
+	markers   []string // WithMarkers'
 
 	mu       sync.Mutex
 	requests []Request
@@ -169,6 +180,17 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		Credential: credential(r),
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+	if len(s.markers) > 0 && r.Method == http.MethodPost {
+		b, err := io.ReadAll(r.Body)
+		if err == nil {
+			for _, m := range s.markers {
+				if bytes.Contains(b, []byte(m)) {
+					rec.Marked = append(rec.Marked, m)
+				}
+			}
+		}
+		r.Body = io.NopCloser(bytes.NewReader(b))
+	}
 	path := r.URL.Path
 	switch {
 	case s.refuse(w, r, &rec):

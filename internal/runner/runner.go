@@ -91,6 +91,10 @@ type Options struct {
 	// CLIs that take one on the command line; the others ignore it. Empty
 	// is the CLI's default.
 	Effort string
+	// Instructions are user-level instructions (an AGENTS.md text, the
+	// project's agent configuration's), written where the CLI reads them
+	// (Instructed, RunFiles); "" writes none.
+	Instructions string
 }
 
 // Gateway is what the config files point the CLI at (SPEC S14).

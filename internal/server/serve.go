@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/agentconfig"
 	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/driver/fake"
@@ -81,7 +82,8 @@ type App struct {
 	scripted  http.Handler       // the scripted provider's server; nil without one
 	terminal  *terminal.CA       // the panel's terminal; nil without a driver
 	secrets   egressSecrets      // projects' secrets, by placeholder
-	sso       *sso.Service       // signing in through the identity provider
+	agentCfg  *agentconfig.Service
+	sso       *sso.Service // signing in through the identity provider
 }
 
 // Base is Build's first phase: the store and the account service. It
@@ -195,7 +197,8 @@ func (b *Base) build(ctx context.Context, cfg Config, log *slog.Logger, o option
 	if err != nil {
 		return nil, err
 	}
-	var runOpts []agentrun.Option
+	agentCfg := agentconfig.NewService(st, accounts, time.Now)
+	runOpts := []agentrun.Option{agentrun.WithAgentConfigs(agentCfg)}
 	if models != nil {
 		runOpts = append(runOpts, agentrun.WithModels(models), agentrun.WithSessionMeter(st))
 	}
@@ -283,7 +286,7 @@ func (b *Base) build(ctx context.Context, cfg Config, log *slog.Logger, o option
 		return nil, err
 	}
 	return &App{sso: signins, store: st, replica: replica, accounts: accounts, sandboxes: sandboxes, reach: way, warm: warmth, classes: classes, runs: runs, usage: reports, metrics: m, registry: reg, forge: fg, repos: repos, mirrors: mirrors, log: log,
-		inference: models, scripted: scripted, terminal: term, secrets: secrets}, nil
+		inference: models, scripted: scripted, terminal: term, secrets: secrets, agentCfg: agentCfg}, nil
 }
 
 // buildSSO makes the sign-in service: with BERTH_OIDC_ISSUER, the
@@ -416,7 +419,7 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) er
 		Terminal: a.terminal, PublicURL: cfg.PublicURL, PreviewDomain: cfg.PreviewDomain, SSO: a.sso, NoKeySignIn: !cfg.KeySignIn,
 		EgressConnectTo: cfg.EgressConnectTo, EgressHosts: cfg.EgressHosts, Egress: egress.NewLedger(a.store, log), Freezer: a.store,
 		Secrets: a.secrets.service, Issuer: a.secrets.issuer, UpstreamRoots: a.secrets.roots,
-		CoreHour: usage.CoreHour(cfg.CoreHourUSD),
+		CoreHour: usage.CoreHour(cfg.CoreHourUSD), AgentConfigs: a.agentCfg,
 		Metrics: promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{
 			ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 			ErrorHandling: promhttp.ContinueOnError, // a failed count still serves the rest

@@ -1,0 +1,167 @@
+// Package agentconfig is an organisation's and a project's agent
+// configuration (issue 23): the user-level instructions (an AGENTS.md
+// text) and the reasoning effort its agent runs start with. A run's is
+// the organisation's and its project's together: the instructions
+// concatenated, the organisation's first; the project's effort over the
+// organisation's. berth renders the instructions where each runner's CLI
+// reads them, under HOME, never into the checkout (runner.RunFiles), and
+// hands a Kelos image KELOS_AGENTS_MD and KELOS_EFFORT.
+package agentconfig
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/fault"
+	"berth.dev/berth/internal/runner"
+)
+
+// Config is one scope's agent configuration, as written.
+type Config struct {
+	// Instructions are user-level instructions, UTF-8 Markdown, at most
+	// runner.MaxInstructions bytes (a run's, the two scopes' together,
+	// too).
+	Instructions string
+	// Effort is the reasoning effort runs start with: low, medium or
+	// high; "" leaves it to the CLI.
+	Effort string
+	// UpdatedAt and UpdatedBy say who wrote it last; zero for a scope
+	// never written.
+	UpdatedAt time.Time
+	UpdatedBy string
+}
+
+// Efforts are the efforts a configuration may name.
+var Efforts = []string{"low", "medium", "high"}
+
+// Validate says which field is wrong and why.
+func (c Config) Validate() error {
+	switch {
+	case len(c.Instructions) > runner.MaxInstructions:
+		return fault.Field("instructions", "%d bytes: at most %d", len(c.Instructions), runner.MaxInstructions)
+	case !utf8.ValidString(c.Instructions) || strings.ContainsRune(c.Instructions, 0):
+		return fault.Field("instructions", "not UTF-8 text (or holds NUL)")
+	case c.Effort != "" && c.Effort != "low" && c.Effort != "medium" && c.Effort != "high":
+		return fault.Field("effort", "%q is not one of %s, or empty", c.Effort, strings.Join(Efforts, ", "))
+	}
+	return nil
+}
+
+// Store keeps the configurations: project "" is the organisation's own.
+type Store interface {
+	// AgentConfig reads one scope's; a scope never written is the zero
+	// Config.
+	AgentConfig(ctx context.Context, org, project string) (Config, error)
+	// PutAgentConfig writes one scope's whole, with its audit entry.
+	PutAgentConfig(ctx context.Context, org, project string, c Config, e audit.Event) error
+}
+
+// Service reads and writes configurations for people, and combines them
+// for runs.
+type Service struct {
+	store    Store
+	accounts *account.Service
+	now      func() time.Time
+}
+
+// NewService returns a Service.
+func NewService(store Store, accounts *account.Service, now func() time.Time) *Service {
+	return &Service{store: store, accounts: accounts, now: now}
+}
+
+// scope resolves an organisation and a project ("": the organisation's
+// own) that p may see.
+func (s *Service) scope(ctx context.Context, p account.Principal, orgRef, projectRef string) (org, project string, err error) {
+	o, err := s.accounts.Organisation(ctx, p, orgRef)
+	if err != nil {
+		return "", "", err
+	}
+	if projectRef == "" {
+		return o.ID, "", nil
+	}
+	prj, err := s.accounts.Project(ctx, o.ID, projectRef)
+	if err != nil {
+		return "", "", err
+	}
+	return o.ID, prj.ID, nil
+}
+
+// Get reads one scope's configuration as written, for whoever may see the
+// organisation.
+func (s *Service) Get(ctx context.Context, p account.Principal, orgRef, projectRef string) (Config, error) {
+	org, project, err := s.scope(ctx, p, orgRef, projectRef)
+	if err != nil {
+		return Config{}, err
+	}
+	return s.store.AgentConfig(ctx, org, project)
+}
+
+// Set writes one scope's configuration whole: the organisation's
+// administrators only. It is audited (agent_config.set) with what changed
+// in words, never the instructions themselves.
+func (s *Service) Set(ctx context.Context, p account.Principal, orgRef, projectRef string, c Config) (Config, error) {
+	org, project, err := s.scope(ctx, p, orgRef, projectRef)
+	if err != nil {
+		return Config{}, err
+	}
+	if !p.IsAdminOf(org) {
+		return Config{}, fault.Errorf(fault.Forbidden, "only an administrator of the organisation sets its agent configuration")
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	c.UpdatedAt, c.UpdatedBy = s.now().UTC(), p.User.ID
+	target := "organisation"
+	if project != "" {
+		target = "project " + projectRef
+	}
+	e := audit.Event{At: c.UpdatedAt, Org: org, Actor: p.User.ID, Action: audit.AgentConfigSet, Target: target, Outcome: audit.OK,
+		Detail: fmt.Sprintf("instructions %d bytes, effort %s", len(c.Instructions), orNone(c.Effort))}
+	if err := s.store.PutAgentConfig(ctx, org, project, c, e); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "unset"
+	}
+	return s
+}
+
+// ForRun is a run's configuration: the organisation's instructions, then
+// its project's, and the project's effort over the organisation's.
+// Together they are held to runner.MaxInstructions.
+func (s *Service) ForRun(ctx context.Context, org, project string) (Config, error) {
+	o, err := s.store.AgentConfig(ctx, org, "")
+	if err != nil {
+		return Config{}, fmt.Errorf("agent configuration of %s: %w", org, err)
+	}
+	p, err := s.store.AgentConfig(ctx, org, project)
+	if err != nil {
+		return Config{}, fmt.Errorf("agent configuration of %s: %w", project, err)
+	}
+	var parts []string
+	for _, in := range []string{o.Instructions, p.Instructions} {
+		if in = strings.TrimSpace(in); in != "" {
+			parts = append(parts, in)
+		}
+	}
+	out := Config{Instructions: strings.Join(parts, "\n\n"), Effort: o.Effort}
+	if out.Instructions != "" {
+		out.Instructions += "\n"
+	}
+	if p.Effort != "" {
+		out.Effort = p.Effort
+	}
+	if len(out.Instructions) > runner.MaxInstructions {
+		return Config{}, fault.Field("instructions", "the organisation's and project %s's instructions together are %d bytes: at most %d", project, len(out.Instructions), runner.MaxInstructions)
+	}
+	return out, nil
+}
