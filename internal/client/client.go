@@ -250,48 +250,40 @@ func (c *Client) CreateUser(ctx context.Context, org string, req api.CreateUser)
 	return out, c.do(ctx, "POST", "/api/v1/orgs/"+esc(org)+"/users", req, &out)
 }
 
-func guardrailPath(org, project string) string {
+// scopePath is the path of what an organisation has (leaf), or one of its
+// projects when project is not empty: a guardrail, an agent configuration.
+func scopePath(org, project, leaf string) string {
 	p := "/api/v1/orgs/" + esc(org)
 	if project != "" {
 		p += "/projects/" + esc(project)
 	}
-	return p + "/guardrail"
+	return p + "/" + leaf
 }
 
 // Guardrail reads the guardrail of an organisation, or of one of its
 // projects when project is not empty.
 func (c *Client) Guardrail(ctx context.Context, org, project string) (api.Guardrail, error) {
 	var out api.Guardrail
-	return out, c.do(ctx, "GET", guardrailPath(org, project), nil, &out)
+	return out, c.do(ctx, "GET", scopePath(org, project, "guardrail"), nil, &out)
 }
 
 // SetGuardrail writes a guardrail whole.
 func (c *Client) SetGuardrail(ctx context.Context, org, project string, g api.Guardrail) (api.Guardrail, error) {
 	var out api.Guardrail
-	return out, c.do(ctx, "PUT", guardrailPath(org, project), g, &out)
-}
-
-// agentConfigPath is an organisation's agent configuration's path, or one
-// of its projects' when project is not empty.
-func agentConfigPath(org, project string) string {
-	p := "/api/v1/orgs/" + esc(org)
-	if project != "" {
-		p += "/projects/" + esc(project)
-	}
-	return p + "/agent-config"
+	return out, c.do(ctx, "PUT", scopePath(org, project, "guardrail"), g, &out)
 }
 
 // AgentConfig reads an organisation's agent configuration, or a project's.
 func (c *Client) AgentConfig(ctx context.Context, org, project string) (api.AgentConfig, error) {
 	var out api.AgentConfig
-	return out, c.do(ctx, "GET", agentConfigPath(org, project), nil, &out)
+	return out, c.do(ctx, "GET", scopePath(org, project, "agent-config"), nil, &out)
 }
 
 // SetAgentConfig writes an organisation's agent configuration whole, or a
 // project's.
 func (c *Client) SetAgentConfig(ctx context.Context, org, project string, in api.AgentConfig) (api.AgentConfig, error) {
 	var out api.AgentConfig
-	return out, c.do(ctx, "PUT", agentConfigPath(org, project), in, &out)
+	return out, c.do(ctx, "PUT", scopePath(org, project, "agent-config"), in, &out)
 }
 
 // secretsPath is a project's secrets' path.
