@@ -234,6 +234,10 @@ func TestWarmPoolOnPodman(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.waitState(g.operator, a.ID, "running", time.Minute)
+	// Running is sshd answering through the tunnel's handoff; podman may
+	// show the restarted machine's bridge address a moment later (CI saw
+	// it empty once).
+	p.wait(t, time.Minute, "a's machine to have an address again", func() bool { return p.ip(a.ID) != "" })
 	if out, ok := sshAs(keyA, p.ip(a.ID), "cat ~/mine"); !ok || out != "mine" {
 		t.Errorf("after suspend and resume: %q (ok %v), want ~/mine kept", out, ok)
 	}
