@@ -30,11 +30,18 @@ type Config struct {
 	// Effort is the reasoning effort runs start with: low, medium or
 	// high; "" leaves it to the CLI.
 	Effort string
+	// Model is the model a run starts on when its create names none and
+	// the project may reach it in an API the runner speaks (else the
+	// deployment's default, BERTH_AGENT_MODEL, as before); "" none.
+	Model string
 	// UpdatedAt and UpdatedBy say who wrote it last; zero for a scope
 	// never written.
 	UpdatedAt time.Time
 	UpdatedBy string
 }
+
+// maxModel bounds a model's id.
+const maxModel = 200
 
 // Efforts are the efforts a configuration may name.
 var Efforts = []string{"low", "medium", "high"}
@@ -48,6 +55,8 @@ func (c Config) Validate() error {
 		return fault.Field("instructions", "not UTF-8 text (or holds NUL)")
 	case c.Effort != "" && c.Effort != "low" && c.Effort != "medium" && c.Effort != "high":
 		return fault.Field("effort", "%q is not one of %s, or empty", c.Effort, strings.Join(Efforts, ", "))
+	case len(c.Model) > maxModel || strings.ContainsFunc(c.Model, func(r rune) bool { return r <= ' ' || r == 0x7f }):
+		return fault.Field("model", "a model's id, at most %d bytes without spaces or control characters", maxModel)
 	}
 	return nil
 }
@@ -121,7 +130,7 @@ func (s *Service) Set(ctx context.Context, p account.Principal, orgRef, projectR
 		target = "project " + projectRef
 	}
 	e := audit.Event{At: c.UpdatedAt, Org: org, Actor: p.User.ID, Action: audit.AgentConfigSet, Target: target, Outcome: audit.OK,
-		Detail: fmt.Sprintf("instructions %d bytes, effort %s", len(c.Instructions), orNone(c.Effort))}
+		Detail: fmt.Sprintf("instructions %d bytes, effort %s, model %s", len(c.Instructions), orNone(c.Effort), orNone(c.Model))}
 	if err := s.store.PutAgentConfig(ctx, org, project, c, e); err != nil {
 		return Config{}, err
 	}
@@ -136,7 +145,8 @@ func orNone(s string) string {
 }
 
 // ForRun is a run's configuration: the organisation's instructions, then
-// its project's, and the project's effort over the organisation's.
+// its project's, and the project's effort and model over the
+// organisation's.
 // Together they are held to runner.MaxInstructions.
 func (s *Service) ForRun(ctx context.Context, org, project string) (Config, error) {
 	o, err := s.store.AgentConfig(ctx, org, "")
@@ -153,12 +163,15 @@ func (s *Service) ForRun(ctx context.Context, org, project string) (Config, erro
 			parts = append(parts, in)
 		}
 	}
-	out := Config{Instructions: strings.Join(parts, "\n\n"), Effort: o.Effort}
+	out := Config{Instructions: strings.Join(parts, "\n\n"), Effort: o.Effort, Model: o.Model}
 	if out.Instructions != "" {
 		out.Instructions += "\n"
 	}
 	if p.Effort != "" {
 		out.Effort = p.Effort
+	}
+	if p.Model != "" {
+		out.Model = p.Model
 	}
 	if len(out.Instructions) > runner.MaxInstructions {
 		return Config{}, fault.Field("instructions", "the organisation's and project %s's instructions together are %d bytes: at most %d", project, len(out.Instructions), runner.MaxInstructions)

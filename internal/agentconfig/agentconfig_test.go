@@ -27,18 +27,18 @@ func (m memStore) PutAgentConfig(_ context.Context, org, project string, c agent
 // either alone stands alone; together over the limit is refused.
 func TestForRun(t *testing.T) {
 	st := memStore{
-		{"org", ""}:    {Instructions: "Run the tests.\n", Effort: "medium"},
-		{"org", "web"}: {Instructions: "\nUse make.\n", Effort: "high"},
+		{"org", ""}:    {Instructions: "Run the tests.\n", Effort: "medium", Model: "org-model"},
+		{"org", "web"}: {Instructions: "\nUse make.\n", Effort: "high", Model: "web-model"},
 		{"org", "ml"}:  {},
 	}
 	s := agentconfig.NewService(st, nil, time.Now)
 	for project, want := range map[string]agentconfig.Config{
-		"web":  {Instructions: "Run the tests.\n\nUse make.\n", Effort: "high"},
-		"ml":   {Instructions: "Run the tests.\n", Effort: "medium"},
-		"none": {Instructions: "Run the tests.\n", Effort: "medium"},
+		"web":  {Instructions: "Run the tests.\n\nUse make.\n", Effort: "high", Model: "web-model"},
+		"ml":   {Instructions: "Run the tests.\n", Effort: "medium", Model: "org-model"},
+		"none": {Instructions: "Run the tests.\n", Effort: "medium", Model: "org-model"},
 	} {
 		got, err := s.ForRun(t.Context(), "org", project)
-		if err != nil || got.Instructions != want.Instructions || got.Effort != want.Effort {
+		if err != nil || got.Instructions != want.Instructions || got.Effort != want.Effort || got.Model != want.Model {
 			t.Errorf("%s: %+v, %v; want %+v", project, got, err, want)
 		}
 	}
@@ -61,6 +61,7 @@ func TestValidate(t *testing.T) {
 		{agentconfig.Config{Instructions: "a\x00b"}, "instructions"},
 		{agentconfig.Config{Instructions: "\xff"}, "instructions"},
 		{agentconfig.Config{Effort: "max"}, "effort"},
+		{agentconfig.Config{Model: "two words"}, "model"},
 	} {
 		if err := c.c.Validate(); err == nil || !strings.Contains(err.Error(), c.field) {
 			t.Errorf("%q/%q: %v, want an error naming %s", c.c.Instructions[:min(len(c.c.Instructions), 8)], c.c.Effort, err, c.field)

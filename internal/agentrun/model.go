@@ -17,7 +17,8 @@ import (
 // may reach (its project's allow-lists; budgets are not looked at), and of
 // them only those served in an API the runner speaks (runner.Speaks):
 // the creator's (requested, refused naming the field when it is not one),
-// else the deployment's (Config.Model, only when it is one), else
+// else the project's agent configuration's (or its organisation's), else
+// the deployment's (Config.Model), each only when it is one, else
 // the first of them, chat models before routers, in the deployment's
 // order. An agent sandbox without a runner takes the requested model when
 // its key may reach it, and "" (the first its key reaches) otherwise.
@@ -54,8 +55,16 @@ func (s *Service) chooseModel(ctx context.Context, org string, prj account.Proje
 		}
 		return requested, nil
 	}
-	if def := s.cfg.Model; def != "" {
-		if i := slices.IndexFunc(reach, func(m runner.Model) bool { return m.ID == def }); i >= 0 && fits(reach[i]) {
+	defaults := []string{s.cfg.Model}
+	if s.agentCfg != nil {
+		c, err := s.agentCfg.ForRun(ctx, org, prj.ID)
+		if err != nil {
+			return "", err
+		}
+		defaults = []string{c.Model, s.cfg.Model} // the project's, the organisation's, then the deployment's
+	}
+	for _, def := range defaults {
+		if i := slices.IndexFunc(reach, func(m runner.Model) bool { return m.ID == def }); def != "" && i >= 0 && fits(reach[i]) {
 			return def, nil
 		}
 	}

@@ -882,8 +882,11 @@ type SecretValue struct {
 // concatenated, the organisation's first; the project's effort over the
 // organisation's.
 type AgentConfig struct {
-	Instructions string     `json:"instructions"`
-	Effort       string     `json:"effort,omitempty"`
-	UpdatedAt    *time.Time `json:"updated_at,omitempty"`
-	UpdatedBy    string     `json:"updated_by,omitempty"` // a user's id
+	Instructions string `json:"instructions"`
+	Effort       string `json:"effort,omitempty"`
+	// Model is the model a run starts on when its create names none, if
+	// the project may reach it in an API the runner speaks.
+	Model     string     `json:"model,omitempty"`
+	UpdatedAt *time.Time `json:"updated_at,omitempty"`
+	UpdatedBy string     `json:"updated_by,omitempty"` // a user's id
 }

@@ -37,7 +37,7 @@ func (s *Server) putAgentConfig(w http.ResponseWriter, r *http.Request, p accoun
 		s.writeError(w, r, err)
 		return
 	}
-	c, err := s.agentCfg.Set(r.Context(), p, r.PathValue("org"), r.PathValue("project"), agentconfig.Config{Instructions: in.Instructions, Effort: in.Effort})
+	c, err := s.agentCfg.Set(r.Context(), p, r.PathValue("org"), r.PathValue("project"), agentconfig.Config{Instructions: in.Instructions, Effort: in.Effort, Model: in.Model})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -46,5 +46,5 @@ func (s *Server) putAgentConfig(w http.ResponseWriter, r *http.Request, p accoun
 }
 
 func apiAgentConfig(c agentconfig.Config) api.AgentConfig {
-	return api.AgentConfig{Instructions: c.Instructions, Effort: c.Effort, UpdatedAt: timePtr(c.UpdatedAt), UpdatedBy: c.UpdatedBy}
+	return api.AgentConfig{Instructions: c.Instructions, Effort: c.Effort, Model: c.Model, UpdatedAt: timePtr(c.UpdatedAt), UpdatedBy: c.UpdatedBy}
 }

@@ -203,6 +203,7 @@ func newWorld(t testing.TB, opts ...func(*worldConfig)) *world {
 	w.agentCfg = agentconfig.NewService(st, w.accounts, cfg.now)
 	svc := sandbox.NewService(st, drv, w.accounts, sbCfg, log, cfg.now, sbOpts...)
 	runCfg.Pushes = repos
+	runOpts = append(runOpts, agentrun.WithAgentConfigs(w.agentCfg))
 	runs := agentrun.NewService(st, svc, drv, w.accounts, runCfg, log, cfg.now, runOpts...)
 	if runCfg.Workspaces != nil {
 		svc.SetRuns(runs)

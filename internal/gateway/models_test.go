@@ -163,6 +163,20 @@ func TestAgentRunModelChosenAtCreate(t *testing.T) {
 			t.Errorf("%s with BERTH_AGENT_MODEL=gpt-mini: %s (%s) on %q, run %+v; want it succeeded on %s", runnerName, end.State, end.Reason, got, end.Run, want)
 		}
 	}
+	// The project's agent configuration's model over the deployment's,
+	// where the runner speaks its API; the deployment's where it does not.
+	if _, err := w.admin.SetAgentConfig(ctx, "acme", "default", api.AgentConfig{Model: "gpt-test"}); err != nil {
+		t.Fatal(err)
+	}
+	for runnerName, want := range map[string]string{"codex": "gpt-test", "claude-code": "claude-test"} {
+		end := w.run(t, "project-"+strings.ReplaceAll(runnerName, "-", ""), runnerName, "")
+		if got := w.envOf(end.ID)["BERTH_MODEL"]; end.Run == nil || end.Run.State != "succeeded" || got != want {
+			t.Errorf("%s with the project's model gpt-test: %s on %q, run %+v; want %s", runnerName, end.State, got, end.Run, want)
+		}
+	}
+	if _, err := w.admin.SetAgentConfig(ctx, "acme", "default", api.AgentConfig{}); err != nil {
+		t.Fatal(err)
+	}
 	// The creator's model, when the runner can call it.
 	end := w.run(t, "chosen", "codex", "gpt-test")
 	if got := w.envOf(end.ID)["BERTH_MODEL"]; end.Run == nil || end.Run.State != "succeeded" || got != "gpt-test" {

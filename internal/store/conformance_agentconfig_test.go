@@ -20,7 +20,7 @@ func testAgentConfigs(t *testing.T, st *store.Store) {
 		t.Fatalf("never written: %+v, %v", got, err)
 	}
 	e := audit.Event{At: t0, Org: fx.org.ID, Actor: fx.ann.ID, Action: audit.AgentConfigSet, Target: "organisation", Outcome: audit.OK}
-	org := agentconfig.Config{Instructions: "Run the tests.\n", Effort: "high", UpdatedAt: t0, UpdatedBy: fx.ann.ID}
+	org := agentconfig.Config{Instructions: "Run the tests.\n", Effort: "high", Model: "claude-sonnet-4-5", UpdatedAt: t0, UpdatedBy: fx.ann.ID}
 	prj := agentconfig.Config{Instructions: "Use make.\n", UpdatedAt: t0, UpdatedBy: fx.ann.ID}
 	for _, w := range []struct {
 		project string

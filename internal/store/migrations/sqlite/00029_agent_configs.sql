@@ -1,6 +1,6 @@
 -- The agent work loop (issue 23): an organisation's (project_id '') and a
--- project's agent configuration: user-level instructions and the effort
--- runs start with.
+-- project's agent configuration: user-level instructions, and the effort
+-- and the default model runs start with.
 
 -- +goose Up
 CREATE TABLE agent_configs (
@@ -8,6 +8,7 @@ CREATE TABLE agent_configs (
     project_id   TEXT    NOT NULL,
     instructions TEXT    NOT NULL,
     effort       TEXT    NOT NULL,
+    model        TEXT    NOT NULL DEFAULT '',
     updated_at   INTEGER NOT NULL,
     updated_by   TEXT    NOT NULL,
     PRIMARY KEY (org_id, project_id)
