@@ -62,10 +62,10 @@ type Tallies interface {
 const FlushAfter = time.Second
 
 // Ledger counts the egress proxy's connections into the sandboxes'
-// tallies. Allowed connections are gathered and written at most
-// FlushAfter later, so a sandbox that opens hundreds costs one write;
-// a refusal is written at once, so a run that ends right after it lists
-// it.
+// tallies. Connections, allowed or refused, are gathered and written at
+// most FlushAfter later, so a sandbox that opens (or is refused) hundreds
+// costs one write; a read through the ledger (Of, Refused) writes what it
+// holds first, so a run read right after a refusal lists it.
 type Ledger struct {
 	store Tallies
 	log   *slog.Logger
@@ -101,13 +101,10 @@ func (l *Ledger) Count(t Tally) {
 	} else {
 		l.pending[k] = &t
 	}
-	if l.timer == nil && t.Allowed {
+	if l.timer == nil {
 		l.timer = time.AfterFunc(FlushAfter, func() { _ = l.Flush(context.Background()) })
 	}
 	l.mu.Unlock()
-	if !t.Allowed {
-		_ = l.Flush(context.Background())
-	}
 }
 
 // Stop writes what is pending and counts nothing more: the gateway is on

@@ -48,9 +48,10 @@ func (s *tallies) EgressOf(_ context.Context, sandbox string) ([]egress.Tally, e
 func (s *tallies) state() (int, int) { s.mu.Lock(); defer s.mu.Unlock(); return s.writes, len(s.rows) }
 
 // TestLedger: a burst of allowed connections to one host is one tally
-// written once, within FlushAfter; a refusal is written at once; a write
-// that fails keeps what it held for the next; a read names what the
-// gateway still holds, refused first.
+// written once, within FlushAfter, and so is a burst of refusals; a read
+// writes what the ledger holds first; a write that fails keeps what it
+// held for the next; a read names what the gateway still holds, refused
+// first.
 func TestLedger(t *testing.T) {
 	st := &tallies{}
 	l := egress.NewLedger(st, slog.New(slog.NewTextHandler(io.Discard, nil)))
@@ -69,15 +70,26 @@ func TestLedger(t *testing.T) {
 		t.Fatalf("after FlushAfter: %d writes of %d rows %+v; want one tally of 100 connections", w, n, st.rows)
 	}
 
-	l.Count(egress.Tally{Sandbox: "sbx_a", Host: "evil.example", Port: 443, First: now, Last: now, Why: "not in this sandbox's egress policy"})
-	if w, n := st.state(); w != 2 || n != 2 {
-		t.Errorf("a refusal: %d writes, %d rows; want it written at once", w, n)
+	for range 50 { // a sandbox that loops on a refused host
+		l.Count(egress.Tally{Sandbox: "sbx_a", Host: "evil.example", Port: 443, First: now, Last: now, Why: "not in this sandbox's egress policy"})
+	}
+	if w, _ := st.state(); w != 1 {
+		t.Errorf("50 refusals: %d writes before FlushAfter, want them held", w)
+	}
+	if refused, err := l.Refused(t.Context(), "sbx_a"); err != nil || len(refused) != 1 || refused[0] != "evil.example" {
+		t.Errorf("read at once: %v, %v; want the refusal, written by the read", refused, err)
+	}
+	if w, n := st.state(); w != 2 || n != 2 || st.rows[1].Connections != 50 {
+		t.Errorf("after the read: %d writes, %d rows %+v; want one row of 50 refusals", w, n, st.rows)
 	}
 
 	st.mu.Lock()
 	st.fail = errors.New("database is locked")
 	st.mu.Unlock()
 	l.Count(egress.Tally{Sandbox: "sbx_a", Host: "pypi.org", Port: 443, First: now, Last: now, Why: "no"})
+	if err := l.Flush(t.Context()); err == nil {
+		t.Fatal("a flush to a store that fails succeeded")
+	}
 	st.mu.Lock()
 	st.fail = nil
 	st.mu.Unlock()

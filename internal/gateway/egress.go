@@ -27,6 +27,10 @@ import (
 // (HTTPS_PROXY=http://x:KEY@gateway), and goes out under the policy on
 // its row; every refusal is in the audit log.
 
+// auditedRefusals bounds the refusals of one sandbox written to the audit
+// log in a minute, per replica.
+const auditedRefusals = 30
+
 // isProxyRequest reports whether r is for the egress proxy.
 func isProxyRequest(r *http.Request) bool {
 	return r.Method == http.MethodConnect || r.URL.IsAbs()
@@ -110,8 +114,11 @@ func proxyKey(header string) (string, bool) {
 	return "", false
 }
 
-// egressRecord counts every connection (Prometheus), writes a refusal to
-// the audit log, and logs the others at debug.
+// egressRecord counts every connection (Prometheus, the sandbox's egress
+// summary), writes a refusal to the audit log (the first
+// auditedRefusals of each sandbox in a minute: a sandbox that loops on a
+// refused host is one stream of writes otherwise), and logs the others at
+// debug.
 func (s *Server) egressRecord(c proxy.Connection) {
 	ctx := context.Background()
 	s.meter.Egress(c.Class, c.Allowed, c.Up, c.Down)
@@ -121,6 +128,12 @@ func (s *Server) egressRecord(c proxy.Connection) {
 	}
 	target := c.Host + ":" + strconv.Itoa(c.Port)
 	if !c.Allowed {
+		if !s.refusalAudit.allow(c.Sandbox, s.now()) {
+			// A sandbox looping on a refused host: its egress summary
+			// counts every one; the log and the audit log have enough.
+			s.log.DebugContext(ctx, "egress refused, past the audited refusals of this minute", "sandbox", c.Sandbox, "to", target)
+			return
+		}
 		s.log.InfoContext(ctx, "egress refused", "sandbox", c.Sandbox, "to", target, "why", c.Why)
 		audit.Record(ctx, s.auditRec, s.log, s.now, audit.Event{At: c.Began, Org: c.Org, Actor: c.Owner, Sandbox: c.Sandbox,
 			Action: audit.EgressRefuse, Target: target, Outcome: audit.Refused, Detail: c.Why})

@@ -328,3 +328,49 @@ func TestEgressNarrowedAtCreate(t *testing.T) {
 		t.Errorf("egress on an engineer's create: %v, want 400 naming egress", err)
 	}
 }
+
+// TestEgressRefusalFlood: a sandbox that loops on a refused host has
+// every refusal counted in its egress summary, and only the first 30 of a
+// minute in the audit log.
+func TestEgressRefusalFlood(t *testing.T) {
+	w := newWorld(t)
+	w.allowRepos(t, "acme")
+	ctx := t.Context()
+	sb, err := w.owner.CreateSandbox(ctx, api.CreateSandbox{Name: "loop", Purpose: "agent", Repo: "acme/app", Task: "loop"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := w.envOf(t, sb.ID)["BERTH_API_KEY"]
+	w.waitState(t, w.owner, sb.ID, "running")
+	const n = 45
+	for range n {
+		req, _ := http.NewRequest(http.MethodConnect, w.url, nil)
+		req.Host = "blocked.example:443"
+		req.Header.Set("Proxy-Authorization", "Bearer "+key)
+		resp, err := http.DefaultTransport.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("CONNECT blocked.example: %s, want 403", resp.Status)
+		}
+	}
+	sum, err := w.owner.SandboxEgress(ctx, sb.ID)
+	if err != nil || len(sum.Hosts) != 1 || sum.Hosts[0].Connections != n {
+		t.Errorf("the summary: %+v, %v; want the %d refusals counted", sum.Hosts, err, n)
+	}
+	events, err := w.operator.Audit(ctx, client.AuditOptions{Sandbox: sb.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	audited := 0
+	for _, e := range events {
+		if e.Action == "egress.refuse" {
+			audited++
+		}
+	}
+	if audited != 30 {
+		t.Errorf("%d refusals in the audit log, want the first 30 of the minute", audited)
+	}
+}

@@ -214,10 +214,12 @@ type Server struct {
 	egress   *proxy.Proxy   // the sandboxes' way out (egress.go)
 	ledger   *egress.Ledger // and what they did with it; nil: not counted
 	freezer  EgressFreezer
-	secrets  *placeholder.Service // nil: no secrets
-	coreHour usage.CoreHour       // the price of machine time
-	agentCfg *agentconfig.Service // nil: none
-	learnt   sync.Map             // sandbox.ID → struct{}: sandboxes known to learn no more
+	// refusalAudit bounds each sandbox's refusals in the audit log.
+	refusalAudit *rateLimit
+	secrets      *placeholder.Service // nil: no secrets
+	coreHour     usage.CoreHour       // the price of machine time
+	agentCfg     *agentconfig.Service // nil: none
+	learnt       sync.Map             // sandbox.ID → struct{}: sandboxes known to learn no more
 }
 
 // New returns a Server.
@@ -230,7 +232,7 @@ func New(o Options) *Server {
 		now: now, metrics: o.Metrics, forge: o.Forge, repos: o.Repositories, mirrors: o.Mirrors, git: githttp.New("", o.Log), credLimit: newRateLimit(10, time.Minute),
 		enrollLimit: newRateLimit(10, time.Minute), ssoLimit: newRateLimit(10, time.Minute), tunnelIdle: o.TunnelIdleTimeout, tunnels: newTunnels(), meter: meterOr(o.Meter), stopping: make(chan struct{}),
 		inference: o.Inference, scripted: scriptedTransport(o.Scripted), modelTransport: modelTransportOr(o.ModelTransport),
-		previews: newPreviews(o.PreviewDomain), sso: o.SSO, keySignIn: !o.NoKeySignIn, publicURL: o.PublicURL, auditRec: o.Audit, ledger: o.Egress, freezer: o.Freezer, secrets: o.Secrets, coreHour: o.CoreHour, agentCfg: o.AgentConfigs}
+		previews: newPreviews(o.PreviewDomain), sso: o.SSO, keySignIn: !o.NoKeySignIn, publicURL: o.PublicURL, auditRec: o.Audit, ledger: o.Egress, freezer: o.Freezer, refusalAudit: newRateLimit(auditedRefusals, time.Minute), secrets: o.Secrets, coreHour: o.CoreHour, agentCfg: o.AgentConfigs}
 	if s.auditRec == nil {
 		s.auditRec = audit.Discard{}
 	}
