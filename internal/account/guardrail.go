@@ -21,7 +21,7 @@ type GuardrailStore interface {
 // Guardrail returns the guardrail set on an organisation, or on one of its
 // projects when projectRef is not empty, as written (not combined).
 func (s *Service) Guardrail(ctx context.Context, p Principal, orgRef, projectRef string) (guardrail.Guardrail, error) {
-	org, prj, err := s.guardrailScope(ctx, p, orgRef, projectRef)
+	org, prj, err := s.Scope(ctx, p, orgRef, projectRef)
 	if err != nil {
 		return guardrail.Guardrail{}, err
 	}
@@ -33,7 +33,7 @@ func (s *Service) Guardrail(ctx context.Context, p Principal, orgRef, projectRef
 // it read it. An organisation's administrators set its guardrail and its
 // projects'; only an operator may change an organisation's allowed_repos.
 func (s *Service) SetGuardrail(ctx context.Context, p Principal, orgRef, projectRef string, g guardrail.Guardrail) error {
-	org, prj, err := s.guardrailScope(ctx, p, orgRef, projectRef)
+	org, prj, err := s.Scope(ctx, p, orgRef, projectRef)
 	if err != nil {
 		return err
 	}
@@ -77,7 +77,10 @@ func (s *Service) EffectiveGuardrail(ctx context.Context, org, project string) (
 	return guardrail.Combine(og, pg), nil
 }
 
-func (s *Service) guardrailScope(ctx context.Context, p Principal, orgRef, projectRef string) (org, project string, err error) {
+// Scope resolves an organisation p may see (not found otherwise) and,
+// when projectRef is not empty, one of its projects: what a guardrail, an
+// agent configuration or a project's secrets belong to.
+func (s *Service) Scope(ctx context.Context, p Principal, orgRef, projectRef string) (org, project string, err error) {
 	o, err := s.Organisation(ctx, p, orgRef)
 	if err != nil {
 		return "", "", err

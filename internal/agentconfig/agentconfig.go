@@ -83,27 +83,10 @@ func NewService(store Store, accounts *account.Service, now func() time.Time) *S
 	return &Service{store: store, accounts: accounts, now: now}
 }
 
-// scope resolves an organisation and a project ("": the organisation's
-// own) that p may see.
-func (s *Service) scope(ctx context.Context, p account.Principal, orgRef, projectRef string) (org, project string, err error) {
-	o, err := s.accounts.Organisation(ctx, p, orgRef)
-	if err != nil {
-		return "", "", err
-	}
-	if projectRef == "" {
-		return o.ID, "", nil
-	}
-	prj, err := s.accounts.Project(ctx, o.ID, projectRef)
-	if err != nil {
-		return "", "", err
-	}
-	return o.ID, prj.ID, nil
-}
-
 // Get reads one scope's configuration as written, for whoever may see the
 // organisation.
 func (s *Service) Get(ctx context.Context, p account.Principal, orgRef, projectRef string) (Config, error) {
-	org, project, err := s.scope(ctx, p, orgRef, projectRef)
+	org, project, err := s.accounts.Scope(ctx, p, orgRef, projectRef)
 	if err != nil {
 		return Config{}, err
 	}
@@ -114,7 +97,7 @@ func (s *Service) Get(ctx context.Context, p account.Principal, orgRef, projectR
 // administrators only. It is audited (agent_config.set) with what changed
 // in words, never the instructions themselves.
 func (s *Service) Set(ctx context.Context, p account.Principal, orgRef, projectRef string, c Config) (Config, error) {
-	org, project, err := s.scope(ctx, p, orgRef, projectRef)
+	org, project, err := s.accounts.Scope(ctx, p, orgRef, projectRef)
 	if err != nil {
 		return Config{}, err
 	}

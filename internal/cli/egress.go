@@ -54,7 +54,7 @@ setup reached, frozen into the list its agents run under.`,
 				fmt.Fprintln(tw, "HOST\tPORT\tDECISION\tCONNECTIONS\tSENT\tRECEIVED\tLAST\tWHY")
 				for _, h := range e.Hosts {
 					fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%s\t%s\t%s\n", h.Host, h.Port, h.Decision, h.Connections,
-						byteSize(h.BytesUp), byteSize(h.BytesDown), until(g.env.Now(), h.Last), refusalWhy(h))
+						byteSize(h.BytesUp), byteSize(h.BytesDown), until(g.env.Now(), h.Last), h.Why)
 				}
 			})
 		},
@@ -78,11 +78,6 @@ func policyFragment(e api.SandboxEgress) string {
 		fmt.Fprintf(&b, "  - %s\n", strconv.Quote(h))
 	}
 	return b.String()
-}
-
-// refusalWhy is a refused host's reason without the proxy's prefix.
-func refusalWhy(h api.EgressHost) string {
-	return strings.TrimPrefix(h.Why, "berth egress: ")
 }
 
 // byteSize words a count of bytes in binary units: 812 B, 4.2 KiB, 1.0 GiB.

@@ -195,18 +195,13 @@ func NewService(store Store, accounts *account.Service, key Key, now func() time
 // scope resolves org and project for p, who must see the organisation
 // (else not found); admin says p must administer it.
 func (s *Service) scope(ctx context.Context, p account.Principal, orgRef, projectRef string, admin bool) (org, project string, err error) {
-	o, err := s.accounts.Organisation(ctx, p, orgRef)
-	if err != nil {
+	if org, project, err = s.accounts.Scope(ctx, p, orgRef, projectRef); err != nil {
 		return "", "", err
 	}
-	prj, err := s.accounts.Project(ctx, o.ID, projectRef)
-	if err != nil {
-		return "", "", err
-	}
-	if admin && !p.IsAdminOf(o.ID) {
+	if admin && !p.IsAdminOf(org) {
 		return "", "", fault.Errorf(fault.Forbidden, "only an administrator of the organisation sets and deletes its projects' secrets")
 	}
-	return o.ID, prj.ID, nil
+	return org, project, nil
 }
 
 // CheckName says what is wrong with a secret's name.
