@@ -142,3 +142,33 @@ func TestSecretsByPlaceholder(t *testing.T) {
 		t.Errorf("a host the proxy cannot verify: exit %d, %q; it got %q", code, out, bad.last())
 	}
 }
+
+// FuzzReplaceSecrets: whatever a sandbox sends in a header (its values
+// are untrusted, Basic credentials decoded), replacing never fails, a
+// value that holds no placeholder (plain or in Basic) is left as sent,
+// and no placeholder is left where it stood.
+func FuzzReplaceSecrets(f *testing.F) {
+	const ph = "berth-placeholder-abcdefabcdefabcdefabcdefabcdefab"
+	for _, v := range []string{"Bearer " + ph, "Basic " + base64.StdEncoding.EncodeToString([]byte("x:"+ph)), "Basic !!!", "token " + ph + ph, "plain"} {
+		f.Add(v)
+	}
+	secrets := []Replacement{{Placeholder: ph, Value: secret.New("s3cr3t")}}
+	f.Fuzz(func(t *testing.T, v string) {
+		h := http.Header{"Authorization": {v}, "X-Token": {v}}
+		replaceSecrets(h, secrets)
+		for _, got := range []string{h.Get("Authorization"), h.Get("X-Token")} {
+			if strings.Contains(got, ph) {
+				t.Fatalf("%q kept the placeholder: %q", v, got)
+			}
+			holds := strings.Contains(v, ph)
+			if scheme, cred, ok := strings.Cut(v, " "); ok && strings.EqualFold(scheme, "basic") {
+				if raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(cred)); err == nil && strings.Contains(string(raw), ph) {
+					holds = true
+				}
+			}
+			if !holds && got != v {
+				t.Fatalf("%q, which holds no placeholder, became %q", v, got)
+			}
+		}
+	})
+}
