@@ -53,34 +53,63 @@ func bootstrap(ctx context.Context, env Env, poll time.Duration) (Env, error) {
 	// watched, and at the next poll anyway.
 	changes, stop := dirChanges(filepath.Dir(file))
 	defer stop()
-	var token secret.Secret
-	for token.IsZero() {
-		var err error
-		if token, err = readToken(file); err != nil {
+	var refused secret.Secret
+	var deadline <-chan time.Time // set once a token was refused
+	for {
+		token, err := awaitToken(ctx, file, refused, changes, deadline, poll)
+		if err != nil {
 			return env, err
 		}
-		if token.IsZero() {
-			select {
-			case <-ctx.Done():
-				return env, ctx.Err()
-			case <-changes:
-			case <-time.After(poll):
+		if env.Getenv(envReadyFile) != "" {
+			// On podman the file is the container's own: the token is used
+			// once, so it goes now, and a later start waits for a new one.
+			if err := os.Remove(file); err != nil {
+				return env, fmt.Errorf("remove the used token: %w", err)
 			}
 		}
+		fmt.Fprintln(env.Stderr, "berth-init: claimed: fetching the sandbox's environment")
+		vars, err := fetchEnv(ctx, env, base, token, poll)
+		if err == nil {
+			return withEnv(env, vars), nil
+		}
+		if !errors.Is(err, errRefused) || deadline != nil {
+			return env, err
+		}
+		// A gateway killed after it marked the token used but before its
+		// answer arrived, started again, hands the claim a new token: the
+		// refusal ends the start only if none comes.
+		fmt.Fprintf(env.Stderr, "berth-init: %v; waiting %s for a newer claim\n", err, refusedWait(poll))
+		refused, deadline = token, time.After(refusedWait(poll))
 	}
-	if env.Getenv(envReadyFile) != "" {
-		// On podman the file is the container's own: the token is used
-		// once, so it goes now, and a later start waits for a new one.
-		if err := os.Remove(file); err != nil {
-			return env, fmt.Errorf("remove the used token: %w", err)
+}
+
+// errRefused marks the gateway's refusal of a bootstrap token (used,
+// expired or unknown), as against its not answering.
+var errRefused = errors.New("the token was refused")
+
+// refusedWait is how long a refused token's claim waits for a newer one.
+func refusedWait(poll time.Duration) time.Duration { return 20 * poll }
+
+// awaitToken returns the token in file once there is one other than
+// refused; deadline (nil: none) ends the wait with the refusal.
+func awaitToken(ctx context.Context, file string, refused secret.Secret, changes <-chan struct{}, deadline <-chan time.Time, poll time.Duration) (secret.Secret, error) {
+	for {
+		token, err := readToken(file)
+		if err != nil {
+			return secret.Secret{}, err
+		}
+		if !token.IsZero() && (refused.IsZero() || token.Reveal() != refused.Reveal()) {
+			return token, nil
+		}
+		select {
+		case <-ctx.Done():
+			return secret.Secret{}, ctx.Err()
+		case <-deadline:
+			return secret.Secret{}, fmt.Errorf("the gateway refused the claim's token and no newer claim came: %w", errRefused)
+		case <-changes:
+		case <-time.After(poll):
 		}
 	}
-	fmt.Fprintln(env.Stderr, "berth-init: claimed: fetching the sandbox's environment")
-	vars, err := fetchEnv(ctx, env, base, token, poll)
-	if err != nil {
-		return env, err
-	}
-	return withEnv(env, vars), nil
 }
 
 // readToken reads the token from a downward-API annotations file, whose
@@ -122,6 +151,9 @@ func fetchEnv(ctx context.Context, env Env, base string, token secret.Secret, po
 		vars, retry, err := fetchOnce(ctx, hc, base, token)
 		if err == nil {
 			return vars, nil
+		}
+		if ae := (*answerError)(nil); errors.As(err, &ae) && ae.status == http.StatusUnauthorized {
+			return nil, fmt.Errorf("%w: %w", errRefused, err)
 		}
 		if !retry || attempt == 10 {
 			return nil, err

@@ -2,6 +2,7 @@ package entrypoint
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -42,5 +43,51 @@ func TestClaimNoticedAsItComes(t *testing.T) {
 	}
 	if id := got.Getenv("BERTH_SANDBOX_ID"); id != "sbx_1" {
 		t.Errorf("BERTH_SANDBOX_ID = %q", id)
+	}
+}
+
+// TestClaimAgainAfterRefusal: a gateway killed after it marked the claim's
+// token used, but before its answer arrived, is started again and hands
+// the claim a new token; the machine, refused the first, takes the new
+// one instead of ending its start (CI saw the machine exit 1 here).
+func TestClaimAgainAfterRefusal(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "claim")
+	write := func(token string) {
+		_ = os.WriteFile(filepath.Join(dir, ".tmp"), []byte(`berth.dev/bootstrap-token="`+token+`"`+"\n"), 0o644)
+		_ = os.Rename(filepath.Join(dir, ".tmp"), file)
+	}
+	var seen []string
+	used := false
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen = append(seen, r.Header.Get("Authorization"))
+		if r.Header.Get("Authorization") != "Bearer bst_NEW" || used {
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = io.WriteString(w, `{"code": "unauthenticated", "message": "bootstrap: the token is unknown, used or expired"}`)
+			if !used {
+				go func() { time.Sleep(100 * time.Millisecond); write("bst_NEW") }()
+			}
+			return
+		}
+		used = true
+		_, _ = io.WriteString(w, `{"env": {"BERTH_SANDBOX_ID": "sbx_1"}}`)
+	}))
+	defer srv.Close()
+	vars := map[string]string{"BERTH_BOOTSTRAP_FILE": file, "BERTH_BASE_URL": srv.URL, "BERTH_READY_FILE": filepath.Join(dir, "ready")}
+	env := Env{Getenv: func(k string) string { return vars[k] }, Environ: func() []string { return nil }, Stderr: io.Discard}
+	write("bst_USED")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	got, err := bootstrap(ctx, env, 50*time.Millisecond)
+	if err != nil {
+		t.Fatalf("bootstrap: %v (asked with %v)", err, seen)
+	}
+	if id := got.Getenv("BERTH_SANDBOX_ID"); id != "sbx_1" || len(seen) != 2 {
+		t.Errorf("BERTH_SANDBOX_ID = %q after asking with %v, want sbx_1 after the used token and the new one", id, seen)
+	}
+	// Refused again with no newer claim, the start ends.
+	write("bst_USED")
+	if _, err := bootstrap(ctx, env, 10*time.Millisecond); err == nil || !errors.Is(err, errRefused) {
+		t.Errorf("with no newer claim: %v, want the refusal", err)
 	}
 }

@@ -143,13 +143,21 @@ func gatewayCall(ctx context.Context, hc *http.Client, base string, bearer secre
 		return nil, true, fmt.Errorf("%s %s: read the answer: %w", method, path, err)
 	}
 	if resp.StatusCode/100 != 2 {
-		return nil, resp.StatusCode >= 500, fmt.Errorf("%s %s: the gateway answered %s%s", method, path, resp.Status, gatewayMessage(b))
+		return nil, resp.StatusCode >= 500, &answerError{status: resp.StatusCode, text: fmt.Sprintf("%s %s: the gateway answered %s%s", method, path, resp.Status, gatewayMessage(b))}
 	}
 	if len(b) > maxAnswer {
 		return nil, false, fmt.Errorf("%s %s: the answer is over %d MiB", method, path, maxAnswer>>20)
 	}
 	return b, false, nil
 }
+
+// answerError is the gateway's answer of an error status.
+type answerError struct {
+	status int
+	text   string
+}
+
+func (e *answerError) Error() string { return e.text }
 
 // gatewayMessage is ": code: message" of the gateway's error body (its
 // api.Error); "" when the body is none (a proxy's page).
