@@ -18,17 +18,19 @@ import (
 )
 
 // GitHub is a stand-in for GitHub: the two App calls berth makes, as
-// api.github.com serves them (no /api/v3 prefix), and git hosting, on one
-// server. Every repository it is given is installed (the App's one
-// installation per owner covers it) until Uninstall.
+// api.github.com serves them (no /api/v3 prefix), the calls that take a
+// run's results back (github_change.go), and git hosting, on one server.
+// Every repository it is given is installed (the App's one installation
+// per owner covers it) until Uninstall.
 //
 // It checks the App's JWT as GitHub does: RS256 signed by the App's key,
 // issuer the App id, expiry in the future, issued in the past, at most ten
 // minutes between the two and from now; a wrong key or id or an expired
 // JWT is a 401, a JWT berth should never make (another algorithm, too long
 // a life, no iat) is a 401 and a test failure. A token must be asked for
-// one repository by name with permissions exactly contents:write: anything
-// else is a 422 and a test failure. Calls lacking the Accept and
+// one repository by name with permissions exactly contents:write (git's)
+// or exactly pull_requests:write, issues:write and contents:read (the
+// reporter's): anything else is a 422 and a test failure. Calls lacking the Accept and
 // X-GitHub-Api-Version headers berth sends fail the test, as does any call
 // it does not implement.
 //
@@ -46,6 +48,8 @@ type GitHub struct {
 	repoIDs   map[string]int64
 	minted    []GitHubToken
 	revoked   []GitHubToken
+	threads   map[string][]*githubThread // owner/name → its issues and pulls, number i+1 at i
+	lastID    int64                      // of comments and reviews, unique across the site as on GitHub
 }
 
 // GitHubToken is an installation token the GitHub stand-in minted.
@@ -53,7 +57,8 @@ type GitHubToken struct {
 	Token        string
 	Repo         string // owner/name
 	Installation int64
-	// Permissions are those asked for (always contents:write: the stand-in
+	// Permissions are those asked for: contents:write, or
+	// pull_requests:write, issues:write and contents:read (the stand-in
 	// mints nothing else).
 	Permissions map[string]string
 	ExpiresAt   time.Time
@@ -91,7 +96,8 @@ func NewAppKey(t testing.TB) (*rsa.PrivateKey, []byte) {
 // installed on all of them. It stops when the test ends.
 func NewGitHub(t testing.TB, appID string, key *rsa.PublicKey, repos ...string) *GitHub {
 	t.Helper()
-	g := &GitHub{site: site{t: t, name: "GitHub", repos: newRepos(t, repos, 2)}, appID: appID, key: key, installed: map[string]bool{}, repoIDs: map[string]int64{}}
+	g := &GitHub{site: site{t: t, name: "GitHub", repos: newRepos(t, repos, 2)}, appID: appID, key: key,
+		installed: map[string]bool{}, repoIDs: map[string]int64{}, threads: map[string][]*githubThread{}}
 	for i, p := range repos {
 		g.installed[p] = true
 		g.repoIDs[p] = int64(2001 + i)
@@ -101,8 +107,13 @@ func NewGitHub(t testing.TB, appID string, key *rsa.PublicKey, repos ...string) 
 		}
 	}
 	g.start(map[string]http.HandlerFunc{
-		"GET /repos/{owner}/{repo}/installation":     g.getInstallation,
-		"POST /app/installations/{id}/access_tokens": g.createToken,
+		"GET /repos/{owner}/{repo}/installation":              g.getInstallation,
+		"POST /app/installations/{id}/access_tokens":          g.createToken,
+		"GET /repos/{owner}/{repo}":                           g.getRepo,
+		"POST /repos/{owner}/{repo}/pulls":                    g.createPull,
+		"GET /repos/{owner}/{repo}/pulls":                     g.listPulls,
+		"POST /repos/{owner}/{repo}/issues/{number}/comments": g.createComment,
+		"POST /repos/{owner}/{repo}/pulls/{number}/reviews":   g.createReview,
 	}, "x-access-token", g.live)
 	return g
 }
@@ -181,15 +192,20 @@ func githubError(w http.ResponseWriter, status int, msg string) {
 	})
 }
 
-// api checks the headers berth sends and the App's JWT; when it returns
-// false it has answered.
-func (g *GitHub) api(w http.ResponseWriter, r *http.Request) (JWT, bool) {
+// headers checks the headers berth sends on every API call.
+func (g *GitHub) headers(r *http.Request) {
 	if got := r.Header.Get("Accept"); got != "application/vnd.github+json" {
 		g.t.Errorf("forgetest: GitHub stand-in: %s %s: Accept %q, want application/vnd.github+json", r.Method, r.URL.Path, got)
 	}
 	if got := r.Header.Get("X-GitHub-Api-Version"); got != "2022-11-28" {
 		g.t.Errorf("forgetest: GitHub stand-in: %s %s: X-GitHub-Api-Version %q, want 2022-11-28", r.Method, r.URL.Path, got)
 	}
+}
+
+// api checks the headers berth sends and the App's JWT; when it returns
+// false it has answered.
+func (g *GitHub) api(w http.ResponseWriter, r *http.Request) (JWT, bool) {
+	g.headers(r)
 	claims, err := g.checkJWT(r.Header.Get("Authorization"))
 	if err != nil {
 		if !errors.Is(err, errAppRefused) {
@@ -266,7 +282,7 @@ func (g *GitHub) getInstallation(w http.ResponseWriter, r *http.Request) {
 		"app_slug":             "berth",
 		"target_id":            id + 5000,
 		"target_type":          "Organization",
-		"permissions":          map[string]string{"contents": "write", "metadata": "read"},
+		"permissions":          map[string]string{"contents": "write", "issues": "write", "metadata": "read", "pull_requests": "write"},
 		"events":               []string{},
 		"created_at":           "2026-01-01T00:00:00Z",
 		"updated_at":           "2026-01-01T00:00:00Z",
@@ -302,8 +318,9 @@ func (g *GitHub) createToken(w http.ResponseWriter, r *http.Request) {
 		githubError(w, http.StatusUnprocessableEntity, "berth asks for exactly one repository")
 		return
 	}
-	if !maps.Equal(req.Permissions, map[string]string{"contents": "write"}) {
-		g.t.Errorf("forgetest: GitHub stand-in: token asked with permissions %v, want exactly contents:write", req.Permissions)
+	if !maps.Equal(req.Permissions, map[string]string{"contents": "write"}) &&
+		!maps.Equal(req.Permissions, map[string]string{"pull_requests": "write", "issues": "write", "contents": "read"}) {
+		g.t.Errorf("forgetest: GitHub stand-in: token asked with permissions %v, want exactly contents:write, or exactly pull_requests:write, issues:write and contents:read", req.Permissions)
 		githubError(w, http.StatusUnprocessableEntity, "The permissions requested are not granted to this installation.")
 		return
 	}
@@ -329,10 +346,12 @@ func (g *GitHub) createToken(w http.ResponseWriter, r *http.Request) {
 		JWT:          claims,
 	}
 	g.minted = append(g.minted, tok)
+	granted := maps.Clone(req.Permissions)
+	granted["metadata"] = "read" // every installation token can read it
 	writeJSON(w, http.StatusCreated, map[string]any{
 		"token":                tok.Token,
 		"expires_at":           tok.ExpiresAt.Format(time.RFC3339),
-		"permissions":          map[string]string{"contents": "write", "metadata": "read"},
+		"permissions":          granted,
 		"repository_selection": "selected",
 		"repositories": []map[string]any{{
 			"id":        g.repoIDs[repo],

@@ -12,7 +12,8 @@ import (
 )
 
 // GitLab is a stand-in for a GitLab instance: creating and revoking
-// project access tokens, and git hosting, on one server.
+// project access tokens, the calls that take a run's results back
+// (gitlab_change.go), and git hosting, on one server.
 //
 // It checks the deployment's token (PRIVATE-TOKEN; a wrong one is a 401)
 // and that the project exists (404). A token must be asked for with a
@@ -30,9 +31,12 @@ type GitLab struct {
 	site
 	admin string
 
-	mu      sync.Mutex
-	minted  []GitLabToken
-	revoked []GitLabToken
+	mu         sync.Mutex
+	minted     []GitLabToken
+	revoked    []GitLabToken
+	issues     map[string][]*gitlabIssue        // project → its issues, iid i+1 at i
+	mrs        map[string][]*gitlabMergeRequest // project → its merge requests, iid i+1 at i
+	lastNoteID int64                            // unique across the instance, as on GitLab
 }
 
 // GitLabToken is a project access token the GitLab stand-in minted.
@@ -61,10 +65,17 @@ const (
 // stops when the test ends.
 func NewGitLab(t testing.TB, adminToken string, repos ...string) *GitLab {
 	t.Helper()
-	g := &GitLab{site: site{t: t, name: "GitLab", repos: newRepos(t, repos, 8)}, admin: adminToken}
+	g := &GitLab{site: site{t: t, name: "GitLab", repos: newRepos(t, repos, 8)}, admin: adminToken,
+		issues: map[string][]*gitlabIssue{}, mrs: map[string][]*gitlabMergeRequest{}}
 	g.start(map[string]http.HandlerFunc{
-		"POST /api/v4/projects/{project}/access_tokens":        g.createToken,
-		"DELETE /api/v4/projects/{project}/access_tokens/{id}": g.revokeToken,
+		"POST /api/v4/projects/{project}/access_tokens":               g.createToken,
+		"DELETE /api/v4/projects/{project}/access_tokens/{id}":        g.revokeToken,
+		"GET /api/v4/projects/{project}":                              g.getProject,
+		"GET /api/v4/projects/{project}/repository/branches/{branch}": g.getBranch,
+		"POST /api/v4/projects/{project}/merge_requests":              g.createMergeRequest,
+		"GET /api/v4/projects/{project}/merge_requests":               g.listMergeRequests,
+		"POST /api/v4/projects/{project}/issues/{iid}/notes":          g.createIssueNote,
+		"POST /api/v4/projects/{project}/merge_requests/{iid}/notes":  g.createMergeRequestNote,
 	}, "oauth2", g.live)
 	return g
 }

@@ -1,6 +1,9 @@
 // Package github is the GitHub forge (SPEC S9): it mints installation
 // tokens of the deployment's GitHub App, one repository with contents read
-// and write, for GitHub's hour.
+// and write, for GitHub's hour; and it takes a run's results back (SPEC
+// S13) as draft pull requests, comments and reviews, each call with a
+// token of its own for the one repository, pull requests and issues
+// written, contents read.
 package github
 
 import (
@@ -35,7 +38,9 @@ type Config struct {
 }
 
 // Forge mints installation tokens of a GitHub App: one repository,
-// contents read and write and nothing else, for the hour GitHub gives.
+// contents read and write and nothing else, for the hour GitHub gives. As
+// a forge.Reporter it opens draft pull requests and posts comments and
+// reviews with tokens of its own (change.go).
 //
 // Repository addresses and clone URLs name GitHub's web host, derived from
 // the API URL: github.com for api.github.com; for any other URL (GitHub
@@ -109,21 +114,55 @@ func (g *Forge) CloneURL(r forge.Repo) string { return g.web.String() + "/" + r.
 // hour GitHub gives; until cannot lengthen it. ID is "": GitHub revokes a
 // token only when presented with the token itself.
 func (g *Forge) Token(ctx context.Context, r forge.Repo, _ time.Time) (forge.Token, error) {
-	t, err := g.token(ctx, r)
+	t, err := g.repoToken(ctx, r, gitGrant())
 	if err != nil {
 		return forge.Token{}, fmt.Errorf("github token for %s: %w", r, err)
 	}
 	return t, nil
 }
 
-func (g *Forge) token(ctx context.Context, r forge.Repo) (forge.Token, error) {
-	if err := forge.CheckRemote(r, g.Host()); err != nil {
-		return forge.Token{}, err
+// grant is a set of permissions berth asks installation tokens with, and
+// how to name it to the operator when GitHub refuses it.
+type grant struct {
+	permissions map[string]string
+	name        string // as the token has it: contents:write
+	needs       string // as the App's settings say it: Contents: Read and write
+}
+
+// gitGrant is what a sandbox's git gets (SPEC S9): contents read and
+// write, nothing else.
+func gitGrant() grant {
+	return grant{map[string]string{"contents": "write"}, "contents:write", "Contents: Read and write"}
+}
+
+// reportGrant is what berth takes a run's results back with (SPEC S13):
+// pull requests and issues written, contents read, nothing else.
+func reportGrant() grant {
+	return grant{
+		map[string]string{"pull_requests": "write", "issues": "write", "contents": "read"},
+		"pull_requests:write, issues:write and contents:read",
+		"Pull requests and Issues: Read and write, and Contents: Read",
 	}
-	path := r.Path
-	owner, name, _ := strings.Cut(path, "/")
+}
+
+// ownerName checks that r is a repository on this GitHub and takes its
+// path apart.
+func (g *Forge) ownerName(r forge.Repo) (owner, name string, err error) {
+	if err := forge.CheckRemote(r, g.Host()); err != nil {
+		return "", "", err
+	}
+	owner, name, _ = strings.Cut(r.Path, "/")
 	if strings.Contains(name, "/") {
-		return forge.Token{}, fmt.Errorf("%q: a repository on GitHub is owner/name: %w", path, forge.ErrBadAddress)
+		return "", "", fmt.Errorf("%q: a repository on GitHub is owner/name: %w", r.Path, forge.ErrBadAddress)
+	}
+	return owner, name, nil
+}
+
+// repoToken mints an installation token for r alone with gr's permissions.
+func (g *Forge) repoToken(ctx context.Context, r forge.Repo, gr grant) (forge.Token, error) {
+	owner, name, err := g.ownerName(r)
+	if err != nil {
+		return forge.Token{}, err
 	}
 	signed, err := g.jwt()
 	if err != nil {
@@ -135,7 +174,7 @@ func (g *Forge) token(ctx context.Context, r forge.Repo) (forge.Token, error) {
 		ID int64 `json:"id"`
 	}
 	err = g.api.Do(ctx, http.MethodGet, "/repos/"+url.PathEscape(owner)+"/"+url.PathEscape(name)+"/installation", auth, nil, &inst)
-	if err := g.mapError(err, "the App is not installed on it, or it does not exist"); err != nil {
+	if err := g.mapError(err, "the App is not installed on it, or it does not exist", gr); err != nil {
 		return forge.Token{}, err
 	}
 	if inst.ID <= 0 {
@@ -145,13 +184,13 @@ func (g *Forge) token(ctx context.Context, r forge.Repo) (forge.Token, error) {
 	req := struct {
 		Repositories []string          `json:"repositories"`
 		Permissions  map[string]string `json:"permissions"`
-	}{[]string{name}, map[string]string{"contents": "write"}}
+	}{[]string{name}, gr.permissions}
 	var tok struct {
 		Token     string    `json:"token"`
 		ExpiresAt time.Time `json:"expires_at"`
 	}
 	err = g.api.Do(ctx, http.MethodPost, "/app/installations/"+strconv.FormatInt(inst.ID, 10)+"/access_tokens", auth, req, &tok)
-	if err := g.mapError(err, "the App's installation is gone"); err != nil {
+	if err := g.mapError(err, "the App's installation is gone", gr); err != nil {
 		return forge.Token{}, err
 	}
 	if tok.Token == "" || tok.ExpiresAt.IsZero() {
@@ -175,9 +214,9 @@ func (g *Forge) jwt() (string, error) {
 	return signed, nil
 }
 
-// mapError says what a GitHub API error means for berth; notFound is what
-// a 404 means for the call.
-func (g *Forge) mapError(err error, notFound string) error {
+// mapError says what an App call's error means for berth; notFound is what
+// a 404 means for the call, gr the token being asked for.
+func (g *Forge) mapError(err error, notFound string, gr grant) error {
 	switch rest.Status(err) {
 	case 0:
 		return err
@@ -186,7 +225,7 @@ func (g *Forge) mapError(err error, notFound string) error {
 	case http.StatusUnauthorized:
 		return fmt.Errorf("GitHub refused the App's JWT (check the App id and its key): %w", err)
 	case http.StatusForbidden, http.StatusUnprocessableEntity:
-		return fmt.Errorf("GitHub gives the App no contents:write token for it (does the App have Contents: Read and write, and does its installation include the repository?) (%w): %w", err, forge.ErrNoCredential)
+		return fmt.Errorf("GitHub gives the App no %s token for it (does the App have %s, and does its installation include the repository?) (%w): %w", gr.name, gr.needs, err, forge.ErrNoCredential)
 	default:
 		return err
 	}
