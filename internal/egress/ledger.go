@@ -72,6 +72,10 @@ type Ledger struct {
 
 	mu      sync.Mutex
 	pending map[tallyKey]*Tally
+	// reached are the hosts learning sandboxes reached, as their
+	// connections opened (a tally comes when one ends): Freeze learns
+	// them too. A sandbox's set goes at its freeze, or after maxReachedAge.
+	reached map[string]*reachedSet
 	timer   *time.Timer
 	stopped bool // Stop was called: nothing more is counted
 }
@@ -82,9 +86,41 @@ type tallyKey struct {
 	allowed       bool
 }
 
+type reachedSet struct {
+	since time.Time
+	rules []Rule
+}
+
+// maxReachedAge bounds how long a learning sandbox's reached hosts are
+// held for its freeze: setups longer than this are learnt from the
+// tallies alone.
+const maxReachedAge = 6 * time.Hour
+
 // NewLedger returns a ledger writing to store.
 func NewLedger(store Tallies, log *slog.Logger) *Ledger {
-	return &Ledger{store: store, log: log, pending: map[tallyKey]*Tally{}}
+	return &Ledger{store: store, log: log, pending: map[tallyKey]*Tally{}, reached: map[string]*reachedSet{}}
+}
+
+// Reached notes that a learning sandbox opened a connection to host:port,
+// for its freeze: a tunnel still open, or just closed and not yet
+// tallied, is learnt all the same.
+func (l *Ledger) Reached(sandbox, host string, port int, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for id, rs := range l.reached {
+		if now.Sub(rs.since) > maxReachedAge {
+			delete(l.reached, id)
+		}
+	}
+	rs := l.reached[sandbox]
+	if rs == nil {
+		rs = &reachedSet{since: now}
+		l.reached[sandbox] = rs
+	}
+	r := Rule{Host: host, Port: port}
+	if len(rs.rules) < maxRules && !slices.Contains(rs.rules, r) {
+		rs.rules = append(rs.rules, r)
+	}
 }
 
 // Count adds one connection.
@@ -198,6 +234,14 @@ func (l *Ledger) Freeze(ctx context.Context, sandbox string, set func(ctx contex
 	if err != nil {
 		return Policy{}, false, err
 	}
+	l.mu.Lock()
+	if rs := l.reached[sandbox]; rs != nil {
+		for _, r := range rs.rules {
+			ts = append(ts, Tally{Sandbox: sandbox, Host: r.Host, Port: r.Port, Allowed: true})
+		}
+		delete(l.reached, sandbox)
+	}
+	l.mu.Unlock()
 	p := Learned(ts)
 	froze, err := set(ctx, p.String())
 	return p, froze, err

@@ -37,7 +37,7 @@ func isProxyRequest(r *http.Request) bool {
 }
 
 func (s *Server) newEgressProxy() *proxy.Proxy {
-	p := &proxy.Proxy{Authenticate: s.egressCaller, Record: s.egressRecord}
+	p := &proxy.Proxy{Authenticate: s.egressCaller, Record: s.egressRecord, Opened: s.egressOpened}
 	own, err := proxy.HostAddrs()
 	if err != nil {
 		s.log.Warn("the egress proxy does not know this host's addresses: only the private and loopback ranges are refused", "err", err)
@@ -112,6 +112,14 @@ func proxyKey(header string) (string, bool) {
 		return pass, ok && pass != ""
 	}
 	return "", false
+}
+
+// egressOpened notes a learning sandbox's host as its connection opens,
+// so its freeze learns it even while the connection is still open.
+func (s *Server) egressOpened(c proxy.Caller, conn proxy.Connection) {
+	if s.ledger != nil && c.Policy.Mode == egress.ModeLearn {
+		s.ledger.Reached(conn.Sandbox, conn.Host, conn.Port, s.now())
+	}
 }
 
 // egressRecord counts every connection (Prometheus, the sandbox's egress

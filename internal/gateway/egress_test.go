@@ -1,6 +1,8 @@
 package gateway_test
 
 import (
+	"bufio"
+	"encoding/base64"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -232,11 +234,25 @@ func TestEgressLearnt(t *testing.T) {
 		err := cmd.Run()
 		return out.String(), errb.String(), err
 	}
-	// Setup: any host.
-	for _, u := range []string{"https://example.com/", "https://www.example.com/"} {
-		if out, errOut, err := curl(u); err != nil || !strings.HasPrefix(out, "reached") {
-			t.Fatalf("setup: curl %s: %v, %q\n%s", u, err, out, errOut)
-		}
+	// Setup: any host; one reached through a tunnel still open when
+	// setup ends (a download under way) is learnt too.
+	if out, errOut, err := curl("https://example.com/"); err != nil || !strings.HasPrefix(out, "reached") {
+		t.Fatalf("setup: curl example.com: %v, %q\n%s", err, out, errOut)
+	}
+	proxyURL, err := url.Parse(env["HTTPS_PROXY"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	tunnel, err := net.Dial("tcp", proxyURL.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tunnel.Close()
+	pass, _ := proxyURL.User.Password()
+	auth := base64.StdEncoding.EncodeToString([]byte(proxyURL.User.Username() + ":" + pass))
+	fmt.Fprintf(tunnel, "CONNECT www.example.com:443 HTTP/1.1\r\nHost: www.example.com:443\r\nProxy-Authorization: Basic %s\r\n\r\n", auth)
+	if status, err := bufio.NewReader(tunnel).ReadString('\n'); err != nil || !strings.Contains(status, " 200 ") {
+		t.Fatalf("setup: a tunnel to www.example.com: %q, %v", status, err)
 	}
 	// The agent's first model call ends the learning.
 	for range 2 {

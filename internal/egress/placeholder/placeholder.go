@@ -122,6 +122,11 @@ func (k Key) derive(use string) []byte {
 	return m.Sum(nil)
 }
 
+// Derive is a key of its own for another of the deployment's uses (the
+// triggers' webhook secrets), apart from the sealing and placeholder
+// keys.
+func (k Key) Derive(use string) []byte { return k.derive("other: " + use) }
+
 // aad binds a sealed value to its project and name: a value copied to
 // another row does not open.
 func aad(project, name string) []byte { return []byte(project + "\x00" + name) }

@@ -78,6 +78,10 @@ type Proxy struct {
 	// Record is told of every connection once it ends; nil records
 	// nothing.
 	Record func(Connection)
+	// Opened is told of each connection the proxy dialled, as it opens
+	// (Record comes once it ends): a learning sandbox's host is known to
+	// have been reached from then. nil tells nobody.
+	Opened func(Caller, Connection)
 	// IdleTimeout closes a tunnel with no byte either way for this long;
 	// 0 is an hour.
 	IdleTimeout time.Duration
@@ -222,6 +226,7 @@ func (p *Proxy) connect(w http.ResponseWriter, r *http.Request, c Caller) {
 		p.refuse(w, rec, err)
 		return
 	}
+	p.opened(c, rec)
 	if secrets := c.secretsFor(host, port); len(secrets) > 0 && p.Issuer != nil {
 		p.inject(w, c, rec, up, secrets)
 		return
@@ -282,6 +287,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, c Caller) {
 		p.refuse(w, rec, err)
 		return
 	}
+	p.opened(c, rec)
 	counted := &countingConn{Conn: conn}
 	tr := &http.Transport{
 		DialContext:       func(context.Context, string, string) (net.Conn, error) { return counted, nil },
@@ -312,6 +318,14 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, c Caller) {
 	rec.Up, rec.Down = counted.written.Load(), counted.read.Load()
 	rec.Took = time.Since(began)
 	p.record(rec)
+}
+
+// opened tells Opened of a connection dialled.
+func (p *Proxy) opened(c Caller, rec Connection) {
+	if p.Opened != nil {
+		rec.Allowed = true
+		p.Opened(c, rec)
+	}
 }
 
 // refuse answers a refused destination: 403 with the reason, which the
@@ -416,8 +430,15 @@ func (c *countingConn) Read(b []byte) (int, error) {
 }
 
 func (c *countingConn) Write(b []byte) (int, error) {
+	// Counted before the write: the host may answer, and the answer be
+	// read and the connection recorded, before the writing goroutine
+	// (http.Transport's) returns from Write. A short write takes back
+	// what was not sent.
+	c.written.Add(int64(len(b)))
 	n, err := c.Conn.Write(b)
-	c.written.Add(int64(n))
+	if n < len(b) {
+		c.written.Add(int64(n - len(b)))
+	}
 	return n, err
 }
 
