@@ -52,6 +52,18 @@ func TestImportDirection(t *testing.T) {
 		{"agentrun", append([]string{"database/sql", "k8s.io/", "github.com/prometheus/", "net/http", "github.com/golang-jwt/",
 			"forge/", "githttp", "workspace", "repository", "modelserver"}, adapters...)},
 		{"usage", append([]string{"database/sql", "k8s.io/", "github.com/prometheus/"}, adapters...)},
+		// trigger starts agent runs from forge events and reports their
+		// results back, one floor above sandbox and agentrun: forges
+		// through their domain, sandboxes through its ports (HTTP only as
+		// trigger/event reads a delivery's headers).
+		{"trigger", append([]string{"database/sql", "k8s.io/", "github.com/prometheus/", "github.com/golang-jwt/",
+			"forge/", "githttp", "workspace", "repository", "agentrun", "inference", "modelserver", "metrics"}, adapters...)},
+		// trigger/event reads and verifies webhook deliveries: headers
+		// and bodies it is handed, nothing of berth's accounts or
+		// sandboxes.
+		{"trigger/event", append([]string{"database/sql", "k8s.io/", "account", "sandbox", "agentrun", "trigger/event/eventtest"}, adapters...)},
+		// schedule reads cron schedules: the standard library only.
+		{"schedule", []string{module, "database/sql", "net/http"}},
 		// class is below sandbox: sandbox makes sandboxes of its classes.
 		{"class", append([]string{"database/sql", "k8s.io/", "net/http", "sandbox", "github.com/prometheus/"}, adapters...)},
 		{"quantity", append([]string{"database/sql", "account", "sandbox", "guardrail"}, adapters...)},

@@ -117,6 +117,7 @@ type Service struct {
 	log       *slog.Logger
 	now       func() time.Time
 
+	reports  Reports      // nil: runs owe their forge nothing
 	learning Learning     // nil: no sandbox's learning is ended here
 	agentCfg AgentConfigs // nil: runs get no agent configuration
 
@@ -138,6 +139,15 @@ type AgentConfigs interface {
 
 // WithAgentConfigs gives runs their agent configuration.
 func WithAgentConfigs(a AgentConfigs) Option { return func(s *Service) { s.agentCfg = a } }
+
+// Reports are told that a run ended: what it owes its forge (a draft
+// pull request, a comment) is made then (package trigger).
+type Reports interface {
+	Concluded(ctx context.Context, id sandbox.ID)
+}
+
+// SetReports tells the service whom to tell that a run ended.
+func (s *Service) SetReports(r Reports) { s.reports = r }
 
 // SetLearning tells the service who ends a learning sandbox's learning
 // when a kelos image's setup command says it ended.

@@ -115,4 +115,7 @@ func (s *Service) concludeRun(ctx context.Context, sb sandbox.Sandbox, run Run, 
 	if err := s.sandboxes.EndRun(ctx, sb.ID, to, reason, exited); err != nil && !errors.Is(err, fault.Conflict) {
 		s.log.ErrorContext(ctx, "could not end a finished run's sandbox", "sandbox", sb.ID, "err", err)
 	}
+	if s.reports != nil {
+		s.reports.Concluded(ctx, sb.ID)
+	}
 }

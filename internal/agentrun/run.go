@@ -21,6 +21,7 @@ import (
 	"berth.dev/berth/internal/review"
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/transcript"
 )
 
 // RunState is where an agent run is.
@@ -493,4 +494,34 @@ func (s *Service) removeCheckout(ctx context.Context, sb sandbox.Sandbox) {
 	if err := s.work.Remove(sb); err != nil {
 		s.log.WarnContext(ctx, "could not remove a run's checkout", "sandbox", sb.ID, "err", err)
 	}
+}
+
+// maxSummary bounds a run's summary.
+const maxSummary = 8 << 10
+
+// Summary is what the agent said last in its run's log (its final
+// message, as the transcript reads it), at most maxSummary bytes; "" when
+// it said nothing or the log is gone.
+func (s *Service) Summary(ctx context.Context, sb sandbox.Sandbox) string {
+	r, err := s.logs().Read(ctx, sb.ID)
+	if err != nil {
+		return ""
+	}
+	defer r.Close()
+	last := ""
+	_ = transcript.Read(r, sb.Runner, func(e transcript.Event) error {
+		if e.Kind == transcript.KindText && strings.TrimSpace(e.Text) != "" {
+			last = e.Text
+		}
+		return nil
+	})
+	last = strings.TrimSpace(last)
+	if len(last) > maxSummary {
+		cut := maxSummary
+		for cut > 0 && last[cut]&0xC0 == 0x80 {
+			cut--
+		}
+		last = last[:cut] + "…"
+	}
+	return last
 }

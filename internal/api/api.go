@@ -674,6 +674,9 @@ type CreateSandbox struct {
 	// Egress narrows an agent sandbox's egress, restrict-only, as its
 	// guardrails do: ["none"], ["learn"] (within an open class) or hosts.
 	Egress []string `json:"egress,omitempty"`
+	// OpenPR opens a draft pull (merge) request from berth/<name> after a
+	// clean author run (agent sandboxes on a forge that takes them).
+	OpenPR bool `json:"open_pr,omitempty"`
 }
 
 // Extend is the body of POST /sandbox/v1/sandboxes/{ref}/extend.
@@ -705,6 +708,10 @@ type Environment struct {
 
 // BootstrapPath is the route a pool's sandbox fetches its environment at.
 const BootstrapPath = "/sandbox/v1/bootstrap"
+
+// GitHubHookPath is where a GitHub App's webhook posts (issue 23); a
+// GitLab or generic webhook posts to its trigger's hook_url.
+const GitHubHookPath = "/hooks/v1/github"
 
 // The routes of an in-machine agent run (SPEC S13 on Kubernetes), called
 // with its sandbox's own key: its task (text), its output (a stream of
@@ -889,4 +896,71 @@ type AgentConfig struct {
 	Model     string     `json:"model,omitempty"`
 	UpdatedAt *time.Time `json:"updated_at,omitempty"`
 	UpdatedBy string     `json:"updated_by,omitempty"` // a user's id
+}
+
+// Trigger is a project's rule that starts agent runs (issue 23): the body
+// of PUT /api/v1/orgs/{org}/projects/{project}/triggers/{name} and the
+// answer of its GET.
+type Trigger struct {
+	ID   string `json:"id,omitempty"`
+	Name string `json:"name,omitempty"`
+	// On is what starts a run: github:labeled:LABEL,
+	// github:comment:COMMAND, gitlab:labeled:LABEL, gitlab:comment:COMMAND,
+	// webhook or schedule:CRON.
+	On     string `json:"on"`
+	Repo   string `json:"repo"`
+	Base   string `json:"base,omitempty"`
+	Class  string `json:"class,omitempty"`
+	Runner string `json:"runner,omitempty"`
+	Model  string `json:"model,omitempty"`
+	Role   string `json:"role,omitempty"`
+	// Task is a text/template of the run's task over the event's Title,
+	// Body, URL, Number, Comment, Args, Label, Author, Repo, Payload and
+	// (a schedule's) Time; empty is the thread's title, text and address
+	// (a schedule's trigger must have one).
+	Task        string  `json:"task,omitempty"`
+	Concurrency int     `json:"concurrency,omitempty"` // 0 in a PUT is 1
+	DailyTokens int64   `json:"daily_tokens,omitempty"`
+	DailyUSD    float64 `json:"daily_usd,omitempty"`
+	// OpenPR opens a draft pull (merge) request after a clean author run;
+	// absent in a PUT is true where the forge takes them.
+	OpenPR *bool `json:"open_pr,omitempty"`
+	// NextAt is when a schedule's trigger fires next.
+	NextAt *time.Time `json:"next_at,omitempty"`
+	// HookURL is where a GitLab or generic webhook posts for it; a GitHub
+	// App posts to the deployment's /hooks/v1/github.
+	HookURL string `json:"hook_url,omitempty"`
+	// Secret is its webhook's secret (GitLab's secret token, or the
+	// generic webhook's HMAC key): shown to administrators only.
+	Secret     string     `json:"secret,omitempty"`
+	Owner      string     `json:"owner,omitempty"` // a user's id: its runs are theirs
+	CreatedAt  *time.Time `json:"created_at,omitempty"`
+	UpdatedAt  *time.Time `json:"updated_at,omitempty"`
+	Deliveries []Delivery `json:"deliveries,omitempty"` // the latest, newest first (GET of one)
+}
+
+// TriggerList is the answer of GET /api/v1/orgs/{org}/projects/{project}/triggers.
+type TriggerList struct {
+	Triggers []Trigger `json:"triggers"`
+}
+
+// Delivery is an event handed to a trigger, and what became of it.
+type Delivery struct {
+	Trigger string    `json:"trigger,omitempty"` // its name
+	ID      string    `json:"id"`
+	At      time.Time `json:"at"`
+	// Outcome is started, skipped (a limit or the budget; Reason says)
+	// or failed (the run could not be created; Reason says).
+	Outcome string `json:"outcome"`
+	Reason  string `json:"reason,omitempty"`
+	Sandbox string `json:"sandbox,omitempty"`
+	// Again says the delivery was handed over before: nothing new.
+	Again bool   `json:"again,omitempty"`
+	URL   string `json:"url,omitempty"` // the thread it is about
+}
+
+// HookAnswer is the answer to a webhook's delivery: what each trigger it
+// reached made of it (none: no trigger acts on it).
+type HookAnswer struct {
+	Deliveries []Delivery `json:"deliveries"`
 }

@@ -32,6 +32,8 @@ const (
 	ClassDelete      = "class.delete"
 	GuardrailSet     = "guardrail.set"
 	AgentConfigSet   = "agent_config.set" // an organisation's or project's agent configuration written; Detail its size and effort, never its text
+	TriggerSet       = "trigger.set"      // a project's trigger written; Target project/NAME, Detail what starts it and its limits
+	TriggerDelete    = "trigger.delete"
 	OrgCreate        = "org.create"
 	ProjectCreate    = "project.create"
 	UserCreate       = "user.create"

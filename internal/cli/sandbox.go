@@ -170,6 +170,7 @@ in one argument of a command line either: use --task-file FILE, or
 	f.StringArrayVar(&keyFiles, "ssh-key", nil, "an ssh public key file (repeatable); default ~/.ssh/*.pub")
 	f.StringArrayVar(&env, "env", nil, "an environment variable K=V for the sandbox's life (repeatable; not BERTH_*)")
 	f.StringSliceVar(&req.Egress, "egress", nil, "an agent's egress, narrower than its class's: none, learn (within an open class), or hosts separated by commas")
+	f.BoolVar(&req.OpenPR, "open-pr", false, "after a clean author run, open a draft pull (merge) request from berth/NAME with the run's summary and cost (forges that take them)")
 	f.BoolVar(&wait, "wait", true, "wait until the sandbox is running or has failed")
 	f.BoolVar(&noWait, "no-wait", false, "return as soon as the sandbox is admitted")
 	f.DurationVar(&w.timeout, "timeout", 10*time.Minute, "how long --wait waits")

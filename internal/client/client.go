@@ -308,6 +308,34 @@ func (c *Client) DeleteSecret(ctx context.Context, org, project, name string) er
 	return c.do(ctx, "DELETE", secretsPath(org, project)+"/"+esc(name), nil, nil)
 }
 
+// triggersPath is a project's triggers' path.
+func triggersPath(org, project string) string {
+	return "/api/v1/orgs/" + esc(org) + "/projects/" + esc(project) + "/triggers"
+}
+
+// Triggers lists a project's triggers.
+func (c *Client) Triggers(ctx context.Context, org, project string) ([]api.Trigger, error) {
+	var out api.TriggerList
+	return out.Triggers, c.do(ctx, "GET", triggersPath(org, project), nil, &out)
+}
+
+// Trigger reads a project's trigger with its latest deliveries.
+func (c *Client) Trigger(ctx context.Context, org, project, name string) (api.Trigger, error) {
+	var out api.Trigger
+	return out, c.do(ctx, "GET", triggersPath(org, project)+"/"+esc(name), nil, &out)
+}
+
+// SetTrigger writes a project's trigger whole.
+func (c *Client) SetTrigger(ctx context.Context, org, project, name string, in api.Trigger) (api.Trigger, error) {
+	var out api.Trigger
+	return out, c.do(ctx, "PUT", triggersPath(org, project)+"/"+esc(name), in, &out)
+}
+
+// DeleteTrigger removes a project's trigger.
+func (c *Client) DeleteTrigger(ctx context.Context, org, project, name string) error {
+	return c.do(ctx, "DELETE", triggersPath(org, project)+"/"+esc(name), nil, nil)
+}
+
 // Keys lists a user's keys ("" for the caller's), oldest first.
 func (c *Client) Keys(ctx context.Context, user string) ([]api.Key, error) {
 	return list(ctx, c, "/api/v1/keys"+query(map[string]string{"user": user}), all[api.Key])

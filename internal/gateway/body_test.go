@@ -140,6 +140,12 @@ func TestTrailingDataIsRefused(t *testing.T) {
 		if !rt.json || rt.sandboxOnly || rt.path == "/sandbox/v1/classes" { // a sandboxes file is YAML, which has its own errors
 			continue
 		}
+		if strings.HasPrefix(rt.path, "/hooks/") {
+			// A webhook's signature is checked before its body is read as
+			// JSON: unsigned, it is 401 whatever follows; signed, package
+			// trigger/event refuses trailing data (its tests).
+			continue
+		}
 		for _, tail := range []string{"GARBAGE", "{}", `{"name":"x"}`, "\x00"} {
 			status, e := send(t, w, rt, []byte(`{}`+tail), false)
 			if status != http.StatusBadRequest || e.Code != api.CodeInvalid || e.Field != "body" {

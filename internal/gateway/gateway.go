@@ -37,6 +37,8 @@ import (
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/sso"
 	"berth.dev/berth/internal/terminal"
+	"berth.dev/berth/internal/trigger"
+	"berth.dev/berth/internal/trigger/event"
 	"berth.dev/berth/internal/usage"
 	"berth.dev/berth/internal/warm"
 )
@@ -130,6 +132,9 @@ type Options struct {
 	// AgentConfigs are the organisations' and projects' agent
 	// configurations; nil serves none.
 	AgentConfigs *agentconfig.Service
+	// Triggers are the projects' triggers, their webhooks, and the
+	// reports runs owe their forge; nil serves none.
+	Triggers *trigger.Service
 }
 
 // EgressFreezer makes a learning sandbox's egress the list it learnt
@@ -219,6 +224,7 @@ type Server struct {
 	secrets      *placeholder.Service // nil: no secrets
 	coreHour     usage.CoreHour       // the price of machine time
 	agentCfg     *agentconfig.Service // nil: none
+	triggers     *trigger.Service     // nil: none
 	learnt       sync.Map             // sandbox.ID → struct{}: sandboxes known to learn no more
 }
 
@@ -232,7 +238,7 @@ func New(o Options) *Server {
 		now: now, metrics: o.Metrics, forge: o.Forge, repos: o.Repositories, mirrors: o.Mirrors, git: githttp.New("", o.Log), credLimit: newRateLimit(10, time.Minute),
 		enrollLimit: newRateLimit(10, time.Minute), ssoLimit: newRateLimit(10, time.Minute), tunnelIdle: o.TunnelIdleTimeout, tunnels: newTunnels(), meter: meterOr(o.Meter), stopping: make(chan struct{}),
 		inference: o.Inference, scripted: scriptedTransport(o.Scripted), modelTransport: modelTransportOr(o.ModelTransport),
-		previews: newPreviews(o.PreviewDomain), sso: o.SSO, keySignIn: !o.NoKeySignIn, publicURL: o.PublicURL, auditRec: o.Audit, ledger: o.Egress, freezer: o.Freezer, refusalAudit: newRateLimit(auditedRefusals, time.Minute), secrets: o.Secrets, coreHour: o.CoreHour, agentCfg: o.AgentConfigs}
+		previews: newPreviews(o.PreviewDomain), sso: o.SSO, keySignIn: !o.NoKeySignIn, publicURL: o.PublicURL, auditRec: o.Audit, ledger: o.Egress, freezer: o.Freezer, refusalAudit: newRateLimit(auditedRefusals, time.Minute), secrets: o.Secrets, coreHour: o.CoreHour, agentCfg: o.AgentConfigs, triggers: o.Triggers}
 	if s.auditRec == nil {
 		s.auditRec = audit.Discard{}
 	}
@@ -297,6 +303,14 @@ func (s *Server) routes() []route {
 		{"GET", "/api/v1/orgs/{org}/projects/{project}/secrets", userKey, s.listSecrets},
 		{"PUT", "/api/v1/orgs/{org}/projects/{project}/secrets/{name}", userKey, s.setSecret},
 		{"DELETE", "/api/v1/orgs/{org}/projects/{project}/secrets/{name}", userKey, s.deleteSecret},
+		{"GET", "/api/v1/orgs/{org}/projects/{project}/triggers", userKey, s.listTriggers},
+		{"GET", "/api/v1/orgs/{org}/projects/{project}/triggers/{name}", userKey, s.getTrigger},
+		{"PUT", "/api/v1/orgs/{org}/projects/{project}/triggers/{name}", userKey, s.putTrigger},
+		{"DELETE", "/api/v1/orgs/{org}/projects/{project}/triggers/{name}", userKey, s.deleteTrigger},
+		// Webhooks: the signature (GitHub's, the trigger's secret) is the
+		// credential; the handlers check it before reading anything else.
+		{"POST", api.GitHubHookPath, public, s.githubHook},
+		{"POST", "/hooks/v1/triggers/{id}", public, s.triggerHook},
 		{"GET", "/api/v1/keys", userKey, s.listKeys},
 		{"POST", "/api/v1/keys", userKey, s.createKey},
 		{"DELETE", "/api/v1/keys/{id}", userKey, s.revokeKey},
@@ -488,6 +502,9 @@ func (s *Server) bodyLimits() map[string]int64 {
 		"POST " + api.SSOTokenPath:         maxSSOTokenBody,
 		"POST " + api.SSODevicePath:        maxSSOTokenBody,
 		"POST " + api.SSODeviceTokenPath:   maxSSOTokenBody,
+		// A forge's delivery: the parser refuses more than event.MaxBody.
+		"POST " + api.GitHubHookPath:   event.MaxBody + 1,
+		"POST /hooks/v1/triggers/{id}": event.MaxBody + 1,
 	}
 }
 

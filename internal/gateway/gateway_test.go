@@ -38,6 +38,7 @@ import (
 	"berth.dev/berth/internal/sso"
 	"berth.dev/berth/internal/store"
 	"berth.dev/berth/internal/terminal"
+	"berth.dev/berth/internal/trigger"
 	"berth.dev/berth/internal/usage"
 	"berth.dev/berth/internal/warm"
 	"berth.dev/berth/internal/workspace"
@@ -72,6 +73,7 @@ type world struct {
 	secrets                                 *placeholder.Service
 	issuer                                  *proxy.Issuer
 	agentCfg                                *agentconfig.Service
+	triggers                                *trigger.Service
 	sso                                     *sso.Service // without a provider unless the world's config gives one
 }
 
@@ -108,6 +110,8 @@ type worldConfig struct {
 	// emails are the emails of the world's people, by name; none by
 	// default.
 	emails map[string]string
+	// githubHookSecret is the GitHub App's webhook secret; nil: none.
+	githubHookSecret []byte
 }
 
 // withForge makes a world on a remote forge.
@@ -208,6 +212,8 @@ func newWorld(t testing.TB, opts ...func(*worldConfig)) *world {
 	if runCfg.Workspaces != nil {
 		svc.SetRuns(runs)
 	}
+	w.triggers = trigger.NewService(st, w.accounts, repos, svc, fg, trigger.Config{Key: []byte("matrix trigger key"), GitHubSecret: cfg.githubHookSecret, MaxTask: sandbox.MaxTask}, log, cfg.now)
+	runs.SetReports(w.triggers)
 	w.sandboxes, w.runs = svc, runs
 	var ssoCfg sso.Config
 	if cfg.sso != nil {
@@ -239,7 +245,7 @@ func newWorld(t testing.TB, opts ...func(*worldConfig)) *world {
 		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 		Forge:   fg, Repositories: repos, Mirrors: mirrors, TunnelIdleTimeout: cfg.tunnelIdle,
 		Inference: w.inference, Scripted: scripted, PublicURL: w.url, SSO: w.sso, Meter: w.metrics,
-		Egress: egress.NewLedger(st, log), Freezer: st, Secrets: w.secrets, Issuer: w.issuer, AgentConfigs: w.agentCfg}
+		Egress: egress.NewLedger(st, log), Freezer: st, Secrets: w.secrets, Issuer: w.issuer, AgentConfigs: w.agentCfg, Triggers: w.triggers}
 	if gwo.Terminal, err = terminal.LoadCA(filepath.Join(t.TempDir(), "terminal_ca")); err != nil {
 		t.Fatal(err)
 	}
@@ -247,6 +253,7 @@ func newWorld(t testing.TB, opts ...func(*worldConfig)) *world {
 		cfg.options(&gwo)
 	}
 	w.gw = gateway.New(gwo)
+	w.triggers.SetResults(w.gw.Results())
 	srv.Config.Handler = w.gw.Handler()
 	srv.Start()
 	t.Cleanup(srv.Close)

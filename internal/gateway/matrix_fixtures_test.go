@@ -15,6 +15,8 @@ import (
 	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/secret"
+	"berth.dev/berth/internal/trigger"
+	"berth.dev/berth/internal/trigger/event"
 )
 
 // The fresh objects of the authorization matrix's cells, and what its
@@ -35,6 +37,8 @@ var fixtures = map[string]fixture{
 	"new-co-admin-key": {make: func(m *matrix, t *testing.T) string { return m.newKey(t, "carol") }, state: (*matrix).keyState},
 	"new-class":        {make: (*matrix).newClass, state: (*matrix).classState},
 	"new-secret":       {make: (*matrix).newSecret, state: (*matrix).secretState},
+	"new-trigger":      {make: func(m *matrix, t *testing.T) string { return m.newTrigger(t).Name }, state: (*matrix).triggerState},
+	"new-trigger-id":   {make: func(m *matrix, t *testing.T) string { return m.newTrigger(t).ID }, state: (*matrix).triggerDeliveries},
 	"new-member":       {make: func(m *matrix, t *testing.T) string { return m.newUser(t, account.RoleMember, false) }, state: (*matrix).userState},
 	"new-disabled":     {make: func(m *matrix, t *testing.T) string { return m.newUser(t, account.RoleMember, true) }, state: (*matrix).userState},
 	"new-operator":     {make: func(m *matrix, t *testing.T) string { return m.newUser(t, account.RoleOperator, false) }, state: (*matrix).userState},
@@ -136,6 +140,32 @@ func (m *matrix) secretState(t *testing.T, name string) string {
 		t.Fatal(err)
 	}
 	return strconv.FormatBool(slices.ContainsFunc(all, func(x placeholder.Credential) bool { return x.Name == name }))
+}
+
+func (m *matrix) newTrigger(t *testing.T) trigger.Trigger {
+	t.Helper()
+	tr, err := m.triggers.Set(t.Context(), m.principal(t, m.opKey), "acme", "default",
+		trigger.Trigger{Name: fmt.Sprintf("fresh-%d", m.next()), On: trigger.On{Source: event.SourceWebhook, Kind: event.KindWebhook}, Repo: "acme/app", Concurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+func (m *matrix) triggerState(t *testing.T, name string) string {
+	t.Helper()
+	tr, ds, err := m.triggers.Get(t.Context(), m.principal(t, m.opKey), "acme", "default", name)
+	return fmt.Sprint(tr.ID, tr.DailyTokens, len(ds), err)
+}
+
+// triggerDeliveries is what a trigger (by id) was handed.
+func (m *matrix) triggerDeliveries(t *testing.T, id string) string {
+	t.Helper()
+	tr, err := m.triggers.ByID(t.Context(), id)
+	if err != nil {
+		return err.Error()
+	}
+	return m.triggerState(t, tr.Name)
 }
 
 func (m *matrix) newUser(t *testing.T, role account.Role, disabled bool) string {
@@ -296,6 +326,14 @@ var watches = map[string]func(m *matrix, t *testing.T) string{
 	"the default project's agent configuration": func(m *matrix, t *testing.T) string {
 		c, err := m.agentCfg.Get(t.Context(), m.principal(t, m.opKey), "acme", "default")
 		return fmt.Sprint(c.Instructions, c.Effort, err)
+	},
+	"the default project's triggers": func(m *matrix, t *testing.T) string {
+		ts, err := m.triggers.List(t.Context(), m.principal(t, m.opKey), "acme", "default")
+		var out []string
+		for _, tr := range ts {
+			out = append(out, m.triggerState(t, tr.Name))
+		}
+		return fmt.Sprint(out, err)
 	},
 	"the default project's secrets": func(m *matrix, t *testing.T) string {
 		prj, err := m.accounts.Project(t.Context(), m.vars["acme"], "default")

@@ -110,6 +110,22 @@ func matrixRows() []row {
 			req: put("/api/v1/orgs/acme/projects/default/secrets/MATRIX", `{"value":"v{n}","hosts":["api.example.com"]}`), watch: "the default project's secrets"},
 		{want: "204 204 404 403 403 404 403 403 403 401 401 401", route: "DELETE /api/v1/orgs/{org}/projects/{project}/secrets/{name}",
 			req: del("/api/v1/orgs/acme/projects/default/secrets/{new-secret}")},
+		{want: "200 200 404 200 200 404 403 403 403 401 401 401", route: "GET /api/v1/orgs/{org}/projects/{project}/triggers", req: get("/api/v1/orgs/acme/projects/default/triggers")},
+		{want: "200 200 404 200 200 404 403 403 403 401 401 401", route: "GET /api/v1/orgs/{org}/projects/{project}/triggers/{name}",
+			req: get("/api/v1/orgs/acme/projects/default/triggers/standing")},
+		{want: "200 200 404 403 403 404 403 403 403 401 401 401", route: "PUT /api/v1/orgs/{org}/projects/{project}/triggers/{name}",
+			req: put("/api/v1/orgs/acme/projects/default/triggers/matrix", `{"on":"webhook","repo":"acme/app","daily_tokens":{n},"open_pr":false}`), watch: "the default project's triggers"},
+		{want: "204 204 404 403 403 404 403 403 403 401 401 401", route: "DELETE /api/v1/orgs/{org}/projects/{project}/triggers/{name}",
+			req: del("/api/v1/orgs/acme/projects/default/triggers/{new-trigger}")},
+		// Webhooks are public: the signature is the credential, and none
+		// here is signed, so whoever sends it is refused alike; an unknown
+		// trigger's address is refused as a bad signature is.
+		{want: "401 401 401 401 401 401 401 401 401 401 401 401", route: "POST " + api.GitHubHookPath,
+			req: post(api.GitHubHookPath, `{"action":"labeled"}`), watch: "the default project's triggers"},
+		{want: "401 401 401 401 401 401 401 401 401 401 401 401", route: "POST /hooks/v1/triggers/{id}",
+			req: post("/hooks/v1/triggers/{new-trigger-id}", `{"title":"x"}`), watch: "the default project's triggers"},
+		{want: "401 401 401 401 401 401 401 401 401 401 401 401", route: "POST /hooks/v1/triggers/{id}", what: "no such trigger",
+			req: post("/hooks/v1/triggers/trg_nosuchtrigger", `{"title":"x"}`)},
 
 		// Keys (issue 14, items 1 and 2): a person's keys are theirs; only
 		// they and an operator mint them. Nobody below an operator sees or

@@ -26,6 +26,8 @@ import (
 	"berth.dev/berth/internal/reach"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
+	"berth.dev/berth/internal/trigger"
+	"berth.dev/berth/internal/trigger/event"
 	"berth.dev/berth/internal/tunnel"
 	"berth.dev/berth/internal/tunnel/tunneltest"
 	"berth.dev/berth/internal/workspace"
@@ -156,6 +158,10 @@ func newMatrix(t *testing.T) *matrix {
 	}
 	if _, err := w.classes.Apply(ctx, op, "acme", strings.NewReader(
 		"sandboxes:\n  - name: acme-only\n    image: localhost/berth-sandbox:1\n    isolation: standard\n")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.triggers.Set(ctx, op, "acme", "default", trigger.Trigger{Name: "standing", Repo: "acme/app", Concurrency: 1,
+		On: trigger.On{Source: event.SourceWebhook, Kind: event.KindWebhook}}); err != nil {
 		t.Fatal(err)
 	}
 

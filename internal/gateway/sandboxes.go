@@ -7,6 +7,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/sandbox"
 )
@@ -52,6 +53,11 @@ func (s *Server) apiSandbox(ctx context.Context, sb sandbox.Sandbox, names map[s
 
 func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request, p account.Principal) {
 	replyTo(s, w, r, http.StatusCreated, func(req api.CreateSandbox) (api.Sandbox, error) {
+		if req.OpenPR {
+			if err := s.checkOpenPR(req); err != nil {
+				return api.Sandbox{}, err
+			}
+		}
 		sb, err := s.sandboxes.Create(r.Context(), p, sandbox.CreateRequest{
 			Name: req.Name, Class: req.Class, Purpose: req.Purpose, Project: req.Project, TTL: req.TTL,
 			Repo: req.Repo, Branch: req.Branch, Task: req.Task, Runner: req.Runner, Model: req.Model, Role: req.Role, SSHKeys: req.SSHKeys, Env: req.Env, Egress: req.Egress,
@@ -59,8 +65,31 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request, p account
 		if err != nil {
 			return api.Sandbox{}, err
 		}
+		if req.OpenPR {
+			// Created: the sandbox is promised. A report that cannot be
+			// recorded is said in the log; the run goes on without it.
+			if err := s.triggers.OpenPR(r.Context(), sb); err != nil {
+				s.log.ErrorContext(r.Context(), "could not record that a run opens a pull request", "sandbox", sb.ID, "err", err)
+			}
+		}
 		return s.apiSandbox(r.Context(), sb, map[string]string{}), nil
 	})
+}
+
+// checkOpenPR refuses --open-pr where no pull request can come of it,
+// before anything is created.
+func (s *Server) checkOpenPR(req api.CreateSandbox) error {
+	switch {
+	case s.triggers == nil || !s.triggers.CanReport():
+		return fault.Field("open_pr", "this deployment's forge takes no pull requests")
+	case req.Purpose != string(sandbox.PurposeAgent):
+		return fault.Field("open_pr", "only an agent sandbox's run opens a pull request")
+	case req.Repo == "":
+		return fault.Field("open_pr", "a pull request needs a repository (--repo)")
+	case req.Role == string(sandbox.RoleReviewer):
+		return fault.Field("open_pr", "a reviewer pushes nothing, so opens no pull request")
+	}
+	return nil
 }
 
 func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request, p account.Principal) {

@@ -626,6 +626,12 @@ func (s *Service) List(ctx context.Context, p account.Principal, opt ListOptions
 // RunningTime is the sandbox's running time now.
 func (s *Service) RunningTime(sb Sandbox) time.Duration { return sb.RunningTime(s.now()) }
 
+// Read reads a sandbox by id for berth's own work (a run's report to its
+// forge), with no caller to check: never for a caller's request.
+func (s *Service) Read(ctx context.Context, id ID) (Sandbox, error) {
+	return s.store.GetSandbox(ctx, id)
+}
+
 // Owner returns the user who owns sb, for display.
 func (s *Service) Owner(ctx context.Context, sb Sandbox) (account.User, error) {
 	return s.accounts.User(ctx, sb.Owner)

@@ -65,11 +65,14 @@ type Config struct {
 	// DataDir/terminal_ca); replicas must share it.
 	TerminalCA string
 
-	Forge      string // BERTH_SANDBOX_GIT_FORGE: "", local, github, gitlab
-	GitURL     string // BERTH_SANDBOX_GIT_URL
-	GitAppID   string // BERTH_SANDBOX_GIT_APP_ID
-	GitAppKey  string // BERTH_SANDBOX_GIT_APP_KEY_FILE
-	GitTokenFn string // BERTH_SANDBOX_GIT_TOKEN_FILE
+	Forge     string // BERTH_SANDBOX_GIT_FORGE: "", local, github, gitlab
+	GitURL    string // BERTH_SANDBOX_GIT_URL
+	GitAppID  string // BERTH_SANDBOX_GIT_APP_ID
+	GitAppKey string // BERTH_SANDBOX_GIT_APP_KEY_FILE
+	// GitHookSecret is BERTH_SANDBOX_GIT_WEBHOOK_SECRET_FILE: the file of
+	// the GitHub App's webhook secret; "" refuses its deliveries.
+	GitHookSecret string
+	GitTokenFn    string // BERTH_SANDBOX_GIT_TOKEN_FILE
 	// LocalRepos is the local forge's directory of bare repositories:
 	// BERTH_SANDBOX_GIT_URL when the forge is local (an absolute path),
 	// default DataDir/repos.
@@ -201,6 +204,9 @@ const SettingsHelp = `Settings (environment variables, read once at start-up):
                                     with local, its directory (default BERTH_DATA_DIR/repos)
   BERTH_SANDBOX_GIT_APP_ID          GitHub App id
   BERTH_SANDBOX_GIT_APP_KEY_FILE    GitHub App private key file
+  BERTH_SANDBOX_GIT_WEBHOOK_SECRET_FILE
+                                    GitHub App webhook secret file: triggers on GitHub take the
+                                    App's deliveries at /hooks/v1/github (unset: refused)
   BERTH_SANDBOX_GIT_TOKEN_FILE      GitLab token file
   BERTH_RUNNER_IMAGES               the image of each agent runner, as runner=image pairs
                                     separated by commas; a run of any other runner is refused
@@ -317,6 +323,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		GitURL:         get("BERTH_SANDBOX_GIT_URL", ""),
 		GitAppID:       get("BERTH_SANDBOX_GIT_APP_ID", ""),
 		GitAppKey:      get("BERTH_SANDBOX_GIT_APP_KEY_FILE", ""),
+		GitHookSecret:  get("BERTH_SANDBOX_GIT_WEBHOOK_SECRET_FILE", ""),
 		GitTokenFn:     get("BERTH_SANDBOX_GIT_TOKEN_FILE", ""),
 		IdleSuspend:    dur("BERTH_SANDBOX_IDLE_SUSPEND", 0),
 		UsageRetention: dur("BERTH_USAGE_RETENTION", 90*24*time.Hour),

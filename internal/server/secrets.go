@@ -22,6 +22,8 @@ type egressSecrets struct {
 	service *placeholder.Service
 	issuer  *proxy.Issuer
 	roots   *x509.CertPool
+	// triggers derives the triggers' webhook secrets.
+	triggers []byte
 }
 
 func buildSecrets(cfg Config, st *store.Store, accounts *account.Service, models *inference.Service) (egressSecrets, error) {
@@ -51,5 +53,5 @@ func buildSecrets(cfg Config, st *store.Store, accounts *account.Service, models
 		withheld := models.Withheld()
 		reserved = func(name string) bool { return slices.Contains(withheld, name) }
 	}
-	return egressSecrets{service: placeholder.NewService(st, accounts, key, time.Now, reserved, issuer.CertPEM()), issuer: issuer, roots: roots}, nil
+	return egressSecrets{service: placeholder.NewService(st, accounts, key, time.Now, reserved, issuer.CertPEM()), issuer: issuer, roots: roots, triggers: key.Derive("trigger webhooks")}, nil
 }

@@ -51,6 +51,7 @@ import (
 	"berth.dev/berth/internal/sso"
 	"berth.dev/berth/internal/store"
 	"berth.dev/berth/internal/terminal"
+	"berth.dev/berth/internal/trigger"
 	"berth.dev/berth/internal/usage"
 	"berth.dev/berth/internal/warm"
 	"berth.dev/berth/internal/workspace"
@@ -83,6 +84,7 @@ type App struct {
 	terminal  *terminal.CA       // the panel's terminal; nil without a driver
 	secrets   egressSecrets      // projects' secrets, by placeholder
 	agentCfg  *agentconfig.Service
+	triggers  *trigger.Service
 	sso       *sso.Service // signing in through the identity provider
 }
 
@@ -261,6 +263,11 @@ func (b *Base) build(ctx context.Context, cfg Config, log *slog.Logger, o option
 	if work != nil {
 		sandboxes.SetRuns(runs) // agent sandboxes run their runner (SPEC S13)
 	}
+	triggers, err := buildTriggers(cfg, st, accounts, repos, sandboxes, fg, secrets, log)
+	if err != nil {
+		return nil, err
+	}
+	runs.SetReports(triggers)
 	// The way in (SPEC S10): the tunnel's connections feed the idle clock.
 	rcfg := reach.Config{Driver: cfg.Driver, Audit: st}
 	if r, ok := drv.(reach.Reacher); ok {
@@ -286,7 +293,7 @@ func (b *Base) build(ctx context.Context, cfg Config, log *slog.Logger, o option
 		return nil, err
 	}
 	return &App{sso: signins, store: st, replica: replica, accounts: accounts, sandboxes: sandboxes, reach: way, warm: warmth, classes: classes, runs: runs, usage: reports, metrics: m, registry: reg, forge: fg, repos: repos, mirrors: mirrors, log: log,
-		inference: models, scripted: scripted, terminal: term, secrets: secrets, agentCfg: agentCfg}, nil
+		inference: models, scripted: scripted, terminal: term, secrets: secrets, agentCfg: agentCfg, triggers: triggers}, nil
 }
 
 // buildSSO makes the sign-in service: with BERTH_OIDC_ISSUER, the
@@ -419,7 +426,7 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) er
 		Terminal: a.terminal, PublicURL: cfg.PublicURL, PreviewDomain: cfg.PreviewDomain, SSO: a.sso, NoKeySignIn: !cfg.KeySignIn,
 		EgressConnectTo: cfg.EgressConnectTo, EgressHosts: cfg.EgressHosts, Egress: egress.NewLedger(a.store, log), Freezer: a.store,
 		Secrets: a.secrets.service, Issuer: a.secrets.issuer, UpstreamRoots: a.secrets.roots,
-		CoreHour: usage.CoreHour(cfg.CoreHourUSD), AgentConfigs: a.agentCfg,
+		CoreHour: usage.CoreHour(cfg.CoreHourUSD), AgentConfigs: a.agentCfg, Triggers: a.triggers,
 		Metrics: promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{
 			ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 			ErrorHandling: promhttp.ContinueOnError, // a failed count still serves the rest
@@ -427,6 +434,7 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) er
 	if a.runs != nil {
 		a.runs.SetLearning(gw)
 	}
+	a.triggers.SetResults(gw.Results())
 	srv := &http.Server{
 		Handler:           gw.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -459,6 +467,9 @@ func Serve(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) er
 	}
 	// Sign-ins are refreshed at the identity provider until the signal.
 	go a.sso.Run(ctx)
+	// Runs' reports to their forge that no replica made when the run
+	// ended are made here (each is claimed: replicas may all look).
+	go a.triggers.Run(ctx, cfg.SweepInterval)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	select {

@@ -1,0 +1,318 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"berth.dev/berth/internal/agentrun"
+	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/client"
+	"berth.dev/berth/internal/forge"
+	"berth.dev/berth/internal/forge/forgetest"
+	"berth.dev/berth/internal/forge/github"
+	"berth.dev/berth/internal/gateway"
+	"berth.dev/berth/internal/githttp"
+	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/secret"
+	"berth.dev/berth/internal/trigger"
+	"berth.dev/berth/internal/trigger/event/eventtest"
+)
+
+// githubTriggerWorld is a world on the GitHub stand-in whose App posts its
+// webhooks signed with hookSecret.
+func githubTriggerWorld(t *testing.T) (*world, *forgetest.GitHub) {
+	t.Helper()
+	var gh *forgetest.GitHub
+	w := newWorld(t, withForge(func(t testing.TB) (forge.Forge, gateway.Mirrors) {
+		key, pem := forgetest.NewAppKey(t)
+		gh = forgetest.NewGitHub(t, "4242", &key.PublicKey, "acme/app")
+		f, err := github.New(github.Config{URL: gh.URL(), AppID: "4242", Key: secret.New(string(pem))}, gh.Client(), time.Now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f, githttp.NewMirrors(t.TempDir(), f, time.Nanosecond, time.Now)
+	}), func(c *worldConfig) { c.githubHookSecret = []byte(hookSecret) })
+	w.allowRepos(t, "acme")
+	return w, gh
+}
+
+const hookSecret = "the App's webhook secret"
+
+// deliver posts a GitHub delivery to the gateway, signed with secret.
+func deliver(t *testing.T, w *world, secretKey, kind, delivery string, body []byte) (int, api.HookAnswer) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, w.url+api.GitHubHookPath, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventtest.SignGitHub(req, []byte(secretKey), kind, delivery, body)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out api.HookAnswer
+	_ = json.NewDecoder(resp.Body).Decode(&out)
+	return resp.StatusCode, out
+}
+
+// TestGitHubTriggerStartsAndReports: an App's signed delivery of an issue
+// labelled berth starts one agent run on the trigger's repository with a
+// task from the issue; the same delivery again starts nothing; another
+// while the first runs is skipped at the concurrency limit, saying so; an
+// unsigned one is refused. When the run ends cleanly with a commit on
+// berth/<name>, the gateway opens a draft pull request on the stand-in
+// (which checks the token's permissions and the branches) whose body has
+// the cost, and comments on the issue with its address; a failed run's
+// comment says why.
+func TestGitHubTriggerStartsAndReports(t *testing.T) {
+	w, gh := githubTriggerWorld(t)
+	ctx := t.Context()
+	tr, err := w.admin.SetTrigger(ctx, "acme", "default", "fix", api.Trigger{On: "github:labeled:berth", Repo: gh.CloneURL("acme/app")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.OpenPR == nil || !*tr.OpenPR || tr.HookURL != w.url+api.GitHubHookPath || tr.Concurrency != 1 {
+		t.Fatalf("trigger %+v: want open_pr by default on GitHub, the App's hook URL, concurrency 1", tr)
+	}
+	n := gh.AddIssue("acme/app", "Fix the flaky test", "It fails on Tuesdays.")
+	labeled := eventtest.GitHubIssueLabeled("acme/app", gh.URL(), n, "Fix the flaky test", "It fails on Tuesdays.", "berth", "octocat")
+
+	if st, _ := deliver(t, w, "not the secret", "issues", "d-0", labeled); st != http.StatusUnauthorized {
+		t.Errorf("a delivery signed with another secret: %d, want 401", st)
+	}
+	st, out := deliver(t, w, hookSecret, "issues", "d-1", labeled)
+	if st != http.StatusAccepted || len(out.Deliveries) != 1 || out.Deliveries[0].Outcome != "started" || out.Deliveries[0].Sandbox == "" {
+		t.Fatalf("the first delivery: %d %+v", st, out)
+	}
+	id := out.Deliveries[0].Sandbox
+	sb, err := w.st.GetSandbox(ctx, sandbox.ID(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb.Purpose != "agent" || !strings.HasSuffix(sb.Repo, "acme/app") || !strings.Contains(sb.Task, "Fix the flaky test") ||
+		!strings.Contains(sb.Task, "It fails on Tuesdays.") || !strings.Contains(sb.Task, "/issues/") {
+		t.Errorf("the run: purpose %s, repo %s, task %q", sb.Purpose, sb.Repo, sb.Task)
+	}
+	if st, again := deliver(t, w, hookSecret, "issues", "d-1", labeled); st != http.StatusAccepted || len(again.Deliveries) != 1 || !again.Deliveries[0].Again {
+		t.Errorf("the same delivery again: %d %+v, want it known", st, again)
+	}
+	st, busy := deliver(t, w, hookSecret, "issues", "d-2", labeled)
+	if st != http.StatusAccepted || len(busy.Deliveries) != 1 || busy.Deliveries[0].Outcome != "skipped" ||
+		!strings.Contains(busy.Deliveries[0].Reason, "concurrency") {
+		t.Errorf("a delivery over the concurrency limit: %d %+v", st, busy)
+	}
+	other := eventtest.GitHubIssueLabeled("acme/app", gh.URL(), n, "Fix the flaky test", "", "wontfix", "octocat")
+	if st, none := deliver(t, w, hookSecret, "issues", "d-3", other); st != http.StatusAccepted || len(none.Deliveries) != 0 {
+		t.Errorf("another label: %d %+v, want nothing started", st, none)
+	}
+	if all, err := w.admin.Sandboxes(ctx, client.ListOptions{}); err != nil || len(all) != 1 {
+		t.Errorf("sandboxes after four deliveries: %d (%v), want one", len(all), err)
+	}
+	shown, err := w.admin.Trigger(ctx, "acme", "default", "fix")
+	if err != nil || len(shown.Deliveries) != 2 {
+		t.Fatalf("show: %d deliveries (%v), want the started and the skipped", len(shown.Deliveries), err)
+	}
+
+	// The run ends cleanly, its work on berth/<name>: a draft pull
+	// request, and a comment on the issue.
+	commit := pushBranch(t, gh.BarePath("acme/app"), "berth/"+sb.Name)
+	w.finishRun(t, sandbox.ID(id), agentrun.RunSucceeded, "berth/"+sb.Name, commit, "")
+	pulls := gh.Pulls("acme/app")
+	if len(pulls) != 1 {
+		t.Fatalf("pull requests: %+v, want one", pulls)
+	}
+	p := pulls[0]
+	if !p.Draft || p.Head != "berth/"+sb.Name || p.Base != "main" || p.Title != "Fix the flaky test" || !strings.Contains(p.Body, "Cost") || !strings.Contains(p.Body, commit) {
+		t.Errorf("the pull request: %+v", p)
+	}
+	comments := gh.Comments("acme/app", n)
+	if len(comments) != 1 || !strings.Contains(comments[0], p.URL) || !strings.Contains(comments[0], "Cost") {
+		t.Errorf("the issue's comments: %q, want one with %s and the cost", comments, p.URL)
+	}
+	// Reported once: a later sweep adds nothing.
+	if err := w.triggers.SweepReports(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := gh.Comments("acme/app", n); len(got) != 1 {
+		t.Errorf("after a sweep: %d comments", len(got))
+	}
+
+	// A failed run's comment says why, and opens nothing.
+	st, second := deliver(t, w, hookSecret, "issues", "d-4", labeled)
+	if st != http.StatusAccepted || len(second.Deliveries) != 1 || second.Deliveries[0].Outcome != "started" {
+		t.Fatalf("a delivery once the first run ended: %d %+v", st, second)
+	}
+	w.finishRun(t, sandbox.ID(second.Deliveries[0].Sandbox), agentrun.RunFailed, "", "", "the agent exited 3")
+	if got := gh.Comments("acme/app", n); len(got) != 2 || !strings.Contains(got[1], "the agent exited 3") {
+		t.Errorf("after a failed run: comments %q", got)
+	}
+	if got := gh.Pulls("acme/app"); len(got) != 1 {
+		t.Errorf("a failed run opened a pull request: %+v", got)
+	}
+}
+
+// TestTriggerBudgetSkips: a trigger whose runs today used its daily
+// tokens skips the next delivery, saying so.
+func TestTriggerBudgetSkips(t *testing.T) {
+	w, gh := githubTriggerWorld(t)
+	ctx := t.Context()
+	if _, err := w.admin.SetTrigger(ctx, "acme", "default", "ask", api.Trigger{On: "github:comment:/berth run", Repo: gh.CloneURL("acme/app"),
+		Concurrency: 5, DailyTokens: 100}); err != nil {
+		t.Fatal(err)
+	}
+	n := gh.AddIssue("acme/app", "Flaky", "")
+	comment := eventtest.GitHubIssueComment("acme/app", gh.URL(), n, false, "Flaky", "", "/berth run fix it please", "octocat")
+	st, out := deliver(t, w, hookSecret, "issue_comment", "c-1", comment)
+	if st != http.StatusAccepted || len(out.Deliveries) != 1 || out.Deliveries[0].Outcome != "started" {
+		t.Fatalf("the first comment: %d %+v", st, out)
+	}
+	id := sandbox.ID(out.Deliveries[0].Sandbox)
+	sb, _ := w.st.GetSandbox(ctx, id)
+	if !strings.Contains(sb.Task, "fix it please") {
+		t.Errorf("the task %q lacks the command's arguments", sb.Task)
+	}
+	run := agentrun.Run{Sandbox: id, Runner: "claude-code", State: agentrun.RunRunning, StartedAt: time.Now()}
+	run.Telemetry.Usage.Input, run.Telemetry.Usage.Output = 90, 20
+	if err := w.st.PutRun(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+	st, out = deliver(t, w, hookSecret, "issue_comment", "c-2", comment)
+	if st != http.StatusAccepted || len(out.Deliveries) != 1 || out.Deliveries[0].Outcome != "skipped" ||
+		!strings.Contains(out.Deliveries[0].Reason, "daily budget") || !strings.Contains(out.Deliveries[0].Reason, "110 tokens") {
+		t.Errorf("a comment past the daily budget: %d %+v", st, out)
+	}
+}
+
+// finishRun ends a run as its agent's exit would: its record, then its
+// sandbox, then the report it owes.
+func (w *world) finishRun(t *testing.T, id sandbox.ID, state agentrun.RunState, branch, commit, why string) {
+	t.Helper()
+	ctx := context.Background()
+	// This world runs no agent: the run is written as its runner would.
+	run := agentrun.Run{Sandbox: id, Runner: "claude-code", StartedAt: time.Now().Add(-time.Minute)}
+	run.Telemetry.Usage.Input, run.Telemetry.Usage.Output = 1200, 300
+	run.State, run.Branch, run.Commit, run.Error, run.Exited, run.EndedAt = state, branch, commit, why, true, time.Now()
+	if err := w.st.PutRun(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+	to := sandbox.StateTerminated
+	if state == agentrun.RunFailed {
+		to = sandbox.StateFailed
+	}
+	if err := w.sandboxes.EndRun(ctx, id, to, "its task finished", time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	w.triggers.Concluded(ctx, id)
+}
+
+// pushBranch makes a commit on branch in the bare repository, as the
+// host's push of a run's work does, and returns it.
+func pushBranch(t *testing.T, bare, branch string) string {
+	t.Helper()
+	git := func(stdin string, args ...string) string {
+		cmd := exec.Command("git", append([]string{"--git-dir=" + bare}, args...)...)
+		cmd.Stdin = strings.NewReader(stdin)
+		cmd.Env = append(cmd.Environ(), "GIT_AUTHOR_NAME=berth", "GIT_AUTHOR_EMAIL=b@x", "GIT_COMMITTER_NAME=berth", "GIT_COMMITTER_EMAIL=b@x")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("git %v: %v", args, err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	blob := git("fixed\n", "hash-object", "-w", "--stdin")
+	tree := git("100644 blob "+blob+"\tfix.txt\n", "mktree")
+	commit := git("", "commit-tree", tree, "-p", "main", "-m", "fix")
+	git("", "update-ref", "refs/heads/"+branch, commit)
+	return commit
+}
+
+// TestScheduleFiresOnceAcrossReplicas: a schedule's trigger starts a run
+// when it comes due, once, however many replicas tick at that moment; it
+// does not fire before its time or twice for one firing; a gateway down
+// over several firings fires once for the latest and goes on from then.
+// A schedule's trigger needs a task of its own.
+func TestScheduleFiresOnceAcrossReplicas(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Date(2026, 12, 4, 2, 58, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	set := func(at time.Time) { mu.Lock(); defer mu.Unlock(); now = at }
+	w := newWorld(t, func(c *worldConfig) { c.now = clock })
+	w.allowRepos(t, "acme")
+	ctx := t.Context()
+	noPR := false
+	var e *api.Error
+	if _, err := w.admin.SetTrigger(ctx, "acme", "default", "nightly", api.Trigger{On: "schedule:0 3 * * *", Repo: "acme/app", OpenPR: &noPR}); !errors.As(err, &e) || e.Field != "task" {
+		t.Errorf("a schedule without a task: %v, want a field error on task", err)
+	}
+	if _, err := w.admin.SetTrigger(ctx, "acme", "default", "nightly", api.Trigger{On: "schedule:0 25 * * *", Repo: "acme/app", Task: "x", OpenPR: &noPR}); !errors.As(err, &e) || e.Field != "on" {
+		t.Errorf("hour 25: %v, want a field error on on", err)
+	}
+	if _, err := w.admin.SetTrigger(ctx, "acme", "default", "nightly", api.Trigger{On: "schedule:0 3 * * *", Repo: "acme/app", Task: "Nightly run of {{.Time}}",
+		Concurrency: 5, OpenPR: &noPR}); err != nil {
+		t.Fatal(err)
+	}
+	// Two replicas on one database: the world's service and another.
+	replicas := []*trigger.Service{w.triggers, trigger.NewService(w.st, w.accounts, nil, w.sandboxes, w.forge,
+		trigger.Config{Key: []byte("matrix trigger key"), MaxTask: sandbox.MaxTask}, slog.New(slog.DiscardHandler), clock)}
+	tick := func() {
+		var wg sync.WaitGroup
+		for _, r := range replicas {
+			wg.Go(func() {
+				if err := r.Tick(ctx); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	runs := func() []string {
+		t.Helper()
+		all, err := w.admin.Sandboxes(ctx, client.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tasks []string
+		for _, sb := range all {
+			full, _ := w.st.GetSandbox(ctx, sandbox.ID(sb.ID))
+			tasks = append(tasks, full.Task)
+		}
+		slices.Sort(tasks)
+		return tasks
+	}
+	tick()
+	if got := runs(); len(got) != 0 {
+		t.Fatalf("before its time: %q", got)
+	}
+	set(time.Date(2026, 12, 4, 3, 0, 20, 0, time.UTC))
+	tick()
+	tick()
+	if got := runs(); !slices.Equal(got, []string{"Nightly run of 2026-12-04T03:00:00Z"}) {
+		t.Fatalf("at 03:00 with two replicas ticking twice: %q, want one run", got)
+	}
+	// Down from then until the 8th: one firing, for the latest.
+	set(time.Date(2026, 12, 8, 3, 30, 0, 0, time.UTC))
+	tick()
+	if got := runs(); !slices.Equal(got, []string{"Nightly run of 2026-12-04T03:00:00Z", "Nightly run of 2026-12-08T03:00:00Z"}) {
+		t.Errorf("after three missed firings: %q, want one more", got)
+	}
+	tr, err := w.admin.Trigger(ctx, "acme", "default", "nightly")
+	if err != nil || len(tr.Deliveries) != 2 {
+		t.Errorf("deliveries: %+v, %v", tr.Deliveries, err)
+	}
+	set(time.Date(2026, 12, 9, 3, 0, 1, 0, time.UTC))
+	tick()
+	if got := runs(); len(got) != 3 {
+		t.Errorf("the next night: %d runs, want 3", len(got))
+	}
+}

@@ -1,0 +1,154 @@
+package store_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/fault"
+	"berth.dev/berth/internal/forge"
+	"berth.dev/berth/internal/sandbox"
+	"berth.dev/berth/internal/store"
+	"berth.dev/berth/internal/trigger"
+	"berth.dev/berth/internal/trigger/event"
+)
+
+// testTriggers checks trigger.Store: a trigger round-trips whole and is
+// replaced by its id; a name is one per project; a delivery is recorded
+// once; a trigger's live runs are its deliveries' live sandboxes; a
+// report is claimed by one attempt at a time and due only once its
+// sandbox has ended.
+func testTriggers(t *testing.T, st *store.Store) {
+	ctx := t.Context()
+	fx := newFixture(t, st, "acme")
+	e := audit.Event{At: t0, Org: fx.org.ID, Actor: fx.ann.ID, Action: audit.TriggerSet, Target: "default/fix", Outcome: audit.OK}
+	tr := trigger.Trigger{
+		ID: "trg_one", Org: fx.org.ID, Project: fx.prj.ID, Name: "fix",
+		On:   trigger.On{Source: event.SourceGitHub, Kind: event.KindComment, Label: "l", Command: "/berth run"},
+		Repo: "github.com/acme/app", Base: "main", Class: "agent", Runner: "claude-code", Model: "m", Role: "author",
+		Task: "{{.Title}}", Concurrency: 2, DailyTokens: 1000, DailyUSD: 2.5, OpenPR: true, Owner: fx.ann.ID,
+		NextAt: t0.Add(time.Hour), CreatedAt: t0, UpdatedAt: t0.Add(time.Second),
+	}
+	checkAllSet(t, tr)
+	if err := st.PutTrigger(ctx, tr, e); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := st.GetTrigger(ctx, tr.ID); err != nil || !cmp.Equal(got, tr) {
+		t.Errorf("GetTrigger = %+v, %v; want %+v", got, err, tr)
+	}
+	tr.Concurrency, tr.OpenPR = 3, false
+	if err := st.PutTrigger(ctx, tr, e); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := st.TriggerByName(ctx, fx.org.ID, fx.prj.ID, "fix"); err != nil || !cmp.Equal(got, tr) {
+		t.Errorf("TriggerByName after a change = %+v, %v", got, err)
+	}
+	twin := tr
+	twin.ID = "trg_two"
+	wantErr(t, "a second trigger of the same name", st.PutTrigger(ctx, twin, e), fault.Conflict)
+	other := tr
+	other.ID, other.Name, other.On.Source = "trg_three", "other", event.SourceWebhook
+	if err := st.PutTrigger(ctx, other, e); err != nil {
+		t.Fatal(err)
+	}
+	if ts, err := st.TriggersOn(ctx, event.SourceGitHub, "github.com/acme/app"); err != nil || len(ts) != 1 || ts[0].ID != tr.ID {
+		t.Errorf("TriggersOn github = %+v, %v", ts, err)
+	}
+	if ts, err := st.ListTriggers(ctx, fx.org.ID, fx.prj.ID); err != nil || len(ts) != 2 || ts[0].Name != "fix" {
+		t.Errorf("ListTriggers = %+v, %v", ts, err)
+	}
+
+	// A schedule is due at its next firing; one replica moves it on.
+	nightly := tr
+	nightly.ID, nightly.Name, nightly.On = "trg_nightly", "nightly", trigger.On{Source: event.SourceSchedule, Kind: event.KindSchedule, Schedule: "0 3 * * *"}
+	nightly.NextAt = t0.Add(3 * time.Hour)
+	if err := st.PutTrigger(ctx, nightly, e); err != nil {
+		t.Fatal(err)
+	}
+	if due, err := st.DueSchedules(ctx, t0.Add(time.Hour), 10); err != nil || len(due) != 0 {
+		t.Errorf("DueSchedules before its time = %+v, %v", due, err)
+	}
+	due, err := st.DueSchedules(ctx, t0.Add(3*time.Hour), 10)
+	if err != nil || len(due) != 1 || !cmp.Equal(due[0], nightly) {
+		t.Fatalf("DueSchedules at its time = %+v, %v; want %+v", due, err, nightly)
+	}
+	if err := st.AdvanceSchedule(ctx, nightly.ID, nightly.NextAt, t0.Add(27*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "advancing it again from the old firing", st.AdvanceSchedule(ctx, nightly.ID, nightly.NextAt, t0.Add(27*time.Hour)), fault.Conflict)
+	if due, _ := st.DueSchedules(ctx, t0.Add(4*time.Hour), 10); len(due) != 0 {
+		t.Errorf("an advanced schedule is due: %+v", due)
+	}
+
+	live, key := newSandbox(fx, fx.ann, "fix-1", t0)
+	mustCreate(t, st, live, key)
+	ended, key2 := newSandbox(fx, fx.ann, "fix-2", t0)
+	mustCreate(t, st, ended, key2)
+	ended = move(t, st, ended, sandbox.StateTerminated, t0.Add(time.Minute))
+
+	d := trigger.Delivery{Trigger: tr.ID, ID: "d-1", At: t0, Thread: forge.Thread{Kind: forge.ThreadIssue, Number: 7}, URL: "https://x/7"}
+	if err := st.AddDelivery(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "the same delivery again", st.AddDelivery(ctx, d), fault.Conflict)
+	d.Outcome, d.Sandbox = trigger.Started, live.ID
+	if err := st.FinishDelivery(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	d2 := trigger.Delivery{Trigger: tr.ID, ID: "d-2", At: t0.Add(time.Hour), Outcome: trigger.Started, Sandbox: ended.ID}
+	if err := st.AddDelivery(ctx, d2); err != nil {
+		t.Fatal(err)
+	}
+	if ds, err := st.Deliveries(ctx, tr.ID, time.Time{}, 10); err != nil || !cmp.Equal(ds, []trigger.Delivery{d2, d}) {
+		t.Errorf("Deliveries = %+v, %v; want the newest first", ds, err)
+	}
+	if ds, err := st.Deliveries(ctx, tr.ID, t0.Add(time.Minute), 10); err != nil || len(ds) != 1 || ds[0].ID != "d-2" {
+		t.Errorf("Deliveries since = %+v, %v", ds, err)
+	}
+	if ids, err := st.LiveRuns(ctx, tr.ID); err != nil || !cmp.Equal(ids, []sandbox.ID{live.ID}) {
+		t.Errorf("LiveRuns = %v, %v; want the live one only", ids, err)
+	}
+	wantErr(t, "a delivery to no trigger", st.AddDelivery(ctx, trigger.Delivery{Trigger: "trg_none", ID: "x", At: t0}), fault.NotFound)
+
+	for _, sb := range []sandbox.Sandbox{live, ended} {
+		if err := st.AddReport(ctx, trigger.Report{Sandbox: sb.ID, Org: fx.org.ID, Repo: tr.Repo, Trigger: tr.ID, Thread: d.Thread, OpenPR: true, Comment: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantErr(t, "a second report", st.AddReport(ctx, trigger.Report{Sandbox: live.ID}), fault.Conflict)
+	reports, err := st.DueReports(ctx, t0.Add(time.Hour), 10)
+	if err != nil || len(reports) != 1 || reports[0].Sandbox != ended.ID || reports[0].State != trigger.ReportPending || reports[0].Thread != d.Thread {
+		t.Fatalf("DueReports = %+v, %v; want the ended sandbox's", reports, err)
+	}
+	r := reports[0]
+	if err := st.ClaimReport(ctx, r, t0.Add(2*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "a second claim of the same attempt", st.ClaimReport(ctx, r, t0.Add(2*time.Hour)), fault.Conflict)
+	if due, _ := st.DueReports(ctx, t0.Add(time.Hour), 10); len(due) != 0 {
+		t.Errorf("a claimed report is due again before its next attempt: %+v", due)
+	}
+	r.Attempts, r.State, r.Change, r.Comments, r.Error = 1, trigger.ReportDone, forge.Change{Number: 3, URL: "https://x/pull/3", Existed: true}, []string{"https://x/7#c"}, ""
+	if err := st.SaveReport(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.GetReport(ctx, ended.ID)
+	r.NextAt = t0.Add(2 * time.Hour)
+	if err != nil || !cmp.Equal(got, r) {
+		t.Errorf("GetReport = %+v, %v; want %+v", got, err, r)
+	}
+	if due, _ := st.DueReports(ctx, t0.Add(3*time.Hour), 10); len(due) != 0 {
+		t.Errorf("a done report is due: %+v", due)
+	}
+	_, err = st.GetReport(ctx, "sbx_none")
+	wantErr(t, "the report of no sandbox", err, fault.NotFound)
+
+	if err := st.DeleteTrigger(ctx, tr.ID, e); err != nil {
+		t.Fatal(err)
+	}
+	_, err = st.GetTrigger(ctx, tr.ID)
+	wantErr(t, "a deleted trigger", err, fault.NotFound)
+	wantErr(t, "deleting it again", st.DeleteTrigger(ctx, tr.ID, e), fault.NotFound)
+}
