@@ -13,11 +13,13 @@ import (
 
 func TestParseOn(t *testing.T) {
 	for in, want := range map[string]trigger.On{
-		"github:labeled:berth":       {Source: event.SourceGitHub, Kind: event.KindIssueLabeled, Label: "berth"},
-		"gitlab:labelled:needs bot":  {Source: event.SourceGitLab, Kind: event.KindIssueLabeled, Label: "needs bot"},
-		"github:comment:/berth run":  {Source: event.SourceGitHub, Kind: event.KindComment, Command: "/berth run"},
-		"webhook":                    {Source: event.SourceWebhook, Kind: event.KindWebhook},
-		"gitlab:comment:/berth: fix": {Source: event.SourceGitLab, Kind: event.KindComment, Command: "/berth: fix"},
+		"github:labeled:berth":                  {Source: event.SourceGitHub, Kind: event.KindIssueLabeled, Label: "berth"},
+		"gitlab:labelled:needs bot":             {Source: event.SourceGitLab, Kind: event.KindIssueLabeled, Label: "needs bot"},
+		"github:comment:/berth run":             {Source: event.SourceGitHub, Kind: event.KindComment, Command: "/berth run"},
+		"webhook":                               {Source: event.SourceWebhook, Kind: event.KindWebhook},
+		"gitlab:comment:/berth: fix":            {Source: event.SourceGitLab, Kind: event.KindComment, Command: "/berth: fix"},
+		"schedule:0 3 * * 1-5":                  {Source: event.SourceSchedule, Kind: event.KindSchedule, Schedule: "0 3 * * 1-5"},
+		"schedule:CRON_TZ=Europe/Berlin @daily": {Source: event.SourceSchedule, Kind: event.KindSchedule, Schedule: "CRON_TZ=Europe/Berlin @daily"},
 	} {
 		got, err := trigger.ParseOn(in)
 		if err != nil || got != want {
@@ -27,7 +29,7 @@ func TestParseOn(t *testing.T) {
 			t.Errorf("%q does not round-trip: %q", in, got.String())
 		}
 	}
-	for _, bad := range []string{"", "github", "github:opened:x", "bitbucket:labeled:x", "webhook:x", "schedule:* * * * *"} {
+	for _, bad := range []string{"", "github", "github:opened:x", "bitbucket:labeled:x", "webhook:x", "schedule:* * *", "schedule:0 25 * * *"} {
 		if _, err := trigger.ParseOn(bad); !errors.Is(err, fault.Invalid) {
 			t.Errorf("ParseOn(%q) = %v, want a field error", bad, err)
 		}
