@@ -22,6 +22,7 @@ import (
 	"berth.dev/berth/internal/forge/github"
 	"berth.dev/berth/internal/gateway"
 	"berth.dev/berth/internal/githttp"
+	"berth.dev/berth/internal/review"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/secret"
 	"berth.dev/berth/internal/trigger"
@@ -31,19 +32,29 @@ import (
 // githubTriggerWorld is a world on the GitHub stand-in whose App posts its
 // webhooks signed with hookSecret.
 func githubTriggerWorld(t *testing.T) (*world, *forgetest.GitHub) {
+	w, gh, _ := githubTriggerWorldForge(t)
+	return w, gh
+}
+
+// githubTriggerWorldForge is githubTriggerWorld with its forge.
+func githubTriggerWorldForge(t *testing.T) (*world, *forgetest.GitHub, *github.Forge) {
 	t.Helper()
-	var gh *forgetest.GitHub
+	var (
+		gh *forgetest.GitHub
+		f  *github.Forge
+	)
 	w := newWorld(t, withForge(func(t testing.TB) (forge.Forge, gateway.Mirrors) {
 		key, pem := forgetest.NewAppKey(t)
 		gh = forgetest.NewGitHub(t, "4242", &key.PublicKey, "acme/app")
-		f, err := github.New(github.Config{URL: gh.URL(), AppID: "4242", Key: secret.New(string(pem))}, gh.Client(), time.Now)
+		var err error
+		f, err = github.New(github.Config{URL: gh.URL(), AppID: "4242", Key: secret.New(string(pem))}, gh.Client(), time.Now)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return f, githttp.NewMirrors(t.TempDir(), f, time.Nanosecond, time.Now)
 	}), func(c *worldConfig) { c.githubHookSecret = []byte(hookSecret) })
 	w.allowRepos(t, "acme")
-	return w, gh
+	return w, gh, f
 }
 
 const hookSecret = "the App's webhook secret"
@@ -315,4 +326,54 @@ func TestScheduleFiresOnceAcrossReplicas(t *testing.T) {
 	if got := runs(); len(got) != 3 {
 		t.Errorf("the next night: %d runs, want 3", len(got))
 	}
+}
+
+// TestReviewerTriggerPostsItsVerdict: "/berth review" commented on a pull
+// request starts a reviewer run; its verdict goes back as a review
+// comment on that pull request (GitHub's reviews API, event COMMENT, as
+// the stand-in checks), and no pull request is opened for it.
+func TestReviewerTriggerPostsItsVerdict(t *testing.T) {
+	w, gh, f := githubTriggerWorldForge(t)
+	ctx := t.Context()
+	if _, err := w.admin.SetTrigger(ctx, "acme", "default", "review", api.Trigger{On: "github:comment:/berth review", Repo: gh.CloneURL("acme/app"), Role: "reviewer"}); err != nil {
+		t.Fatal(err)
+	}
+	pushBranch(t, gh.BarePath("acme/app"), "feature")
+	pr, err := f.OpenChange(ctx, forge.Repo{Host: f.Host(), Path: "acme/app"},
+		forge.ChangeRequest{Head: "feature", Base: "main", Title: "Feature", Body: "A feature."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	comment := eventtest.GitHubIssueComment("acme/app", gh.URL(), pr.Number, true, "Feature", "A feature.", "/berth review", "octocat")
+	st, out := deliver(t, w, hookSecret, "issue_comment", "r-1", comment)
+	if st != http.StatusAccepted || len(out.Deliveries) != 1 || out.Deliveries[0].Outcome != "started" {
+		t.Fatalf("the review command: %d %+v", st, out)
+	}
+	id := sandbox.ID(out.Deliveries[0].Sandbox)
+	if sb, _ := w.st.GetSandbox(ctx, id); sb.Role != sandbox.RoleReviewer {
+		t.Errorf("the run's role is %q, want reviewer", sb.Role)
+	}
+	w.finishReview(t, id, review.Result{Outcome: review.ChangesRequested, Summary: "The feature lacks a test."})
+	reviews := gh.Reviews("acme/app", pr.Number)
+	if len(reviews) != 1 || reviews[0].Event != "COMMENT" || !strings.Contains(reviews[0].Body, "changes requested") ||
+		!strings.Contains(reviews[0].Body, "The feature lacks a test.") {
+		t.Errorf("reviews on #%d: %+v", pr.Number, reviews)
+	}
+	if got := gh.Pulls("acme/app"); len(got) != 1 {
+		t.Errorf("a reviewer run opened a pull request: %+v", got)
+	}
+}
+
+// finishReview ends a reviewer's run cleanly with its verdict.
+func (w *world) finishReview(t *testing.T, id sandbox.ID, v review.Result) {
+	t.Helper()
+	ctx := context.Background()
+	run := agentrun.Run{Sandbox: id, Runner: "claude-code", StartedAt: time.Now().Add(-time.Minute), State: agentrun.RunSucceeded, Exited: true, EndedAt: time.Now(), Review: v}
+	if err := w.st.PutRun(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.sandboxes.EndRun(ctx, id, sandbox.StateTerminated, "its task finished", time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	w.triggers.Concluded(ctx, id)
 }
