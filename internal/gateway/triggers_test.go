@@ -377,3 +377,40 @@ func (w *world) finishReview(t *testing.T, id sandbox.ID, v review.Result) {
 	}
 	w.triggers.Concluded(ctx, id)
 }
+
+// TestOpenPRForAHandMadeRun: `berth sandbox create --open-pr` makes a
+// hand-made run's clean end a draft pull request too; where the forge
+// takes none (the local one), or no pull request can come of it, the
+// create is refused before anything is made, naming open_pr.
+func TestOpenPRForAHandMadeRun(t *testing.T) {
+	w, gh := githubTriggerWorld(t)
+	ctx := t.Context()
+	sb, err := w.owner.CreateSandbox(ctx, api.CreateSandbox{Name: "fix-by-hand", Purpose: "agent", Repo: gh.CloneURL("acme/app"),
+		Task: "Fix the flaky test\n\nIt fails on Tuesdays.", OpenPR: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit := pushBranch(t, gh.BarePath("acme/app"), "berth/fix-by-hand")
+	w.finishRun(t, sandbox.ID(sb.ID), agentrun.RunSucceeded, "berth/fix-by-hand", commit, "")
+	if pulls := gh.Pulls("acme/app"); len(pulls) != 1 || pulls[0].Head != "berth/fix-by-hand" || pulls[0].Title != "Fix the flaky test" || !pulls[0].Draft {
+		t.Errorf("pull requests: %+v", pulls)
+	}
+	var e *api.Error
+	for name, req := range map[string]api.CreateSandbox{
+		"an engineer sandbox": {Name: "eng", Repo: gh.CloneURL("acme/app"), SSHKeys: []string{sshKey}, OpenPR: true},
+		"no repository":       {Name: "norepo", Purpose: "agent", Task: "x", OpenPR: true},
+		"a reviewer":          {Name: "rev", Purpose: "agent", Repo: gh.CloneURL("acme/app"), Task: "x", Role: "reviewer", OpenPR: true},
+	} {
+		if _, err := w.owner.CreateSandbox(ctx, req); !errors.As(err, &e) || e.Field != "open_pr" {
+			t.Errorf("%s with --open-pr: %v, want a field error on open_pr", name, err)
+		}
+	}
+	local := newWorld(t)
+	local.allowRepos(t, "acme")
+	if _, err := local.owner.CreateSandbox(ctx, api.CreateSandbox{Name: "fix", Purpose: "agent", Repo: "acme/app", Task: "x", OpenPR: true}); !errors.As(err, &e) || e.Field != "open_pr" {
+		t.Errorf("--open-pr on the local forge: %v, want a field error on open_pr", err)
+	}
+	if all, _ := local.owner.Sandboxes(ctx, client.ListOptions{}); len(all) != 0 {
+		t.Errorf("a refused create made %d sandboxes", len(all))
+	}
+}
