@@ -34,6 +34,15 @@ type Config struct {
 	// the project may reach it in an API the runner speaks (else the
 	// deployment's default, BERTH_AGENT_MODEL, as before); "" none.
 	Model string
+	// Skills are skills uploaded with the configuration (the Agent
+	// Skills layout), and SkillsPath a directory of the run's repository
+	// whose subdirectories are skills, copied from the checkout when the
+	// run starts; both go where the runner's CLI reads user-level skills
+	// (a kelos image: KELOS_PLUGIN_DIR).
+	Skills     []runner.Skill
+	SkillsPath string
+	// MCP are the Model Context Protocol servers runs are given.
+	MCP []runner.MCPServer
 	// UpdatedAt and UpdatedBy say who wrote it last; zero for a scope
 	// never written.
 	UpdatedAt time.Time
@@ -57,6 +66,17 @@ func (c Config) Validate() error {
 		return fault.Field("effort", "%q is not one of %s, or empty", c.Effort, strings.Join(Efforts, ", "))
 	case len(c.Model) > maxModel || strings.ContainsFunc(c.Model, func(r rune) bool { return r <= ' ' || r == 0x7f }):
 		return fault.Field("model", "a model's id, at most %d bytes without spaces or control characters", maxModel)
+	}
+	if err := runner.CheckSkills(c.Skills); err != nil {
+		return fault.Field("skills", "%v", err)
+	}
+	if c.SkillsPath != "" {
+		if err := runner.CheckRepoPath(c.SkillsPath); err != nil {
+			return fault.Field("skills_path", "%v", err)
+		}
+	}
+	if err := runner.CheckMCP(c.MCP); err != nil {
+		return fault.Field("mcp", "%v", err)
 	}
 	return nil
 }
@@ -113,11 +133,30 @@ func (s *Service) Set(ctx context.Context, p account.Principal, orgRef, projectR
 		target = "project " + projectRef
 	}
 	e := audit.Event{At: c.UpdatedAt, Org: org, Actor: p.User.ID, Action: audit.AgentConfigSet, Target: target, Outcome: audit.OK,
-		Detail: fmt.Sprintf("instructions %d bytes, effort %s, model %s", len(c.Instructions), orNone(c.Effort), orNone(c.Model))}
+		Detail: fmt.Sprintf("instructions %d bytes, effort %s, model %s, %d skills%s, MCP servers %s", len(c.Instructions), orNone(c.Effort), orNone(c.Model),
+			len(c.Skills), skillsFrom(c.SkillsPath), mcpNames(c.MCP))}
 	if err := s.store.PutAgentConfig(ctx, org, project, c, e); err != nil {
 		return Config{}, err
 	}
 	return c, nil
+}
+
+func skillsFrom(path string) string {
+	if path == "" {
+		return ""
+	}
+	return " and those in the repository's " + path
+}
+
+func mcpNames(ms []runner.MCPServer) string {
+	if len(ms) == 0 {
+		return "none"
+	}
+	names := make([]string, len(ms))
+	for i, m := range ms {
+		names[i] = m.Name
+	}
+	return strings.Join(names, ", ")
 }
 
 func orNone(s string) string {
@@ -156,8 +195,39 @@ func (s *Service) ForRun(ctx context.Context, org, project string) (Config, erro
 	if p.Model != "" {
 		out.Model = p.Model
 	}
+	// Skills and MCP servers: both scopes', the project's over the
+	// organisation's of the same name; the project's skills path over the
+	// organisation's.
+	out.Skills = mergeByName(o.Skills, p.Skills, func(s runner.Skill) string { return s.Name })
+	out.MCP = mergeByName(o.MCP, p.MCP, func(m runner.MCPServer) string { return m.Name })
+	out.SkillsPath = o.SkillsPath
+	if p.SkillsPath != "" {
+		out.SkillsPath = p.SkillsPath
+	}
+	if err := runner.CheckSkills(out.Skills); err != nil {
+		return Config{}, fault.Field("skills", "the organisation's and project %s's together: %v", project, err)
+	}
+	if err := runner.CheckMCP(out.MCP); err != nil {
+		return Config{}, fault.Field("mcp", "the organisation's and project %s's together: %v", project, err)
+	}
 	if len(out.Instructions) > runner.MaxInstructions {
 		return Config{}, fault.Field("instructions", "the organisation's and project %s's instructions together are %d bytes: at most %d", project, len(out.Instructions), runner.MaxInstructions)
 	}
 	return out, nil
+}
+
+// mergeByName is org's and prj's, prj's replacing org's of the same name,
+// in org's order then prj's.
+func mergeByName[T any](org, prj []T, name func(T) string) []T {
+	var out []T
+	over := map[string]bool{}
+	for _, x := range prj {
+		over[name(x)] = true
+	}
+	for _, x := range org {
+		if !over[name(x)] {
+			out = append(out, x)
+		}
+	}
+	return append(out, prj...)
 }

@@ -71,3 +71,37 @@ func TestValidate(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestForRunSkillsAndMCP: a run's skills and MCP servers are the
+// organisation's and its project's, the project's replacing the
+// organisation's of the same name; its skills path the project's over
+// the organisation's.
+func TestForRunSkillsAndMCP(t *testing.T) {
+	sk := func(name, body string) runner.Skill {
+		return runner.Skill{Name: name, Files: []runner.File{{Path: "SKILL.md", Content: []byte(body)}}}
+	}
+	st := memStore{
+		{"org", ""}: {Skills: []runner.Skill{sk("release", "org's"), sk("review", "org's")}, SkillsPath: ".org/skills",
+			MCP: []runner.MCPServer{{Name: "docs", Command: []string{"docs-org"}}, {Name: "tracker", URL: "https://t/"}}},
+		{"org", "web"}: {Skills: []runner.Skill{sk("release", "web's")}, SkillsPath: ".berth/skills",
+			MCP: []runner.MCPServer{{Name: "docs", Command: []string{"docs-web"}}}},
+	}
+	s := agentconfig.NewService(st, nil, time.Now)
+	got, err := s.ForRun(t.Context(), "org", "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, x := range got.Skills {
+		names = append(names, x.Name+"="+string(x.Files[0].Content))
+	}
+	if strings.Join(names, " ") != "review=org's release=web's" || got.SkillsPath != ".berth/skills" {
+		t.Errorf("skills %v, path %q", names, got.SkillsPath)
+	}
+	if len(got.MCP) != 2 || got.MCP[0].Name != "tracker" || got.MCP[1].Command[0] != "docs-web" {
+		t.Errorf("MCP servers %+v", got.MCP)
+	}
+	if got, _ := s.ForRun(t.Context(), "org", "ml"); got.SkillsPath != ".org/skills" || len(got.Skills) != 2 {
+		t.Errorf("a project with none: %+v", got)
+	}
+}

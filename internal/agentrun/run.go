@@ -264,7 +264,21 @@ func (s *Service) runEnv(ctx context.Context, sb sandbox.Sandbox, env map[string
 		args, err := kelosEnv(sb, env, cfg)
 		return model, args, err
 	}
-	opts := runner.Options{Model: model, Effort: cfg.Effort, Instructions: cfg.Instructions}
+	opts := runner.Options{Model: model, Effort: cfg.Effort, Instructions: cfg.Instructions, Skills: cfg.Skills, MCP: cfg.MCP}
+	if _, ok := r.(runner.MCPConfigured); !ok && len(opts.MCP) > 0 {
+		// An organisation's servers do not stop its runs of a CLI that
+		// has no MCP (Pi): they are left out, and the log says so.
+		s.log.InfoContext(ctx, "the runner takes no MCP server: the configuration's are left out", "sandbox", sb.ID, "runner", sb.Runner, "servers", len(opts.MCP))
+		opts.MCP = nil
+	}
+	if cfg.SkillsPath != "" {
+		// berth-init copies the repository's skills from the checkout.
+		sk, ok := r.(runner.Skilled)
+		if !ok {
+			return "", nil, fault.Field("skills_path", "%s reads no skills", sb.Runner)
+		}
+		env["BERTH_SKILLS_FROM"], env["BERTH_SKILLS_DIR"] = cfg.SkillsPath, sk.SkillsDir()
+	}
 	if args, err = r.ContainerArgs(opts); err != nil {
 		return "", nil, err
 	}
@@ -342,6 +356,17 @@ func (s *Service) Prepare(ctx context.Context, spec *sandbox.Spec) error {
 			}
 		}
 		spec.Run = &sandbox.RunSpec{Contract: sb.Contract, Work: dir, Args: args, Network: network}
+		if spec.Env["KELOS_PLUGIN_DIR"] != "" {
+			// A kelos run's skills: a plugin the host writes beside the
+			// checkout, which the driver mounts read-only.
+			plugins := dir + ".plugins"
+			if err := writeKelosPlugins(spec.Env, dir, plugins); err != nil {
+				_ = os.RemoveAll(plugins)
+				_ = s.work.Remove(sb)
+				return fmt.Errorf("kelos plugins: %w", err)
+			}
+			spec.Run.Plugins = plugins
+		}
 	}
 	now := s.now()
 	run := Run{Sandbox: sb.ID, Runner: sb.Runner, Model: model, State: RunRunning, StartedAt: now}
@@ -491,6 +516,11 @@ func (s *Service) Removed(ctx context.Context, sb sandbox.Sandbox) {
 }
 
 func (s *Service) removeCheckout(ctx context.Context, sb sandbox.Sandbox) {
+	if dir := s.work.Dir(sb); dir != "" {
+		if err := os.RemoveAll(dir + ".plugins"); err != nil {
+			s.log.WarnContext(ctx, "could not remove a kelos run's plugins", "sandbox", sb.ID, "err", err)
+		}
+	}
 	if err := s.work.Remove(sb); err != nil {
 		s.log.WarnContext(ctx, "could not remove a run's checkout", "sandbox", sb.ID, "err", err)
 	}

@@ -893,9 +893,32 @@ type AgentConfig struct {
 	Effort       string `json:"effort,omitempty"`
 	// Model is the model a run starts on when its create names none, if
 	// the project may reach it in an API the runner speaks.
-	Model     string     `json:"model,omitempty"`
-	UpdatedAt *time.Time `json:"updated_at,omitempty"`
-	UpdatedBy string     `json:"updated_by,omitempty"` // a user's id
+	Model string `json:"model,omitempty"`
+	// Skills are skills in the Agent Skills layout, each a name and its
+	// files (path in its directory → UTF-8 text, SKILL.md among them);
+	// SkillsPath a directory of the run's repository whose subdirectories
+	// are more, copied from the checkout at the run's start.
+	Skills     []AgentSkill `json:"skills,omitempty"`
+	SkillsPath string       `json:"skills_path,omitempty"`
+	// MCP are the Model Context Protocol servers runs are given.
+	MCP       []MCPServer `json:"mcp,omitempty"`
+	UpdatedAt *time.Time  `json:"updated_at,omitempty"`
+	UpdatedBy string      `json:"updated_by,omitempty"` // a user's id
+}
+
+// AgentSkill is one skill of an agent configuration.
+type AgentSkill struct {
+	Name  string            `json:"name"`
+	Files map[string]string `json:"files"`
+}
+
+// MCPServer is a Model Context Protocol server: a command in the image
+// (stdio) or a remote server's URL.
+type MCPServer struct {
+	Name    string            `json:"name"`
+	Command []string          `json:"command,omitempty"`
+	URL     string            `json:"url,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
 }
 
 // Trigger is a project's rule that starts agent runs (issue 23): the body

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -32,7 +34,17 @@ instructions where each runner's CLI reads its user-level instructions
 (Claude Code's ~/.claude/CLAUDE.md, Codex's ~/.codex/AGENTS.md, Gemini
 CLI's ~/.gemini/GEMINI.md, OpenCode's ~/.config/opencode/AGENTS.md, Pi's
 ~/.pi/agent/AGENTS.md), never into the checkout, and hands a kelos image
-KELOS_AGENTS_MD and KELOS_EFFORT. Administrators set it; every change is in
+KELOS_AGENTS_MD and KELOS_EFFORT.
+
+Skills (the Agent Skills layout: a directory per skill whose SKILL.md
+says what it is for) go where each CLI reads user-level skills: uploaded
+with --skills-dir (at most 16 skills, 32 KiB of files together), or taken
+from a directory of the run's repository (--skills-path) when the run
+starts. MCP servers (--mcp NAME='COMMAND ARG…' for a program in the image,
+or NAME=https://… for a remote one, reached through the egress policy) go
+into each CLI's configuration; Pi takes none. A run's skills and servers are
+the organisation's and its project's, the project's over the
+organisation's of the same name. Administrators set it; every change is in
 the audit log.`,
 	}
 	var org, project, output string
@@ -51,6 +63,15 @@ the audit log.`,
 				if c.UpdatedAt != nil {
 					fmt.Fprintf(tw, "updated:\t%s by %s\n", c.UpdatedAt.Local().Format(time.RFC3339), c.UpdatedBy)
 				}
+				var skills []string
+				for _, sk := range c.Skills {
+					skills = append(skills, sk.Name)
+				}
+				fmt.Fprintf(tw, "skills:\t%s\n", orDash(strings.Join(skills, ", ")))
+				fmt.Fprintf(tw, "skills path:\t%s\n", orDash(c.SkillsPath))
+				for _, m := range c.MCP {
+					fmt.Fprintf(tw, "MCP server:\t%s = %s%s\n", m.Name, strings.Join(m.Command, " "), m.URL)
+				}
 				fmt.Fprintf(tw, "instructions:\t%d bytes\n", len(c.Instructions))
 				tw.Flush()
 				if c.Instructions != "" {
@@ -61,24 +82,51 @@ the audit log.`,
 	}
 	outputFlag(show, &output)
 
-	var file, effort, model string
-	var clear bool
+	var file, effort, model, skillsDir, skillsPath string
+	var mcp []string
+	var clear, clearSkills, clearMCP bool
 	set := &cobra.Command{
 		Use:   "set",
 		Short: "Change an agent configuration's instructions or effort, keeping the other",
 		Example: `  berth agent-config set --instructions-file AGENTS.md
   berth agent-config set --project web --effort high
+  berth agent-config set --skills-dir ./skills --mcp 'docs=python3 /opt/mcp/docs.py'
+  berth agent-config set --project web --skills-path .berth/skills --mcp tracker=https://mcp.tracker.example/mcp
   git show main:AGENTS.md | berth agent-config set --project web --instructions-file -`,
 		Args: noArgs,
 		RunE: g.inOrg(&org, nil, func(cmd *cobra.Command, _ []string, o orgCall) error {
-			if file == "" && !cmd.Flags().Changed("effort") && !cmd.Flags().Changed("model") && !clear {
-				return usageError{errors.New("nothing to set: give --instructions-file, --effort, --model or --clear-instructions")}
+			if cmd.Flags().NFlag() == len(flagsSet(cmd, "org", "project")) {
+				return usageError{errors.New("nothing to set: give --instructions-file, --effort, --model, --skills-dir, --skills-path, --mcp or a --clear-… flag")}
 			}
 			c, err := o.c.AgentConfig(cmd.Context(), o.org, project)
 			if err != nil {
 				return err
 			}
-			in := api.AgentConfig{Instructions: c.Instructions, Effort: c.Effort, Model: c.Model}
+			// Written whole: what is not changed is sent back as it was.
+			in := api.AgentConfig{Instructions: c.Instructions, Effort: c.Effort, Model: c.Model, Skills: c.Skills, SkillsPath: c.SkillsPath, MCP: c.MCP}
+			switch {
+			case clearSkills && skillsDir != "":
+				return usageError{errors.New("--clear-skills and --skills-dir: give one")}
+			case clearSkills:
+				in.Skills = nil
+			case skillsDir != "":
+				if in.Skills, err = readSkills(skillsDir); err != nil {
+					return err
+				}
+			}
+			if cmd.Flags().Changed("skills-path") {
+				in.SkillsPath = skillsPath
+			}
+			switch {
+			case clearMCP && len(mcp) > 0:
+				return usageError{errors.New("--clear-mcp and --mcp: give one")}
+			case clearMCP:
+				in.MCP = nil
+			case len(mcp) > 0:
+				if in.MCP, err = parseMCP(mcp); err != nil {
+					return err
+				}
+			}
 			switch {
 			case clear && file != "":
 				return usageError{errors.New("--clear-instructions and --instructions-file: give one")}
@@ -99,7 +147,8 @@ the audit log.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(g.env.Stdout, "agent configuration set: instructions %d bytes, effort %s, model %s\n", len(out.Instructions), orDash(out.Effort), orDash(out.Model))
+			fmt.Fprintf(g.env.Stdout, "agent configuration set: instructions %d bytes, effort %s, model %s, %d skills, %d MCP servers\n",
+				len(out.Instructions), orDash(out.Effort), orDash(out.Model), len(out.Skills), len(out.MCP))
 			return nil
 		}),
 	}
@@ -107,6 +156,11 @@ the audit log.`,
 	set.Flags().BoolVar(&clear, "clear-instructions", false, "remove the instructions")
 	set.Flags().StringVar(&effort, "effort", "", "low, medium or high; empty leaves it to each CLI")
 	set.Flags().StringVar(&model, "model", "", "the model runs start on when their create names none (berth model list); empty: the deployment's")
+	set.Flags().StringVar(&skillsDir, "skills-dir", "", "upload the skills in DIR (DIR/<skill>/SKILL.md, or a plugin's DIR/skills/<skill>/…), replacing those uploaded before")
+	set.Flags().BoolVar(&clearSkills, "clear-skills", false, "remove the uploaded skills")
+	set.Flags().StringVar(&skillsPath, "skills-path", "", "a directory of the run's repository whose subdirectories are skills (empty: none)")
+	set.Flags().StringArrayVar(&mcp, "mcp", nil, "an MCP server, NAME='COMMAND ARG…' or NAME=https://… (repeat; replaces the list)")
+	set.Flags().BoolVar(&clearMCP, "clear-mcp", false, "remove the MCP servers")
 	for _, c := range []*cobra.Command{show, set} {
 		c.Flags().StringVar(&project, "project", "", "a project's configuration instead of the organisation's")
 	}
@@ -134,4 +188,106 @@ func readInstructions(g *globals, file string) (string, error) {
 		return "", usageError{fmt.Errorf("--instructions-file: over %d bytes, the most a configuration holds", maxInstructionsFile-1)}
 	}
 	return string(b), nil
+}
+
+// flagsSet are the names among names whose flags cmd was given.
+func flagsSet(cmd *cobra.Command, names ...string) []string {
+	var out []string
+	for _, n := range names {
+		if f := cmd.Flags().Lookup(n); f != nil && f.Changed {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// Skills' upload limits, as the gateway's: 16 skills of 16 files, 32 KiB.
+const (
+	maxSkills     = 16
+	maxSkillFiles = 16
+	maxSkillBytes = 32 << 10
+)
+
+// readSkills reads DIR's skills: each subdirectory with a SKILL.md (of a
+// plugin, those of DIR/skills), its regular files by path. Links are not
+// followed; hidden files are left out.
+func readSkills(dir string) ([]api.AgentSkill, error) {
+	if st, err := os.Stat(filepath.Join(dir, "skills")); err == nil && st.IsDir() {
+		dir = filepath.Join(dir, "skills")
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--skills-dir: %w", err)}
+	}
+	var out []api.AgentSkill
+	total := 0
+	for _, e := range entries {
+		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		root := filepath.Join(dir, e.Name())
+		if _, err := os.Lstat(filepath.Join(root, "SKILL.md")); err != nil {
+			continue
+		}
+		sk := api.AgentSkill{Name: e.Name(), Files: map[string]string{}}
+		err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if strings.HasPrefix(d.Name(), ".") && p != root {
+				if d.IsDir() {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if !d.Type().IsRegular() {
+				return nil // directories are walked; links and the rest are not files of a skill
+			}
+			rel, _ := filepath.Rel(root, p)
+			if len(sk.Files) == maxSkillFiles {
+				return fmt.Errorf("skill %s has over %d files", sk.Name, maxSkillFiles)
+			}
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			if total += len(b); total > maxSkillBytes {
+				return fmt.Errorf("the skills are over %d bytes together", maxSkillBytes)
+			}
+			sk.Files[filepath.ToSlash(rel)] = string(b)
+			return nil
+		})
+		if err != nil {
+			return nil, usageError{fmt.Errorf("--skills-dir: %w", err)}
+		}
+		out = append(out, sk)
+	}
+	if len(out) == 0 {
+		return nil, usageError{fmt.Errorf("--skills-dir: %s has no <skill>/SKILL.md", dir)}
+	}
+	if len(out) > maxSkills {
+		return nil, usageError{fmt.Errorf("--skills-dir: %d skills, at most %d", len(out), maxSkills)}
+	}
+	return out, nil
+}
+
+// parseMCP reads --mcp's NAME=URL and NAME='COMMAND ARG…' (arguments
+// split at spaces; no quoting).
+func parseMCP(specs []string) ([]api.MCPServer, error) {
+	var out []api.MCPServer
+	for _, s := range specs {
+		name, rest, ok := strings.Cut(s, "=")
+		rest = strings.TrimSpace(rest)
+		if !ok || name == "" || rest == "" {
+			return nil, usageError{fmt.Errorf("--mcp %q: NAME='COMMAND ARG…' or NAME=https://…", s)}
+		}
+		m := api.MCPServer{Name: name}
+		if strings.HasPrefix(rest, "https://") || strings.HasPrefix(rest, "http://") {
+			m.URL = rest
+		} else {
+			m.Command = strings.Fields(rest)
+		}
+		out = append(out, m)
+	}
+	return out, nil
 }

@@ -219,6 +219,10 @@ type kelosSeen struct {
 	Root         string `json:"root"`
 	CapEff       string `json:"cap_eff"`
 	SetupFile    string `json:"setup_file"`
+	AgentsMD     string `json:"agents_md"`
+	Effort       string `json:"effort"`
+	PluginDir    string `json:"plugin_dir"`
+	PluginFiles  string `json:"plugin_files"`
 }
 
 func kelosSaw(t *testing.T, log string) kelosSeen {

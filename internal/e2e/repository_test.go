@@ -24,6 +24,9 @@ func (g *gateway) seedRepoFiles(name string, files map[string]string) string {
 	g.t.Helper()
 	src := g.t.TempDir()
 	for path, content := range files {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(src, path)), 0o755); err != nil {
+			g.t.Fatal(err)
+		}
 		if err := os.WriteFile(filepath.Join(src, path), []byte(content), 0o644); err != nil {
 			g.t.Fatal(err)
 		}

@@ -103,6 +103,9 @@
 //	BERTH_PROMPT_FILE         agent-run: the task (default /work/.berth-prompt.txt)
 //	BERTH_RUNNER_FILES        agent-run: JSON [{"path": "<relative to HOME>",
 //	                          "content": "…"}, …], the runner's config files
+//	BERTH_SKILLS_FROM, BERTH_SKILLS_DIR   agent-run: a directory of the checkout
+//	                          whose subdirectories are skills, and where under HOME
+//	                          the runner's CLI reads them (skills.go)
 //	BERTH_IMAGE_CHECK=1       agent-run: report instead of exec (berth image check)
 //	BERTH_RUN_PUSH=no         in-machine run: hand over no work (a reviewer's run;
 //	                          its verdict file goes to the gateway with the exit report)

@@ -159,6 +159,9 @@ func (r *starter) runInMachine(ctx context.Context, gw *runGateway, args []strin
 		// git refuses to a uid other than its owner's. The deployment's
 		// CA, when there is one, is trusted as in berth's contract.
 		kenv := ca.env(gitConfigEnv(r.env.Environ(), [][2]string{{"safe.directory", r.cfg.work}}))
+		if kenv, err = r.kelosPlugins(kenv); err != nil {
+			return r.failed(exitFailure, fmt.Errorf("kelos plugins: %w", err))
+		}
 		agent = child{path: path, argv: []string{path, string(task)}, env: kenv,
 			how: fmt.Sprintf("the task (%d bytes) its $1", len(task))}
 	} else {

@@ -199,6 +199,13 @@ func (r *starter) writeRunnerFiles() error {
 	if n := len(r.cfg.runnerFiles); n > 0 {
 		r.logf("wrote %d config files of runner %s under HOME", n, r.cfg.runner)
 	}
+	n, err := r.copyRepoSkills()
+	if err != nil {
+		return fmt.Errorf("skills from the repository: %w", err)
+	}
+	if n > 0 {
+		r.logf("copied %d skills of the repository's %s under HOME", n, r.env.Getenv(envSkillsFrom))
+	}
 	return nil
 }
 

@@ -1,12 +1,15 @@
 package gateway
 
 import (
+	"maps"
 	"net/http"
+	"slices"
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/agentconfig"
 	"berth.dev/berth/internal/api"
 	"berth.dev/berth/internal/fault"
+	"berth.dev/berth/internal/runner"
 )
 
 // getAgentConfig is GET /api/v1/orgs/{org}[/projects/{project}]/agent-config:
@@ -37,7 +40,8 @@ func (s *Server) putAgentConfig(w http.ResponseWriter, r *http.Request, p accoun
 		s.writeError(w, r, err)
 		return
 	}
-	c, err := s.agentCfg.Set(r.Context(), p, r.PathValue("org"), r.PathValue("project"), agentconfig.Config{Instructions: in.Instructions, Effort: in.Effort, Model: in.Model})
+	c, err := s.agentCfg.Set(r.Context(), p, r.PathValue("org"), r.PathValue("project"), agentconfig.Config{Instructions: in.Instructions, Effort: in.Effort, Model: in.Model,
+		Skills: runnerSkills(in.Skills), SkillsPath: in.SkillsPath, MCP: runnerMCP(in.MCP)})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -46,5 +50,38 @@ func (s *Server) putAgentConfig(w http.ResponseWriter, r *http.Request, p accoun
 }
 
 func apiAgentConfig(c agentconfig.Config) api.AgentConfig {
-	return api.AgentConfig{Instructions: c.Instructions, Effort: c.Effort, Model: c.Model, UpdatedAt: timePtr(c.UpdatedAt), UpdatedBy: c.UpdatedBy}
+	out := api.AgentConfig{Instructions: c.Instructions, Effort: c.Effort, Model: c.Model, SkillsPath: c.SkillsPath, UpdatedAt: timePtr(c.UpdatedAt), UpdatedBy: c.UpdatedBy}
+	for _, sk := range c.Skills {
+		files := map[string]string{}
+		for _, f := range sk.Files {
+			files[f.Path] = string(f.Content)
+		}
+		out.Skills = append(out.Skills, api.AgentSkill{Name: sk.Name, Files: files})
+	}
+	for _, m := range c.MCP {
+		out.MCP = append(out.MCP, api.MCPServer{Name: m.Name, Command: m.Command, URL: m.URL, Env: m.Env})
+	}
+	return out
+}
+
+// runnerSkills are the skills of a configuration written, their files in
+// path order.
+func runnerSkills(in []api.AgentSkill) []runner.Skill {
+	var out []runner.Skill
+	for _, sk := range in {
+		s := runner.Skill{Name: sk.Name}
+		for _, p := range slices.Sorted(maps.Keys(sk.Files)) {
+			s.Files = append(s.Files, runner.File{Path: p, Content: []byte(sk.Files[p])})
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func runnerMCP(in []api.MCPServer) []runner.MCPServer {
+	var out []runner.MCPServer
+	for _, m := range in {
+		out = append(out, runner.MCPServer{Name: m.Name, Command: m.Command, URL: m.URL, Env: m.Env})
+	}
+	return out
 }

@@ -33,6 +33,11 @@ const (
 	// (MAX_ARG_STRLEN). Measured: 131,071 bytes reach $1, one more fails
 	// podman's own execve (E2BIG).
 	MaxPrompt = 128<<10 - 1
+	// PluginDir is KELOS_PLUGIN_DIR where the host mounts a run's plugins
+	// (read-only), and Plugin the one plugin berth gives: its skills are
+	// PluginDir/Plugin/skills/<skill>/SKILL.md.
+	PluginDir = "/kelos-plugins"
+	Plugin    = "berth"
 )
 
 // Run is what the reserved environment of one run says.
@@ -50,6 +55,8 @@ type Run struct {
 	// AgentsMD is KELOS_AGENTS_MD, user-level instructions, and Effort
 	// KELOS_EFFORT; empty leaves each unset.
 	AgentsMD, Effort string
+	// PluginDir is KELOS_PLUGIN_DIR; empty leaves it unset.
+	PluginDir string
 }
 
 // Env is the run's reserved environment (seeds/003 §3), less credentials.
@@ -69,6 +76,9 @@ func Env(r Run) (map[string]string, error) {
 	}
 	if r.Effort != "" {
 		env["KELOS_EFFORT"] = r.Effort
+	}
+	if r.PluginDir != "" {
+		env["KELOS_PLUGIN_DIR"] = r.PluginDir
 	}
 	if r.SetupCommand != nil {
 		if err := CheckSetupCommand(r.SetupCommand); err != nil {

@@ -24,6 +24,9 @@ type conversation struct {
 type tool struct {
 	name   string
 	schema json.RawMessage // JSON schema of its arguments
+	// namespace and local are a namespaced tool's parts (Codex's MCP
+	// tools: namespace mcp__<server>, local <tool>), called by them.
+	namespace, local string
 }
 
 // reply is one model call's answer, before a dialect renders it.
@@ -35,14 +38,15 @@ type reply struct {
 
 // toolCall is a call to the CLI's shell tool.
 type toolCall struct {
-	id   string // unique per server; each dialect prefixes it
-	name string
-	args map[string]any
+	id               string // unique per server; each dialect prefixes it
+	name             string
+	namespace, local string // a namespaced tool's (tool)
+	args             map[string]any
 }
 
 // argsJSON is the call's arguments as one JSON object.
 func (c *toolCall) argsJSON() string {
-	b, _ := json.Marshal(c.args) // strings, bools and string slices only
+	b, _ := json.Marshal(c.args) // JSON values only
 	return string(b)
 }
 
@@ -70,6 +74,20 @@ func (s *Server) answer(c conversation, rec *Request) reply {
 		// else for minutes (Gemini's router): give it JSON of its shape.
 		b, _ := json.Marshal(exampleOf(c.jsonSchema))
 		return reply{text: string(b)}
+	}
+	if t.Tool != "" {
+		i := slices.IndexFunc(c.tools, func(x tool) bool { return strings.HasSuffix(x.name, t.Tool) })
+		if i >= 0 {
+			args := t.Input
+			if args == nil {
+				args = map[string]any{}
+			}
+			x := c.tools[i]
+			return reply{text: t.Text, call: &toolCall{id: fmt.Sprintf("mock%04d", s.seq.Add(1)), name: x.name, namespace: x.namespace, local: x.local, args: args}}
+		}
+		if t.Text == "" {
+			return reply{text: "mock: no tool named *" + t.Tool + " offered"}
+		}
 	}
 	if t.Command != "" {
 		if sh, ok := shellTool(c.tools); ok {

@@ -208,3 +208,26 @@ func TestAnthropicExtras(t *testing.T) {
 		t.Errorf("Requests() = %+v, want count_tokens then HEAD", reqs)
 	}
 }
+
+// TestNamedToolTurn: a turn naming a tool calls the first tool offered
+// whose name ends in it (an MCP server's, as the CLI prefixes it), with
+// the turn's input; a request offering none gets a sentence instead.
+func TestNamedToolTurn(t *testing.T) {
+	script := modelserver.Script{Turns: []modelserver.Turn{{Tool: "probe", Input: map[string]any{"word": "hi"}}, {Text: "done"}}}
+	_, url := start(t, script)
+	body := anthropicBody(false, 0)
+	body["tools"] = append(body["tools"].([]any), map[string]any{"name": "mcp__berth_probe__probe", "input_schema": map[string]any{"type": "object"}})
+	var got struct {
+		Content    []map[string]any `json:"content"`
+		StopReason string           `json:"stop_reason"`
+	}
+	decodeJSON(t, post(t, url+"/v1/messages", body), http.StatusOK, &got)
+	if got.StopReason != "tool_use" || len(got.Content) != 1 || got.Content[0]["name"] != "mcp__berth_probe__probe" ||
+		!cmp.Equal(got.Content[0]["input"], map[string]any{"word": "hi"}) {
+		t.Errorf("content = %v (%s), want a call of mcp__berth_probe__probe with its input", got.Content, got.StopReason)
+	}
+	decodeJSON(t, post(t, url+"/v1/messages", anthropicBody(false, 0)), http.StatusOK, &got)
+	if got.StopReason == "tool_use" || len(got.Content) != 1 || got.Content[0]["text"] != "mock: no tool named *probe offered" {
+		t.Errorf("without the tool: %v", got.Content)
+	}
+}

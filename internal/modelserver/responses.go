@@ -13,11 +13,16 @@ type responsesRequest struct {
 	Model  string          `json:"model"`
 	Stream bool            `json:"stream"`
 	Input  json.RawMessage `json:"input"` // a string, or a list of items
-	Tools  []struct {
-		Type       string          `json:"type"`
-		Name       string          `json:"name"`
-		Parameters json.RawMessage `json:"parameters"`
-	} `json:"tools"`
+	Tools  []responsesTool `json:"tools"`
+}
+
+// responsesTool is a tool of a Responses request: a function, or (Codex's
+// MCP servers) a namespace of functions.
+type responsesTool struct {
+	Type       string          `json:"type"`
+	Name       string          `json:"name"`
+	Parameters json.RawMessage `json:"parameters"`
+	Tools      []responsesTool `json:"tools"` // a namespace's
 }
 
 // conversation counts the *_call_output items (Codex replays the whole
@@ -45,8 +50,17 @@ func (q responsesRequest) conversation() conversation {
 		}
 	}
 	for _, t := range q.Tools {
-		if t.Type == "function" {
+		switch t.Type {
+		case "function":
 			c.tools = append(c.tools, tool{name: t.Name, schema: t.Parameters})
+		case "namespace":
+			// Called as namespace and name; known here as
+			// <namespace>__<name>, as the CLI lists it to the model.
+			for _, f := range t.Tools {
+				if f.Type == "function" {
+					c.tools = append(c.tools, tool{name: t.Name + "__" + f.Name, schema: f.Parameters, namespace: t.Name, local: f.Name})
+				}
+			}
 		}
 	}
 	return c
@@ -74,8 +88,12 @@ func (s *Server) openAIResponses(w http.ResponseWriter, r *http.Request, rec *Re
 			"role": "assistant", "content": []obj{outputText(rep.text)}})
 	}
 	if rep.call != nil {
-		items = append(items, obj{"id": "fc_" + rep.call.id, "type": "function_call", "status": "completed",
-			"call_id": "call_" + rep.call.id, "name": rep.call.name, "arguments": rep.call.argsJSON()})
+		fc := obj{"id": "fc_" + rep.call.id, "type": "function_call", "status": "completed",
+			"call_id": "call_" + rep.call.id, "name": rep.call.name, "arguments": rep.call.argsJSON()}
+		if rep.call.namespace != "" {
+			fc["namespace"], fc["name"] = rep.call.namespace, rep.call.local
+		}
+		items = append(items, fc)
 	}
 	resp := func(status string, output []obj, usage any) obj {
 		return obj{"id": fmt.Sprintf("resp_mock%04d", n), "object": "response", "created_at": time.Now().Unix(),

@@ -150,3 +150,21 @@ func TestResponsesError(t *testing.T) {
 		t.Errorf("error body (-want +got):\n%s", diff)
 	}
 }
+
+// TestResponsesNamespacedTool: Codex offers an MCP server's tools as a
+// namespace; a turn naming the tool calls it by namespace and name, as
+// Codex requires.
+func TestResponsesNamespacedTool(t *testing.T) {
+	_, url := start(t, modelserver.Script{Turns: []modelserver.Turn{{Tool: "probe", Input: map[string]any{"word": "hi"}}, {Text: "done"}}})
+	body := responsesBody(false, 0)
+	body["tools"] = append(body["tools"].([]any), map[string]any{"type": "namespace", "name": "mcp__berth_probe",
+		"tools": []any{map[string]any{"type": "function", "name": "probe", "parameters": map[string]any{"type": "object"}}}})
+	var got struct {
+		Output []map[string]any `json:"output"`
+	}
+	decodeJSON(t, post(t, url+"/v1/responses", body), http.StatusOK, &got)
+	if len(got.Output) != 1 || got.Output[0]["type"] != "function_call" || got.Output[0]["namespace"] != "mcp__berth_probe" ||
+		got.Output[0]["name"] != "probe" || got.Output[0]["arguments"] != `{"word":"hi"}` {
+		t.Errorf("output = %v, want a call of probe in namespace mcp__berth_probe", got.Output)
+	}
+}

@@ -30,6 +30,13 @@ type Turn struct {
 	// Description fills the tool's description argument when its schema
 	// has one; empty means the command itself.
 	Description string `json:"description,omitempty"`
+	// Tool calls, instead of the shell, the first tool the request offers
+	// whose name ends in Tool (CLIs prefix an MCP server's tools with its
+	// name in their own ways: mcp__srv__probe, srv_probe, probe), with
+	// Input as its arguments. A request that offers none gets Text, or a
+	// sentence saying so.
+	Tool  string         `json:"tool,omitempty"`
+	Input map[string]any `json:"input,omitempty"`
 	// Error, when set, answers every request at this turn with an HTTP
 	// error in the dialect's own error body.
 	Error *Failure `json:"error,omitempty"`
@@ -49,12 +56,14 @@ func (s Script) Validate() error {
 	var errs []error
 	for i, t := range s.Turns {
 		switch {
-		case t.Error != nil && (t.Text != "" || t.Command != ""):
-			errs = append(errs, fmt.Errorf("turn %d: an error turn has no text or command", i))
+		case t.Error != nil && (t.Text != "" || t.Command != "" || t.Tool != ""):
+			errs = append(errs, fmt.Errorf("turn %d: an error turn has no text, command or tool", i))
+		case t.Command != "" && t.Tool != "":
+			errs = append(errs, fmt.Errorf("turn %d: a command or a tool, not both", i))
 		case t.Error != nil && (t.Error.Status < 400 || t.Error.Status > 599):
 			errs = append(errs, fmt.Errorf("turn %d: error status %d is not 4xx or 5xx", i, t.Error.Status))
-		case t.Error == nil && t.Text == "" && t.Command == "":
-			errs = append(errs, fmt.Errorf("turn %d: needs text, command or error", i))
+		case t.Error == nil && t.Text == "" && t.Command == "" && t.Tool == "":
+			errs = append(errs, fmt.Errorf("turn %d: needs text, command, tool or error", i))
 		}
 	}
 	return errors.Join(errs...)

@@ -49,6 +49,12 @@ func (claudeCode) Env(g Gateway) ([]EnvVar, error) {
 		{"DISABLE_AUTOUPDATER", "1"},
 		{"DISABLE_ERROR_REPORTING", "1"},
 		{"DISABLE_TELEMETRY", "1"},
+		// MCP servers' tools in the request's tools, not deferred behind
+		// a tool search, and there from the first call: the servers are
+		// waited for (up to MCP_TIMEOUT) rather than joined later.
+		{"ENABLE_TOOL_SEARCH", "false"},
+		{"MCP_CONNECTION_NONBLOCKING", "false"},
+		{"MCP_TIMEOUT", "30000"},
 	}, nil
 }
 

@@ -95,6 +95,10 @@ type Options struct {
 	// project's agent configuration's), written where the CLI reads them
 	// (Instructed, RunFiles); "" writes none.
 	Instructions string
+	// Skills are written where the CLI reads user-level skills (Skilled),
+	// and MCP servers into its config (MCPConfigured).
+	Skills []Skill
+	MCP    []MCPServer
 }
 
 // Gateway is what the config files point the CLI at (SPEC S14).

@@ -58,6 +58,9 @@ type RunSpec struct {
 	// Work is the host directory mounted at /work (at /workspace/repo for
 	// a kelos image), also the working directory: the only mount.
 	Work string
+	// Plugins is a host directory mounted read-only at kelos.PluginDir:
+	// a kelos run's plugins (KELOS_PLUGIN_DIR); "" none.
+	Plugins string
 	// Args fill the "$@" slot: the runner's ContainerArgs, or for a kelos
 	// image the prompt alone, its $1 (none in-machine: berth-init fetches
 	// the task and gives it to the image's entrypoint as $1).

@@ -140,6 +140,9 @@ func AgentArgs(c Config, sb sandbox.Sandbox, run sandbox.RunSpec, envNames []str
 	)
 	if run.Contract == sandbox.ContractKelos {
 		args = append(args, "--entrypoint", kelos.Entrypoint)
+		if run.Plugins != "" {
+			args = append(args, "--volume", run.Plugins+":"+kelos.PluginDir+":ro")
+		}
 	}
 	if sb.Runtime != "" {
 		args = append(args, "--runtime", RuntimeName(sb.Runtime))

@@ -29,8 +29,11 @@ jq -cn \
 	--arg agent_type "${KELOS_AGENT_TYPE-}" --arg model "${KELOS_MODEL-}" \
 	--arg setup "${KELOS_SETUP_COMMAND-}" --arg setup_file "$(cat "$HOME/setup.txt" 2>/dev/null)" \
 	--arg root "$root" --arg cap_eff "$(awk '/^CapEff:/ {print $2}' /proc/self/status)" \
+	--arg agents_md "${KELOS_AGENTS_MD-}" --arg effort "${KELOS_EFFORT-}" --arg plugin_dir "${KELOS_PLUGIN_DIR-}" \
+	--arg plugin_files "$( [ -n "${KELOS_PLUGIN_DIR-}" ] && cd "$KELOS_PLUGIN_DIR" 2>/dev/null && find . -type f | sort | tr '\n' ' ')" \
 	'{type: "kelos-test", prompt: $prompt, prompt_bytes: $prompt_bytes, prompt_sha256: $prompt_sha256, args: $args, uid: $uid, gid: $gid, cwd: $cwd, home: $home,
-	  agent_type: $agent_type, model: $model, setup: $setup, setup_file: $setup_file, root: $root, cap_eff: $cap_eff}'
+	  agent_type: $agent_type, model: $model, setup: $setup, setup_file: $setup_file, root: $root, cap_eff: $cap_eff,
+	  agents_md: $agents_md, effort: $effort, plugin_dir: $plugin_dir, plugin_files: $plugin_files}'
 
 echo "hello from a kelos image" >kelos.txt
 git add kelos.txt
