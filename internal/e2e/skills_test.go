@@ -21,11 +21,11 @@ func skillFile(name, marker string) string {
 }
 
 // TestSkillsAndMCPReachTheRealCLIs (issue 23): an organisation's agent
-// configuration with an uploaded skill, a skills path in the repository
+// configuration with instructions, an uploaded skill, a skills path in the repository
 // and an MCP server (a program in the checkout, run by the image's bash)
 // reaches each real CLI in the form it reads. Behind the gateway, each
-// runner's vendor stand-in finds both skills' descriptions in what the
-// CLI sent, then asks for the tool "probe", which only the MCP server
+// runner's vendor stand-in finds the instructions and both skills'
+// descriptions in what the CLI sent, then asks for the tool "probe", which only the MCP server
 // offers (each CLI names it its own way); the server's answer carries a
 // marker from the environment the configuration gave it, and the marker
 // is found in the model's next request: the CLI started the server,
@@ -33,7 +33,7 @@ func skillFile(name, marker string) string {
 // its run leaves the server out and still succeeds, with the skills.
 func TestSkillsAndMCPReachTheRealCLIs(t *testing.T) {
 	mark := func(p string) string { return p + strings.ToLower(rand.Text()[:10]) }
-	uploaded, fromRepo, probe := mark("uploadedskill"), mark("reposkill"), mark("probeanswer")
+	uploaded, fromRepo, probe, rule := mark("uploadedskill"), mark("reposkill"), mark("probeanswer"), mark("instructionrule")
 	keys := map[modelserver.Vendor]string{
 		modelserver.VendorAnthropic: "sk-ant-e2e-" + fmt.Sprint(time.Now().UnixNano()),
 		modelserver.VendorOpenAI:    "sk-oai-e2e-" + fmt.Sprint(time.Now().UnixNano()),
@@ -46,7 +46,7 @@ func TestSkillsAndMCPReachTheRealCLIs(t *testing.T) {
 	servers := map[modelserver.Vendor]*modelserver.Server{}
 	urls := map[modelserver.Vendor]string{}
 	for v, key := range keys {
-		servers[v] = modelserver.New(script, modelserver.AsVendor(v, key), modelserver.WithMarkers(uploaded, fromRepo, probe))
+		servers[v] = modelserver.New(script, modelserver.AsVendor(v, key), modelserver.WithMarkers(uploaded, fromRepo, probe, rule))
 		srv := httptest.NewServer(servers[v].Handler())
 		t.Cleanup(srv.Close)
 		urls[v] = srv.URL
@@ -83,9 +83,10 @@ func TestSkillsAndMCPReachTheRealCLIs(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := g.operator.SetAgentConfig(ctx, me.Organisation.ID, "", api.AgentConfig{
-		Skills:     []api.AgentSkill{{Name: "uploaded-skill", Files: map[string]string{"SKILL.md": skillFile("uploaded-skill", uploaded), "notes/more.md": "more\n"}}},
-		SkillsPath: ".berth/skills",
-		MCP:        []api.MCPServer{{Name: "berth_probe", Command: []string{"bash", "/work/mcp/probe.sh"}, Env: map[string]string{"PROBE_MARKER": probe}}},
+		Instructions: "Every answer mentions " + rule + ".\n",
+		Skills:       []api.AgentSkill{{Name: "uploaded-skill", Files: map[string]string{"SKILL.md": skillFile("uploaded-skill", uploaded), "notes/more.md": "more\n"}}},
+		SkillsPath:   ".berth/skills",
+		MCP:          []api.MCPServer{{Name: "berth_probe", Command: []string{"bash", "/work/mcp/probe.sh"}, Env: map[string]string{"PROBE_MARKER": probe}}},
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -105,10 +106,14 @@ func TestSkillsAndMCPReachTheRealCLIs(t *testing.T) {
 			if end.State != "terminated" || end.Run == nil || end.Run.State != "succeeded" {
 				t.Fatalf("sandbox %s (%s), run %+v; log:\n%.6000s", end.State, end.Reason, end.Run, log)
 			}
-			var skills, answered bool
+			var skills, instructed, answered bool
 			for _, req := range servers[r.vendor].Requests()[before:] {
 				skills = skills || slices.Contains(req.Marked, uploaded) && slices.Contains(req.Marked, fromRepo)
+				instructed = instructed || slices.Contains(req.Marked, rule)
 				answered = answered || slices.Contains(req.Marked, probe)
+			}
+			if !instructed {
+				t.Errorf("no model call of %s carried the instructions", r.runner)
 			}
 			if !skills {
 				t.Errorf("no model call of %s carried both skills' descriptions; log:\n%.4000s", r.runner, log)

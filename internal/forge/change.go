@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"berth.dev/berth/internal/fault"
 )
 
 // ThreadKind says whether a comment goes on an issue or on a change (pull/merge request).
@@ -71,4 +73,34 @@ func TrimBody(s string) string {
 	// The note starts a line of its own: what is kept ends its line
 	// without trailing blanks.
 	return strings.TrimRight(s[:end], " \t\r\n") + note
+}
+
+// Check refuses a change request a forge would refuse, or berth should
+// never make, before any call: branch names, a head that is its base, no
+// title.
+func (req ChangeRequest) Check() error {
+	if err := CheckBranch(req.Head); err != nil {
+		return fault.Field("head", "the branch name %v", err)
+	}
+	if err := CheckBranch(req.Base); err != nil {
+		return fault.Field("base", "the branch name %v", err)
+	}
+	if req.Head == req.Base {
+		return fault.Field("base", "is the head branch itself")
+	}
+	if strings.TrimSpace(req.Title) == "" {
+		return fault.Field("title", "is empty")
+	}
+	return nil
+}
+
+// Check refuses a thread that cannot be one.
+func (t Thread) Check() error {
+	if t.Kind != ThreadIssue && t.Kind != ThreadChange {
+		return fault.Field("thread", "kind %q is neither issue nor change", t.Kind)
+	}
+	if t.Number <= 0 {
+		return fault.Field("thread", "number %d is not one", t.Number)
+	}
+	return nil
 }

@@ -414,3 +414,79 @@ func TestOpenPRForAHandMadeRun(t *testing.T) {
 		t.Errorf("a refused create made %d sandboxes", len(all))
 	}
 }
+
+// TestGenericWebhookTrigger: a generic webhook's delivery, signed with
+// the trigger's secret over its timestamp and body, starts a run whose
+// task is filled from the JSON it sent; the same delivery id again starts
+// nothing; a stale timestamp, another secret, or another trigger's
+// address is refused alike (401); a body that is not a JSON object is a
+// 400 naming the body.
+func TestGenericWebhookTrigger(t *testing.T) {
+	w := newWorld(t)
+	w.allowRepos(t, "acme")
+	ctx := t.Context()
+	noPR := false
+	tr, err := w.admin.SetTrigger(ctx, "acme", "default", "deploy", api.Trigger{On: "webhook", Repo: "acme/app",
+		Task: "Check the deploy of {{.Payload.service}} at {{.Payload.version}}", Concurrency: 5, OpenPR: &noPR})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.Secret == "" || tr.HookURL != w.url+"/hooks/v1/triggers/"+tr.ID {
+		t.Fatalf("trigger %+v: want its secret and hook URL", tr)
+	}
+	send := func(url, secretKey, delivery string, at time.Time, body string) (int, api.HookAnswer) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		eventtest.SignWebhook(req, []byte(secretKey), delivery, at, []byte(body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out api.HookAnswer
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, out
+	}
+	body := `{"service":"billing","version":"v42"}`
+	st, out := send(tr.HookURL, tr.Secret, "w-1", time.Now(), body)
+	if st != http.StatusAccepted || len(out.Deliveries) != 1 || out.Deliveries[0].Outcome != "started" {
+		t.Fatalf("a signed delivery: %d %+v", st, out)
+	}
+	sb, _ := w.st.GetSandbox(ctx, sandbox.ID(out.Deliveries[0].Sandbox))
+	if sb.Task != "Check the deploy of billing at v42" {
+		t.Errorf("the task: %q", sb.Task)
+	}
+	if st, again := send(tr.HookURL, tr.Secret, "w-1", time.Now(), body); st != http.StatusAccepted || len(again.Deliveries) != 1 || !again.Deliveries[0].Again {
+		t.Errorf("the same delivery again: %d %+v", st, again)
+	}
+	other, err := w.admin.SetTrigger(ctx, "acme", "default", "other", api.Trigger{On: "webhook", Repo: "acme/app", Task: "x", OpenPR: &noPR})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct {
+		url, secret string
+		at          time.Time
+	}{
+		"a stale timestamp":        {tr.HookURL, tr.Secret, time.Now().Add(-10 * time.Minute)},
+		"another secret":           {tr.HookURL, "bws_not-the-secret", time.Now()},
+		"another trigger's secret": {tr.HookURL, other.Secret, time.Now()},
+		"an address of no trigger": {w.url + "/hooks/v1/triggers/trg_nosuchtriggeratall1", tr.Secret, time.Now()},
+	} {
+		if st, _ := send(c.url, c.secret, "w-x", c.at, body); st != http.StatusUnauthorized {
+			t.Errorf("%s: %d, want 401", name, st)
+		}
+	}
+	if st, _ := send(tr.HookURL, tr.Secret, "w-2", time.Now(), `["not an object"]`); st != http.StatusBadRequest {
+		t.Errorf("a JSON array: %d, want 400", st)
+	}
+	// Deleted, its address answers as no trigger's.
+	if err := w.admin.DeleteTrigger(ctx, "acme", "default", "deploy"); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := send(tr.HookURL, tr.Secret, "w-3", time.Now(), body); st != http.StatusUnauthorized {
+		t.Errorf("a deleted trigger's address: %d, want 401", st)
+	}
+}

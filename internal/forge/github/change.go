@@ -85,7 +85,7 @@ func (g *Forge) OpenChange(ctx context.Context, r forge.Repo, req forge.ChangeRe
 }
 
 func (g *Forge) openChange(ctx context.Context, r forge.Repo, req forge.ChangeRequest) (forge.Change, error) {
-	if err := checkChange(req); err != nil {
+	if err := req.Check(); err != nil {
 		return forge.Change{}, err
 	}
 	s, err := g.session(ctx, r)
@@ -152,7 +152,7 @@ func (g *Forge) Comment(ctx context.Context, r forge.Repo, t forge.Thread, body 
 }
 
 func (g *Forge) comment(ctx context.Context, r forge.Repo, t forge.Thread, body string) (string, error) {
-	if err := checkThread(t); err != nil {
+	if err := t.Check(); err != nil {
 		return "", err
 	}
 	if err := checkBody(body); err != nil {
@@ -191,7 +191,7 @@ func (g *Forge) Review(ctx context.Context, r forge.Repo, n int, body string) (s
 }
 
 func (g *Forge) review(ctx context.Context, r forge.Repo, n int, body string) (string, error) {
-	if err := checkThread(forge.Thread{Kind: forge.ThreadChange, Number: n}); err != nil {
+	if err := (forge.Thread{Kind: forge.ThreadChange, Number: n}).Check(); err != nil {
 		return "", err
 	}
 	if err := checkBody(body); err != nil {
@@ -237,34 +237,6 @@ func reportError(err error, notFound string) error {
 	}
 }
 
-// checkChange refuses a change request GitHub would refuse, or berth
-// should never make, before any call.
-func checkChange(req forge.ChangeRequest) error {
-	if err := forge.CheckBranch(req.Head); err != nil {
-		return fault.Field("head", "the branch name %v", err)
-	}
-	if err := forge.CheckBranch(req.Base); err != nil {
-		return fault.Field("base", "the branch name %v", err)
-	}
-	if req.Head == req.Base {
-		return fault.Field("base", "is the head branch itself")
-	}
-	if strings.TrimSpace(req.Title) == "" {
-		return fault.Field("title", "is empty")
-	}
-	return nil
-}
-
-// checkThread refuses a thread that cannot be one.
-func checkThread(t forge.Thread) error {
-	if t.Kind != forge.ThreadIssue && t.Kind != forge.ThreadChange {
-		return fault.Field("thread", "kind %q is neither issue nor change", t.Kind)
-	}
-	if t.Number <= 0 {
-		return fault.Field("thread", "number %d is not one", t.Number)
-	}
-	return nil
-}
 
 // checkBody refuses an empty body, which GitHub refuses too.
 func checkBody(body string) error {

@@ -92,7 +92,7 @@ func (g *Forge) OpenChange(ctx context.Context, r forge.Repo, req forge.ChangeRe
 }
 
 func (g *Forge) openChange(ctx context.Context, r forge.Repo, req forge.ChangeRequest) (forge.Change, error) {
-	if err := checkChange(req); err != nil {
+	if err := req.Check(); err != nil {
 		return forge.Change{}, err
 	}
 	path, err := g.projectPath(r)
@@ -189,7 +189,7 @@ func (g *Forge) Comment(ctx context.Context, r forge.Repo, t forge.Thread, body 
 }
 
 func (g *Forge) comment(ctx context.Context, r forge.Repo, t forge.Thread, body string) (string, error) {
-	if err := checkThread(t); err != nil {
+	if err := t.Check(); err != nil {
 		return "", err
 	}
 	if strings.TrimSpace(body) == "" {
@@ -257,31 +257,3 @@ func reportError(err error, notFound string) error {
 	}
 }
 
-// checkChange refuses a change request GitLab would refuse, or berth
-// should never make, before any call.
-func checkChange(req forge.ChangeRequest) error {
-	if err := forge.CheckBranch(req.Head); err != nil {
-		return fault.Field("head", "the branch name %v", err)
-	}
-	if err := forge.CheckBranch(req.Base); err != nil {
-		return fault.Field("base", "the branch name %v", err)
-	}
-	if req.Head == req.Base {
-		return fault.Field("base", "is the head branch itself")
-	}
-	if strings.TrimSpace(req.Title) == "" {
-		return fault.Field("title", "is empty")
-	}
-	return nil
-}
-
-// checkThread refuses a thread that cannot be one.
-func checkThread(t forge.Thread) error {
-	if t.Kind != forge.ThreadIssue && t.Kind != forge.ThreadChange {
-		return fault.Field("thread", "kind %q is neither issue nor change", t.Kind)
-	}
-	if t.Number <= 0 {
-		return fault.Field("thread", "number %d is not one", t.Number)
-	}
-	return nil
-}
