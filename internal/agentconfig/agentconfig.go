@@ -43,6 +43,11 @@ type Config struct {
 	SkillsPath string
 	// MCP are the Model Context Protocol servers runs are given.
 	MCP []runner.MCPServer
+	// PullRequests is "off" when no run of the scope opens a pull (merge)
+	// request, whatever its trigger or create says: a person opens them
+	// from the branch the run pushed. "" or "on": triggers open them
+	// unless set not to, hand-made runs when asked (--open-pr).
+	PullRequests string
 	// UpdatedAt and UpdatedBy say who wrote it last; zero for a scope
 	// never written.
 	UpdatedAt time.Time
@@ -78,8 +83,15 @@ func (c Config) Validate() error {
 	if err := runner.CheckMCP(c.MCP); err != nil {
 		return fault.Field("mcp", "%v", err)
 	}
+	if c.PullRequests != "" && c.PullRequests != "on" && c.PullRequests != "off" {
+		return fault.Field("pull_requests", "%q is not on or off", c.PullRequests)
+	}
 	return nil
 }
+
+// OpensPullRequests reports whether the scope's runs may open pull
+// requests.
+func (c Config) OpensPullRequests() bool { return c.PullRequests != "off" }
 
 // Store keeps the configurations: project "" is the organisation's own.
 type Store interface {
@@ -133,8 +145,8 @@ func (s *Service) Set(ctx context.Context, p account.Principal, orgRef, projectR
 		target = "project " + projectRef
 	}
 	e := audit.Event{At: c.UpdatedAt, Org: org, Actor: p.User.ID, Action: audit.AgentConfigSet, Target: target, Outcome: audit.OK,
-		Detail: fmt.Sprintf("instructions %d bytes, effort %s, model %s, %d skills%s, MCP servers %s", len(c.Instructions), orNone(c.Effort), orNone(c.Model),
-			len(c.Skills), skillsFrom(c.SkillsPath), mcpNames(c.MCP))}
+		Detail: fmt.Sprintf("instructions %d bytes, effort %s, model %s, %d skills%s, MCP servers %s, pull requests %s", len(c.Instructions), orNone(c.Effort), orNone(c.Model),
+			len(c.Skills), skillsFrom(c.SkillsPath), mcpNames(c.MCP), orNone(c.PullRequests))}
 	if err := s.store.PutAgentConfig(ctx, org, project, c, e); err != nil {
 		return Config{}, err
 	}
@@ -203,6 +215,10 @@ func (s *Service) ForRun(ctx context.Context, org, project string) (Config, erro
 	out.SkillsPath = o.SkillsPath
 	if p.SkillsPath != "" {
 		out.SkillsPath = p.SkillsPath
+	}
+	out.PullRequests = o.PullRequests
+	if p.PullRequests != "" {
+		out.PullRequests = p.PullRequests
 	}
 	if err := runner.CheckSkills(out.Skills); err != nil {
 		return Config{}, fault.Field("skills", "the organisation's and project %s's together: %v", project, err)

@@ -901,9 +901,13 @@ type AgentConfig struct {
 	Skills     []AgentSkill `json:"skills,omitempty"`
 	SkillsPath string       `json:"skills_path,omitempty"`
 	// MCP are the Model Context Protocol servers runs are given.
-	MCP       []MCPServer `json:"mcp,omitempty"`
-	UpdatedAt *time.Time  `json:"updated_at,omitempty"`
-	UpdatedBy string      `json:"updated_by,omitempty"` // a user's id
+	MCP []MCPServer `json:"mcp,omitempty"`
+	// PullRequests "off" keeps every run of the scope from opening a pull
+	// (merge) request: a person opens it from the branch; "" or "on"
+	// lets triggers and --open-pr open them.
+	PullRequests string     `json:"pull_requests,omitempty"`
+	UpdatedAt    *time.Time `json:"updated_at,omitempty"`
+	UpdatedBy    string     `json:"updated_by,omitempty"` // a user's id
 }
 
 // AgentSkill is one skill of an agent configuration.

@@ -72,6 +72,11 @@ the audit log.`,
 				for _, m := range c.MCP {
 					fmt.Fprintf(tw, "MCP server:\t%s = %s%s\n", m.Name, strings.Join(m.Command, " "), m.URL)
 				}
+				pr := c.PullRequests
+				if pr == "" {
+					pr = "on"
+				}
+				fmt.Fprintf(tw, "pull requests:\t%s\n", pr)
 				fmt.Fprintf(tw, "instructions:\t%d bytes\n", len(c.Instructions))
 				tw.Flush()
 				if c.Instructions != "" {
@@ -82,7 +87,7 @@ the audit log.`,
 	}
 	outputFlag(show, &output)
 
-	var file, effort, model, skillsDir, skillsPath string
+	var file, effort, model, skillsDir, skillsPath, pullRequests string
 	var mcp []string
 	var clear, clearSkills, clearMCP bool
 	set := &cobra.Command{
@@ -103,7 +108,8 @@ the audit log.`,
 				return err
 			}
 			// Written whole: what is not changed is sent back as it was.
-			in := api.AgentConfig{Instructions: c.Instructions, Effort: c.Effort, Model: c.Model, Skills: c.Skills, SkillsPath: c.SkillsPath, MCP: c.MCP}
+			in := api.AgentConfig{Instructions: c.Instructions, Effort: c.Effort, Model: c.Model, Skills: c.Skills, SkillsPath: c.SkillsPath, MCP: c.MCP,
+				PullRequests: c.PullRequests}
 			switch {
 			case clearSkills && skillsDir != "":
 				return usageError{errors.New("--clear-skills and --skills-dir: give one")}
@@ -116,6 +122,9 @@ the audit log.`,
 			}
 			if cmd.Flags().Changed("skills-path") {
 				in.SkillsPath = skillsPath
+			}
+			if cmd.Flags().Changed("pull-requests") {
+				in.PullRequests = pullRequests
 			}
 			switch {
 			case clearMCP && len(mcp) > 0:
@@ -161,6 +170,7 @@ the audit log.`,
 	set.Flags().StringVar(&skillsPath, "skills-path", "", "a directory of the run's repository whose subdirectories are skills (empty: none)")
 	set.Flags().StringArrayVar(&mcp, "mcp", nil, "an MCP server, NAME='COMMAND ARG…' or NAME=https://… (repeat; replaces the list)")
 	set.Flags().BoolVar(&clearMCP, "clear-mcp", false, "remove the MCP servers")
+	set.Flags().StringVar(&pullRequests, "pull-requests", "", "off: no run opens a pull request (a person opens it from the branch); on or empty: triggers and --open-pr do")
 	for _, c := range []*cobra.Command{show, set} {
 		c.Flags().StringVar(&project, "project", "", "a project's configuration instead of the organisation's")
 	}

@@ -41,7 +41,7 @@ func (s *Server) putAgentConfig(w http.ResponseWriter, r *http.Request, p accoun
 		return
 	}
 	c, err := s.agentCfg.Set(r.Context(), p, r.PathValue("org"), r.PathValue("project"), agentconfig.Config{Instructions: in.Instructions, Effort: in.Effort, Model: in.Model,
-		Skills: runnerSkills(in.Skills), SkillsPath: in.SkillsPath, MCP: runnerMCP(in.MCP)})
+		Skills: runnerSkills(in.Skills), SkillsPath: in.SkillsPath, MCP: runnerMCP(in.MCP), PullRequests: in.PullRequests})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -50,7 +50,8 @@ func (s *Server) putAgentConfig(w http.ResponseWriter, r *http.Request, p accoun
 }
 
 func apiAgentConfig(c agentconfig.Config) api.AgentConfig {
-	out := api.AgentConfig{Instructions: c.Instructions, Effort: c.Effort, Model: c.Model, SkillsPath: c.SkillsPath, UpdatedAt: timePtr(c.UpdatedAt), UpdatedBy: c.UpdatedBy}
+	out := api.AgentConfig{Instructions: c.Instructions, Effort: c.Effort, Model: c.Model, SkillsPath: c.SkillsPath, PullRequests: c.PullRequests,
+		UpdatedAt: timePtr(c.UpdatedAt), UpdatedBy: c.UpdatedBy}
 	for _, sk := range c.Skills {
 		files := map[string]string{}
 		for _, f := range sk.Files {

@@ -214,6 +214,7 @@ func newWorld(t testing.TB, opts ...func(*worldConfig)) *world {
 	}
 	w.triggers = trigger.NewService(st, w.accounts, repos, svc, fg, trigger.Config{Key: []byte("matrix trigger key"), GitHubSecret: cfg.githubHookSecret, MaxTask: sandbox.MaxTask}, log, cfg.now)
 	runs.SetReports(w.triggers)
+	w.triggers.SetSettings(w.agentCfg)
 	w.sandboxes, w.runs = svc, runs
 	var ssoCfg sso.Config
 	if cfg.sso != nil {

@@ -54,7 +54,7 @@ func (s *Server) apiSandbox(ctx context.Context, sb sandbox.Sandbox, names map[s
 func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request, p account.Principal) {
 	replyTo(s, w, r, http.StatusCreated, func(req api.CreateSandbox) (api.Sandbox, error) {
 		if req.OpenPR {
-			if err := s.checkOpenPR(req); err != nil {
+			if err := s.checkOpenPR(r.Context(), p, req); err != nil {
 				return api.Sandbox{}, err
 			}
 		}
@@ -78,7 +78,27 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request, p account
 
 // checkOpenPR refuses --open-pr where no pull request can come of it,
 // before anything is created.
-func (s *Server) checkOpenPR(req api.CreateSandbox) error {
+func (s *Server) checkOpenPR(ctx context.Context, p account.Principal, req api.CreateSandbox) error {
+	if err := s.openPRShape(req); err != nil {
+		return err
+	}
+	project := req.Project
+	if project == "" {
+		home, err := s.accounts.HomeProject(ctx, p.User)
+		if err != nil {
+			return err
+		}
+		project = home.ID
+	}
+	org, prj, err := s.accounts.Scope(ctx, p, p.User.Org, project)
+	if err != nil {
+		return err
+	}
+	return s.triggers.CheckOpenPR(ctx, org, prj)
+}
+
+// openPRShape refuses --open-pr on what never opens one.
+func (s *Server) openPRShape(req api.CreateSandbox) error {
 	switch {
 	case s.triggers == nil || !s.triggers.CanReport():
 		return fault.Field("open_pr", "this deployment's forge takes no pull requests")

@@ -490,3 +490,37 @@ func TestGenericWebhookTrigger(t *testing.T) {
 		t.Errorf("a deleted trigger's address: %d, want 401", st)
 	}
 }
+
+// TestProjectTurnsPullRequestsOff: a project whose agent configuration
+// says pull_requests: off opens none, whatever its trigger says (the
+// issue is told the branch instead), and refuses --open-pr at create.
+func TestProjectTurnsPullRequestsOff(t *testing.T) {
+	w, gh := githubTriggerWorld(t)
+	ctx := t.Context()
+	if _, err := w.admin.SetAgentConfig(ctx, "acme", "default", api.AgentConfig{PullRequests: "off"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.admin.SetTrigger(ctx, "acme", "default", "fix", api.Trigger{On: "github:labeled:berth", Repo: gh.CloneURL("acme/app")}); err != nil {
+		t.Fatal(err)
+	}
+	n := gh.AddIssue("acme/app", "Fix it", "")
+	st, out := deliver(t, w, hookSecret, "issues", "p-1", eventtest.GitHubIssueLabeled("acme/app", gh.URL(), n, "Fix it", "", "berth", "octocat"))
+	if st != http.StatusAccepted || len(out.Deliveries) != 1 || out.Deliveries[0].Outcome != "started" {
+		t.Fatalf("the delivery: %d %+v", st, out)
+	}
+	id := sandbox.ID(out.Deliveries[0].Sandbox)
+	sb, _ := w.st.GetSandbox(ctx, id)
+	commit := pushBranch(t, gh.BarePath("acme/app"), "berth/"+sb.Name)
+	w.finishRun(t, id, agentrun.RunSucceeded, "berth/"+sb.Name, commit, "")
+	if pulls := gh.Pulls("acme/app"); len(pulls) != 0 {
+		t.Errorf("pull requests opened with pull_requests off: %+v", pulls)
+	}
+	if c := gh.Comments("acme/app", n); len(c) != 1 || !strings.Contains(c[0], "berth/"+sb.Name) {
+		t.Errorf("the issue's comments: %q, want one naming the branch", c)
+	}
+	var e *api.Error
+	if _, err := w.owner.CreateSandbox(ctx, api.CreateSandbox{Name: "by-hand", Purpose: "agent", Repo: gh.CloneURL("acme/app"), Task: "x", OpenPR: true}); !errors.As(err, &e) ||
+		e.Field != "open_pr" || !strings.Contains(e.Message, "pull_requests: off") {
+		t.Errorf("--open-pr with pull_requests off: %v", err)
+	}
+}

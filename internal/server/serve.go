@@ -268,6 +268,7 @@ func (b *Base) build(ctx context.Context, cfg Config, log *slog.Logger, o option
 		return nil, err
 	}
 	runs.SetReports(triggers)
+	triggers.SetSettings(agentCfg)
 	// The way in (SPEC S10): the tunnel's connections feed the idle clock.
 	rcfg := reach.Config{Driver: cfg.Driver, Audit: st}
 	if r, ok := drv.(reach.Reacher); ok {

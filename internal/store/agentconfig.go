@@ -18,8 +18,8 @@ func (s *Store) AgentConfig(ctx context.Context, org, project string) (agentconf
 	var at sql.NullInt64
 	var skills, mcp string
 	err := s.db.QueryRowContext(ctx, `
-		SELECT instructions, effort, model, skills, skills_path, mcp, updated_at, updated_by FROM agent_configs
-		WHERE org_id = $1 AND project_id = $2`, org, project).Scan(&c.Instructions, &c.Effort, &c.Model, &skills, &c.SkillsPath, &mcp, &at, &c.UpdatedBy)
+		SELECT instructions, effort, model, skills, skills_path, mcp, pull_requests, updated_at, updated_by FROM agent_configs
+		WHERE org_id = $1 AND project_id = $2`, org, project).Scan(&c.Instructions, &c.Effort, &c.Model, &skills, &c.SkillsPath, &mcp, &c.PullRequests, &at, &c.UpdatedBy)
 	switch {
 	case notFound(err):
 		return agentconfig.Config{}, nil
@@ -64,13 +64,13 @@ func (s *Store) PutAgentConfig(ctx context.Context, org, project string, c agent
 	}
 	return s.withEvents(ctx, sqldb.Bounded, []audit.Event{e}, func(q sqldb.Queryer) error {
 		_, err := q.ExecContext(ctx, `
-			INSERT INTO agent_configs (org_id, project_id, instructions, effort, model, skills, skills_path, mcp, updated_at, updated_by)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+			INSERT INTO agent_configs (org_id, project_id, instructions, effort, model, skills, skills_path, mcp, pull_requests, updated_at, updated_by)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 			ON CONFLICT (org_id, project_id) DO UPDATE SET
 				instructions = excluded.instructions, effort = excluded.effort, model = excluded.model,
-				skills = excluded.skills, skills_path = excluded.skills_path, mcp = excluded.mcp,
+				skills = excluded.skills, skills_path = excluded.skills_path, mcp = excluded.mcp, pull_requests = excluded.pull_requests,
 				updated_at = excluded.updated_at, updated_by = excluded.updated_by`,
-			org, project, c.Instructions, c.Effort, c.Model, skills, c.SkillsPath, mcp, timeArg(c.UpdatedAt), c.UpdatedBy)
+			org, project, c.Instructions, c.Effort, c.Model, skills, c.SkillsPath, mcp, c.PullRequests, timeArg(c.UpdatedAt), c.UpdatedBy)
 		if err != nil {
 			return fmt.Errorf("put agent configuration of %s: %w", scope(org, project), err)
 		}

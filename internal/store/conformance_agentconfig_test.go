@@ -23,8 +23,8 @@ func testAgentConfigs(t *testing.T, st *store.Store) {
 	e := audit.Event{At: t0, Org: fx.org.ID, Actor: fx.ann.ID, Action: audit.AgentConfigSet, Target: "organisation", Outcome: audit.OK}
 	org := agentconfig.Config{Instructions: "Run the tests.\n", Effort: "high", Model: "claude-sonnet-4-5", UpdatedAt: t0, UpdatedBy: fx.ann.ID,
 		Skills:     []runner.Skill{{Name: "release", Files: []runner.File{{Path: "SKILL.md", Content: []byte("---\nname: release\n---\n")}, {Path: "scripts/tag.sh", Content: []byte("git tag\n")}}}},
-		SkillsPath: ".berth/skills",
-		MCP:        []runner.MCPServer{{Name: "docs", Command: []string{"python3", "/opt/docs.py"}, Env: map[string]string{"MODE": "ro"}}, {Name: "tracker", URL: "https://mcp.example.com/mcp"}}}
+		SkillsPath: ".berth/skills", PullRequests: "off",
+		MCP: []runner.MCPServer{{Name: "docs", Command: []string{"python3", "/opt/docs.py"}, Env: map[string]string{"MODE": "ro"}}, {Name: "tracker", URL: "https://mcp.example.com/mcp"}}}
 	prj := agentconfig.Config{Instructions: "Use make.\n", UpdatedAt: t0, UpdatedBy: fx.ann.ID}
 	for _, w := range []struct {
 		project string

@@ -95,6 +95,22 @@ type Results interface {
 // gateway, which prices them).
 func (s *Service) SetResults(r Results) { s.results = r }
 
+// CheckOpenPR refuses --open-pr for a project whose agent configuration
+// says pull_requests: off.
+func (s *Service) CheckOpenPR(ctx context.Context, org, project string) error {
+	if s.reporter == nil {
+		return fault.Field("open_pr", "this deployment's forge (%s) takes no pull requests", s.forgeKind())
+	}
+	ok, err := s.opensPullRequests(ctx, org, project)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fault.Field("open_pr", "the project's runs open no pull requests (its agent configuration says pull_requests: off)")
+	}
+	return nil
+}
+
 // OpenPR records that a hand-made run (--open-pr) owes a draft change
 // when it ends cleanly.
 func (s *Service) OpenPR(ctx context.Context, sb sandbox.Sandbox) error {
@@ -200,7 +216,15 @@ func (s *Service) report(ctx context.Context, r *Report, res Result) error {
 	var err error
 	sb := res.Sandbox
 	reviewer := sb.Role == sandbox.RoleReviewer
-	if r.OpenPR && !reviewer && res.Succeeded && res.Commit != "" && r.Change.Number == 0 {
+	open := r.OpenPR
+	if open {
+		// The project's say at the run's end: a team that turned pull
+		// requests off since gets none.
+		if open, err = s.opensPullRequests(ctx, sb.Org, sb.Project); err != nil {
+			return fmt.Errorf("the project's agent configuration: %w", err)
+		}
+	}
+	if open && !reviewer && res.Succeeded && res.Commit != "" && r.Change.Number == 0 {
 		base := r.Base
 		if base == "" {
 			if base, err = s.reporter.DefaultBranch(ctx, repo); err != nil {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/agentconfig"
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/forge"
@@ -93,6 +94,29 @@ type Repositories interface {
 	Resolve(ctx context.Context, org, project, addr string) (forge.Repo, error)
 }
 
+// Settings are the projects' agent configurations, whose pull_requests
+// off keeps their runs from opening pull requests.
+type Settings interface {
+	ForRun(ctx context.Context, org, project string) (agentconfig.Config, error)
+}
+
+// SetSettings tells the service where projects say whether their runs
+// open pull requests.
+func (s *Service) SetSettings(st Settings) { s.settings = st }
+
+// opensPullRequests reports whether org's project lets its runs open
+// pull requests (its agent configuration's pull_requests).
+func (s *Service) opensPullRequests(ctx context.Context, org, project string) (bool, error) {
+	if s.settings == nil {
+		return true, nil
+	}
+	c, err := s.settings.ForRun(ctx, org, project)
+	if err != nil {
+		return false, err
+	}
+	return c.OpensPullRequests(), nil
+}
+
 // Config is the deployment's part.
 type Config struct {
 	// Key derives each trigger's webhook secret (HMAC of its id), so no
@@ -112,6 +136,7 @@ type Service struct {
 	repos    Repositories
 	boxes    Sandboxes
 	results  Results        // nil: no report is made
+	settings Settings       // nil: every project opens pull requests
 	reporter forge.Reporter // nil: the forge takes nothing back
 	forge    forge.Forge    // nil: none
 	cfg      Config

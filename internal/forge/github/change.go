@@ -237,7 +237,6 @@ func reportError(err error, notFound string) error {
 	}
 }
 
-
 // checkBody refuses an empty body, which GitHub refuses too.
 func checkBody(body string) error {
 	if strings.TrimSpace(body) == "" {

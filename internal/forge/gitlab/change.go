@@ -256,4 +256,3 @@ func reportError(err error, notFound string) error {
 		return err
 	}
 }
-
