@@ -41,7 +41,7 @@ Where deliveries go:
            trigger's secret as its secret token
   webhook  POST to the trigger's hook URL with X-Berth-Delivery,
            X-Berth-Timestamp (unix seconds) and X-Berth-Signature-256:
-           sha256=HMAC-SHA256(secret, timestamp + "." + body), body a
+           sha256=HMAC-SHA256(secret, timestamp "." delivery "." body), body a
            JSON object`,
 	}
 	var org, project string

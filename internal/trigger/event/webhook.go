@@ -22,15 +22,15 @@ const MaxSkew = 5 * time.Minute
 //
 //	X-Berth-Delivery: <the sender's id for the delivery, 1 to 128 visible ASCII characters>
 //	X-Berth-Timestamp: <unix seconds when it was sent>
-//	X-Berth-Signature-256: sha256=<hex HMAC-SHA256(secret, timestamp + "." + body)>
+//	X-Berth-Signature-256: sha256=<hex HMAC-SHA256(secret, timestamp + "." + delivery + "." + body)>
 //
-// where timestamp is the X-Berth-Timestamp header as sent. A missing or
-// wrong signature, a missing or malformed timestamp, one more than MaxSkew
-// from now either way (a replay, or a clock astray), or an empty secret is
-// ErrSignature. The timestamp bounds how long a captured delivery can be
-// replayed; within that window it is the caller's record of Delivery ids
-// that stops a replay, and X-Berth-Delivery is not signed, so a replay
-// under a new id passes both.
+// where timestamp and delivery are the X-Berth-Timestamp and
+// X-Berth-Delivery headers as sent. A missing or wrong signature, a
+// missing or malformed timestamp, one more than MaxSkew from now either
+// way (a replay, or a clock astray), or an empty secret is ErrSignature.
+// The timestamp bounds how long a captured delivery can be replayed, and
+// the delivery id is signed with it: within that window the caller's
+// record of Delivery ids stops a replay, which cannot take a new id.
 //
 // The body must be one JSON object: it becomes Payload (numbers as
 // json.Number, string values made valid UTF-8 without control characters
@@ -49,7 +49,7 @@ func Webhook(h http.Header, body []byte, secret []byte, now time.Time) (Event, e
 	if !ok {
 		return Event{}, unauthenticated("X-Berth-Timestamp %.40q is not unix seconds", stamp)
 	}
-	if err := checkHMAC("X-Berth-Signature-256", h.Get("X-Berth-Signature-256"), secret, []byte(stamp), []byte("."), body); err != nil {
+	if err := checkHMAC("X-Berth-Signature-256", h.Get("X-Berth-Signature-256"), secret, []byte(stamp), []byte("."), []byte(h.Get("X-Berth-Delivery")), []byte("."), body); err != nil {
 		return Event{}, err
 	}
 	if skew := now.Sub(at); skew > MaxSkew || skew < -MaxSkew {

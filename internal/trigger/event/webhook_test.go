@@ -88,12 +88,12 @@ func TestWebhookSignature(t *testing.T) {
 		{"stale", func(h http.Header) {
 			old := strconv.FormatInt(now.Add(-6*time.Minute).Unix(), 10)
 			h.Set("X-Berth-Timestamp", old)
-			h.Set("X-Berth-Signature-256", sign(old+"."+string(body)))
+			h.Set("X-Berth-Signature-256", sign(old+".deploy-4711."+string(body)))
 		}, secret, "replay"},
 		{"from the future", func(h http.Header) {
 			late := strconv.FormatInt(now.Add(6*time.Minute).Unix(), 10)
 			h.Set("X-Berth-Timestamp", late)
-			h.Set("X-Berth-Signature-256", sign(late+"."+string(body)))
+			h.Set("X-Berth-Signature-256", sign(late+".deploy-4711."+string(body)))
 		}, secret, "clock"},
 		{"timestamp changed", func(h http.Header) { h.Set("X-Berth-Timestamp", strconv.FormatInt(now.Unix()-1, 10)) }, secret, "does not match"},
 		{"no timestamp", func(h http.Header) { h.Del("X-Berth-Timestamp") }, secret, "unix seconds"},
@@ -101,6 +101,10 @@ func TestWebhookSignature(t *testing.T) {
 		{"signed timestamp", func(h http.Header) { h.Set("X-Berth-Timestamp", "+"+stamp) }, secret, "unix seconds"},
 		{"timestamp a date", func(h http.Header) { h.Set("X-Berth-Timestamp", now.Format(time.RFC3339)) }, secret, "unix seconds"},
 		{"body signed alone", func(h http.Header) { h.Set("X-Berth-Signature-256", sign(string(body))) }, secret, "does not match"},
+		{"delivery id changed (a replay under a new id)", func(h http.Header) { h.Set("X-Berth-Delivery", "deploy-4712") }, secret, "does not match"},
+		{"signed without the delivery id", func(h http.Header) {
+			h.Set("X-Berth-Signature-256", sign(h.Get("X-Berth-Timestamp")+"."+string(body)))
+		}, secret, "does not match"},
 		{"no signature", func(h http.Header) { h.Del("X-Berth-Signature-256") }, secret, "no X-Berth-Signature-256"},
 		{"another secret", nil, []byte("another"), "does not match"},
 		{"no secret set", nil, nil, "no secret"},
@@ -119,6 +123,19 @@ func TestWebhookSignature(t *testing.T) {
 	}
 }
 
+// resign signs h again for delivery (none when ""), as a sender would.
+func resign(h http.Header, delivery, body string) {
+	req := httptest.NewRequest("POST", "/hooks/webhook/t1", nil)
+	at, _ := strconv.ParseInt(h.Get("X-Berth-Timestamp"), 10, 64)
+	eventtest.SignWebhook(req, secret, delivery, time.Unix(at, 0), []byte(body))
+	for k, v := range req.Header {
+		h[k] = v
+	}
+	if delivery == "" {
+		h.Del("X-Berth-Delivery")
+	}
+}
+
 func TestWebhookInvalid(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -126,8 +143,8 @@ func TestWebhookInvalid(t *testing.T) {
 		header func(http.Header)
 		field  string
 	}{
-		{"no delivery id", `{}`, func(h http.Header) { h.Del("X-Berth-Delivery") }, "X-Berth-Delivery"},
-		{"delivery id too long", `{}`, func(h http.Header) { h.Set("X-Berth-Delivery", strings.Repeat("x", 129)) }, "X-Berth-Delivery"},
+		{"no delivery id", `{}`, func(h http.Header) { resign(h, "", `{}`) }, "X-Berth-Delivery"},
+		{"delivery id too long", `{}`, func(h http.Header) { resign(h, strings.Repeat("x", 129), `{}`) }, "X-Berth-Delivery"},
 		{"empty", ``, nil, "body"},
 		{"an array", `[{}]`, nil, "body"},
 		{"null", `null`, nil, "body"},

@@ -91,7 +91,7 @@ func SignWebhook(req *http.Request, secret []byte, delivery string, at time.Time
 	h.Set("Content-Type", "application/json")
 	h.Set("X-Berth-Delivery", delivery)
 	h.Set("X-Berth-Timestamp", stamp)
-	h.Set("X-Berth-Signature-256", "sha256="+sum(sha256.New, secret, []byte(stamp+"."), body))
+	h.Set("X-Berth-Signature-256", "sha256="+sum(sha256.New, secret, []byte(stamp+"."+delivery+"."), body))
 }
 
 // setBody makes body req's body.
