@@ -122,9 +122,13 @@ echo "pip.wheel $(cd /tmp/dl && sha256sum *.whl)"`)
 		_, log := g.probe(t, "probe-npm", `mkdir -p "$HOME/scratch" && cd "$HOME/scratch" &&
 	npm install --no-audit --no-fund --no-update-notifier --loglevel=error --registry https://npm.test/ probe-pkg
 echo "npm.rc $?"
-echo "npm.index $(node -p 'require("probe-pkg")')"`)
+echo "npm.index $(node -p 'require("probe-pkg")')"
+echo "fetch.name $(node -e 'fetch("https://npm.test/probe-pkg").then(r => r.json()).then(j => console.log(j.name), e => console.log("failed", e.cause && e.cause.code))' 2>/dev/null)"`)
 		wantSaid(t, log, "npm.rc", "0")
 		wantSaid(t, log, "npm.index", npmToken)
+		// Node's own fetch (a CLI's remote MCP server, a script) goes
+		// through the proxy too: NODE_USE_ENV_PROXY.
+		wantSaid(t, log, "fetch.name", "probe-pkg")
 		wantRequests(t, sites["npm.test"], "GET /probe-pkg", "GET /probe-pkg/-/probe-pkg-1.0.0.tgz")
 	})
 

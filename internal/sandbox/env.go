@@ -169,7 +169,10 @@ func parseDuration(s string) (time.Duration, error) { return quantity.ParseDurat
 // gateway's egress proxy, its only way out, with its own key as the
 // password; the gateway itself (the model and git routes) is reached
 // straight. Both spellings: curl and Python read the lower-case ones,
-// Node's and Go's tools either.
+// Go's tools either; Node's own fetch reads neither unless
+// NODE_USE_ENV_PROXY is set (measured with the agent images' Node 22:
+// without it a fetch resolves the host itself and fails, as the Gemini
+// CLI's remote MCP servers would).
 func proxyEnv(base string, key secret.Secret, set func(k, v string)) {
 	u, err := url.Parse(base)
 	if err != nil || u.Host == "" {
@@ -181,4 +184,5 @@ func proxyEnv(base string, key secret.Secret, set func(k, v string)) {
 	}
 	set("NO_PROXY", u.Hostname())
 	set("no_proxy", u.Hostname())
+	set("NODE_USE_ENV_PROXY", "1")
 }
