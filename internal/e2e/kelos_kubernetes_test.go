@@ -129,6 +129,46 @@ func TestKelosImageOnKubernetes(t *testing.T) {
 			t.Errorf("the run log lacks the FAILED banner:\n%s", gotLog)
 		}
 	})
+
+	// The agent configuration, in the machine: berth-init writes the
+	// skills (uploaded, and the repository's, from its own clone) as
+	// berth's plugin under HOME and hands the entrypoint KELOS_PLUGIN_DIR,
+	// beside KELOS_AGENTS_MD and KELOS_EFFORT.
+	t.Run("agent configuration", func(t *testing.T) {
+		ctx := context.Background()
+		onKube.seedRepoFiles("acme/skilled", map[string]string{".berth/skills/repo-skill/SKILL.md": skillFile("repo-skill", "repo")})
+		me, err := onKube.operator.Whoami(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := onKube.operator.SetAgentConfig(ctx, me.Organisation.ID, "", api.AgentConfig{Instructions: "Always run the tests.\n", Effort: "high",
+			Skills:     []api.AgentSkill{{Name: "uploaded-skill", Files: map[string]string{"SKILL.md": skillFile("uploaded-skill", "uploaded")}}},
+			SkillsPath: ".berth/skills"}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _, _ = onKube.operator.SetAgentConfig(ctx, me.Organisation.ID, "", api.AgentConfig{}) })
+		sb, err := onKube.operator.CreateSandbox(ctx, api.CreateSandbox{Name: "kelos-k8s-cfg", Class: "kelos", Purpose: "agent", Repo: "acme/skilled", Task: "Say hello."})
+		if err != nil {
+			t.Fatal(err)
+		}
+		end := onKube.waitSandbox(onKube.operator, sb.ID, 2*time.Minute, func(sb api.Sandbox, late bool) bool {
+			if late {
+				t.Fatalf("sandbox %s is still %s; its machine:\n%s", sb.Name, sb.State, explain(sb.ID))
+			}
+			return (sb.State == "terminated" || sb.State == "failed") && sb.Run != nil && sb.Run.State != "running"
+		})
+		log, _ := onKube.berthErr("sandbox", "logs", "--raw", sb.Name)
+		if end.State != "terminated" {
+			t.Fatalf("sandbox %s (%s); the pod logged:\n%s", end.State, end.Reason, srv.PodLogs(ns, podName(sb.ID)))
+		}
+		seen := kelosSaw(t, string(log))
+		if seen.AgentsMD != "Always run the tests.\n" || seen.Effort != "high" || seen.PluginDir != kelos.Home+"/.kelos-plugins" {
+			t.Errorf("the image saw KELOS_AGENTS_MD %q, KELOS_EFFORT %q, KELOS_PLUGIN_DIR %q", seen.AgentsMD, seen.Effort, seen.PluginDir)
+		}
+		if want := "./berth/skills/repo-skill/SKILL.md ./berth/skills/uploaded-skill/SKILL.md"; strings.TrimSpace(seen.PluginFiles) != want {
+			t.Errorf("the plugin directory held %q, want %q", seen.PluginFiles, want)
+		}
+	})
 }
 
 // kelosRun creates an agent sandbox of class on acme/app with task, waits
