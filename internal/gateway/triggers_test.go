@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"os/exec"
@@ -26,6 +27,7 @@ import (
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/secret"
 	"berth.dev/berth/internal/trigger"
+	"berth.dev/berth/internal/trigger/event"
 	"berth.dev/berth/internal/trigger/event/eventtest"
 )
 
@@ -522,5 +524,56 @@ func TestProjectTurnsPullRequestsOff(t *testing.T) {
 	if _, err := w.owner.CreateSandbox(ctx, api.CreateSandbox{Name: "by-hand", Purpose: "agent", Repo: gh.CloneURL("acme/app"), Task: "x", OpenPR: true}); !errors.As(err, &e) ||
 		e.Field != "open_pr" || !strings.Contains(e.Message, "pull_requests: off") {
 		t.Errorf("--open-pr with pull_requests off: %v", err)
+	}
+}
+
+// TestConcurrencyAcrossReplicas: deliveries of different ids reaching two
+// replicas at once cannot together pass a trigger's concurrency of one:
+// one starts, the others are skipped saying why.
+func TestConcurrencyAcrossReplicas(t *testing.T) {
+	w := newWorld(t)
+	w.allowRepos(t, "acme")
+	ctx := t.Context()
+	noPR := false
+	in, err := w.admin.SetTrigger(ctx, "acme", "default", "one", api.Trigger{On: "webhook", Repo: "acme/app", Task: "Run {{.Payload.n}}", OpenPR: &noPR})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := w.triggers.ByID(ctx, in.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replicas := []*trigger.Service{w.triggers, trigger.NewService(w.st, w.accounts, nil, w.sandboxes, w.forge,
+		trigger.Config{Key: []byte("matrix trigger key"), MaxTask: sandbox.MaxTask}, slog.New(slog.DiscardHandler), time.Now)}
+	var (
+		mu       sync.Mutex
+		outcomes []string
+		wg       sync.WaitGroup
+	)
+	for i := range 6 {
+		wg.Go(func() {
+			e := event.Event{Source: event.SourceWebhook, Kind: event.KindWebhook, Delivery: fmt.Sprintf("c-%d", i), Payload: map[string]any{"n": i}}
+			rs, err := replicas[i%2].Deliver(ctx, tr, e)
+			if err != nil || len(rs) != 1 {
+				t.Errorf("delivery %d: %+v, %v", i, rs, err)
+				return
+			}
+			mu.Lock()
+			outcomes = append(outcomes, string(rs[0].Delivery.Outcome)+": "+rs[0].Delivery.Reason)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	started := 0
+	for _, o := range outcomes {
+		switch {
+		case o == "started: ":
+			started++
+		case !strings.HasPrefix(o, "skipped: concurrency limit"):
+			t.Errorf("an outcome: %q", o)
+		}
+	}
+	if started != 1 {
+		t.Errorf("%d of 6 deliveries started with a concurrency of 1: %q", started, outcomes)
 	}
 }

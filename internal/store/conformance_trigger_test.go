@@ -88,29 +88,41 @@ func testTriggers(t *testing.T, st *store.Store) {
 	mustCreate(t, st, ended, key2)
 	ended = move(t, st, ended, sandbox.StateTerminated, t0.Add(time.Minute))
 
-	d := trigger.Delivery{Trigger: tr.ID, ID: "d-1", At: t0, Thread: forge.Thread{Kind: forge.ThreadIssue, Number: 7}, URL: "https://x/7"}
-	if err := st.AddDelivery(ctx, d); err != nil {
-		t.Fatal(err)
+	// admit sees the trigger's runs live or starting, and its outcome is
+	// the delivery's.
+	counted := -1
+	admit := func(want trigger.Outcome) func(int) (trigger.Outcome, string) {
+		return func(live int) (trigger.Outcome, string) { counted = live; return want, string(want) }
 	}
-	wantErr(t, "the same delivery again", st.AddDelivery(ctx, d), fault.Conflict)
+	d := trigger.Delivery{Trigger: tr.ID, ID: "d-1", At: t0, Thread: forge.Thread{Kind: forge.ThreadIssue, Number: 7}, URL: "https://x/7"}
+	if _, err := st.AddDelivery(ctx, d, admit("")); err != nil || counted != 0 {
+		t.Fatalf("the first delivery: counted %d, %v", counted, err)
+	}
+	_, err = st.AddDelivery(ctx, d, admit(""))
+	wantErr(t, "the same delivery again", err, fault.Conflict)
+	// d-1 is on its way (recorded, not finished): it counts, for a while.
+	if got, err := st.AddDelivery(ctx, trigger.Delivery{Trigger: tr.ID, ID: "d-busy", At: t0.Add(time.Minute)}, admit(trigger.Skipped)); err != nil || counted != 1 || got.Outcome != trigger.Skipped {
+		t.Errorf("a delivery while one starts: counted %d, recorded %+v, %v", counted, got, err)
+	}
 	d.Outcome, d.Sandbox = trigger.Started, live.ID
 	if err := st.FinishDelivery(ctx, d); err != nil {
 		t.Fatal(err)
 	}
-	d2 := trigger.Delivery{Trigger: tr.ID, ID: "d-2", At: t0.Add(time.Hour), Outcome: trigger.Started, Sandbox: ended.ID}
-	if err := st.AddDelivery(ctx, d2); err != nil {
-		t.Fatal(err)
+	d2 := trigger.Delivery{Trigger: tr.ID, ID: "d-2", At: t0.Add(time.Hour), Sandbox: ended.ID}
+	if d2, err = st.AddDelivery(ctx, d2, admit(trigger.Started)); err != nil || counted != 1 {
+		t.Fatalf("with one run live: counted %d, %v", counted, err)
 	}
-	if ds, err := st.Deliveries(ctx, tr.ID, time.Time{}, 10); err != nil || !cmp.Equal(ds, []trigger.Delivery{d2, d}) {
+	if ds, err := st.Deliveries(ctx, tr.ID, time.Time{}, 10); err != nil || len(ds) != 3 || !cmp.Equal(ds[0], d2) || !cmp.Equal(ds[2], d) {
 		t.Errorf("Deliveries = %+v, %v; want the newest first", ds, err)
 	}
-	if ds, err := st.Deliveries(ctx, tr.ID, t0.Add(time.Minute), 10); err != nil || len(ds) != 1 || ds[0].ID != "d-2" {
+	if ds, err := st.Deliveries(ctx, tr.ID, t0.Add(2*time.Minute), 10); err != nil || len(ds) != 1 || ds[0].ID != "d-2" {
 		t.Errorf("Deliveries since = %+v, %v", ds, err)
 	}
 	if ids, err := st.LiveRuns(ctx, tr.ID); err != nil || !cmp.Equal(ids, []sandbox.ID{live.ID}) {
 		t.Errorf("LiveRuns = %v, %v; want the live one only", ids, err)
 	}
-	wantErr(t, "a delivery to no trigger", st.AddDelivery(ctx, trigger.Delivery{Trigger: "trg_none", ID: "x", At: t0}), fault.NotFound)
+	_, err = st.AddDelivery(ctx, trigger.Delivery{Trigger: "trg_none", ID: "x", At: t0}, admit(""))
+	wantErr(t, "a delivery to no trigger", err, fault.NotFound)
 
 	for _, sb := range []sandbox.Sandbox{live, ended} {
 		if err := st.AddReport(ctx, trigger.Report{Sandbox: sb.ID, Org: fx.org.ID, Repo: tr.Repo, Trigger: tr.ID, Thread: d.Thread, OpenPR: true, Comment: true}); err != nil {

@@ -172,10 +172,25 @@ func (s *Store) DeleteTrigger(ctx context.Context, id string, e audit.Event) err
 	})
 }
 
-// AddDelivery records a delivery once: fault.Conflict for one recorded.
-func (s *Store) AddDelivery(ctx context.Context, d trigger.Delivery) error {
-	return s.db.Autocommit(ctx, sqldb.Bounded, func(q sqldb.Queryer) error {
-		_, err := q.ExecContext(ctx, `
+// AddDelivery records a delivery once (fault.Conflict for one recorded),
+// with the outcome admit gives it on the count of the trigger's runs live
+// or on their way, counted in the same transaction: on SQLite under the
+// database's write lock, on PostgreSQL under the trigger's own lock.
+func (s *Store) AddDelivery(ctx context.Context, d trigger.Delivery, admit func(live int) (trigger.Outcome, string)) (trigger.Delivery, error) {
+	err := s.db.InTx(ctx, sqldb.Bounded, func(tx *sql.Tx) error {
+		if err := s.db.Serialize(ctx, tx, "trigger:"+d.Trigger); err != nil {
+			return err
+		}
+		var live int
+		err := tx.QueryRowContext(ctx, `
+			SELECT COUNT(*) FROM trigger_deliveries d LEFT JOIN sandboxes s ON s.id = d.sandbox_id
+			WHERE d.trigger_id = $1 AND ((d.outcome = '' AND d.at > $2) OR (d.outcome = $3 AND s.live = 1))`,
+			d.Trigger, d.At.Add(-trigger.InFlight).UnixNano(), string(trigger.Started)).Scan(&live)
+		if err != nil {
+			return fmt.Errorf("count the runs of %s: %w", d.Trigger, err)
+		}
+		d.Outcome, d.Reason = admit(live)
+		_, err = tx.ExecContext(ctx, `
 			INSERT INTO trigger_deliveries (trigger_id, delivery_id, at, outcome, reason, sandbox_id, thread_kind, thread_number, url)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
 			d.Trigger, d.ID, timeArg(d.At), string(d.Outcome), d.Reason, string(d.Sandbox), string(d.Thread.Kind), d.Thread.Number, d.URL)
@@ -190,6 +205,7 @@ func (s *Store) AddDelivery(ctx context.Context, d trigger.Delivery) error {
 		}
 		return nil
 	})
+	return d, err
 }
 
 // FinishDelivery writes a delivery's outcome.

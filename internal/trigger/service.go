@@ -35,8 +35,13 @@ type Delivery struct {
 	URL     string // the thread's web page
 }
 
-// Outcome is what became of a delivery.
+// Outcome is what became of a delivery; "" while its run is started.
 type Outcome string
+
+// InFlight is how long a delivery recorded and not finished counts
+// against its trigger's concurrency: a gateway that stopped while it
+// started the run leaves it so, and it stops counting then.
+const InFlight = 2 * time.Minute
 
 const (
 	Started Outcome = "started"
@@ -57,8 +62,13 @@ type Store interface {
 	TriggersOn(ctx context.Context, source event.Source, repo string) ([]Trigger, error)
 	DeleteTrigger(ctx context.Context, id string, e audit.Event) error
 	// AddDelivery records d; fault.Conflict when (d.Trigger, d.ID) is
-	// recorded already.
-	AddDelivery(ctx context.Context, d Delivery) error
+	// recorded already. In the same transaction it counts the trigger's
+	// runs that are live or on their way (a delivery recorded in the last
+	// InFlight and not finished), hands the count to admit, and records d
+	// with the outcome and reason admit gives ("" while its run is
+	// started): deliveries racing on replicas cannot together pass the
+	// trigger's concurrency. It returns d as recorded.
+	AddDelivery(ctx context.Context, d Delivery, admit func(live int) (Outcome, string)) (Delivery, error)
 	// FinishDelivery writes d's outcome, reason and sandbox.
 	FinishDelivery(ctx context.Context, d Delivery) error
 	// Deliveries lists a trigger's deliveries since at, newest first, at
@@ -368,11 +378,24 @@ func (s *Service) Deliver(ctx context.Context, t Trigger, e event.Event) ([]Rece
 // says no.
 func (s *Service) deliver(ctx context.Context, t Trigger, e event.Event, data Data) Received {
 	d := Delivery{Trigger: t.ID, ID: e.Delivery, At: s.now().UTC(), Thread: e.Thread, URL: e.URL}
-	if err := s.store.AddDelivery(ctx, d); err != nil {
+	d, err := s.store.AddDelivery(ctx, d, func(live int) (Outcome, string) {
+		if live >= t.Concurrency {
+			return Skipped, fmt.Sprintf("concurrency limit: %d of its runs are live or starting, its limit is %d", live, t.Concurrency)
+		}
+		return "", ""
+	})
+	if err != nil {
 		if errors.Is(err, fault.Conflict) {
 			return Received{Trigger: t, Delivery: d, Again: true}
 		}
 		d.Outcome, d.Reason = Failed, "could not record the delivery: "+err.Error()
+		return Received{Trigger: t, Delivery: d}
+	}
+	if d.Outcome == Skipped {
+		if live, err := s.store.LiveRuns(ctx, t.ID); err == nil && len(live) > 0 {
+			d.Reason += " (" + joinIDs(live) + ")"
+		}
+		s.log.InfoContext(ctx, "trigger delivery", "trigger", t.ID, "name", t.Name, "delivery", d.ID, "outcome", d.Outcome, "reason", d.Reason)
 		return Received{Trigger: t, Delivery: d}
 	}
 	d.Outcome, d.Reason, d.Sandbox = s.start(ctx, t, e, data)
@@ -385,13 +408,6 @@ func (s *Service) deliver(ctx context.Context, t Trigger, e event.Event, data Da
 
 // start starts the delivery's run, or says why not.
 func (s *Service) start(ctx context.Context, t Trigger, e event.Event, data Data) (Outcome, string, sandbox.ID) {
-	live, err := s.store.LiveRuns(ctx, t.ID)
-	if err != nil {
-		return Failed, "could not count its live runs: " + err.Error(), ""
-	}
-	if len(live) >= t.Concurrency {
-		return Skipped, fmt.Sprintf("concurrency limit: %d of its runs are live (%s), its limit is %d", len(live), joinIDs(live), t.Concurrency), ""
-	}
 	if why, err := s.overBudget(ctx, t); err != nil {
 		return Failed, "could not read today's spending: " + err.Error(), ""
 	} else if why != "" {
