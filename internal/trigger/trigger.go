@@ -266,7 +266,17 @@ func (t Trigger) Matches(e event.Event) (Data, bool) {
 	}
 	switch e.Kind {
 	case event.KindIssueLabeled:
-		return d, strings.EqualFold(strings.TrimSpace(e.Label), strings.TrimSpace(t.On.Label))
+		labels := e.Labels
+		if len(labels) == 0 {
+			labels = []string{e.Label}
+		}
+		for _, l := range labels {
+			if strings.EqualFold(strings.TrimSpace(l), strings.TrimSpace(t.On.Label)) {
+				d.Label = l
+				return d, true
+			}
+		}
+		return Data{}, false
 	case event.KindComment:
 		first, _, _ := strings.Cut(strings.TrimSpace(e.Comment), "\n")
 		cmd := strings.TrimSpace(t.On.Command)

@@ -88,6 +88,11 @@ func TestMatches(t *testing.T) {
 	if _, ok := labeled.Matches(issue); ok {
 		t.Error("another label matched")
 	}
+	// GitLab adds several at once: the trigger's among them matches.
+	issue.Label, issue.Labels = "bug", []string{"bug", "berth"}
+	if d, ok := labeled.Matches(issue); !ok || d.Label != "berth" {
+		t.Errorf("labels bug and berth added at once: %+v %v", d, ok)
+	}
 	for comment, args := range map[string]string{
 		"/berth run":                      "",
 		"  /berth run fix the flaky test": "fix the flaky test",

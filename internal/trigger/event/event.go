@@ -93,8 +93,10 @@ type Event struct {
 	// Host is the forge's web host as its URLs name it (github.com,
 	// gitlab.example.com:8443), from the repository's html_url or web_url.
 	Host string
-	// Label is the label just added (KindIssueLabeled).
-	Label string
+	// Label is the label just added (KindIssueLabeled), and Labels every
+	// label the delivery added, Label first (GitLab adds several at once).
+	Label  string
+	Labels []string
 	// Thread is the issue, or the pull/merge request, the event is about;
 	// a comment on a pull request is on a ThreadChange.
 	Thread forge.Thread

@@ -122,7 +122,10 @@ func GitHub(h http.Header, body []byte, secret []byte) (Event, error) {
 		if p.Label == nil {
 			return Event{}, fault.Field("label", "missing")
 		}
-		if e.Label, err = nameField("label.name", p.Label.Name); err != nil {
+		if e.Label, err = nameField("label.name", p.Label.Name); err == nil {
+			e.Labels = []string{e.Label}
+		}
+		if err != nil {
 			return Event{}, err
 		}
 	case KindComment:

@@ -64,9 +64,9 @@ type (
 //	Merge Request Hook  KindIssueLabeled on a ThreadChange, likewise
 //	Note Hook           KindComment on an Issue or a MergeRequest (ThreadChange), action create
 //
-// A delivery that adds several labels at once is one Event whose Label is
-// the first added, in GitLab's order (an issue opened with labels: the
-// first of them); a trigger on another of those labels does not see it.
+// A delivery that adds several labels at once is one Event whose Labels
+// are all of them, in GitLab's order (an issue opened with labels: all of
+// them), and whose Label is the first.
 //
 // Everything else is ErrIgnored: other hooks (including Confidential Issue
 // and Confidential Note Hooks, so a confidential thread never reaches a
@@ -142,33 +142,36 @@ func GitLab(h http.Header, body []byte, token string) (Event, error) {
 		}
 		return e, nil
 	}
-	// A label added.
-	var label string
+	// Labels added.
+	var added []string
 	switch a.Action {
 	case "open":
 		labels := a.Labels
 		if labels == nil {
 			labels = p.Labels
 		}
-		if len(labels) > 0 {
-			label = labels[0].Title
-		}
+		added = addedLabels(nil, labels)
 	case "update":
 		previous, current, err := changesLabels(p.Changes)
 		if err != nil {
 			return Event{}, err
 		}
-		label = firstAdded(previous, current)
+		added = addedLabels(previous, current)
 	}
-	if label == "" {
+	if len(added) == 0 {
 		return Event{}, ignored("gitlab %s %.40q adding no label", hook, a.Action)
 	}
 	if err := e.gitlabCommon(&p); err != nil {
 		return Event{}, err
 	}
-	if e.Label, err = nameField("label", label); err != nil {
-		return Event{}, err
+	for _, l := range added {
+		name, err := nameField("label", l)
+		if err != nil {
+			return Event{}, err
+		}
+		e.Labels = append(e.Labels, name)
 	}
+	e.Label = e.Labels[0]
 	change := hook == "Merge Request Hook"
 	if err := e.gitlabThread(&a.gitlabThread, "object_attributes", change, ""); err != nil {
 		return Event{}, err
@@ -278,19 +281,24 @@ func changesLabels(raw json.RawMessage) (previous, current []gitlabLabel, err er
 	return c.Labels.Previous, c.Labels.Current, nil
 }
 
-// firstAdded returns the first label in current that is not in previous,
-// or "".
-func firstAdded(previous, current []gitlabLabel) string {
+// maxLabels bounds the labels one delivery is taken to add.
+const maxLabels = 32
+
+// addedLabels returns the labels in current that are not in previous, in
+// current's order, at most maxLabels.
+func addedLabels(previous, current []gitlabLabel) []string {
 	had := make(map[string]bool, len(previous))
 	for _, l := range previous {
 		had[l.Title] = true
 	}
+	var out []string
 	for _, l := range current {
-		if l.Title != "" && !had[l.Title] {
-			return l.Title
+		if l.Title != "" && !had[l.Title] && len(out) < maxLabels {
+			had[l.Title] = true
+			out = append(out, l.Title)
 		}
 	}
-	return ""
+	return out
 }
 
 // gitlabBot reports whether username is one of GitLab's bot users: the

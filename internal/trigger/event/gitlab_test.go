@@ -51,11 +51,11 @@ func TestGitLab(t *testing.T) {
 	}{
 		{"issue labeled", "Issue Hook", eventtest.GitLabIssueLabeled("acme/platform/app", site, 12, "Crash on start", "It crashes.\n\n\tBadly.", "berth", "ada"),
 			event.Event{Source: event.SourceGitLab, Delivery: uuid, Kind: event.KindIssueLabeled, Repo: "acme/platform/app", Host: "gitlab.example.com:8443",
-				Label: "berth", Thread: forge.Thread{Kind: forge.ThreadIssue, Number: 12}, Title: "Crash on start", Body: "It crashes.\n\n\tBadly.",
+				Label: "berth", Labels: []string{"berth"}, Thread: forge.Thread{Kind: forge.ThreadIssue, Number: 12}, Title: "Crash on start", Body: "It crashes.\n\n\tBadly.",
 				URL: "https://gitlab.example.com:8443/acme/platform/app/-/issues/12", Author: "ada"}},
 		{"merge request labeled", "Merge Request Hook", eventtest.GitLabMergeRequestLabeled("acme/app", site, 5, "Faster start", "Caches.", "berth-review", "ada"),
 			event.Event{Source: event.SourceGitLab, Delivery: uuid, Kind: event.KindIssueLabeled, Repo: "acme/app", Host: "gitlab.example.com:8443",
-				Label: "berth-review", Thread: forge.Thread{Kind: forge.ThreadChange, Number: 5}, Title: "Faster start", Body: "Caches.",
+				Label: "berth-review", Labels: []string{"berth-review"}, Thread: forge.Thread{Kind: forge.ThreadChange, Number: 5}, Title: "Faster start", Body: "Caches.",
 				URL: "https://gitlab.example.com:8443/acme/app/-/merge_requests/5", Author: "ada"}},
 		{"note on an issue", "Note Hook", eventtest.GitLabNote("acme/app", site, 12, false, "Crash", "It crashes.", "/berth fix it", "grace"),
 			event.Event{Source: event.SourceGitLab, Delivery: uuid, Kind: event.KindComment, Repo: "acme/app", Host: "gitlab.example.com:8443",
@@ -71,11 +71,11 @@ func TestGitLab(t *testing.T) {
 				URL: "https://gitlab.example.com:8443/acme/app/-/issues/1", Comment: "hi", Author: "project_manager"}},
 		{"issue opened with labels", "Issue Hook", testdata(t, "gitlab-issue-open.json"),
 			event.Event{Source: event.SourceGitLab, Delivery: uuid, Kind: event.KindIssueLabeled, Repo: "tools/berth-demo", Host: "gitlab.example.com",
-				Label: "bug", Thread: forge.Thread{Kind: forge.ThreadIssue, Number: 3}, Title: "Nightly build fails",
+				Label: "bug", Labels: []string{"bug", "berth"}, Thread: forge.Thread{Kind: forge.ThreadIssue, Number: 3}, Title: "Nightly build fails",
 				Body: "Since Tuesday.", URL: "https://gitlab.example.com/tools/berth-demo/-/issues/3", Author: "ada"}},
-		{"several labels added: the first", "Issue Hook", testdata(t, "gitlab-issue-two-labels.json"),
+		{"several labels added: all of them, the first as Label", "Issue Hook", testdata(t, "gitlab-issue-two-labels.json"),
 			event.Event{Source: event.SourceGitLab, Delivery: uuid, Kind: event.KindIssueLabeled, Repo: "tools/berth-demo", Host: "gitlab.example.com",
-				Label: "berth", Thread: forge.Thread{Kind: forge.ThreadIssue, Number: 3}, Title: "Nightly build fails",
+				Label: "berth", Labels: []string{"berth", "docs"}, Thread: forge.Thread{Kind: forge.ThreadIssue, Number: 3}, Title: "Nightly build fails",
 				Body: "Since Tuesday.", URL: "https://gitlab.example.com/tools/berth-demo/-/issues/3", Author: "ada"}},
 	}
 	for _, tt := range tests {
