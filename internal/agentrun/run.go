@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/agentconfig"
@@ -548,7 +549,7 @@ func (s *Service) Summary(ctx context.Context, sb sandbox.Sandbox) string {
 	last = strings.TrimSpace(last)
 	if len(last) > maxSummary {
 		cut := maxSummary
-		for cut > 0 && last[cut]&0xC0 == 0x80 {
+		for cut > 0 && !utf8.RuneStart(last[cut]) {
 			cut--
 		}
 		last = last[:cut] + "…"

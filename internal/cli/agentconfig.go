@@ -13,11 +13,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/runner"
 )
 
 // maxInstructionsFile bounds what --instructions-file reads: the gateway's
-// limit and a byte more, so that over it is refused, not cut.
-const maxInstructionsFile = 64<<10 + 1
+// limit.
+const maxInstructionsFile = 64 << 10
 
 func newAgentConfigCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
@@ -142,7 +143,7 @@ the audit log.`,
 			case clear:
 				in.Instructions = ""
 			case file != "":
-				if in.Instructions, err = readInstructions(g, file); err != nil {
+				if in.Instructions, err = readInput(g, "instructions-file", file, maxInstructionsFile); err != nil {
 					return err
 				}
 			}
@@ -179,23 +180,24 @@ the audit log.`,
 	return cmd
 }
 
-// readInstructions reads an instructions file, or standard input for -.
-func readInstructions(g *globals, file string) (string, error) {
+// readInput reads what a file flag names, or standard input for -, at
+// most limit bytes: over it is refused, not cut.
+func readInput(g *globals, flag, file string, limit int) (string, error) {
 	var r io.Reader = g.env.Stdin
 	if file != "-" {
 		f, err := os.Open(file)
 		if err != nil {
-			return "", usageError{fmt.Errorf("--instructions-file: %w", err)}
+			return "", usageError{fmt.Errorf("--%s: %w", flag, err)}
 		}
 		defer f.Close()
 		r = f
 	}
-	b, err := io.ReadAll(io.LimitReader(r, maxInstructionsFile))
+	b, err := io.ReadAll(io.LimitReader(r, int64(limit)+1))
 	if err != nil {
-		return "", fmt.Errorf("--instructions-file: %w", err)
+		return "", fmt.Errorf("--%s: %w", flag, err)
 	}
-	if len(b) >= maxInstructionsFile {
-		return "", usageError{fmt.Errorf("--instructions-file: over %d bytes, the most a configuration holds", maxInstructionsFile-1)}
+	if len(b) > limit {
+		return "", usageError{fmt.Errorf("--%s: over %d bytes, the most it may hold", flag, limit)}
 	}
 	return string(b), nil
 }
@@ -211,72 +213,30 @@ func flagsSet(cmd *cobra.Command, names ...string) []string {
 	return out
 }
 
-// Skills' upload limits, as the gateway's: 16 skills of 16 files, 32 KiB.
-const (
-	maxSkills     = 16
-	maxSkillFiles = 16
-	maxSkillBytes = 32 << 10
-)
-
-// readSkills reads DIR's skills: each subdirectory with a SKILL.md (of a
-// plugin, those of DIR/skills), its regular files by path. Links are not
-// followed; hidden files are left out.
+// readSkills reads DIR's skills (of a plugin, those of DIR/skills) as
+// the gateway takes them: each subdirectory with a SKILL.md, its regular
+// files, no link followed, within the runner's limits.
 func readSkills(dir string) ([]api.AgentSkill, error) {
 	if st, err := os.Stat(filepath.Join(dir, "skills")); err == nil && st.IsDir() {
 		dir = filepath.Join(dir, "skills")
 	}
-	entries, err := os.ReadDir(dir)
+	skills, err := runner.ReadSkills(os.DirFS(dir), ".")
+	if err == nil {
+		err = runner.CheckSkills(skills)
+	}
 	if err != nil {
 		return nil, usageError{fmt.Errorf("--skills-dir: %w", err)}
 	}
-	var out []api.AgentSkill
-	total := 0
-	for _, e := range entries {
-		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
-			continue
-		}
-		root := filepath.Join(dir, e.Name())
-		if _, err := os.Lstat(filepath.Join(root, "SKILL.md")); err != nil {
-			continue
-		}
-		sk := api.AgentSkill{Name: e.Name(), Files: map[string]string{}}
-		err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if strings.HasPrefix(d.Name(), ".") && p != root {
-				if d.IsDir() {
-					return filepath.SkipDir
-				}
-				return nil
-			}
-			if !d.Type().IsRegular() {
-				return nil // directories are walked; links and the rest are not files of a skill
-			}
-			rel, _ := filepath.Rel(root, p)
-			if len(sk.Files) == maxSkillFiles {
-				return fmt.Errorf("skill %s has over %d files", sk.Name, maxSkillFiles)
-			}
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			if total += len(b); total > maxSkillBytes {
-				return fmt.Errorf("the skills are over %d bytes together", maxSkillBytes)
-			}
-			sk.Files[filepath.ToSlash(rel)] = string(b)
-			return nil
-		})
-		if err != nil {
-			return nil, usageError{fmt.Errorf("--skills-dir: %w", err)}
-		}
-		out = append(out, sk)
-	}
-	if len(out) == 0 {
+	if len(skills) == 0 {
 		return nil, usageError{fmt.Errorf("--skills-dir: %s has no <skill>/SKILL.md", dir)}
 	}
-	if len(out) > maxSkills {
-		return nil, usageError{fmt.Errorf("--skills-dir: %d skills, at most %d", len(out), maxSkills)}
+	out := make([]api.AgentSkill, 0, len(skills))
+	for _, sk := range skills {
+		files := map[string]string{}
+		for _, f := range sk.Files {
+			files[f.Path] = string(f.Content)
+		}
+		out = append(out, api.AgentSkill{Name: sk.Name, Files: files})
 	}
 	return out, nil
 }

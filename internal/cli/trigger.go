@@ -3,8 +3,6 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -13,6 +11,9 @@ import (
 
 	"berth.dev/berth/internal/api"
 )
+
+// maxTaskFile bounds a task template (the gateway's limit).
+const maxTaskFile = 16 << 10
 
 func newTriggerCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
@@ -77,7 +78,7 @@ The task is a Go text/template over the event: .Title, .Body, .URL,
 				return usageError{errors.New("--repo: name the repository its runs work on")}
 			}
 			if taskFile != "" {
-				b, err := readTaskFile(g, taskFile)
+				b, err := readInput(g, "task-file", taskFile, maxTaskFile)
 				if err != nil {
 					return err
 				}
@@ -188,27 +189,6 @@ The task is a Go text/template over the event: .Title, .Body, .URL,
 	orgFlag(&org, set, list, show, del)
 	cmd.AddCommand(set, list, show, del)
 	return cmd
-}
-
-// readTaskFile reads a task template from a file or standard input.
-func readTaskFile(g *globals, path string) (string, error) {
-	var r io.Reader = g.env.Stdin
-	if path != "-" {
-		f, err := os.Open(path)
-		if err != nil {
-			return "", usageError{fmt.Errorf("--task-file: %w", err)}
-		}
-		defer f.Close()
-		r = f
-	}
-	b, err := io.ReadAll(io.LimitReader(r, 64<<10+1))
-	if err != nil {
-		return "", fmt.Errorf("--task-file: %w", err)
-	}
-	if len(b) > 64<<10 {
-		return "", usageError{fmt.Errorf("--task-file: over %d bytes", 64<<10)}
-	}
-	return string(b), nil
 }
 
 func budget(t api.Trigger) string {

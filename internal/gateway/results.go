@@ -20,8 +20,18 @@ func (s *Server) Results() Results { return Results{s} }
 
 var _ trigger.Results = Results{}
 
-// Result is a run's result: over once its sandbox has ended.
+// Result is a run's result: over once its sandbox has ended, with the
+// agent's last words then.
 func (r Results) Result(ctx context.Context, id sandbox.ID) (trigger.Result, error) {
+	res, err := r.result(ctx, id)
+	if err == nil && res.Ended {
+		res.Summary = r.s.runs.Summary(ctx, res.Sandbox)
+	}
+	return res, err
+}
+
+// result is a run's result without its summary, which reads its log.
+func (r Results) result(ctx context.Context, id sandbox.ID) (trigger.Result, error) {
 	s := r.s
 	sb, err := s.sandboxes.Read(ctx, id)
 	if err != nil {
@@ -58,9 +68,6 @@ func (r Results) Result(ctx context.Context, id sandbox.ID) (trigger.Result, err
 	if run.Review != nil {
 		out.Verdict, out.VerdictSummary = run.Review.Outcome, run.Review.Summary
 	}
-	if out.Ended {
-		out.Summary = s.runs.Summary(ctx, sb)
-	}
 	return out, nil
 }
 
@@ -70,7 +77,7 @@ func (r Results) Spent(ctx context.Context, ids []sandbox.ID) (int64, float64, e
 	var tokens int64
 	var usd float64
 	for _, id := range ids {
-		res, err := r.Result(ctx, id)
+		res, err := r.result(ctx, id) // its cost, not its words
 		if errors.Is(err, fault.NotFound) {
 			continue // removed since: its cost went with it
 		}

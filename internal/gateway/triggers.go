@@ -79,10 +79,10 @@ func (s *Server) putTrigger(w http.ResponseWriter, r *http.Request, p account.Pr
 	}
 	t := trigger.Trigger{
 		Name: r.PathValue("name"), On: on, Repo: in.Repo, Base: in.Base, Class: in.Class, Runner: in.Runner, Model: in.Model, Role: in.Role,
-		Task: in.Task, Concurrency: max(in.Concurrency, 1), DailyTokens: in.DailyTokens, DailyUSD: in.DailyUSD, OpenPR: s.triggers.CanReport(),
+		Task: in.Task, Concurrency: in.Concurrency, DailyTokens: in.DailyTokens, DailyUSD: in.DailyUSD, OpenPR: s.triggers.CanReport(),
 	}
-	if in.Concurrency < 0 {
-		t.Concurrency = in.Concurrency // refused by Validate, saying so
+	if t.Concurrency == 0 {
+		t.Concurrency = 1 // absent; a negative one Validate refuses, saying so
 	}
 	if in.OpenPR != nil {
 		t.OpenPR = *in.OpenPR

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/forge"
@@ -268,15 +269,13 @@ func changeTitle(sb sandbox.Sandbox, res Result) string {
 	}
 	if len(first) > 120 {
 		cut := 117
-		for cut > 0 && !utf8RuneStart(first[cut]) {
+		for cut > 0 && !utf8.RuneStart(first[cut]) {
 			cut--
 		}
 		first = first[:cut] + "…"
 	}
 	return first
 }
-
-func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
 
 // usd is a sum of dollars as people read it: cents, or four places
 // below a cent.
