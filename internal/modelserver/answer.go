@@ -13,6 +13,7 @@ type conversation struct {
 	model       string
 	stream      bool
 	toolResults int      // tool results the conversation holds
+	answers     int      // the model's finished answers it holds (see finished)
 	userTexts   []string // the texts of its user turns, in order
 	tools       []tool   // function tools the request offers
 	// jsonSchema is the schema of the JSON the request asks for (Gemini's
@@ -54,18 +55,56 @@ func (c *toolCall) argsJSON() string {
 // (OpenCode's title call, say) when the turn has no text of its own.
 const noShellText = "mock: no shell tool offered"
 
-// answer picks the turn for c and records the decision in rec.
+// finished counts the model's finished answers as a dialect reads a
+// conversation in order. The model's reply is its messages between two of
+// anyone else's (a user's prompt, a tool's result, a system message); a
+// reply with text and no tool call is a finished answer. A reply counts
+// once however many messages it spans: a CLI may keep one answer's text
+// and tool call as a message each, and the text is then no answer.
+type finished struct {
+	n          int
+	text, call bool // the reply being read has text, a tool call
+}
+
+// model reads one message (or Responses item) of the model's.
+func (f *finished) model(text, call bool) { f.text, f.call = f.text || text, f.call || call }
+
+// other reads anyone else's message, which ends the model's reply.
+func (f *finished) other() {
+	if f.text && !f.call {
+		f.n++
+	}
+	f.text, f.call = false, false
+}
+
+// count ends the conversation and returns its finished answers.
+func (f *finished) count() int {
+	f.other()
+	return f.n
+}
+
+// hasText reports whether any of texts is not empty.
+func hasText(texts []string) bool {
+	return slices.ContainsFunc(texts, func(t string) bool { return t != "" })
+}
+
+// answer picks the turn for c (see Script) and records the decision in rec.
 func (s *Server) answer(c conversation, rec *Request) reply {
-	rec.Model, rec.Stream, rec.ToolResults = c.model, c.stream, c.toolResults
+	rec.Model, rec.Stream, rec.ToolResults, rec.Answers = c.model, c.stream, c.toolResults, c.answers
 	for _, t := range c.userTexts {
 		rec.UserTexts = append(rec.UserTexts, TextOf(t))
 	}
 	if len(s.script.Turns) == 0 {
 		return reply{fail: &Failure{Status: http.StatusInternalServerError, Message: "modelserver: script has no turns"}}
 	}
-	i := min(c.toolResults, len(s.script.Turns)-1)
+	i := min(c.toolResults+c.answers, len(s.script.Turns)-1)
 	rec.Turn = i
 	t := s.script.Turns[i]
+	if missing := missingWords(t.Requires, c.userTexts); len(missing) > 0 {
+		return reply{fail: &Failure{Status: http.StatusBadRequest, Message: fmt.Sprintf(
+			"modelserver: turn %d requires %s in the conversation's user turns, and none holds it (was an earlier conversation continued?)",
+			i, strings.Join(missing, ", "))}}
+	}
 	switch {
 	case t.Error != nil:
 		return reply{fail: t.Error}
@@ -246,4 +285,15 @@ func contentTexts(raw json.RawMessage, kind string) []string {
 		}
 	}
 	return out
+}
+
+// missingWords are the words of required that none of texts holds.
+func missingWords(required, texts []string) []string {
+	var missing []string
+	for _, w := range required {
+		if !slices.ContainsFunc(texts, func(t string) bool { return strings.Contains(t, w) }) {
+			missing = append(missing, w)
+		}
+	}
+	return missing
 }

@@ -23,10 +23,12 @@ type anthropicRequest struct {
 	} `json:"tools"`
 }
 
-// conversation counts the user's tool_result blocks, reads the user's
-// texts and lists the tools.
+// conversation counts the user's tool_result blocks and the assistant's
+// finished answers (text and no tool_use), reads the user's texts and
+// lists the tools.
 func (q anthropicRequest) conversation() conversation {
 	c := conversation{model: q.Model, stream: q.Stream}
+	var answers finished
 	for _, m := range q.Messages {
 		if m.Role == "user" {
 			c.userTexts = append(c.userTexts, contentTexts(m.Content, "text")...)
@@ -34,15 +36,23 @@ func (q anthropicRequest) conversation() conversation {
 		var blocks []struct {
 			Type string `json:"type"`
 		}
-		if json.Unmarshal(m.Content, &blocks) != nil {
-			continue // plain string content
-		}
+		_ = json.Unmarshal(m.Content, &blocks) // plain string content has none
+		call := false
 		for _, b := range blocks {
-			if b.Type == "tool_result" {
+			switch b.Type {
+			case "tool_result":
 				c.toolResults++
+			case "tool_use":
+				call = true
 			}
 		}
+		if m.Role == "assistant" {
+			answers.model(hasText(contentTexts(m.Content, "text")), call)
+		} else {
+			answers.other()
+		}
 	}
+	c.answers = answers.count()
 	for _, t := range q.Tools {
 		c.tools = append(c.tools, tool{name: t.Name, schema: t.InputSchema})
 	}

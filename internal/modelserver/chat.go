@@ -12,8 +12,9 @@ type chatRequest struct {
 	Model    string `json:"model"`
 	Stream   bool   `json:"stream"`
 	Messages []struct {
-		Role    string          `json:"role"`
-		Content json.RawMessage `json:"content"` // a string, or a list of parts
+		Role      string            `json:"role"`
+		Content   json.RawMessage   `json:"content"` // a string, or a list of parts
+		ToolCalls []json.RawMessage `json:"tool_calls"`
 	} `json:"messages"`
 	Tools []struct {
 		Type     string `json:"type"`
@@ -24,10 +25,12 @@ type chatRequest struct {
 	} `json:"tools"`
 }
 
-// conversation counts the role "tool" messages, reads the user's texts
-// and lists the tools.
+// conversation counts the role "tool" messages and the assistant's
+// finished answers (text and no tool_calls), reads the user's texts and
+// lists the tools.
 func (q chatRequest) conversation() conversation {
 	c := conversation{model: q.Model, stream: q.Stream}
+	var answers finished
 	for _, m := range q.Messages {
 		switch m.Role {
 		case "tool":
@@ -35,7 +38,13 @@ func (q chatRequest) conversation() conversation {
 		case "user":
 			c.userTexts = append(c.userTexts, contentTexts(m.Content, "text")...)
 		}
+		if m.Role == "assistant" {
+			answers.model(hasText(contentTexts(m.Content, "text")), len(m.ToolCalls) > 0)
+		} else {
+			answers.other()
+		}
 	}
+	c.answers = answers.count()
 	for _, t := range q.Tools {
 		if t.Type == "function" {
 			c.tools = append(c.tools, tool{name: t.Function.Name, schema: t.Function.Parameters})

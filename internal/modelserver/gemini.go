@@ -14,7 +14,10 @@ type geminiRequest struct {
 		Parts []struct {
 			Text             *string         `json:"text"`
 			Thought          bool            `json:"thought"`
-			FunctionResponse json.RawMessage `json:"functionResponse"`
+			FunctionCall     json.RawMessage `json:"functionCall"`
+			FunctionResponse *struct {
+				ID string `json:"id"`
+			} `json:"functionResponse"`
 		} `json:"parts"`
 	} `json:"contents"`
 	Tools []struct {
@@ -31,21 +34,40 @@ type geminiRequest struct {
 	} `json:"generationConfig"`
 }
 
-// conversation counts the functionResponse parts, reads the user's texts
-// (a content without a role is the user's), lists the declared functions
-// and notes a request for JSON (the router's call).
+// conversation counts the functionResponse parts (once per id) and the
+// model's finished answers (text, not thought, and no functionCall), reads
+// the user's texts (a content without a role is the user's), lists the
+// declared functions and notes a request for JSON (the router's call).
 func (q geminiRequest) conversation(model string, stream bool) conversation {
 	c := conversation{model: model, stream: stream}
+	var answers finished
+	results := map[string]bool{} // ids of the functionResponse parts counted
 	for _, content := range q.Contents {
+		text, call := false, false
 		for _, p := range content.Parts {
 			switch {
-			case len(p.FunctionResponse) > 0:
-				c.toolResults++
+			case p.FunctionResponse != nil:
+				// Gemini CLI 0.61.0 sends each result of a resumed
+				// session's earlier tasks twice, under the call's id.
+				if id := p.FunctionResponse.ID; id == "" || !results[id] {
+					c.toolResults++
+					results[id] = true
+				}
+			case len(p.FunctionCall) > 0:
+				call = true
 			case p.Text != nil && !p.Thought && (content.Role == "user" || content.Role == ""):
 				c.userTexts = append(c.userTexts, *p.Text)
+			case p.Text != nil && !p.Thought:
+				text = text || *p.Text != ""
 			}
 		}
+		if content.Role == "model" {
+			answers.model(text, call)
+		} else {
+			answers.other()
+		}
 	}
+	c.answers = answers.count()
 	for _, t := range q.Tools {
 		for _, f := range t.FunctionDeclarations {
 			sc := f.ParametersJSONSchema

@@ -72,10 +72,14 @@ type Request struct {
 	Dialect Dialect // empty for HEAD and unknown paths
 	Model   string
 	Stream  bool
-	// ToolResults counts the tool results the conversation held; it is
-	// also the index of the turn that answered (before clamping).
+	// ToolResults counts the tool results the conversation held, and
+	// Answers the model's finished answers in it (see Script): their sum
+	// is the index of the turn that answered, before clamping to the
+	// script's last turn.
 	ToolResults int
-	// Turn is the index of the script turn that answered, -1 if none did.
+	Answers     int
+	// Turn is the index of the script turn that answered (the sum above,
+	// or the last turn past the script's end), -1 if none did.
 	Turn int
 	// Session is the X-Berth-Session header.
 	Session string

@@ -26,8 +26,12 @@ type responsesTool struct {
 }
 
 // conversation counts the *_call_output items (Codex replays the whole
-// history in input, store:false), reads the user's texts (input as one
-// string is one) and lists the function tools.
+// history in input, store:false) and the model's finished answers, reads
+// the user's texts (input as one string is one) and lists the function
+// tools. A finished answer is an assistant message with text that no tool
+// call (a *_call item: function_call, custom_tool_call, local_shell_call…)
+// follows before anyone else's item: a turn's text and its call come as a
+// message item and then a function_call item.
 func (q responsesRequest) conversation() conversation {
 	c := conversation{model: q.Model, stream: q.Stream}
 	var items []struct {
@@ -40,14 +44,27 @@ func (q responsesRequest) conversation() conversation {
 	case json.Unmarshal(q.Input, &one) == nil:
 		c.userTexts = []string{one}
 	case json.Unmarshal(q.Input, &items) == nil:
+		var answers finished
 		for _, it := range items {
+			message := it.Type == "" || it.Type == "message"
 			switch {
 			case strings.HasSuffix(it.Type, "_call_output"):
 				c.toolResults++
-			case it.Role == "user" && (it.Type == "" || it.Type == "message"):
+				answers.other()
+			case strings.HasSuffix(it.Type, "_call"):
+				answers.model(false, true)
+			case it.Type == "reasoning":
+				answers.model(false, false)
+			case message && it.Role == "assistant":
+				answers.model(hasText(contentTexts(it.Content, "output_text")), false)
+			case message && it.Role == "user":
 				c.userTexts = append(c.userTexts, contentTexts(it.Content, "input_text")...)
+				answers.other()
+			default:
+				answers.other()
 			}
 		}
+		c.answers = answers.count()
 	}
 	for _, t := range q.Tools {
 		switch t.Type {

@@ -6,14 +6,30 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 )
 
 // Script is what the model says, in order. The server keeps no
 // conversation state: a request is answered with the turn whose index is
-// the number of tool results its conversation already holds, so a CLI that
-// retries a call gets the same turn again, and the turn after a tool call
-// comes once the CLI sends that call's result back. Past the end, the last
-// turn answers again.
+// the number of tool results its conversation already holds plus the
+// number of the model's finished answers in it. A finished answer is a
+// reply of the model (its messages, or Responses items, between two of
+// anyone else's) with text and no tool call: an assistant (Gemini: model)
+// message with text and no call, or in the Responses API an assistant
+// message item that no function_call (or other *_call) item follows
+// before anyone else's item. A turn with Text and a Command (or a Tool)
+// is no finished answer: its tool result comes next.
+//
+// So a CLI that retries a call gets the same turn again; the turn after a
+// tool call comes once the CLI sends that call's result back; and a CLI
+// that resumes a session with a new prompt sends the previous task's
+// answer along and gets the turn after it. The script
+//
+//	{"turns": [{"command": "c1"}, {"text": "first done"}, {"command": "c2"}, {"text": "second done"}]}
+//
+// plays task 1 as c1 then "first done" and, once the CLI resumes the
+// conversation with a new prompt, task 2 as c2 then "second done". Past
+// the end, the last turn answers again.
 type Script struct {
 	Turns []Turn `json:"turns"`
 }
@@ -40,6 +56,11 @@ type Turn struct {
 	// Error, when set, answers every request at this turn with an HTTP
 	// error in the dialect's own error body.
 	Error *Failure `json:"error,omitempty"`
+	// Requires are words the conversation's user turns must hold (any of
+	// its user texts, each word somewhere): a request at this turn
+	// without one of them is answered 400, naming it. A session's later
+	// task so checks that its CLI continued the earlier conversation.
+	Requires []string `json:"requires,omitempty"`
 }
 
 // Failure is a scripted HTTP error.
@@ -64,6 +85,8 @@ func (s Script) Validate() error {
 			errs = append(errs, fmt.Errorf("turn %d: error status %d is not 4xx or 5xx", i, t.Error.Status))
 		case t.Error == nil && t.Text == "" && t.Command == "" && t.Tool == "":
 			errs = append(errs, fmt.Errorf("turn %d: needs text, command, tool or error", i))
+		case slices.Contains(t.Requires, ""):
+			errs = append(errs, fmt.Errorf("turn %d: an empty word required", i))
 		}
 	}
 	return errors.Join(errs...)
