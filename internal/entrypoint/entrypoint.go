@@ -11,7 +11,8 @@
 //     (directories 0700, files 0600);
 //  3. bootstraps git for the agent without writing anything: safe.directory
 //     /work and a container-local identity travel as GIT_CONFIG_COUNT
-//     entries in the agent's environment (HOME is fresh every run, and the
+//     entries in the agent's environment (HOME is fresh every run but a
+//     session's, which keeps the CLI's state across its tasks, and the
 //     command-line scope wins over anything in the checkout);
 //  4. execs the runner's binary, found on PATH, with its own arguments ("$@",
 //     the runner's ContainerArgs) unmodified and the prompt file as its

@@ -183,7 +183,8 @@ func unwrapPath(err error) error {
 }
 
 // writeRunnerFiles writes BERTH_RUNNER_FILES under HOME, each replacing
-// what is there (HOME is fresh every run), private to the agent's user:
+// what is there (HOME is fresh every run; a session's keeps the CLI's own
+// state, which none of these files is), private to the agent's user:
 // the files name the credentials the runner reads, never their values, but
 // the agent's configuration is nobody else's business either.
 func (r *starter) writeRunnerFiles() error {

@@ -25,6 +25,12 @@ func (claudeCode) ContainerArgs(o Options) ([]string, error) {
 	if o.Effort != "" {
 		args = append(args, "--effort", o.Effort)
 	}
+	if o.Resume {
+		// The newest conversation whose transcript is under
+		// ~/.claude/projects/<the working directory>; the prompt on stdin
+		// is its next user turn, and the session keeps its id.
+		args = append(args, "--continue")
+	}
 	return args, nil
 }
 

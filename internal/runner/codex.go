@@ -6,6 +6,11 @@ import "fmt"
 // OpenAI Responses API, to the gateway's /v1.
 type codex struct{}
 
+// ThreadTotals: resumed, Codex's turn.completed counts its whole thread
+// (measured with codex 0.171.0: a second task reported both tasks'
+// tokens).
+func (codex) ThreadTotals() {}
+
 func (codex) Name() string   { return "codex" }
 func (codex) Binary() string { return "codex" }
 
@@ -17,10 +22,21 @@ func (codex) ContainerArgs(o Options) ([]string, error) {
 	if err := checkOptions(o); err != nil {
 		return nil, err
 	}
-	args := []string{"exec", "--json", "--dangerously-bypass-approvals-and-sandbox", "--skip-git-repo-check", "-m", o.Model}
+	args := []string{"exec"}
+	if o.Resume {
+		// The newest session recorded under ~/.codex/sessions whose
+		// working directory is this one. The subcommand takes the same
+		// flags; its prompt is an argument, or stdin only when named "-"
+		// (given --last, the one argument is the prompt, not a session).
+		args = append(args, "resume", "--last")
+	}
+	args = append(args, "--json", "--dangerously-bypass-approvals-and-sandbox", "--skip-git-repo-check", "-m", o.Model)
 	if o.Effort != "" {
 		// -c takes TOML: the quotes make the value a string.
 		args = append(args, "-c", "model_reasoning_effort="+tomlString(o.Effort))
+	}
+	if o.Resume {
+		args = append(args, "-")
 	}
 	return args, nil
 }

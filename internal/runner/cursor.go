@@ -24,7 +24,12 @@ func (cursor) ContainerArgs(o Options) ([]string, error) {
 	if err := checkOptions(o); err != nil {
 		return nil, err
 	}
-	return []string{"-p", "--output-format", "stream-json", "--force", "--trust", "--sandbox", "disabled", "--model", o.Model}, nil
+	args := []string{"-p", "--output-format", "stream-json", "--force", "--trust", "--sandbox", "disabled", "--model", o.Model}
+	if o.Resume {
+		// Documented as --resume=-1, the latest chat (~/.cursor/chats).
+		args = append(args, "--continue")
+	}
+	return args, nil
 }
 
 // APIs: none of the gateway's; cursor talks to its vendor itself.

@@ -17,7 +17,13 @@ func (gemini) ContainerArgs(o Options) ([]string, error) {
 	if err := checkOptions(o); err != nil {
 		return nil, err
 	}
-	return []string{"-m", o.Model, "--output-format", "stream-json", "--yolo"}, nil
+	args := []string{"-m", o.Model, "--output-format", "stream-json", "--yolo"}
+	if o.Resume {
+		// The newest session of this project (the working directory),
+		// under ~/.gemini/tmp/<project>/chats.
+		args = append(args, "--resume", "latest")
+	}
+	return args, nil
 }
 
 // APIs: the Gemini CLI speaks Gemini's generateContent only.

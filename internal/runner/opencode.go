@@ -20,6 +20,11 @@ func (opencode) ContainerArgs(o Options) ([]string, error) {
 	if o.Effort != "" {
 		args = append(args, "--variant", o.Effort)
 	}
+	if o.Resume {
+		// The newest session of this project (OpenCode's project is the
+		// checkout's repository) in ~/.local/share/opencode.
+		args = append(args, "--continue")
+	}
 	return args, nil
 }
 

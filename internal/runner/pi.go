@@ -18,6 +18,11 @@ func (pi) ContainerArgs(o Options) ([]string, error) {
 	if o.Effort != "" {
 		args = append(args, "--thinking", o.Effort)
 	}
+	if o.Resume {
+		// The newest session of this working directory, under
+		// ~/.pi/agent/sessions/--<directory>--.
+		args = append(args, "--continue")
+	}
 	return args, nil
 }
 

@@ -99,6 +99,13 @@ type Options struct {
 	// and MCP servers into its config (MCPConfigured).
 	Skills []Skill
 	MCP    []MCPServer
+	// Resume continues the conversation the CLI had last in this HOME and
+	// working directory instead of starting a new one: task 2..N of an
+	// agent session, whose containers share the checkout and HOME. The
+	// prompt is the conversation's next user turn. The CLI finds the
+	// conversation in its state under HOME (Stateful); with none there,
+	// each of the five gateway runners starts a new one and succeeds.
+	Resume bool
 }
 
 // Gateway is what the config files point the CLI at (SPEC S14).

@@ -185,6 +185,30 @@ func (u Usage) plus(v Usage) Usage {
 	}
 }
 
+// Plus is u and v together: a session's runs' usage summed.
+func (u Usage) Plus(v Usage) Usage { return u.plus(v) }
+
+// Since is u less earlier, each count at least zero: the totals a CLI
+// reported for a continued conversation (ThreadTotals) less what its
+// earlier runs reported.
+func (u Usage) Since(earlier Usage) Usage {
+	less := func(a, b int64) int64 { return max(a-b, 0) }
+	return Usage{
+		Input:      less(u.Input, earlier.Input),
+		CacheRead:  less(u.CacheRead, earlier.CacheRead),
+		CacheWrite: less(u.CacheWrite, earlier.CacheWrite),
+		Output:     less(u.Output, earlier.Output),
+		Reasoning:  less(u.Reasoning, earlier.Reasoning),
+	}
+}
+
+// ThreadTotals is the capability of a CLI whose run totals, when it
+// continues an earlier conversation (Options.Resume), count that whole
+// conversation, every earlier run's calls too (Codex's turn.completed
+// covers its thread): a session's later run is its totals Since the
+// earlier runs'.
+type ThreadTotals interface{ ThreadTotals() }
+
 // sat adds two non-negative counts, saturating instead of wrapping.
 func sat(a, b int64) int64 {
 	if a > math.MaxInt64-b {
