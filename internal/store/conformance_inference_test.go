@@ -97,7 +97,7 @@ func testInference(t *testing.T, st *store.Store) {
 		Sandbox: "sbx_3", Session: "sbx_3", Provider: "p", Model: "m", Dialect: inference.Gemini, Status: 200, CostUSD: 0.25}); err != nil {
 		t.Fatal(err)
 	}
-	m, err := st.MeteredOfSandbox(ctx, "sbx_3")
+	m, err := st.MeteredOfSandbox(ctx, "sbx_3", agentrun.Span{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func testInference(t *testing.T, st *store.Store) {
 		t.Errorf("MeteredBySandbox, want sbx_3's requests only (-want +got):\n%s", diff)
 	}
 	// One by one, oldest first, as many as asked.
-	calls, err := st.MeteredCallsOfSandbox(ctx, "sbx_3", 10)
+	calls, err := st.MeteredCallsOfSandbox(ctx, "sbx_3", agentrun.Span{}, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,32 @@ func testInference(t *testing.T, st *store.Store) {
 	if diff := cmp.Diff([]agentrun.MeteredCall{one, one, {Model: "m", Status: 200, CostUSD: 0.25}}, calls); diff != "" {
 		t.Errorf("MeteredCallsOfSandbox(sbx_3) (-want +got):\n%s", diff)
 	}
-	if calls, err := st.MeteredCallsOfSandbox(ctx, "sbx_3", 2); err != nil || len(calls) != 2 {
+	if calls, err := st.MeteredCallsOfSandbox(ctx, "sbx_3", agentrun.Span{}, 2); err != nil || len(calls) != 2 {
 		t.Errorf("MeteredCallsOfSandbox(sbx_3, 2) = %d calls, %v; want 2", len(calls), err)
+	}
+	// A session's run: its calls in its own time, ends included.
+	if err := st.RecordInference(ctx, inference.Record{At: t0.Add(time.Minute), Org: fx.org.ID, Project: fx.prj.ID, User: "usr_x", Key: "key_4",
+		Sandbox: "sbx_3", Session: "sbx_3", Provider: "p", Model: "m", Dialect: inference.Gemini, Status: 200,
+		Usage: runner.Usage{Input: 7, Output: 7}, CostUSD: 2, Metered: true}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		span     agentrun.Span
+		requests int
+		cost     float64
+	}{
+		{agentrun.Span{From: t0, To: t0}, 3, 1.25},
+		{agentrun.Span{From: t0.Add(time.Second)}, 1, 2},
+		{agentrun.Span{To: t0.Add(time.Minute)}, 4, 3.25},
+		{agentrun.Span{From: t0.Add(time.Second), To: t0.Add(2 * time.Second)}, 0, 0},
+	} {
+		m, err := st.MeteredOfSandbox(ctx, "sbx_3", c.span)
+		if err != nil || m.Requests != c.requests || m.CostUSD != c.cost {
+			t.Errorf("MeteredOfSandbox(sbx_3, %+v) = %d requests $%v, %v; want %d, $%v", c.span, m.Requests, m.CostUSD, err, c.requests, c.cost)
+		}
+		calls, err := st.MeteredCallsOfSandbox(ctx, "sbx_3", c.span, 10)
+		if err != nil || len(calls) != c.requests {
+			t.Errorf("MeteredCallsOfSandbox(sbx_3, %+v) = %d calls, %v; want %d", c.span, len(calls), err, c.requests)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"berth.dev/berth/internal/agentrun"
 	"errors"
 	"slices"
 	"testing"
@@ -79,7 +80,7 @@ func testDeleteEnded(t *testing.T, st *store.Store) {
 		sb   sandbox.Sandbox
 		want int
 	}{{old, 1}, {recent, 1}} {
-		if m, err := st.MeteredOfSandbox(ctx, tt.sb.ID); err != nil || m.Requests != tt.want {
+		if m, err := st.MeteredOfSandbox(ctx, tt.sb.ID, agentrun.Span{}); err != nil || m.Requests != tt.want {
 			t.Errorf("model calls of %s after retention = %d (%v), want %d", tt.sb.Name, m.Requests, err, tt.want)
 		}
 	}

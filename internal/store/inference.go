@@ -250,14 +250,16 @@ func (s *Store) SessionUsage(ctx context.Context, session string) (inference.Ses
 }
 
 // MeteredOfSandbox sums what the gateway metered of one sandbox's model
-// calls: everything its key asked, whichever session the CLI named (or
-// none: not every CLI can send the session header).
-func (s *Store) MeteredOfSandbox(ctx context.Context, id sandbox.ID) (agentrun.Metered, error) {
+// calls within span (a session's run; the zero Span: all): everything its
+// keys asked, whichever session the CLI named (or none: not every CLI can
+// send the session header).
+func (s *Store) MeteredOfSandbox(ctx context.Context, id sandbox.ID, span agentrun.Span) (agentrun.Metered, error) {
 	var m agentrun.Metered
 	rows, err := s.db.QueryContext(ctx, `
 		SELECT model, COUNT(*), SUM(input), SUM(cache_read), SUM(cache_write), SUM(output), SUM(reasoning), SUM(cost_usd),
 			SUM(1 - metered), SUM(CASE WHEN metered = 0 THEN cost_usd ELSE 0 END)
-		FROM inference_usage WHERE sandbox_id = $1 GROUP BY model ORDER BY MIN(seq)`, string(id))
+		FROM inference_usage WHERE sandbox_id = $1 AND at >= COALESCE($2, at) AND at <= COALESCE($3, at)
+		GROUP BY model ORDER BY MIN(seq)`, string(id), timeArg(span.From), timeArg(span.To))
 	if err != nil {
 		return m, fmt.Errorf("metered usage of %s: %w", id, err)
 	}
@@ -289,10 +291,11 @@ func (s *Store) MeteredOfSandbox(ctx context.Context, id sandbox.ID) (agentrun.M
 // MeteredCallsOfSandbox lists one sandbox's metered model calls one by
 // one, oldest first, at most limit of them: what a run's difference from
 // the gateway's count is explained from.
-func (s *Store) MeteredCallsOfSandbox(ctx context.Context, id sandbox.ID, limit int) ([]agentrun.MeteredCall, error) {
+func (s *Store) MeteredCallsOfSandbox(ctx context.Context, id sandbox.ID, span agentrun.Span, limit int) ([]agentrun.MeteredCall, error) {
 	rows, err := s.db.QueryContext(ctx, `
 		SELECT model, status, input, cache_read, cache_write, output, reasoning, cost_usd, metered
-		FROM inference_usage WHERE sandbox_id = $1 ORDER BY seq LIMIT $2`, string(id), limit)
+		FROM inference_usage WHERE sandbox_id = $1 AND at >= COALESCE($3, at) AND at <= COALESCE($4, at)
+		ORDER BY seq LIMIT $2`, string(id), limit, timeArg(span.From), timeArg(span.To))
 	if err != nil {
 		return nil, fmt.Errorf("metered calls of %s: %w", id, err)
 	}

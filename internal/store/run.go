@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -16,12 +15,13 @@ import (
 	"berth.dev/berth/internal/store/sqldb"
 )
 
-// PutRun writes an agent sandbox's run whole. Its telemetry is kept as
-// JSON: the runner package owns its shape.
+// PutRun writes a run of an agent sandbox whole, the run r.Seq of
+// r.Sandbox (a Seq of 0 is its first: callers that know no sessions).
+// Its telemetry is kept as JSON: the runner package owns its shape.
 func (s *Store) PutRun(ctx context.Context, r agentrun.Run) error {
 	tel, outputs, results, err := outputArgs(r)
 	if err != nil {
-		return fmt.Errorf("put run of %s: %w", r.Sandbox, err)
+		return fmt.Errorf("put run %d of %s: %w", runSeq(r), r.Sandbox, err)
 	}
 	exited := 0
 	if r.Exited {
@@ -29,9 +29,10 @@ func (s *Store) PutRun(ctx context.Context, r agentrun.Run) error {
 	}
 	_, err = s.db.Write(ctx, sqldb.Patient, `
 		INSERT INTO runs (sandbox_id, runner, model, state, exit_code, error, branch, commit_id, telemetry, lines, ignored, started_at, ended_at,
-			review_outcome, review_summary, review_sha256, review_reason, review_file, outputs, results, exited, ended, ended_by, kelos_setup)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)
-		ON CONFLICT (sandbox_id) DO UPDATE SET
+			review_outcome, review_summary, review_sha256, review_reason, review_file, outputs, results, exited, ended, ended_by, kelos_setup,
+			seq, task, onto)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27)
+		ON CONFLICT (sandbox_id, seq) DO UPDATE SET
 			runner = excluded.runner, model = excluded.model, state = excluded.state, exit_code = excluded.exit_code,
 			error = excluded.error, branch = excluded.branch, commit_id = excluded.commit_id, telemetry = excluded.telemetry,
 			lines = excluded.lines, ignored = excluded.ignored, started_at = excluded.started_at,
@@ -39,28 +40,36 @@ func (s *Store) PutRun(ctx context.Context, r agentrun.Run) error {
 			exited = excluded.exited, ended = excluded.ended, ended_by = excluded.ended_by,
 			review_outcome = excluded.review_outcome, review_summary = excluded.review_summary,
 			review_sha256 = excluded.review_sha256, review_reason = excluded.review_reason, review_file = excluded.review_file,
-			outputs = excluded.outputs, results = excluded.results, kelos_setup = excluded.kelos_setup`,
+			outputs = excluded.outputs, results = excluded.results, kelos_setup = excluded.kelos_setup,
+			task = excluded.task, onto = excluded.onto`,
 		string(r.Sandbox), r.Runner, r.Model, string(r.State), r.ExitCode, r.Error, r.Branch, r.Commit, tel,
 		r.Lines, r.Ignored, timeArg(r.StartedAt), timeArg(r.EndedAt),
 		string(r.Review.Outcome), r.Review.Summary, r.Review.SHA256, r.Review.Reason, r.Review.File, outputs, results,
-		exited, string(r.Ended), r.EndedBy, int(r.Setup))
+		exited, string(r.Ended), r.EndedBy, int(r.Setup), runSeq(r), r.Task, r.Onto)
 	if err != nil {
-		return fmt.Errorf("put run of %s: %w", r.Sandbox, err)
+		return fmt.Errorf("put run %d of %s: %w", runSeq(r), r.Sandbox, err)
 	}
 	return nil
 }
 
+// runSeq is the number of r in its sandbox: a run from a caller written
+// before sessions (Seq 0) is its sandbox's first.
+func runSeq(r agentrun.Run) int {
+	return max(r.Seq, 1)
+}
+
 // PutRunOutput writes what a run's output said: its telemetry and line
-// counts, and a kelos image's outputs, results and setup.
+// counts, and a kelos image's outputs, results and setup. It writes the
+// run r.Seq of r.Sandbox alone (a Seq of 0 is its first).
 func (s *Store) PutRunOutput(ctx context.Context, r agentrun.Run) error {
 	tel, outputs, results, err := outputArgs(r)
 	if err != nil {
-		return fmt.Errorf("put the output of the run of %s: %w", r.Sandbox, err)
+		return fmt.Errorf("put the output of run %d of %s: %w", runSeq(r), r.Sandbox, err)
 	}
-	if _, err := s.db.Write(ctx, sqldb.Patient, `UPDATE runs SET telemetry = $2, lines = $3, ignored = $4, outputs = $5, results = $6, kelos_setup = $7
-		WHERE sandbox_id = $1`,
-		string(r.Sandbox), tel, r.Lines, r.Ignored, outputs, results, int(r.Setup)); err != nil {
-		return fmt.Errorf("put the output of the run of %s: %w", r.Sandbox, err)
+	if _, err := s.db.Write(ctx, sqldb.Patient, `UPDATE runs SET telemetry = $3, lines = $4, ignored = $5, outputs = $6, results = $7, kelos_setup = $8
+		WHERE sandbox_id = $1 AND seq = $2`,
+		string(r.Sandbox), runSeq(r), tel, r.Lines, r.Ignored, outputs, results, int(r.Setup)); err != nil {
+		return fmt.Errorf("put the output of run %d of %s: %w", runSeq(r), r.Sandbox, err)
 	}
 	return nil
 }
@@ -82,9 +91,13 @@ func outputArgs(r agentrun.Run) (tel string, outputs, results any, err error) {
 	return string(b), outputs, results, nil
 }
 
-// ClaimRunEnd sets the end of a run that is still running and has none.
+// ClaimRunEnd sets the end of a sandbox's latest run (its highest seq) if
+// it is still running and has none; fault.Conflict otherwise. An earlier
+// run of a session is over: its end is never claimed again.
 func (s *Store) ClaimRunEnd(ctx context.Context, id sandbox.ID, at time.Time) error {
-	res, err := s.db.Write(ctx, sqldb.Patient, `UPDATE runs SET ended_at = $2 WHERE sandbox_id = $1 AND state = $3 AND ended_at IS NULL`,
+	res, err := s.db.Write(ctx, sqldb.Patient, `UPDATE runs SET ended_at = $2
+		WHERE sandbox_id = $1 AND seq = (SELECT MAX(l.seq) FROM runs l WHERE l.sandbox_id = $1)
+			AND state = $3 AND ended_at IS NULL`,
 		string(id), timeArg(at), string(agentrun.RunRunning))
 	if err != nil {
 		return fmt.Errorf("claim the end of the run of %s: %w", id, err)
@@ -95,35 +108,73 @@ func (s *Store) ClaimRunEnd(ctx context.Context, id sandbox.ID, at time.Time) er
 	return nil
 }
 
-// GetRun reads an agent sandbox's run; fault.NotFound without one.
+// GetRun reads an agent sandbox's latest run (its highest seq);
+// fault.NotFound without one.
 func (s *Store) GetRun(ctx context.Context, id sandbox.ID) (agentrun.Run, error) {
-	r := agentrun.Run{Sandbox: id}
-	var state, tel, outcome, endedAs string
-	var started, ended sql.NullInt64
-	var outputs, results sql.NullString
-	var exited, setup int
-	err := s.db.QueryRowContext(ctx, `SELECT runner, model, state, exit_code, error, branch, commit_id, telemetry, lines, ignored, started_at, ended_at,
-			review_outcome, review_summary, review_sha256, review_reason, review_file, outputs, results, exited, ended, ended_by, kelos_setup
-		FROM runs WHERE sandbox_id = $1`, string(id)).
-		Scan(&r.Runner, &r.Model, &state, &r.ExitCode, &r.Error, &r.Branch, &r.Commit, &tel, &r.Lines, &r.Ignored, &started, &ended,
-			&outcome, &r.Review.Summary, &r.Review.SHA256, &r.Review.Reason, &r.Review.File, &outputs, &results, &exited, &endedAs, &r.EndedBy, &setup)
-	if errors.Is(err, sql.ErrNoRows) {
+	r, err := scanRun(s.db.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs WHERE sandbox_id = $1 ORDER BY seq DESC LIMIT 1`,
+		string(id)), id)
+	if notFound(err) {
 		return agentrun.Run{}, fault.Errorf(fault.NotFound, "run of %s", id)
 	}
 	if err != nil {
 		return agentrun.Run{}, fmt.Errorf("get run of %s: %w", id, err)
 	}
+	return r, nil
+}
+
+// ListRuns reads every run of an agent sandbox, by seq: a session's tasks
+// in the order it was given them. A sandbox without runs has none (an
+// empty list, no error).
+func (s *Store) ListRuns(ctx context.Context, id sandbox.ID) ([]agentrun.Run, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+runColumns+` FROM runs WHERE sandbox_id = $1 ORDER BY seq`, string(id))
+	if err != nil {
+		return nil, fmt.Errorf("list runs of %s: %w", id, err)
+	}
+	defer rows.Close()
+	runs := []agentrun.Run{}
+	for rows.Next() {
+		r, err := scanRun(rows, id)
+		if err != nil {
+			return nil, fmt.Errorf("list runs of %s: %w", id, err)
+		}
+		runs = append(runs, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list runs of %s: %w", id, err)
+	}
+	return runs, nil
+}
+
+// runColumns are the columns of runs scanRun reads.
+const runColumns = `seq, task, onto, runner, model, state, exit_code, error, branch, commit_id, telemetry, lines, ignored,
+	started_at, ended_at, review_outcome, review_summary, review_sha256, review_reason, review_file, outputs, results,
+	exited, ended, ended_by, kelos_setup`
+
+// scanRun reads runColumns of a run of sandbox id. The row's own error
+// (sql.ErrNoRows) is returned as it is.
+func scanRun(row rowScanner, id sandbox.ID) (agentrun.Run, error) {
+	r := agentrun.Run{Sandbox: id}
+	var state, tel, outcome, endedAs string
+	var started, ended sql.NullInt64
+	var outputs, results sql.NullString
+	var exited, setup int
+	err := row.Scan(&r.Seq, &r.Task, &r.Onto, &r.Runner, &r.Model, &state, &r.ExitCode, &r.Error, &r.Branch, &r.Commit, &tel,
+		&r.Lines, &r.Ignored, &started, &ended, &outcome, &r.Review.Summary, &r.Review.SHA256, &r.Review.Reason, &r.Review.File,
+		&outputs, &results, &exited, &endedAs, &r.EndedBy, &setup)
+	if err != nil {
+		return agentrun.Run{}, err
+	}
 	r.State, r.Review.Outcome = agentrun.RunState(state), review.Outcome(outcome)
 	r.Exited, r.Ended, r.Setup = exited != 0, sandbox.State(endedAs), kelos.Setup(setup)
 	r.StartedAt, r.EndedAt = timeOf(started), timeOf(ended)
 	if err := json.Unmarshal([]byte(tel), &r.Telemetry); err != nil {
-		return agentrun.Run{}, fmt.Errorf("run of %s: telemetry: %w", id, err)
+		return agentrun.Run{}, fmt.Errorf("run %d: telemetry: %w", r.Seq, err)
 	}
 	if err := jsonOf(outputs, &r.Outputs); err != nil {
-		return agentrun.Run{}, fmt.Errorf("run of %s: outputs: %w", id, err)
+		return agentrun.Run{}, fmt.Errorf("run %d: outputs: %w", r.Seq, err)
 	}
 	if err := jsonOf(results, &r.Results); err != nil {
-		return agentrun.Run{}, fmt.Errorf("run of %s: results: %w", id, err)
+		return agentrun.Run{}, fmt.Errorf("run %d: results: %w", r.Seq, err)
 	}
 	return r, nil
 }

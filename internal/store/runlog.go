@@ -64,7 +64,11 @@ func (l dbLogs) Read(ctx context.Context, id sandbox.ID) (io.ReadCloser, error) 
 
 // Remove deletes id's log.
 func (l dbLogs) Remove(ctx context.Context, id sandbox.ID) error {
-	if _, err := l.st.db.Write(ctx, sqldb.Patient, `DELETE FROM run_logs WHERE sandbox_id = $1`, string(id)); err != nil {
+	// A session's later runs' logs are id, a dot and the run's number:
+	// the ids from "id." up to "id/" ('/' follows '.'), with no pattern
+	// for the id's own characters to upset.
+	if _, err := l.st.db.Write(ctx, sqldb.Patient, `DELETE FROM run_logs WHERE sandbox_id = $1 OR (sandbox_id > $2 AND sandbox_id < $3)`,
+		string(id), string(id)+".", string(id)+"/"); err != nil {
 		return fmt.Errorf("remove the run log of %s: %w", id, err)
 	}
 	return nil

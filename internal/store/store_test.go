@@ -233,7 +233,8 @@ func testRunRoundTrip(t *testing.T, st *store.Store) {
 	if !slices.Equal(got.Outputs, run.Outputs) || got.Results["pr"] != "7" || got.Setup != kelos.SetupError {
 		t.Fatalf("after the output: outputs %q, results %v, setup %d; want the output's", got.Outputs, got.Results, got.Setup)
 	}
-	run = agentrun.Run{Sandbox: sb.ID, Runner: "pi", Model: "m", State: agentrun.RunSucceeded, Exited: true, ExitCode: 0,
+	run = agentrun.Run{Sandbox: sb.ID, Seq: 1, Task: "fix the build", Onto: "0123abc", Runner: "pi", Model: "m",
+		State: agentrun.RunSucceeded, Exited: true, ExitCode: 0,
 		Branch: "berth/task", Commit: "abc", Lines: 12, Ignored: 1, StartedAt: t0, EndedAt: t0.Add(time.Minute)}
 	run.Telemetry.Usage.Input, run.Telemetry.Usage.Output, run.Telemetry.CostUSD = 240, 34, 0.0012
 	run.Telemetry.Cost = runner.CostNative
