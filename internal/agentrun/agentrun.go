@@ -26,11 +26,13 @@ import (
 type Store interface {
 	// GetSandbox reads a sandbox's row; fault.NotFound without one.
 	GetSandbox(ctx context.Context, id sandbox.ID) (sandbox.Sandbox, error)
-	// PutRun writes an agent sandbox's run whole, except that a run's end
-	// once set is kept; GetRun is fault.NotFound for a sandbox
-	// without one.
+	// PutRun writes an agent sandbox's run (Sandbox, Seq) whole, except
+	// that a run's end once set is kept; GetRun reads its latest run,
+	// fault.NotFound for a sandbox without one.
 	PutRun(ctx context.Context, r Run) error
 	GetRun(ctx context.Context, id sandbox.ID) (Run, error)
+	// ListRuns lists a sandbox's runs, Seq ascending: a session's tasks.
+	ListRuns(ctx context.Context, id sandbox.ID) ([]Run, error)
 	// PutRunOutput writes what a run's output said (its telemetry and
 	// line counts; a kelos image's outputs, results and setup), and
 	// nothing else of it.
@@ -48,6 +50,9 @@ type Sandboxes interface {
 	// EndRun ends the sandbox of a run that is over: to terminated or
 	// failed, for reason, its running time closed at exited (zero: now).
 	EndRun(ctx context.Context, id sandbox.ID, to sandbox.State, reason string, exited time.Time) error
+	// EndTask suspends a session whose task's run is over, for reason,
+	// its running time closed at exited (zero: now).
+	EndTask(ctx context.Context, id sandbox.ID, reason string, exited time.Time) error
 }
 
 // Users names the user who ended a run.

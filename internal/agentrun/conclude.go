@@ -1,6 +1,7 @@
 package agentrun
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -18,10 +19,11 @@ import (
 // in-machine run sent. commit is "" when there was nothing.
 type pushFunc func(ctx context.Context, sb sandbox.Sandbox) (branch, commit string, err error)
 
-// hostPush pushes the host's checkout in work.
-func (s *Service) hostPush(work string) pushFunc {
-	return s.audited(func(ctx context.Context, sb sandbox.Sandbox) (string, string, error) {
-		return s.work.Push(ctx, sb, work)
+// hostPush pushes the host's checkout in work, moving the branch from
+// onto (a session's earlier push; "" creates it).
+func (s *Service) hostPush(work, onto string) pushFunc {
+	return s.audited(onto, func(ctx context.Context, sb sandbox.Sandbox) (string, string, error) {
+		return s.work.Push(ctx, sb, work, onto)
 	})
 }
 
@@ -31,7 +33,7 @@ var errEnded = errors.New("the sandbox ended before its run's work was taken")
 
 // audited is push, audited like any push, and only while the run's
 // sandbox still runs: one terminated meanwhile leaves no branch.
-func (s *Service) audited(push pushFunc) pushFunc {
+func (s *Service) audited(onto string, push pushFunc) pushFunc {
 	return func(ctx context.Context, sb sandbox.Sandbox) (string, string, error) {
 		if cur, err := s.store.GetSandbox(ctx, sb.ID); err != nil || (cur.State != sandbox.StateRunning && cur.State != sandbox.StateStarting) {
 			return "", "", errEnded
@@ -42,7 +44,7 @@ func (s *Service) audited(push pushFunc) pushFunc {
 			return "", "", err
 		}
 		if commit != "" {
-			s.cfg.Pushes.Pushed(ctx, sb, []forge.RefUpdate{{Old: strings.Repeat("0", len(commit)), New: commit, Ref: "refs/heads/" + branch}})
+			s.cfg.Pushes.Pushed(ctx, sb, []forge.RefUpdate{{Old: cmp.Or(onto, strings.Repeat("0", len(commit))), New: commit, Ref: "refs/heads/" + branch}})
 		}
 		return branch, commit, nil
 	}
@@ -105,6 +107,10 @@ func (s *Service) concludeRun(ctx context.Context, sb sandbox.Sandbox, run Run, 
 	if sb.Role == sandbox.RoleReviewer {
 		s.digestVerdict(ctx, &run, verdict)
 	}
+	if sb.Session {
+		s.endTask(ctx, sb, run, exited)
+		return
+	}
 	// Gone before the sandbox says it ended: nothing of the run outlives it.
 	s.removeCheckout(ctx, sb)
 	s.saveRun(ctx, run)
@@ -114,6 +120,23 @@ func (s *Service) concludeRun(ctx context.Context, sb sandbox.Sandbox, run Run, 
 	}
 	if err := s.sandboxes.EndRun(ctx, sb.ID, to, reason, exited); err != nil && !errors.Is(err, fault.Conflict) {
 		s.log.ErrorContext(ctx, "could not end a finished run's sandbox", "sandbox", sb.ID, "err", err)
+	}
+	if s.reports != nil {
+		s.reports.Concluded(ctx, sb.ID)
+	}
+}
+
+// endTask records a session's run and suspends the session for its next
+// task, keeping its checkout and its agent's state: a failed task ends
+// the run, not the session.
+func (s *Service) endTask(ctx context.Context, sb sandbox.Sandbox, run Run, exited time.Time) {
+	s.saveRun(ctx, run)
+	reason := fmt.Sprintf("task %d finished; it waits for the next (berth sandbox task)", run.Seq)
+	if run.State == RunFailed {
+		reason = fmt.Sprintf("task %d failed (%s); it waits for the next (berth sandbox task)", run.Seq, run.Error)
+	}
+	if err := s.sandboxes.EndTask(ctx, sb.ID, reason, exited); err != nil && !errors.Is(err, fault.Conflict) {
+		s.log.ErrorContext(ctx, "could not suspend a session after its task", "sandbox", sb.ID, "err", err)
 	}
 	if s.reports != nil {
 		s.reports.Concluded(ctx, sb.ID)

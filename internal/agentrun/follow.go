@@ -78,10 +78,14 @@ type runReader struct {
 	limit   int64          // and the most it keeps (maxRunLog)
 	capture *kelos.Capture // what a kelos image says beside its agent's stream
 	learnt  bool           // the sandbox's learning was ended at its setup's end
+	// earlier is what a session's earlier runs reported, when the CLI's
+	// totals count its whole conversation (runner.ThreadTotals): this
+	// run's are its totals since.
+	earlier runner.Usage
 }
 
 func (s *Service) readRun(ctx context.Context, sb sandbox.Sandbox, run Run, r runner.Runner) *runReader {
-	logw, err := s.logs().Write(ctx, sb.ID)
+	logw, err := s.logs().Write(ctx, logOf(sb.ID, run.Seq))
 	if err != nil {
 		s.log.ErrorContext(ctx, "run log", "sandbox", sb.ID, "err", err)
 	}
@@ -89,7 +93,26 @@ func (s *Service) readRun(ctx context.Context, sb sandbox.Sandbox, run Run, r ru
 	if sb.Contract == sandbox.ContractKelos {
 		rr.capture = &kelos.Capture{}
 	}
+	if _, ok := r.(runner.ThreadTotals); ok && run.Seq > 1 {
+		rr.earlier = s.earlierUsage(ctx, run)
+	}
 	return rr
+}
+
+// earlierUsage sums what a session's runs before run reported.
+func (s *Service) earlierUsage(ctx context.Context, run Run) runner.Usage {
+	runs, err := s.store.ListRuns(ctx, run.Sandbox)
+	if err != nil {
+		s.log.WarnContext(ctx, "could not read a session's earlier runs: this run's totals include theirs", "sandbox", run.Sandbox, "err", err)
+		return runner.Usage{}
+	}
+	var u runner.Usage
+	for _, r := range runs {
+		if r.Seq < run.Seq {
+			u = u.Plus(r.Telemetry.Usage)
+		}
+	}
+	return u
 }
 
 // line takes one line of the machine's output, stdout or stderr.
@@ -173,6 +196,9 @@ func (rr *runReader) result() Run {
 			tel.FillCost(t.CostUSD)
 		}
 	}
+	if tel.Usage != (runner.Usage{}) {
+		tel.Usage = tel.Usage.Since(rr.earlier)
+	}
 	run.Telemetry, run.Lines, run.Ignored = tel, rr.lines, rr.ignored
 	return run
 }
@@ -219,5 +245,5 @@ func (s *Service) finishRun(ctx context.Context, run Run, work string) {
 		exited = sb.StoppedAt(m.FinishedAt, s.now())
 		run.EndedAt = exited
 	}
-	s.concludeRun(ctx, sb, run, s.hostPush(work), func(dest string) review.Result { return review.Collect(work, dest) }, exited)
+	s.concludeRun(ctx, sb, run, s.hostPush(work, run.Onto), func(dest string) review.Result { return review.Collect(work, dest) }, exited)
 }

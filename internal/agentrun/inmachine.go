@@ -232,7 +232,7 @@ func reportedVerdict(rep Report) verdictFunc {
 // is concluded clean: the gateway takes the bundle its machine sent into
 // the repository it serves, as the host pushes a followed run's checkout.
 func (s *Service) landBundle(rep Report) pushFunc {
-	return s.audited(func(ctx context.Context, sb sandbox.Sandbox) (string, string, error) {
+	return s.audited("", func(ctx context.Context, sb sandbox.Sandbox) (string, string, error) {
 		switch {
 		case rep.Error != "":
 			return "", "", errors.New(rep.Error)

@@ -2,6 +2,7 @@ package agentrun
 
 import (
 	"context"
+	"time"
 
 	"berth.dev/berth/internal/runner"
 	"berth.dev/berth/internal/sandbox"
@@ -39,11 +40,16 @@ type MeteredCall struct {
 // an agent sandbox's key serves its one run, so all of them are the run's,
 // whether or not its CLI could name the session.
 type SessionMeter interface {
-	MeteredOfSandbox(ctx context.Context, id sandbox.ID) (Metered, error)
+	MeteredOfSandbox(ctx context.Context, id sandbox.ID, span Span) (Metered, error)
 	// MeteredCallsOfSandbox lists them one by one, oldest first, at most
 	// limit of them.
-	MeteredCallsOfSandbox(ctx context.Context, id sandbox.ID, limit int) ([]MeteredCall, error)
+	MeteredCallsOfSandbox(ctx context.Context, id sandbox.ID, span Span, limit int) ([]MeteredCall, error)
 }
+
+// Span bounds the calls metered of a sandbox to those made From To, both
+// included; a zero end is open. A session's runs are its calls in each
+// run's own time; any other sandbox's run is all of them.
+type Span struct{ From, To time.Time }
 
 // WithSessionMeter joins the gateway's metering to runs.
 func WithSessionMeter(m SessionMeter) Option { return func(s *Service) { s.meter = m } }
@@ -55,11 +61,15 @@ const maxComparedCalls = 10000
 // addMetered puts the gateway's figures on a run and, once it is over,
 // how they differ from the agent's and why. A run still going is not
 // compared: calls may be in flight on either side.
-func (s *Service) addMetered(ctx context.Context, run *Run) error {
+func (s *Service) addMetered(ctx context.Context, run *Run, session bool) error {
 	if s.meter == nil {
 		return nil
 	}
-	m, err := s.meter.MeteredOfSandbox(ctx, run.Sandbox)
+	var span Span
+	if session {
+		span = Span{From: run.StartedAt, To: run.EndedAt}
+	}
+	m, err := s.meter.MeteredOfSandbox(ctx, run.Sandbox, span)
 	if err != nil {
 		return err
 	}
@@ -69,7 +79,7 @@ func (s *Service) addMetered(ctx context.Context, run *Run) error {
 	}
 	c := comparison{runner: run.Runner, agent: run.Telemetry, metered: m, prices: s.prices(), list: runner.ListPrices()}
 	if c.needsCalls() {
-		if c.calls, err = s.meter.MeteredCallsOfSandbox(ctx, run.Sandbox, maxComparedCalls+1); err != nil {
+		if c.calls, err = s.meter.MeteredCallsOfSandbox(ctx, run.Sandbox, span, maxComparedCalls+1); err != nil {
 			return err
 		}
 		if len(c.calls) > maxComparedCalls {
@@ -78,4 +88,18 @@ func (s *Service) addMetered(ctx context.Context, run *Run) error {
 	}
 	run.Difference = c.difference()
 	return nil
+}
+
+// SessionCost is what the gateway charged for all of a session's model
+// calls, every run's: with its machine time, the session's cost. ok is
+// false without metering.
+func (s *Service) SessionCost(ctx context.Context, sb sandbox.Sandbox) (usd float64, ok bool, err error) {
+	if s.meter == nil {
+		return 0, false, nil
+	}
+	m, err := s.meter.MeteredOfSandbox(ctx, sb.ID, Span{})
+	if err != nil {
+		return 0, false, err
+	}
+	return m.CostUSD, true, nil
 }

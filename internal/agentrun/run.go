@@ -39,9 +39,18 @@ const (
 // its telemetry as the agent reported it, and what came out.
 type Run struct {
 	Sandbox sandbox.ID
-	Runner  string
-	Model   string // the model the run was started on
-	State   RunState
+	// Seq numbers a sandbox's runs from 1: a session's tasks are its runs
+	// 1, 2, …; every other agent sandbox has run 1 alone.
+	Seq int
+	// Task is the task this run was given ("" for a run recorded before
+	// sessions: its sandbox's Task). Onto is the commit the sandbox's
+	// branch was at when the run started, the session's last push ("" for
+	// a first run): its push moves the branch only from there.
+	Task   string
+	Onto   string
+	Runner string
+	Model  string // the model the run was started on
+	State  RunState
 	// Exited says the run's machine exited, with ExitCode. A run that did
 	// not has no exit code: its sandbox was ended under it (Ended), or its
 	// machine never started or vanished.
@@ -96,9 +105,16 @@ type Workspaces interface {
 	Prepare(ctx context.Context, sb sandbox.Sandbox) (string, error)
 	// Push pushes the checkout's HEAD to the sandbox's branch,
 	// refs/heads/berth/<name>, and returns the branch and the commit.
-	// Nothing to push (no commit since the clone) is not an error: the
-	// commit is then "". The checkout is the agent's: no git is run in it.
-	Push(ctx context.Context, sb sandbox.Sandbox, dir string) (branch, commit string, err error)
+	// Nothing to push (no commit since the clone, or since onto) is not an
+	// error: the commit is then "". The checkout is the agent's: no git is
+	// run in it. onto is where a session's earlier run left the branch
+	// ("" for a first run, which creates it): the branch moves only from
+	// there.
+	Push(ctx context.Context, sb sandbox.Sandbox, dir, onto string) (branch, commit string, err error)
+	// Home makes (or keeps) the directory a session's agent has as its
+	// HOME, beside its checkout and owned as it is, and returns it: the
+	// CLI's own state outlives each task's machine.
+	Home(sb sandbox.Sandbox) (string, error)
 	// PushBundle makes the one ref of bundle, a git bundle of an
 	// in-machine run's commits on its clone (at most MaxBundle bytes,
 	// untrusted), the sandbox's branch, and returns the branch and the
@@ -225,7 +241,7 @@ func (s *Service) chooseRunner(req string, class class.Class) (string, string, e
 // the "$@" slot.
 // The configs list every model the key may reach, each in the API its
 // provider speaks.
-func (s *Service) runEnv(ctx context.Context, sb sandbox.Sandbox, env map[string]string) (model string, args []string, err error) {
+func (s *Service) runEnv(ctx context.Context, sb sandbox.Sandbox, env map[string]string, resume bool) (model string, args []string, err error) {
 	r, err := runner.Get(sb.Runner)
 	if err != nil {
 		return "", nil, err
@@ -265,7 +281,7 @@ func (s *Service) runEnv(ctx context.Context, sb sandbox.Sandbox, env map[string
 		args, err := kelosEnv(sb, env, cfg)
 		return model, args, err
 	}
-	opts := runner.Options{Model: model, Effort: cfg.Effort, Instructions: cfg.Instructions, Skills: cfg.Skills, MCP: cfg.MCP}
+	opts := runner.Options{Model: model, Effort: cfg.Effort, Instructions: cfg.Instructions, Skills: cfg.Skills, MCP: cfg.MCP, Resume: resume}
 	if _, ok := r.(runner.MCPConfigured); !ok && len(opts.MCP) > 0 {
 		// An organisation's servers do not stop its runs of a CLI that
 		// has no MCP (Pi): they are left out, and the log says so.
@@ -317,7 +333,11 @@ var piRendered = map[string]string{".pi/agent/models.json": "BERTH_PI_CONFIG", "
 // agent run's and records the run. On error nothing is left behind.
 func (s *Service) Prepare(ctx context.Context, spec *sandbox.Spec) error {
 	sb := spec.Sandbox
-	model, args, err := s.runEnv(ctx, sb, spec.Env)
+	run, err := s.runToStart(ctx, sb)
+	if err != nil {
+		return err
+	}
+	model, args, err := s.runEnv(ctx, sb, spec.Env, run.Seq > 1)
 	if err != nil {
 		return fmt.Errorf("runner %s: %w", sb.Runner, err)
 	}
@@ -346,36 +366,91 @@ func (s *Service) Prepare(ctx context.Context, spec *sandbox.Spec) error {
 		// objects can read.
 		spec.Run = &sandbox.RunSpec{Contract: sb.Contract, Args: args, Network: network, InMachine: true}
 	} else {
-		dir, err := s.work.Prepare(ctx, sb)
+		dir, err := s.checkout(ctx, sb, run.Seq)
 		if err != nil {
-			return fmt.Errorf("check out %s: %w", sb.Repo, err)
+			return err
 		}
 		if sb.Contract != sandbox.ContractKelos { // a kelos image takes its prompt as $1
 			if err := writePrompt(dir, sb.Task); err != nil {
-				_ = s.work.Remove(sb)
+				s.dropCheckout(sb, run.Seq)
 				return err
 			}
 		}
 		spec.Run = &sandbox.RunSpec{Contract: sb.Contract, Work: dir, Args: args, Network: network}
+		if sb.Session {
+			// The agent's own state (its conversation) outlives the
+			// machine: the next task's CLI continues it.
+			if spec.Run.Home, err = s.work.Home(sb); err != nil {
+				s.dropCheckout(sb, run.Seq)
+				return fmt.Errorf("the session's home: %w", err)
+			}
+		}
 		if spec.Env["KELOS_PLUGIN_DIR"] != "" {
 			// A kelos run's skills: a plugin the host writes beside the
 			// checkout, which the driver mounts read-only.
 			plugins := dir + ".plugins"
 			if err := writeKelosPlugins(spec.Env, dir, plugins); err != nil {
 				_ = os.RemoveAll(plugins)
-				_ = s.work.Remove(sb)
+				s.dropCheckout(sb, run.Seq)
 				return fmt.Errorf("kelos plugins: %w", err)
 			}
 			spec.Run.Plugins = plugins
 		}
 	}
-	now := s.now()
-	run := Run{Sandbox: sb.ID, Runner: sb.Runner, Model: model, State: RunRunning, StartedAt: now}
+	run.Runner, run.Model, run.State, run.StartedAt = sb.Runner, model, RunRunning, s.now()
 	run.Telemetry.Model = run.Model
 	if sb.Role == sandbox.RoleReviewer {
 		run.Review = review.Pending()
 	}
 	return s.store.PutRun(ctx, run)
+}
+
+// runToStart is the run a start of sb records: run 1, or for a session
+// whose last run is over, the next one, on top of what the session has
+// pushed. A start made again (a restart interrupted it) is the same run
+// again.
+func (s *Service) runToStart(ctx context.Context, sb sandbox.Sandbox) (Run, error) {
+	run := Run{Sandbox: sb.ID, Seq: 1, Task: sb.Task}
+	if !sb.Session {
+		return run, nil
+	}
+	last, err := s.store.GetRun(ctx, sb.ID)
+	switch {
+	case errors.Is(err, fault.NotFound):
+		return run, nil
+	case err != nil:
+		return Run{}, fmt.Errorf("the session's last run: %w", err)
+	case last.State == RunRunning:
+		run.Seq, run.Onto = max(last.Seq, 1), last.Onto
+	default:
+		run.Seq, run.Onto = max(last.Seq, 1)+1, cmp.Or(last.Commit, last.Onto)
+	}
+	return run, nil
+}
+
+// checkout is the checkout run seq of sb works on: made fresh for a first
+// run, the session's own, as its last run left it, for a later one.
+func (s *Service) checkout(ctx context.Context, sb sandbox.Sandbox, seq int) (string, error) {
+	if seq <= 1 {
+		dir, err := s.work.Prepare(ctx, sb)
+		if err != nil {
+			return "", fmt.Errorf("check out %s: %w", sb.Repo, err)
+		}
+		return dir, nil
+	}
+	dir := s.work.Dir(sb)
+	if fi, err := os.Lstat(filepath.Join(dir, ".git")); err != nil || !fi.IsDir() {
+		return "", fmt.Errorf("the session's checkout of %s is gone: end the session and start another", sb.Repo)
+	}
+	return dir, nil
+}
+
+// dropCheckout removes what a start that failed made: a first run's
+// checkout. A session's later run leaves the session's as it was.
+func (s *Service) dropCheckout(sb sandbox.Sandbox, seq int) {
+	if seq <= 1 {
+		_ = s.work.Remove(sb)
+	}
 }
 
 // writePrompt puts the task where the image reads it, readable by the
@@ -387,6 +462,9 @@ func writePrompt(dir, task string) error {
 	exclude := filepath.Join(dir, ".git", "info", "exclude")
 	if err := os.MkdirAll(filepath.Dir(exclude), 0o755); err != nil {
 		return err
+	}
+	if b, err := os.ReadFile(exclude); err == nil && slices.Contains(strings.Split(string(b), "\n"), "/"+promptFile) {
+		return nil // a session's earlier run excluded it
 	}
 	f, err := os.OpenFile(exclude, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
@@ -436,29 +514,87 @@ func (s *Service) Of(ctx context.Context, sb sandbox.Sandbox) (Run, error) {
 	if err != nil {
 		return Run{}, err
 	}
-	if err := s.addMetered(ctx, &run); err != nil {
+	if err := s.addMetered(ctx, &run, sb.Session); err != nil {
 		s.log.WarnContext(ctx, "could not read what the gateway metered of a run", "sandbox", sb.ID, "err", err)
 	}
+	s.withNames(ctx, &run)
+	return run, nil
+}
+
+// withNames names the user who ended run.
+func (s *Service) withNames(ctx context.Context, run *Run) {
 	if run.EndedBy != "" {
 		if u, err := s.users.User(ctx, run.EndedBy); err == nil {
 			run.EndedByName = u.Name
 		}
 	}
-	return run, nil
 }
 
-// Log opens the run log of a sandbox the caller may see: read to its end
-// it says io.EOF, and read again what was written since.
+// Log opens the log of the latest run of a sandbox the caller may see:
+// read to its end it says io.EOF, and read again what was written since.
 func (s *Service) Log(ctx context.Context, p account.Principal, ref string) (io.ReadCloser, sandbox.Sandbox, error) {
+	return s.RunLog(ctx, p, ref, 0)
+}
+
+// RunLog is Log of the sandbox's run seq (a session's task; 0: the
+// latest).
+func (s *Service) RunLog(ctx context.Context, p account.Principal, ref string, seq int) (io.ReadCloser, sandbox.Sandbox, error) {
 	sb, err := s.sandboxes.Get(ctx, p, ref)
 	if err != nil {
 		return nil, sandbox.Sandbox{}, err
 	}
-	r, err := s.logs().Read(ctx, sb.ID)
+	if seq == 0 {
+		seq = s.latestSeq(ctx, sb)
+	}
+	r, err := s.logs().Read(ctx, logOf(sb.ID, seq))
 	if errors.Is(err, fault.NotFound) {
+		if seq > 1 {
+			return nil, sandbox.Sandbox{}, fault.Errorf(fault.NotFound, "sandbox %s has no log of a run %d", sb.Name, seq)
+		}
 		return nil, sandbox.Sandbox{}, fault.Errorf(fault.NotFound, "sandbox %s has no run log", sb.Name)
 	}
 	return r, sb, err
+}
+
+// latestSeq is the number of sb's latest run: 1 when it has none (yet).
+func (s *Service) latestSeq(ctx context.Context, sb sandbox.Sandbox) int {
+	if !sb.Session {
+		return 1
+	}
+	run, err := s.store.GetRun(ctx, sb.ID)
+	if err != nil {
+		return 1
+	}
+	return max(run.Seq, 1)
+}
+
+// logOf names the log of a sandbox's run seq: the sandbox's id for its
+// first run, the id and the run's number for a session's later ones.
+func logOf(id sandbox.ID, seq int) sandbox.ID {
+	if seq <= 1 {
+		return id
+	}
+	return sandbox.ID(fmt.Sprintf("%s.%d", id, seq))
+}
+
+// Runs lists the runs of a sandbox the caller may see, oldest first: a
+// session's tasks, one run each.
+func (s *Service) Runs(ctx context.Context, p account.Principal, ref string) ([]Run, sandbox.Sandbox, error) {
+	sb, err := s.sandboxes.Get(ctx, p, ref)
+	if err != nil {
+		return nil, sandbox.Sandbox{}, err
+	}
+	runs, err := s.store.ListRuns(ctx, sb.ID)
+	if err != nil {
+		return nil, sandbox.Sandbox{}, err
+	}
+	for i := range runs {
+		if err := s.addMetered(ctx, &runs[i], sb.Session); err != nil {
+			s.log.WarnContext(ctx, "could not read what the gateway metered of a run", "sandbox", sb.ID, "err", err)
+		}
+		s.withNames(ctx, &runs[i])
+	}
+	return runs, sb, nil
 }
 
 // openRunFile opens a file the host keeps of the run of a sandbox the
@@ -534,7 +670,7 @@ const maxSummary = 8 << 10
 // message, as the transcript reads it), at most maxSummary bytes; "" when
 // it said nothing or the log is gone.
 func (s *Service) Summary(ctx context.Context, sb sandbox.Sandbox) string {
-	r, err := s.logs().Read(ctx, sb.ID)
+	r, err := s.logs().Read(ctx, logOf(sb.ID, s.latestSeq(ctx, sb)))
 	if err != nil {
 		return ""
 	}

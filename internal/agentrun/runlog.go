@@ -23,7 +23,8 @@ type RunLogs interface {
 	// and a later Read what was written since, so a follower reads on.
 	// fault.NotFound when id has none.
 	Read(ctx context.Context, id sandbox.ID) (io.ReadCloser, error)
-	// Remove deletes id's log; none is not an error.
+	// Remove deletes id's log and the logs of its session's later runs
+	// (id, a dot and the run's number); none is not an error.
 	Remove(ctx context.Context, id sandbox.ID) error
 }
 
@@ -49,12 +50,19 @@ func (l FileLogs) Read(_ context.Context, id sandbox.ID) (io.ReadCloser, error) 
 	return f, err
 }
 
-// Remove deletes id's file.
+// Remove deletes id's file and its session's later runs'.
 func (l FileLogs) Remove(_ context.Context, id sandbox.ID) error {
-	if err := os.Remove(l.path(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	later, err := filepath.Glob(filepath.Join(l.Dir, string(id)+".*.log"))
+	if err != nil {
 		return err
 	}
-	return nil
+	var errs []error
+	for _, p := range append(later, l.path(id)) {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // logs is the deployment's run logs: the configured ones, else files in

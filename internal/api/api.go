@@ -435,6 +435,9 @@ type Sandbox struct {
 	// FromPool says the sandbox was taken from its class's warm pool
 	// (SPEC S12).
 	FromPool bool `json:"from_pool,omitempty"`
+	// Session says the agent sandbox stays after each task, suspended,
+	// for the next (POST …/tasks); Run is then its latest run.
+	Session bool `json:"session,omitempty"`
 	// Egress is where it may go out to through the gateway's proxy:
 	// "none", "open", or hosts joined by ", ".
 	Egress    string     `json:"egress,omitempty"`
@@ -487,6 +490,10 @@ const (
 // CLI reported it. While the run goes, the telemetry is what has been read
 // so far.
 type Run struct {
+	// Seq numbers the sandbox's runs from 1 (a session's tasks), and Task
+	// is the task this run was given.
+	Seq    int    `json:"seq"`
+	Task   string `json:"task,omitempty"`
 	Runner string `json:"runner"`
 	// Model is the model that ran: the one the CLI's stream names, else the
 	// one the run was started on.
@@ -677,6 +684,21 @@ type CreateSandbox struct {
 	// OpenPR opens a draft pull (merge) request from berth/<name> after a
 	// clean author run (agent sandboxes on a forge that takes them).
 	OpenPR bool `json:"open_pr,omitempty"`
+	// Session keeps an agent sandbox after each task, suspended, for the
+	// next one (POST /sandbox/v1/sandboxes/{ref}/tasks).
+	Session bool `json:"session,omitempty"`
+}
+
+// GiveTask is the body of POST /sandbox/v1/sandboxes/{ref}/tasks: a
+// session's next task.
+type GiveTask struct {
+	Task string `json:"task"`
+}
+
+// Runs is the answer of GET /sandbox/v1/sandboxes/{ref}/run/all: an agent
+// sandbox's runs, oldest first (a session's tasks, one run each).
+type Runs struct {
+	Runs []Run `json:"runs"`
 }
 
 // Extend is the body of POST /sandbox/v1/sandboxes/{ref}/extend.

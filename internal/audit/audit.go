@@ -17,6 +17,7 @@ const (
 	SandboxCreate    = "sandbox.create"
 	SandboxState     = "sandbox.state" // a state change; Detail says from → to and why
 	SandboxExtend    = "sandbox.extend"
+	SandboxTask      = "sandbox.task" // a session given its next task; Detail its size, never its text
 	KeyCreate        = "key.create"
 	KeyRevoke        = "key.revoke"
 	CredentialIssue  = "credential.issue"  // a repository token or similar handed to a sandbox

@@ -20,6 +20,7 @@ func newSandboxLogsCmd(g *globals) *cobra.Command {
 	var (
 		follow, raw bool
 		output      = "table"
+		run         int
 	)
 	cmd := &cobra.Command{
 		Use:   "logs NAME",
@@ -51,7 +52,10 @@ standard error). An engineer sandbox has no run log.`,
 			if err != nil {
 				return err
 			}
-			show := logView{raw: raw, json: output == "json"}
+			show := logView{raw: raw, json: output == "json", run: run}
+			if follow && run > 0 {
+				return usageError{errors.New("--follow follows the latest run; give --run or --follow, not both")}
+			}
 			if follow {
 				return followRun(cmd.Context(), g, c, args[0], show)
 			}
@@ -59,6 +63,7 @@ standard error). An engineer sandbox has no run log.`,
 		},
 	}
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep showing what the run writes until it is over; exit with its outcome")
+	cmd.Flags().IntVar(&run, "run", 0, "a session's run, by number (berth sandbox runs); default the latest")
 	cmd.Flags().BoolVar(&raw, "raw", false, "print the log as kept: the runner's JSON events and stderr lines")
 	cmd.Flags().VarP((*formatValue)(&output), "output", "o", "json: the parsed events, one JSON object a line (default: the transcript)")
 	return cmd
@@ -66,14 +71,20 @@ standard error). An engineer sandbox has no run log.`,
 
 // logView is how a run's log is shown: raw, the parsed events as JSON
 // lines, or the transcript.
-type logView struct{ raw, json bool }
+type logView struct {
+	raw, json bool
+	run       int // a session's task's run; 0 the latest
+}
 
 // showLog prints the log of ref's run, as it is or followed until the run
 // is over.
 func showLog(ctx context.Context, g *globals, c *client.Client, ref string, show logView, follow bool) error {
 	open := c.RunLog
-	if follow {
+	switch {
+	case follow:
 		open = c.FollowRunLog
+	case show.run > 0:
+		open = func(ctx context.Context, ref string) (io.ReadCloser, error) { return c.RunLogOf(ctx, ref, show.run) }
 	}
 	log, err := open(ctx, ref)
 	if err != nil {

@@ -36,6 +36,8 @@ NAME also take the sandbox's id (sbx_…).`,
 		newSandboxLogsCmd(g),
 		newSandboxDiffCmd(g),
 		newSandboxEgressCmd(g),
+		newSandboxTaskCmd(g),
+		newSandboxRunsCmd(g),
 		newSandboxActionCmd(g, "suspend", "Stop a running engineer sandbox, keeping its volume", (*client.Client).Suspend),
 		newSandboxActionCmd(g, "resume", "Start a suspended or expired engineer sandbox again", (*client.Client).Resume),
 		newSandboxExtendCmd(g),
@@ -76,7 +78,8 @@ terminates it.
 An engineer sandbox needs an ssh public key: the ones in ~/.ssh/*.pub are
 sent unless --ssh-key names a file. An agent sandbox needs --repo and
 --task (or --task-file); with --role reviewer its run pushes nothing and
-ends with a review verdict instead. Its run starts on a model its runner
+ends with a review verdict instead. With --session it stays after its task,
+suspended, for the next (berth sandbox task NAME). Its run starts on a model its runner
 can call (one the project may reach, served in the runner's API): --model,
 else the deployment's BERTH_AGENT_MODEL when it is one, else the first; a
 create that no model fits is refused, saying why.
@@ -170,6 +173,7 @@ in one argument of a command line either: use --task-file FILE, or
 	f.StringArrayVar(&keyFiles, "ssh-key", nil, "an ssh public key file (repeatable); default ~/.ssh/*.pub")
 	f.StringArrayVar(&env, "env", nil, "an environment variable K=V for the sandbox's life (repeatable; not BERTH_*)")
 	f.StringSliceVar(&req.Egress, "egress", nil, "an agent's egress, narrower than its class's: none, learn (within an open class), or hosts separated by commas")
+	f.BoolVar(&req.Session, "session", false, "an agent's: stay after each task, suspended, for the next (berth sandbox task NAME); the agent continues its conversation")
 	f.BoolVar(&req.OpenPR, "open-pr", false, "after a clean author run, open a draft pull (merge) request from berth/NAME with the run's summary and cost (forges that take them)")
 	f.BoolVar(&wait, "wait", true, "wait until the sandbox is running or has failed")
 	f.BoolVar(&noWait, "no-wait", false, "return as soon as the sandbox is admitted")
@@ -391,6 +395,9 @@ func taskCost(sb api.Sandbox, r api.Run) string {
 // showRun adds an agent run's rows to showTable's.
 func showRun(row func(k, v string), now time.Time, sb api.Sandbox) {
 	r := *sb.Run
+	if sb.Session {
+		row("session", fmt.Sprintf("task %d (berth sandbox runs %s lists them; berth sandbox task %s gives the next)", r.Seq, sb.Name, sb.Name))
+	}
 	row("run", string(r.State))
 	end := now
 	if r.EndedAt != nil {
@@ -432,7 +439,11 @@ func showRun(row func(k, v string), now time.Time, sb api.Sandbox) {
 	}
 	row("task", taskCost(sb, r))
 	if r.MachineCostUSD != nil && r.TotalCostUSD != nil {
-		row("cost in all", fmt.Sprintf("%s: the models' and %s for the machine", dollars(*r.TotalCostUSD), dollars(*r.MachineCostUSD)))
+		models := "the models'"
+		if sb.Session {
+			models = "every task's models'"
+		}
+		row("cost in all", fmt.Sprintf("%s: %s and %s for the machine", dollars(*r.TotalCostUSD), models, dollars(*r.MachineCostUSD)))
 	}
 	if d := r.Difference; d != nil {
 		row("difference", differsIn(*d)+": "+d.Summary)

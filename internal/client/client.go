@@ -529,6 +529,23 @@ func (c *Client) act(ctx context.Context, ref, verb string, in any) (api.Sandbox
 	return out, c.do(ctx, "POST", "/sandbox/v1/sandboxes/"+esc(ref)+"/"+verb, in, &out)
 }
 
+// GiveTask gives a session (an agent sandbox created with Session) its
+// next task; it answers the session, starting.
+func (c *Client) GiveTask(ctx context.Context, ref, task string) (api.Sandbox, error) {
+	return c.act(ctx, ref, "tasks", api.GiveTask{Task: task})
+}
+
+// Runs lists an agent sandbox's runs, oldest first: a session's tasks.
+func (c *Client) Runs(ctx context.Context, ref string) ([]api.Run, error) {
+	var out api.Runs
+	return out.Runs, c.do(ctx, "GET", "/sandbox/v1/sandboxes/"+esc(ref)+"/run/all", nil, &out)
+}
+
+// RunLogOf is RunLog of the sandbox's run seq (a session's task).
+func (c *Client) RunLogOf(ctx context.Context, ref string, seq int) (io.ReadCloser, error) {
+	return c.runLog(ctx, c.http, "/sandbox/v1/sandboxes/"+esc(ref)+"/run/log?run="+strconv.Itoa(seq))
+}
+
 // Suspend stops a running engineer sandbox.
 func (c *Client) Suspend(ctx context.Context, ref string) (api.Sandbox, error) {
 	return c.act(ctx, ref, "suspend", nil)

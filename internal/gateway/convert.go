@@ -57,7 +57,7 @@ func apiSandbox(sb sandbox.Sandbox, ownerName string, running time.Duration) api
 		State: api.State(sb.State), Reason: sb.Reason, Repo: sb.Repo, Branch: sb.Branch, Runner: sb.Runner,
 		Env: sb.Env, CreatedAt: sb.CreatedAt, ExpiresAt: sb.ExpiresAt, EndedAt: timePtr(sb.EndedAt),
 		RunningSeconds: int64(running / time.Second), Role: string(sb.Role), FromPool: sb.FromPool,
-		LifetimeCut: sb.LifetimeCut, Egress: sb.Egress,
+		LifetimeCut: sb.LifetimeCut, Egress: sb.Egress, Session: sb.Session,
 	}
 	if sb.Purpose == sandbox.PurposeAgent {
 		out.Contract = string(sb.Contract)

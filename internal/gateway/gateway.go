@@ -339,6 +339,10 @@ func (s *Server) routes() []route {
 		{"POST", "/sandbox/v1/sandboxes/{ref}/extend", userKey, s.extendSandbox},
 		{"POST", "/sandbox/v1/sandboxes/{ref}/terminate", userKey, s.terminateSandbox},
 		{"POST", "/sandbox/v1/sandboxes/{ref}/previews", userKey, s.createPreview},
+		// A session's next task; an agent sandbox's runs (a session's tasks:
+		// not …/runs, which ServeMux refuses beside the tunnel's route).
+		{"POST", "/sandbox/v1/sandboxes/{ref}/tasks", userKey, s.giveTask},
+		{"GET", "/sandbox/v1/sandboxes/{ref}/run/all", userKey, s.listRuns},
 		// Not .../{ref}/log: ServeMux refuses it beside the tunnel's GET
 		// /sandbox/v1/{ref}/tcp/{port} (both match /sandbox/v1/sandboxes/tcp/log).
 		{"GET", "/sandbox/v1/sandboxes/{ref}/run/log", userKey, s.runLog},
@@ -494,7 +498,8 @@ func (s *Server) bodyLimits() map[string]int64 {
 		// A sandbox's create carries a task of up to sandbox.MaxTask
 		// however JSON escapes it (six bytes for a control character, or
 		// for the <, > and & Go's encoder escapes) and 1 MiB for the rest.
-		"POST /sandbox/v1/sandboxes": 6*sandbox.MaxTask + api.MaxBody,
+		"POST /sandbox/v1/sandboxes":             6*sandbox.MaxTask + api.MaxBody,
+		"POST /sandbox/v1/sandboxes/{ref}/tasks": 6*sandbox.MaxTask + api.MaxBody,
 		// An in-machine run's exit report carries its work as a bundle.
 		"POST " + api.RunExitPath: maxRunExit,
 		// Anybody may send one; it holds a secret and a key's name.

@@ -227,7 +227,12 @@ func matrixRows() []row {
 		{want: "200 200 404 200 404 404 403 403 403 401 401 401", route: "POST /sandbox/v1/sandboxes/{ref}/resume", req: post("/sandbox/v1/sandboxes/{new-suspended}/resume", "")},
 		{want: "200 200 404 200 404 404 403 403 403 401 401 401", route: "POST /sandbox/v1/sandboxes/{ref}/extend", req: post("/sandbox/v1/sandboxes/{dev}/extend", `{"ttl":"1h"}`), watch: "dev's expiry"},
 		{want: "200 200 404 200 404 404 403 403 403 401 401 401", route: "POST /sandbox/v1/sandboxes/{ref}/terminate", req: post("/sandbox/v1/sandboxes/{new-sandbox}/terminate", "")},
+		// Only the owner and an operator give a task (it acts inside the
+		// sandbox); the agent sandbox is no session, so theirs is 409.
+		{want: "409 403 404 409 404 404 403 403 403 401 401 401", route: "POST /sandbox/v1/sandboxes/{ref}/tasks", req: post("/sandbox/v1/sandboxes/{agent}/tasks", `{"task":"go on"}`)},
+		{want: "200 200 404 200 404 404 403 403 403 401 401 401", route: "GET /sandbox/v1/sandboxes/{ref}/run/all", req: get("/sandbox/v1/sandboxes/{agent}/run/all")},
 		{want: "200 200 404 200 404 404 403 403 403 401 401 401", route: "GET /sandbox/v1/sandboxes/{ref}/run/log", req: get("/sandbox/v1/sandboxes/{agent}/run/log")},
+		{want: "200 200 404 200 404 404 403 403 403 401 401 401", route: "GET /sandbox/v1/sandboxes/{ref}/run/log", what: "run 1 by number", req: get("/sandbox/v1/sandboxes/{agent}/run/log?run=1")},
 		{want: "200 200 404 200 404 404 403 403 403 401 401 401", route: "GET /sandbox/v1/sandboxes/{ref}/run/verdict", req: get("/sandbox/v1/sandboxes/{reviewed}/run/verdict")},
 		{want: "200 200 404 200 404 404 403 403 403 401 401 401", route: "GET /sandbox/v1/sandboxes/{ref}/run/diff", req: get("/sandbox/v1/sandboxes/{agent}/run/diff")},
 		{want: "200 200 404 200 404 404 403 403 403 401 401 401", route: "GET /sandbox/v1/sandboxes/{ref}/egress/hosts", req: get("/sandbox/v1/sandboxes/{agent}/egress/hosts")},

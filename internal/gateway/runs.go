@@ -42,6 +42,13 @@ func (s *Server) runOf(ctx context.Context, sb sandbox.Sandbox) *api.Run {
 		machine := s.coreHour.Cost(s.sandboxes.RunningTime(sb).Seconds() * sb.CPU.Cores())
 		total := machine
 		switch {
+		case sb.Session:
+			// A session's cost is all its runs' and its machine time.
+			models, _, err := s.runs.SessionCost(ctx, sb)
+			if err != nil {
+				s.log.WarnContext(ctx, "could not read what a session's runs were charged", "sandbox", sb.ID, "err", err)
+			}
+			total += models
 		case out.Metered != nil:
 			total += out.Metered.CostUSD
 		case out.CostUSD != nil:
@@ -53,9 +60,25 @@ func (s *Server) runOf(ctx context.Context, sb sandbox.Sandbox) *api.Run {
 	return out
 }
 
+// listRuns answers an agent sandbox's runs, oldest first: a session's
+// tasks, each with its own telemetry.
+func (s *Server) listRuns(w http.ResponseWriter, r *http.Request, p account.Principal) {
+	runs, sb, err := s.runs.Runs(r.Context(), p, r.PathValue("ref"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := api.Runs{Runs: []api.Run{}}
+	for _, run := range runs {
+		out.Runs = append(out.Runs, *apiRun(sb, run))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
 func apiRun(sb sandbox.Sandbox, r agentrun.Run) *api.Run {
 	t := r.Telemetry
 	out := &api.Run{
+		Seq: max(r.Seq, 1), Task: cmp.Or(r.Task, sb.Task),
 		Runner: r.Runner, Model: cmp.Or(t.Model, r.Model), State: api.RunState(r.State), Error: r.Error,
 		Branch: r.Branch, Commit: r.Commit,
 		Usage:      apiTokens(t.Usage),
@@ -122,7 +145,16 @@ func (s *Server) runLog(w http.ResponseWriter, r *http.Request, p account.Princi
 		}
 		follow = b
 	}
-	f, sb, err := s.runs.Log(r.Context(), p, r.PathValue("ref"))
+	seq := 0
+	if v := r.URL.Query().Get("run"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			s.writeError(w, r, fault.Field("run", "%q is not a run's number (1, 2, …)", v))
+			return
+		}
+		seq = n
+	}
+	f, sb, err := s.runs.RunLog(r.Context(), p, r.PathValue("ref"), seq)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -60,7 +60,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request, p account
 		}
 		sb, err := s.sandboxes.Create(r.Context(), p, sandbox.CreateRequest{
 			Name: req.Name, Class: req.Class, Purpose: req.Purpose, Project: req.Project, TTL: req.TTL,
-			Repo: req.Repo, Branch: req.Branch, Task: req.Task, Runner: req.Runner, Model: req.Model, Role: req.Role, SSHKeys: req.SSHKeys, Env: req.Env, Egress: req.Egress,
+			Repo: req.Repo, Branch: req.Branch, Task: req.Task, Runner: req.Runner, Model: req.Model, Role: req.Role, SSHKeys: req.SSHKeys, Env: req.Env, Egress: req.Egress, Session: req.Session,
 		})
 		if err != nil {
 			return api.Sandbox{}, err
@@ -122,6 +122,17 @@ func (s *Server) suspendSandbox(w http.ResponseWriter, r *http.Request, p accoun
 
 func (s *Server) resumeSandbox(w http.ResponseWriter, r *http.Request, p account.Principal) {
 	s.answer(w, r)(s.sandboxes.Resume(r.Context(), p, r.PathValue("ref")))
+}
+
+// giveTask gives a session its next task (SPEC S13, sessions).
+func (s *Server) giveTask(w http.ResponseWriter, r *http.Request, p account.Principal) {
+	replyTo(s, w, r, http.StatusOK, func(req api.GiveTask) (api.Sandbox, error) {
+		sb, err := s.sandboxes.NextTask(r.Context(), p, r.PathValue("ref"), req.Task)
+		if err != nil {
+			return api.Sandbox{}, err
+		}
+		return s.apiSandbox(r.Context(), sb, map[string]string{}), nil
+	})
 }
 
 func (s *Server) extendSandbox(w http.ResponseWriter, r *http.Request, p account.Principal) {

@@ -58,6 +58,10 @@ type RunSpec struct {
 	// Work is the host directory mounted at /work (at /workspace/repo for
 	// a kelos image), also the working directory: the only mount.
 	Work string
+	// Home is a host directory mounted at the image's HOME instead of a
+	// fresh tmpfs: a session's agent keeps its own state there across its
+	// tasks' machines; "" a tmpfs.
+	Home string
 	// Plugins is a host directory mounted read-only at kelos.PluginDir:
 	// a kelos run's plugins (KELOS_PLUGIN_DIR); "" none.
 	Plugins string

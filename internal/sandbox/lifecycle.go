@@ -391,7 +391,7 @@ func retryMoved(op func() (Sandbox, error)) (Sandbox, error) {
 // the one path every state change takes, so it is where each is logged and
 // recorded in the audit log, as done by actor ("" for berth itself).
 func (s *Service) write(ctx context.Context, actor string, prev Sandbox, u Update) (Sandbox, error) {
-	u.Audit = s.writeEvents(actor, prev, u)
+	u.Audit = append(s.writeEvents(actor, prev, u), u.Audit...) // and what the caller adds
 	if err := s.store.UpdateSandbox(ctx, u); err != nil {
 		if errors.Is(err, fault.Conflict) {
 			return Sandbox{}, fmt.Errorf("%w: %w", errMoved, err)

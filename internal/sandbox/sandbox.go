@@ -120,6 +120,10 @@ type Sandbox struct {
 	// "" for an engineer sandbox (told the first model its key may reach).
 	Model string
 	Role  Role // an agent sandbox's; "" for an engineer's
+	// Session says an agent sandbox stays after each task (SPEC S13,
+	// sessions): suspended between tasks with its checkout, its branch and
+	// its agent's state, until it is given the next (Task is the latest).
+	Session bool
 	// Contract is the interface its image implements, and SetupCommand a
 	// kelos image's setup command: the class's at creation.
 	Contract     Contract

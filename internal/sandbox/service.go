@@ -159,6 +159,9 @@ type CreateRequest struct {
 	// Egress narrows an agent sandbox's egress, restrict-only, as its
 	// guardrails do: none, learn (within an open class), or hosts.
 	Egress []string
+	// Session keeps an agent sandbox after each task, suspended, for the
+	// next (NextTask).
+	Session bool
 }
 
 // Create admits a new sandbox and queues its start. It returns the sandbox
@@ -212,6 +215,9 @@ func (s *Service) create(ctx context.Context, p account.Principal, req CreateReq
 		if err := checkTask(class.Contract, req.Task); err != nil {
 			return Sandbox{}, err
 		}
+		if req.Session && class.Contract == ContractKelos {
+			return Sandbox{}, fault.Field("session", "class %s runs a kelos image, whose Session mode berth does not run yet: create it without --session", class.Name)
+		}
 	}
 	runtime, err := s.runtime(class)
 	if err != nil {
@@ -241,7 +247,7 @@ func (s *Service) create(ctx context.Context, p account.Principal, req CreateReq
 		CPU: class.CPU, Memory: class.Memory, Disk: class.Disk,
 		State: StateStarting, Branch: req.Branch, Task: req.Task, Runner: req.Runner, Role: role,
 		Contract: class.Contract, SetupCommand: class.SetupCommand, SSHKeys: req.SSHKeys, Env: req.Env, CreatedAt: now, ExpiresAt: now.Add(ttl),
-		LifetimeCut: cut, Egress: sandboxEgress(class, purpose, g, req.Egress),
+		LifetimeCut: cut, Egress: sandboxEgress(class, purpose, g, req.Egress), Session: req.Session,
 	}
 	if req.Repo != "" {
 		sb.Repo, sb.GitMode = repo.String(), class.Git
@@ -330,6 +336,9 @@ func (s *Service) checkRequestShape(purpose Purpose, req CreateRequest) error {
 		if len(req.Egress) > 0 {
 			return fault.Field("egress", "an engineer sandbox goes out on its own network: only an agent sandbox takes egress (--purpose agent)")
 		}
+		if req.Session {
+			return fault.Field("session", "only an agent sandbox is a session (--purpose agent); an engineer sandbox stays until it is ended anyway")
+		}
 		if req.Model != "" {
 			return fault.Field("model", "only an agent sandbox takes a model (--purpose agent); an engineer sandbox's BERTH_MODEL is the first model its project may reach")
 		}
@@ -339,6 +348,9 @@ func (s *Service) checkRequestShape(purpose Purpose, req CreateRequest) error {
 		}
 		if len(req.SSHKeys) > 0 {
 			return fault.Field("ssh_keys", "nothing attaches to an agent sandbox, so it takes no ssh key")
+		}
+		if req.Session && s.inMachine() {
+			return fault.Field("session", "sessions run on podman; this deployment's driver runs each agent task whole in its machine")
 		}
 		if _, err := runner.Get(req.Runner); req.Runner != "" && err != nil {
 			return fault.Field("runner", "%q is not a runner (one of %v)", req.Runner, runner.Names())

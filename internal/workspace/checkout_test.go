@@ -203,7 +203,7 @@ func TestPrepareOfASHA256Repository(t *testing.T) {
 	}
 	git(t, dir, "fsck", "--strict", "--no-dangling")
 	want := commit(t, dir, "f.txt")
-	if b, c, err := w.Push(t.Context(), sb, dir); err != nil || b != "berth/fix" || c != want {
+	if b, c, err := w.Push(t.Context(), sb, dir, ""); err != nil || b != "berth/fix" || c != want {
 		t.Fatalf("push: %q %q %v; want berth/fix at %s", b, c, err, want)
 	}
 	if got := branch(bare, "fix"); got != want {

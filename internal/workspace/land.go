@@ -1,6 +1,7 @@
 package workspace
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -46,7 +47,7 @@ func (w *Workspaces) PushBundle(ctx context.Context, sb sandbox.Sandbox, bundle 
 	if err := os.WriteFile(file, bundle, 0o600); err != nil {
 		return "", "", err
 	}
-	return w.land(ctx, sb, q, file, commit)
+	return w.land(ctx, sb, q, file, commit, "")
 }
 
 // quarantine makes a fresh bare repository that borrows the served
@@ -85,7 +86,7 @@ func (w *Workspaces) quarantine(ctx context.Context, sb sandbox.Sandbox) (q, for
 // refs/heads/berth/<name> at it in the served repository (and the forge,
 // for a mirror). A branch already at that commit is taken as landed: a
 // gateway restarted before it recorded the run lands it again.
-func (w *Workspaces) land(ctx context.Context, sb sandbox.Sandbox, q, file, want string) (string, string, error) {
+func (w *Workspaces) land(ctx context.Context, sb sandbox.Sandbox, q, file, want, onto string) (string, string, error) {
 	in := []string{"GIT_DIR=" + q}
 	if _, err := w.safe(ctx, q, in, "bundle", "verify", "--quiet", file); err != nil {
 		return "", "", fmt.Errorf("the run's bundle is not one of this repository's work: %w", err)
@@ -124,11 +125,17 @@ func (w *Workspaces) land(ctx context.Context, sb sandbox.Sandbox, q, file, want
 	case head:
 		// Landed already: it still goes on to the forge below (the
 		// mirror's push is a force push of the same commit).
+	case onto:
+		// A session's later run: the branch moves from where its last run
+		// left it, and from nowhere else.
+		if _, err := w.safe(ctx, q, in, "push", "--quiet", "--force-with-lease="+branch+":"+onto, "file://"+src, head+":"+branch); err != nil {
+			return "", "", fmt.Errorf("move %s: %w", strings.TrimPrefix(branch, "refs/heads/"), err)
+		}
 	default:
 		return "", "", fmt.Errorf("%s got a branch %s from elsewhere while this run ran; the run's commit %s was not pushed over it",
 			sb.Repo, strings.TrimPrefix(branch, "refs/heads/"), head)
 	}
-	if err := w.source.Pushed(ctx, repo, []forge.RefUpdate{{Old: strings.Repeat("0", len(head)), New: head, Ref: branch}}); err != nil {
+	if err := w.source.Pushed(ctx, repo, []forge.RefUpdate{{Old: cmp.Or(onto, strings.Repeat("0", len(head))), New: head, Ref: branch}}); err != nil {
 		return "", "", err
 	}
 	return strings.TrimPrefix(branch, "refs/heads/"), head, nil

@@ -122,7 +122,7 @@ func (w *Workspaces) owner(sb sandbox.Sandbox) int {
 // of the checkout's objects and landed from a quarantine (land.go): the
 // host runs no git in the .git the agent wrote. A checkout with no commit
 // of the agent's pushes nothing and says so with an empty commit.
-func (w *Workspaces) Push(ctx context.Context, sb sandbox.Sandbox, dir string) (string, string, error) {
+func (w *Workspaces) Push(ctx context.Context, sb sandbox.Sandbox, dir, onto string) (string, string, error) {
 	q, format, done, err := w.quarantine(ctx, sb)
 	if err != nil {
 		return "", "", err
@@ -133,8 +133,9 @@ func (w *Workspaces) Push(ctx context.Context, sb sandbox.Sandbox, dir string) (
 		return "", "", err
 	}
 	defer doneView()
-	// The clone is shallow: its boundary is where the run started.
-	if slices.Contains(base, head) {
+	// The clone is shallow: its boundary is where the run started (a
+	// session's later run, where its last one left the branch).
+	if slices.Contains(base, head) || head == onto {
 		return "", "", nil
 	}
 	file := filepath.Join(q, "work.bundle")
@@ -145,7 +146,7 @@ func (w *Workspaces) Push(ctx context.Context, sb sandbox.Sandbox, dir string) (
 	if _, err := w.safe(ctx, q, env, args...); err != nil {
 		return "", "", fmt.Errorf("bundle the agent's work: %w", err)
 	}
-	return w.land(ctx, sb, q, file, head)
+	return w.land(ctx, sb, q, file, head, onto)
 }
 
 // BranchFree refuses a run whose branch berth/<name> exists already in the
@@ -220,8 +221,42 @@ func (w *Workspaces) Diff(ctx context.Context, sb sandbox.Sandbox, commit string
 	return string(b), cut, rerr
 }
 
-// Remove deletes sb's checkout.
-func (w *Workspaces) Remove(sb sandbox.Sandbox) error { return os.RemoveAll(w.Dir(sb)) }
+// Remove deletes sb's checkout, and a session's home beside it.
+func (w *Workspaces) Remove(sb sandbox.Sandbox) error {
+	return errors.Join(os.RemoveAll(w.Dir(sb)), os.RemoveAll(w.homeDir(sb)))
+}
+
+func (w *Workspaces) homeDir(sb sandbox.Sandbox) string { return w.Dir(sb) + ".home" }
+
+// Home makes a session's home beside its checkout, owned as the checkout
+// is (by the user its image runs as), or keeps the one it has: the agent
+// CLI's own state, its conversation, outlives each task's machine.
+func (w *Workspaces) Home(sb sandbox.Sandbox) (string, error) {
+	dir := w.homeDir(sb)
+	if err := os.MkdirAll(w.dir, 0o711); err != nil {
+		return "", err
+	}
+	switch err := os.Mkdir(dir, 0o700); {
+	case errors.Is(err, os.ErrExist):
+		fi, err := os.Lstat(dir)
+		if err != nil {
+			return "", err
+		}
+		if !fi.IsDir() {
+			return "", fmt.Errorf("%s is not a directory", dir)
+		}
+		return dir, nil
+	case err != nil:
+		return "", err
+	}
+	if uid := w.owner(sb); uid >= 0 {
+		if err := os.Lchown(dir, uid, uid); err != nil {
+			os.Remove(dir)
+			return "", fmt.Errorf("give the session's home to uid %d: %w", uid, err)
+		}
+	}
+	return dir, nil
+}
 
 // run runs git as root on a checkout the sandbox's user owns: safe.directory
 // through the environment, nothing of this host's configuration.

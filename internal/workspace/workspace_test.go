@@ -112,11 +112,11 @@ func TestPushLandsTheAgentsWork(t *testing.T) {
 	ctx := t.Context()
 	sb := agent("fix")
 	dir := h.checkout(t, sb)
-	if b, c, err := h.w.Push(ctx, sb, dir); err != nil || b != "" || c != "" {
+	if b, c, err := h.w.Push(ctx, sb, dir, ""); err != nil || b != "" || c != "" {
 		t.Fatalf("push of an untouched checkout: %q %q %v; want nothing", b, c, err)
 	}
 	want := commit(t, dir, "f.txt")
-	b, c, err := h.w.Push(ctx, sb, dir)
+	b, c, err := h.w.Push(ctx, sb, dir, "")
 	if err != nil || b != "berth/fix" || c != want {
 		t.Fatalf("push: %q %q %v; want berth/fix at %s", b, c, err, want)
 	}
@@ -124,8 +124,41 @@ func TestPushLandsTheAgentsWork(t *testing.T) {
 		t.Errorf("berth/fix is at %q, want %s", got, want)
 	}
 	// Again, as a restarted gateway does: the same commit is landed.
-	if _, c, err := h.w.Push(ctx, sb, dir); err != nil || c != want {
+	if _, c, err := h.w.Push(ctx, sb, dir, ""); err != nil || c != want {
 		t.Errorf("push again: %q %v", c, err)
+	}
+}
+
+// TestSessionPushMovesItsBranch: a session's later run moves berth/<name>
+// from where its last run left it, says nothing when it committed nothing
+// more, and moves nothing that another push moved meanwhile.
+func TestSessionPushMovesItsBranch(t *testing.T) {
+	h := newHost(t)
+	ctx := t.Context()
+	sb := agent("fix")
+	dir := h.checkout(t, sb)
+	first := commit(t, dir, "f.txt")
+	if _, c, err := h.w.Push(ctx, sb, dir, ""); err != nil || c != first {
+		t.Fatalf("first push: %q %v; want %s", c, err, first)
+	}
+	if b, c, err := h.w.Push(ctx, sb, dir, first); err != nil || b != "" || c != "" {
+		t.Fatalf("second run without a commit: %q %q %v; want nothing", b, c, err)
+	}
+	second := commit(t, dir, "g.txt")
+	if b, c, err := h.w.Push(ctx, sb, dir, first); err != nil || b != "berth/fix" || c != second {
+		t.Fatalf("second push: %q %q %v; want berth/fix at %s", b, c, err, second)
+	}
+	if got := branch(h.app, "fix"); got != second {
+		t.Errorf("berth/fix is at %q, want %s", got, second)
+	}
+	// Without the session's last push as onto, a branch that exists is
+	// another's: the run's commit is not pushed over it.
+	third := commit(t, dir, "h.txt")
+	if _, _, err := h.w.Push(ctx, sb, dir, first); err == nil {
+		t.Fatal("a push from a commit the branch is no longer at moved it")
+	}
+	if got := branch(h.app, "fix"); got != second {
+		t.Errorf("berth/fix is at %q after a refused push, want %s (not %s)", got, second, third)
 	}
 }
 
@@ -156,7 +189,7 @@ func TestPushRunsNothingOfTheAgents(t *testing.T) {
 	} {
 		git(t, dir, "config", kv[0], kv[1])
 	}
-	if _, c, err := h.w.Push(ctx, sb, dir); err != nil || c != want {
+	if _, c, err := h.w.Push(ctx, sb, dir, ""); err != nil || c != want {
 		t.Fatalf("push: %q %v; want %s", c, err, want)
 	}
 	if b, err := os.ReadFile(marker); err == nil {
@@ -211,7 +244,7 @@ func TestPushFollowsNoLinkOut(t *testing.T) {
 			dir := h.checkout(t, sb)
 			commit(t, dir, "f.txt")
 			tt.plant(t, h, dir)
-			b, c, err := h.w.Push(t.Context(), sb, dir)
+			b, c, err := h.w.Push(t.Context(), sb, dir, "")
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("push: %q %q %v; want refused, saying %q", b, c, err, tt.want)
 			}

@@ -113,7 +113,8 @@ func (c Config) engineerPlace(runtime, envFile string) []string {
 // AgentArgs is `podman run` for an agent run (SPEC S13): the runner's
 // image with its arguments in the "$@" slot, the checkout the only mount
 // at /work (also the working directory), a read-only root, /tmp a noexec
-// tmpfs, HOME an exec tmpfs owned by the sandbox user, every capability
+// tmpfs, HOME an exec tmpfs owned by the sandbox user (a session's own
+// directory, run.Home, kept across its tasks), every capability
 // dropped, no new privileges, the class's limits, and the network the run
 // asked for. Environment by name only, as for RunArgs.
 //
@@ -130,7 +131,12 @@ func AgentArgs(c Config, sb sandbox.Sandbox, run sandbox.RunSpec, envNames []str
 	}
 	args := []string{"run", "--detach", "--name", c.name(sb.ID), "--hostname", sb.Name}
 	args = append(args, c.labels(sb)...)
-	args = append(args, AgentHardening(uid, home, c.PidsLimit)...)
+	if run.Home != "" {
+		// A session's HOME: the CLI's own state, kept across its tasks.
+		args = append(args, agentHardening(uid, c.PidsLimit, "--volume", run.Home+":"+home)...)
+	} else {
+		args = append(args, AgentHardening(uid, home, c.PidsLimit)...)
+	}
 	args = append(args,
 		"--memory", fmt.Sprintf("%db", int64(sb.Memory)),
 		"--cpus", fmt.Sprintf("%.3f", sb.CPU.Cores()),
@@ -165,11 +171,18 @@ func AgentArgs(c Config, sb sandbox.Sandbox, run sandbox.RunSpec, envNames []str
 // noexec tmpfs, HOME an exec tmpfs the uid owns, every capability dropped,
 // no new privileges, a pids limit.
 func AgentHardening(uid int, home string, pids int) []string {
+	return agentHardening(uid, pids, "--tmpfs", home+":rw,exec,mode=0700,U,size=1g")
+}
+
+// agentHardening is AgentHardening with HOME mounted as the two
+// arguments say: a tmpfs, or a session's own directory, kept across its
+// tasks.
+func agentHardening(uid, pids int, homeFlag, homeMount string) []string {
 	return []string{
 		"--user", fmt.Sprintf("%d:%d", uid, uid),
 		"--read-only",
 		"--tmpfs", "/tmp:rw,noexec,nosuid,size=512m",
-		"--tmpfs", home + ":rw,exec,mode=0700,U,size=1g",
+		homeFlag, homeMount,
 		"--cap-drop", "ALL",
 		"--security-opt", "no-new-privileges",
 		"--pids-limit", itoa(pids),

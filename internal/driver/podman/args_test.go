@@ -97,6 +97,13 @@ func TestAgentArgs(t *testing.T) {
 	if !strings.Contains(strings.Join(args, " "), "--network podman ") {
 		t.Errorf("an open run's argv: %q", args)
 	}
+
+	// A session's HOME is its own directory, in the tmpfs's place.
+	args = podman.AgentArgs(cfg, sb, sandbox.RunSpec{Work: "/w", Home: "/w.home"}, nil, "")
+	joined := strings.Join(args, " ")
+	if !strings.Contains(joined, "--volume /w.home:/home/berth ") || strings.Contains(joined, ":/home/berth:rw,exec") {
+		t.Errorf("a session's argv: %q", args)
+	}
 }
 
 // TestMemberArgs pins a warm pool member's argv (SPEC S12): a sandbox's
