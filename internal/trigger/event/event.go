@@ -109,6 +109,10 @@ type Event struct {
 	URL string
 	// Comment is a comment's text (KindComment).
 	Comment string
+	// Review says the comment is a review's: on a pull (merge) request's
+	// diff, or a review submitted with a body (GitHub), rather than on
+	// its conversation.
+	Review bool
 	// Author is who acted: GitHub's sender.login, GitLab's user.username.
 	Author string
 	// Payload is the JSON object a generic webhook sent (numbers as
@@ -329,6 +333,12 @@ func text(s string) string {
 		return s
 	}
 	return cut(s, MaxText, fmt.Sprintf("\n\n[… cut by berth: the text was %d bytes]", full))
+}
+
+// blank reports whether s has no text once cleaned: only white space
+// and control characters.
+func blank(s string) bool {
+	return strings.TrimFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) == ""
 }
 
 // clean returns s as valid UTF-8 without control characters; multiline

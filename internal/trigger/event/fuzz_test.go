@@ -30,6 +30,10 @@ func FuzzGitHub(f *testing.F) {
 		{"issue_comment", eventtest.GitHubIssueComment("acme/app", site, 7, true, "Faster", "", "/berth fix", "ada")},
 		{"issue_comment", eventtest.GitHubIssueComment("acme/app", site, 7, false, "t", "b", "/berth", "berth[bot]")},
 		{"pull_request_review_comment", eventtest.GitHubReviewComment("acme/app", "https://ghe.example.com:8443", 7, "t", "b", "c", "ada")},
+		{"pull_request_review", eventtest.GitHubReview("acme/app", site, 7, "Faster", "Caches.", "changes_requested", "Add a test.", "ada")},
+		{"pull_request_review", eventtest.GitHubReview("acme/app", site, 7, "Faster", "", "approved", "", "ada")},
+		{"pull_request_review", []byte(`{"action":"submitted","review":{"body":"\u0085 \u0000x","state":"commented"},` +
+			`"pull_request":{"number":3,"html_url":"https://h/a/b/pull/3"},"repository":{"full_name":"a/b","html_url":"https://h/a/b"},"sender":{"login":"a"}}`)},
 		{"ping", eventtest.GitHubPing()},
 		{"issues", []byte(`{"action":"labeled","label":{"name":"\u0000"},"issue":{"number":1e3}}`)},
 		{"issues", []byte(`{"action":"labeled","label":{"name":"b"},"issue":{"number":1,"title":"\ud800\u0085","html_url":"https://x/a/b/issues/1",` +
@@ -59,6 +63,9 @@ func FuzzGitLab(f *testing.F) {
 		{"Merge Request Hook", eventtest.GitLabMergeRequestLabeled("acme/app", site, 5, "Faster", "Caches.", "berth", "ada")},
 		{"Note Hook", eventtest.GitLabNote("acme/app", site, 12, false, "Crash", "It crashes.", "/berth fix", "ada")},
 		{"Note Hook", eventtest.GitLabNote("acme/app", site, 5, true, "Faster", "", "/berth", "project_1_bot_ab12")},
+		{"Note Hook", eventtest.GitLabDiffNote("acme/app", site, 5, "Faster", "Caches.", "Name this.", "ada")},
+		{"Note Hook", []byte(`{"object_kind":"note","object_attributes":{"noteable_type":"MergeRequest","type":null,"position":[],"url":"https://h/a#note_1"},` +
+			`"merge_request":{"iid":2},"project":{"path_with_namespace":"a/b","web_url":"https://h/a/b"},"user":{"username":"u"}}`)},
 		{"Issue Hook", []byte(`{"object_kind":"issue","object_attributes":{"action":"update","iid":1,"url":"https://h/a/b/-/issues/1"},` +
 			`"changes":{"labels":{"previous":[{"title":"a"}],"current":[{"title":"a"},{"title":"` + strings.Repeat("é", 200) + `"}]}},` +
 			`"project":{"path_with_namespace":"a/b","web_url":"https://h/a/b"},"user":{"username":"u"}}`)},
@@ -151,11 +158,14 @@ func checkEvent(t *testing.T, e event.Event) {
 		if e.Kind == event.KindComment && e.Label != "" || e.Kind == event.KindIssueLabeled && e.Comment != "" {
 			t.Errorf("a %s with Label %q and Comment %q", e.Kind, e.Label, e.Comment)
 		}
+		if e.Review && (e.Kind != event.KindComment || e.Thread.Kind != forge.ThreadChange) {
+			t.Errorf("a review's %s on %+v: only comments on pull (merge) requests are", e.Kind, e.Thread)
+		}
 		if e.Payload != nil {
 			t.Errorf("a payload from %s", e.Source)
 		}
 	case event.SourceWebhook:
-		if e.Kind != event.KindWebhook || e.Repo != "" || e.Host != "" || e.Payload == nil {
+		if e.Kind != event.KindWebhook || e.Repo != "" || e.Host != "" || e.Payload == nil || e.Review {
 			t.Errorf("webhook event %+v", e)
 		}
 		payloadOK(t, e.Payload)

@@ -15,6 +15,7 @@ type (
 		Issue       *githubThread  `json:"issue"`
 		PullRequest *githubThread  `json:"pull_request"`
 		Comment     *githubComment `json:"comment"`
+		Review      *githubComment `json:"review"` // pull_request_review's, read as a comment
 		Label       *struct {
 			Name string `json:"name"`
 		} `json:"label"`
@@ -52,10 +53,21 @@ type (
 //	issues labeled                       KindIssueLabeled (ThreadChange if the issue is a pull request)
 //	pull_request labeled                 KindIssueLabeled on a ThreadChange
 //	issue_comment created                KindComment (ThreadChange if on a pull request)
-//	pull_request_review_comment created  KindComment on a ThreadChange
+//	pull_request_review_comment created  KindComment on a ThreadChange, Review
+//	pull_request_review submitted        KindComment on a ThreadChange, Review; Comment is review.body
+//
+// A comment on a pull request's diff (pull_request_review_comment) and a
+// review submitted with a body are Review; a comment on a pull request's
+// conversation (issue_comment) is not. A submitted review is read
+// whatever its review.state (approved, changes_requested, commented), as
+// long as its body has some text once cleaned: a review without one (an
+// approval alone, or the review GitHub wraps diff comments in, which come
+// as pull_request_review_comment deliveries of their own) says nothing to
+// act on.
 //
 // Everything else is ErrIgnored: ping, other events, other actions
-// (opened, edited, unlabeled, deleted…), and comments whose sender is a
+// (opened, edited, unlabeled, deleted, a review edited or dismissed…),
+// reviews without a body, and comments and reviews whose sender is a
 // Bot, so that berth's own comments (its App's installation token
 // comments as a Bot) never start it again. Labels added by bots do count.
 func GitHub(h http.Header, body []byte, secret []byte) (Event, error) {
@@ -76,7 +88,7 @@ func GitHub(h http.Header, body []byte, secret []byte) (Event, error) {
 		return Event{}, fault.Field("X-GitHub-Event", "missing")
 	case "issues", "pull_request":
 		kind = KindIssueLabeled
-	case "issue_comment", "pull_request_review_comment":
+	case "issue_comment", "pull_request_review_comment", "pull_request_review":
 		kind = KindComment
 	default:
 		return Event{}, ignored("github event %.40q", name)
@@ -89,7 +101,10 @@ func GitHub(h http.Header, body []byte, secret []byte) (Event, error) {
 		return Event{}, notJSON(err)
 	}
 	want := "labeled"
-	if kind == KindComment {
+	switch {
+	case name == "pull_request_review":
+		want = "submitted"
+	case kind == KindComment:
 		want = "created"
 	}
 	if p.Action != want {
@@ -97,6 +112,20 @@ func GitHub(h http.Header, body []byte, secret []byte) (Event, error) {
 	}
 	if kind == KindComment && p.Sender != nil && p.Sender.Type == "Bot" {
 		return Event{}, ignored("github %s by the bot %.40q", name, p.Sender.Login)
+	}
+	comment := p.Comment
+	if name == "pull_request_review" {
+		// A review without a body is an approval alone, or the review
+		// GitHub wraps diff comments in (each comes as a
+		// pull_request_review_comment of its own): ignored before the
+		// rest is checked, as it would be however well formed.
+		if p.Review == nil {
+			return Event{}, fault.Field("review", "missing")
+		}
+		if blank(p.Review.Body) {
+			return Event{}, ignored("github review without a body")
+		}
+		comment = p.Review
 	}
 	e := Event{Source: SourceGitHub, Delivery: delivery, Kind: kind}
 	if err := e.githubCommon(&p); err != nil {
@@ -129,10 +158,11 @@ func GitHub(h http.Header, body []byte, secret []byte) (Event, error) {
 			return Event{}, err
 		}
 	case KindComment:
-		if p.Comment == nil {
+		if comment == nil {
 			return Event{}, fault.Field("comment", "missing")
 		}
-		e.Comment = text(p.Comment.Body)
+		e.Comment = text(comment.Body)
+		e.Review = name != "issue_comment"
 	}
 	return e, nil
 }

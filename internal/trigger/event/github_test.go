@@ -63,7 +63,19 @@ func TestGitHub(t *testing.T) {
 		{"review comment", "pull_request_review_comment", eventtest.GitHubReviewComment("acme/app", site, 7, "Faster start", "Caches.", "/berth explain", "grace"),
 			event.Event{Source: event.SourceGitHub, Delivery: delivery, Kind: event.KindComment, Repo: "acme/app", Host: "github.com",
 				Thread: forge.Thread{Kind: forge.ThreadChange, Number: 7}, Title: "Faster start", Body: "Caches.",
-				URL: "https://github.com/acme/app/pull/7", Comment: "/berth explain", Author: "grace"}},
+				URL: "https://github.com/acme/app/pull/7", Comment: "/berth explain", Review: true, Author: "grace"}},
+		{"review submitted with a body", "pull_request_review", eventtest.GitHubReview("acme/app", site, 7, "Faster start", "Caches.", "commented", "Split the cache\r\nout, please.\u0007", "grace"),
+			event.Event{Source: event.SourceGitHub, Delivery: delivery, Kind: event.KindComment, Repo: "acme/app", Host: "github.com",
+				Thread: forge.Thread{Kind: forge.ThreadChange, Number: 7}, Title: "Faster start", Body: "Caches.",
+				URL: "https://github.com/acme/app/pull/7", Comment: "Split the cache\nout, please.", Review: true, Author: "grace"}},
+		{"changes requested", "pull_request_review", eventtest.GitHubReview("acme/app", site, 7, "Faster start", "", "changes_requested", "The test is missing.", "grace"),
+			event.Event{Source: event.SourceGitHub, Delivery: delivery, Kind: event.KindComment, Repo: "acme/app", Host: "github.com",
+				Thread: forge.Thread{Kind: forge.ThreadChange, Number: 7}, Title: "Faster start",
+				URL: "https://github.com/acme/app/pull/7", Comment: "The test is missing.", Review: true, Author: "grace"}},
+		{"an approval with a body", "pull_request_review", eventtest.GitHubReview("acme/app", site, 7, "Faster start", "", "approved", "Fine, but rename Cache to Index.", "grace"),
+			event.Event{Source: event.SourceGitHub, Delivery: delivery, Kind: event.KindComment, Repo: "acme/app", Host: "github.com",
+				Thread: forge.Thread{Kind: forge.ThreadChange, Number: 7}, Title: "Faster start",
+				URL: "https://github.com/acme/app/pull/7", Comment: "Fine, but rename Cache to Index.", Review: true, Author: "grace"}},
 		{"enterprise host and port", "issues", eventtest.GitHubIssueLabeled("Acme/App", "https://GHE.example.com:8443/", 1, "t", "b", "berth", "ada"),
 			event.Event{Source: event.SourceGitHub, Delivery: delivery, Kind: event.KindIssueLabeled, Repo: "Acme/App", Host: "ghe.example.com:8443",
 				Label: "berth", Labels: []string{"berth"}, Thread: forge.Thread{Kind: forge.ThreadIssue, Number: 1}, Title: "t", Body: "b",
@@ -84,6 +96,7 @@ func TestGitHub(t *testing.T) {
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("GitHub(%s) (-want +got):\n%s", tt.kind, diff)
 			}
+			checkEvent(t, got)
 		})
 	}
 }
@@ -118,6 +131,13 @@ func TestGitHubIgnored(t *testing.T) {
 		{"comment edited", "issue_comment", bytes.Replace(eventtest.GitHubIssueComment("acme/app", site, 1, false, "t", "b", "/berth", "ada"), []byte(`"action":"created"`), []byte(`"action":"edited"`), 1)},
 		{"bot comment", "issue_comment", eventtest.GitHubIssueComment("acme/app", site, 1, false, "t", "b", "/berth fix", "berth[bot]")},
 		{"bot review comment", "pull_request_review_comment", eventtest.GitHubReviewComment("acme/app", site, 1, "t", "b", "/berth fix", "berth[bot]")},
+		{"approval without a body", "pull_request_review", eventtest.GitHubReview("acme/app", site, 1, "t", "b", "approved", "", "ada")},
+		{"review around diff comments, without a body", "pull_request_review", eventtest.GitHubReview("acme/app", site, 1, "t", "b", "commented", "", "ada")},
+		{"review whose body is white space", "pull_request_review", eventtest.GitHubReview("acme/app", site, 1, "t", "b", "commented", " \r\n\t\u0000\u3000", "ada")},
+		{"review with an empty body, otherwise malformed", "pull_request_review", []byte(`{"action":"submitted","review":{"body":"","state":"approved"}}`)},
+		{"bot review", "pull_request_review", eventtest.GitHubReview("acme/app", site, 1, "t", "b", "changes_requested", "Fix the test.", "berth[bot]")},
+		{"review edited", "pull_request_review", bytes.Replace(eventtest.GitHubReview("acme/app", site, 1, "t", "b", "commented", "Fix it.", "ada"), []byte(`"action":"submitted"`), []byte(`"action":"edited"`), 1)},
+		{"review dismissed", "pull_request_review", bytes.Replace(eventtest.GitHubReview("acme/app", site, 1, "t", "b", "dismissed", "Fix it.", "ada"), []byte(`"action":"submitted"`), []byte(`"action":"dismissed"`), 1)},
 		{"pull request synchronize", "pull_request", bytes.Replace(eventtest.GitHubPullRequestLabeled("acme/app", site, 1, "t", "b", "berth", "ada"), []byte(`"action":"labeled"`), []byte(`"action":"synchronize"`), 1)},
 	}
 	for _, tt := range tests {
@@ -221,6 +241,11 @@ func TestGitHubInvalid(t *testing.T) {
 			`"repository":{"full_name":"a/b","html_url":"https://github.com/a/b"},"sender":{"login":"ada"}}`), nil, "comment"},
 		{"review comment without its pull request", "pull_request_review_comment", []byte(`{"action":"created","comment":{"body":"x"},` +
 			`"repository":{"full_name":"a/b","html_url":"https://github.com/a/b"},"sender":{"login":"ada"}}`), nil, "pull_request"},
+		{"review missing", "pull_request_review", []byte(`{"action":"submitted","pull_request":{"number":1,"html_url":"https://github.com/a/b/pull/1"},` +
+			`"repository":{"full_name":"a/b","html_url":"https://github.com/a/b"},"sender":{"login":"ada"}}`), nil, "review"},
+		{"review without its pull request", "pull_request_review", []byte(`{"action":"submitted","review":{"body":"x","state":"commented"},` +
+			`"repository":{"full_name":"a/b","html_url":"https://github.com/a/b"},"sender":{"login":"ada"}}`), nil, "pull_request"},
+		{"review body not a string", "pull_request_review", []byte(`{"action":"submitted","review":{"body":1}}`), nil, "body"},
 		{"deep JSON", "issues", deep(65), nil, "body"},
 	}
 	for _, tt := range tests {

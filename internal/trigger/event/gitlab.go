@@ -39,6 +39,12 @@ type (
 		Note         string        `json:"note"`
 		NoteableType string        `json:"noteable_type"`
 		System       bool          `json:"system"`
+		// Type is a note's class: DiffNote on a diff (LegacyDiffNote for
+		// those made by old GitLab versions), DiscussionNote in a thread
+		// started on the conversation, null for a plain comment. Position
+		// is where on the diff a DiffNote sits, null for the others.
+		Type     string          `json:"type"`
+		Position json.RawMessage `json:"position"`
 	}
 	// gitlabThread is an issue or a merge request.
 	gitlabThread struct {
@@ -62,7 +68,12 @@ type (
 //
 //	Issue Hook          KindIssueLabeled: action open with labels, or update whose changes.labels adds one
 //	Merge Request Hook  KindIssueLabeled on a ThreadChange, likewise
-//	Note Hook           KindComment on an Issue or a MergeRequest (ThreadChange), action create
+//	Note Hook           KindComment on an Issue or a MergeRequest (ThreadChange), action create;
+//	                    Review if a note on the merge request's diff
+//
+// A note on a merge request's diff (object_attributes.type DiffNote, or a
+// position given) is Review, replies in its thread included; a note on
+// the merge request's conversation (no type, or DiscussionNote) is not.
 //
 // A delivery that adds several labels at once is one Event whose Labels
 // are all of them, in GitLab's order (an issue opened with labels: all of
@@ -213,7 +224,18 @@ func (e *Event) gitlabNote(p *gitlabPayload) error {
 		return err
 	}
 	e.Comment = text(a.Note)
+	e.Review = change && a.diffNote()
 	return nil
+}
+
+// diffNote reports whether a note is on a diff: a DiffNote (or a
+// LegacyDiffNote of old GitLabs), or a note with a position object.
+func (a *gitlabAttributes) diffNote() bool {
+	switch a.Type {
+	case "DiffNote", "LegacyDiffNote":
+		return true
+	}
+	return present(a.Position) && a.Position[0] == '{'
 }
 
 // gitlabCommon sets what every GitLab event has: the project and who

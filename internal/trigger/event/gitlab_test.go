@@ -65,6 +65,42 @@ func TestGitLab(t *testing.T) {
 			event.Event{Source: event.SourceGitLab, Delivery: uuid, Kind: event.KindComment, Repo: "acme/app", Host: "gitlab.example.com:8443",
 				Thread: forge.Thread{Kind: forge.ThreadChange, Number: 5}, Title: "Faster start",
 				URL: "https://gitlab.example.com:8443/acme/app/-/merge_requests/5", Comment: "/berth review", Author: "grace"}},
+		{"note on a merge request's diff", "Note Hook", eventtest.GitLabDiffNote("acme/app", site, 5, "Faster start", "Caches.", "Name this constant.", "grace"),
+			event.Event{Source: event.SourceGitLab, Delivery: uuid, Kind: event.KindComment, Repo: "acme/app", Host: "gitlab.example.com:8443",
+				Thread: forge.Thread{Kind: forge.ThreadChange, Number: 5}, Title: "Faster start", Body: "Caches.",
+				URL: "https://gitlab.example.com:8443/acme/app/-/merge_requests/5", Comment: "Name this constant.", Review: true, Author: "grace"}},
+		{"a DiffNote without a position", "Note Hook", edit(t, eventtest.GitLabDiffNote("acme/app", site, 5, "t", "", "Why?", "grace"), func(m map[string]any) {
+			a := m["object_attributes"].(map[string]any)
+			a["position"], a["original_position"] = nil, nil
+		}),
+			event.Event{Source: event.SourceGitLab, Delivery: uuid, Kind: event.KindComment, Repo: "acme/app", Host: "gitlab.example.com:8443",
+				Thread: forge.Thread{Kind: forge.ThreadChange, Number: 5}, Title: "t",
+				URL: "https://gitlab.example.com:8443/acme/app/-/merge_requests/5", Comment: "Why?", Review: true, Author: "grace"}},
+		{"a position without a type", "Note Hook", edit(t, eventtest.GitLabDiffNote("acme/app", site, 5, "t", "", "Why?", "grace"), func(m map[string]any) {
+			delete(m["object_attributes"].(map[string]any), "type")
+		}),
+			event.Event{Source: event.SourceGitLab, Delivery: uuid, Kind: event.KindComment, Repo: "acme/app", Host: "gitlab.example.com:8443",
+				Thread: forge.Thread{Kind: forge.ThreadChange, Number: 5}, Title: "t",
+				URL: "https://gitlab.example.com:8443/acme/app/-/merge_requests/5", Comment: "Why?", Review: true, Author: "grace"}},
+		{"a LegacyDiffNote", "Note Hook", edit(t, eventtest.GitLabNote("acme/app", site, 5, true, "t", "", "Why?", "grace"), func(m map[string]any) {
+			m["object_attributes"].(map[string]any)["type"] = "LegacyDiffNote"
+		}),
+			event.Event{Source: event.SourceGitLab, Delivery: uuid, Kind: event.KindComment, Repo: "acme/app", Host: "gitlab.example.com:8443",
+				Thread: forge.Thread{Kind: forge.ThreadChange, Number: 5}, Title: "t",
+				URL: "https://gitlab.example.com:8443/acme/app/-/merge_requests/5", Comment: "Why?", Review: true, Author: "grace"}},
+		{"a thread on a merge request's conversation", "Note Hook", edit(t, eventtest.GitLabNote("acme/app", site, 5, true, "t", "", "/berth go", "grace"), func(m map[string]any) {
+			m["object_attributes"].(map[string]any)["type"] = "DiscussionNote"
+		}),
+			event.Event{Source: event.SourceGitLab, Delivery: uuid, Kind: event.KindComment, Repo: "acme/app", Host: "gitlab.example.com:8443",
+				Thread: forge.Thread{Kind: forge.ThreadChange, Number: 5}, Title: "t",
+				URL: "https://gitlab.example.com:8443/acme/app/-/merge_requests/5", Comment: "/berth go", Author: "grace"}},
+		{"a note on an issue is never a review", "Note Hook", edit(t, eventtest.GitLabNote("acme/app", site, 12, false, "t", "", "hi", "grace"), func(m map[string]any) {
+			a := m["object_attributes"].(map[string]any)
+			a["type"], a["position"] = "DiffNote", map[string]any{"new_path": "x"}
+		}),
+			event.Event{Source: event.SourceGitLab, Delivery: uuid, Kind: event.KindComment, Repo: "acme/app", Host: "gitlab.example.com:8443",
+				Thread: forge.Thread{Kind: forge.ThreadIssue, Number: 12}, Title: "t",
+				URL: "https://gitlab.example.com:8443/acme/app/-/issues/12", Comment: "hi", Author: "grace"}},
 		{"a user named like a bot, but not one", "Note Hook", eventtest.GitLabNote("acme/app", site, 1, false, "t", "b", "hi", "project_manager"),
 			event.Event{Source: event.SourceGitLab, Delivery: uuid, Kind: event.KindComment, Repo: "acme/app", Host: "gitlab.example.com:8443",
 				Thread: forge.Thread{Kind: forge.ThreadIssue, Number: 1}, Title: "t", Body: "b",
@@ -150,6 +186,11 @@ func TestGitLabIgnored(t *testing.T) {
 		{"system note", "Note Hook", bytes.Replace(note, []byte(`"system":false`), []byte(`"system":true`), 1)},
 		{"note on a commit", "Note Hook", bytes.Replace(note, []byte(`"noteable_type":"Issue"`), []byte(`"noteable_type":"Commit"`), 1)},
 		{"note on a snippet", "Note Hook", bytes.Replace(note, []byte(`"noteable_type":"Issue"`), []byte(`"noteable_type":"Snippet"`), 1)},
+		{"diff note by a project bot", "Note Hook", eventtest.GitLabDiffNote("acme/app", site, 1, "t", "b", "/berth", "project_278964_bot_3cc1e1cbf3c5e5d1")},
+		{"diff note edited", "Note Hook", bytes.Replace(eventtest.GitLabDiffNote("acme/app", site, 1, "t", "b", "x", "ada"), []byte(`"action":"create"`), []byte(`"action":"update"`), 1)},
+		{"diff note on a commit", "Note Hook", edit(t, eventtest.GitLabDiffNote("acme/app", site, 1, "t", "b", "x", "ada"), func(m map[string]any) {
+			m["object_attributes"].(map[string]any)["noteable_type"] = "Commit"
+		})},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -217,6 +258,7 @@ func TestGitLabInvalid(t *testing.T) {
 		{"project path too deep", "Note Hook", bytes.ReplaceAll(note, []byte(`"path_with_namespace":"acme/app"`), []byte(`"path_with_namespace":"a/b/c/d/e/f/g/h/i"`)), nil, "project.path_with_namespace"},
 		{"changes.labels not labels", "Issue Hook", edit(t, issue, func(m map[string]any) { m["changes"].(map[string]any)["labels"] = map[string]any{"current": "x"} }), nil, "changes.labels"},
 		{"no iid", "Issue Hook", bytes.Replace(issue, []byte(`"iid":1`), []byte(`"iid":-1`), 1), nil, "object_attributes.iid"},
+		{"note type not a string", "Note Hook", edit(t, note, func(m map[string]any) { m["object_attributes"].(map[string]any)["type"] = 1 }), nil, "body"},
 		{"deep JSON", "Note Hook", deep(100), nil, "body"},
 	}
 	for _, tt := range tests {

@@ -29,6 +29,9 @@ func TestPayloads(t *testing.T) {
 		"GitHubReviewComment": func() []byte {
 			return eventtest.GitHubReviewComment("acme/app", "https://github.com", 1, "t", "b", "c", "ada")
 		},
+		"GitHubReview": func() []byte {
+			return eventtest.GitHubReview("acme/app", "https://github.com", 1, "t", "b", "approved", "r", "ada")
+		},
 		"GitHubPing": eventtest.GitHubPing,
 		"GitLabIssueLabeled": func() []byte {
 			return eventtest.GitLabIssueLabeled("acme/app", "https://gitlab.com", 1, "t", "b", "berth", "ada")
@@ -38,6 +41,9 @@ func TestPayloads(t *testing.T) {
 		},
 		"GitLabNote": func() []byte {
 			return eventtest.GitLabNote("acme/app", "https://gitlab.com/acme/app", 1, true, "t", "b", "n", "ada")
+		},
+		"GitLabDiffNote": func() []byte {
+			return eventtest.GitLabDiffNote("acme/app", "https://gitlab.com/acme/app", 1, "t", "b", "n", "ada")
 		},
 	}
 	for name, build := range builders {

@@ -187,6 +187,26 @@ type (
 		Position            int         `json:"position"`
 		SubjectType         string      `json:"subject_type"`
 	}
+	ghLink struct {
+		Href string `json:"href"`
+	}
+	// ghReview is a pull_request_review's review.
+	ghReview struct {
+		ID                int64   `json:"id"`
+		NodeID            string  `json:"node_id"`
+		User              ghUser  `json:"user"`
+		Body              *string `json:"body"`
+		CommitID          string  `json:"commit_id"`
+		SubmittedAt       string  `json:"submitted_at"`
+		State             string  `json:"state"`
+		HTMLURL           string  `json:"html_url"`
+		PullRequestURL    string  `json:"pull_request_url"`
+		AuthorAssociation string  `json:"author_association"`
+		Links             struct {
+			HTML        ghLink `json:"html"`
+			PullRequest ghLink `json:"pull_request"`
+		} `json:"_links"`
+	}
 	ghRepo struct {
 		ID              int64   `json:"id"`
 		NodeID          string  `json:"node_id"`
@@ -234,6 +254,7 @@ type (
 	ghPayload struct {
 		Action       string          `json:"action"`
 		Number       int             `json:"number,omitempty"`
+		Review       *ghReview       `json:"review,omitempty"`
 		Issue        *ghIssue        `json:"issue,omitempty"`
 		PullRequest  *ghPull         `json:"pull_request,omitempty"`
 		Comment      any             `json:"comment,omitempty"`
@@ -456,6 +477,26 @@ func GitHubReviewComment(repo, webURL string, number int, title, body, comment, 
 	return encode(p)
 }
 
+// GitHubReview is the body of a pull_request_review event, action
+// submitted: sender reviewed pull request number with state (approved,
+// changes_requested, commented) and the review's body review ("" is a
+// review without one: GitHub sends null).
+func GitHubReview(repo, webURL string, number int, title, body, state, review, sender string) []byte {
+	g := newGH(repo, webURL)
+	p := g.envelope("submitted", sender)
+	p.PullRequest = g.pull(number, title, body, "octo-author", nil, false)
+	i := id("review", g.repo, number, state, review)
+	r := &ghReview{
+		ID: i, NodeID: nodeID("PRR_kwDO", i), User: g.user(sender), Body: nullable(review),
+		CommitID: p.PullRequest.Head.SHA, SubmittedAt: updated, State: state,
+		HTMLURL: fmt.Sprintf("%s#pullrequestreview-%d", p.PullRequest.HTMLURL, i), PullRequestURL: p.PullRequest.URL,
+		AuthorAssociation: "MEMBER",
+	}
+	r.Links.HTML.Href, r.Links.PullRequest.Href = r.HTMLURL, r.PullRequestURL
+	p.Review = r
+	return encode(p)
+}
+
 // GitHubPing is the body of the ping event GitHub sends a GitHub App's
 // webhook when it is set up.
 func GitHubPing() []byte {
@@ -465,7 +506,7 @@ func GitHubPing() []byte {
 		"hook_id": hook,
 		"hook": map[string]any{
 			"type": "App", "id": hook, "name": "web", "active": true,
-			"events":     []string{"issue_comment", "issues", "pull_request", "pull_request_review_comment"},
+			"events":     []string{"issue_comment", "issues", "pull_request", "pull_request_review", "pull_request_review_comment"},
 			"config":     map[string]any{"content_type": "json", "insecure_ssl": "0", "url": "https://berth.example.com/hooks/github"},
 			"updated_at": created, "created_at": created, "app_id": appID,
 			"deliveries_url": "https://api.github.com/app/hook/deliveries",

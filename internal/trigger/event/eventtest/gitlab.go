@@ -163,8 +163,27 @@ type (
 		NoteableID   int64   `json:"noteable_id"`
 		System       bool    `json:"system"`
 		StDiff       any     `json:"st_diff"`
-		Action       string  `json:"action"`
-		URL          string  `json:"url"`
+		// Type is DiffNote for a note on a diff, null for a plain
+		// comment; Position and OriginalPosition are a DiffNote's place
+		// on the diff, null for the others.
+		Type             *string     `json:"type"`
+		Position         *glPosition `json:"position"`
+		OriginalPosition *glPosition `json:"original_position"`
+		DiscussionID     string      `json:"discussion_id"`
+		Action           string      `json:"action"`
+		URL              string      `json:"url"`
+	}
+	// glPosition is where a DiffNote sits on a merge request's diff.
+	glPosition struct {
+		BaseSHA      string `json:"base_sha"`
+		StartSHA     string `json:"start_sha"`
+		HeadSHA      string `json:"head_sha"`
+		OldPath      string `json:"old_path"`
+		NewPath      string `json:"new_path"`
+		PositionType string `json:"position_type"`
+		OldLine      *int   `json:"old_line"`
+		NewLine      *int   `json:"new_line"`
+		LineRange    any    `json:"line_range"`
 	}
 	// glNoteIssue is the issue a Note Hook's note is on.
 	glNoteIssue struct {
@@ -338,7 +357,31 @@ func GitLabMergeRequestLabeled(project, webURL string, iid int, title, body, lab
 // sends it, the issue or merge request object names no url of its own:
 // the note's url is the thread's page and #note_<id>.
 func GitLabNote(project, webURL string, iid int, onMergeRequest bool, title, body, note, user string) []byte {
+	return encode(newGL(project, webURL).note(iid, onMergeRequest, title, body, note, user))
+}
+
+// GitLabDiffNote is the body of a Note Hook, action create: user wrote
+// note on a line of merge request iid's diff (a DiffNote, with its
+// position and line_code).
+func GitLabDiffNote(project, webURL string, iid int, title, body, note, user string) []byte {
 	g := newGL(project, webURL)
+	p := g.note(iid, true, title, body, note, user)
+	n := p.ObjectAttributes.(glNote)
+	head, base := p.MergeRequest.LastCommit.ID, fmt.Sprintf("%040x", id("base", project, iid))
+	line := 12
+	pos := &glPosition{BaseSHA: base, StartSHA: base, HeadSHA: head, OldPath: "main.go", NewPath: "main.go", PositionType: "text", NewLine: &line}
+	kind := "DiffNote"
+	n.Type, n.Position, n.OriginalPosition = &kind, pos, pos
+	lineCode := fmt.Sprintf("%040x_%d_%d", id("path", "main.go"), line-2, line)
+	n.LineCode, n.CommitID = &lineCode, head
+	p.ObjectAttributes = n
+	return encode(p)
+}
+
+// note is a Note Hook's payload: user wrote note on issue iid, or on merge
+// request iid when onMergeRequest; a plain comment on its conversation.
+func (g gl) note(iid int, onMergeRequest bool, title, body, note, user string) glPayload {
+	project := g.project
 	u := g.user(user)
 	proj := g.projectObject()
 	n := glNote{
@@ -368,6 +411,7 @@ func GitLabNote(project, webURL string, iid int, onMergeRequest bool, title, bod
 		}
 	}
 	n.URL = fmt.Sprintf("%s#note_%d", page, n.ID)
+	n.DiscussionID = fmt.Sprintf("%040x", id("discussion", project, iid, note))
 	p.ObjectAttributes = n
-	return encode(p)
+	return p
 }
