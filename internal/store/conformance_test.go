@@ -54,6 +54,7 @@ func runConformance(t *testing.T, open func(t *testing.T) *store.Store) {
 	t.Run("Secrets", func(t *testing.T) { testSecrets(t, open(t)) })
 	t.Run("AgentConfigs", func(t *testing.T) { testAgentConfigs(t, open(t)) })
 	t.Run("Triggers", func(t *testing.T) { testTriggers(t, open(t)) })
+	t.Run("SessionReports", func(t *testing.T) { testSessionReports(t, open(t)) })
 	t.Run("Audit", func(t *testing.T) { testAudit(t, open(t)) })
 	t.Run("AuditWithTheChange", func(t *testing.T) { testAuditWithTheChange(t, open(t)) })
 	t.Run("WarmPools", func(t *testing.T) { testWarmPools(t, open(t)) })

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/fault"
@@ -28,7 +29,7 @@ func testTriggers(t *testing.T, st *store.Store) {
 		ID: "trg_one", Org: fx.org.ID, Project: fx.prj.ID, Name: "fix",
 		On:   trigger.On{Source: event.SourceGitHub, Kind: event.KindComment, Label: "l", Command: "/berth run"},
 		Repo: "github.com/acme/app", Base: "main", Class: "agent", Runner: "claude-code", Model: "m", Role: "author",
-		Task: "{{.Title}}", Concurrency: 2, DailyTokens: 1000, DailyUSD: 2.5, OpenPR: true, Owner: fx.ann.ID,
+		Task: "{{.Title}}", Concurrency: 2, DailyTokens: 1000, DailyUSD: 2.5, OpenPR: true, Session: true, Owner: fx.ann.ID,
 		NextAt: t0.Add(time.Hour), CreatedAt: t0, UpdatedAt: t0.Add(time.Second),
 	}
 	checkAllSet(t, tr)
@@ -38,7 +39,7 @@ func testTriggers(t *testing.T, st *store.Store) {
 	if got, err := st.GetTrigger(ctx, tr.ID); err != nil || !cmp.Equal(got, tr) {
 		t.Errorf("GetTrigger = %+v, %v; want %+v", got, err, tr)
 	}
-	tr.Concurrency, tr.OpenPR = 3, false
+	tr.Concurrency, tr.OpenPR, tr.Session = 3, false, false
 	if err := st.PutTrigger(ctx, tr, e); err != nil {
 		t.Fatal(err)
 	}
@@ -163,4 +164,133 @@ func testTriggers(t *testing.T, st *store.Store) {
 	_, err = st.GetTrigger(ctx, tr.ID)
 	wantErr(t, "a deleted trigger", err, fault.NotFound)
 	wantErr(t, "deleting it again", st.DeleteTrigger(ctx, tr.ID, e), fault.NotFound)
+}
+
+// testSessionReports checks the reports of a session's runs: each run
+// owes its own, kept apart by seq; GetReport reads the latest, Claim and
+// Save touch their run's alone; a session's report is due once the
+// session waits suspended, as an ended sandbox's is; SessionOfChange finds
+// the live session whose first report holds a change.
+func testSessionReports(t *testing.T, st *store.Store) {
+	ctx := t.Context()
+	fx := newFixture(t, st, "acme")
+	const repo = "github.com/acme/app"
+	thread := forge.Thread{Kind: forge.ThreadIssue, Number: 7}
+	report := func(sb sandbox.Sandbox, seq int) trigger.Report {
+		return trigger.Report{Sandbox: sb.ID, Seq: seq, Org: fx.org.ID, Repo: repo, Base: "main", Trigger: "trg_one", Thread: thread,
+			OpenPR: seq <= 1, Comment: true, State: trigger.ReportPending}
+	}
+	add := func(r trigger.Report) {
+		t.Helper()
+		if err := st.AddReport(ctx, r); err != nil {
+			t.Fatalf("AddReport %s run %d: %v", r.Sandbox, r.Seq, err)
+		}
+	}
+	save := func(r trigger.Report) {
+		t.Helper()
+		if err := st.SaveReport(ctx, r); err != nil {
+			t.Fatalf("SaveReport %s run %d: %v", r.Sandbox, r.Seq, err)
+		}
+	}
+	latest := func(sb sandbox.Sandbox, what string, want trigger.Report) {
+		t.Helper()
+		got, err := st.GetReport(ctx, sb.ID)
+		if err != nil {
+			t.Fatalf("GetReport %s: %v", what, err)
+		}
+		if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("GetReport %s (-want +got):\n%s", what, diff)
+		}
+	}
+	due := func(what string, now time.Time, want ...trigger.Report) {
+		t.Helper()
+		got, err := st.DueReports(ctx, now, 10)
+		if err != nil {
+			t.Fatalf("DueReports %s: %v", what, err)
+		}
+		if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("DueReports %s (-want +got):\n%s", what, diff)
+		}
+	}
+
+	sess := newSession(t, st, fx, "session")
+	sess = move(t, st, sess, sandbox.StateRunning, t0)
+	first, second := report(sess, 0), report(sess, 2)
+	add(first)
+	first.Seq = 1 // 0 reads as 1
+	add(second)
+	wantErr(t, "a second report of run 1", st.AddReport(ctx, report(sess, 1)), fault.Conflict)
+	wantErr(t, "a second report of run 2", st.AddReport(ctx, report(sess, 2)), fault.Conflict)
+	latest(sess, "of a session", second)
+
+	// A non-session sandbox waiting suspended owes its report still: its
+	// run is not over.
+	plain, key := newSandbox(fx, fx.ann, "plain", t0)
+	plain.Purpose, plain.SSHKeys = sandbox.PurposeAgent, nil
+	mustCreate(t, st, plain, key)
+	plain = move(t, st, plain, sandbox.StateRunning, t0)
+	plain = move(t, st, plain, sandbox.StateSuspended, t0.Add(time.Minute))
+	plainReport := report(plain, 1)
+	add(plainReport)
+	due("while the session runs", t0.Add(time.Hour))
+
+	sess = move(t, st, sess, sandbox.StateSuspended, t0.Add(time.Minute))
+	due("while the session waits suspended", t0.Add(time.Hour), first, second)
+
+	// Claim and Save touch their run's report alone.
+	if err := st.ClaimReport(ctx, first, t0.Add(2*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "a second claim of run 1's attempt", st.ClaimReport(ctx, first, t0.Add(2*time.Hour)), fault.Conflict)
+	due("with run 1's claimed", t0.Add(time.Hour), second)
+	first.Attempts, first.NextAt = 1, t0.Add(2*time.Hour)
+	first.State, first.Change, first.Comments = trigger.ReportDone, forge.Change{Number: 5, URL: "https://x/pull/5"}, []string{"https://x/7#c"}
+	save(first)
+	latest(sess, "after run 1's was claimed and saved", second)
+	if err := st.ClaimReport(ctx, second, t0.Add(3*time.Hour)); err != nil {
+		t.Fatalf("claim run 2's report after run 1's: %v", err)
+	}
+	second.Attempts, second.NextAt = 1, t0.Add(3*time.Hour)
+	second.Error, second.Change = "the forge said no", forge.Change{Number: 9, URL: "https://x/pull/9"}
+	save(second)
+	latest(sess, "after run 2's was claimed and saved", second)
+
+	// The session follows change 5, which its run 1 opened.
+	if got, err := st.SessionOfChange(ctx, repo, 5); err != nil {
+		t.Errorf("SessionOfChange of the session's change: %v", err)
+	} else if diff := cmp.Diff(first, got, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("SessionOfChange of the session's change (-want its run 1's report +got):\n%s", diff)
+	}
+	plainReport.Change = forge.Change{Number: 6}
+	save(plainReport)
+	gone := newSession(t, st, fx, "gone")
+	goneReport := report(gone, 1)
+	add(goneReport)
+	goneReport.Change = forge.Change{Number: 8}
+	save(goneReport)
+	move(t, st, gone, sandbox.StateTerminated, t0.Add(time.Minute))
+	for _, c := range []struct {
+		what   string
+		repo   string
+		number int
+	}{
+		{"another change", repo, 4},
+		{"another repository", "github.com/acme/other", 5},
+		{"no change", repo, 0},
+		{"a run 2's change", repo, 9},
+		{"a non-session sandbox's change", repo, 6},
+		{"an ended session's change", repo, 8},
+	} {
+		_, err := st.SessionOfChange(ctx, c.repo, c.number)
+		wantErr(t, "SessionOfChange of "+c.what, err, fault.NotFound)
+	}
+
+	// Given its next task, the session runs again: its pending report
+	// waits; once it has ended, it is due.
+	sess = move(t, st, sess, sandbox.StateRunning, t0.Add(time.Hour))
+	due("while the session runs its next task", t0.Add(4*time.Hour), goneReport)
+	sess = move(t, st, sess, sandbox.StateTerminated, t0.Add(2*time.Hour))
+	due("once the session has ended", t0.Add(4*time.Hour), goneReport, second)
+	_, err := st.SessionOfChange(ctx, repo, 5)
+	wantErr(t, "SessionOfChange of an ended session", err, fault.NotFound)
 }

@@ -20,16 +20,16 @@ import (
 var _ trigger.Store = (*Store)(nil)
 
 const triggerColumns = `id, org_id, project_id, name, source, kind, label, command, schedule, next_at, repo, base, class, runner, model, role, task,
-	concurrency, daily_tokens, daily_usd, open_pr, owner_id, created_at, updated_at`
+	concurrency, daily_tokens, daily_usd, open_pr, session, owner_id, created_at, updated_at`
 
 func scanTrigger(row rowScanner) (trigger.Trigger, error) {
 	var t trigger.Trigger
 	var source, kind string
-	var openPR int
+	var openPR, session int
 	var created, updated, next sql.NullInt64
 	err := row.Scan(&t.ID, &t.Org, &t.Project, &t.Name, &source, &kind, &t.On.Label, &t.On.Command, &t.On.Schedule, &next, &t.Repo, &t.Base, &t.Class, &t.Runner,
-		&t.Model, &t.Role, &t.Task, &t.Concurrency, &t.DailyTokens, &t.DailyUSD, &openPR, &t.Owner, &created, &updated)
-	t.On.Source, t.On.Kind, t.OpenPR = event.Source(source), event.Kind(kind), openPR != 0
+		&t.Model, &t.Role, &t.Task, &t.Concurrency, &t.DailyTokens, &t.DailyUSD, &openPR, &session, &t.Owner, &created, &updated)
+	t.On.Source, t.On.Kind, t.OpenPR, t.Session = event.Source(source), event.Kind(kind), openPR != 0, session != 0
 	t.CreatedAt, t.UpdatedAt = timeOf(created), timeOf(updated)
 	if next.Valid && next.Int64 != 0 {
 		t.NextAt = timeOf(next)
@@ -48,22 +48,18 @@ func (s *Store) PutTrigger(ctx context.Context, t trigger.Trigger, e audit.Event
 		if n >= trigger.MaxTriggers {
 			return fault.Errorf(fault.Conflict, "the project has %d triggers, the most it may have", n)
 		}
-		openPR := 0
-		if t.OpenPR {
-			openPR = 1
-		}
 		_, err := q.ExecContext(ctx, `
 			INSERT INTO triggers (`+triggerColumns+`)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)
 			ON CONFLICT (id) DO UPDATE SET
 				source = excluded.source, kind = excluded.kind, label = excluded.label, command = excluded.command,
 				schedule = excluded.schedule, next_at = excluded.next_at,
 				repo = excluded.repo, base = excluded.base, class = excluded.class, runner = excluded.runner,
 				model = excluded.model, role = excluded.role, task = excluded.task, concurrency = excluded.concurrency,
 				daily_tokens = excluded.daily_tokens, daily_usd = excluded.daily_usd, open_pr = excluded.open_pr,
-				owner_id = excluded.owner_id, updated_at = excluded.updated_at`,
+				session = excluded.session, owner_id = excluded.owner_id, updated_at = excluded.updated_at`,
 			t.ID, t.Org, t.Project, t.Name, string(t.On.Source), string(t.On.Kind), t.On.Label, t.On.Command, t.On.Schedule, nextArg(t.NextAt), t.Repo, t.Base,
-			t.Class, t.Runner, t.Model, t.Role, t.Task, t.Concurrency, t.DailyTokens, t.DailyUSD, openPR, t.Owner,
+			t.Class, t.Runner, t.Model, t.Role, t.Task, t.Concurrency, t.DailyTokens, t.DailyUSD, boolInt(t.OpenPR), boolInt(t.Session), t.Owner,
 			timeArg(t.CreatedAt), timeArg(t.UpdatedAt))
 		if constraintOf(err) == uniqueConstraint {
 			return fault.Errorf(fault.Conflict, "the project has another trigger named %s", t.Name)
@@ -268,7 +264,7 @@ func (s *Store) LiveRuns(ctx context.Context, trig string) ([]sandbox.ID, error)
 	return out, rows.Err()
 }
 
-const reportColumns = `sandbox_id, org_id, repo, base, trigger_id, thread_kind, thread_number, open_pr, comment, state,
+const reportColumns = `sandbox_id, seq, org_id, repo, base, trigger_id, thread_kind, thread_number, open_pr, comment, state,
 	change_number, change_url, change_existed, comments, error, attempts, next_at`
 
 // withPrefix is columns, each with prefix.
@@ -285,13 +281,17 @@ func scanReport(row rowScanner) (trigger.Report, error) {
 	var id, kind, state, comments string
 	var openPR, comment, existed int
 	var next sql.NullInt64
-	err := row.Scan(&id, &r.Org, &r.Repo, &r.Base, &r.Trigger, &kind, &r.Thread.Number, &openPR, &comment, &state,
+	err := row.Scan(&id, &r.Seq, &r.Org, &r.Repo, &r.Base, &r.Trigger, &kind, &r.Thread.Number, &openPR, &comment, &state,
 		&r.Change.Number, &r.Change.URL, &existed, &comments, &r.Error, &r.Attempts, &next)
 	if err != nil {
 		return trigger.Report{}, err
 	}
 	r.Sandbox, r.Thread.Kind, r.State = sandbox.ID(id), forge.ThreadKind(kind), trigger.ReportState(state)
-	r.OpenPR, r.Comment, r.Change.Existed, r.NextAt = openPR != 0, comment != 0, existed != 0, timeOf(next)
+	r.OpenPR, r.Comment, r.Change.Existed = openPR != 0, comment != 0, existed != 0
+	if next.Valid && next.Int64 != 0 {
+		// 0 is a report never tried.
+		r.NextAt = timeOf(next)
+	}
 	if err := json.Unmarshal([]byte(comments), &r.Comments); err != nil {
 		return trigger.Report{}, fmt.Errorf("report of %s: comments: %w", id, err)
 	}
@@ -305,15 +305,22 @@ func boolInt(b bool) int {
 	return 0
 }
 
-// AddReport records what a run owes its forge.
+// reportSeq is the run r is for: 1 when r says none.
+func reportSeq(r trigger.Report) int {
+	return max(r.Seq, 1)
+}
+
+// AddReport records what a run owes its forge: the run r.Seq (0 the
+// first) of its sandbox.
 func (s *Store) AddReport(ctx context.Context, r trigger.Report) error {
 	return s.db.Autocommit(ctx, sqldb.Bounded, func(q sqldb.Queryer) error {
 		_, err := q.ExecContext(ctx, `INSERT INTO run_reports (`+reportColumns+`)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 0, '', 0, '[]', '', 0, 0)`,
-			string(r.Sandbox), r.Org, r.Repo, r.Base, r.Trigger, string(r.Thread.Kind), r.Thread.Number, boolInt(r.OpenPR), boolInt(r.Comment), string(trigger.ReportPending))
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 0, '', 0, '[]', '', 0, 0)`,
+			string(r.Sandbox), reportSeq(r), r.Org, r.Repo, r.Base, r.Trigger, string(r.Thread.Kind), r.Thread.Number,
+			boolInt(r.OpenPR), boolInt(r.Comment), string(trigger.ReportPending))
 		switch constraintOf(err) {
 		case uniqueConstraint:
-			return fault.Errorf(fault.Conflict, "sandbox %s owes a report already", r.Sandbox)
+			return fault.Errorf(fault.Conflict, "run %d of sandbox %s owes a report already", reportSeq(r), r.Sandbox)
 		case foreignKeyConstraint:
 			return fault.Errorf(fault.NotFound, "no sandbox %s", r.Sandbox)
 		}
@@ -324,9 +331,10 @@ func (s *Store) AddReport(ctx context.Context, r trigger.Report) error {
 	})
 }
 
-// GetReport reads a run's report.
+// GetReport reads the report of a sandbox's latest run that owes one.
 func (s *Store) GetReport(ctx context.Context, id sandbox.ID) (trigger.Report, error) {
-	r, err := scanReport(s.db.QueryRowContext(ctx, `SELECT `+reportColumns+` FROM run_reports WHERE sandbox_id = $1`, string(id)))
+	r, err := scanReport(s.db.QueryRowContext(ctx, `SELECT `+reportColumns+` FROM run_reports WHERE sandbox_id = $1
+		ORDER BY seq DESC LIMIT 1`, string(id)))
 	if notFound(err) {
 		return trigger.Report{}, fault.Errorf(fault.NotFound, "sandbox %s owes no report", id)
 	}
@@ -336,12 +344,15 @@ func (s *Store) GetReport(ctx context.Context, id sandbox.ID) (trigger.Report, e
 	return r, nil
 }
 
-// DueReports lists pending reports of ended sandboxes due at now.
+// DueReports lists pending reports due at now whose runs are over: their
+// sandbox has ended, or is a session suspended until its next task (a
+// session's run ends with its task; its sandbox stays).
 func (s *Store) DueReports(ctx context.Context, now time.Time, limit int) ([]trigger.Report, error) {
 	rows, err := s.db.QueryContext(ctx, `
 		SELECT `+withPrefix("r.", reportColumns)+` FROM run_reports r JOIN sandboxes s ON s.id = r.sandbox_id
-		WHERE r.state = $1 AND r.next_at <= $2 AND s.live = 0 ORDER BY r.next_at LIMIT $3`,
-		string(trigger.ReportPending), now.UnixNano(), limit)
+		WHERE r.state = $1 AND r.next_at <= $2 AND (s.live = 0 OR (s.session = 1 AND s.state = $3))
+		ORDER BY r.next_at, r.sandbox_id, r.seq LIMIT $4`,
+		string(trigger.ReportPending), now.UnixNano(), string(sandbox.StateSuspended), limit)
 	if err != nil {
 		return nil, fmt.Errorf("due reports: %w", err)
 	}
@@ -357,22 +368,45 @@ func (s *Store) DueReports(ctx context.Context, now time.Time, limit int) ([]tri
 	return out, rows.Err()
 }
 
+// SessionOfChange reads the first report of the live session whose change
+// on repo is number: the session following that pull request. Should two
+// live sessions hold it (the later found it open), the later one follows
+// it, for its branch has the newer work.
+func (s *Store) SessionOfChange(ctx context.Context, repo string, number int) (trigger.Report, error) {
+	if number <= 0 {
+		// A report holds 0 until it has a change.
+		return trigger.Report{}, fault.Errorf(fault.NotFound, "no session follows change %d of %s", number, repo)
+	}
+	r, err := scanReport(s.db.QueryRowContext(ctx, `
+		SELECT `+withPrefix("r.", reportColumns)+` FROM run_reports r JOIN sandboxes s ON s.id = r.sandbox_id
+		WHERE r.repo = $1 AND r.change_number = $2 AND r.seq = 1 AND s.live = 1 AND s.session = 1
+		ORDER BY s.created_at DESC, s.id DESC LIMIT 1`, repo, number))
+	if notFound(err) {
+		return trigger.Report{}, fault.Errorf(fault.NotFound, "no session follows change %d of %s", number, repo)
+	}
+	if err != nil {
+		return trigger.Report{}, fmt.Errorf("the session of change %d of %s: %w", number, repo, err)
+	}
+	return r, nil
+}
+
 // ClaimReport takes a report for one attempt, unless another did.
 func (s *Store) ClaimReport(ctx context.Context, r trigger.Report, next time.Time) error {
 	return s.db.Autocommit(ctx, sqldb.Bounded, func(q sqldb.Queryer) error {
 		res, err := q.ExecContext(ctx, `UPDATE run_reports SET attempts = attempts + 1, next_at = $1
-			WHERE sandbox_id = $2 AND attempts = $3 AND state = $4`, next.UnixNano(), string(r.Sandbox), r.Attempts, string(trigger.ReportPending))
+			WHERE sandbox_id = $2 AND seq = $3 AND attempts = $4 AND state = $5`,
+			next.UnixNano(), string(r.Sandbox), reportSeq(r), r.Attempts, string(trigger.ReportPending))
 		if err != nil {
 			return fmt.Errorf("claim report of %s: %w", r.Sandbox, err)
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
-			return fault.Errorf(fault.Conflict, "the report of %s was taken", r.Sandbox)
+			return fault.Errorf(fault.Conflict, "the report of run %d of %s was taken", reportSeq(r), r.Sandbox)
 		}
 		return nil
 	})
 }
 
-// SaveReport writes a report's progress.
+// SaveReport writes the progress of a report, its run's alone.
 func (s *Store) SaveReport(ctx context.Context, r trigger.Report) error {
 	comments, err := json.Marshal(r.Comments)
 	if err != nil {
@@ -383,8 +417,8 @@ func (s *Store) SaveReport(ctx context.Context, r trigger.Report) error {
 	}
 	return s.db.Autocommit(ctx, sqldb.Bounded, func(q sqldb.Queryer) error {
 		_, err := q.ExecContext(ctx, `UPDATE run_reports SET state = $1, change_number = $2, change_url = $3, change_existed = $4,
-			comments = $5, error = $6 WHERE sandbox_id = $7`,
-			string(r.State), r.Change.Number, r.Change.URL, boolInt(r.Change.Existed), string(comments), r.Error, string(r.Sandbox))
+			comments = $5, error = $6 WHERE sandbox_id = $7 AND seq = $8`,
+			string(r.State), r.Change.Number, r.Change.URL, boolInt(r.Change.Existed), string(comments), r.Error, string(r.Sandbox), reportSeq(r))
 		if err != nil {
 			return fmt.Errorf("save report of %s: %w", r.Sandbox, err)
 		}
