@@ -974,6 +974,10 @@ type Trigger struct {
 	// OpenPR opens a draft pull (merge) request after a clean author run;
 	// absent in a PUT is true where the forge takes them.
 	OpenPR *bool `json:"open_pr,omitempty"`
+	// Session makes the trigger's runs sessions: each stays after its
+	// task, and a review of its pull request (or a comment there that
+	// starts with /berth) is its next task.
+	Session bool `json:"session,omitempty"`
 	// NextAt is when a schedule's trigger fires next.
 	NextAt *time.Time `json:"next_at,omitempty"`
 	// HookURL is where a GitLab or generic webhook posts for it; a GitHub

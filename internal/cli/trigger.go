@@ -64,7 +64,15 @@ Where deliveries go:
 The task is a Go text/template over the event: .Title, .Body, .URL,
 .Number, .Comment, .Args (what follows the command), .Label, .Author,
 .Repo and .Payload (a generic webhook's JSON object). Without
---task-file it is the thread's title, text, arguments and address.`,
+--task-file it is the thread's title, text, arguments and address.
+
+With --session each run is a session (berth sandbox task --help): it stays
+after its task, and a review of the pull request it opened (a comment on
+its diff, or a submitted review with a text), or a comment on that pull
+request starting with /berth, becomes its next task; the agent goes on
+from where it was, pushes on top, and comments there with its summary and
+cost. A review that comes while a task still runs is refused with a
+comment saying so; the same delivery twice starts one task.`,
 		Example: `  berth trigger set fix --on github:labeled:berth --repo acme/api --class agent
   berth trigger set ask --on github:comment:'/berth run' --repo acme/api --concurrency 2 --daily-usd 20
   berth trigger set deploy --on webhook --repo acme/api --task-file deploy.tmpl --no-pr
@@ -118,6 +126,7 @@ The task is a Go text/template over the event: .Title, .Body, .URL,
 	f.Int64Var(&in.DailyTokens, "daily-tokens", 0, "skip deliveries once its runs today used this many tokens (0: no limit)")
 	f.Float64Var(&in.DailyUSD, "daily-usd", 0, "skip deliveries once its runs today cost this many dollars, machine time included (0: no limit)")
 	f.BoolVar(&noPR, "no-pr", false, "open no pull request after a clean run (a person opens it)")
+	f.BoolVar(&in.Session, "session", false, "its runs are sessions: a review of the pull request a run opened (or a comment there starting /berth) is that run's next task")
 
 	var output string
 	list := &cobra.Command{
@@ -151,7 +160,7 @@ The task is a Go text/template over the event: .Title, .Body, .URL,
 			return render(g.env.Stdout, output, t, func(tw *tabwriter.Writer) {
 				fmt.Fprintf(tw, "name:\t%s\non:\t%s\nrepo:\t%s\n", t.Name, t.On, t.Repo)
 				fmt.Fprintf(tw, "class:\t%s\nrunner:\t%s\nrole:\t%s\n", orDash(t.Class), orDash(t.Runner), orDash(t.Role))
-				fmt.Fprintf(tw, "concurrency:\t%d\ndaily budget:\t%s\nopens PR:\t%s\n", t.Concurrency, budget(t), yesNo(t.OpenPR != nil && *t.OpenPR))
+				fmt.Fprintf(tw, "concurrency:\t%d\ndaily budget:\t%s\nopens PR:\t%s\nsessions:\t%s\n", t.Concurrency, budget(t), yesNo(t.OpenPR != nil && *t.OpenPR), yesNo(t.Session))
 				if t.NextAt != nil {
 					fmt.Fprintf(tw, "next:\t%s\n", t.NextAt.Local().Format(time.RFC3339))
 				}

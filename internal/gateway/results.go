@@ -20,7 +20,8 @@ func (s *Server) Results() Results { return Results{s} }
 
 var _ trigger.Results = Results{}
 
-// Result is a run's result: over once its sandbox has ended, with the
+// Result is a sandbox's latest run's result: over once its sandbox has
+// ended (or, a session, once it waits for its next task), with the
 // agent's last words then.
 func (r Results) Result(ctx context.Context, id sandbox.ID) (trigger.Result, error) {
 	res, err := r.result(ctx, id)
@@ -42,6 +43,11 @@ func (r Results) result(ctx context.Context, id sandbox.ID) (trigger.Result, err
 	if run == nil {
 		out.Error = sb.Reason
 		return out, nil
+	}
+	out.Seq = run.Seq
+	if sb.Session && sb.State == sandbox.StateSuspended && run.State != api.RunRunning {
+		// A session waiting for its next task: this task is over.
+		out.Ended = true
 	}
 	out.Succeeded = run.State == api.RunSucceeded
 	out.Error, out.Branch, out.Commit = run.Error, run.Branch, run.Commit

@@ -79,7 +79,7 @@ func (s *Server) putTrigger(w http.ResponseWriter, r *http.Request, p account.Pr
 	}
 	t := trigger.Trigger{
 		Name: r.PathValue("name"), On: on, Repo: in.Repo, Base: in.Base, Class: in.Class, Runner: in.Runner, Model: in.Model, Role: in.Role,
-		Task: in.Task, Concurrency: in.Concurrency, DailyTokens: in.DailyTokens, DailyUSD: in.DailyUSD, OpenPR: s.triggers.CanReport(),
+		Task: in.Task, Concurrency: in.Concurrency, DailyTokens: in.DailyTokens, DailyUSD: in.DailyUSD, OpenPR: s.triggers.CanReport(), Session: in.Session,
 	}
 	if t.Concurrency == 0 {
 		t.Concurrency = 1 // absent; a negative one Validate refuses, saying so
@@ -111,7 +111,7 @@ func (s *Server) apiTrigger(t trigger.Trigger, p account.Principal) api.Trigger 
 	openPR := t.OpenPR
 	out := api.Trigger{
 		ID: t.ID, Name: t.Name, On: t.On.String(), Repo: t.Repo, Base: t.Base, Class: t.Class, Runner: t.Runner, Model: t.Model, Role: t.Role,
-		Task: t.Task, Concurrency: t.Concurrency, DailyTokens: t.DailyTokens, DailyUSD: t.DailyUSD, OpenPR: &openPR, Owner: t.Owner,
+		Task: t.Task, Concurrency: t.Concurrency, DailyTokens: t.DailyTokens, DailyUSD: t.DailyUSD, OpenPR: &openPR, Session: t.Session, Owner: t.Owner,
 		CreatedAt: timePtr(t.CreatedAt), UpdatedAt: timePtr(t.UpdatedAt), NextAt: timePtr(t.NextAt),
 	}
 	switch t.On.Source {

@@ -20,6 +20,10 @@ import (
 // so a gateway stopped in between owes it still.
 type Report struct {
 	Sandbox sandbox.ID
+	// Seq is the run of the sandbox it is for: 1 (0 reads as 1), or a
+	// session's later task, whose report comments on the session's pull
+	// request.
+	Seq     int
 	Org     string
 	Repo    string // host/path as resolved
 	Base    string // "" the repository's default branch
@@ -50,11 +54,18 @@ const maxAttempts = 8
 
 // ReportStore keeps the reports.
 type ReportStore interface {
+	// AddReport records r, for its sandbox's run r.Seq.
 	AddReport(ctx context.Context, r Report) error
+	// GetReport reads the sandbox's latest report (the highest Seq).
 	GetReport(ctx context.Context, id sandbox.ID) (Report, error)
-	// DueReports lists pending reports whose sandbox has ended and whose
-	// next attempt is due at now.
+	// DueReports lists pending reports whose sandbox has ended (or, a
+	// session, waits suspended for its next task) and whose next attempt
+	// is due at now.
 	DueReports(ctx context.Context, now time.Time, limit int) ([]Report, error)
+	// SessionOfChange is the first report (Seq 1) of a live session whose
+	// change on repo is number: the session that pull request is
+	// following; fault.NotFound when none is.
+	SessionOfChange(ctx context.Context, repo string, number int) (Report, error)
 	// ClaimReport takes r for one attempt: its attempts go up by one and
 	// its next attempt to next, only if its attempts are still r's
 	// (fault.Conflict when another replica took it).
@@ -65,7 +76,9 @@ type ReportStore interface {
 
 // Result is what a finished run came to, as the report tells it.
 type Result struct {
-	Sandbox   sandbox.Sandbox
+	Sandbox sandbox.Sandbox
+	// Seq is the run it is of: the sandbox's latest (a session's task).
+	Seq       int
 	Ended     bool // the run is over
 	Succeeded bool
 	Error     string // why it failed
@@ -188,8 +201,12 @@ func (s *Service) attempt(ctx context.Context, r Report) {
 	}
 	r.Attempts++
 	res, err := s.results.Result(ctx, r.Sandbox)
-	if err == nil && !res.Ended {
-		return // not over: the claim's next attempt comes back to it
+	if err == nil && (!res.Ended || res.Seq < max(r.Seq, 1)) {
+		return // not over (or, a session's task, not begun): the claim's next attempt comes back to it
+	}
+	if err == nil && res.Seq > max(r.Seq, 1) {
+		err = fmt.Errorf("the session's task %d started before task %d's report was made", res.Seq, r.Seq)
+		r.Attempts = maxAttempts
 	}
 	if err == nil {
 		err = s.report(ctx, &r, res)
@@ -343,6 +360,9 @@ func changeBody(res Result) string {
 
 // threadComment is what the thread that started the run is told.
 func threadComment(r *Report, res Result) string {
+	if r.Seq > 1 {
+		return taskComment(r, res)
+	}
 	sb := res.Sandbox
 	var b strings.Builder
 	switch {
@@ -368,6 +388,38 @@ func threadComment(r *Report, res Result) string {
 		b.WriteString(s + "\n\n")
 	}
 	b.WriteString("Cost: " + cost(res) + "\n")
+	if len(res.EgressRefused) > 0 {
+		b.WriteString("\nEgress refused: " + strings.Join(res.EgressRefused, ", ") + "\n")
+	}
+	return b.String()
+}
+
+// taskComment is what a session's pull request is told of a later task
+// (a follow-up): how it ended, what the agent said, what it cost, and the
+// session so far.
+func taskComment(r *Report, res Result) string {
+	sb := res.Sandbox
+	var b strings.Builder
+	switch {
+	case !res.Succeeded:
+		fmt.Fprintf(&b, "berth's session `%s` did not finish task %d cleanly: %s\n\n", sb.Name, r.Seq, orDefault(res.Error))
+	case res.Commit == "":
+		fmt.Fprintf(&b, "berth's session `%s` finished task %d with nothing new to push.\n\n", sb.Name, r.Seq)
+	default:
+		fmt.Fprintf(&b, "berth's session `%s` finished task %d and pushed `%s` (%s).\n\n", sb.Name, r.Seq, res.Branch, res.Commit)
+	}
+	if s := strings.TrimSpace(res.Summary); s != "" && res.Succeeded {
+		b.WriteString(s + "\n\n")
+	}
+	model := fmt.Sprintf("%d tokens", res.Tokens)
+	if res.ModelUSD != nil {
+		model += " (" + usd(*res.ModelUSD) + ")"
+	}
+	b.WriteString("This task: " + model)
+	if res.TotalUSD != nil {
+		b.WriteString(" · the session so far: **" + usd(*res.TotalUSD) + "** in all, machine time included")
+	}
+	b.WriteString("\n")
 	if len(res.EgressRefused) > 0 {
 		b.WriteString("\nEgress refused: " + strings.Join(res.EgressRefused, ", ") + "\n")
 	}

@@ -87,9 +87,10 @@ type Store interface {
 	ReportStore
 }
 
-// Sandboxes creates the runs.
+// Sandboxes creates the runs and gives sessions their next tasks.
 type Sandboxes interface {
 	Create(ctx context.Context, p account.Principal, req sandbox.CreateRequest) (sandbox.Sandbox, error)
+	NextTask(ctx context.Context, p account.Principal, ref, task string) (sandbox.Sandbox, error)
 }
 
 // Accounts is what triggers need of accounts.
@@ -332,6 +333,9 @@ func (s *Service) GitHub(ctx context.Context, e event.Event) ([]Received, error)
 		return nil, fault.Errorf(fault.NotFound, "this deployment's forge is not GitHub")
 	}
 	repo := forge.Repo{Host: s.forge.Host(), Path: e.Repo}
+	if r, ok := s.followUp(ctx, e, repo.String()); ok {
+		return []Received{r}, nil
+	}
 	ts, err := s.store.TriggersOn(ctx, event.SourceGitHub, repo.String())
 	if err != nil {
 		return nil, err
@@ -365,6 +369,9 @@ func (s *Service) Deliver(ctx context.Context, t Trigger, e event.Event) ([]Rece
 		}
 		if got := (forge.Repo{Host: s.forge.Host(), Path: e.Repo}).String(); got != t.Repo {
 			return nil, fault.Field("project", "the delivery is about %s, the trigger's repository is %s", got, t.Repo)
+		}
+		if r, ok := s.followUp(ctx, e, t.Repo); ok {
+			return []Received{r}, nil
 		}
 	}
 	d, ok := t.Matches(e)
@@ -426,7 +433,7 @@ func (s *Service) start(ctx context.Context, t Trigger, e event.Event, data Data
 	}
 	req := sandbox.CreateRequest{
 		Name: runName(t, e), Class: t.Class, Purpose: string(sandbox.PurposeAgent), Project: t.Project,
-		Repo: s.address(t.Repo), Branch: t.Base, Task: task, Runner: t.Runner, Model: t.Model, Role: t.Role,
+		Repo: s.address(t.Repo), Branch: t.Base, Task: task, Runner: t.Runner, Model: t.Model, Role: t.Role, Session: t.Session,
 	}
 	sb, err := s.boxes.Create(ctx, account.Principal{User: owner}, req)
 	if err != nil {

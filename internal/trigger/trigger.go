@@ -55,6 +55,10 @@ type Trigger struct {
 	// OpenPR opens a draft pull (merge) request after a clean author run,
 	// and comments on the thread that started it.
 	OpenPR bool
+	// Session makes its runs sessions: each stays after its task, and a
+	// review comment on its pull request (or a comment there that starts
+	// with /berth) is its next task.
+	Session bool
 	// NextAt is when a schedule's trigger fires next; zero for others.
 	NextAt time.Time
 	// Owner is who set it last: its runs are their sandboxes.

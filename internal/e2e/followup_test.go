@@ -1,0 +1,121 @@
+package e2e_test
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/forge/forgetest"
+	"berth.dev/berth/internal/trigger/event/eventtest"
+)
+
+// TestTriggerSessionFollowsItsPullRequest replays GitHub App deliveries
+// at a gateway on the GitHub stand-in with a trigger set --session: an
+// issue labelled berth starts a session of the real Claude Code on
+// podman, whose first task opens a draft pull request; a review comment
+// on that pull request's diff is the session's second task, which Claude
+// Code runs as the continuation of the first conversation (the scripted
+// model refuses it otherwise) and pushes on top; the pull request is told
+// the task's summary and cost. The same review delivered twice starts one
+// task; a plain comment there starts none.
+func TestTriggerSessionFollowsItsPullRequest(t *testing.T) {
+	key, pem := forgetest.NewAppKey(t)
+	gh := forgetest.NewGitHub(t, "4242", &key.PublicKey, "acme/app")
+	dir := t.TempDir()
+	keyFile, secretFile, script := filepath.Join(dir, "app.pem"), filepath.Join(dir, "hook.secret"), filepath.Join(dir, "session.json")
+	const secret = "the App's webhook secret"
+	for file, data := range map[string]string{keyFile: string(pem), secretFile: secret + "\n", script: sessionScript} {
+		if err := os.WriteFile(file, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(script, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g := startAgentGatewayWith(t, strings.Replace(inferenceYAML, "script: tool", "script: "+script, 1), []string{
+		"BERTH_SANDBOX_GIT_FORGE=github", "BERTH_SANDBOX_GIT_URL=" + gh.URL(), "BERTH_SANDBOX_GIT_APP_ID=4242",
+		"BERTH_SANDBOX_GIT_APP_KEY_FILE=" + keyFile, "BERTH_SANDBOX_GIT_WEBHOOK_SECRET_FILE=" + secretFile,
+		"BERTH_CORE_HOUR_USD=0.05",
+	}, "claude-code")
+	if !imageBuilt(g.root, agentImage("claude-code")) {
+		t.Skip("the claude-code image is not built")
+	}
+	g.allowRepos("acme")
+	g.berth("trigger", "set", "fix", "--on", "github:labeled:berth", "--repo", gh.CloneURL("acme/app"), "--session")
+	sign := func(event, delivery string) func(*http.Request, []byte) {
+		return func(r *http.Request, b []byte) { eventtest.SignGitHub(r, []byte(secret), event, delivery, b) }
+	}
+
+	title, body := "Write one.txt", sessionMark+": write one.txt and commit it."
+	n := gh.AddIssue("acme/app", title, body)
+	st, first := g.hook(api.GitHubHookPath, sign("issues", "a11ce000-1"),
+		eventtest.GitHubIssueLabeled("acme/app", gh.URL(), n, title, body, "berth", "octocat"))
+	if st != http.StatusAccepted || len(first.Deliveries) != 1 || first.Deliveries[0].Outcome != "started" {
+		t.Fatalf("the label: %d %+v", st, first)
+	}
+	id := first.Deliveries[0].Sandbox
+	one := g.waitState(g.operator, id, "suspended", 4*time.Minute)
+	if !one.Session || one.Run == nil || one.Run.State != "succeeded" || one.Run.Commit == "" {
+		log, _ := g.berthErr("sandbox", "logs", "--raw", one.Name)
+		t.Fatalf("task 1: %s (%s) %+v\n%s", one.State, one.Reason, one.Run, log)
+	}
+	var pulls []forgetest.GitHubPull
+	waitFor(t, "the draft pull request", 30*time.Second, func() bool { pulls = gh.Pulls("acme/app"); return len(pulls) == 1 })
+	pr := pulls[0]
+
+	// A plain comment on the pull request is the conversation's: no task.
+	if st, plain := g.hook(api.GitHubHookPath, sign("issue_comment", "a11ce000-2"),
+		eventtest.GitHubIssueComment("acme/app", gh.URL(), pr.Number, true, pr.Title, pr.Body, "Nice start.", "reviewer")); st != http.StatusAccepted || len(plain.Deliveries) != 0 {
+		t.Errorf("a plain comment on the pull request: %d %+v", st, plain)
+	}
+	// A review comment on its diff is the session's next task, once.
+	review := eventtest.GitHubReviewComment("acme/app", gh.URL(), pr.Number, pr.Title, pr.Body, "Now write two.txt and commit it.", "reviewer")
+	st, next := g.hook(api.GitHubHookPath, sign("pull_request_review_comment", "a11ce000-3"), review)
+	if st != http.StatusAccepted || len(next.Deliveries) != 1 || next.Deliveries[0].Outcome != "started" || next.Deliveries[0].Sandbox != id {
+		t.Fatalf("the review: %d %+v", st, next)
+	}
+	if st, again := g.hook(api.GitHubHookPath, sign("pull_request_review_comment", "a11ce000-3"), review); st != http.StatusAccepted ||
+		len(again.Deliveries) != 1 || !again.Deliveries[0].Again {
+		t.Errorf("the same review again: %d %+v", st, again)
+	}
+	two := g.waitSandbox(g.operator, id, 4*time.Minute, func(sb api.Sandbox, late bool) bool {
+		if late {
+			t.Fatalf("sandbox %s is still %s", sb.Name, sb.State)
+		}
+		return sb.State == "suspended" && sb.Run != nil && sb.Run.Seq == 2 || sb.State == "failed" || sb.State == "terminated"
+	})
+	run := two.Run
+	if run == nil || run.Seq != 2 || run.State != "succeeded" || run.Commit == "" {
+		log, _ := g.berthErr("sandbox", "logs", "--raw", two.Name)
+		t.Fatalf("task 2: %s (%s) %+v\n%s", two.State, two.Reason, run, log)
+	}
+	if !strings.Contains(run.Task, "Now write two.txt") || !strings.Contains(run.Task, pr.URL) {
+		t.Errorf("task 2 was %q", run.Task)
+	}
+	if parent := gitIn(t, gh.BarePath("acme/app"), "rev-parse", run.Commit+"^"); parent != one.Run.Commit {
+		t.Errorf("task 2's commit's parent at GitHub is %s, want task 1's %s", parent, one.Run.Commit)
+	}
+	var comments []string
+	waitFor(t, "the pull request's comment", 30*time.Second, func() bool { comments = gh.Comments("acme/app", pr.Number); return len(comments) == 1 })
+	for _, s := range []string{"task 2", run.Commit, "second task is done", "This task:", "the session so far"} {
+		if !strings.Contains(comments[0], s) {
+			t.Errorf("the pull request's comment lacks %q:\n%s", s, comments[0])
+		}
+	}
+	if got := gh.Pulls("acme/app"); len(got) != 1 {
+		t.Errorf("the session opened %d pull requests, want its one", len(got))
+	}
+	show := string(g.berth("trigger", "show", "fix"))
+	for _, s := range []string{"a11ce000-1", "a11ce000-3", "started"} {
+		if !strings.Contains(show, s) {
+			t.Errorf("trigger show lacks %q:\n%s", s, show)
+		}
+	}
+	if _, err := g.operator.Terminate(t.Context(), string(id)); err != nil {
+		t.Fatal(err)
+	}
+}
