@@ -78,6 +78,10 @@ type runReader struct {
 	limit   int64          // and the most it keeps (maxRunLog)
 	capture *kelos.Capture // what a kelos image says beside its agent's stream
 	learnt  bool           // the sandbox's learning was ended at its setup's end
+	// setupExit is a kelos session's entrypoint's exit at its setup, as
+	// the session's runtime told it (setupSeen).
+	setupExit int
+	setupSeen bool
 	// earlier is what a session's earlier runs reported, when the CLI's
 	// totals count its whole conversation (runner.ThreadTotals): this
 	// run's are its totals since.
@@ -127,6 +131,12 @@ func (rr *runReader) line(ctx context.Context, stdout bool, b []byte) {
 			_, _ = fmt.Fprintf(rr.logw, "berth: the run log stops here, at %d bytes; the run's telemetry still counts what follows\n", rr.limit)
 		} else {
 			_, _ = fmt.Fprintf(rr.logw, "%s%s\n", prefix, b)
+		}
+	}
+	if rr.capture != nil && !stdout && rr.sb.Session {
+		if code, ok := kelos.SessionSetup(string(b)); ok {
+			rr.setupExit, rr.setupSeen = code, true
+			return
 		}
 	}
 	if rr.capture != nil {
@@ -198,6 +208,10 @@ func (rr *runReader) result() Run {
 	}
 	if tel.Usage != (runner.Usage{}) {
 		tel.Usage = tel.Usage.Since(rr.earlier)
+	}
+	if rr.setupSeen && rr.setupExit != 0 {
+		run.State = RunFailed
+		run.Error = fmt.Sprintf("the image's session setup (%s=1 %s) exited %d, so the agent did not run", kelos.SessionSetupOnly, kelos.Entrypoint, rr.setupExit)
 	}
 	run.Telemetry, run.Lines, run.Ignored = tel, rr.lines, rr.ignored
 	return run

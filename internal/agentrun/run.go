@@ -2,6 +2,7 @@ package agentrun
 
 import (
 	"cmp"
+	"maps"
 	"context"
 	"errors"
 	"fmt"
@@ -279,7 +280,20 @@ func (s *Service) runEnv(ctx context.Context, sb sandbox.Sandbox, env map[string
 	}
 	if sb.Contract == sandbox.ContractKelos {
 		args, err := kelosEnv(sb, env, cfg)
-		return model, args, err
+		if err != nil || !sb.Session {
+			return model, args, err
+		}
+		// A session (Kelos's Session mode): at every start the entrypoint
+		// only prepares, and berth runs the agent's own CLI with the task
+		// on its standard input, continuing its conversation, whose state
+		// is on the session's volume.
+		maps.Copy(env, kelos.SessionState(sb.Runner, kelos.Home))
+		env["BERTH_PROMPT_FILE"] = kelos.WorkDir + "/" + promptFile
+		cli, err := r.ContainerArgs(runner.Options{Model: model, Effort: cfg.Effort, Resume: resume})
+		if err != nil {
+			return "", nil, err
+		}
+		return model, kelos.SessionArgs("BERTH_PROMPT_FILE", append([]string{r.Binary()}, cli...)), nil
 	}
 	opts := runner.Options{Model: model, Effort: cfg.Effort, Instructions: cfg.Instructions, Skills: cfg.Skills, MCP: cfg.MCP, Resume: resume}
 	if _, ok := r.(runner.MCPConfigured); !ok && len(opts.MCP) > 0 {
@@ -370,13 +384,13 @@ func (s *Service) Prepare(ctx context.Context, spec *sandbox.Spec) error {
 		if err != nil {
 			return err
 		}
-		if sb.Contract != sandbox.ContractKelos { // a kelos image takes its prompt as $1
+		if takesPromptFile(sb) {
 			if err := writePrompt(dir, sb.Task); err != nil {
 				s.dropCheckout(sb, run.Seq)
 				return err
 			}
 		}
-		spec.Run = &sandbox.RunSpec{Contract: sb.Contract, Work: dir, Args: args, Network: network}
+		spec.Run = &sandbox.RunSpec{Contract: sb.Contract, Work: dir, Args: args, Network: network, KelosSession: sb.Session && sb.Contract == sandbox.ContractKelos}
 		if sb.Session {
 			// The agent's own state (its conversation) outlives the
 			// machine: the next task's CLI continues it.
@@ -475,11 +489,18 @@ func writePrompt(dir, task string) error {
 	return err
 }
 
+// takesPromptFile says whether sb's runs read their task from the prompt
+// file: berth's contract, and a kelos session, whose CLI berth runs; a
+// kelos image's own entrypoint takes it as $1.
+func takesPromptFile(sb sandbox.Sandbox) bool {
+	return sb.Contract != sandbox.ContractKelos || sb.Session
+}
+
 // removePrompt deletes the task from the checkout: on every exit path
 // (SPEC S13.2). A kelos run was given none, and the host deletes nothing
 // it did not write.
 func removePrompt(sb sandbox.Sandbox, dir string) {
-	if dir != "" && sb.Contract != sandbox.ContractKelos {
+	if dir != "" && takesPromptFile(sb) {
 		_ = os.Remove(filepath.Join(dir, promptFile))
 	}
 }

@@ -11,8 +11,10 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/agentrun"
+	"berth.dev/berth/internal/driver/fake"
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/forge"
+	"berth.dev/berth/internal/kelos"
 	"berth.dev/berth/internal/runner/runnertest"
 	"berth.dev/berth/internal/sandbox"
 )
@@ -130,5 +132,42 @@ func TestSessionTakesItsNextTask(t *testing.T) {
 	if _, err := e.svc.Create(ctx, e.alice, sandbox.CreateRequest{Name: "dev", Session: true,
 		SSHKeys: []string{"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGx0aXRoZXNzaGtleWZvcnRoZXRlc3RzMDAwMDAw alice"}}); !errors.Is(err, fault.Invalid) || !strings.Contains(err.Error(), "session") {
 		t.Errorf("an engineer session: %v, want refused", err)
+	}
+}
+
+// TestKelosSessionRunsTheCLIItself: a kelos session's task runs under the
+// session shell (the entrypoint prepares first), with the provider's
+// state on the session's home and the task in the prompt file; a setup
+// that fails fails the task, saying so, and the session waits for the
+// next.
+func TestKelosSessionRunsTheCLIItself(t *testing.T) {
+	e := newEnv(t)
+	e.w.KelosClass(t)
+	got := make(chan sandbox.Spec, 1)
+	e.drv.SetAgent(func(spec sandbox.Spec) ([]string, int) {
+		got <- spec
+		return []string{fake.Stderr("kelos: preparing"), fake.Stderr("berth: kelos session setup exited 3")}, 3
+	})
+	e.run(t)
+	sb, err := e.svc.Create(t.Context(), e.alice, sandbox.CreateRequest{Name: "ks", Class: "kelos", Purpose: "agent", Repo: "acme/app",
+		Branch: "main", Task: "the task", Runner: "claude-code", Session: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := <-got
+	end := e.waitState(t, sb.ID, sandbox.StateSuspended)
+	r := spec.Run
+	if !r.KelosSession || r.Home == "" || len(r.Args) < 4 || r.Args[0] != "-c" || r.Args[3] != "claude" || !strings.Contains(r.Args[1], kelos.SessionSetupOnly+"=1 "+kelos.Entrypoint) {
+		t.Errorf("the session's run: %+v", r)
+	}
+	if spec.Env["CLAUDE_CONFIG_DIR"] != kelos.Home+"/.claude" || spec.Env["BERTH_PROMPT_FILE"] != kelos.WorkDir+"/.berth-prompt.txt" {
+		t.Errorf("the session's environment: CLAUDE_CONFIG_DIR %q, BERTH_PROMPT_FILE %q", spec.Env["CLAUDE_CONFIG_DIR"], spec.Env["BERTH_PROMPT_FILE"])
+	}
+	run, err := e.runs.Of(t.Context(), end)
+	if err != nil || run.State != agentrun.RunFailed || !strings.Contains(run.Error, "session setup") || !strings.Contains(run.Error, "exited 3") {
+		t.Errorf("a failed setup's run: %+v %v", run, err)
+	}
+	if !strings.Contains(end.Reason, "task 1 failed") {
+		t.Errorf("the session waits with reason %q", end.Reason)
 	}
 }

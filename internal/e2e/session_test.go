@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"crypto/rand"
 	"math"
 	"os"
 	"path/filepath"
@@ -153,5 +154,81 @@ func TestSessionEndToEnd(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestKelosSessionEndToEnd runs a Kelos-shaped image in Session mode (its
+// entrypoint the interface's, the real Claude Code on its PATH): at every
+// start of the session's machine the entrypoint runs with
+// KELOS_SESSION_SETUP_ONLY=1 and no prompt, prepares and exits 0, and
+// berth runs the CLI itself with the task; the provider's state
+// (CLAUDE_CONFIG_DIR) is on the session's volume, so after a gateway
+// restart the second task continues the first's conversation (the
+// scripted model refuses it otherwise) and pushes on top.
+func TestKelosSessionEndToEnd(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "session.json")
+	if err := os.WriteFile(script, []byte(sessionScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g := startAgentGateway(t, strings.Replace(inferenceYAML, "script: tool", "script: "+script, 1), "claude-code")
+	if !imageBuilt(g.root, agentImage("claude-code")) {
+		t.Skip("the claude-code image is not built")
+	}
+	tag := "localhost/berth-e2e-kelos-session-" + strings.ToLower(rand.Text()[:8]) + ":latest"
+	dir := filepath.Join("testdata", "kelos-session")
+	if out, err := podmanOn(g.root, "build", "--pull=never", "--network", "none", "--quiet", "--tag", tag,
+		"--file", filepath.Join(dir, "Containerfile"), dir).CombinedOutput(); err != nil {
+		t.Fatalf("podman build: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { _ = podmanOn(g.root, "rmi", "--force", tag).Run() })
+	g.kelosClassOf(tag, "kelos", "")
+	bare := g.seedRepo("acme/app")
+	ctx := context.Background()
+	sb, err := g.operator.CreateSandbox(ctx, api.CreateSandbox{Name: "kelos-talk", Class: "kelos", Purpose: "agent", Repo: "acme/app",
+		Task: sessionMark + ": write one.txt and commit it.", Session: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := g.waitState(g.operator, sb.ID, "suspended", 4*time.Minute)
+	log1 := string(g.berth("sandbox", "logs", "--raw", "--run", "1", sb.Name))
+	if first.Run == nil || first.Run.State != "succeeded" || first.Run.Commit == "" {
+		t.Fatalf("task 1: %s (%s) %+v\n%s", first.State, first.Reason, first.Run, log1)
+	}
+	// The setup-only run, seen: its banner, its exit 0, and no agent of
+	// the entrypoint's.
+	for _, s := range []string{"kelos-test: session setup for claude-code, 0 arguments", "berth: kelos session setup exited 0"} {
+		if !strings.Contains(log1, s) {
+			t.Errorf("task 1's log lacks %q:\n%s", s, log1)
+		}
+	}
+	if strings.Contains(log1, "started by the entrypoint") {
+		t.Errorf("the entrypoint started the agent at a session's setup:\n%s", log1)
+	}
+
+	// The gateway restarts between the tasks; the session's volume stays.
+	g.stop()
+	g.start()
+	if _, err := g.berthErr("sandbox", "task", sb.Name, "--task", "Now write two.txt and commit it.", "--follow"); err != nil {
+		log, _ := g.berthErr("sandbox", "logs", "--raw", sb.Name)
+		t.Fatalf("task 2: %v\n%s", err, log)
+	}
+	second := g.waitState(g.operator, sb.ID, "suspended", time.Minute)
+	if second.Run == nil || second.Run.Seq != 2 || second.Run.State != "succeeded" || second.Run.Commit == "" {
+		t.Fatalf("task 2: %+v", second.Run)
+	}
+	if parent := gitIn(t, bare, "rev-parse", second.Run.Commit+"^"); parent != first.Run.Commit {
+		t.Errorf("task 2's commit's parent is %s, want task 1's %s", parent, first.Run.Commit)
+	}
+	log2 := string(g.berth("sandbox", "logs", "--raw", sb.Name))
+	if !strings.Contains(log2, "berth: kelos session setup exited 0") || strings.Contains(log2, "started by the entrypoint") {
+		t.Errorf("task 2's log:\n%s", log2)
+	}
+	// One setup at each start, kept with the provider's state.
+	setups, err := os.ReadFile(filepath.Join(g.dataDir, "work", string(sb.ID)+".home", ".claude", "kelos-setups"))
+	if err != nil || strings.Count(string(setups), "\n") != 2 {
+		t.Errorf("the setups the session's volume kept: %q %v; want two", setups, err)
+	}
+	if _, err := g.operator.Terminate(ctx, string(sb.ID)); err != nil {
+		t.Fatal(err)
 	}
 }

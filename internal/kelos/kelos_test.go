@@ -1,6 +1,11 @@
 package kelos_test
 
 import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -200,5 +205,57 @@ func TestCheckPrompt(t *testing.T) {
 		if (err == nil) != (tt.want == "") || err != nil && !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: %v, want %q", tt.name, err, tt.want)
 		}
+	}
+}
+
+// TestSessionArgs runs a session's script under the real sh with a
+// stand-in entrypoint: setup first, alone and without the prompt, its exit
+// told; then the CLI with the prompt file on its standard input; a failed
+// setup starts no CLI.
+func TestSessionArgs(t *testing.T) {
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("no sh")
+	}
+	dir := t.TempDir()
+	prompt := filepath.Join(dir, "prompt")
+	if err := os.WriteFile(prompt, []byte("the task"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		setupExit int
+		wantOut   string
+	}{{0, "setup only=1 args=0\ncli got: the task\n"}, {3, "setup only=1 args=0\n"}} {
+		entry := filepath.Join(dir, "entry")
+		script := "#!/bin/sh\necho \"setup only=$KELOS_SESSION_SETUP_ONLY args=$#\"\nexit " + strconv.Itoa(c.setupExit) + "\n"
+		if err := os.WriteFile(entry, []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		args := kelos.SessionArgs("PROMPT", []string{"sh", "-c", `echo "cli got: $(cat)"`})
+		args[1] = strings.Replace(args[1], kelos.Entrypoint, entry, 1)
+		cmd := exec.Command(kelos.SessionShell, args...)
+		cmd.Env = append(os.Environ(), "PROMPT="+prompt)
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		code := 0
+		if ee, ok := errors.AsType[*exec.ExitError](err); ok {
+			code = ee.ExitCode()
+		}
+		if stdout.String() != c.wantOut || code != c.setupExit {
+			t.Errorf("setup exit %d: stdout %q, exit %d; want %q, %d", c.setupExit, stdout.String(), code, c.wantOut, c.setupExit)
+		}
+		got, ok := kelos.SessionSetup(strings.TrimSpace(stderr.String()))
+		if !ok || got != c.setupExit {
+			t.Errorf("setup exit %d: the runtime said %q", c.setupExit, stderr.String())
+		}
+	}
+	if _, ok := kelos.SessionSetup("berth: kelos session setup exited soon"); ok {
+		t.Error("a line that only starts like the mark was read as one")
+	}
+	if got := kelos.SessionState("claude-code", "/home/agent"); got["CLAUDE_CONFIG_DIR"] != "/home/agent/.claude" {
+		t.Errorf("claude-code's state: %v", got)
+	}
+	if got := kelos.SessionState("opencode", "/h"); got["XDG_DATA_HOME"] != "/h/.local/share" || got["OPENCODE_CONFIG_DIR"] != "/h/.config/opencode" {
+		t.Errorf("opencode's state: %v", got)
 	}
 }

@@ -58,6 +58,10 @@ type RunSpec struct {
 	// Work is the host directory mounted at /work (at /workspace/repo for
 	// a kelos image), also the working directory: the only mount.
 	Work string
+	// KelosSession says the run is a task of a kelos session: it runs
+	// under kelos.SessionShell with Args (kelos.SessionArgs), not the
+	// image's entrypoint, which the shell invokes to prepare first.
+	KelosSession bool
 	// Home is a host directory mounted at the image's HOME instead of a
 	// fresh tmpfs: a session's agent keeps its own state there across its
 	// tasks' machines; "" a tmpfs.

@@ -215,9 +215,6 @@ func (s *Service) create(ctx context.Context, p account.Principal, req CreateReq
 		if err := checkTask(class.Contract, req.Task); err != nil {
 			return Sandbox{}, err
 		}
-		if req.Session && class.Contract == ContractKelos {
-			return Sandbox{}, fault.Field("session", "class %s runs a kelos image, whose Session mode berth does not run yet: create it without --session", class.Name)
-		}
 	}
 	runtime, err := s.runtime(class)
 	if err != nil {

@@ -145,7 +145,11 @@ func AgentArgs(c Config, sb sandbox.Sandbox, run sandbox.RunSpec, envNames []str
 		"--workdir", work,
 	)
 	if run.Contract == sandbox.ContractKelos {
-		args = append(args, "--entrypoint", kelos.Entrypoint)
+		entry := kelos.Entrypoint
+		if run.KelosSession {
+			entry = kelos.SessionShell // which runs the entrypoint first
+		}
+		args = append(args, "--entrypoint", entry)
 		if run.Plugins != "" {
 			args = append(args, "--volume", run.Plugins+":"+kelos.PluginDir+":ro")
 		}
