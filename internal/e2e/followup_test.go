@@ -23,32 +23,12 @@ import (
 // the task's summary and cost. The same review delivered twice starts one
 // task; a plain comment there starts none.
 func TestTriggerSessionFollowsItsPullRequest(t *testing.T) {
-	key, pem := forgetest.NewAppKey(t)
-	gh := forgetest.NewGitHub(t, "4242", &key.PublicKey, "acme/app")
-	dir := t.TempDir()
-	keyFile, secretFile, script := filepath.Join(dir, "app.pem"), filepath.Join(dir, "hook.secret"), filepath.Join(dir, "session.json")
-	const secret = "the App's webhook secret"
-	for file, data := range map[string]string{keyFile: string(pem), secretFile: secret + "\n", script: sessionScript} {
-		if err := os.WriteFile(file, []byte(data), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Chmod(script, 0o644); err != nil {
+	script := filepath.Join(t.TempDir(), "session.json")
+	if err := os.WriteFile(script, []byte(sessionScript), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	g := startAgentGatewayWith(t, strings.Replace(inferenceYAML, "script: tool", "script: "+script, 1), []string{
-		"BERTH_SANDBOX_GIT_FORGE=github", "BERTH_SANDBOX_GIT_URL=" + gh.URL(), "BERTH_SANDBOX_GIT_APP_ID=4242",
-		"BERTH_SANDBOX_GIT_APP_KEY_FILE=" + keyFile, "BERTH_SANDBOX_GIT_WEBHOOK_SECRET_FILE=" + secretFile,
-		"BERTH_CORE_HOUR_USD=0.05",
-	}, "claude-code")
-	if !imageBuilt(g.root, agentImage("claude-code")) {
-		t.Skip("the claude-code image is not built")
-	}
-	g.allowRepos("acme")
+	g, gh, sign := startGitHubGateway(t, strings.Replace(inferenceYAML, "script: tool", "script: "+script, 1))
 	g.berth("trigger", "set", "fix", "--on", "github:labeled:berth", "--repo", gh.CloneURL("acme/app"), "--session")
-	sign := func(event, delivery string) func(*http.Request, []byte) {
-		return func(r *http.Request, b []byte) { eventtest.SignGitHub(r, []byte(secret), event, delivery, b) }
-	}
 
 	title, body := "Write one.txt", sessionMark+": write one.txt and commit it."
 	n := gh.AddIssue("acme/app", title, body)

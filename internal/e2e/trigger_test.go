@@ -36,6 +36,37 @@ func (g *gateway) hook(path string, sign func(*http.Request, []byte), body []byt
 	return resp.StatusCode, out
 }
 
+// startGitHubGateway is an agent gateway of claude-code runs (inference
+// from inferenceFile, machine time priced) whose forge is the GitHub
+// stand-in, a GitHub App's, holding acme/app, which acme may reach; sign
+// signs a delivery of event as that App's webhook.
+func startGitHubGateway(t *testing.T, inferenceFile string) (g *gateway, gh *forgetest.GitHub, sign func(event, delivery string) func(*http.Request, []byte)) {
+	t.Helper()
+	key, pem := forgetest.NewAppKey(t)
+	gh = forgetest.NewGitHub(t, "4242", &key.PublicKey, "acme/app")
+	dir := t.TempDir()
+	keyFile, secretFile := filepath.Join(dir, "app.pem"), filepath.Join(dir, "hook.secret")
+	const secret = "the App's webhook secret"
+	if err := os.WriteFile(keyFile, pem, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(secretFile, []byte(secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g = startAgentGatewayWith(t, inferenceFile, []string{
+		"BERTH_SANDBOX_GIT_FORGE=github", "BERTH_SANDBOX_GIT_URL=" + gh.URL(), "BERTH_SANDBOX_GIT_APP_ID=4242",
+		"BERTH_SANDBOX_GIT_APP_KEY_FILE=" + keyFile, "BERTH_SANDBOX_GIT_WEBHOOK_SECRET_FILE=" + secretFile,
+		"BERTH_CORE_HOUR_USD=0.05",
+	}, "claude-code")
+	if !imageBuilt(g.root, agentImage("claude-code")) {
+		t.Skip("the claude-code image is not built")
+	}
+	g.allowRepos("acme")
+	return g, gh, func(event, delivery string) func(*http.Request, []byte) {
+		return func(r *http.Request, b []byte) { eventtest.SignGitHub(r, []byte(secret), event, delivery, b) }
+	}
+}
+
 // TestTriggerOnGitHubEndToEnd replays a GitHub App's real-shaped
 // deliveries at a gateway whose forge is the GitHub stand-in: an issue
 // labelled berth starts an agent run of the real Claude Code against the
@@ -48,26 +79,7 @@ func (g *gateway) hook(path string, sign func(*http.Request, []byte), body []byt
 // installation token's repository and permissions for every call, and the
 // branches of the pull request.
 func TestTriggerOnGitHubEndToEnd(t *testing.T) {
-	key, pem := forgetest.NewAppKey(t)
-	gh := forgetest.NewGitHub(t, "4242", &key.PublicKey, "acme/app")
-	dir := t.TempDir()
-	keyFile, secretFile := filepath.Join(dir, "app.pem"), filepath.Join(dir, "hook.secret")
-	const secret = "the App's webhook secret"
-	if err := os.WriteFile(keyFile, pem, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(secretFile, []byte(secret+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	g := startAgentGatewayWith(t, inferenceYAML, []string{
-		"BERTH_SANDBOX_GIT_FORGE=github", "BERTH_SANDBOX_GIT_URL=" + gh.URL(), "BERTH_SANDBOX_GIT_APP_ID=4242",
-		"BERTH_SANDBOX_GIT_APP_KEY_FILE=" + keyFile, "BERTH_SANDBOX_GIT_WEBHOOK_SECRET_FILE=" + secretFile,
-		"BERTH_CORE_HOUR_USD=0.05",
-	}, "claude-code")
-	if !imageBuilt(g.root, agentImage("claude-code")) {
-		t.Skip("the claude-code image is not built")
-	}
-	g.allowRepos("acme")
+	g, gh, signed := startGitHubGateway(t, inferenceYAML)
 	out := string(g.berth("trigger", "set", "fix", "--on", "github:labeled:berth", "--repo", gh.CloneURL("acme/app")))
 	if !strings.Contains(out, api.GitHubHookPath) {
 		t.Fatalf("trigger set: %s", out)
@@ -75,9 +87,7 @@ func TestTriggerOnGitHubEndToEnd(t *testing.T) {
 
 	n := gh.AddIssue("acme/app", "Write f.txt", "Write f.txt and commit it.")
 	labeled := eventtest.GitHubIssueLabeled("acme/app", gh.URL(), n, "Write f.txt", "Write f.txt and commit it.", "berth", "octocat")
-	sign := func(delivery string) func(*http.Request, []byte) {
-		return func(r *http.Request, b []byte) { eventtest.SignGitHub(r, []byte(secret), "issues", delivery, b) }
-	}
+	sign := func(delivery string) func(*http.Request, []byte) { return signed("issues", delivery) }
 	st, first := g.hook(api.GitHubHookPath, sign("7f1c0a00-1"), labeled)
 	if st != http.StatusAccepted || len(first.Deliveries) != 1 || first.Deliveries[0].Outcome != "started" {
 		t.Fatalf("the delivery: %d %+v", st, first)
