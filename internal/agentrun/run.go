@@ -2,11 +2,11 @@ package agentrun
 
 import (
 	"cmp"
-	"maps"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"

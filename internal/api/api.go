@@ -374,6 +374,10 @@ type Class struct {
 	// gateway's proxy: ["none"], ["open"] or hosts; unset: none for an
 	// agent, an open network for an engineer.
 	Egress []string `json:"egress,omitempty" yaml:"egress,omitempty"`
+	// SessionIdle is how long its sessions wait suspended for their next
+	// task before they end, such as "2h"; empty: until their lifetime
+	// ends. Only agent sessions use it.
+	SessionIdle string `json:"session_idle,omitempty" yaml:"session_idle,omitempty"`
 }
 
 // ClassFile is the YAML document of BERTH_SANDBOXES_FILE and of

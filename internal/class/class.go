@@ -42,6 +42,10 @@ const (
 	fileTopLevel     = "sandboxes"
 )
 
+// MinSessionIdle is the shortest session_idle: a session waits at least
+// this long for its next task. The longest is the class's max_ttl.
+const MinSessionIdle = time.Minute
+
 // Spec is a class as people write it: in the sandboxes file
 // (BERTH_SANDBOXES_FILE), in `berth sandbox apply -f`, or as JSON.
 type Spec struct {
@@ -72,6 +76,10 @@ type Spec struct {
 	// gateway's proxy: none, open, or hosts (package egress); unset, an
 	// agent's is none and an engineer's network is open.
 	Egress Egress `yaml:"egress" json:"egress,omitempty"`
+	// SessionIdle is how long a session (an agent sandbox created with
+	// --session) waits suspended for its next task before the sweep ends
+	// it; "" or 0: until its lifetime ends. Only sessions read it.
+	SessionIdle string `yaml:"session_idle" json:"session_idle,omitempty"`
 }
 
 // Egress is a class's egress as written: one word (none, open) or a
@@ -133,6 +141,10 @@ type Class struct {
 	// Egress is its agent sandboxes' way out; Mode "": by purpose
 	// (EgressFor).
 	Egress egress.Policy
+	// SessionIdle is how long a session of the class may wait suspended
+	// for its next task before the sweep terminates it; 0: until its
+	// lifetime ends. Any class may have it; only agent sessions use it.
+	SessionIdle time.Duration
 }
 
 // EgressFor is the egress a sandbox of the class for purpose goes out
@@ -186,6 +198,9 @@ func (c Class) Spec() Spec {
 	}
 	if c.Disk > 0 {
 		s.Disk = c.Disk.String()
+	}
+	if c.SessionIdle > 0 {
+		s.SessionIdle = quantity.FormatDuration(c.SessionIdle)
 	}
 	for _, p := range c.Purposes {
 		s.Purposes = append(s.Purposes, string(p))
@@ -259,6 +274,9 @@ func Parse(s Spec) (Class, error) {
 	if c.MaxTTL < c.DefaultTTL {
 		errs = append(errs, fault.Field("max_ttl", "%s is shorter than default_ttl %s",
 			quantity.FormatDuration(c.MaxTTL), quantity.FormatDuration(c.DefaultTTL)))
+	}
+	if c.SessionIdle, err = parseSessionIdle(s.SessionIdle, c.MaxTTL); err != nil {
+		errs = append(errs, err)
 	}
 	if s.Warm < 0 || s.Warm > MaxWarm {
 		errs = append(errs, fault.Field("warm", "%d is outside 0 to %d", s.Warm, MaxWarm))
@@ -384,6 +402,24 @@ func parseTTL(field, s string, def time.Duration) (time.Duration, error) {
 	}
 	if d < MinTTL || d > MaxTTL {
 		return d, fault.Field(field, "%s is outside 5m to 28d", s)
+	}
+	return d, nil
+}
+
+// parseSessionIdle reads session_idle: empty or 0 is none (a session
+// waits until its lifetime ends); else at least MinSessionIdle and at most
+// the class's max_ttl, past which a session would have expired anyway.
+func parseSessionIdle(s string, maxTTL time.Duration) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	d, err := quantity.ParseDuration(s)
+	if err != nil {
+		return 0, fault.Field("session_idle", "%v", err)
+	}
+	if d != 0 && (d < MinSessionIdle || d > maxTTL) {
+		return 0, fault.Field("session_idle", "%s is outside %s to max_ttl %s (0 or nothing: a session waits until its lifetime ends)",
+			s, quantity.FormatDuration(MinSessionIdle), quantity.FormatDuration(maxTTL))
 	}
 	return d, nil
 }
@@ -542,7 +578,7 @@ func fieldOf(n *yaml.Node, field string) string {
 
 // specFields are the fields a class may have, as people write them.
 var specFields = []string{"name", "description", "image", "isolation", "cpu", "memory", "disk", "default_ttl", "max_ttl", "warm", "purposes", "git",
-	"contract", "setup_command", "runner", "ports", "egress"}
+	"contract", "setup_command", "runner", "ports", "egress", "session_idle"}
 
 // decodeSpec decodes one entry of the sandboxes list. It refuses fields a
 // class does not have and values of the wrong type, one error each (a

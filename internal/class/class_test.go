@@ -88,6 +88,15 @@ func TestClassRanges(t *testing.T) {
 		{"unknown runner", with(func(s *class.Spec) { s.Runner = "vim" }), "runner"},
 		{"runner that bypasses the gateway", with(func(s *class.Spec) { s.Runner = "cursor" }), "runner"},
 		{"runner on an engineers' class", with(func(s *class.Spec) { s.Purposes, s.Runner = []string{"engineer"}, "pi" }), "runner"},
+		{"session_idle 0", with(func(s *class.Spec) { s.SessionIdle = "0" }), ""},
+		{"session_idle at 1m", with(func(s *class.Spec) { s.SessionIdle = "1m" }), ""},
+		{"session_idle under 1m", with(func(s *class.Spec) { s.SessionIdle = "59s" }), "session_idle"},
+		{"session_idle negative", with(func(s *class.Spec) { s.SessionIdle = "-5m" }), "session_idle"},
+		{"session_idle words", with(func(s *class.Spec) { s.SessionIdle = "soon" }), "session_idle"},
+		{"session_idle at max_ttl", with(func(s *class.Spec) { s.MaxTTL, s.SessionIdle = "8h", "8h" }), ""},
+		{"session_idle past max_ttl", with(func(s *class.Spec) { s.MaxTTL, s.SessionIdle = "8h", "9h" }), "session_idle"},
+		{"session_idle past the default max_ttl", with(func(s *class.Spec) { s.SessionIdle = "2d" }), "session_idle"},
+		{"session_idle on an engineers' class", with(func(s *class.Spec) { s.Purposes, s.SessionIdle = []string{"engineer"}, "2h" }), ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -158,6 +167,7 @@ func TestClassSpecRoundTrips(t *testing.T) {
 			Disk: "50Gi", DefaultTTL: "90m", MaxTTL: "7d", Warm: 3, Purposes: []string{"engineer"}},
 		{Name: "k", Image: "ghcr.io/acme/kelos-claude:1", Purposes: []string{"agent"}, Contract: "kelos",
 			SetupCommand: []string{"sh", "-c", "make deps"}},
+		{Name: "s", Image: "localhost/berth-agent:1", Purposes: []string{"agent"}, MaxTTL: "3d", SessionIdle: "36h"},
 	} {
 		c, err := class.Parse(spec)
 		if err != nil {
@@ -169,6 +179,48 @@ func TestClassSpecRoundTrips(t *testing.T) {
 		}
 		if diff := cmp.Diff(c, again); diff != "" {
 			t.Errorf("Spec() of %s does not round-trip (-want +got):\n%s", spec.Name, diff)
+		}
+	}
+}
+
+// TestSessionIdle: session_idle as an administrator writes it, none when
+// absent or 0, and its bounds named in the refusal.
+func TestSessionIdle(t *testing.T) {
+	got, err := class.ParseFile(strings.NewReader(`sandboxes:
+  - name: talk
+    image: localhost/berth-agent:1
+    purposes: [agent]
+    max_ttl: 2d
+    session_idle: 1d12h
+  - name: once
+    image: localhost/berth-agent:1
+    purposes: [agent]
+  - name: zero
+    image: localhost/berth-agent:1
+    session_idle: 0s
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []time.Duration{36 * time.Hour, 0, 0} {
+		if got[i].SessionIdle != want {
+			t.Errorf("%s: session_idle %v, want %v", got[i].Name, got[i].SessionIdle, want)
+		}
+	}
+	if s := got[0].Spec().SessionIdle; s != "36h" {
+		t.Errorf("Spec().SessionIdle = %q, want 36h", s)
+	}
+	if s := got[1].Spec().SessionIdle; s != "" {
+		t.Errorf("Spec().SessionIdle of a class without one = %q, want it left out", s)
+	}
+	for _, tt := range []struct{ idle, maxTTL, want string }{
+		{"30s", "", "session_idle: 30s is outside 1m to max_ttl 1d"},
+		{"5h", "4h", "session_idle: 5h is outside 1m to max_ttl 4h"},
+		{"later", "", `session_idle: "later" is not a duration`},
+	} {
+		_, err := class.Parse(class.Spec{Name: "c", Image: "localhost/x:1", MaxTTL: tt.maxTTL, SessionIdle: tt.idle})
+		if !errors.Is(err, fault.Invalid) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("session_idle %s, max_ttl %q: %v; want invalid saying %q", tt.idle, tt.maxTTL, err, tt.want)
 		}
 	}
 }

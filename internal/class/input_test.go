@@ -91,6 +91,7 @@ func TestClassFieldsAreBounded(t *testing.T) {
 		{"cpu", entry("    cpu: \"" + strings.Repeat("1", 65) + "\"\n"), "cpu", "is 65 bytes; at most 64"},
 		{"default_ttl", entry("    default_ttl: " + strings.Repeat("1", 65) + "h\n"), "default_ttl", "is 66 bytes; at most 64"},
 		{"runner", entry("    runner: " + strings.Repeat("r", 100) + "\n"), "runner", "is 100 bytes; at most 64"},
+		{"session_idle", entry("    session_idle: " + strings.Repeat("1", 65) + "m\n"), "session_idle", "is 66 bytes; at most 64"},
 		{"purposes", strings.Replace(entry(""), "[agent]", "[agent, agent, agent]", 1), "purposes", "has 3 entries; at most 2"},
 		{"setup_command arguments", entry(args(65, 1)), "setup_command", "has 65 arguments; at most 64"},
 		{"setup_command bytes", entry(args(2, 9<<10)), "setup_command", "is 18432 bytes; at most 16384"},

@@ -29,8 +29,8 @@ const (
 	// MaxImage is the longest image reference, in bytes.
 	MaxImage = 512
 	// maxWord is the longest value of a field that is one word or number
-	// (isolation, cpu, memory, disk, the TTLs, git, contract, runner, each
-	// purpose).
+	// (isolation, cpu, memory, disk, the TTLs, session_idle, git, contract,
+	// runner, each purpose).
 	maxWord = 64
 	// MaxSetupArgs is the most arguments a setup command has, and
 	// MaxSetupCommand the most bytes they hold together.
@@ -52,7 +52,7 @@ func checkSpecBounds(s Spec) []error {
 	long("description", s.Description, MaxDescription)
 	long("image", s.Image, MaxImage)
 	for _, f := range []struct{ name, v string }{{"isolation", s.Isolation}, {"cpu", s.CPU}, {"memory", s.Memory}, {"disk", s.Disk},
-		{"default_ttl", s.DefaultTTL}, {"max_ttl", s.MaxTTL}, {"git", s.Git}, {"contract", s.Contract}, {"runner", s.Runner}} {
+		{"default_ttl", s.DefaultTTL}, {"max_ttl", s.MaxTTL}, {"git", s.Git}, {"contract", s.Contract}, {"runner", s.Runner}, {"session_idle", s.SessionIdle}} {
 		long(f.name, f.v, maxWord)
 	}
 	if len(s.Purposes) > 2 {

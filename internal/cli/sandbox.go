@@ -614,7 +614,7 @@ func newClassesCmd(g *globals) *cobra.Command {
 				return err
 			}
 			return render(g.env.Stdout, output, classes, func(tw *tabwriter.Writer) {
-				fmt.Fprintln(tw, "NAME\tISOLATION\tCPU\tMEMORY\tDISK\tTTL\tMAX TTL\tPURPOSES\tSTARTABLE")
+				fmt.Fprintln(tw, "NAME\tISOLATION\tCPU\tMEMORY\tDISK\tTTL\tMAX TTL\tSESSION IDLE\tPURPOSES\tSTARTABLE")
 				for _, cl := range classes {
 					purposes := strings.Join(cl.Purposes, ",")
 					if purposes == "" {
@@ -624,8 +624,8 @@ func newClassesCmd(g *globals) *cobra.Command {
 					if !cl.Startable {
 						ok = "no: " + cl.Reason
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cl.Name, cl.Isolation, cl.CPU, cl.Memory,
-						cl.Disk, cl.DefaultTTL, cl.MaxTTL, purposes, ok)
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cl.Name, cl.Isolation, cl.CPU, cl.Memory,
+						cl.Disk, cl.DefaultTTL, cl.MaxTTL, orDash(cl.SessionIdle), purposes, ok)
 				}
 			})
 		},

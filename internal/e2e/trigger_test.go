@@ -127,7 +127,12 @@ func TestTriggerOnGitHubEndToEnd(t *testing.T) {
 	}
 	t.Logf("run %s in %s; pull request body:\n%s", end.Run.State, end.Run.EndedAt.Sub(end.Run.StartedAt), p.Body)
 	var comments []string
-	waitFor(t, "the issue's comment", 30*time.Second, func() bool { comments = gh.Comments("acme/app", n); return len(comments) == 1 })
+	waitFor(t, "the issue's comment", 30*time.Second, func() bool {
+		if comments = gh.Comments("acme/app", n); len(comments) > 1 {
+			t.Fatalf("the issue got %d comments: %q", len(comments), comments)
+		}
+		return len(comments) == 1
+	})
 	if !strings.Contains(comments[0], p.URL) || !strings.Contains(comments[0], "in all") {
 		t.Errorf("the issue's comment: %q", comments[0])
 	}

@@ -46,7 +46,7 @@ func apiClass(c class.Class) api.Class {
 	return api.Class{Name: s.Name, Description: s.Description, Image: s.Image, Isolation: s.Isolation,
 		CPU: s.CPU, Memory: s.Memory, Disk: s.Disk, DefaultTTL: s.DefaultTTL, MaxTTL: s.MaxTTL,
 		Warm: s.Warm, Purposes: s.Purposes, Git: s.Git, Contract: s.Contract, SetupCommand: s.SetupCommand,
-		Runner: s.Runner, Ports: s.Ports, Egress: s.Egress}
+		Runner: s.Runner, Ports: s.Ports, Egress: s.Egress, SessionIdle: s.SessionIdle}
 }
 
 func apiSandbox(sb sandbox.Sandbox, ownerName string, running time.Duration) api.Sandbox {

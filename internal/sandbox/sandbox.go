@@ -155,6 +155,10 @@ type Sandbox struct {
 	// FirstRan is when the sandbox first became running; zero if it never
 	// has, so its volume holds nothing yet.
 	FirstRan time.Time
+	// LastRanUntil is the end of its latest closed running segment: when
+	// it last stopped running (a session: when its latest task ended);
+	// zero if no segment has closed.
+	LastRanUntil time.Time
 	// ActiveAt is when a connection through the gateway last opened,
 	// closed or carried bytes, as the replicas saved it (SaveActivity);
 	// zero when none has. A replica's own connections are newer in memory.

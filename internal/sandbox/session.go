@@ -10,6 +10,7 @@ import (
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/forge"
+	"berth.dev/berth/internal/quantity"
 )
 
 // Sessions (SPEC S13): an agent sandbox created with Session stays after
@@ -19,7 +20,9 @@ import (
 // a fresh key and token, the task on its row, and a start that makes its
 // machine anew on what it kept; the runs service records the start as
 // the session's next run and has the CLI continue its conversation. A
-// session ends as any sandbox does: terminated, or at its expiry.
+// session ends as any sandbox does, terminated or at its expiry, or when
+// it has waited for its next task longer than its class's session_idle
+// (the sweep: idleSession).
 
 // NextTask gives the session ref its next task, as p, and queues its
 // start. Only the owner (or an operator) may: a task acts inside the
@@ -130,4 +133,35 @@ func (s *Service) EndTask(ctx context.Context, id ID, reason string, exited time
 		return out, nil
 	})
 	return err
+}
+
+// idleSession says why the sweep ends sb, a session waiting suspended
+// for its next task longer than its class's session_idle, as of now; ""
+// to keep it. It waits since its latest task's running time closed (its
+// creation, if none ever ran). A class without session_idle, or deleted,
+// ends nothing; one the store could not read ends nothing this sweep.
+func (s sweeper) idleSession(ctx context.Context, sb Sandbox, now time.Time) string {
+	if sb.Purpose != PurposeAgent || !sb.Session || sb.State != StateSuspended {
+		return ""
+	}
+	c, err := s.store.GetClass(ctx, sb.Org, sb.Class)
+	switch {
+	case errors.Is(err, fault.NotFound):
+		return ""
+	case err != nil:
+		s.log.WarnContext(ctx, "sweep could not read a session's class for its session_idle", "sandbox", sb.ID, "class", sb.Class, "err", err)
+		return ""
+	case c.SessionIdle <= 0:
+		return ""
+	}
+	since := sb.CreatedAt
+	if sb.LastRanUntil.After(since) {
+		since = sb.LastRanUntil
+	}
+	idle := now.Sub(since)
+	if idle < c.SessionIdle {
+		return ""
+	}
+	return fmt.Sprintf("idle for %s, past its class's session_idle (%s)",
+		quantity.FormatDuration(idle.Truncate(time.Minute)), quantity.FormatDuration(c.SessionIdle))
 }

@@ -99,7 +99,7 @@ func (s sweeper) sweepAndLog(ctx context.Context) {
 // SweepResult says what one sweep did.
 type SweepResult struct {
 	Expired   []ID // engineer sandboxes now expired
-	Ended     []ID // agent sandboxes terminated, at expiry or on a clean exit
+	Ended     []ID // agent sandboxes terminated: at expiry, on a clean exit, or a session idle past session_idle
 	Failed    []ID
 	Suspended []ID // engineer machines whose process exited 0 (SPEC S11)
 	Resumed   []ID // starts interrupted by a restart, now finishing
@@ -119,15 +119,17 @@ type Tidier interface {
 	Tidy(ctx context.Context) ([]string, error)
 }
 
-// Sweep is one pass over every live sandbox: it ends what has expired,
-// notices machines that stopped or vanished, finishes or fails starts that
-// a restart interrupted, and removes machines the database does not know.
+// Sweep is one pass over every live sandbox: it ends what has expired
+// and sessions idle past their class's session_idle, notices machines
+// that stopped or vanished, finishes or fails starts that a restart
+// interrupted, and removes machines the database does not know.
 // Last, it deletes the sandboxes that ended longer ago than the retention.
 func (s *Service) Sweep(ctx context.Context) (SweepResult, error) { return sweeper{s}.sweep(ctx) }
 
 // sweeper is the sweeping replica's background work (SPEC S11): the sweep
 // over every live sandbox, the machines a Watcher driver says changed,
-// idle engineer sandboxes suspended, starts a stop interrupted finished,
+// idle engineer sandboxes suspended, sessions idle past their class's
+// session_idle terminated, starts a stop interrupted finished,
 // and the retention. It is the service's (it acts through the service's
 // one write path and start queue), kept apart from what callers ask of
 // the service.
@@ -256,6 +258,15 @@ func (s sweeper) sweepOne(ctx context.Context, sb Sandbox, m Machine, has, machi
 		_, err := s.endAt(ctx, "", sb, StateExpired, "expired", exited)
 		if err == nil {
 			res.Expired = append(res.Expired, sb.ID)
+		}
+		return err
+	}
+	if reason := s.idleSession(ctx, sb, now); reason != "" {
+		// A session that waited too long for its next task ends as at
+		// its expiry; its checkout and home go with it (Runs.Removed).
+		_, err := s.end(ctx, "", sb, StateTerminated, reason)
+		if err == nil {
+			res.Ended = append(res.Ended, sb.ID)
 		}
 		return err
 	}

@@ -15,7 +15,7 @@ import (
 	"berth.dev/berth/internal/store/sqldb"
 )
 
-const classColumns = `name, description, image, isolation, cpu, memory, disk, default_ttl, max_ttl, warm, purposes, git, contract, setup_command, runner, ports, egress`
+const classColumns = `name, description, image, isolation, cpu, memory, disk, default_ttl, max_ttl, warm, purposes, git, contract, setup_command, runner, ports, egress, session_idle`
 
 func scanClass(row rowScanner) (class.Class, error) {
 	var (
@@ -24,12 +24,13 @@ func scanClass(row rowScanner) (class.Class, error) {
 		contract           string
 		cpu, memory, disk  int64
 		defaultTTL, maxTTL int64
+		sessionIdle        int64
 		purposes, setup    sql.NullString
 		ports              sql.NullString
 		egressWritten      string
 	)
 	if err := row.Scan(&c.Name, &c.Description, &c.Image, &isolation, &cpu, &memory, &disk,
-		&defaultTTL, &maxTTL, &c.Warm, &purposes, &git, &contract, &setup, &c.Runner, &ports, &egressWritten); err != nil {
+		&defaultTTL, &maxTTL, &c.Warm, &purposes, &git, &contract, &setup, &c.Runner, &ports, &egressWritten, &sessionIdle); err != nil {
 		return class.Class{}, err
 	}
 	if egressWritten != "" { // "": by purpose
@@ -41,7 +42,7 @@ func scanClass(row rowScanner) (class.Class, error) {
 	}
 	c.Isolation, c.Git, c.Contract = class.Tier(isolation), class.GitMode(git), class.Contract(contract)
 	c.CPU, c.Memory, c.Disk = quantity.Millicores(cpu), quantity.Bytes(memory), quantity.Bytes(disk)
-	c.DefaultTTL, c.MaxTTL = time.Duration(defaultTTL), time.Duration(maxTTL)
+	c.DefaultTTL, c.MaxTTL, c.SessionIdle = time.Duration(defaultTTL), time.Duration(maxTTL), time.Duration(sessionIdle)
 	if err := jsonOf(purposes, &c.Purposes); err != nil {
 		return class.Class{}, fmt.Errorf("class %s: purposes: %w", c.Name, err)
 	}
@@ -133,8 +134,8 @@ func upsertClass(ctx context.Context, tx *sql.Tx, org string, c class.Class) err
 	}
 	_, err = tx.ExecContext(ctx, `
 		INSERT INTO classes (org_id, name, description, image, isolation, cpu, memory, disk, default_ttl, max_ttl, warm, purposes, git,
-			contract, setup_command, runner, ports, egress)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
+			contract, setup_command, runner, ports, egress, session_idle)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
 		ON CONFLICT (org_id, name) DO UPDATE SET
 			description = excluded.description,
 			image = excluded.image,
@@ -151,9 +152,11 @@ func upsertClass(ctx context.Context, tx *sql.Tx, org string, c class.Class) err
 			setup_command = excluded.setup_command,
 			runner = excluded.runner,
 			ports = excluded.ports,
-			egress = excluded.egress`,
+			egress = excluded.egress,
+			session_idle = excluded.session_idle`,
 		org, c.Name, c.Description, c.Image, string(c.Isolation), int64(c.CPU), int64(c.Memory), int64(c.Disk),
-		int64(c.DefaultTTL), int64(c.MaxTTL), c.Warm, purposes, string(c.Git), string(c.Contract), setup, c.Runner, ports, egressWritten)
+		int64(c.DefaultTTL), int64(c.MaxTTL), c.Warm, purposes, string(c.Git), string(c.Contract), setup, c.Runner, ports, egressWritten,
+		int64(c.SessionIdle))
 	switch {
 	case constraintOf(err) == foreignKeyConstraint:
 		return fault.Errorf(fault.NotFound, "class %s: organisation %s", c.Name, org)

@@ -89,7 +89,8 @@ func testClasses(t *testing.T, st *store.Store) {
 		Warm: 3, Purposes: []class.Purpose{class.PurposeEngineer}, Git: class.GitToken,
 		// The store keeps what it is given; class.Parse decides what makes sense.
 		Contract: class.ContractKelos, SetupCommand: []string{"make", "deps"}, Runner: "codex", Ports: []int{3000, 8080},
-		Egress: mustEgress(t, "registry.npmjs.org", "*.pythonhosted.org:8443", "10.0.0.0/8:5432"),
+		Egress:      mustEgress(t, "registry.npmjs.org", "*.pythonhosted.org:8443", "10.0.0.0/8:5432"),
+		SessionIdle: 90 * time.Minute,
 	}
 	checkAllSet(t, full)
 	small := class.Class{
@@ -115,7 +116,7 @@ func testClasses(t *testing.T, st *store.Store) {
 	agent := class.Class{Name: "agent", Image: "ghcr.io/acme/agent:1", Isolation: class.TierStandard,
 		CPU: 1000, Memory: 2 << 30, DefaultTTL: time.Hour, MaxTTL: 2 * time.Hour, Purposes: []class.Purpose{class.PurposeAgent}}
 	changed := small
-	changed.Image, changed.Warm = "ghcr.io/acme/dev:3", 2
+	changed.Image, changed.Warm, changed.SessionIdle = "ghcr.io/acme/dev:3", 2, 30*time.Minute // an upsert writes it too
 	created, err = st.PutClasses(ctx, acme.org.ID, []class.Class{changed, agent})
 	if err != nil {
 		t.Fatalf("PutClasses again: %v", err)
@@ -161,7 +162,7 @@ func testSandboxRoundTrip(t *testing.T, st *store.Store) {
 	full.Env = map[string]string{"FOO": "bar", "EMPTY": ""}
 	full.EndedAt, full.FromPool, full.Session = t0.Add(time.Hour), true, true
 	full.Egress = "registry.npmjs.org, *.pythonhosted.org:8443"
-	checkAllSet(t, full, "Ran", "RunningSince", "FirstRan", "ActiveAt", "LifetimeCut") // LifetimeCut is an answer's, never stored
+	checkAllSet(t, full, "Ran", "RunningSince", "FirstRan", "LastRanUntil", "ActiveAt", "LifetimeCut") // LifetimeCut is an answer's, never stored
 	mustCreate(t, st, full, key)
 	if diff := cmp.Diff(full, mustGet(t, st, full.ID)); diff != "" {
 		t.Errorf("GetSandbox (-want +got):\n%s", diff)
@@ -374,26 +375,27 @@ func testSandboxSegments(t *testing.T, st *store.Store) {
 	fx := newFixture(t, st, "acme")
 	sb, key := newSandbox(fx, fx.ann, "dev", t0)
 	mustCreate(t, st, sb, key)
-	check := func(sb sandbox.Sandbox, ran time.Duration, since time.Time) {
+	check := func(sb sandbox.Sandbox, ran time.Duration, since, until time.Time) {
 		t.Helper()
-		if sb.Ran != ran || !sb.RunningSince.Equal(since) {
-			t.Errorf("%s: Ran %v, RunningSince %v; want %v, %v", sb.State, sb.Ran, sb.RunningSince, ran, since)
+		if sb.Ran != ran || !sb.RunningSince.Equal(since) || !sb.LastRanUntil.Equal(until) {
+			t.Errorf("%s: Ran %v, RunningSince %v, LastRanUntil %v; want %v, %v, %v", sb.State, sb.Ran, sb.RunningSince, sb.LastRanUntil, ran, since, until)
 		}
 	}
+	check(sb, 0, time.Time{}, time.Time{})
 	sb = move(t, st, sb, sandbox.StateRunning, t0)
-	check(sb, 0, t0)
+	check(sb, 0, t0, time.Time{}) // no segment closed yet
 	sb = move(t, st, sb, sandbox.StateSuspended, t0.Add(90*time.Second))
-	check(sb, 90*time.Second, time.Time{})
+	check(sb, 90*time.Second, time.Time{}, t0.Add(90*time.Second))
 	sb = move(t, st, sb, sandbox.StateStarting, t0.Add(190*time.Second))
-	check(sb, 90*time.Second, time.Time{})
+	check(sb, 90*time.Second, time.Time{}, t0.Add(90*time.Second))
 	sb = move(t, st, sb, sandbox.StateRunning, t0.Add(200*time.Second))
-	check(sb, 90*time.Second, t0.Add(200*time.Second))
+	check(sb, 90*time.Second, t0.Add(200*time.Second), t0.Add(90*time.Second)) // the open one has not ended
 	// Running to running (an extend) leaves the segment open.
 	sb.ExpiresAt = t0.Add(8 * time.Hour)
 	sb = move(t, st, sb, sandbox.StateRunning, t0.Add(250*time.Second))
-	check(sb, 90*time.Second, t0.Add(200*time.Second))
+	check(sb, 90*time.Second, t0.Add(200*time.Second), t0.Add(90*time.Second))
 	sb = move(t, st, sb, sandbox.StateTerminated, t0.Add(300*time.Second))
-	check(sb, 190*time.Second, time.Time{})
+	check(sb, 190*time.Second, time.Time{}, t0.Add(300*time.Second)) // the latest, not the first
 	if !sb.FirstRan.Equal(t0) {
 		t.Errorf("FirstRan = %v, want the first segment's start %v", sb.FirstRan, t0)
 	}
@@ -407,7 +409,7 @@ func testSandboxSegments(t *testing.T, st *store.Store) {
 	mustCreate(t, st, late, key2)
 	late = move(t, st, late, sandbox.StateRunning, t0.Add(10*time.Second))
 	late = move(t, st, late, sandbox.StateExpired, t0.Add(5*time.Second))
-	check(late, 0, time.Time{})
+	check(late, 0, time.Time{}, t0.Add(10*time.Second))
 }
 
 func testSandboxKeys(t *testing.T, st *store.Store) {

@@ -70,8 +70,9 @@ const updateSandboxSQL = `
 	WHERE id = $1 AND state = $34`
 
 // sandboxColumns read a sandbox with its running time from the segments:
-// the total of the closed ones, the start of the open one, and the start
-// of the first one.
+// the total of the closed ones, the start of the open one, the start of
+// the first one, and the end of the latest closed one (segments never
+// overlap, so the latest ends last).
 const sandboxColumns = `
 	s.id, s.name, s.org_id, s.project_id, s.owner_id, s.purpose, s.class, s.image, s.isolation,
 		s.runtime, s.cpu, s.memory, s.disk, s.state, s.reason, s.repo, s.branch, s.task, s.runner,
@@ -80,7 +81,8 @@ const sandboxColumns = `
 		(SELECT CAST(COALESCE(SUM(g.ended_at - g.started_at), 0) AS BIGINT) FROM segments g
 			WHERE g.sandbox_id = s.id AND g.ended_at IS NOT NULL),
 		(SELECT g.started_at FROM segments g WHERE g.sandbox_id = s.id AND g.ended_at IS NULL),
-		(SELECT MIN(g.started_at) FROM segments g WHERE g.sandbox_id = s.id)`
+		(SELECT MIN(g.started_at) FROM segments g WHERE g.sandbox_id = s.id),
+		(SELECT MAX(g.ended_at) FROM segments g WHERE g.sandbox_id = s.id)`
 
 // selectSandbox reads sandboxColumns of sandboxes s.
 const selectSandbox = `SELECT ` + sandboxColumns + ` FROM sandboxes s`
@@ -94,12 +96,12 @@ func scanSandbox(row rowScanner, extra ...any) (sandbox.Sandbox, error) {
 		cpu, memory, disk, ran         int64
 		sshKeys, env, setup            sql.NullString
 		created, expires, ended, since sql.NullInt64
-		first, active                  sql.NullInt64
+		first, active, lastRan         sql.NullInt64
 		fromPool, session              int
 	)
 	err := row.Scan(append([]any{&id, &sb.Name, &sb.Org, &sb.Project, &sb.Owner, &purpose, &sb.Class, &sb.Image, &isolation,
 		&sb.Runtime, &cpu, &memory, &disk, &state, &sb.Reason, &sb.Repo, &sb.Branch, &sb.Task, &sb.Runner,
-		&sshKeys, &env, &sb.KeyID, &created, &expires, &ended, &gitMode, &role, &contract, &setup, &fromPool, &sb.Model, &session, &sb.Egress, &active, &ran, &since, &first},
+		&sshKeys, &env, &sb.KeyID, &created, &expires, &ended, &gitMode, &role, &contract, &setup, &fromPool, &sb.Model, &session, &sb.Egress, &active, &ran, &since, &first, &lastRan},
 		extra...)...)
 	if err != nil {
 		return sandbox.Sandbox{}, err
@@ -108,7 +110,7 @@ func scanSandbox(row rowScanner, extra ...any) (sandbox.Sandbox, error) {
 	sb.GitMode, sb.Role, sb.Contract = sandbox.GitMode(gitMode), sandbox.Role(role), sandbox.Contract(contract)
 	sb.CPU, sb.Memory, sb.Disk = quantity.Millicores(cpu), quantity.Bytes(memory), quantity.Bytes(disk)
 	sb.CreatedAt, sb.ExpiresAt, sb.EndedAt = timeOf(created), timeOf(expires), timeOf(ended)
-	sb.Ran, sb.RunningSince, sb.FirstRan = time.Duration(ran), timeOf(since), timeOf(first)
+	sb.Ran, sb.RunningSince, sb.FirstRan, sb.LastRanUntil = time.Duration(ran), timeOf(since), timeOf(first), timeOf(lastRan)
 	sb.ActiveAt = timeOf(active)
 	sb.FromPool, sb.Session = fromPool != 0, session != 0
 	if err := jsonOf(sshKeys, &sb.SSHKeys); err != nil {

@@ -74,7 +74,7 @@ func applied(res class.Applied) string {
 type classForm struct {
 	New                                                    bool
 	Name, Description, Image, Isolation, CPU, Memory, Disk string
-	DefaultTTL, MaxTTL, Warm                               string
+	DefaultTTL, MaxTTL, SessionIdle, Warm                  string
 	Engineer, Agent                                        bool
 	Kept                                                   []string
 	Tiers                                                  []string
@@ -83,7 +83,7 @@ type classForm struct {
 
 func formOf(s class.Spec) classForm {
 	f := classForm{Name: s.Name, Description: s.Description, Image: s.Image, Isolation: s.Isolation, CPU: s.CPU,
-		Memory: s.Memory, Disk: s.Disk, DefaultTTL: s.DefaultTTL, MaxTTL: s.MaxTTL, Warm: strconv.Itoa(s.Warm),
+		Memory: s.Memory, Disk: s.Disk, DefaultTTL: s.DefaultTTL, MaxTTL: s.MaxTTL, SessionIdle: s.SessionIdle, Warm: strconv.Itoa(s.Warm),
 		Engineer: len(s.Purposes) == 0 || slices.Contains(s.Purposes, "engineer"),
 		Agent:    len(s.Purposes) == 0 || slices.Contains(s.Purposes, "agent")}
 	f.Kept = kept(s)
@@ -170,6 +170,7 @@ func (p *Panel) saveClass(w http.ResponseWriter, r *http.Request, c caller) {
 	spec.Description, spec.Image, spec.Isolation = strings.TrimSpace(v.Get("description")), strings.TrimSpace(v.Get("image")), v.Get("isolation")
 	spec.CPU, spec.Memory, spec.Disk = strings.TrimSpace(v.Get("cpu")), strings.TrimSpace(v.Get("memory")), strings.TrimSpace(v.Get("disk"))
 	spec.DefaultTTL, spec.MaxTTL = strings.TrimSpace(v.Get("default_ttl")), strings.TrimSpace(v.Get("max_ttl"))
+	spec.SessionIdle = strings.TrimSpace(v.Get("session_idle"))
 	f := formOf(spec)
 	f.New, f.Warm = name == "", strings.TrimSpace(v.Get("warm"))
 	f.Engineer, f.Agent = v.Get("engineer") != "", v.Get("agent") != ""

@@ -230,13 +230,13 @@ func TestClassEditorKeepsWhatItDoesNotShow(t *testing.T) {
 	}
 	form := url.Values{"csrf": {token}, "description": {"Agents, bigger"}, "image": {"localhost/berth-sandbox:latest"},
 		"isolation": {"standard"}, "cpu": {"4"}, "memory": {"8Gi"}, "disk": {"none"}, "default_ttl": {"2h"}, "max_ttl": {"6h"},
-		"warm": {"0"}, "agent": {"1"}}
+		"session_idle": {"45m"}, "warm": {"0"}, "agent": {"1"}}
 	if pg := b.post("/classes/agent/edit", form); pg.status != http.StatusSeeOther {
 		t.Fatalf("save class: %d, want 303\n%s", pg.status, pg.body)
 	}
 	got := classSpec(t, w, "agent")
 	want := class.Spec{Name: "agent", Description: "Agents, bigger", Image: "localhost/berth-sandbox:latest", Isolation: "standard",
-		CPU: "4", Memory: "8Gi", Disk: "none", DefaultTTL: "2h", MaxTTL: "6h", Purposes: []string{"agent"},
+		CPU: "4", Memory: "8Gi", Disk: "none", DefaultTTL: "2h", MaxTTL: "6h", SessionIdle: "45m", Purposes: []string{"agent"},
 		Git: "gateway", Contract: "kelos", SetupCommand: []string{"make", "deps"}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("class after the editor saved it (-want +got):\n%s", diff)
@@ -248,6 +248,16 @@ func TestClassEditorKeepsWhatItDoesNotShow(t *testing.T) {
 		t.Errorf("save class with max_ttl under default_ttl: %d, want 400 naming max_ttl\n%s", pg.status, pg.body)
 	}
 	form.Set("max_ttl", "6h")
+	form.Set("session_idle", "7h") // past the longest lifetime
+	pg = b.post("/classes/agent/edit", form)
+	if pg.status != http.StatusBadRequest || !strings.Contains(pg.body, "session_idle: 7h is outside 1m to max_ttl 6h") ||
+		!strings.Contains(pg.body, `value="7h"`) {
+		t.Errorf("save class with session_idle past max_ttl: %d, want 400 naming session_idle and its bounds, with what was typed\n%s", pg.status, pg.body)
+	}
+	form.Set("session_idle", "45m")
+	if pg := b.get("/classes"); !strings.Contains(pg.body, "a session waits at most 45m for a task") {
+		t.Errorf("the classes screen does not show the agent class's session_idle\n%s", pg.body)
+	}
 	form.Set("image", "docker.io/evil/image")
 	if pg := b.post("/classes/agent/edit", form); pg.status != http.StatusForbidden || !strings.Contains(pg.body, "an operator must set it") {
 		t.Errorf("save class with an image the rule does not allow: %d, want 403 as apply answers\n%s", pg.status, pg.body)
