@@ -80,6 +80,9 @@ func TestSessionTakesItsNextTask(t *testing.T) {
 		}
 	}
 
+	if _, err := e.svc.Resume(ctx, e.alice, "talk"); !errors.Is(err, fault.Conflict) || !strings.Contains(err.Error(), "berth sandbox task talk") {
+		t.Errorf("resume of a session: %v, want a conflict pointing at berth sandbox task", err)
+	}
 	if _, err := e.svc.NextTask(ctx, e.alice, "talk", "second"); err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,9 @@
 package e2e_test
 
 import (
+	"encoding/json"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +11,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/api"
+	"berth.dev/berth/internal/forge"
 	"berth.dev/berth/internal/forge/forgetest"
 	"berth.dev/berth/internal/trigger/event/eventtest"
 )
@@ -94,6 +97,83 @@ func TestTriggerSessionFollowsItsPullRequest(t *testing.T) {
 		if !strings.Contains(show, s) {
 			t.Errorf("trigger show lacks %q:\n%s", s, show)
 		}
+	}
+	if _, err := g.operator.Terminate(t.Context(), string(id)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTriggerSessionFollowsItsMergeRequest is the same on GitLab: a
+// project webhook's note "/berth run …" starts a session of the real
+// Claude Code, whose first task opens a draft merge request; a note on
+// that merge request's diff is its second task, which continues the
+// conversation, and the merge request is told how it went.
+func TestTriggerSessionFollowsItsMergeRequest(t *testing.T) {
+	gl := forgetest.NewGitLab(t, "glpat-deployment", "acme/app")
+	dir := t.TempDir()
+	tokenFile, script := filepath.Join(dir, "gitlab.token"), filepath.Join(dir, "session.json")
+	for file, data := range map[string]string{tokenFile: "glpat-deployment\n", script: sessionScript} {
+		if err := os.WriteFile(file, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := startAgentGatewayWith(t, strings.Replace(inferenceYAML, "script: tool", "script: "+script, 1), []string{
+		"BERTH_SANDBOX_GIT_FORGE=gitlab", "BERTH_SANDBOX_GIT_URL=" + gl.URL(), "BERTH_SANDBOX_GIT_TOKEN_FILE=" + tokenFile,
+	}, "claude-code")
+	if !imageBuilt(g.root, agentImage("claude-code")) {
+		t.Skip("the claude-code image is not built")
+	}
+	g.allowRepos("acme")
+	var tr api.Trigger
+	g.berth("trigger", "set", "ask", "--on", "gitlab:comment:/berth run", "--repo", gl.CloneURL("acme/app"), "--session")
+	if err := json.Unmarshal(g.berth("trigger", "show", "ask", "-o", "json"), &tr); err != nil || !tr.Session {
+		t.Fatalf("the trigger: %+v, %v", tr, err)
+	}
+	hookURL, err := url.Parse(tr.HookURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sign := func(uuid string) func(*http.Request, []byte) {
+		return func(r *http.Request, b []byte) {
+			eventtest.SignGitLab(r, tr.Secret, "Note Hook", uuid)
+			r.Header.Set("Idempotency-Key", uuid)
+		}
+	}
+	iid := gl.AddIssue("acme/app", "Write one.txt", "It is missing.")
+	st, first := g.hook(hookURL.Path, sign("u-1"),
+		eventtest.GitLabNote("acme/app", gl.URL(), iid, false, "Write one.txt", "It is missing.", "/berth run "+sessionMark+": write one.txt and commit it", "ada"))
+	if st != http.StatusAccepted || len(first.Deliveries) != 1 || first.Deliveries[0].Outcome != "started" {
+		t.Fatalf("the note: %d %+v", st, first)
+	}
+	id := first.Deliveries[0].Sandbox
+	one := g.waitState(g.operator, id, "suspended", 4*time.Minute)
+	if one.Run == nil || one.Run.State != "succeeded" || one.Run.Commit == "" {
+		t.Fatalf("task 1: %+v", one.Run)
+	}
+	var mrs []forgetest.GitLabMergeRequest
+	waitFor(t, "the draft merge request", 30*time.Second, func() bool { mrs = gl.MergeRequests("acme/app"); return len(mrs) == 1 })
+	mr := mrs[0]
+	st, next := g.hook(hookURL.Path, sign("u-2"),
+		eventtest.GitLabDiffNote("acme/app", gl.URL(), mr.IID, mr.Title, mr.Description, "Now write two.txt and commit it.", "bob"))
+	if st != http.StatusAccepted || len(next.Deliveries) != 1 || next.Deliveries[0].Outcome != "started" || next.Deliveries[0].Sandbox != id {
+		t.Fatalf("the diff note: %d %+v", st, next)
+	}
+	two := g.waitSandbox(g.operator, id, 4*time.Minute, func(sb api.Sandbox, late bool) bool {
+		if late {
+			t.Fatalf("sandbox %s is still %s", sb.Name, sb.State)
+		}
+		return sb.State == "suspended" && sb.Run != nil && sb.Run.Seq == 2 || sb.State == "failed" || sb.State == "terminated"
+	})
+	if two.Run == nil || two.Run.State != "succeeded" || two.Run.Commit == "" {
+		t.Fatalf("task 2: %s (%s) %+v", two.State, two.Reason, two.Run)
+	}
+	var notes []string
+	waitFor(t, "the merge request's note", 30*time.Second, func() bool {
+		notes = gl.Notes("acme/app", forge.ThreadChange, mr.IID)
+		return len(notes) == 1
+	})
+	if !strings.Contains(notes[0], "task 2") || !strings.Contains(notes[0], "second task is done") {
+		t.Errorf("the merge request's note: %q", notes[0])
 	}
 	if _, err := g.operator.Terminate(t.Context(), string(id)); err != nil {
 		t.Fatal(err)

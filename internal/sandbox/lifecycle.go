@@ -69,6 +69,9 @@ func (s *Service) resume(ctx context.Context, p account.Principal, ref string) (
 	if err != nil {
 		return Sandbox{}, err
 	}
+	if sb.Purpose == PurposeAgent && sb.Session {
+		return Sandbox{}, fault.Errorf(fault.Conflict, "sandbox %s is a session: it resumes with its next task (berth sandbox task %s)", sb.Name, sb.Name)
+	}
 	if sb.Purpose == PurposeAgent {
 		return Sandbox{}, fault.Errorf(fault.Conflict, "an agent sandbox cannot be resumed")
 	}
