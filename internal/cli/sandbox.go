@@ -25,7 +25,7 @@ func newSandboxCmd(g *globals) *cobra.Command {
 		Use:   "sandbox",
 		Short: "Sandboxes and their classes",
 		Long: `Sandboxes: machines berth lends to an engineer (reached over ssh) or to an
-agent (one task on one repository). A name is yours: lowercase letters,
+agent (one task on one repository, or a session of tasks). A name is yours: lowercase letters,
 digits and interior hyphens, at most 40 characters. Commands that take a
 NAME also take the sandbox's id (sbx_…).`,
 	}

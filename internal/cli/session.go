@@ -34,7 +34,8 @@ and the run is recorded as the session's next (berth sandbox runs NAME).
 The session must be waiting: a task still running is refused, as is a
 session that has ended. Only its owner gives it tasks. The task's limits
 are a create's (berth sandbox create --help). A session ends with berth
-sandbox terminate, or at its expiry.
+sandbox terminate, at its expiry, or once it has waited longer than its
+class's session_idle.
 
 With --follow, show the new run's transcript until it ends, and exit with
 its outcome (as berth sandbox logs -f).`,
