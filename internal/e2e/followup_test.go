@@ -92,6 +92,14 @@ func TestTriggerSessionFollowsItsPullRequest(t *testing.T) {
 	if got := gh.Pulls("acme/app"); len(got) != 1 {
 		t.Errorf("the session opened %d pull requests, want its one", len(got))
 	}
+	// A task given by hand is told on the pull request too.
+	if _, err := g.berthErr("sandbox", "task", two.Name, "--task", "Say what you did.", "--follow"); err != nil {
+		t.Fatalf("task 3: %v", err)
+	}
+	waitFor(t, "the pull request's second comment", 30*time.Second, func() bool { comments = gh.Comments("acme/app", pr.Number); return len(comments) == 2 })
+	if !strings.Contains(comments[1], "task 3") {
+		t.Errorf("the pull request's comment of task 3:\n%s", comments[1])
+	}
 	show := string(g.berth("trigger", "show", "fix"))
 	for _, s := range []string{"a11ce000-1", "a11ce000-3", "started"} {
 		if !strings.Contains(show, s) {

@@ -127,11 +127,24 @@ func (s *Server) resumeSandbox(w http.ResponseWriter, r *http.Request, p account
 // giveTask gives a session its next task (SPEC S13, sessions).
 func (s *Server) giveTask(w http.ResponseWriter, r *http.Request, p account.Principal) {
 	replyTo(s, w, r, http.StatusOK, func(req api.GiveTask) (api.Sandbox, error) {
-		sb, err := s.sandboxes.NextTask(r.Context(), p, r.PathValue("ref"), req.Task)
+		ctx := r.Context()
+		// The task it will be: read before the start can record it.
+		seq := 1
+		if before, err := s.sandboxes.Get(ctx, p, r.PathValue("ref")); err == nil {
+			if run := s.runOf(ctx, before); run != nil {
+				seq = run.Seq + 1
+			}
+		}
+		sb, err := s.sandboxes.NextTask(ctx, p, r.PathValue("ref"), req.Task)
 		if err != nil {
 			return api.Sandbox{}, err
 		}
-		return s.apiSandbox(r.Context(), sb, map[string]string{}), nil
+		if s.triggers != nil {
+			// A session whose pull request is open tells it of this task
+			// too, as of those its reviews give.
+			s.triggers.TaskGiven(ctx, sb, seq)
+		}
+		return s.apiSandbox(ctx, sb, map[string]string{}), nil
 	})
 }
 

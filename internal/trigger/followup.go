@@ -10,6 +10,7 @@ import (
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/forge"
+	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/trigger/event"
 )
 
@@ -154,4 +155,33 @@ func reasonOf(err error) string {
 		return fe.Message
 	}
 	return err.Error()
+}
+
+// TaskGiven records that a session's task seq, given by hand (berth
+// sandbox task), owes the session's pull request a comment, as a
+// follow-up's does: when the session has one open.
+func (s *Service) TaskGiven(ctx context.Context, sb sandbox.Sandbox, seq int) {
+	if s.reporter == nil || !sb.Session || seq < 2 {
+		return
+	}
+	last, err := s.store.GetReport(ctx, sb.ID)
+	if err != nil {
+		if !errors.Is(err, fault.NotFound) {
+			s.log.WarnContext(ctx, "could not read a session's report", "sandbox", sb.ID, "err", err)
+		}
+		return
+	}
+	// The pull request: the first task's change, or the thread a later
+	// task's report comments on.
+	pr := forge.Thread{Kind: forge.ThreadChange, Number: last.Change.Number}
+	if max(last.Seq, 1) > 1 {
+		pr = last.Thread
+	}
+	if pr.Kind != forge.ThreadChange || pr.Number == 0 {
+		return
+	}
+	r := Report{Sandbox: sb.ID, Seq: seq, Org: sb.Org, Repo: last.Repo, Base: last.Base, Trigger: last.Trigger, Thread: pr, Comment: true}
+	if err := s.store.AddReport(ctx, r); err != nil {
+		s.log.ErrorContext(ctx, "could not record a task's report", "sandbox", sb.ID, "err", err)
+	}
 }
