@@ -565,7 +565,7 @@ func (s *Service) RunLog(ctx context.Context, p account.Principal, ref string, s
 		return nil, sandbox.Sandbox{}, err
 	}
 	if seq == 0 {
-		seq = s.latestSeq(ctx, sb)
+		seq = s.LatestSeq(ctx, sb.ID)
 	}
 	r, err := s.logs().Read(ctx, logOf(sb.ID, seq))
 	if errors.Is(err, fault.NotFound) {
@@ -577,12 +577,10 @@ func (s *Service) RunLog(ctx context.Context, p account.Principal, ref string, s
 	return r, sb, err
 }
 
-// latestSeq is the number of sb's latest run: 1 when it has none (yet).
-func (s *Service) latestSeq(ctx context.Context, sb sandbox.Sandbox) int {
-	if !sb.Session {
-		return 1
-	}
-	run, err := s.store.GetRun(ctx, sb.ID)
+// LatestSeq is the number of a sandbox's latest run: 1 when it has none
+// (yet). A session's next task is run LatestSeq+1.
+func (s *Service) LatestSeq(ctx context.Context, id sandbox.ID) int {
+	run, err := s.store.GetRun(ctx, id)
 	if err != nil {
 		return 1
 	}
@@ -691,7 +689,7 @@ const maxSummary = 8 << 10
 // message, as the transcript reads it), at most maxSummary bytes; "" when
 // it said nothing or the log is gone.
 func (s *Service) Summary(ctx context.Context, sb sandbox.Sandbox) string {
-	r, err := s.logs().Read(ctx, logOf(sb.ID, s.latestSeq(ctx, sb)))
+	r, err := s.logs().Read(ctx, logOf(sb.ID, s.LatestSeq(ctx, sb.ID)))
 	if err != nil {
 		return ""
 	}

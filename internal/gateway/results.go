@@ -31,6 +31,11 @@ func (r Results) Result(ctx context.Context, id sandbox.ID) (trigger.Result, err
 	return res, err
 }
 
+// LatestSeq is the number of a sandbox's latest run.
+func (r Results) LatestSeq(ctx context.Context, id sandbox.ID) int {
+	return r.s.runs.LatestSeq(ctx, id)
+}
+
 // result is a run's result without its summary, which reads its log.
 func (r Results) result(ctx context.Context, id sandbox.ID) (trigger.Result, error) {
 	s := r.s

@@ -128,12 +128,10 @@ func (s *Server) resumeSandbox(w http.ResponseWriter, r *http.Request, p account
 func (s *Server) giveTask(w http.ResponseWriter, r *http.Request, p account.Principal) {
 	replyTo(s, w, r, http.StatusOK, func(req api.GiveTask) (api.Sandbox, error) {
 		ctx := r.Context()
-		// The task it will be: read before the start can record it.
-		seq := 1
+		// The run the task will be: read before its start records it.
+		seq := 0
 		if before, err := s.sandboxes.Get(ctx, p, r.PathValue("ref")); err == nil {
-			if run := s.runOf(ctx, before); run != nil {
-				seq = run.Seq + 1
-			}
+			seq = s.runs.LatestSeq(ctx, before.ID) + 1
 		}
 		sb, err := s.sandboxes.NextTask(ctx, p, r.PathValue("ref"), req.Task)
 		if err != nil {

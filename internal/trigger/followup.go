@@ -120,17 +120,14 @@ func (s *Service) nextTask(ctx context.Context, t Trigger, first Report, e event
 	if s.results == nil {
 		return Failed, "this gateway reads no run's result"
 	}
-	last, err := s.results.Result(ctx, first.Sandbox)
-	if err != nil {
-		return Failed, "the session: " + err.Error()
-	}
+	seq := s.results.LatestSeq(ctx, first.Sandbox) + 1 // read before the start records it
 	sb, err := s.boxes.NextTask(ctx, account.Principal{User: owner}, string(first.Sandbox), task)
 	if err != nil {
 		if errors.Is(err, fault.Conflict) && s.reporter != nil && !e.Review {
 			// An explicit /berth is answered where it was asked. (A review's
 			// comments come in bursts, one delivery each: the first is
 			// taken, the rest are only recorded.)
-			body := fmt.Sprintf("berth's session `%s` could not take this review: %s. Review again once it is done.", last.Sandbox.Name, reasonOf(err))
+			body := fmt.Sprintf("berth could not take this: %s. Ask again once it is done.", reasonOf(err))
 			if _, cerr := s.reporter.Comment(ctx, s.repo(first.Repo), e.Thread, body); cerr != nil {
 				s.log.WarnContext(ctx, "could not tell a pull request its review was not taken", "sandbox", first.Sandbox, "err", cerr)
 			}
@@ -140,13 +137,20 @@ func (s *Service) nextTask(ctx context.Context, t Trigger, first Report, e event
 		}
 		return Failed, err.Error()
 	}
-	if s.reporter != nil {
-		r := Report{Sandbox: sb.ID, Seq: max(last.Seq, 1) + 1, Org: sb.Org, Repo: first.Repo, Base: first.Base, Trigger: t.ID, Thread: e.Thread, Comment: true}
-		if err := s.store.AddReport(ctx, r); err != nil {
-			s.log.ErrorContext(ctx, "could not record a task's report", "sandbox", sb.ID, "err", err)
-		}
-	}
+	s.owe(ctx, sb, seq, first, e.Thread)
 	return Started, ""
+}
+
+// owe records that the session sb's task seq owes pr, the session's pull
+// request, a comment; from is a report of the session's earlier.
+func (s *Service) owe(ctx context.Context, sb sandbox.Sandbox, seq int, from Report, pr forge.Thread) {
+	if s.reporter == nil || seq < 2 {
+		return
+	}
+	r := Report{Sandbox: sb.ID, Seq: seq, Org: sb.Org, Repo: from.Repo, Base: from.Base, Trigger: from.Trigger, Thread: pr, Comment: true}
+	if err := s.store.AddReport(ctx, r); err != nil {
+		s.log.ErrorContext(ctx, "could not record a task's report", "sandbox", sb.ID, "err", err)
+	}
 }
 
 // reasonOf is an error's own words, without the operation's prefix.
@@ -161,7 +165,7 @@ func reasonOf(err error) string {
 // sandbox task), owes the session's pull request a comment, as a
 // follow-up's does: when the session has one open.
 func (s *Service) TaskGiven(ctx context.Context, sb sandbox.Sandbox, seq int) {
-	if s.reporter == nil || !sb.Session || seq < 2 {
+	if s.reporter == nil || !sb.Session {
 		return
 	}
 	last, err := s.store.GetReport(ctx, sb.ID)
@@ -180,8 +184,5 @@ func (s *Service) TaskGiven(ctx context.Context, sb sandbox.Sandbox, seq int) {
 	if pr.Kind != forge.ThreadChange || pr.Number == 0 {
 		return
 	}
-	r := Report{Sandbox: sb.ID, Seq: seq, Org: sb.Org, Repo: last.Repo, Base: last.Base, Trigger: last.Trigger, Thread: pr, Comment: true}
-	if err := s.store.AddReport(ctx, r); err != nil {
-		s.log.ErrorContext(ctx, "could not record a task's report", "sandbox", sb.ID, "err", err)
-	}
+	s.owe(ctx, sb, seq, last, pr)
 }

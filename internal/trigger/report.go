@@ -102,6 +102,9 @@ type Result struct {
 // dollars with machine time.
 type Results interface {
 	Result(ctx context.Context, id sandbox.ID) (Result, error)
+	// LatestSeq is the number of a sandbox's latest run (a session's
+	// task).
+	LatestSeq(ctx context.Context, id sandbox.ID) int
 	Spent(ctx context.Context, ids []sandbox.ID) (tokens int64, usd float64, err error)
 }
 
