@@ -2,6 +2,7 @@ package agentrun_test
 
 import (
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -44,6 +45,13 @@ func TestSessionTakesItsNextTask(t *testing.T) {
 		gitIn(t, spec.Run.Work, "commit", "-q", "-m", "task")
 		return runnertest.Stream(t, "claude-tool"), 0
 	})
+	// saw is what the machines saw so far: the agent runs on the
+	// sandbox service's goroutines, and so does the later "once".
+	saw := func() ([]seen, map[string]bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(runs), maps.Clone(homes)
+	}
 	e.run(t)
 	ctx := t.Context()
 	sb, err := e.svc.Create(ctx, e.alice, sandbox.CreateRequest{Name: "talk", Purpose: "agent", Repo: "acme/app", Branch: "main",
@@ -59,7 +67,8 @@ func TestSessionTakesItsNextTask(t *testing.T) {
 	if err != nil || run1.Seq != 1 || run1.State != agentrun.RunSucceeded || run1.Commit == "" {
 		t.Fatalf("run 1: %+v %v", run1, err)
 	}
-	if _, err := e.accounts.Authenticate(ctx, runs[0].env["BERTH_API_KEY"]); err == nil {
+	got, _ := saw()
+	if _, err := e.accounts.Authenticate(ctx, got[0].env["BERTH_API_KEY"]); err == nil {
 		t.Error("task 1's key still works while the session waits")
 	}
 
@@ -95,13 +104,14 @@ func TestSessionTakesItsNextTask(t *testing.T) {
 	if got := gitIn(t, bare, "rev-parse", run2.Commit+"^"); got != run1.Commit {
 		t.Errorf("run 2's commit's parent %s, want run 1's %s", got, run1.Commit)
 	}
-	if len(runs) != 2 || runs[1].prompt != "second" || runs[1].work != runs[0].work || len(homes) != 1 || homes[""] {
-		t.Fatalf("the machines saw %+v, homes %v", runs, homes)
+	got, gotHomes := saw()
+	if len(got) != 2 || got[1].prompt != "second" || got[1].work != got[0].work || len(gotHomes) != 1 || gotHomes[""] {
+		t.Fatalf("the machines saw %+v, homes %v", got, gotHomes)
 	}
-	if !slices.Contains(runs[1].args, "--continue") || slices.Contains(runs[0].args, "--continue") {
-		t.Errorf("args: task 1 %q, task 2 %q; want --continue on task 2 only", runs[0].args, runs[1].args)
+	if !slices.Contains(got[1].args, "--continue") || slices.Contains(got[0].args, "--continue") {
+		t.Errorf("args: task 1 %q, task 2 %q; want --continue on task 2 only", got[0].args, got[1].args)
 	}
-	if runs[1].env["BERTH_API_KEY"] == runs[0].env["BERTH_API_KEY"] {
+	if got[1].env["BERTH_API_KEY"] == got[0].env["BERTH_API_KEY"] {
 		t.Error("task 2 ran with task 1's key")
 	}
 	all, _, err := e.runs.Runs(ctx, e.alice, "talk")
@@ -123,12 +133,12 @@ func TestSessionTakesItsNextTask(t *testing.T) {
 	if _, err := e.svc.NextTask(ctx, e.alice, "talk", "more"); !errors.Is(err, fault.Conflict) {
 		t.Errorf("a task for an ended session: %v, want a conflict", err)
 	}
-	for dir := range homes {
+	for dir := range gotHomes {
 		if _, err := os.Stat(dir); !os.IsNotExist(err) {
 			t.Errorf("the session's home %s outlived it: %v", dir, err)
 		}
 	}
-	if _, err := os.Stat(runs[0].work); !os.IsNotExist(err) {
+	if _, err := os.Stat(got[0].work); !os.IsNotExist(err) {
 		t.Errorf("the session's checkout outlived it: %v", err)
 	}
 	// An engineer sandbox is no session.
