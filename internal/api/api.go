@@ -444,10 +444,17 @@ type Sandbox struct {
 	Session bool `json:"session,omitempty"`
 	// Egress is where it may go out to through the gateway's proxy:
 	// "none", "open", or hosts joined by ", ".
-	Egress    string     `json:"egress,omitempty"`
-	CreatedAt time.Time  `json:"created_at"`
-	ExpiresAt time.Time  `json:"expires_at"`
-	EndedAt   *time.Time `json:"ended_at,omitempty"`
+	Egress string `json:"egress,omitempty"`
+	// Suspend says how an engineer sandbox is suspended: SuspendMemory
+	// (its memory and processes saved, and restored at resume: the
+	// isolated tier on podman) or SuspendStop (its machine stopped, its
+	// volume kept). CheckpointBytes is the size of a suspended sandbox's
+	// saved memory; absent when it has none.
+	Suspend         string     `json:"suspend,omitempty"`
+	CheckpointBytes int64      `json:"checkpoint_bytes,omitempty"`
+	CreatedAt       time.Time  `json:"created_at"`
+	ExpiresAt       time.Time  `json:"expires_at"`
+	EndedAt         *time.Time `json:"ended_at,omitempty"`
 	// LifetimeCut is on the answer of a create or an extend whose lifetime
 	// was cut to a maximum: what it was cut to, and whose maximum ("ttl 5d
 	// is cut to 8h, the class's max_ttl"). Absent otherwise.
@@ -464,6 +471,12 @@ type Sandbox struct {
 	// for an agent sandbox whose run has not been recorded.
 	Run *Run `json:"run,omitempty"`
 }
+
+// How an engineer sandbox is suspended (Sandbox.Suspend).
+const (
+	SuspendMemory = "memory" // its processes go on where they were at resume
+	SuspendStop   = "stop"   // its machine stops; its volume is kept
+)
 
 // State is where a sandbox is in its life (SPEC S3). Compare a sandbox's
 // state with these, never with a string of its own.

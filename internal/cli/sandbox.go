@@ -38,7 +38,7 @@ NAME also take the sandbox's id (sbx_…).`,
 		newSandboxEgressCmd(g),
 		newSandboxTaskCmd(g),
 		newSandboxRunsCmd(g),
-		newSandboxActionCmd(g, "suspend", "Stop a running engineer sandbox, keeping its volume", (*client.Client).Suspend),
+		newSandboxActionCmd(g, "suspend", "Suspend a running engineer sandbox: its volume kept (its memory too, on the isolated tier)", (*client.Client).Suspend),
 		newSandboxActionCmd(g, "resume", "Start a suspended or expired engineer sandbox again", (*client.Client).Resume),
 		newSandboxExtendCmd(g),
 		newSandboxActionCmd(g, "terminate", "End a sandbox: its key is revoked and its machine and volume removed", (*client.Client).Terminate),
@@ -327,6 +327,15 @@ func showTable(tw *tabwriter.Writer, now time.Time, sb api.Sandbox) {
 	row("branch", sb.Branch)
 	row("runner", sb.Runner)
 	row("egress", sb.Egress)
+	switch sb.Suspend {
+	case api.SuspendMemory:
+		row("suspend", "with its memory: its processes go on at resume")
+	case api.SuspendStop:
+		row("suspend", "stops its machine: its volume is kept, its processes end")
+	}
+	if sb.CheckpointBytes > 0 {
+		row("saved memory", quantity.FormatMiB(quantity.Bytes(sb.CheckpointBytes).MiB()))
+	}
 	row("created", sb.CreatedAt.Local().Format(time.RFC3339))
 	if sb.EndedAt != nil {
 		// An ended sandbox expires no more: say when it ended instead.
@@ -542,7 +551,15 @@ func newSandboxActionCmd(g *globals, verb, short string, call func(*client.Clien
 				}
 			}
 			if err := render(g.env.Stdout, output, sb, func(tw *tabwriter.Writer) {
-				fmt.Fprintf(tw, "%s %s: %s\n", sb.Name, sb.ID, sb.State)
+				switch {
+				case verb == "suspend" && sb.CheckpointBytes > 0:
+					fmt.Fprintf(tw, "%s %s: %s with its memory (%s saved; resume goes on where it was)\n", sb.Name, sb.ID, sb.State,
+						quantity.FormatMiB(quantity.Bytes(sb.CheckpointBytes).MiB()))
+				case verb == "suspend" && sb.Suspend == api.SuspendMemory:
+					fmt.Fprintf(tw, "%s %s: %s; its memory could not be saved, so it was stopped (resume starts it from its volume)\n", sb.Name, sb.ID, sb.State)
+				default:
+					fmt.Fprintf(tw, "%s %s: %s\n", sb.Name, sb.ID, sb.State)
+				}
 			}); err != nil {
 				return err
 			}
@@ -552,6 +569,19 @@ func newSandboxActionCmd(g *globals, verb, short string, call func(*client.Clien
 			}
 			return nil
 		},
+	}
+	switch verb {
+	case "suspend":
+		cmd.Long = `Suspend a running engineer sandbox. Its volume is kept and its clock stops.
+On the isolated tier (gVisor) on podman its memory is saved too: resume
+restores its processes where they were (a build, a dev server, tmux). A
+saved memory that cannot be restored falls back to a start from the
+volume, which the audit log records. Elsewhere the machine stops and its
+processes end. ` + "`berth sandbox show`" + ` says which a sandbox gets.`
+	case "resume":
+		cmd.Long = `Start a suspended or expired engineer sandbox again. One suspended with its
+memory goes on where it was; otherwise it starts from its volume. After
+expiry it gets a new key and starts from its volume.`
 	}
 	if verb == "resume" {
 		cmd.Flags().BoolVar(&noWait, "no-wait", false, "return while the sandbox is still starting")

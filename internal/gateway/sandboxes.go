@@ -48,6 +48,16 @@ func (s *Server) apiSandbox(ctx context.Context, sb sandbox.Sandbox, names map[s
 		out.Stage, out.StageSince = string(step.Stage), &step.Since
 	}
 	out.Run = s.runOf(ctx, sb)
+	if sb.Purpose == sandbox.PurposeEngineer {
+		if memory, _ := s.sandboxes.SuspendKind(sb); memory {
+			out.Suspend = api.SuspendMemory
+		} else {
+			out.Suspend = api.SuspendStop
+		}
+	}
+	if sb.State == sandbox.StateSuspended {
+		out.CheckpointBytes = int64(sb.Checkpoint)
+	}
 	return out
 }
 

@@ -46,6 +46,8 @@ func (s *Service) writeEvents(actor string, prev Sandbox, u Update) []audit.Even
 			e.Detail += ": " + next.Reason
 		}
 		events = append(events, e)
+	case prev.Checkpoint != next.Checkpoint && u.NewKey == nil && next.ExpiresAt.Equal(prev.ExpiresAt):
+		// A checkpoint's size recorded: its caller says what it did.
 	case u.NewKey == nil || !next.ExpiresAt.Equal(prev.ExpiresAt):
 		e.Action = audit.SandboxExtend
 		e.Detail = fmt.Sprintf("expires %s (was %s)", stamp(next.ExpiresAt), stamp(prev.ExpiresAt))

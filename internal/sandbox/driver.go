@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"berth.dev/berth/internal/quantity"
 	"berth.dev/berth/internal/secret"
 )
 
@@ -145,4 +146,25 @@ type Expirer interface {
 	// SetExpiry moves the machine's expiry to at: fault.NotFound when the
 	// driver has no machine for id.
 	SetExpiry(ctx context.Context, id ID, at time.Time) error
+}
+
+// Checkpointer is the capability of a driver that can suspend a machine
+// with its memory (SPEC S3, the isolated tier under gVisor): the machine's
+// memory, processes and open files are saved beside its volume and the
+// machine stops; a resume restores them, so the processes go on where
+// they were.
+type Checkpointer interface {
+	// Checkpoints says whether sb's machine can be suspended with its
+	// memory: "" when it can, else why not (for show and --help).
+	Checkpoints(sb Sandbox) string
+	// Checkpoint saves the running machine's memory and stops it, and
+	// says how large the checkpoint is. On an error nothing of it is
+	// kept, and the machine may still run: the caller stops it.
+	Checkpoint(ctx context.Context, id ID) (quantity.Bytes, error)
+	// Restore starts the machine of spec from its checkpoint and waits
+	// until it is ready, as Start does. A checkpoint that cannot be
+	// restored is dropped and the machine started cold from its volume:
+	// cold then says why (for the audit log); "" when it was restored.
+	// The checkpoint is gone afterwards either way.
+	Restore(ctx context.Context, spec Spec) (cold string, err error)
 }

@@ -2,10 +2,8 @@ package sandbox
 
 import (
 	"context"
-	"errors"
 	"time"
 
-	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/quantity"
 )
 
@@ -66,13 +64,11 @@ func (s sweeper) suspendIdle(ctx context.Context, sb Sandbox) error {
 	// The row first, as Suspend does: a machine stopped under a row still
 	// running is one that stopped by itself to whoever looks meanwhile
 	// (the driver's watch, another sweep), and fails.
-	if _, err = s.write(ctx, "", sb, Update{Sandbox: next, From: StateRunning, At: s.clamp(sb)}); err != nil {
+	out, err := s.write(ctx, "", sb, Update{Sandbox: next, From: StateRunning, At: s.clamp(sb)})
+	if err != nil {
 		return err
 	}
-	if err := s.driver.Stop(ctx, sb.ID); err != nil && !errors.Is(err, fault.NotFound) {
-		// The row is right; the sweep stops what must not run.
-		s.log.WarnContext(ctx, "driver could not stop an idle sandbox's machine", "sandbox", sb.ID, "err", err)
-	}
+	s.stopSuspended(ctx, "", out) // with its memory where it can: it resumes warm
 	return nil
 }
 

@@ -46,11 +46,7 @@ func (s *Service) suspend(ctx context.Context, p account.Principal, ref string) 
 	if err != nil {
 		return Sandbox{}, err
 	}
-	if err := s.driver.Stop(ctx, sb.ID); err != nil && !errors.Is(err, fault.NotFound) {
-		// The row is right; the reconciler will finish the job.
-		s.log.WarnContext(ctx, "driver could not stop a suspended sandbox's machine", "sandbox", sb.ID, "err", err)
-	}
-	return out, nil
+	return s.stopSuspended(ctx, p.User.ID, out), nil
 }
 
 // Resume starts a suspended or expired engineer sandbox again. After expiry
@@ -101,6 +97,7 @@ func (s *Service) resume(ctx context.Context, p account.Principal, ref string) (
 		now := s.now()
 		next.ExpiresAt = now.Add(ttl)
 		next.Env = nil
+		next.Checkpoint = 0 // its memory holds the old key: it starts afresh
 		key, secret := account.NewSandboxKey(sb.Owner, string(sb.ID), sb.Project, next.ExpiresAt, now)
 		next.KeyID = key.ID
 		u.Sandbox, u.NewKey = next, &key
@@ -282,6 +279,7 @@ func (s *Service) endAt(ctx context.Context, actor string, sb Sandbox, to State,
 		return Sandbox{}, err
 	}
 	next.Reason = reason
+	next.Checkpoint = 0 // the driver's stop or removal drops it
 	if !next.Live() {
 		next.EndedAt = s.now()
 	}

@@ -124,6 +124,11 @@ type Sandbox struct {
 	// sessions): suspended between tasks with its checkout, its branch and
 	// its agent's state, until it is given the next (Task is the latest).
 	Session bool
+	// Checkpoint is the size of the checkpoint a suspended sandbox's
+	// machine was saved to (its memory and processes, on a driver that is
+	// a Checkpointer), which its resume restores; 0 when it has none: it
+	// was suspended by stopping, or is not suspended.
+	Checkpoint quantity.Bytes
 	// Contract is the interface its image implements, and SetupCommand a
 	// kelos image's setup command: the class's at creation.
 	Contract     Contract

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/fault"
 )
 
@@ -83,7 +84,7 @@ func (s *Service) start(ctx context.Context, spec Spec) {
 		}
 	}
 	s.stages.set(id, StageMachine, s.now())
-	err := s.driver.Start(ctx, spec)
+	restored, err := s.startMachine(ctx, spec)
 	if ctx.Err() != nil {
 		// The gateway stopped without waiting; the start-up sweep
 		// finishes this one.
@@ -111,9 +112,14 @@ func (s *Service) start(ctx context.Context, spec Spec) {
 		return
 	}
 	next, _ := sb.Transition(StateRunning)
+	next.Checkpoint = 0 // restored, or dropped by the start
+	var events []audit.Event
+	if restored != "" {
+		events = append(events, audit.Event{At: s.now(), Org: sb.Org, Sandbox: string(sb.ID), Action: audit.SandboxRestore, Target: sb.Name, Detail: restored})
+	}
 	// Clamped: a start that ends past the expiry opens no charged time; the
 	// next sweep expires it.
-	if _, err := s.write(ctx, "", sb, Update{Sandbox: next, From: StateStarting, At: s.clamp(sb)}); err != nil {
+	if _, err := s.write(ctx, "", sb, Update{Sandbox: next, From: StateStarting, At: s.clamp(sb), Audit: events}); err != nil {
 		if errors.Is(err, fault.Conflict) {
 			if sb, err := s.store.GetSandbox(ctx, id); err == nil {
 				s.release(ctx, sb)

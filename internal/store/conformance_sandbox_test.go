@@ -161,6 +161,7 @@ func testSandboxRoundTrip(t *testing.T, st *store.Store) {
 	full.Contract, full.SetupCommand = sandbox.ContractKelos, []string{"sh", "-c", "make deps"}
 	full.Env = map[string]string{"FOO": "bar", "EMPTY": ""}
 	full.EndedAt, full.FromPool, full.Session = t0.Add(time.Hour), true, true
+	full.Checkpoint = 5 << 20
 	full.Egress = "registry.npmjs.org, *.pythonhosted.org:8443"
 	checkAllSet(t, full, "Ran", "RunningSince", "FirstRan", "LastRanUntil", "ActiveAt", "LifetimeCut") // LifetimeCut is an answer's, never stored
 	mustCreate(t, st, full, key)
@@ -323,6 +324,7 @@ func testSandboxUpdate(t *testing.T, st *store.Store) {
 	next := sb
 	next.State, next.Reason, next.ExpiresAt = sandbox.StateSuspended, "exited 0", t0.Add(8*time.Hour)
 	next.Session = true // an update writes it too
+	next.Checkpoint = 7 << 20
 	if err := st.UpdateSandbox(ctx, sandbox.Update{Sandbox: next, From: sandbox.StateStarting, At: t0, Audit: []audit.Event{event("done")}}); err != nil {
 		t.Fatalf("UpdateSandbox: %v", err)
 	}

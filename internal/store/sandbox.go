@@ -41,7 +41,7 @@ func sandboxArgs(sb sandbox.Sandbox) ([]any, error) {
 		string(sb.Isolation), sb.Runtime, int64(sb.CPU), int64(sb.Memory), int64(sb.Disk), string(sb.State),
 		sb.Reason, sb.Repo, sb.Branch, sb.Task, sb.Runner, sshKeys, env, sb.KeyID,
 		timeArg(sb.CreatedAt), timeArg(sb.ExpiresAt), timeArg(sb.EndedAt), live, string(sb.GitMode),
-		string(sb.Role), string(sb.Contract), setup, boolArg(sb.FromPool), sb.Model, boolArg(sb.Session), sb.Egress,
+		string(sb.Role), string(sb.Contract), setup, boolArg(sb.FromPool), sb.Model, boolArg(sb.Session), int64(sb.Checkpoint), sb.Egress,
 	}, nil
 }
 
@@ -50,10 +50,10 @@ const insertSandboxSQL = `
 	INSERT INTO sandboxes (
 		id, name, org_id, project_id, owner_id, purpose, class, image, isolation, runtime, cpu,
 		memory, disk, state, reason, repo, branch, task, runner, ssh_keys, env, key_id, created_at,
-		expires_at, ended_at, live, git_mode, role, contract, setup_command, from_pool, model, session, egress)
+		expires_at, ended_at, live, git_mode, role, contract, setup_command, from_pool, model, session, checkpoint, egress)
 	VALUES (
 		$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
-		$21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34)`
+		$21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35)`
 
 // updateSandboxSQL rewrites a row from sandboxArgs, but its egress, if it
 // is still in the state given as the last argument. A row's egress is
@@ -66,8 +66,8 @@ const updateSandboxSQL = `
 		state = $14, reason = $15, repo = $16, branch = $17, task = $18, runner = $19,
 		ssh_keys = $20, env = $21, key_id = $22, created_at = $23, expires_at = $24,
 		ended_at = $25, live = $26, git_mode = $27, role = $28, contract = $29, setup_command = $30,
-		from_pool = $31, model = $32, session = $33
-	WHERE id = $1 AND state = $34`
+		from_pool = $31, model = $32, session = $33, checkpoint = $34
+	WHERE id = $1 AND state = $35`
 
 // sandboxColumns read a sandbox with its running time from the segments:
 // the total of the closed ones, the start of the open one, the start of
@@ -77,7 +77,7 @@ const sandboxColumns = `
 	s.id, s.name, s.org_id, s.project_id, s.owner_id, s.purpose, s.class, s.image, s.isolation,
 		s.runtime, s.cpu, s.memory, s.disk, s.state, s.reason, s.repo, s.branch, s.task, s.runner,
 		s.ssh_keys, s.env, s.key_id, s.created_at, s.expires_at, s.ended_at, s.git_mode, s.role,
-		s.contract, s.setup_command, s.from_pool, s.model, s.session, s.egress, s.active_at,
+		s.contract, s.setup_command, s.from_pool, s.model, s.session, s.checkpoint, s.egress, s.active_at,
 		(SELECT CAST(COALESCE(SUM(g.ended_at - g.started_at), 0) AS BIGINT) FROM segments g
 			WHERE g.sandbox_id = s.id AND g.ended_at IS NOT NULL),
 		(SELECT g.started_at FROM segments g WHERE g.sandbox_id = s.id AND g.ended_at IS NULL),
@@ -94,6 +94,7 @@ func scanSandbox(row rowScanner, extra ...any) (sandbox.Sandbox, error) {
 		id, purpose, isolation, state  string
 		gitMode, role, contract        string
 		cpu, memory, disk, ran         int64
+		checkpoint                     int64
 		sshKeys, env, setup            sql.NullString
 		created, expires, ended, since sql.NullInt64
 		first, active, lastRan         sql.NullInt64
@@ -101,7 +102,7 @@ func scanSandbox(row rowScanner, extra ...any) (sandbox.Sandbox, error) {
 	)
 	err := row.Scan(append([]any{&id, &sb.Name, &sb.Org, &sb.Project, &sb.Owner, &purpose, &sb.Class, &sb.Image, &isolation,
 		&sb.Runtime, &cpu, &memory, &disk, &state, &sb.Reason, &sb.Repo, &sb.Branch, &sb.Task, &sb.Runner,
-		&sshKeys, &env, &sb.KeyID, &created, &expires, &ended, &gitMode, &role, &contract, &setup, &fromPool, &sb.Model, &session, &sb.Egress, &active, &ran, &since, &first, &lastRan},
+		&sshKeys, &env, &sb.KeyID, &created, &expires, &ended, &gitMode, &role, &contract, &setup, &fromPool, &sb.Model, &session, &checkpoint, &sb.Egress, &active, &ran, &since, &first, &lastRan},
 		extra...)...)
 	if err != nil {
 		return sandbox.Sandbox{}, err
@@ -113,6 +114,7 @@ func scanSandbox(row rowScanner, extra ...any) (sandbox.Sandbox, error) {
 	sb.Ran, sb.RunningSince, sb.FirstRan, sb.LastRanUntil = time.Duration(ran), timeOf(since), timeOf(first), timeOf(lastRan)
 	sb.ActiveAt = timeOf(active)
 	sb.FromPool, sb.Session = fromPool != 0, session != 0
+	sb.Checkpoint = quantity.Bytes(checkpoint)
 	if err := jsonOf(sshKeys, &sb.SSHKeys); err != nil {
 		return sandbox.Sandbox{}, fmt.Errorf("sandbox %s: ssh_keys: %w", id, err)
 	}

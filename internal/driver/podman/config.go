@@ -140,7 +140,7 @@ network_config_dir = %q
 	if len(c.Runtimes) > 0 {
 		b.WriteString("\n[engine.runtimes]\n")
 		for _, name := range slices.Sorted(maps.Keys(c.Runtimes)) {
-			fmt.Fprintf(&b, "%s = [%q]\n", name, c.Runtimes[name])
+			fmt.Fprintf(&b, "%s = [%q]\n", name, c.runtimePath(name))
 		}
 	}
 	return b.String()
@@ -184,7 +184,7 @@ func (c Config) WriteConfig() error {
 			return fmt.Errorf("podman state: %w", err)
 		}
 	}
-	return nil
+	return c.writeRuntimes()
 }
 
 // replaceFile puts data at path unless it is there already, through a

@@ -53,9 +53,10 @@ type Driver struct {
 }
 
 var (
-	_ sandbox.Driver = (*Driver)(nil)
-	_ reach.Reacher  = (*Driver)(nil)
-	_ sandbox.Tidier = (*Driver)(nil)
+	_ sandbox.Driver       = (*Driver)(nil)
+	_ reach.Reacher        = (*Driver)(nil)
+	_ sandbox.Tidier       = (*Driver)(nil)
+	_ sandbox.Checkpointer = (*Driver)(nil)
 )
 
 // New writes the driver's podman configuration into cfg.StateDir and
@@ -262,6 +263,9 @@ func (d *Driver) Start(ctx context.Context, spec sandbox.Spec) error {
 	d.forgetAddrs()
 	defer d.forgetAddrs()
 	sb := spec.Sandbox
+	if d.checkpoints(sb) {
+		d.dropCheckpoint(d.nameOf(sb.ID)) // started afresh: what it held in memory is gone
+	}
 	if spec.Env != nil && !spec.Replace {
 		// Most likely a new sandbox: create it without asking first, which
 		// saves a podman call on the path every create takes.
@@ -296,6 +300,18 @@ func (d *Driver) Start(ctx context.Context, spec sandbox.Spec) error {
 	case !exists:
 		return fault.Errorf(fault.NotFound, "podman: %s has no container and no environment to create one", sb.ID)
 	case !cur.State.Running:
+		if _, err := d.run(ctx, nil, "start", d.nameOf(sb.ID)); err != nil {
+			return err
+		}
+	case spec.Env == nil && d.checkpoints(sb):
+		// A resume finds the machine running: a checkpoint a killed
+		// gateway left under way is still saving it, and ends it when
+		// done (measured: podman's start then does nothing, and the
+		// machine exits under the resume). It is stopped and started
+		// afresh.
+		if _, err := d.run(ctx, nil, "stop", "--time", "1", d.nameOf(sb.ID)); err != nil && !noSuch(err) {
+			return err
+		}
 		if _, err := d.run(ctx, nil, "start", d.nameOf(sb.ID)); err != nil {
 			return err
 		}
@@ -526,6 +542,9 @@ func (d *Driver) Stop(ctx context.Context, id sandbox.ID) error {
 	d.forgetAddrs()
 	defer d.forgetAddrs()
 	_, err := d.run(ctx, nil, "stop", "--time", strconv.Itoa(int(d.cfg.StopTimeout.Seconds())), d.nameOf(id))
+	if err == nil || noSuch(err) {
+		d.dropCheckpoint(d.nameOf(id))
+	}
 	if noSuch(err) {
 		if d.hasVolume(ctx, id) {
 			return nil // only the home is left: stopped enough
@@ -546,6 +565,7 @@ func (d *Driver) Remove(ctx context.Context, id sandbox.ID) error {
 	if _, err := d.run(ctx, nil, "volume", "rm", "--force", name); err != nil && !noSuch(err) {
 		return err
 	}
+	d.dropCheckpoint(name)
 	d.closeHandoff(ctx, name)
 	return d.forgetClaim(ctx, id)
 }

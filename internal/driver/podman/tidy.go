@@ -81,7 +81,7 @@ func (d *Driver) runtimeBinaries() []string {
 		bins = append(bins, runc)
 	}
 	for _, name := range slices.Sorted(maps.Keys(d.cfg.Runtimes)) {
-		if bin := d.cfg.Runtimes[name]; !slices.Contains(bins, bin) {
+		if bin := d.cfg.runtimePath(name); !slices.Contains(bins, bin) {
 			bins = append(bins, bin)
 		}
 	}

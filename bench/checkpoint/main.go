@@ -1,0 +1,207 @@
+// Command checkpoint measures suspend with memory on the isolated tier
+// (issue 25): the podman driver (internal/driver/podman), in this process
+// as the gateway runs it, on real podman with gVisor's runsc, over the
+// sandbox image `make images` built. One engineer sandbox of 2 GiB is
+// started, then N times, alternating which goes first:
+//
+//   - resume from memory: Checkpoint (runsc saves memory and processes,
+//     the machine stops), then Restore until sshd's greeting answers on
+//     the machine's address;
+//   - cold start: Stop, then Start of the same sandbox from its volume
+//     until the greeting answers: what a resume was before.
+//
+// and the same again with 1 GiB of its memory in use (a file of random
+// bytes on its root filesystem, which gVisor keeps in memory), which a
+// checkpoint must write and a restore read back. It
+// prints each figure's median, and with BERTH_BENCH_REPORT set hands them
+// to bench/all. Issue 25's goal: resume from memory → greeting at most
+// 0.5 of a cold start's.
+//
+//	go run ./bench/checkpoint [-n 5]   (BERTH_TEST_RUNSC: runsc; BERTH_SANDBOX_PODMAN_ROOT: the podman root)
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"berth.dev/berth/bench/internal/report"
+	"berth.dev/berth/bench/internal/stats"
+	"berth.dev/berth/internal/driver/podman"
+	"berth.dev/berth/internal/quantity"
+	"berth.dev/berth/internal/sandbox"
+)
+
+const image = "localhost/berth-sandbox:latest"
+
+func main() {
+	n := flag.Int("n", 5, "runs of each kind")
+	flag.Parse()
+	if err := run(*n); err != nil {
+		fmt.Fprintln(os.Stderr, "bench/checkpoint:", err)
+		os.Exit(1)
+	}
+}
+
+func run(n int) error {
+	runsc := os.Getenv("BERTH_TEST_RUNSC")
+	if runsc == "" {
+		return errors.New("BERTH_TEST_RUNSC must name a runsc binary (scripts/build-runsc)")
+	}
+	root := os.Getenv("BERTH_SANDBOX_PODMAN_ROOT")
+	if root == "" {
+		wd, _ := os.Getwd()
+		root = filepath.Join(wd, ".berth", "data", "podman")
+	}
+	ctx := context.Background()
+	d, err := podman.New(podman.Config{StateDir: root, Deployment: fmt.Sprintf("bench-checkpoint-%d", os.Getpid()),
+		Runtimes: map[string]string{"runsc": runsc}}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	id := sandbox.NewID()
+	sb := sandbox.Sandbox{ID: id, Name: "bench", Org: "org_bench", Project: "prj_bench", Owner: "usr_bench",
+		Purpose: sandbox.PurposeEngineer, Class: "isolated", Image: image, Isolation: sandbox.TierIsolated, Runtime: runsc,
+		CPU: quantity.Millicores(2000), Memory: quantity.Bytes(2 << 30), State: sandbox.StateStarting,
+		CreatedAt: time.Now(), ExpiresAt: time.Now().Add(time.Hour)}
+	env := map[string]string{"BERTH_SANDBOX_ID": string(id), "BERTH_SANDBOX_NAME": sb.Name, "BERTH_SANDBOX_PURPOSE": "engineer",
+		"BERTH_AUTHORIZED_KEYS": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGQ0n8q0dvGXmfhT3x7Jt0yq4xNn6JkJ3sJ8QmV4c2Xk bench", "BERTH_API_KEY": "berth_benchbenchbench0_NOTAKEY"}
+	defer func() {
+		if err := d.Remove(context.WithoutCancel(ctx), id); err != nil {
+			fmt.Fprintln(os.Stderr, "bench/checkpoint: the sandbox was not removed:", err)
+		}
+	}()
+	if err := d.Start(ctx, sandbox.Spec{Sandbox: sb, Env: env}); err != nil {
+		return err
+	}
+	spec := sandbox.Spec{Sandbox: sb}
+	name := "berth-" + string(id)
+	pm := func(args ...string) error {
+		cmd := exec.Command("podman", args...)
+		cmd.Env = append(os.Environ(), "CONTAINERS_CONF="+root+"/containers.conf", "CONTAINERS_STORAGE_CONF="+root+"/storage.conf")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("podman %s: %v: %s", args[0], err, out)
+		}
+		return nil
+	}
+	for _, touched := range []int{0, 1 << 30} {
+		label := "an idle engineer sandbox"
+		if touched > 0 {
+			label = "an engineer sandbox with 1 GiB touched"
+			// 1 GiB of the sandbox's memory in use: a file of random
+			// bytes on its root filesystem, whose writes gVisor keeps in
+			// its memory. (Not a process of podman exec's: gVisor ends
+			// those at a restore, having no way to give their output
+			// back; a process under the machine's init, such as one
+			// started over ssh, goes on.)
+			if err := pm("exec", name, "sh", "-c", "head -c 1073741824 /dev/urandom > /var/tmp/touched"); err != nil {
+				return err
+			}
+		}
+		var ckpt, restore, stop, cold []time.Duration
+		var sizes []float64
+		var loads report.Loads
+		for i := range n {
+			loads.Sample()
+			for k := range 2 {
+				if (i+k)%2 == 0 {
+					t0 := time.Now()
+					size, err := d.Checkpoint(ctx, id)
+					if err != nil {
+						return err
+					}
+					t1 := time.Now()
+					why, err := d.Restore(ctx, spec)
+					if err != nil {
+						return err
+					}
+					if why != "" {
+						return fmt.Errorf("restore fell back to a cold start: %s", why)
+					}
+					if err := greets(ctx, d, id); err != nil {
+						return err
+					}
+					ckpt, restore, sizes = append(ckpt, t1.Sub(t0)), append(restore, time.Since(t1)), append(sizes, float64(size))
+				} else if touched == 0 {
+					// A cold start ends the process holding the memory:
+					// only the idle sandbox has one to compare with.
+					t0 := time.Now()
+					if err := d.Stop(ctx, id); err != nil {
+						return err
+					}
+					t1 := time.Now()
+					if err := d.Start(ctx, spec); err != nil {
+						return err
+					}
+					if err := greets(ctx, d, id); err != nil {
+						return err
+					}
+					stop, cold = append(stop, t1.Sub(t0)), append(cold, time.Since(t1))
+				}
+			}
+			fmt.Fprintf(os.Stderr, "%s, run %d/%d: checkpoint %s (%.0f MiB), restore → greeting %s\n", label, i+1, n,
+				ckpt[len(ckpt)-1].Round(time.Millisecond), sizes[len(sizes)-1]/(1<<20), restore[len(restore)-1].Round(time.Millisecond))
+		}
+		mc, mr, ms := stats.Median(ckpt), stats.Median(restore), stats.Median(sizes)
+		fmt.Printf("%s, median of %d: checkpoint %s, %.0f MiB; restore → sshd greeting %s\n", label, n, mc.Round(time.Millisecond), ms/(1<<20), mr.Round(time.Millisecond))
+		if touched == 0 {
+			mcold, mstop := stats.Median(cold), stats.Median(stop)
+			fmt.Printf("  cold start → sshd greeting %s (stop %s): ratio %.2f\n", mcold.Round(time.Millisecond), mstop.Round(time.Millisecond), float64(mr)/float64(mcold))
+			for _, f := range []report.Figure{
+				{Name: "resume from memory → sshd greeting (idle isolated sandbox)", Value: ms3(mr), Baseline: ms3(mcold) + " (cold start of it)",
+					Ratio: float64(mr) / float64(mcold), Goal: "≤ 0.5"},
+				{Name: "checkpoint of an idle isolated sandbox", Value: fmt.Sprintf("%s, %.1f MiB", ms3(mc), ms/(1<<20)), Baseline: ms3(mstop) + " (a stop of it)",
+					Ratio: float64(mc) / float64(mstop)},
+			} {
+				f.Bench, f.N, f.Load = "checkpoint", n, loads.String()
+				if err := report.Emit(f); err != nil {
+					return err
+				}
+			}
+		} else {
+			for _, f := range []report.Figure{
+				{Name: "checkpoint of an isolated sandbox with 1 GiB touched", Value: fmt.Sprintf("%s, %.0f MiB", ms3(mc), ms/(1<<20)),
+					Baseline: "1024 MiB touched", Ratio: ms / float64(1<<30)},
+				{Name: "restore → sshd greeting with 1 GiB touched", Value: ms3(mr)},
+			} {
+				f.Bench, f.N, f.Load = "checkpoint", n, loads.String()
+				if err := report.Emit(f); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func ms3(d time.Duration) string { return d.Round(time.Millisecond).String() }
+
+// greets checks sshd answers with its greeting on the machine's address:
+// Restore and Start return once it does, so this is a check, not a wait.
+func greets(ctx context.Context, d *podman.Driver, id sandbox.ID) error {
+	addr, err := d.Addr(ctx, id, 2222)
+	if err != nil {
+		return err
+	}
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if !strings.HasPrefix(line, "SSH-2.0-") {
+		return fmt.Errorf("sshd at %s said %q (%v)", addr, line, err)
+	}
+	return nil
+}

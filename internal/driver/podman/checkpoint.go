@@ -1,0 +1,288 @@
+package podman
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"berth.dev/berth/internal/fault"
+	"berth.dev/berth/internal/quantity"
+	"berth.dev/berth/internal/sandbox"
+)
+
+// Suspend with memory on the isolated tier (SPEC S3): gVisor's runsc saves
+// a running sandbox (memory, processes, open files, the root
+// filesystem's writes, which gVisor keeps in memory) into a directory and
+// restores it later. podman 4.3 drives checkpoints only through CRIU,
+// which fails on this kind of kernel and knows nothing of gVisor, so
+// berth calls runsc itself and keeps podman's view true:
+//
+//   - checkpoint: runsc checkpoint of the running container, which ends
+//     it; podman sees it exit 0, as after a stop.
+//   - restore: podman starts the stopped container as ever, and the
+//     runtime it runs is a wrapper berth writes (runscWrapper): when a note
+//     for the container names a checkpoint, podman's "create" becomes
+//     runsc's "restore --detach", which makes and starts the sandbox from
+//     the checkpoint, and podman's "start" that follows does nothing.
+//
+// podman thus owns the container's whole life (its network, its mounts,
+// its exit), which a restore behind its back would not survive: the next
+// podman start fails on a container the runtime already has, and its
+// clean-up kills the sandbox (measured). The wrapper also gives runsc a
+// state directory of berth's own and pins its platform: a checkpoint
+// restores only on the platform it was made on (another "restores" and
+// dies at once).
+
+// gvisor reports whether bin is gVisor's runsc.
+func gvisor(bin string) bool { return filepath.Base(bin) == "runsc" }
+
+// runtimePath is what podman runs for the configured runtime name: the
+// wrapper for runsc, else the binary itself.
+func (c Config) runtimePath(name string) string {
+	if gvisor(c.Runtimes[name]) {
+		return filepath.Join(c.StateDir, "runtimes", name)
+	}
+	return c.Runtimes[name]
+}
+
+// checkpointDir holds one directory per checkpointed container, named as
+// the container, and the notes the wrapper reads, named by container id.
+func (c Config) checkpointDir() string { return filepath.Join(c.StateDir, "checkpoints") }
+
+// imageDir is where the checkpoint of the container called name is.
+func (c Config) imageDir(name string) string { return filepath.Join(c.checkpointDir(), name, "image") }
+
+// runscWrapper is the script podman runs as the runtime name whose binary
+// is runsc. Paths are quoted for sh; writeRuntimes refuses one with a
+// quote in it.
+func (c Config) runscWrapper(name string) string {
+	return fmt.Sprintf(`#!/bin/sh
+# Written by berth at every start: the %[1]s runtime, gVisor's runsc with a
+# state directory of berth's own and a pinned platform (a checkpoint
+# restores only on the platform it was made on). When berth resumes a
+# sandbox from its checkpoint it leaves a note, named by the container's
+# id, holding the checkpoint's directory: podman's create of that
+# container is then runsc's restore, which starts it, so podman's start
+# that follows does nothing.
+runsc='%[2]s'
+notes='%[3]s'
+set -- --root='%[4]s' --platform=systrap "$@"
+cmd= id=
+for a do
+	if [ -z "$cmd" ]; then
+		case $a in create|start) cmd=$a ;; esac
+	fi
+	id=$a
+done
+case $id in */*|.*|'') exec "$runsc" "$@" ;; esac
+if [ "$cmd" = start ] && [ -e "$notes/$id.restored" ]; then
+	rm -f "$notes/$id.restored"
+	exit 0
+fi
+if [ "$cmd" = create ] && [ -f "$notes/$id.restore" ]; then
+	image=$(cat "$notes/$id.restore")
+	done=
+	for a do
+		shift
+		if [ -z "$done" ] && [ "$a" = create ]; then
+			set -- "$@" restore --detach --image-path "$image"
+			done=1
+		else
+			set -- "$@" "$a"
+		fi
+	done
+	rm -f "$notes/$id.restore"
+	"$runsc" "$@" || exit
+	: >"$notes/$id.restored"
+	exit 0
+fi
+exec "$runsc" "$@"
+`, name, c.Runtimes[name], c.checkpointDir(), filepath.Join(c.StateDir, "runsc"))
+}
+
+// writeRuntimes writes the wrapper of every runsc runtime.
+func (c Config) writeRuntimes() error {
+	for name, bin := range c.Runtimes {
+		if !gvisor(bin) {
+			continue
+		}
+		for _, p := range []string{bin, c.StateDir} {
+			if strings.ContainsAny(p, "'\n") {
+				return fmt.Errorf("podman state: the path %q has a quote or a line break, which the runtime's wrapper cannot hold", p)
+			}
+		}
+		for _, dir := range []string{filepath.Join(c.StateDir, "runtimes"), c.checkpointDir(), filepath.Join(c.StateDir, "runsc")} {
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				return fmt.Errorf("podman state: %w", err)
+			}
+		}
+		path := c.runtimePath(name)
+		if err := replaceFile(path, []byte(c.runscWrapper(name))); err != nil {
+			return fmt.Errorf("podman state: %w", err)
+		}
+		if err := os.Chmod(path, 0o700); err != nil {
+			return fmt.Errorf("podman state: %w", err)
+		}
+	}
+	return nil
+}
+
+// Checkpoints says whether sb's machine can be suspended with its memory:
+// an engineer's machine on a runsc runtime can.
+func (d *Driver) Checkpoints(sb sandbox.Sandbox) string {
+	if sb.Purpose != sandbox.PurposeEngineer {
+		return "an agent's machine is not suspended"
+	}
+	if !d.checkpoints(sb) {
+		return "its runtime cannot save a machine's memory (gVisor's, the isolated tier's, can)"
+	}
+	return ""
+}
+
+// Checkpoint saves the running machine of id with runsc and stops it.
+func (d *Driver) Checkpoint(ctx context.Context, id sandbox.ID) (quantity.Bytes, error) {
+	d.forgetAddrs()
+	defer d.forgetAddrs()
+	name := d.nameOf(id)
+	full, rt, err := d.containerID(ctx, name)
+	if err != nil {
+		return 0, err
+	}
+	if !gvisor(d.cfg.Runtimes[rt]) {
+		return 0, fmt.Errorf("podman: %s runs on %s, which cannot save its memory", id, rt)
+	}
+	dir := d.cfg.imageDir(name)
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+		return 0, fmt.Errorf("podman: checkpoint of %s: %w", id, err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return 0, fmt.Errorf("podman: checkpoint of %s: %w", id, err)
+	}
+	if _, err := d.runtime(ctx, d.cfg.runtimePath(rt), "checkpoint", "--image-path", dir, full); err != nil {
+		_ = os.RemoveAll(dir)
+		return 0, fmt.Errorf("podman: checkpoint of %s: %w", id, err)
+	}
+	size, err := dirSize(dir)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return 0, fmt.Errorf("podman: checkpoint of %s: %w", id, err)
+	}
+	// runsc has ended the sandbox; podman's stop returns once podman has
+	// seen it exit (its conmon), so the next start finds it stopped.
+	if _, err := d.run(ctx, nil, "stop", "--time", "1", name); err != nil && !noSuch(err) {
+		_ = os.RemoveAll(dir)
+		return 0, err
+	}
+	return size, nil
+}
+
+// containerID returns the full id of the container called name and the
+// runtime name it runs on.
+func (d *Driver) containerID(ctx context.Context, name string) (id, runtime string, err error) {
+	out, err := d.run(ctx, nil, "container", "inspect", "--format", "{{.ID}} {{.OCIRuntime}}", name)
+	if noSuch(err) {
+		return "", "", fault.Errorf(fault.NotFound, "podman: container %s", name)
+	}
+	if err != nil {
+		return "", "", err
+	}
+	f := strings.Fields(string(out))
+	if len(f) != 2 || len(f[0]) != 64 {
+		return "", "", fmt.Errorf("podman inspect %s: unexpected answer %q", name, out)
+	}
+	return f[0], f[1], nil
+}
+
+// Restore starts the machine of spec from its checkpoint; when it cannot,
+// from its volume (cold says why). The checkpoint is gone afterwards.
+func (d *Driver) Restore(ctx context.Context, spec sandbox.Spec) (cold string, err error) {
+	sb := spec.Sandbox
+	dir := d.cfg.imageDir(d.nameOf(sb.ID))
+	cold = d.restore(ctx, spec, dir)
+	if cold == "" {
+		_ = os.RemoveAll(dir)
+		return "", nil
+	}
+	d.log.WarnContext(ctx, "sandbox not restored from its checkpoint: starting it from its volume", "sandbox", sb.ID, "why", cold)
+	return cold, d.Start(ctx, spec) // Start drops the checkpoint
+}
+
+// restore is Restore's attempt from the checkpoint in dir: "" when the
+// machine is restored and ready, else why not, with the machine stopped.
+func (d *Driver) restore(ctx context.Context, spec sandbox.Spec, dir string) string {
+	d.forgetAddrs()
+	defer d.forgetAddrs()
+	name := d.nameOf(spec.Sandbox.ID)
+	if _, err := os.Stat(filepath.Join(dir, "checkpoint.img")); err != nil {
+		return "its checkpoint is missing"
+	}
+	full, rt, err := d.containerID(ctx, name)
+	if err != nil {
+		return "its container cannot be read: " + err.Error()
+	}
+	if !gvisor(d.cfg.Runtimes[rt]) {
+		return "its runtime is " + rt + " now"
+	}
+	note := filepath.Join(d.cfg.checkpointDir(), full)
+	defer os.Remove(note + ".restore")
+	defer os.Remove(note + ".restored")
+	if err := os.WriteFile(note+".restore", []byte(dir), 0o600); err != nil {
+		return "its restore could not be prepared: " + err.Error()
+	}
+	if _, err := d.run(ctx, nil, "start", name); err != nil {
+		return "runsc did not restore it: " + said(errorText(err))
+	}
+	if err := d.waitReady(ctx, spec.Sandbox); err != nil {
+		// Restored, but not ready: stop it for the cold start.
+		if _, serr := d.run(context.WithoutCancel(ctx), nil, "stop", "--time", "1", name); serr != nil && !noSuch(serr) {
+			d.log.WarnContext(ctx, "a restored machine that is not ready did not stop", "sandbox", spec.Sandbox.ID, "err", serr)
+		}
+		return "restored, it did not become ready: " + err.Error()
+	}
+	return ""
+}
+
+func errorText(err error) string {
+	var pe *podmanError
+	if errors.As(err, &pe) {
+		return pe.stderr
+	}
+	return err.Error()
+}
+
+// dropCheckpoint removes the checkpoint of the container called name and
+// any note left for it: a machine started, stopped or removed by other
+// means than Restore has none to keep.
+func (d *Driver) dropCheckpoint(name string) {
+	if err := os.RemoveAll(filepath.Join(d.cfg.checkpointDir(), name)); err != nil {
+		d.log.Warn("checkpoint not removed", "container", name, "err", err)
+	}
+}
+
+// dirSize is the size of the regular files under dir.
+func dirSize(dir string) (quantity.Bytes, error) {
+	var n int64
+	err := filepath.WalkDir(dir, func(_ string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if e.Type().IsRegular() {
+			fi, err := e.Info()
+			if err != nil {
+				return err
+			}
+			n += fi.Size()
+		}
+		return nil
+	})
+	return quantity.Bytes(n), err
+}
+
+// checkpoints reports whether sb's machine may have a checkpoint.
+func (d *Driver) checkpoints(sb sandbox.Sandbox) bool {
+	return sb.Runtime != "" && gvisor(d.cfg.Runtimes[RuntimeName(sb.Runtime)])
+}

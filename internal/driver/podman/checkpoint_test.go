@@ -1,0 +1,210 @@
+package podman_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"berth.dev/berth/internal/driver/drivertest"
+	"berth.dev/berth/internal/driver/podman"
+	"berth.dev/berth/internal/sandbox"
+)
+
+// isolatedDriver is a driver on the shared root whose isolated tier is
+// gVisor's runsc (BERTH_TEST_RUNSC), and a small engineer sandbox spec on
+// that tier; it skips without runsc.
+func isolatedDriver(t *testing.T) (*podman.Driver, sandbox.Spec, func(args ...string) (string, error)) {
+	t.Helper()
+	runsc := os.Getenv("BERTH_TEST_RUNSC")
+	if runsc == "" {
+		t.Skip("set BERTH_TEST_RUNSC to a runsc binary (scripts/build-runsc) to checkpoint on the isolated tier")
+	}
+	root := podmanRoot(t)
+	d := newDriverWith(t, podman.Config{Runtimes: map[string]string{"runsc": runsc}})
+	spec := drivertest.Spec(drivertest.Options{Image: testImage, SSHKey: testKey})
+	spec.Sandbox.Isolation, spec.Sandbox.Runtime = sandbox.TierIsolated, runsc
+	pod := func(args ...string) (string, error) {
+		cmd := exec.Command("podman", args...)
+		cmd.Env = append(os.Environ(), "CONTAINERS_CONF="+root+"/containers.conf", "CONTAINERS_STORAGE_CONF="+root+"/storage.conf")
+		out, err := cmd.CombinedOutput()
+		return strings.TrimSpace(string(out)), err
+	}
+	return d, spec, pod
+}
+
+// TestCheckpointKeepsProcesses: a machine on the isolated tier suspended
+// with its memory is restored with what its memory held. A loop started
+// in it counts into a file of its root filesystem (which gVisor keeps in
+// memory); the restored machine has the count as it was at the
+// checkpoint. (The loop itself is podman exec's, and gVisor ends exec'd
+// processes at a restore; processes under the machine's init go on, which
+// internal/e2e's TestSuspendWithMemory shows through ssh.) A damaged
+// checkpoint falls back to a cold start; Remove takes the checkpoint.
+func TestCheckpointKeepsProcesses(t *testing.T) {
+	d, spec, pod := isolatedDriver(t)
+	ctx := context.Background()
+	if why := d.Checkpoints(spec.Sandbox); why != "" {
+		t.Fatalf("Checkpoints = %q, want it to checkpoint", why)
+	}
+	if err := d.Start(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	name := "berth-" + string(spec.Sandbox.ID)
+	if out, err := pod("exec", "-d", name, "sh", "-c", `i=0; while :; do i=$((i+1)); echo "$$ $i" > /var/tmp/count; sleep 0.05; done`); err != nil {
+		t.Fatalf("podman exec: %v: %s", err, out)
+	}
+	count := func() (pid string, n int) {
+		t.Helper()
+		var out string
+		waitUntil(t, 10*time.Second, func() bool {
+			out, _ = pod("exec", name, "cat", "/var/tmp/count")
+			return len(strings.Fields(out)) == 2
+		})
+		f := strings.Fields(out)
+		n, _ = strconv.Atoi(f[1])
+		return f[0], n
+	}
+	waitUntil(t, 10*time.Second, func() bool { _, n := count(); return n >= 20 })
+	pid, before := count()
+
+	size, err := d.Checkpoint(ctx, spec.Sandbox.ID)
+	if err != nil {
+		t.Fatalf("Checkpoint: %v", err)
+	}
+	if size <= 0 {
+		t.Errorf("checkpoint size %d, want its bytes", size)
+	}
+	if m, err := d.Inspect(ctx, spec.Sandbox.ID); err != nil || m.Status != sandbox.MachineStopped {
+		t.Fatalf("after the checkpoint the machine is %+v (%v), want stopped", m, err)
+	}
+	time.Sleep(time.Second) // a cold loop would count ~20 in this time
+
+	cold, err := d.Restore(ctx, sandbox.Spec{Sandbox: spec.Sandbox})
+	if err != nil || cold != "" {
+		t.Fatalf("Restore: cold %q, err %v; want restored", cold, err)
+	}
+	pid2, after := count()
+	if pid2 != pid || after < before || after > before+15 {
+		t.Errorf("after restore the count is pid %s's %d, want pid %s's from about %d: the memory as it was", pid2, after, pid, before)
+	}
+	if left, _ := filepath.Glob(filepath.Join(podmanRoot(t), "checkpoints", name, "*")); len(left) != 0 {
+		t.Errorf("the restore left %v behind", left)
+	}
+	// Ready means ready: sshd answers on its (new) address.
+	addr, err := d.Addr(ctx, spec.Sandbox.ID, 2222)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := greeting(t, addr); !strings.HasPrefix(got, "SSH-2.0-") {
+		t.Errorf("sshd after restore said %q", got)
+	}
+
+	// A checkpoint that cannot be restored: the machine starts cold, from
+	// its volume, and says why.
+	if _, err := d.Checkpoint(ctx, spec.Sandbox.ID); err != nil {
+		t.Fatalf("second Checkpoint: %v", err)
+	}
+	img := filepath.Join(podmanRoot(t), "checkpoints", name, "image", "checkpoint.img")
+	if err := os.Truncate(img, 512); err != nil {
+		t.Fatal(err)
+	}
+	cold, err = d.Restore(ctx, sandbox.Spec{Sandbox: spec.Sandbox})
+	if err != nil || cold == "" {
+		t.Fatalf("Restore of a damaged checkpoint: cold %q, err %v; want a cold start that says why", cold, err)
+	}
+	t.Logf("damaged checkpoint: %s", cold)
+	if m, err := d.Inspect(ctx, spec.Sandbox.ID); err != nil || m.Status != sandbox.MachineRunning {
+		t.Fatalf("after the cold start the machine is %+v (%v), want running", m, err)
+	}
+	if out, err := pod("exec", name, "cat", "/var/tmp/count"); err == nil {
+		t.Errorf("a cold start still has the loop's file: %q", out)
+	}
+	if _, err := os.Stat(filepath.Join(podmanRoot(t), "checkpoints", name, "image")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the damaged checkpoint is still there (%v)", err)
+	}
+
+	// Remove takes a checkpoint with the machine.
+	if _, err := d.Checkpoint(ctx, spec.Sandbox.ID); err != nil {
+		t.Fatalf("third Checkpoint: %v", err)
+	}
+	if err := d.Remove(ctx, spec.Sandbox.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(podmanRoot(t), "checkpoints", name)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Remove left the checkpoint (%v)", err)
+	}
+}
+
+// TestCheckpointDiskFull: a checkpoint that runs out of room fails, keeps
+// nothing, and leaves a machine a stop and a cold start bring back.
+func TestCheckpointDiskFull(t *testing.T) {
+	d, spec, pod := isolatedDriver(t)
+	ctx := context.Background()
+	if err := d.Start(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	name := "berth-" + string(spec.Sandbox.ID)
+	dir := filepath.Join(podmanRoot(t), "checkpoints", name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a small tmpfs for the checkpoint: %v: %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", dir).Run() })
+	if _, err := d.Checkpoint(ctx, spec.Sandbox.ID); err == nil {
+		t.Fatal("a checkpoint into 64 KiB succeeded")
+	} else {
+		t.Logf("checkpoint into 64 KiB: %v", err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "*")); len(left) != 0 {
+		t.Errorf("the failed checkpoint left %v", left)
+	}
+	if m, err := d.Inspect(ctx, spec.Sandbox.ID); err == nil {
+		t.Logf("after the failed checkpoint the machine is %s", m.Status)
+	}
+	if out, err := exec.Command("umount", "-l", dir).CombinedOutput(); err != nil {
+		t.Fatalf("umount: %v: %s", err, out)
+	}
+	if err := d.Stop(ctx, spec.Sandbox.ID); err != nil {
+		t.Fatalf("Stop after a failed checkpoint: %v", err)
+	}
+	if err := d.Start(ctx, sandbox.Spec{Sandbox: spec.Sandbox}); err != nil {
+		t.Fatalf("cold start after a failed checkpoint: %v", err)
+	}
+	if out, err := pod("exec", name, "true"); err != nil {
+		t.Errorf("the machine does not run after its cold start: %v: %s", err, out)
+	}
+}
+
+func waitUntil(t *testing.T, within time.Duration, ok func() bool) {
+	t.Helper()
+	end := time.Now().Add(within)
+	for !ok() {
+		if time.Now().After(end) {
+			t.Fatalf("not so within %s", within)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// greeting is the first line sshd at addr says.
+func greeting(t *testing.T, addr string) string {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatalf("dial %s: %v", addr, err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	line, _ := bufio.NewReader(c).ReadString('\n')
+	return strings.TrimSpace(line)
+}
