@@ -279,7 +279,9 @@ func TestCompositionRoot(t *testing.T) {
 		{"store/sqldb", []string{module + "store"}},
 		// bench/start times a bare podman run of the argv the driver
 		// builds for an agent run (podman.AgentArgs), its baseline.
-		{"driver/", []string{module + "server", module + "sandbox/sandboxtest", "berth.dev/berth/bench/start"}},
+		// bench/checkpoint times the podman driver's checkpoint and
+		// restore in its own process, as bench/egress does the proxy.
+		{"driver/", []string{module + "server", module + "sandbox/sandboxtest", "berth.dev/berth/bench/start", "berth.dev/berth/bench/checkpoint"}},
 		{"sandbox/sandboxtest", nil},
 		{"gateway", []string{module + "server"}},
 		{"server", []string{module + "cli", module + "e2e/berthtest"}},
