@@ -68,7 +68,7 @@ func TestSuspendWithMemory(t *testing.T) {
 		t.Errorf("an isolated sandbox suspends by %q, want %q", sb.Suspend, api.SuspendMemory)
 	}
 	// A loop and a server that outlive the ssh session that starts them.
-	sh(`setsid sh -c 'i=0; while :; do i=$((i+1)); echo "$$ $i" > /tmp/count; sleep 0.05; done' </dev/null >/dev/null 2>&1 &
+	sh(`setsid sh -c 'i=0; while :; do i=$((i+1)); echo "$$ $i" > /tmp/count.new; mv /tmp/count.new /tmp/count; sleep 0.05; done' </dev/null >/dev/null 2>&1 &
 cat > /tmp/serve.py <<'EOF'
 import http.server, os
 n = 0

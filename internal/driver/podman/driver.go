@@ -41,6 +41,8 @@ type Driver struct {
 	ips map[sandbox.ID]string
 
 	pool pools // warm pools (pools.go)
+	// making serialises a sandbox's create with its removal (machinelock.go).
+	making machineLocks
 	// hub listens for the machines' handoff receivers (handoff.go); nil:
 	// every tunnel copies.
 	hub *handoff.Hub
@@ -343,6 +345,7 @@ func (d *Driver) replace(ctx context.Context, spec sandbox.Spec) error {
 // behind: a half-created one would block the name (notes/podman.md §9).
 func (d *Driver) create(ctx context.Context, spec sandbox.Spec) error {
 	sb := spec.Sandbox
+	defer d.making.lock(sb.ID)()
 	name := d.cfg.name(sb.ID)
 	if spec.Run != nil {
 		// An agent run has no home volume: the checkout is its only mount.
@@ -556,6 +559,7 @@ func (d *Driver) Stop(ctx context.Context, id sandbox.ID) error {
 
 // Remove deletes the container and the volume.
 func (d *Driver) Remove(ctx context.Context, id sandbox.ID) error {
+	defer d.making.lock(id)()
 	d.forgetAddrs()
 	defer d.forgetAddrs()
 	name := d.nameOf(id)
