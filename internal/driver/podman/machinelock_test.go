@@ -57,4 +57,3 @@ func TestRemoveWhileStarting(t *testing.T) {
 		})
 	}
 }
-
