@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/quantity"
 	"berth.dev/berth/internal/sandbox"
 )
@@ -183,18 +182,14 @@ func (d *Driver) Checkpoint(ctx context.Context, id sandbox.ID) (quantity.Bytes,
 // containerID returns the full id of the container called name and the
 // runtime name it runs on.
 func (d *Driver) containerID(ctx context.Context, name string) (id, runtime string, err error) {
-	out, err := d.run(ctx, nil, "container", "inspect", "--format", "{{.ID}} {{.OCIRuntime}}", name)
-	if noSuch(err) {
-		return "", "", fault.Errorf(fault.NotFound, "podman: container %s", name)
-	}
+	cur, err := d.inspectName(ctx, name)
 	if err != nil {
 		return "", "", err
 	}
-	f := strings.Fields(string(out))
-	if len(f) != 2 || len(f[0]) != 64 {
-		return "", "", fmt.Errorf("podman inspect %s: unexpected answer %q", name, out)
+	if len(cur.ID) != 64 || cur.OCIRuntime == "" {
+		return "", "", fmt.Errorf("podman inspect %s: unexpected id %q and runtime %q", name, cur.ID, cur.OCIRuntime)
 	}
-	return f[0], f[1], nil
+	return cur.ID, cur.OCIRuntime, nil
 }
 
 // Restore starts the machine of spec from its checkpoint; when it cannot,
@@ -233,7 +228,7 @@ func (d *Driver) restore(ctx context.Context, spec sandbox.Spec, dir string) str
 	if err := os.WriteFile(note+".restore", []byte(dir), 0o600); err != nil {
 		return "its restore could not be prepared: " + err.Error()
 	}
-	if _, err := d.run(ctx, nil, "start", name); err != nil {
+	if err := d.startContainer(ctx, name); err != nil {
 		return "runsc did not restore it: " + said(errorText(err))
 	}
 	if err := d.waitReady(ctx, spec.Sandbox); err != nil {

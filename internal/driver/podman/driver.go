@@ -202,7 +202,9 @@ func lastLines(s string, n int) string {
 
 // inspected is the part of `podman inspect` the driver reads.
 type inspected struct {
-	State struct {
+	ID         string `json:"Id"`
+	OCIRuntime string
+	State      struct {
 		Status     string
 		Running    bool
 		ExitCode   int
@@ -302,7 +304,7 @@ func (d *Driver) Start(ctx context.Context, spec sandbox.Spec) error {
 	case !exists:
 		return fault.Errorf(fault.NotFound, "podman: %s has no container and no environment to create one", sb.ID)
 	case !cur.State.Running:
-		if _, err := d.run(ctx, nil, "start", d.nameOf(sb.ID)); err != nil {
+		if err := d.startContainer(ctx, d.nameOf(sb.ID)); err != nil {
 			return err
 		}
 	case spec.Env == nil && d.checkpoints(sb):
@@ -314,7 +316,7 @@ func (d *Driver) Start(ctx context.Context, spec sandbox.Spec) error {
 		if _, err := d.run(ctx, nil, "stop", "--time", "1", d.nameOf(sb.ID)); err != nil && !noSuch(err) {
 			return err
 		}
-		if _, err := d.run(ctx, nil, "start", d.nameOf(sb.ID)); err != nil {
+		if err := d.startContainer(ctx, d.nameOf(sb.ID)); err != nil {
 			return err
 		}
 	}
