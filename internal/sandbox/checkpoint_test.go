@@ -199,3 +199,29 @@ func TestSuspendWithMemoryFailurePaths(t *testing.T) {
 		t.Errorf("a resume after expiry restored (%d → %d) or kept checkpoint %d", restores, c.restores, got.Checkpoint)
 	}
 }
+
+// TestIdleSuspendKeepsMemory: the sweep's idle suspend saves the memory
+// too, so an idle sandbox resumes warm.
+func TestIdleSuspendKeepsMemory(t *testing.T) {
+	e := newEnv(t, func(c *sandbox.Config) { c.IdleSuspend = 30 * time.Minute })
+	c := e.withCheckpoints(t)
+	e.run(t)
+	ctx := t.Context()
+	sb := e.engineer(t, e.alice, "quiet")
+	e.waitState(t, sb.ID, sandbox.StateRunning)
+	e.clock.Advance(31 * time.Minute)
+	if res, err := e.svc.Sweep(ctx); err != nil || len(res.Suspended) != 1 {
+		t.Fatalf("idle sweep suspended %v (%v), want the quiet sandbox", res.Suspended, err)
+	}
+	got := e.waitState(t, sb.ID, sandbox.StateSuspended)
+	if got.Checkpoint != 12<<20 {
+		t.Errorf("an idle suspend recorded checkpoint %d, want its memory saved (12Mi)", got.Checkpoint)
+	}
+	if _, err := e.svc.Resume(ctx, e.alice, "quiet"); err != nil {
+		t.Fatal(err)
+	}
+	e.waitState(t, sb.ID, sandbox.StateRunning)
+	if c.restores != 1 {
+		t.Errorf("the idle sandbox was restored %d times at resume, want once", c.restores)
+	}
+}
