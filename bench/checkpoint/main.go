@@ -36,6 +36,7 @@ import (
 
 	"berth.dev/berth/bench/internal/report"
 	"berth.dev/berth/bench/internal/stats"
+	"berth.dev/berth/internal/driver/drivertest"
 	"berth.dev/berth/internal/driver/podman"
 	"berth.dev/berth/internal/quantity"
 	"berth.dev/berth/internal/sandbox"
@@ -69,19 +70,19 @@ func run(n int) error {
 		return err
 	}
 	defer d.Close()
-	id := sandbox.NewID()
-	sb := sandbox.Sandbox{ID: id, Name: "bench", Org: "org_bench", Project: "prj_bench", Owner: "usr_bench",
-		Purpose: sandbox.PurposeEngineer, Class: "isolated", Image: image, Isolation: sandbox.TierIsolated, Runtime: runsc,
-		CPU: quantity.Millicores(2000), Memory: quantity.Bytes(2 << 30), State: sandbox.StateStarting,
-		CreatedAt: time.Now(), ExpiresAt: time.Now().Add(time.Hour)}
-	env := map[string]string{"BERTH_SANDBOX_ID": string(id), "BERTH_SANDBOX_NAME": sb.Name, "BERTH_SANDBOX_PURPOSE": "engineer",
-		"BERTH_AUTHORIZED_KEYS": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGQ0n8q0dvGXmfhT3x7Jt0yq4xNn6JkJ3sJ8QmV4c2Xk bench", "BERTH_API_KEY": "berth_benchbenchbench0_NOTAKEY"}
+	// The driver contract's small engineer sandbox, on the isolated tier
+	// with 2 cores and 2 GiB.
+	first := drivertest.Spec(drivertest.Options{Image: image,
+		SSHKey: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGQ0n8q0dvGXmfhT3x7Jt0yq4xNn6JkJ3sJ8QmV4c2Xk bench"})
+	sb := first.Sandbox
+	id := sb.ID
+	sb.Isolation, sb.Runtime, sb.CPU, sb.Memory = sandbox.TierIsolated, runsc, quantity.Millicores(2000), quantity.Bytes(2<<30)
 	defer func() {
 		if err := d.Remove(context.WithoutCancel(ctx), id); err != nil {
 			fmt.Fprintln(os.Stderr, "bench/checkpoint: the sandbox was not removed:", err)
 		}
 	}()
-	if err := d.Start(ctx, sandbox.Spec{Sandbox: sb, Env: env}); err != nil {
+	if err := d.Start(ctx, sandbox.Spec{Sandbox: sb, Env: first.Env}); err != nil {
 		return err
 	}
 	spec := sandbox.Spec{Sandbox: sb}

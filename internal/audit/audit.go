@@ -18,42 +18,44 @@ const (
 	SandboxState  = "sandbox.state" // a state change; Detail says from → to and why
 	SandboxExtend = "sandbox.extend"
 	SandboxTask   = "sandbox.task" // a session given its next task; Detail its size, never its text
+
 	// SandboxCheckpoint is a suspend's save of the machine's memory (or
 	// its failure, the machine then stopped); SandboxRestore a resume's
 	// restore of it, or the cold start it fell back to, and why.
 	SandboxCheckpoint = "sandbox.checkpoint"
 	SandboxRestore    = "sandbox.restore"
-	KeyCreate         = "key.create"
-	KeyRevoke         = "key.revoke"
-	CredentialIssue   = "credential.issue"  // a repository token or similar handed to a sandbox
-	CredentialRevoke  = "credential.revoke" // one taken back
-	ShellOpen         = "shell.open"        // a tunnel connection; Detail says how long and how many bytes
-	EgressRefuse      = "egress.refuse"     // the egress proxy refused a sandbox a host; Target host:port, Detail why
-	EgressLearn       = "egress.learn"      // a learning sandbox's egress was frozen to what it reached; Target the list, Detail why then
-	SecretSet         = "secret.set"        // a project's secret stored (its value never in the log); Target project/NAME, Detail its hosts
-	SecretDelete      = "secret.delete"
-	GitPush           = "git.push" // Outcome ok or refused; Target the repository, Detail the refs
-	GitFetch          = "git.fetch"
-	ClassApply        = "class.apply"
-	ClassDelete       = "class.delete"
-	GuardrailSet      = "guardrail.set"
-	AgentConfigSet    = "agent_config.set" // an organisation's or project's agent configuration written; Detail its size and effort, never its text
-	TriggerSet        = "trigger.set"      // a project's trigger written; Target project/NAME, Detail what starts it and its limits
-	TriggerDelete     = "trigger.delete"
-	OrgCreate         = "org.create"
-	ProjectCreate     = "project.create"
-	UserCreate        = "user.create"
-	UserProject       = "user.project"      // Target the user; Detail the project their new sandboxes and keys land in
-	InvitationCreate  = "invitation.create" // Target the user; Detail the invitation's id and expiry
-	InvitationRedeem  = "invitation.redeem" // Target the invitation; Detail the client address, and why when refused
-	UserDisable       = "user.disable"      // Target the user; Detail who or what disabled them and why
-	UserEnable        = "user.enable"       // Target the user
-	UserRole          = "user.role"         // Target the user; Detail from → to and why (the identity provider's groups)
-	UserLink          = "user.link"         // Target the user; Detail the identity provider's issuer and subject now theirs
-	SSOSignIn         = "sso.sign_in"       // Target the user (or the subject when refused); Detail panel or cli, and why when refused
-	SSORefresh        = "sso.refresh"       // a sign-in's session refreshed at the identity provider; logged when refused
-	SSOSignOut        = "sso.sign_out"      // a sign-in's session ended (signed out, or its key revoked)
-	SSOMapping        = "sso.mapping"       // Target the organisation; Detail the groups of its members and administrators
+
+	KeyCreate        = "key.create"
+	KeyRevoke        = "key.revoke"
+	CredentialIssue  = "credential.issue"  // a repository token or similar handed to a sandbox
+	CredentialRevoke = "credential.revoke" // one taken back
+	ShellOpen        = "shell.open"        // a tunnel connection; Detail says how long and how many bytes
+	EgressRefuse     = "egress.refuse"     // the egress proxy refused a sandbox a host; Target host:port, Detail why
+	EgressLearn      = "egress.learn"      // a learning sandbox's egress was frozen to what it reached; Target the list, Detail why then
+	SecretSet        = "secret.set"        // a project's secret stored (its value never in the log); Target project/NAME, Detail its hosts
+	SecretDelete     = "secret.delete"
+	GitPush          = "git.push" // Outcome ok or refused; Target the repository, Detail the refs
+	GitFetch         = "git.fetch"
+	ClassApply       = "class.apply"
+	ClassDelete      = "class.delete"
+	GuardrailSet     = "guardrail.set"
+	AgentConfigSet   = "agent_config.set" // an organisation's or project's agent configuration written; Detail its size and effort, never its text
+	TriggerSet       = "trigger.set"      // a project's trigger written; Target project/NAME, Detail what starts it and its limits
+	TriggerDelete    = "trigger.delete"
+	OrgCreate        = "org.create"
+	ProjectCreate    = "project.create"
+	UserCreate       = "user.create"
+	UserProject      = "user.project"      // Target the user; Detail the project their new sandboxes and keys land in
+	InvitationCreate = "invitation.create" // Target the user; Detail the invitation's id and expiry
+	InvitationRedeem = "invitation.redeem" // Target the invitation; Detail the client address, and why when refused
+	UserDisable      = "user.disable"      // Target the user; Detail who or what disabled them and why
+	UserEnable       = "user.enable"       // Target the user
+	UserRole         = "user.role"         // Target the user; Detail from → to and why (the identity provider's groups)
+	UserLink         = "user.link"         // Target the user; Detail the identity provider's issuer and subject now theirs
+	SSOSignIn        = "sso.sign_in"       // Target the user (or the subject when refused); Detail panel or cli, and why when refused
+	SSORefresh       = "sso.refresh"       // a sign-in's session refreshed at the identity provider; logged when refused
+	SSOSignOut       = "sso.sign_out"      // a sign-in's session ended (signed out, or its key revoked)
+	SSOMapping       = "sso.mapping"       // Target the organisation; Detail the groups of its members and administrators
 )
 
 // Outcomes.

@@ -25,45 +25,9 @@ import (
 // how the sandbox suspends and how much memory was saved; the audit log
 // says it was saved and restored; terminate leaves no checkpoint.
 func TestSuspendWithMemory(t *testing.T) {
-	runsc := os.Getenv("BERTH_TEST_RUNSC")
-	if runsc == "" {
-		t.Skip("set BERTH_TEST_RUNSC to a runsc binary to suspend with memory on the isolated tier")
-	}
-	g := startGateway(t, "BERTH_SANDBOX_RUNTIME_ISOLATED="+runsc)
-	ctx := context.Background()
-	file := `sandboxes:
-  - name: isolated
-    image: localhost/berth-sandbox:latest
-    isolation: isolated
-    cpu: "1"
-    memory: 1Gi
-    purposes: [engineer]
-  - name: plain
-    image: localhost/berth-sandbox:latest
-    isolation: standard
-    cpu: "1"
-    memory: 1Gi
-    purposes: [engineer]
-`
-	if _, err := g.operator.ApplyClasses(ctx, "", strings.NewReader(file)); err != nil {
-		t.Fatal(err)
-	}
-	alice := g.newMember(t, "alice")
-	pubKey, err := os.ReadFile(alice.key + ".pub")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub := strings.TrimSpace(string(pubKey))
-	sb, err := alice.api.CreateSandbox(ctx, api.CreateSandbox{Name: "warm", Class: "isolated", SSHKeys: []string{pub}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sb = g.waitState(alice.api, sb.ID, "running", 2*time.Minute)
-	// The real OpenSSH client through the gateway's tunnel, as its owner.
-	sh := func(command string) string {
-		t.Helper()
-		return strings.TrimSpace(alice.run(berthBin, "sandbox", "ssh", "warm", "-i", alice.key, "--", command))
-	}
+	w := newIsolatedWorld(t, "1Gi")
+	g, alice, ctx := w.g, w.alice, context.Background()
+	sb, sh := w.sandbox(t, "warm")
 	if sb.Suspend != api.SuspendMemory {
 		t.Errorf("an isolated sandbox suspends by %q, want %q", sb.Suspend, api.SuspendMemory)
 	}
@@ -157,7 +121,7 @@ setsid python3 /tmp/serve.py </dev/null >/dev/null 2>&1 &`)
 	}
 
 	// A sandbox on runc says it suspends by stopping.
-	plain, err := alice.api.CreateSandbox(ctx, api.CreateSandbox{Name: "plain", Class: "plain", SSHKeys: []string{pub}})
+	plain, err := alice.api.CreateSandbox(ctx, api.CreateSandbox{Name: "plain", Class: "plain", SSHKeys: []string{w.pub}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,37 +135,9 @@ setsid python3 /tmp/serve.py </dev/null >/dev/null 2>&1 &`)
 // volume, and the next gateway's resume starts it from its volume: its
 // home kept, nothing of the half-made checkpoint left.
 func TestSuspendWithMemoryGatewayKilled(t *testing.T) {
-	runsc := os.Getenv("BERTH_TEST_RUNSC")
-	if runsc == "" {
-		t.Skip("set BERTH_TEST_RUNSC to a runsc binary to suspend with memory on the isolated tier")
-	}
-	g := startGateway(t, "BERTH_SANDBOX_RUNTIME_ISOLATED="+runsc)
-	ctx := context.Background()
-	file := `sandboxes:
-  - name: isolated
-    image: localhost/berth-sandbox:latest
-    isolation: isolated
-    cpu: "1"
-    memory: 3Gi
-    purposes: [engineer]
-`
-	if _, err := g.operator.ApplyClasses(ctx, "", strings.NewReader(file)); err != nil {
-		t.Fatal(err)
-	}
-	alice := g.newMember(t, "alice")
-	pubKey, err := os.ReadFile(alice.key + ".pub")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sb, err := alice.api.CreateSandbox(ctx, api.CreateSandbox{Name: "big", Class: "isolated", SSHKeys: []string{strings.TrimSpace(string(pubKey))}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.waitState(alice.api, sb.ID, "running", 2*time.Minute)
-	sh := func(command string) string {
-		t.Helper()
-		return strings.TrimSpace(alice.run(berthBin, "sandbox", "ssh", "big", "-i", alice.key, "--", command))
-	}
+	w := newIsolatedWorld(t, "3Gi")
+	g, alice := w.g, w.alice
+	sb, sh := w.sandbox(t, "big")
 	// 1.5 GiB in its memory makes a checkpoint of a couple of seconds;
 	// a file in the home volume is what a cold start keeps.
 	sh("echo kept > ~/mine; head -c 1610612736 /dev/urandom > /var/tmp/fill")
@@ -230,5 +166,62 @@ func TestSuspendWithMemoryGatewayKilled(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(checkpoints, "image")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the cut-off checkpoint is still there after the resume (%v)", err)
+	}
+}
+
+// isolatedWorld is a gateway whose isolated tier is runsc, with the class
+// isolated of the memory given and a runc class, plain, and alice, a member
+// with an ssh key (pub).
+type isolatedWorld struct {
+	g     *gateway
+	alice *person
+	pub   string
+}
+
+func newIsolatedWorld(t *testing.T, memory string) isolatedWorld {
+	t.Helper()
+	runsc := os.Getenv("BERTH_TEST_RUNSC")
+	if runsc == "" {
+		t.Skip("set BERTH_TEST_RUNSC to a runsc binary to suspend with memory on the isolated tier")
+	}
+	g := startGateway(t, "BERTH_SANDBOX_RUNTIME_ISOLATED="+runsc)
+	file := `sandboxes:
+  - name: isolated
+    image: localhost/berth-sandbox:latest
+    isolation: isolated
+    cpu: "1"
+    memory: ` + memory + `
+    purposes: [engineer]
+  - name: plain
+    image: localhost/berth-sandbox:latest
+    isolation: standard
+    cpu: "1"
+    memory: 1Gi
+    purposes: [engineer]
+`
+	if _, err := g.operator.ApplyClasses(context.Background(), "", strings.NewReader(file)); err != nil {
+		t.Fatal(err)
+	}
+	alice := g.newMember(t, "alice")
+	pub, err := os.ReadFile(alice.key + ".pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return isolatedWorld{g: g, alice: alice, pub: strings.TrimSpace(string(pub))}
+}
+
+// sandbox makes alice's isolated sandbox called name and waits for it to
+// run; sh runs a command in it with the real OpenSSH client through the
+// gateway's tunnel, as its owner.
+func (w isolatedWorld) sandbox(t *testing.T, name string) (api.Sandbox, func(command string) string) {
+	t.Helper()
+	sb, err := w.alice.api.CreateSandbox(context.Background(), api.CreateSandbox{Name: name, Class: "isolated", SSHKeys: []string{w.pub}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb = w.g.waitState(w.alice.api, sb.ID, "running", 2*time.Minute)
+	return sb, func(command string) string {
+		t.Helper()
+		return strings.TrimSpace(w.alice.run(berthBin, "sandbox", "ssh", name, "-i", w.alice.key, "--", command))
 	}
 }

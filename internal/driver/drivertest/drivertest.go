@@ -319,7 +319,7 @@ func Run(t *testing.T, o Options) {
 			if err != nil {
 				t.Fatalf("Addr(running, 2222) = %v", err)
 			}
-			if line := greeting(t, addr); !strings.HasPrefix(line, "SSH-") {
+			if line := Greeting(t, addr); !strings.HasPrefix(line, "SSH-") {
 				t.Errorf("port 2222 of a ready engineer sandbox says %q, want sshd's greeting", line)
 			}
 		}
@@ -361,8 +361,8 @@ func Watch(t *testing.T, w sandbox.Watcher) (changed <-chan sandbox.ID, done <-c
 	return ids, ended
 }
 
-// greeting reads the first line a server at addr says.
-func greeting(t *testing.T, addr string) string {
+// Greeting reads the first line a server at addr says (sshd's greeting).
+func Greeting(t *testing.T, addr string) string {
 	t.Helper()
 	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {

@@ -134,7 +134,7 @@ func (c Config) writeRuntimes() error {
 // an engineer's machine on a runsc runtime can.
 func (d *Driver) Checkpoints(sb sandbox.Sandbox) string {
 	if sb.Purpose != sandbox.PurposeEngineer {
-		return "an agent's machine is not suspended"
+		return "an agent's machine is stopped between tasks, never saved"
 	}
 	if !d.checkpoints(sb) {
 		return "its runtime cannot save a machine's memory (gVisor's, the isolated tier's, can)"
@@ -196,10 +196,9 @@ func (d *Driver) containerID(ctx context.Context, name string) (id, runtime stri
 // from its volume (cold says why). The checkpoint is gone afterwards.
 func (d *Driver) Restore(ctx context.Context, spec sandbox.Spec) (cold string, err error) {
 	sb := spec.Sandbox
-	dir := d.cfg.imageDir(d.nameOf(sb.ID))
-	cold = d.restore(ctx, spec, dir)
-	if cold == "" {
-		_ = os.RemoveAll(dir)
+	name := d.nameOf(sb.ID)
+	if cold = d.restore(ctx, spec, d.cfg.imageDir(name)); cold == "" {
+		d.dropCheckpoint(name)
 		return "", nil
 	}
 	d.log.WarnContext(ctx, "sandbox not restored from its checkpoint: starting it from its volume", "sandbox", sb.ID, "why", cold)

@@ -1,10 +1,8 @@
 package podman_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -103,7 +101,7 @@ func TestCheckpointKeepsProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := greeting(t, addr); !strings.HasPrefix(got, "SSH-2.0-") {
+	if got := drivertest.Greeting(t, addr); !strings.HasPrefix(got, "SSH-2.0-") {
 		t.Errorf("sshd after restore said %q", got)
 	}
 
@@ -194,17 +192,4 @@ func waitUntil(t *testing.T, within time.Duration, ok func() bool) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-// greeting is the first line sshd at addr says.
-func greeting(t *testing.T, addr string) string {
-	t.Helper()
-	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		t.Fatalf("dial %s: %v", addr, err)
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	line, _ := bufio.NewReader(c).ReadString('\n')
-	return strings.TrimSpace(line)
 }
