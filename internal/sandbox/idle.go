@@ -81,7 +81,7 @@ func (s *Service) Recheck(ctx context.Context, sb Sandbox) (Sandbox, error) {
 	if m, err := s.driver.Inspect(ctx, sb.ID); err == nil && m.Status == MachineRunning {
 		return sb, nil
 	}
-	if err := (sweeper{s}).sweepSandbox(ctx, sb.ID); err != nil {
+	if err := (sweeper{s}).sweepSandbox(ctx, sb.ID, &SweepResult{Errors: map[ID]error{}}); err != nil {
 		s.log.WarnContext(ctx, "could not handle a sandbox whose machine stopped", "sandbox", sb.ID, "err", err)
 	}
 	return s.store.GetSandbox(ctx, sb.ID)

@@ -1,6 +1,7 @@
 package sandbox_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -11,6 +12,7 @@ import (
 
 	"berth.dev/berth/internal/account"
 	"berth.dev/berth/internal/audit"
+	"berth.dev/berth/internal/driver/fake"
 	"berth.dev/berth/internal/fault"
 	"berth.dev/berth/internal/guardrail"
 	"berth.dev/berth/internal/paging"
@@ -428,4 +430,65 @@ func TestStartsDoNotWaitForASweep(t *testing.T) {
 	}
 	sb := e.engineer(t, e.alice, "dev")
 	e.waitState(t, sb.ID, sandbox.StateRunning)
+}
+
+// staleList is a driver whose machine list is read between before and
+// after (once): what a slow `podman ps` lets happen around it.
+type staleList struct {
+	*fake.Driver
+	before, after func()
+}
+
+func (d *staleList) List(ctx context.Context) ([]sandbox.Machine, error) {
+	before, after := d.before, d.after
+	d.before, d.after = nil, nil
+	if before != nil {
+		before()
+	}
+	ms, err := d.Driver.List(ctx)
+	if after != nil {
+		after()
+	}
+	return ms, err
+}
+
+// TestSweepTrustsNoMachineListOlderThanAResume: a sweep reads the rows,
+// then lists the machines. A suspend before the list and a resume after
+// it leave a running row beside a machine listed stopped; the sweep must
+// not take that for the machine's own exit and suspend a sandbox that
+// runs (CI's e2e: "suspended (its process exited 0 (stopping))" right
+// after a resume).
+func TestSweepTrustsNoMachineListOlderThanAResume(t *testing.T) {
+	e := newEnv(t)
+	e.run(t)
+	ctx := t.Context()
+	sb := e.engineer(t, e.alice, "dev")
+	e.waitState(t, sb.ID, sandbox.StateRunning)
+
+	drv := &staleList{Driver: e.drv}
+	drv.before = func() {
+		if _, err := e.svc.Suspend(ctx, e.alice, "dev"); err != nil {
+			t.Errorf("suspend: %v", err)
+		}
+	}
+	drv.after = func() {
+		if _, err := e.svc.Resume(ctx, e.alice, "dev"); err != nil {
+			t.Errorf("resume: %v", err)
+		}
+		e.waitState(t, sb.ID, sandbox.StateRunning)
+	}
+	sweeper := sandbox.NewService(e.st, drv, e.accounts, e.cfg, e.w.Log, e.clock.Now)
+	res, err := sweeper.Sweep(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if drv.after != nil {
+		t.Fatal("the sweep never listed the machines")
+	}
+	if len(res.Suspended)+len(res.Failed)+len(res.Ended) != 0 {
+		t.Errorf("the sweep acted on a machine list older than the resume: %+v", res)
+	}
+	if got, _ := e.svc.Get(ctx, e.alice, "dev"); got.State != sandbox.StateRunning {
+		t.Errorf("after the sweep: %s (%s), want running", got.State, got.Reason)
+	}
 }

@@ -156,7 +156,18 @@ func (s sweeper) sweep(ctx context.Context) (SweepResult, error) {
 	for _, sb := range live {
 		keep[sb.ID] = true
 		m, has := byID[sb.ID]
-		if err := s.sweepLive(ctx, sb, m, has, &res); err != nil {
+		var err error
+		if sb.State == StateRunning && (!has || m.Status != MachineRunning) {
+			// The machines were listed after the rows were read: a
+			// suspend and a resume in between leave a running row
+			// beside a machine listed stopped, and a write's
+			// compare-and-set (on the state alone) would let the stale
+			// list end a sandbox that runs. Both are read again first.
+			err = s.sweepSandbox(ctx, sb.ID, &res)
+		} else {
+			err = s.sweepLive(ctx, sb, m, has, &res)
+		}
+		if err != nil {
 			res.Errors[sb.ID] = err
 		}
 	}

@@ -57,7 +57,7 @@ func (s sweeper) watch(ctx context.Context, w Watcher, changes chan<- ID, lost c
 // machineChanged handles a sandbox whose machine the driver says may
 // have stopped or vanished, at once and as the sweep would.
 func (s sweeper) machineChanged(ctx context.Context, id ID) {
-	if err := s.sweepSandbox(ctx, id); err != nil && ctx.Err() == nil {
+	if err := s.sweepSandbox(ctx, id, &SweepResult{Errors: map[ID]error{}}); err != nil && ctx.Err() == nil {
 		s.log.WarnContext(ctx, "could not handle a sandbox whose machine changed", "sandbox", id, "err", err)
 	}
 }
@@ -67,7 +67,7 @@ func (s sweeper) machineChanged(ctx context.Context, id ID) {
 // to the sweep's reconciler. Like two sweeps, it may meet a sweep acting
 // on the same sandbox: every state change is a compare-and-set, and the
 // one that loses it does nothing.
-func (s sweeper) sweepSandbox(ctx context.Context, id ID) error {
+func (s sweeper) sweepSandbox(ctx context.Context, id ID, res *SweepResult) error {
 	sb, err := s.store.GetSandbox(ctx, id)
 	if errors.Is(err, fault.NotFound) {
 		return nil
@@ -82,6 +82,5 @@ func (s sweeper) sweepSandbox(ctx context.Context, id ID) error {
 	if err != nil && !errors.Is(err, fault.NotFound) {
 		return fmt.Errorf("driver: %w", err)
 	}
-	res := SweepResult{Errors: map[ID]error{}}
-	return s.sweepLive(ctx, sb, m, err == nil, &res)
+	return s.sweepLive(ctx, sb, m, err == nil, res)
 }

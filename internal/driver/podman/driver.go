@@ -304,6 +304,14 @@ func (d *Driver) Start(ctx context.Context, spec sandbox.Spec) error {
 	case !exists:
 		return fault.Errorf(fault.NotFound, "podman: %s has no container and no environment to create one", sb.ID)
 	case !cur.State.Running:
+		if ending(cur.State.Status) {
+			// A stop (a suspend's, a checkpoint's) is still ending it:
+			// podman refuses to start a container that is stopping, and
+			// its stop returns once the container has stopped.
+			if _, err := d.run(ctx, nil, "stop", "--time", "1", d.nameOf(sb.ID)); err != nil && !noSuch(err) {
+				return err
+			}
+		}
 		if err := d.startContainer(ctx, d.nameOf(sb.ID)); err != nil {
 			return err
 		}
@@ -332,8 +340,18 @@ func (d *Driver) replace(ctx context.Context, spec sandbox.Spec) error {
 	name := d.cfg.name(spec.Sandbox.ID)
 	var err error
 	for range 3 {
-		if _, err := d.run(ctx, nil, "rm", "--force", "--time", "0", name); err != nil && !noSuch(err) {
-			return err
+		if _, err = d.run(ctx, nil, "rm", "--force", "--time", "0", name); err != nil && !noSuch(err) {
+			// A killed podman's half-made container can still hold its
+			// root filesystem (measured under load: "removing container
+			// root filesystem: 1 error occurred"): the next try finds
+			// it let go.
+			d.log.WarnContext(ctx, "a container to replace was not removed: trying again", "sandbox", spec.Sandbox.ID, "err", err)
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Second):
+			}
+			continue
 		}
 		if err = d.create(ctx, spec); !alreadyExists(err) {
 			return err
@@ -597,9 +615,15 @@ func (d *Driver) Inspect(ctx context.Context, id sandbox.ID) (sandbox.Machine, e
 	return machine(id, cur), nil
 }
 
+// ending reports whether podman's status of a container says a stop is
+// ending it: it has not exited yet, and will not start until it has.
+func ending(status string) bool { return status == "stopping" }
+
 func machine(id sandbox.ID, cur inspected) sandbox.Machine {
 	m := sandbox.Machine{ID: id, Status: sandbox.MachineStopped, ExitCode: cur.State.ExitCode, Detail: cur.State.Status, FinishedAt: cur.State.FinishedAt}
-	if cur.State.Running {
+	if cur.State.Running || ending(cur.State.Status) {
+		// A machine being stopped has not exited: its exit code is not
+		// yet what it will be, and whoever stops it writes its row.
 		m.Status, m.ExitCode, m.FinishedAt = sandbox.MachineRunning, 0, time.Time{}
 	}
 	if cur.State.OOMKilled {
@@ -645,7 +669,7 @@ func (d *Driver) List(ctx context.Context) ([]sandbox.Machine, error) {
 		seen[id] = true
 		m := sandbox.Machine{ID: id, Status: sandbox.MachineStopped, ExitCode: c.ExitCode, Detail: c.State}
 		switch {
-		case c.State == "running":
+		case c.State == "running" || ending(c.State):
 			m.Status, m.ExitCode = sandbox.MachineRunning, 0
 		case c.ExitedAt > 0:
 			m.FinishedAt = time.Unix(c.ExitedAt, 0)
