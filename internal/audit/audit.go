@@ -25,6 +25,10 @@ const (
 	SandboxCheckpoint = "sandbox.checkpoint"
 	SandboxRestore    = "sandbox.restore"
 
+	// SandboxFork is a fork (SPEC S3): on the source, the forks it was
+	// copied into and the save's size; on each fork, its source.
+	SandboxFork = "sandbox.fork"
+
 	KeyCreate        = "key.create"
 	KeyRevoke        = "key.revoke"
 	CredentialIssue  = "credential.issue"  // a repository token or similar handed to a sandbox

@@ -259,6 +259,9 @@ func start(args []string, env Env, opts options) int {
 	if len(args) > 1 && args[1] == postCreateArg {
 		return runPostCreate(args[2:], env)
 	}
+	if len(args) > 1 && args[1] == RefreshHomeArg {
+		return refreshHome(env, opts.workDir)
+	}
 	if env.Start == nil {
 		env.Start = (*exec.Cmd).Start
 	}

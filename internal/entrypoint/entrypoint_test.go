@@ -579,3 +579,37 @@ func TestPiFilesRewrittenOnlyWhileUnchanged(t *testing.T) {
 		t.Errorf("settings.json, unchanged, = %q", got)
 	}
 }
+
+// TestRefreshHome: in a fork, berth-init --berth-refresh-home rewrites the
+// files of HOME that name the sandbox and its key from the environment it
+// is run with, and exits 0 without starting anything (no sshd, no setup).
+func TestRefreshHome(t *testing.T) {
+	needCommand(t, "ssh-keygen")
+	h := newHarness(t, engineerVars())
+	h.main() // the source's start
+	execs, runs := len(h.execs), len(h.runs)
+	h.vars["BERTH_SANDBOX_ID"] = "sbx_2"
+	h.vars["BERTH_SANDBOX_NAME"] = "copy"
+	h.vars["BERTH_API_KEY"] = "berth_sk_fork_key"
+	if code := h.main(entrypoint.RefreshHomeArg); code != 0 {
+		t.Fatalf("berth-init %s exited %d: %s", entrypoint.RefreshHomeArg, code, h.stderr.String())
+	}
+	if len(h.execs) != execs || len(h.runs) != runs {
+		t.Errorf("the refresh ran %v and exec'd %v; want nothing started", h.runs[runs:], h.execs[execs:])
+	}
+	for _, f := range []string{".ssh/environment", ".berth/env.sh"} {
+		got := h.read(f)
+		for _, want := range []string{"sbx_2", "copy", "berth_sk_fork_key"} {
+			if !strings.Contains(got, want) {
+				t.Errorf("~/%s after the refresh lacks %q:\n%s", f, want, got)
+			}
+		}
+		if strings.Contains(got, "berth_sk_secret_value") || strings.Contains(got, "sbx_1") {
+			t.Errorf("~/%s after the refresh still names the source:\n%s", f, got)
+		}
+	}
+	delete(h.vars, "BERTH_SANDBOX_ID")
+	if code := h.main(entrypoint.RefreshHomeArg); code == 0 {
+		t.Error("a refresh without the sandbox's id exited 0")
+	}
+}

@@ -14,6 +14,27 @@ import (
 // interactive shells see the same environment as ssh sessions.
 const startupLine = `if [ -r "$HOME/.berth/env.sh" ]; then . "$HOME/.berth/env.sh"; fi # berth: sandbox environment`
 
+// RefreshHomeArg, as berth-init's first argument, rewrites HOME's files
+// that hold the sandbox's name and key from the environment it is run
+// with, and exits: the driver runs it (podman exec) in a fork, whose
+// restored processes and files still name the sandbox it was forked from.
+const RefreshHomeArg = "--berth-refresh-home"
+
+// refreshHome is berth-init's RefreshHomeArg mode.
+func refreshHome(env Env, work string) int {
+	cfg, err := loadConfig(env.Getenv, work)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "berth-init: %v\n", err)
+		return exitUsage
+	}
+	r := &starter{cfg: cfg, env: env}
+	if err := r.prepareHome(); err != nil {
+		r.logf("refresh HOME: %v", err)
+		return exitFailure
+	}
+	return 0
+}
+
 // prepareHome writes what HOME needs at every start: the ssh keys and the
 // environment files. It rewrites only files berth-init owns and appends one
 // line to the user's startup files when it is missing.

@@ -1,79 +1,21 @@
 package sandbox_test
 
 import (
-	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/driver/fake"
 	"berth.dev/berth/internal/paging"
-	"berth.dev/berth/internal/quantity"
 	"berth.dev/berth/internal/sandbox"
 )
 
-// checkpointing is the fake driver as a Checkpointer: a checkpoint stops
-// the machine and is remembered; failCheckpoint makes the next one fail
-// with the machine left running, and cold makes the next restore fall
-// back to a cold start.
-type checkpointing struct {
-	*fake.Driver
-	mu             sync.Mutex
-	saved          map[sandbox.ID]bool
-	failCheckpoint error
-	cold           string
-	restores       int
-}
-
-func (c *checkpointing) Checkpoints(sb sandbox.Sandbox) string {
-	if sb.Purpose != sandbox.PurposeEngineer {
-		return "an agent's machine is not suspended"
-	}
-	return ""
-}
-
-func (c *checkpointing) Checkpoint(ctx context.Context, id sandbox.ID) (quantity.Bytes, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err := c.failCheckpoint; err != nil {
-		c.failCheckpoint = nil
-		return 0, err
-	}
-	if err := c.Driver.Stop(ctx, id); err != nil {
-		return 0, err
-	}
-	c.saved[id] = true
-	return 12 << 20, nil
-}
-
-func (c *checkpointing) Restore(ctx context.Context, spec sandbox.Spec) (string, error) {
-	c.mu.Lock()
-	c.restores++
-	cold := c.cold
-	c.cold = ""
-	had := c.saved[spec.Sandbox.ID]
-	delete(c.saved, spec.Sandbox.ID)
-	c.mu.Unlock()
-	if !had {
-		cold = "its checkpoint is missing"
-	}
-	return cold, c.Driver.Start(ctx, spec)
-}
-
-func (c *checkpointing) Start(ctx context.Context, spec sandbox.Spec) error {
-	c.mu.Lock()
-	delete(c.saved, spec.Sandbox.ID) // a start from the volume drops it
-	c.mu.Unlock()
-	return c.Driver.Start(ctx, spec)
-}
-
 // withCheckpoints puts the env's service on a checkpointing driver.
-func (e *env) withCheckpoints(t *testing.T) *checkpointing {
+func (e *env) withCheckpoints(t *testing.T) *fake.Checkpointing {
 	t.Helper()
-	c := &checkpointing{Driver: e.drv, saved: map[sandbox.ID]bool{}}
+	c := fake.NewCheckpointing(e.drv)
 	e.svc = sandbox.NewService(e.st, c, e.accounts, e.cfg, e.w.Log, e.clock.Now, e.opts...)
 	e.reach = e.wayIn(e.svc, nil)
 	return c
@@ -126,8 +68,8 @@ func TestSuspendWithMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	got = e.waitState(t, sb.ID, sandbox.StateRunning)
-	if got.Checkpoint != 0 || c.restores != 1 {
-		t.Errorf("after resume: checkpoint %d, %d restores; want none left after one restore", got.Checkpoint, c.restores)
+	if got.Checkpoint != 0 || c.Restores() != 1 {
+		t.Errorf("after resume: checkpoint %d, %d restores; want none left after one restore", got.Checkpoint, c.Restores())
 	}
 	if d := e.details(t, sb.ID, audit.SandboxRestore); len(d) != 1 || !strings.Contains(d[0], "restored from its checkpoint (12Mi)") {
 		t.Errorf("audit of the restore: %q", d)
@@ -146,7 +88,7 @@ func TestSuspendWithMemoryFailurePaths(t *testing.T) {
 	e.waitState(t, sb.ID, sandbox.StateRunning)
 
 	// The checkpoint fails (a full disk): the machine is stopped instead.
-	c.failCheckpoint = errors.New("runsc checkpoint: no space left on device")
+	c.FailNextCheckpoint(errors.New("runsc checkpoint: no space left on device"))
 	got, err := e.svc.Suspend(ctx, e.alice, "dev")
 	if err != nil {
 		t.Fatalf("a suspend whose checkpoint failed: %v, want it suspended all the same", err)
@@ -164,15 +106,15 @@ func TestSuspendWithMemoryFailurePaths(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitState(t, sb.ID, sandbox.StateRunning)
-	if c.restores != 0 {
-		t.Errorf("a sandbox with no checkpoint recorded was restored %d times, want a cold start", c.restores)
+	if c.Restores() != 0 {
+		t.Errorf("a sandbox with no checkpoint recorded was restored %d times, want a cold start", c.Restores())
 	}
 
 	// The restore is refused: a cold start, said and audited.
 	if _, err := e.svc.Suspend(ctx, e.alice, "dev"); err != nil {
 		t.Fatal(err)
 	}
-	c.cold = "runsc did not restore it: urpc method \"containerManager.Restore\" failed: EOF"
+	c.ColdNextRestore("runsc did not restore it: urpc method \"containerManager.Restore\" failed: EOF")
 	if _, err := e.svc.Resume(ctx, e.alice, "dev"); err != nil {
 		t.Fatal(err)
 	}
@@ -190,13 +132,13 @@ func TestSuspendWithMemoryFailurePaths(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.clock.Advance(25 * time.Hour)
-	restores := c.restores
+	restores := c.Restores()
 	if _, err := e.svc.Resume(ctx, e.alice, "dev"); err != nil {
 		t.Fatal(err)
 	}
 	got = e.waitState(t, sb.ID, sandbox.StateRunning)
-	if c.restores != restores || got.Checkpoint != 0 {
-		t.Errorf("a resume after expiry restored (%d → %d) or kept checkpoint %d", restores, c.restores, got.Checkpoint)
+	if c.Restores() != restores || got.Checkpoint != 0 {
+		t.Errorf("a resume after expiry restored (%d → %d) or kept checkpoint %d", restores, c.Restores(), got.Checkpoint)
 	}
 }
 
@@ -221,7 +163,7 @@ func TestIdleSuspendKeepsMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitState(t, sb.ID, sandbox.StateRunning)
-	if c.restores != 1 {
-		t.Errorf("the idle sandbox was restored %d times at resume, want once", c.restores)
+	if c.Restores() != 1 {
+		t.Errorf("the idle sandbox was restored %d times at resume, want once", c.Restores())
 	}
 }

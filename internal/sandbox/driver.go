@@ -168,3 +168,17 @@ type Checkpointer interface {
 	// The checkpoint is gone afterwards either way.
 	Restore(ctx context.Context, spec Spec) (cold string, err error)
 }
+
+// Forker is the capability of a driver that can fork a running machine
+// (SPEC S3, the isolated tier under gVisor): save it with its memory while
+// it runs on, and make new machines that go on from that save, each on a
+// copy of its volume.
+type Forker interface {
+	Checkpointer
+	// Fork saves the running machine of src, which runs on, and makes one
+	// machine per spec, not started, on a copy of src's volume and with
+	// its spec's environment; each one's Restore starts it from the save.
+	// It says how large the save is. On an error nothing of the forks is
+	// left, and src runs.
+	Fork(ctx context.Context, src ID, specs []Spec) (quantity.Bytes, error)
+}

@@ -315,9 +315,11 @@ func (s sweeper) sweepOne(ctx context.Context, sb Sandbox, m Machine, has, machi
 	switch sb.State {
 	case StateStarting:
 		// A stop interrupted the start: nobody holds it (servedElsewhere).
-		if machine && m.Status == MachineRunning && !sb.FromPool {
-			// Its machine was made and runs, with the key it was given:
-			// wait for it to be ready again.
+		if machine && (m.Status == MachineRunning || sb.Checkpoint != 0) && !sb.FromPool {
+			// Its machine was made with the key it was given, and runs
+			// (wait for it to be ready again) or waits to be restored
+			// from the save its row records (a fork's, a resume's from
+			// memory): its processes go on.
 			s.enqueue(ctx, Spec{Sandbox: sb})
 		} else if err := s.finishStart(ctx, sb); err != nil {
 			// (A pool's machine that runs may still wait for its token:

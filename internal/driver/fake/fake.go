@@ -331,6 +331,16 @@ func (d *Driver) Plant(id sandbox.ID) {
 	d.machines[id] = &machine{status: sandbox.MachineRunning, ended: make(chan struct{})}
 }
 
+// Make makes the machine of spec without starting it, as a fork's is
+// made before its restore starts it.
+func (d *Driver) Make(spec sandbox.Spec) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	m := &machine{status: sandbox.MachineStopped, env: maps.Clone(spec.Env), spec: spec.Sandbox, ended: make(chan struct{})}
+	m.end()
+	d.machines[spec.Sandbox.ID] = m
+}
+
 // FailStart makes the next Start of id fail with err.
 func (d *Driver) FailStart(id sandbox.ID, err error) {
 	d.mu.Lock()

@@ -197,7 +197,18 @@ func (d *Driver) containerID(ctx context.Context, name string) (id, runtime stri
 func (d *Driver) Restore(ctx context.Context, spec sandbox.Spec) (cold string, err error) {
 	sb := spec.Sandbox
 	name := d.nameOf(sb.ID)
-	if cold = d.restore(ctx, spec, d.cfg.imageDir(name)); cold == "" {
+	fork := d.forked(name)
+	if cold = d.restore(ctx, spec, d.cfg.imageDir(name)); cold == "" && fork {
+		// A fork's HOME still names its source: until it names the fork,
+		// a new ssh session would get the source's name and key.
+		if err := d.refreshHome(ctx, name); err != nil {
+			cold = "restored, its HOME could not be given its own name and key: " + said(errorText(err))
+			if _, serr := d.run(context.WithoutCancel(ctx), nil, "stop", "--time", "1", name); serr != nil && !noSuch(serr) {
+				d.log.WarnContext(ctx, "a restored fork that was not refreshed did not stop", "sandbox", sb.ID, "err", serr)
+			}
+		}
+	}
+	if cold == "" {
 		d.dropCheckpoint(name)
 		return "", nil
 	}

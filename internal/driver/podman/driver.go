@@ -366,7 +366,6 @@ func (d *Driver) replace(ctx context.Context, spec sandbox.Spec) error {
 func (d *Driver) create(ctx context.Context, spec sandbox.Spec) error {
 	sb := spec.Sandbox
 	defer d.making.lock(sb.ID)()
-	name := d.cfg.name(sb.ID)
 	if spec.Run != nil {
 		// An agent run has no home volume: the checkout is its only mount.
 		if spec.Run.Network == "open" {
@@ -379,6 +378,15 @@ func (d *Driver) create(ctx context.Context, spec sandbox.Spec) error {
 	} else if _, err := d.run(ctx, nil, VolumeArgs(d.cfg, sb)...); err != nil && !alreadyExists(err) {
 		return err
 	}
+	return d.makeMachine(ctx, spec, true)
+}
+
+// makeMachine makes the sandbox's container on its volume, which exists,
+// and starts it when start says so (else a restore starts it later: a
+// fork's). A container that was not made whole is removed.
+func (d *Driver) makeMachine(ctx context.Context, spec sandbox.Spec, start bool) error {
+	sb := spec.Sandbox
+	name := d.cfg.name(sb.ID)
 	env, handoffDir := spec.Env, ""
 	if spec.Run == nil && sb.Purpose == sandbox.PurposeEngineer {
 		if handoffDir = d.openHandoff(ctx, name); handoffDir != "" {
@@ -392,7 +400,17 @@ func (d *Driver) create(ctx context.Context, spec sandbox.Spec) error {
 		}
 		return RunArgs(d.cfg, sb, multiline, envFile, handoffDir)
 	}
-	ok, err := d.serviceRun(ctx, argv(nil, ""), env)
+	var ok bool
+	var err error
+	if start {
+		ok, err = d.serviceRun(ctx, argv(nil, ""), env)
+	} else {
+		run := argv
+		argv = func(multiline []string, envFile string) []string {
+			// `podman run --detach …` made but not started.
+			return append([]string{"create"}, run(multiline, envFile)[2:]...)
+		}
+	}
 	if !ok {
 		err = d.runBinary(ctx, sb.ID, env, argv)
 	}
