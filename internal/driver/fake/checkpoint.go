@@ -35,7 +35,11 @@ func NewCheckpointing(d *Driver) *Checkpointing {
 
 // FailNextCheckpoint makes the next checkpoint fail with err, the machine
 // left running.
-func (c *Checkpointing) FailNextCheckpoint(err error) { c.mu.Lock(); c.failCheckpoint = err; c.mu.Unlock() }
+func (c *Checkpointing) FailNextCheckpoint(err error) {
+	c.mu.Lock()
+	c.failCheckpoint = err
+	c.mu.Unlock()
+}
 
 // FailNextFork makes the next fork fail with err, nothing made.
 func (c *Checkpointing) FailNextFork(err error) { c.mu.Lock(); c.failFork = err; c.mu.Unlock() }
