@@ -10,9 +10,13 @@
 //   - cold start: Stop, then Start of the same sandbox from its volume
 //     until the greeting answers: what a resume was before.
 //
-// and the same again with 1 GiB of its memory in use (a file of random
-// bytes on its root filesystem, which gVisor keeps in memory), which a
-// checkpoint must write and a restore read back. It
+// then a fork of it into 4 (Fork, then the 4 restores at once, as the
+// gateway's start queue runs them, until every fork's sshd greets)
+// against 4 cold creates of the same sandbox at once until every one
+// greets; and the checkpoint and restore again with 1 GiB of its memory
+// in use (a file of random bytes on its root filesystem, which gVisor
+// keeps in memory), which a checkpoint must write and a restore read
+// back. It
 // prints each figure's median, and with BERTH_BENCH_REPORT set hands them
 // to bench/all. Issue 25's goal: resume from memory → greeting at most
 // 0.5 of a cold start's.
@@ -27,11 +31,13 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"berth.dev/berth/bench/internal/report"
@@ -96,6 +102,11 @@ func run(n int) error {
 		return nil
 	}
 	for _, touched := range []int{0, 1 << 30} {
+		if touched > 0 {
+			if err := forkFigure(ctx, d, sandbox.Spec{Sandbox: sb, Env: first.Env}, n); err != nil {
+				return err
+			}
+		}
 		label := "an idle engineer sandbox"
 		if touched > 0 {
 			label = "an engineer sandbox with 1 GiB touched"
@@ -183,6 +194,91 @@ func run(n int) error {
 		}
 	}
 	return nil
+}
+
+// forks is how many sandboxes the fork figure makes at once.
+const forks = 4
+
+// forkFigure times a fork of src into 4 against 4 cold creates of the
+// same sandbox, n times each, alternating which goes first.
+func forkFigure(ctx context.Context, d *podman.Driver, src sandbox.Spec, n int) error {
+	// specs are 4 new sandboxes like src, each its own id and environment.
+	specs := func() []sandbox.Spec {
+		out := make([]sandbox.Spec, forks)
+		for i := range out {
+			sb := src.Sandbox
+			sb.ID = sandbox.NewID()
+			env := maps.Clone(src.Env)
+			env["BERTH_SANDBOX_ID"] = string(sb.ID)
+			out[i] = sandbox.Spec{Sandbox: sb, Env: env}
+		}
+		return out
+	}
+	// all runs start on each spec at once and waits for every greeting.
+	all := func(specs []sandbox.Spec, start func(sandbox.Spec) error) error {
+		errs := make([]error, len(specs))
+		var wg sync.WaitGroup
+		for i, spec := range specs {
+			wg.Go(func() {
+				if errs[i] = start(spec); errs[i] == nil {
+					errs[i] = greets(ctx, d, spec.Sandbox.ID)
+				}
+			})
+		}
+		wg.Wait()
+		return errors.Join(errs...)
+	}
+	remove := func(specs []sandbox.Spec) {
+		for _, s := range specs {
+			if err := d.Remove(context.WithoutCancel(ctx), s.Sandbox.ID); err != nil {
+				fmt.Fprintln(os.Stderr, "bench/checkpoint: a sandbox was not removed:", err)
+			}
+		}
+	}
+	var forked, saved, cold []time.Duration
+	var loads report.Loads
+	for i := range n {
+		loads.Sample()
+		for k := range 2 {
+			made := specs()
+			t0 := time.Now()
+			if (i+k)%2 == 0 {
+				if _, err := d.Fork(ctx, src.Sandbox.ID, made); err != nil {
+					remove(made)
+					return err
+				}
+				t1 := time.Now()
+				err := all(made, func(s sandbox.Spec) error {
+					why, err := d.Restore(ctx, sandbox.Spec{Sandbox: s.Sandbox})
+					if err == nil && why != "" {
+						err = fmt.Errorf("a fork started cold: %s", why)
+					}
+					return err
+				})
+				if err != nil {
+					remove(made)
+					return err
+				}
+				forked, saved = append(forked, time.Since(t0)), append(saved, t1.Sub(t0))
+			} else {
+				if err := all(made, func(s sandbox.Spec) error { return d.Start(ctx, s) }); err != nil {
+					remove(made)
+					return err
+				}
+				cold = append(cold, time.Since(t0))
+			}
+			remove(made)
+		}
+		fmt.Fprintf(os.Stderr, "fork into %d, run %d/%d: %s (save and make %s); %d cold creates %s\n", forks, i+1, n,
+			ms3(forked[len(forked)-1]), ms3(saved[len(saved)-1]), forks, ms3(cold[len(cold)-1]))
+	}
+	mf, ms, mc := stats.Median(forked), stats.Median(saved), stats.Median(cold)
+	fmt.Printf("fork into %d → every fork greets, median of %d: %s (save and make %s); %d cold creates → every one greets %s: ratio %.2f\n",
+		forks, n, ms3(mf), ms3(ms), forks, ms3(mc), float64(mf)/float64(mc))
+	f := report.Figure{Bench: "checkpoint", Name: fmt.Sprintf("fork into %d → every fork's sshd greets", forks),
+		Value: fmt.Sprintf("%s (save and make %s)", ms3(mf), ms3(ms)), Baseline: fmt.Sprintf("%s (%d cold creates at once)", ms3(mc), forks),
+		Ratio: float64(mf) / float64(mc), N: n, Load: loads.String()}
+	return report.Emit(f)
 }
 
 func ms3(d time.Duration) string { return d.Round(time.Millisecond).String() }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"berth.dev/berth/internal/entrypoint"
 	"berth.dev/berth/internal/golden"
 )
 
@@ -62,5 +63,13 @@ func TestRunscWrapper(t *testing.T) {
 	}, "\n") + "\n"
 	if string(got) != want {
 		t.Errorf("runsc was called with\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestRefreshHomeArg: the driver asks berth-init for the refresh by the
+// argument berth-init knows.
+func TestRefreshHomeArg(t *testing.T) {
+	if refreshHomeArg != entrypoint.RefreshHomeArg {
+		t.Errorf("the driver runs berth-init %s, which takes %s", refreshHomeArg, entrypoint.RefreshHomeArg)
 	}
 }

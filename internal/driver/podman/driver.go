@@ -637,11 +637,15 @@ func (d *Driver) Inspect(ctx context.Context, id sandbox.ID) (sandbox.Machine, e
 // ending it: it has not exited yet, and will not start until it has.
 func ending(status string) bool { return status == "stopping" }
 
+// live reports whether podman's status of a container says it has not
+// exited: running, paused (a fork's save holds it still for a moment) or
+// being stopped. To the sweep it runs: whoever pauses or stops it writes
+// its row.
+func live(status string) bool { return status == "running" || status == "paused" || ending(status) }
+
 func machine(id sandbox.ID, cur inspected) sandbox.Machine {
 	m := sandbox.Machine{ID: id, Status: sandbox.MachineStopped, ExitCode: cur.State.ExitCode, Detail: cur.State.Status, FinishedAt: cur.State.FinishedAt}
-	if cur.State.Running || ending(cur.State.Status) {
-		// A machine being stopped has not exited: its exit code is not
-		// yet what it will be, and whoever stops it writes its row.
+	if cur.State.Running || live(cur.State.Status) {
 		m.Status, m.ExitCode, m.FinishedAt = sandbox.MachineRunning, 0, time.Time{}
 	}
 	if cur.State.OOMKilled {
@@ -687,7 +691,7 @@ func (d *Driver) List(ctx context.Context) ([]sandbox.Machine, error) {
 		seen[id] = true
 		m := sandbox.Machine{ID: id, Status: sandbox.MachineStopped, ExitCode: c.ExitCode, Detail: c.State}
 		switch {
-		case c.State == "running" || ending(c.State):
+		case live(c.State):
 			m.Status, m.ExitCode = sandbox.MachineRunning, 0
 		case c.ExitedAt > 0:
 			m.FinishedAt = time.Unix(c.ExitedAt, 0)
