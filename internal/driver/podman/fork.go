@@ -234,7 +234,7 @@ func (d *Driver) refreshHome(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	entry, err := entrypoint(out)
+	entry, err := entrypointOf(out)
 	if err != nil {
 		return fmt.Errorf("podman inspect %s: %w", name, err)
 	}
@@ -249,9 +249,9 @@ func (d *Driver) refreshHome(ctx context.Context, name string) error {
 // the in-sandbox program).
 const refreshHomeArg = "--berth-refresh-home"
 
-// entrypoint is the program of a container's entrypoint as podman inspect
+// entrypointOf is the program of a container's entrypoint as podman inspect
 // prints it: a string in podman 4, a list in podman 5.
-func entrypoint(out []byte) (string, error) {
+func entrypointOf(out []byte) (string, error) {
 	out = bytes.TrimSpace(out)
 	var list []string
 	if err := json.Unmarshal(out, &list); err == nil {
