@@ -39,6 +39,10 @@ type Driver struct {
 	// reused, so any start, stop or removal empties it.
 	mu  sync.Mutex
 	ips map[sandbox.ID]string
+	// forking holds the names of the containers a fork under way holds
+	// paused (fork.go): Tidy unpauses only what none holds, and a second
+	// fork of one is refused meanwhile.
+	forking map[string]bool
 
 	pool pools // warm pools (pools.go)
 	// making serialises a sandbox's create with its removal (machinelock.go).

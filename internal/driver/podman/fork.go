@@ -130,6 +130,21 @@ func (d *Driver) Fork(ctx context.Context, src sandbox.ID, specs []sandbox.Spec)
 // its volume's data (from) to the fork's (to), the container paused
 // throughout; it runs on afterwards whatever happened.
 func (d *Driver) saveRunning(ctx context.Context, name string, cur inspected, dir, from, to string) error {
+	d.mu.Lock()
+	if d.forking[name] {
+		d.mu.Unlock()
+		return errors.New("another fork of it is under way")
+	}
+	if d.forking == nil {
+		d.forking = map[string]bool{}
+	}
+	d.forking[name] = true
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		delete(d.forking, name)
+		d.mu.Unlock()
+	}()
 	if _, err := d.run(ctx, nil, "pause", name); err != nil {
 		return err
 	}
@@ -147,6 +162,14 @@ func (d *Driver) saveRunning(ctx context.Context, name string, cur inspected, di
 		return err
 	}
 	return copyHome(ctx, from, to)
+}
+
+// forkingNow reports whether a fork in this process holds the container
+// called name paused.
+func (d *Driver) forkingNow(name string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.forking[name]
 }
 
 // makeVolume makes the home volume of sb.

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -236,5 +237,31 @@ func TestPausedIsRunning(t *testing.T) {
 		if m.ID == spec.Sandbox.ID && m.Status != sandbox.MachineRunning {
 			t.Errorf("List has the paused machine %+v, want running", m)
 		}
+	}
+}
+
+// TestTidyUnpausesWhatAKilledForkLeft: a gateway killed mid-fork leaves
+// its source paused, which counts as running and would never wake: Tidy
+// (every sweep) unpauses it.
+func TestTidyUnpausesWhatAKilledForkLeft(t *testing.T) {
+	d, spec, pod := isolatedDriver(t)
+	ctx := context.Background()
+	if err := d.Start(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Remove(context.Background(), spec.Sandbox.ID) })
+	name := "berth-" + string(spec.Sandbox.ID)
+	if out, err := pod("pause", name); err != nil {
+		t.Fatalf("podman pause: %v: %s", err, out)
+	}
+	tidied, err := d.Tidy(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(tidied, name) {
+		t.Errorf("Tidy did %q, want %s unpaused", tidied, name)
+	}
+	if out, _ := pod("inspect", "--format", "{{.State.Status}}", name); out != "running" {
+		t.Errorf("after Tidy the machine is %q, want running", out)
 	}
 }

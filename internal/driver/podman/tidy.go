@@ -60,7 +60,9 @@ func (d *Driver) Tidy(ctx context.Context) ([]string, error) {
 	removed, envErr := d.tidyEnvFiles(ctx)
 	gone, handoffErr := d.tidyHandoff(ctx)
 	removed = append(removed, gone...)
-	envErr = errors.Join(envErr, handoffErr)
+	unpaused, pauseErr := d.tidyPaused(ctx)
+	removed = append(removed, unpaused...)
+	envErr = errors.Join(envErr, handoffErr, pauseErr)
 	var known map[string]bool // podman's containers, listed once when needed
 	for _, bin := range d.runtimeBinaries() {
 		r, err := d.tidyRuntime(ctx, bin, &known)
@@ -70,6 +72,31 @@ func (d *Driver) Tidy(ctx context.Context) ([]string, error) {
 		}
 	}
 	return removed, envErr
+}
+
+// tidyPaused unpauses the machines of this deployment that a fork paused
+// and a gateway killed mid-fork never unpaused (fork.go): paused, they
+// count as running and nothing else would ever wake them. A fork under
+// way in this process is left alone. It returns the names it unpaused.
+func (d *Driver) tidyPaused(ctx context.Context) ([]string, error) {
+	out, err := d.run(ctx, nil, "ps", "--filter", "label="+labelDeployment+"="+d.cfg.Deployment, "--filter", "status=paused", "--format", "{{.Names}}")
+	if err != nil {
+		return nil, err
+	}
+	var woken []string
+	var errs []error
+	for name := range strings.FieldsSeq(string(out)) {
+		if d.forkingNow(name) {
+			continue
+		}
+		if _, err := d.run(ctx, nil, "unpause", name); err != nil && !noSuch(err) {
+			errs = append(errs, err)
+			continue
+		}
+		d.log.WarnContext(ctx, "a machine a fork left paused runs again", "container", name)
+		woken = append(woken, name)
+	}
+	return woken, errors.Join(errs...)
 }
 
 // runtimeBinaries are the OCI runtimes podman runs containers with:
