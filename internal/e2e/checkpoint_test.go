@@ -67,10 +67,7 @@ setsid python3 /tmp/serve.py </dev/null >/dev/null 2>&1 &`)
 	counted := time.Now()
 
 	out := alice.run(berthBin, "sandbox", "suspend", "warm")
-	// The loop counts every 50 ms or slower until the save: how far it can
-	// have gone is bound by the time the suspend took, not by a count a
-	// loaded machine's suspend outlasts.
-	most := before + int(time.Since(counted)/(50*time.Millisecond)) + 10
+	suspending := time.Since(counted)
 	if !strings.Contains(out, "suspended with its memory") {
 		t.Errorf("suspend said %q, want that its memory was saved", out)
 	}
@@ -87,8 +84,13 @@ setsid python3 /tmp/serve.py </dev/null >/dev/null 2>&1 &`)
 	}
 	time.Sleep(2 * time.Second) // a loop started again would count past 40 by now
 
+	resumed := time.Now()
 	alice.run(berthBin, "sandbox", "resume", "warm")
 	pid2, after := count()
+	// The loop counts every 50 ms or slower while it runs: until the save,
+	// and from the restore until it is read. How far it can have gone is
+	// bound by those times, not by a count a loaded machine outlasts.
+	most := before + int((suspending+time.Since(resumed))/(50*time.Millisecond)) + 10
 	if pid2 != pid || after < before || after > most {
 		t.Errorf("after resume the loop is pid %s at %d; want pid %s going on from between %d and %d", pid2, after, pid, before, most)
 	}
