@@ -712,6 +712,16 @@ type GiveTask struct {
 	Task string `json:"task"`
 }
 
+// Fork is the body of POST /sandbox/v1/sandboxes/{ref}/fork: copy a
+// running engineer sandbox (the isolated tier) into Count new ones that go
+// on from its memory and a copy of its volume. The answer is a
+// SandboxList of the forks, starting.
+type Fork struct {
+	Name string `json:"name"` // the fork's name; with Count > 1 the forks are Name-1 … Name-Count
+	// Count is how many forks, 1 to 8; 0 is 1.
+	Count int `json:"count,omitempty"`
+}
+
 // Runs is the answer of GET /sandbox/v1/sandboxes/{ref}/run/all: an agent
 // sandbox's runs, oldest first (a session's tasks, one run each).
 type Runs struct {

@@ -535,6 +535,17 @@ func (c *Client) GiveTask(ctx context.Context, ref, task string) (api.Sandbox, e
 	return c.act(ctx, ref, "tasks", api.GiveTask{Task: task})
 }
 
+// Fork copies a running engineer sandbox (the isolated tier) into the
+// forks req names, and returns them, starting. A POST, so never sent
+// again: a second fork would make more sandboxes or find the names taken.
+func (c *Client) Fork(ctx context.Context, ref string, req api.Fork) ([]api.Sandbox, error) {
+	var out api.SandboxList
+	if err := c.do(ctx, "POST", "/sandbox/v1/sandboxes/"+esc(ref)+"/fork", req, &out); err != nil {
+		return nil, err
+	}
+	return out.Sandboxes, nil
+}
+
 // Runs lists an agent sandbox's runs, oldest first: a session's tasks.
 func (c *Client) Runs(ctx context.Context, ref string) ([]api.Run, error) {
 	var out api.Runs

@@ -342,6 +342,7 @@ func (s *Server) routes() []route {
 		// A session's next task; an agent sandbox's runs (a session's tasks:
 		// not …/runs, which ServeMux refuses beside the tunnel's route).
 		{"POST", "/sandbox/v1/sandboxes/{ref}/tasks", userKey, s.giveTask},
+		{"POST", "/sandbox/v1/sandboxes/{ref}/fork", userKey, s.forkSandbox},
 		{"GET", "/sandbox/v1/sandboxes/{ref}/run/all", userKey, s.listRuns},
 		// Not .../{ref}/log: ServeMux refuses it beside the tunnel's GET
 		// /sandbox/v1/{ref}/tcp/{port} (both match /sandbox/v1/sandboxes/tcp/log).
@@ -500,6 +501,8 @@ func (s *Server) bodyLimits() map[string]int64 {
 		// for the <, > and & Go's encoder escapes) and 1 MiB for the rest.
 		"POST /sandbox/v1/sandboxes":             6*sandbox.MaxTask + api.MaxBody,
 		"POST /sandbox/v1/sandboxes/{ref}/tasks": 6*sandbox.MaxTask + api.MaxBody,
+		// A fork's body is a name and a count.
+		"POST /sandbox/v1/sandboxes/{ref}/fork": maxForkBody,
 		// An in-machine run's exit report carries its work as a bundle.
 		"POST " + api.RunExitPath: maxRunExit,
 		// Anybody may send one; it holds a secret and a key's name.

@@ -230,6 +230,12 @@ func matrixRows() []row {
 		// Only the owner and an operator give a task (it acts inside the
 		// sandbox); the agent sandbox is no session, so theirs is 409.
 		{want: "409 403 404 409 404 404 403 403 403 401 401 401", route: "POST /sandbox/v1/sandboxes/{ref}/tasks", req: post("/sandbox/v1/sandboxes/{agent}/tasks", `{"task":"go on"}`)},
+		// Only the owner and an operator fork (a fork holds what ran inside
+		// it); only a running sandbox is forked.
+		{want: "201 403 404 201 404 404 403 403 403 401 401 401", route: "POST /sandbox/v1/sandboxes/{ref}/fork", req: post("/sandbox/v1/sandboxes/{dev}/fork", `{"name":"fork-{n}"}`),
+			watch: "owner's sandboxes"},
+		{want: "409 403 404 409 404 404 403 403 403 401 401 401", route: "POST /sandbox/v1/sandboxes/{ref}/fork", what: "a suspended sandbox",
+			req: post("/sandbox/v1/sandboxes/{new-suspended}/fork", `{"name":"fork-{n}"}`), watch: "owner's sandboxes"},
 		{want: "200 200 404 200 404 404 403 403 403 401 401 401", route: "GET /sandbox/v1/sandboxes/{ref}/run/all", req: get("/sandbox/v1/sandboxes/{agent}/run/all")},
 		{want: "200 200 404 200 404 404 403 403 403 401 401 401", route: "GET /sandbox/v1/sandboxes/{ref}/run/log", req: get("/sandbox/v1/sandboxes/{agent}/run/log")},
 		{want: "200 200 404 200 404 404 403 403 403 401 401 401", route: "GET /sandbox/v1/sandboxes/{ref}/run/log", what: "run 1 by number", req: get("/sandbox/v1/sandboxes/{agent}/run/log?run=1")},
@@ -330,6 +336,8 @@ func matrixRows() []row {
 		{want: "200 200 404 200 404 404 in  in  in  in  in  in", route: "POST /sandboxes/{ref}/{action}", what: "extend, shorter", req: form("/sandboxes/{dev}/extend", "ttl", "10m"), watch: "dev's expiry"},
 		{want: "303 303 404 303 404 404 in  in  in  in  in  in", route: "POST /sandboxes/{ref}/{action}", what: "terminate", req: form("/sandboxes/{new-sandbox}/terminate")},
 		{want: "200 403 404 200 404 404 in  in  in  in  in  in", route: "POST /sandboxes/{ref}/{action}", what: "preview", req: form("/sandboxes/{dev}/preview", "port", "3000")},
+		{want: "303 403 404 303 404 404 in  in  in  in  in  in", route: "POST /sandboxes/{ref}/{action}", what: "fork", req: form("/sandboxes/{dev}/fork", "name", "panel-fork-{n}", "count", "1"),
+			watch: "owner's sandboxes"},
 		{want: "404 404 404 404 404 404 in  in  in  in  in  in", route: "POST /sandboxes/{ref}/{action}", what: "no such action", req: form("/sandboxes/{dev}/explode")},
 		{want: "200 200 200 200 200 200 in  in  in  in  in  in", route: "GET /classes", req: page("/classes")},
 		{want: "200 200 200 200 200 200 in  in  in  in  in  in", route: "GET /classes/new", req: page("/classes/new")},

@@ -23,6 +23,7 @@ import (
 	"berth.dev/berth/internal/gateway"
 	"berth.dev/berth/internal/inference"
 	"berth.dev/berth/internal/paging"
+	"berth.dev/berth/internal/quantity"
 	"berth.dev/berth/internal/reach"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
@@ -71,6 +72,28 @@ func (r inMachineReacher) Addr(ctx context.Context, id sandbox.ID, port int) (st
 	return r.d.Addr(ctx, id, port)
 }
 
+// forkingInMachine is inMachineReacher that also saves engineer machines'
+// memory and forks them (the fake's Checkpointing), so the cells of the
+// fork routes that may fork do.
+type forkingInMachine struct {
+	inMachineReacher
+	c *fake.Checkpointing
+}
+
+func (f forkingInMachine) Checkpoints(sb sandbox.Sandbox) string { return f.c.Checkpoints(sb) }
+
+func (f forkingInMachine) Checkpoint(ctx context.Context, id sandbox.ID) (quantity.Bytes, error) {
+	return f.c.Checkpoint(ctx, id)
+}
+
+func (f forkingInMachine) Restore(ctx context.Context, spec sandbox.Spec) (string, error) {
+	return f.c.Restore(ctx, spec)
+}
+
+func (f forkingInMachine) Fork(ctx context.Context, src sandbox.ID, specs []sandbox.Spec) (quantity.Bytes, error) {
+	return f.c.Fork(ctx, src, specs)
+}
+
 // matrix is the world the table runs in.
 type matrix struct {
 	*world
@@ -116,7 +139,9 @@ func newMatrix(t *testing.T) *matrix {
 	w := newWorld(t, withSSO(&provider), func(c *worldConfig) {
 		c.template = matrixClasses
 		c.options = func(o *gateway.Options) { o.PreviewDomain = "preview.localhost" }
-		c.driver = func(d *fake.Driver) sandbox.Driver { return inMachineReacher{InMachine: fake.NewInMachine(d), d: d} }
+		c.driver = func(d *fake.Driver) sandbox.Driver {
+			return forkingInMachine{inMachineReacher: inMachineReacher{InMachine: fake.NewInMachine(d), d: d}, c: fake.NewCheckpointing(d)}
+		}
 		c.agents = func(w *world, rc *agentrun.Config) {
 			rc.Images, rc.Model, rc.LogDir = map[string]string{"claude-code": "localhost/berth-agent-claude-code:latest"}, "scripted-model", t.TempDir()
 			rc.Workspaces = workspace.New(t.TempDir(), os.Getuid(), w.forge, workspace.Local{Forge: w.forge})

@@ -156,6 +156,23 @@ func (s *Server) giveTask(w http.ResponseWriter, r *http.Request, p account.Prin
 	})
 }
 
+// maxForkBody is the most a fork's body holds (bodyLimits).
+const maxForkBody = 4 << 10
+
+// forkSandbox copies a running engineer sandbox into new ones (SPEC S3,
+// the isolated tier) and answers them, starting, as the list route does.
+func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request, p account.Principal) {
+	replyTo(s, w, r, http.StatusCreated, func(req api.Fork) (api.SandboxList, error) {
+		ctx := r.Context()
+		forks, err := s.sandboxes.Fork(ctx, p, r.PathValue("ref"), sandbox.ForkRequest{Name: req.Name, Count: req.Count})
+		if err != nil {
+			return api.SandboxList{}, err
+		}
+		owners := map[string]string{}
+		return api.SandboxList{Sandboxes: each(forks, func(sb sandbox.Sandbox) api.Sandbox { return s.apiSandbox(ctx, sb, owners) })}, nil
+	})
+}
+
 func (s *Server) extendSandbox(w http.ResponseWriter, r *http.Request, p account.Principal) {
 	var req api.Extend
 	if r.ContentLength != 0 {

@@ -27,7 +27,7 @@ func fieldErrorOf(body, name string) string {
 // message beside the field at fault (marked invalid), and what was typed
 // kept; never the bare error page.
 func TestRefusedFormsSayWhyBesideTheField(t *testing.T) {
-	w := newWorld(t, previews("preview.test"))
+	w := newWorld(t, previews("preview.test"), forking)
 	dev := w.running(t, w.create(t, "alice", "dev").ID)
 	alice := w.browser(t)
 	at := alice.signIn(w.keys["alice"])
@@ -45,6 +45,9 @@ func TestRefusedFormsSayWhyBesideTheField(t *testing.T) {
 		{"extend", alice, "/sandboxes/" + string(dev.ID) + "/extend", url.Values{"csrf": {at}, "ttl": {"soon"}}, "ttl", `value="soon"`},
 		{"preview", alice, "/sandboxes/" + string(dev.ID) + "/preview", url.Values{"csrf": {at}, "port": {"eighty"}}, "port", `value="eighty"`},
 		{"preview, a port out of range", alice, "/sandboxes/" + string(dev.ID) + "/preview", url.Values{"csrf": {at}, "port": {"22"}}, "port", `value="22"`},
+		{"fork, a name", alice, "/sandboxes/" + string(dev.ID) + "/fork", url.Values{"csrf": {at}, "name": {"Copy_1"}, "count": {"2"}}, "name", `value="Copy_1"`},
+		{"fork, a count", alice, "/sandboxes/" + string(dev.ID) + "/fork", url.Values{"csrf": {at}, "name": {"copy"}, "count": {"many"}}, "count", `value="copy"`},
+		{"fork, too many", alice, "/sandboxes/" + string(dev.ID) + "/fork", url.Values{"csrf": {at}, "name": {"copy"}, "count": {"9"}}, "count", `value="9"`},
 		{"class", ada, "/classes/new", url.Values{"csrf": {adt}, "name": {"typed"}, "image": {"localhost/berth-sandbox:latest"},
 			"isolation": {"standard"}, "memory": {"lots"}, "engineer": {"1"}}, "memory", `value="lots"`},
 		{"quotas", ada, "/quotas/edit", url.Values{"csrf": {adt}, "max_sandboxes": {"7"}, "max_sandbox_cpu": {"many"}}, "max_sandbox_cpu", `value="7"`},

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -115,8 +116,12 @@ type sandboxPage struct {
 	// and when one last opened (zero: never).
 	Connections  int
 	LastActivity time.Time
-	// The extend and preview forms, as typed; Form names the one refused.
-	TTL, Port, Form string
+	// Fork offers the form that forks it: the caller may (its owner or an
+	// operator), it runs, and its runtime can save its memory.
+	Fork bool
+	// The extend, preview and fork forms, as typed; Form names the one
+	// refused.
+	TTL, Port, ForkName, ForkCount, Form string
 	// Shorten asks to confirm an extend that would make the sandbox
 	// expire earlier than it does now, at NewExpiry.
 	Shorten   bool
@@ -158,6 +163,7 @@ func (p *Panel) sandboxBody(r *http.Request, c caller, sb sandbox.Sandbox) sandb
 		}
 	case c.CanShell(sb.Owner):
 		body.Preview = p.previews != nil && sb.State == sandbox.StateRunning
+		body.Fork = sb.State == sandbox.StateRunning && p.sandboxes.ForkKind(sb) == ""
 		ref := sb.Name
 		if sb.Owner != c.User.ID {
 			ref = string(sb.ID) // another's name may be ambiguous for the caller
@@ -182,11 +188,12 @@ func (p *Panel) renderSandbox(w http.ResponseWriter, r *http.Request, c caller, 
 	p.render(w, r, status, "sandbox", p.view(c, r, body.Row.Name, "sandboxes", body))
 }
 
-// refuseOnPage answers a refused form of sb's page (extend, preview) with
-// the page again, the message beside the field, what was typed kept; an
-// error that is not the input's is the error page.
-func (p *Panel) refuseOnPage(w http.ResponseWriter, r *http.Request, c caller, ref, form string, err error, body func(*sandboxPage)) {
-	if fault.Of(err) != fault.Invalid {
+// refuseOnPage answers a refused form of sb's page (extend, preview,
+// fork) with the page again, the message beside the field (or above the
+// form when it names none), what was typed kept. An error that is not the
+// input's, nor of a kind in also, is the error page.
+func (p *Panel) refuseOnPage(w http.ResponseWriter, r *http.Request, c caller, ref, form string, err error, body func(*sandboxPage), also ...fault.Kind) {
+	if k := fault.Of(err); k != fault.Invalid && !slices.Contains(also, k) {
 		p.fail(w, r, c, err)
 		return
 	}
@@ -197,7 +204,8 @@ func (p *Panel) refuseOnPage(w http.ResponseWriter, r *http.Request, c caller, r
 	}
 	page := p.sandboxBody(r, c, sb)
 	page.Form = form
-	status, _ := p.refused(w, r, c, err, &page.problem)
+	status, answer := p.status(w, r, err)
+	page.refuse(answer)
 	body(&page)
 	p.renderSandbox(w, r, c, status, page)
 }
@@ -263,8 +271,9 @@ func (p *Panel) runLog(w http.ResponseWriter, r *http.Request, c caller) {
 	_, _ = io.Copy(w, f)
 }
 
-// act suspends, resumes, extends or terminates a sandbox, then goes back
-// to the page the button was on.
+// act does what a sandbox's button or form asks: suspend, resume, extend
+// or terminate it, then back to the page the button was on; or preview a
+// port of it, or fork it.
 func (p *Panel) act(w http.ResponseWriter, r *http.Request, c caller) {
 	ctx, ref := r.Context(), r.PathValue("ref")
 	var (
@@ -287,6 +296,9 @@ func (p *Panel) act(w http.ResponseWriter, r *http.Request, c caller) {
 		done = "Terminated %s."
 	case "preview":
 		p.preview(w, r, c, ref)
+		return
+	case "fork":
+		p.fork(w, r, c, ref)
 		return
 	default:
 		p.plainError(w, r, http.StatusNotFound, "There is no page at "+r.URL.Path+".")

@@ -73,6 +73,7 @@ type world struct {
 	accounts  *account.Service
 	sandboxes *sandbox.Service
 	classes   *class.Service
+	forks     *fake.Checkpointing // the driver when the world forks (forking); nil otherwise
 	operator  account.Principal
 	keys      map[string]string       // user name → API key
 	users     map[string]account.User // user name → user
@@ -93,7 +94,13 @@ type worldConfig struct {
 	prices  runner.Prices
 	// previewDomain serves HTTP previews under it, through reach.
 	previewDomain string
+	// forking runs sandboxes on the fake driver that saves memory and
+	// forks (fake.Checkpointing).
+	forking bool
 }
+
+// forking makes a deployment whose engineer sandboxes can be forked.
+func forking(c *worldConfig) { c.forking = true }
 
 // noDriver makes a deployment that runs no sandboxes.
 func noDriver(c *worldConfig) { c.driver = "" }
@@ -123,7 +130,11 @@ func newWorld(t testing.TB, opts ...worldOption) *world {
 	}
 	w := &world{st: st, drv: fake.New(), keys: map[string]string{}, users: map[string]account.User{}}
 	var drv sandbox.Driver
-	if cfg.driver != "" {
+	switch {
+	case cfg.driver != "" && cfg.forking:
+		w.forks = fake.NewCheckpointing(w.drv)
+		drv = w.forks
+	case cfg.driver != "":
 		drv = w.drv
 	}
 	var classSvc *class.Service
