@@ -30,7 +30,6 @@ import (
 	"berth.dev/berth/internal/agentconfig"
 	"berth.dev/berth/internal/agentrun"
 	"berth.dev/berth/internal/class"
-	"berth.dev/berth/internal/driver/fake"
 	"berth.dev/berth/internal/driver/kubernetes"
 	"berth.dev/berth/internal/driver/podman"
 	"berth.dev/berth/internal/egress"
@@ -158,7 +157,7 @@ func (b *Base) build(ctx context.Context, cfg Config, log *slog.Logger, o option
 	)
 	switch cfg.Driver {
 	case "fake":
-		drv = fake.New()
+		drv = newDevDriver()
 	case "podman":
 		pc := PodmanConfig(cfg)
 		if pc.Deployment, err = st.DeploymentID(ctx); err != nil {

@@ -1,0 +1,102 @@
+package cli
+
+import (
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"berth.dev/berth/internal/api"
+)
+
+// newSandboxForkCmd is berth sandbox fork: a running sandbox copied into
+// new ones that go on from its memory.
+func newSandboxForkCmd(g *globals) *cobra.Command {
+	var (
+		count  int
+		noWait bool
+		w      waiting
+		output string
+	)
+	cmd := &cobra.Command{
+		Use:   "fork NAME NEW",
+		Short: "Copy a running sandbox on the isolated tier into NEW (or NEW-1 … NEW-N), each going on from its memory",
+		Long: `Copy a running engineer sandbox on the isolated tier (gVisor) into NEW, or
+into NEW-1 … NEW-N with --count N (at most 8). Each fork goes on from the
+source's memory and a copy of its volume: a build, a dev server or tmux
+goes on where it was. Each has its own name, key and volume from then on
+(its own expiry and place in the quota too: the forks must all fit, or
+none is made). Processes taken over keep the source's environment as it
+was in memory, while new ssh sessions get the fork's own. The source runs
+on.
+
+Only the owner (or an operator) forks a sandbox. One that is not running,
+or whose runtime cannot save its memory, is refused, as is a fork whose
+save fails (no fork is made then). The audit log records sandbox.fork on
+the source and on each fork.
+
+Unless --no-wait, it waits until each fork is running, as create does.`,
+		Example: `  berth sandbox fork dev dev-try
+  berth sandbox fork dev exp --count 3      # exp-1, exp-2 and exp-3`,
+		Args: exactArgs(2, "the sandbox's name or id and the fork's name (NEW)"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, url, err := g.clientAndURL()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			// By id: the key files remembered for the source are its id's.
+			src, err := c.Sandbox(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			w.began = g.env.Now()
+			forks, err := c.Fork(ctx, args[0], api.Fork{Name: args[1], Count: count})
+			if err != nil {
+				return err
+			}
+			// The forks take the source's ssh keys: berth sandbox config
+			// and ssh use the same key files for them.
+			if ids, err := g.readIdentities(); err == nil {
+				for _, sb := range forks {
+					if err := g.rememberIdentities(url, sb.ID, ids.of(url, src.ID)); err != nil {
+						fmt.Fprintf(g.env.Stderr, "warning: could not remember the key files for berth sandbox config: %v\n", err)
+						break
+					}
+				}
+			}
+			failed := false
+			if !noWait {
+				for i, sb := range forks {
+					// One deadline for them all: each waits what is left.
+					left := w
+					left.timeout = max(w.timeout-g.env.Now().Sub(w.began), 0)
+					if forks[i], err = waitReady(ctx, g.env, c, sb, left); err != nil {
+						return err
+					}
+					if forks[i].State == api.StateFailed {
+						failed = true
+					}
+				}
+			}
+			if err := render(g.env.Stdout, output, forks, func(tw *tabwriter.Writer) {
+				for _, sb := range forks {
+					fmt.Fprintf(tw, "%s\t%s\t%s\n", sb.Name, sb.ID, sb.State)
+				}
+			}); err != nil {
+				return err
+			}
+			if failed {
+				return exitError{code: 1} // the wait said why, on standard error
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&count, "count", 1, "how many forks, 1 to 8: more than one are named NEW-1 … NEW-N")
+	f.BoolVar(&noWait, "no-wait", false, "return while the forks are still starting")
+	f.DurationVar(&w.timeout, "timeout", 10*time.Minute, "how long to wait for them all to run")
+	outputFlag(cmd, &output)
+	return cmd
+}
