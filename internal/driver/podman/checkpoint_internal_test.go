@@ -73,3 +73,45 @@ func TestRefreshHomeArg(t *testing.T) {
 		t.Errorf("the driver runs berth-init %s, which takes %s", refreshHomeArg, entrypoint.RefreshHomeArg)
 	}
 }
+
+// TestConfigKeepsRuntimesInUse: a gateway configured without a runtime
+// that another on the same podman root registered keeps it in
+// containers.conf while its program is there (podman can neither stop
+// nor remove a container whose runtime its configuration lost: CI's
+// "runtime runsc is missing"), and drops it once the program is gone.
+func TestConfigKeepsRuntimesInUse(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(t.TempDir(), "kata-runtime")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	conf := func() string {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(dir, "containers.conf"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	with := Config{StateDir: dir, Runtimes: map[string]string{"kata": bin}}
+	without := Config{StateDir: dir, Runtimes: map[string]string{"other": "/bin/sh"}}
+	if err := with.WriteConfig(); err != nil {
+		t.Fatal(err)
+	}
+	if err := without.WriteConfig(); err != nil {
+		t.Fatal(err)
+	}
+	line := `kata = ["` + bin + `"]`
+	if got := conf(); !strings.Contains(got, line) || !strings.Contains(got, `other = ["/bin/sh"]`) {
+		t.Errorf("containers.conf of a gateway without kata, after one with it:\n%s\nwant %s kept beside its own", got, line)
+	}
+	if err := os.Remove(bin); err != nil {
+		t.Fatal(err)
+	}
+	if err := without.WriteConfig(); err != nil {
+		t.Fatal(err)
+	}
+	if got := conf(); strings.Contains(got, "kata") {
+		t.Errorf("containers.conf keeps a runtime whose program is gone:\n%s", got)
+	}
+}

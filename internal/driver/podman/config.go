@@ -13,6 +13,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -114,7 +115,11 @@ func (c Config) withDefaults() Config {
 
 // ContainersConf is the containers.conf the driver runs podman with. Every
 // line is there for a measured reason (notes/podman.md §1).
-func (c Config) ContainersConf() string {
+func (c Config) ContainersConf() string { return c.containersConf(nil) }
+
+// containersConf is ContainersConf with kept's runtimes listed beside the
+// configured ones (keptRuntimes).
+func (c Config) containersConf(kept map[string]string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `# Written by berth; regenerated at every start. CONTAINERS_CONF replaces,
 # not merges with, /etc/containers/containers.conf.
@@ -137,13 +142,62 @@ exit_command_delay = 5
 network_backend = "netavark"
 network_config_dir = %q
 `, filepath.Join(c.StateDir, "libpod-tmp"), filepath.Join(c.StateDir, "networks"))
-	if len(c.Runtimes) > 0 {
+	paths := maps.Clone(kept)
+	if paths == nil {
+		paths = map[string]string{}
+	}
+	for name := range c.Runtimes {
+		paths[name] = c.runtimePath(name)
+	}
+	if len(paths) > 0 {
 		b.WriteString("\n[engine.runtimes]\n")
-		for _, name := range slices.Sorted(maps.Keys(c.Runtimes)) {
-			fmt.Fprintf(&b, "%s = [%q]\n", name, c.runtimePath(name))
+		for _, name := range slices.Sorted(maps.Keys(paths)) {
+			fmt.Fprintf(&b, "%s = [%q]\n", name, paths[name])
 		}
 	}
 	return b.String()
+}
+
+// runtimeLine is one runtime of containers.conf as ContainersConf writes
+// it: name = ["path"].
+var runtimeLine = regexp.MustCompile(`^([A-Za-z0-9_.-]+) = \[("(?:[^"\\]|\\.)*")\]$`)
+
+// keptRuntimes are the runtimes of the containers.conf at path that conf
+// does not configure and whose program is still there. Gateways (and
+// their tests) on one podman root configure different runtimes, and each
+// rewrites containers.conf at its start: podman can neither stop nor
+// remove a container whose runtime its configuration has lost, so a
+// runtime a container may still run on is kept. New sandboxes get only
+// the configured ones: the driver names each one's runtime.
+func keptRuntimes(path string, conf map[string]string) map[string]string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	kept := map[string]string{}
+	in := false
+	for line := range strings.Lines(string(data)) {
+		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, "[") {
+			in = line == "[engine.runtimes]"
+			continue
+		}
+		m := runtimeLine.FindStringSubmatch(line)
+		if !in || m == nil {
+			continue
+		}
+		if _, ok := conf[m[1]]; ok {
+			continue
+		}
+		bin, err := strconv.Unquote(m[2])
+		if err != nil {
+			continue
+		}
+		if fi, err := os.Stat(bin); err == nil && !fi.IsDir() {
+			kept[m[1]] = bin
+		}
+	}
+	return kept
 }
 
 // StorageConf is the storage.conf: overlay, in the driver's own state
@@ -179,7 +233,8 @@ func (c Config) WriteConfig() error {
 			return fmt.Errorf("podman state: %w", err)
 		}
 	}
-	for name, body := range map[string]string{"containers.conf": c.ContainersConf(), "storage.conf": c.StorageConf()} {
+	kept := keptRuntimes(filepath.Join(c.StateDir, "containers.conf"), c.Runtimes)
+	for name, body := range map[string]string{"containers.conf": c.containersConf(kept), "storage.conf": c.StorageConf()} {
 		if err := replaceFile(filepath.Join(c.StateDir, name), []byte(body)); err != nil {
 			return fmt.Errorf("podman state: %w", err)
 		}

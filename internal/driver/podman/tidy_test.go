@@ -102,7 +102,14 @@ func testTidy(t *testing.T, bin string, runtimes map[string]string) {
 	}
 	// No pipes: the waiting init would hold them open, and the test with
 	// them.
-	if err := exec.Command(bin, "create", "--bundle", bundle, orphan).Run(); err != nil {
+	args := []string{"create", "--bundle", bundle, orphan}
+	if filepath.Base(bin) == "runsc" {
+		// Its overlay in memory: by default runsc keeps the root's writes
+		// in a file in the root itself, the shared image mount, which may
+		// be unmounted (another test's clean-up) before Tidy deletes it.
+		args = append([]string{"--overlay2=root:memory"}, args...)
+	}
+	if err := exec.Command(bin, args...).Run(); err != nil {
 		t.Fatalf("%s create: %v", filepath.Base(bin), err)
 	}
 	initPid := runtimePid(t, bin, orphan)
