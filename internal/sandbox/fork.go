@@ -123,8 +123,14 @@ func (s *Service) fork(ctx context.Context, p account.Principal, ref string, req
 	if err != nil {
 		return nil, err
 	}
-	def, _ := s.classLifetimes(ctx, src)
-	forks, specs, err := s.forkRows(ctx, p, src, names, def, og, g, prj.Name)
+	def, max := s.classLifetimes(ctx, src)
+	// A fork's lifetime is its class's default from now, under the
+	// guardrail as at a create.
+	ttl, cut, err := s.lifetime("", def, max, g)
+	if err != nil {
+		return nil, err
+	}
+	forks, specs, err := s.forkRows(ctx, p, src, names, life{ttl, cut}, og, g, prj.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -149,16 +155,24 @@ func (s *Service) fork(ctx context.Context, p account.Principal, ref string, req
 			s.done(sb.ID)
 			continue
 		}
+		out.LifetimeCut = sb.LifetimeCut // the answer's alone, as a create's
 		forks[i] = out
 		s.enqueue(ctx, Spec{Sandbox: out})
 	}
 	return forks, nil
 }
 
+// life is a new sandbox's lifetime, and why it was cut ("" when it was
+// not).
+type life struct {
+	ttl time.Duration
+	cut string
+}
+
 // forkRows writes the forks' rows, starting and claimed, and returns them
 // with the specs their machines are made of. A fork that does not fit
 // whole makes none: the first row is admitted only with room for all.
-func (s *Service) forkRows(ctx context.Context, p account.Principal, src Sandbox, names []string, ttl time.Duration, og, g guardrail.Guardrail, project string) ([]Sandbox, []Spec, error) {
+func (s *Service) forkRows(ctx context.Context, p account.Principal, src Sandbox, names []string, l life, og, g guardrail.Guardrail, project string) ([]Sandbox, []Spec, error) {
 	var forks []Sandbox
 	var specs []Spec
 	undo := func(reason string) {
@@ -175,7 +189,7 @@ func (s *Service) forkRows(ctx context.Context, p account.Principal, src Sandbox
 			CPU: src.CPU, Memory: src.Memory, Disk: src.Disk, State: StateStarting,
 			Repo: src.Repo, GitMode: src.GitMode, Branch: src.Branch, Role: src.Role,
 			Contract: src.Contract, SetupCommand: slices.Clone(src.SetupCommand), SSHKeys: slices.Clone(src.SSHKeys), Env: maps.Clone(src.Env),
-			Egress: src.Egress, CreatedAt: now, ExpiresAt: now.Add(ttl),
+			Egress: src.Egress, CreatedAt: now, ExpiresAt: now.Add(l.ttl), LifetimeCut: l.cut,
 		}
 		key, secret := account.NewSandboxKey(sb.Owner, string(sb.ID), sb.Project, sb.ExpiresAt, now)
 		sb.KeyID = key.ID

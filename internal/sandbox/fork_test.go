@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/fault"
@@ -174,6 +175,19 @@ func TestForkRefusals(t *testing.T) {
 	}
 	if got, _ := e.svc.Get(ctx, e.alice, "dev"); got.State != sandbox.StateRunning {
 		t.Errorf("the source after a failed fork: %s", got.State)
+	}
+
+	// A fork's lifetime is its class's default from now, under the
+	// guardrail's max_sandbox_ttl as at a create.
+	if err := e.accounts.SetGuardrail(ctx, e.admin, "acme", "", guardrail.Guardrail{MaxSandboxes: ptr(3), MaxSandboxTTL: ptr(30 * time.Minute), AllowedRepos: []string{"acme"}}); err != nil {
+		t.Fatal(err)
+	}
+	short, err := e.svc.Fork(ctx, e.alice, "dev", sandbox.ForkRequest{Name: "short"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := short[0].ExpiresAt.Sub(short[0].CreatedAt); got != 30*time.Minute || !strings.Contains(short[0].LifetimeCut, "max_sandbox_ttl") {
+		t.Errorf("a fork under a 30m max_sandbox_ttl lives %s (cut: %q), want 30m, cut by the guardrail", got, short[0].LifetimeCut)
 	}
 
 	// The fake driver alone cannot save a machine.
