@@ -310,9 +310,8 @@ func (d *Driver) Start(ctx context.Context, spec sandbox.Spec) error {
 	case !cur.State.Running:
 		if ending(cur.State.Status) {
 			// A stop (a suspend's, a checkpoint's) is still ending it:
-			// podman refuses to start a container that is stopping, and
-			// its stop returns once the container has stopped.
-			if _, err := d.run(ctx, nil, "stop", "--time", "1", d.nameOf(sb.ID)); err != nil && !noSuch(err) {
+			// podman refuses to start a container that is stopping.
+			if err := d.stopEnding(ctx, d.nameOf(sb.ID)); err != nil {
 				return err
 			}
 		}
@@ -325,7 +324,7 @@ func (d *Driver) Start(ctx context.Context, spec sandbox.Spec) error {
 		// done (measured: podman's start then does nothing, and the
 		// machine exits under the resume). It is stopped and started
 		// afresh.
-		if _, err := d.run(ctx, nil, "stop", "--time", "1", d.nameOf(sb.ID)); err != nil && !noSuch(err) {
+		if err := d.stopEnding(ctx, d.nameOf(sb.ID)); err != nil {
 			return err
 		}
 		if err := d.startContainer(ctx, d.nameOf(sb.ID)); err != nil {
@@ -333,6 +332,40 @@ func (d *Driver) Start(ctx context.Context, spec sandbox.Spec) error {
 		}
 	}
 	return d.waitReady(ctx, sb)
+}
+
+// stopEnding stops the container called name, which something else may
+// be ending meanwhile (a checkpoint a killed gateway left under way ends
+// it when done; another stop): runsc refuses podman's kill of a sandbox
+// already gone ("runsc kill … 9 failed", measured in CI), so the stop
+// counts as done once podman says the container can start, and is tried
+// again a few times until then.
+func (d *Driver) stopEnding(ctx context.Context, name string) error {
+	var err error
+	for try := range 5 {
+		if _, err = d.run(ctx, nil, "stop", "--time", "1", name); err == nil || noSuch(err) {
+			return nil
+		}
+		if cur, ierr := d.inspectName(ctx, name); ierr == nil && startable(cur.State.Status) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(try+1) * 500 * time.Millisecond):
+		}
+	}
+	return err
+}
+
+// startable reports whether podman's status of a container lets podman
+// start it.
+func startable(status string) bool {
+	switch status {
+	case "created", "configured", "initialized", "exited", "stopped":
+		return true
+	}
+	return false
 }
 
 // replace makes the sandbox's container anew from spec, on its volume:
