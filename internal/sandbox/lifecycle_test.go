@@ -492,3 +492,40 @@ func TestSweepTrustsNoMachineListOlderThanAResume(t *testing.T) {
 		t.Errorf("after the sweep: %s (%s), want running", got.State, got.Reason)
 	}
 }
+
+// TestSweepStopsNoMachineAResumeStartedAfterItsRows: a sweep reads the
+// rows while a sandbox is suspended; its resume ends before the sweep
+// lists the machines. The sweep must not take the running machine beside
+// the stale suspended row for one that must not run, and stop it under
+// the resumed sandbox (CI's e2e: "is not running" on the first ssh after
+// a resume).
+func TestSweepStopsNoMachineAResumeStartedAfterItsRows(t *testing.T) {
+	e := newEnv(t)
+	e.run(t)
+	ctx := t.Context()
+	sb := e.engineer(t, e.alice, "dev")
+	e.waitState(t, sb.ID, sandbox.StateRunning)
+	if _, err := e.svc.Suspend(ctx, e.alice, "dev"); err != nil {
+		t.Fatal(err)
+	}
+	drv := &staleList{Driver: e.drv}
+	drv.before = func() {
+		if _, err := e.svc.Resume(ctx, e.alice, "dev"); err != nil {
+			t.Errorf("resume: %v", err)
+		}
+		e.waitState(t, sb.ID, sandbox.StateRunning)
+	}
+	sweeper := sandbox.NewService(e.st, drv, e.accounts, e.cfg, e.w.Log, e.clock.Now)
+	if _, err := sweeper.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if drv.before != nil {
+		t.Fatal("the sweep never listed the machines")
+	}
+	if m, err := e.drv.Inspect(ctx, sb.ID); err != nil || m.Status != sandbox.MachineRunning {
+		t.Errorf("after the sweep the resumed sandbox's machine is %+v (%v), want running", m, err)
+	}
+	if got, _ := e.svc.Get(ctx, e.alice, "dev"); got.State != sandbox.StateRunning {
+		t.Errorf("after the sweep: %s (%s), want running", got.State, got.Reason)
+	}
+}

@@ -157,12 +157,15 @@ func (s sweeper) sweep(ctx context.Context) (SweepResult, error) {
 		keep[sb.ID] = true
 		m, has := byID[sb.ID]
 		var err error
-		if sb.State == StateRunning && (!has || m.Status != MachineRunning) {
-			// The machines were listed after the rows were read: a
-			// suspend and a resume in between leave a running row
-			// beside a machine listed stopped, and a write's
-			// compare-and-set (on the state alone) would let the stale
-			// list end a sandbox that runs. Both are read again first.
+		if sb.State != StateStarting && (sb.State == StateRunning) != (has && m.Status == MachineRunning) {
+			// The machines were listed after the rows were read, and
+			// the two disagree. A suspend and a resume in between leave
+			// a running row beside a machine listed stopped, and a
+			// write's compare-and-set (on the state alone) would let the
+			// stale list end a sandbox that runs; a resume that ends in
+			// between leaves a suspended row beside its machine listed
+			// running, which the sweep would stop under it. Both are
+			// read again first.
 			err = s.sweepSandbox(ctx, sb.ID, &res)
 		} else {
 			err = s.sweepLive(ctx, sb, m, has, &res)
