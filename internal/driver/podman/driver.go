@@ -408,11 +408,7 @@ func (d *Driver) create(ctx context.Context, spec sandbox.Spec) error {
 		if spec.Run.Network == "open" {
 			d.log.WarnContext(ctx, "an agent run on an open network holds the sandbox's key and can reach anything")
 		}
-	} else if ok, err := d.serviceVolume(ctx, d.cfg.name(sb.ID), d.cfg.labelMap(sb)); ok {
-		if err != nil {
-			return err
-		}
-	} else if _, err := d.run(ctx, nil, VolumeArgs(d.cfg, sb)...); err != nil && !alreadyExists(err) {
+	} else if err := d.makeVolume(ctx, sb); err != nil {
 		return err
 	}
 	return d.makeMachine(ctx, spec, true)
