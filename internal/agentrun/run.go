@@ -126,6 +126,9 @@ type Workspaces interface {
 	BranchFree(ctx context.Context, sb sandbox.Sandbox) error
 	// Dir is where sb's checkout is (or would be).
 	Dir(sb sandbox.Sandbox) string
+	// Copy makes dst's checkout, and its session home when src has one,
+	// copies of src's as they are; on error dst has neither.
+	Copy(src, dst sandbox.Sandbox) error
 	// Remove deletes the checkout.
 	Remove(sb sandbox.Sandbox) error
 	// Diff is what commit, sb's pushed work, changed against where it
@@ -351,7 +354,7 @@ func (s *Service) Prepare(ctx context.Context, spec *sandbox.Spec) error {
 	if err != nil {
 		return err
 	}
-	model, args, err := s.runEnv(ctx, sb, spec.Env, run.Seq > 1)
+	model, args, err := s.runEnv(ctx, sb, spec.Env, goesOn(sb, run.Seq))
 	if err != nil {
 		return fmt.Errorf("runner %s: %w", sb.Runner, err)
 	}
@@ -442,10 +445,16 @@ func (s *Service) runToStart(ctx context.Context, sb sandbox.Sandbox) (Run, erro
 	return run, nil
 }
 
+// goesOn reports whether run seq of sb goes on from work done before:
+// a session's later run, or a fork's first, which continues its
+// source's.
+func goesOn(sb sandbox.Sandbox, seq int) bool { return seq > 1 || sb.ForkedFrom != "" }
+
 // checkout is the checkout run seq of sb works on: made fresh for a first
-// run, the session's own, as its last run left it, for a later one.
+// run, the session's own, as its last run (or its fork's source) left
+// it, for one that goes on.
 func (s *Service) checkout(ctx context.Context, sb sandbox.Sandbox, seq int) (string, error) {
-	if seq <= 1 {
+	if !goesOn(sb, seq) {
 		dir, err := s.work.Prepare(ctx, sb)
 		if err != nil {
 			return "", fmt.Errorf("check out %s: %w", sb.Repo, err)
@@ -460,11 +469,37 @@ func (s *Service) checkout(ctx context.Context, sb sandbox.Sandbox, seq int) (st
 }
 
 // dropCheckout removes what a start that failed made: a first run's
-// checkout. A session's later run leaves the session's as it was.
+// checkout. A run that goes on leaves the session's as it was.
 func (s *Service) dropCheckout(sb sandbox.Sandbox, seq int) {
-	if seq <= 1 {
+	if !goesOn(sb, seq) {
 		_ = s.work.Remove(sb)
 	}
+}
+
+// Fork copies the session src's checkout and its agent's home into each
+// of forks (sandbox.Runs): each fork's first run goes on from them.
+func (s *Service) Fork(ctx context.Context, src sandbox.Sandbox, forks []sandbox.Sandbox) error {
+	if s.work == nil || s.inMachine() {
+		return fault.Errorf(fault.Conflict, "sandbox %s cannot be forked: its runs keep no checkout on this host", src.Name)
+	}
+	dir := s.work.Dir(src)
+	if fi, err := os.Lstat(filepath.Join(dir, ".git")); err != nil || !fi.IsDir() {
+		return fault.Errorf(fault.Conflict, "sandbox %s cannot be forked: its checkout of %s is gone", src.Name, src.Repo)
+	}
+	for _, f := range forks {
+		if err := s.work.BranchFree(ctx, f); err != nil {
+			return fault.Errorf(fault.Conflict, "%v", err)
+		}
+	}
+	for i, f := range forks {
+		if err := s.work.Copy(src, f); err != nil {
+			for _, made := range forks[:i] {
+				_ = s.work.Remove(made)
+			}
+			return fmt.Errorf("copy the work of %s into %s: %w", src.Name, f.Name, err)
+		}
+	}
+	return nil
 }
 
 // writePrompt puts the task where the image reads it, readable by the

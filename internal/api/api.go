@@ -450,11 +450,14 @@ type Sandbox struct {
 	// isolated tier on podman) or SuspendStop (its machine stopped, its
 	// volume kept). CheckpointBytes is the size of a suspended sandbox's
 	// saved memory; absent when it has none.
-	Suspend         string     `json:"suspend,omitempty"`
-	CheckpointBytes int64      `json:"checkpoint_bytes,omitempty"`
-	CreatedAt       time.Time  `json:"created_at"`
-	ExpiresAt       time.Time  `json:"expires_at"`
-	EndedAt         *time.Time `json:"ended_at,omitempty"`
+	Suspend         string `json:"suspend,omitempty"`
+	CheckpointBytes int64  `json:"checkpoint_bytes,omitempty"`
+	// ForkedFrom is the id of the sandbox this one is a fork of; absent
+	// for one made by a create.
+	ForkedFrom string     `json:"forked_from,omitempty"`
+	CreatedAt  time.Time  `json:"created_at"`
+	ExpiresAt  time.Time  `json:"expires_at"`
+	EndedAt    *time.Time `json:"ended_at,omitempty"`
 	// LifetimeCut is on the answer of a create or an extend whose lifetime
 	// was cut to a maximum: what it was cut to, and whose maximum ("ttl 5d
 	// is cut to 8h, the class's max_ttl"). Absent otherwise.
@@ -714,12 +717,17 @@ type GiveTask struct {
 
 // Fork is the body of POST /sandbox/v1/sandboxes/{ref}/fork: copy a
 // running engineer sandbox (the isolated tier) into Count new ones that go
-// on from its memory and a copy of its volume. The answer is a
-// SandboxList of the forks, starting.
+// on from its memory and a copy of its volume, or an agent's session
+// waiting between tasks into Count sessions that each run Task as the
+// next task of its conversation, on a copy of its checkout, pushing to
+// their own branches. The answer is a SandboxList of the forks, starting.
 type Fork struct {
 	Name string `json:"name"` // the fork's name; with Count > 1 the forks are Name-1 … Name-Count
 	// Count is how many forks, 1 to 8; 0 is 1.
 	Count int `json:"count,omitempty"`
+	// Task is what each fork of a session does (required there; an
+	// engineer sandbox's fork takes none): a create's limits.
+	Task string `json:"task,omitempty"`
 }
 
 // Runs is the answer of GET /sandbox/v1/sandboxes/{ref}/run/all: an agent

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"text/tabwriter"
 	"time"
@@ -14,14 +15,15 @@ import (
 // new ones that go on from its memory.
 func newSandboxForkCmd(g *globals) *cobra.Command {
 	var (
-		count  int
-		noWait bool
-		w      waiting
-		output string
+		count          int
+		noWait         bool
+		w              waiting
+		output         string
+		task, taskFile string
 	)
 	cmd := &cobra.Command{
 		Use:   "fork NAME NEW",
-		Short: "Copy a running sandbox on the isolated tier into NEW (or NEW-1 … NEW-N), each going on from its memory",
+		Short: "Copy a running sandbox on the isolated tier, or a session between tasks, into NEW (or NEW-1 … NEW-N)",
 		Long: `Copy a running engineer sandbox on the isolated tier (gVisor) into NEW, or
 into NEW-1 … NEW-N with --count N (at most 8). Each fork goes on from the
 source's memory and a copy of its volume: a build, a dev server or tmux
@@ -36,11 +38,31 @@ or whose runtime cannot save its memory, is refused, as is a fork whose
 save fails (no fork is made then). The audit log records sandbox.fork on
 the source and on each fork.
 
+An agent's session (created with --session) forks between tasks, with
+--task (or --task-file): best of N from one set-up session. Its checkout
+and its agent's home (the conversation) are copied into each fork, and
+each runs the task as the next task of that conversation, on that work,
+pushing to its own branch berth/NEW-i after a clean exit. Each fork is a
+session of its own afterwards (berth sandbox task, diff, logs), and the
+source waits for its next task as before. Compare the forks' work with
+berth sandbox diff, or give a reviewer the branches.
+
 Unless --no-wait, it waits until each fork is running, as create does.`,
 		Example: `  berth sandbox fork dev dev-try
-  berth sandbox fork dev exp --count 3      # exp-1, exp-2 and exp-3`,
+  berth sandbox fork dev exp --count 3      # exp-1, exp-2 and exp-3
+  berth sandbox fork fix-123 try --count 4 --task "Make the failing test pass"`,
 		Args: exactArgs(2, "the sandbox's name or id and the fork's name (NEW)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			switch {
+			case task != "" && taskFile != "":
+				return usageError{errors.New("give --task or --task-file, not both")}
+			case taskFile != "":
+				b, err := readFile(g.env, taskFile)
+				if err != nil {
+					return usageError{fmt.Errorf("--task-file: %w", err)}
+				}
+				task = string(b)
+			}
 			c, url, err := g.clientAndURL()
 			if err != nil {
 				return err
@@ -52,7 +74,7 @@ Unless --no-wait, it waits until each fork is running, as create does.`,
 				return err
 			}
 			w.began = g.env.Now()
-			forks, err := c.Fork(ctx, args[0], api.Fork{Name: args[1], Count: count})
+			forks, err := c.Fork(ctx, args[0], api.Fork{Name: args[1], Count: count, Task: task})
 			if err != nil {
 				return err
 			}
@@ -95,6 +117,8 @@ Unless --no-wait, it waits until each fork is running, as create does.`,
 	}
 	f := cmd.Flags()
 	f.IntVar(&count, "count", 1, "how many forks, 1 to 8: more than one are named NEW-1 … NEW-N")
+	f.StringVar(&task, "task", "", "a session's fork: the task each fork runs next (at most 1 MiB; 131,071 bytes for a kelos class)")
+	f.StringVar(&taskFile, "task-file", "", "a session's fork: read the task from a file (- for standard input)")
 	f.BoolVar(&noWait, "no-wait", false, "return while the forks are still starting")
 	f.DurationVar(&w.timeout, "timeout", 10*time.Minute, "how long to wait for them all to run")
 	outputFlag(cmd, &output)

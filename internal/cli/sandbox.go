@@ -337,6 +337,7 @@ func showTable(tw *tabwriter.Writer, now time.Time, sb api.Sandbox) {
 	if sb.CheckpointBytes > 0 {
 		row("saved memory", quantity.FormatMiB(quantity.Bytes(sb.CheckpointBytes).MiB()))
 	}
+	row("forked from", sb.ForkedFrom)
 	row("created", sb.CreatedAt.Local().Format(time.RFC3339))
 	if sb.EndedAt != nil {
 		// An ended sandbox expires no more: say when it ended instead.

@@ -535,8 +535,9 @@ func (c *Client) GiveTask(ctx context.Context, ref, task string) (api.Sandbox, e
 	return c.act(ctx, ref, "tasks", api.GiveTask{Task: task})
 }
 
-// Fork copies a running engineer sandbox (the isolated tier) into the
-// forks req names, and returns them, starting. A POST, so never sent
+// Fork copies a running engineer sandbox (the isolated tier), or a
+// session between tasks, into the forks req names, and returns them,
+// starting. A POST, so never sent
 // again: a second fork would make more sandboxes or find the names taken.
 func (c *Client) Fork(ctx context.Context, ref string, req api.Fork) ([]api.Sandbox, error) {
 	var out api.SandboxList

@@ -501,8 +501,8 @@ func (s *Server) bodyLimits() map[string]int64 {
 		// for the <, > and & Go's encoder escapes) and 1 MiB for the rest.
 		"POST /sandbox/v1/sandboxes":             6*sandbox.MaxTask + api.MaxBody,
 		"POST /sandbox/v1/sandboxes/{ref}/tasks": 6*sandbox.MaxTask + api.MaxBody,
-		// A fork's body is a name and a count.
-		"POST /sandbox/v1/sandboxes/{ref}/fork": maxForkBody,
+		// A fork's body is a name, a count and a session's task.
+		"POST /sandbox/v1/sandboxes/{ref}/fork": 6*sandbox.MaxTask + api.MaxBody,
 		// An in-machine run's exit report carries its work as a bundle.
 		"POST " + api.RunExitPath: maxRunExit,
 		// Anybody may send one; it holds a secret and a key's name.

@@ -58,6 +58,7 @@ func (s *Server) apiSandbox(ctx context.Context, sb sandbox.Sandbox, names map[s
 	if sb.State == sandbox.StateSuspended {
 		out.CheckpointBytes = int64(sb.Checkpoint)
 	}
+	out.ForkedFrom = string(sb.ForkedFrom)
 	return out
 }
 
@@ -156,15 +157,13 @@ func (s *Server) giveTask(w http.ResponseWriter, r *http.Request, p account.Prin
 	})
 }
 
-// maxForkBody is the most a fork's body holds (bodyLimits).
-const maxForkBody = 4 << 10
-
-// forkSandbox copies a running engineer sandbox into new ones (SPEC S3,
-// the isolated tier) and answers them, starting, as the list route does.
+// forkSandbox copies a running engineer sandbox (SPEC S3, the isolated
+// tier), or an agent's session between tasks (S13), into new ones and
+// answers them, starting, as the list route does.
 func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request, p account.Principal) {
 	replyTo(s, w, r, http.StatusCreated, func(req api.Fork) (api.SandboxList, error) {
 		ctx := r.Context()
-		forks, err := s.sandboxes.Fork(ctx, p, r.PathValue("ref"), sandbox.ForkRequest{Name: req.Name, Count: req.Count})
+		forks, err := s.sandboxes.Fork(ctx, p, r.PathValue("ref"), sandbox.ForkRequest{Name: req.Name, Count: req.Count, Task: req.Task})
 		if err != nil {
 			return api.SandboxList{}, err
 		}

@@ -8,7 +8,6 @@ import (
 
 	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/driver/fake"
-	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/sandbox"
 )
 
@@ -24,17 +23,7 @@ func (e *env) withCheckpoints(t *testing.T) *fake.Checkpointing {
 // details lists the audit log's entries of a sandbox with action.
 func (e *env) details(t *testing.T, id sandbox.ID, action string) []string {
 	t.Helper()
-	events, _, err := e.st.ListAudit(t.Context(), audit.Filter{Sandbox: string(id)}, paging.Request{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, ev := range events {
-		if ev.Action == action {
-			out = append(out, ev.Detail)
-		}
-	}
-	return out
+	return e.w.Details(t, id, action)
 }
 
 // TestSuspendWithMemory: on a driver that saves a machine's memory, a

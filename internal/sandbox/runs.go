@@ -35,6 +35,11 @@ type Runs interface {
 	// Removed, once it is, deletes the run's task and checkout.
 	Ended(ctx context.Context, sb Sandbox, to State, actor, reason string)
 	Removed(ctx context.Context, sb Sandbox)
+	// Fork copies what the session src kept between tasks (its checkout
+	// and its agent's home) into each of forks, whose first task goes on
+	// from it; a fork whose branch berth/<name> is taken is a
+	// fault.Conflict. On error nothing of the forks' is left.
+	Fork(ctx context.Context, src Sandbox, forks []Sandbox) error
 	// Forget removes what a run kept (its log, its verdict's copy), once
 	// its sandbox's row is deleted.
 	Forget(ctx context.Context, id ID)

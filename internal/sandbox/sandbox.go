@@ -129,6 +129,10 @@ type Sandbox struct {
 	// a Checkpointer), which its resume restores; 0 when it has none: it
 	// was suspended by stopping, or is not suspended.
 	Checkpoint quantity.Bytes
+	// ForkedFrom is the sandbox this one is a fork of (Fork); "" for one
+	// made by a create. A session's fork's first task goes on from its
+	// source's checkout and conversation.
+	ForkedFrom ID
 	// Contract is the interface its image implements, and SetupCommand a
 	// kelos image's setup command: the class's at creation.
 	Contract     Contract

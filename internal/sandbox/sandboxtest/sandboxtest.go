@@ -17,11 +17,13 @@ import (
 	"unicode/utf8"
 
 	"berth.dev/berth/internal/account"
+	"berth.dev/berth/internal/audit"
 	"berth.dev/berth/internal/class"
 	"berth.dev/berth/internal/driver/fake"
 	"berth.dev/berth/internal/fakeclock"
 	"berth.dev/berth/internal/forge/local"
 	"berth.dev/berth/internal/guardrail"
+	"berth.dev/berth/internal/paging"
 	"berth.dev/berth/internal/repository"
 	"berth.dev/berth/internal/sandbox"
 	"berth.dev/berth/internal/store"
@@ -241,4 +243,21 @@ func Engineer(t *testing.T, svc *sandbox.Service, p account.Principal, name stri
 		t.Fatalf("create %s: %v", name, err)
 	}
 	return sb
+}
+
+// Details lists the details of the audit log's entries of a sandbox with
+// action, oldest first.
+func (w *World) Details(t *testing.T, id sandbox.ID, action string) []string {
+	t.Helper()
+	events, _, err := w.Store.ListAudit(t.Context(), audit.Filter{Sandbox: string(id)}, paging.Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, ev := range events {
+		if ev.Action == action {
+			out = append(out, ev.Detail)
+		}
+	}
+	return out
 }
