@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"encoding/json"
 	"crypto/rand"
 	"math"
 	"os"
@@ -230,5 +231,108 @@ func TestKelosSessionEndToEnd(t *testing.T) {
 	}
 	if _, err := g.operator.Terminate(ctx, string(sb.ID)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// forkScript plays a session and its forks: task 1 commits one.txt; the
+// forks' task requires sessionMark in the conversation (a fork that did
+// not continue the source's is answered 400 and fails) and commits a
+// file naming the sandbox it ran in.
+const forkScript = `{"turns": [
+  {"command": "echo one > one.txt && git add one.txt && git commit -q -m 'task one'"},
+  {"text": "The first task is done."},
+  {"requires": ["SESSIONMARK"], "command": "echo \"$BERTH_SANDBOX_NAME\" > attempt.txt && git add attempt.txt && git commit -q -m attempt"},
+  {"text": "The attempt is done."}
+]}`
+
+// TestSessionForkEndToEnd forks a session with the real Claude Code CLI
+// (best of N): after its first task, berth sandbox fork gives two forks
+// one task; each fork's CLI continues the source's conversation (the
+// scripted model refuses it otherwise) on a copy of its checkout, and the
+// host pushes each fork's own branch on top of the source's work. The
+// forks' work differs, the source's branch stays, and terminating all
+// leaves no checkout.
+func TestSessionForkEndToEnd(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "fork.json")
+	if err := os.WriteFile(script, []byte(forkScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g := startAgentGateway(t, strings.Replace(inferenceYAML, "script: tool", "script: "+script, 1), "claude-code")
+	if !imageBuilt(g.root, agentImage("claude-code")) {
+		t.Skip("the claude-code image is not built")
+	}
+	bare := g.seedRepo("acme/app")
+	ctx := context.Background()
+	sb, err := g.operator.CreateSandbox(ctx, api.CreateSandbox{Name: "origin", Purpose: "agent", Repo: "acme/app",
+		Task: sessionMark + ": write one.txt and commit it.", Runner: "claude-code", Session: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := g.waitState(g.operator, sb.ID, "suspended", 4*time.Minute)
+	if first.Run == nil || first.Run.State != "succeeded" || first.Run.Commit == "" {
+		log, _ := g.berthErr("sandbox", "logs", "--raw", "origin")
+		t.Fatalf("task 1: %s (%s) %+v\n%s", first.State, first.Reason, first.Run, log)
+	}
+	c1 := first.Run.Commit
+
+	out, err := g.berthErr("sandbox", "fork", "origin", "try", "--count", "2", "--task", "Try it your way: write attempt.txt and commit it.", "-o", "json")
+	if err != nil {
+		t.Fatalf("berth sandbox fork: %v\n%s", err, out)
+	}
+	var forks []api.Sandbox
+	if err := json.Unmarshal([]byte(out), &forks); err != nil || len(forks) != 2 {
+		t.Fatalf("berth sandbox fork -o json: %v\n%s", err, out)
+	}
+	attempts := map[string]string{}
+	for _, f := range forks {
+		if f.ForkedFrom != string(sb.ID) || !f.Session {
+			t.Errorf("fork %s: forked from %q, session %v", f.Name, f.ForkedFrom, f.Session)
+		}
+		done := g.waitState(g.operator, f.ID, "suspended", 4*time.Minute)
+		run := done.Run
+		if run == nil || run.State != "succeeded" || run.Seq != 1 || run.Commit == "" {
+			log, _ := g.berthErr("sandbox", "logs", "--raw", f.Name)
+			t.Fatalf("fork %s: %s (%s) %+v\n%s", f.Name, done.State, done.Reason, run, log)
+		}
+		if at := gitIn(t, bare, "rev-parse", "refs/heads/berth/"+f.Name); at != run.Commit {
+			t.Errorf("berth/%s is at %q, the run says %s", f.Name, at, run.Commit)
+		}
+		if parent := gitIn(t, bare, "rev-parse", run.Commit+"^"); parent != c1 {
+			t.Errorf("fork %s's commit's parent is %s, want the source's %s", f.Name, parent, c1)
+		}
+		attempts[f.Name] = gitIn(t, bare, "show", run.Commit+":attempt.txt")
+		if files := gitIn(t, bare, "ls-tree", "-r", "--name-only", run.Commit); !strings.Contains(files, "one.txt") {
+			t.Errorf("fork %s's commit holds %q, without the source's one.txt", f.Name, files)
+		}
+		if show := string(g.berth("sandbox", "show", f.Name)); !strings.Contains(show, "forked from") || !strings.Contains(show, string(sb.ID)) {
+			t.Errorf("berth sandbox show %s:\n%s", f.Name, show)
+		}
+	}
+	// Each attempt is its own fork's.
+	if attempts["try-1"] != "try-1" || attempts["try-2"] != "try-2" {
+		t.Errorf("the forks' attempts: %q", attempts)
+	}
+	// The source waits as it was, its branch where its task left it.
+	if again, err := g.operator.Sandbox(ctx, string(sb.ID)); err != nil || again.State != "suspended" || again.Run.Seq != 1 {
+		t.Errorf("the source after its forks: %+v %v", again, err)
+	}
+	if at := gitIn(t, bare, "rev-parse", "refs/heads/berth/origin"); at != c1 {
+		t.Errorf("berth/origin moved to %s", at)
+	}
+	if audit := string(g.berth("audit", "-o", "json")); !strings.Contains(audit, "forked into try-1, try-2") {
+		t.Errorf("no sandbox.fork of the source in the audit log")
+	}
+	for _, id := range []string{string(sb.ID), string(forks[0].ID), string(forks[1].ID)} {
+		if _, err := g.operator.Terminate(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		if c, v := g.waitGone(id, 10*time.Second); c != "" || v != "" {
+			t.Errorf("left behind: containers %q volumes %q", c, v)
+		}
+		for _, dir := range []string{id, id + ".home"} {
+			if _, err := os.Stat(filepath.Join(g.dataDir, "work", dir)); !os.IsNotExist(err) {
+				t.Errorf("%s is still there: %v", dir, err)
+			}
+		}
 	}
 }
