@@ -2,8 +2,8 @@ package e2e_test
 
 import (
 	"context"
-	"encoding/json"
 	"crypto/rand"
+	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
