@@ -56,8 +56,9 @@ func TestForkForm(t *testing.T) {
 	if made := w.running(t, id); made.Name != "copy" || w.forks.ForkedFrom(id) != dev.ID {
 		t.Errorf("the fork is %s, made from %q; want copy, from dev", made.Name, w.forks.ForkedFrom(id))
 	}
-	if pg := alice.get(pg.header.Get("Location")); !strings.Contains(pg.body, "Forked: copy is starting from where its source was.") {
-		t.Errorf("the fork's page does not say it was forked\n%s", pg.body)
+	if pg := alice.get(pg.header.Get("Location")); !strings.Contains(pg.body, "Forked: copy is starting from where its source was.") ||
+		!strings.Contains(pg.body, `<dt>Forked from</dt><dd><a href="/sandboxes/`+string(dev.ID)+`">`) {
+		t.Errorf("the fork's page does not say it was forked, and from what\n%s", pg.body)
 	}
 	pg = ops.post(path, url.Values{"csrf": {ops.get("/sandboxes/" + string(dev.ID)).csrf(t)}, "name": {"pair"}, "count": {"2"}})
 	if pg.status != http.StatusSeeOther || pg.header.Get("Location") != "/sandboxes" {
