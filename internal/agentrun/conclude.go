@@ -106,6 +106,7 @@ func (s *Service) concludeRun(ctx context.Context, sb sandbox.Sandbox, run Run, 
 	}
 	if sb.Role == sandbox.RoleReviewer {
 		s.digestVerdict(ctx, &run, verdict)
+		s.judgeBest(ctx, sb, &run)
 	}
 	if sb.Session {
 		s.endTask(ctx, sb, run, exited)

@@ -2,6 +2,7 @@ package agentrun_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -31,16 +32,40 @@ func TestSessionForks(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var runs []saw
+	judged := map[string]string{} // what each reviewer found of the attempts
 	e.drv.SetAgent(func(spec sandbox.Spec) ([]string, int) {
 		b, _ := os.ReadFile(filepath.Join(spec.Run.Work, ".berth-prompt.txt"))
+		if name := spec.Env["BERTH_SANDBOX_NAME"]; strings.HasPrefix(name, "judge") {
+			// A reviewer: it reads the attempts and names one best.
+			found := string(b)
+			for _, a := range []string{"try-1", "try-2"} {
+				d, err := os.ReadFile(filepath.Join(spec.Run.Work, agentrun.AttemptsDir, a+".diff"))
+				found += "\n=== " + a + "\n" + string(d) + fmt.Sprint(err)
+			}
+			best := map[string]string{"judge": "try-2", "judge-bad": "nobody"}[name]
+			verdict := `{"verdict": "approve", "summary": "the second is tidier", "best": "` + best + `"}`
+			if err := os.WriteFile(filepath.Join(spec.Run.Work, ".berth-review-verdict.json"), []byte(verdict), 0o644); err != nil {
+				t.Error(err)
+			}
+			mu.Lock()
+			judged[name] = found
+			mu.Unlock()
+			return nil, 0
+		}
 		// The agent's own state: a conversation file in its home, which
 		// a continued conversation finds and adds to.
-		conv := filepath.Join(spec.Run.Home, "conversation")
-		before, _ := os.ReadFile(conv)
-		if err := os.WriteFile(conv, append(before, b...), 0o600); err != nil {
-			t.Error(err)
+		var before []byte
+		if spec.Run.Home != "" { // a session's
+			conv := filepath.Join(spec.Run.Home, "conversation")
+			before, _ = os.ReadFile(conv)
+			if err := os.WriteFile(conv, append(before, b...), 0o600); err != nil {
+				t.Error(err)
+			}
 		}
 		name := spec.Env["BERTH_SANDBOX_NAME"]
+		if name == "broken" {
+			return nil, 1 // an attempt that failed: no work pushed
+		}
 		mu.Lock()
 		runs = append(runs, saw{name: name, prompt: string(b), work: spec.Run.Work, home: spec.Run.Home, before: string(before), args: spec.Run.Args})
 		mu.Unlock()
@@ -171,6 +196,67 @@ func TestSessionForks(t *testing.T) {
 	}
 	if _, err := e.svc.Fork(ctx, e.alice, string(once.ID), sandbox.ForkRequest{Name: "x", Task: "t"}); !errors.Is(err, fault.Conflict) || !strings.Contains(err.Error(), "only as a session") {
 		t.Errorf("a fork of an agent sandbox that is no session: %v", err)
+	}
+
+	broken, err := e.svc.Create(ctx, e.alice, sandbox.CreateRequest{Name: "broken", Purpose: "agent", Repo: "acme/app", Branch: "main", Task: "fail", Runner: "claude-code"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.waitState(t, broken.ID, sandbox.StateFailed)
+	// A reviewer compares the forks' attempts (best of N): each one's
+	// change, against the source's work, is in its checkout, its prompt
+	// names them, and its verdict's best is kept.
+	for _, c := range []struct {
+		name string
+		req  sandbox.CreateRequest
+		says string
+	}{
+		{"one attempt", sandbox.CreateRequest{Role: "reviewer", Compare: []string{"try-1"}}, "a reviewer compares 2 to 8"},
+		{"an author", sandbox.CreateRequest{Compare: []string{"try-1", "try-2"}}, "only a reviewer compares"},
+		{"a reviewer", sandbox.CreateRequest{Role: "reviewer", Compare: []string{"try-1", "talk", "judge"}}, `no sandbox "judge"`},
+		{"twice", sandbox.CreateRequest{Role: "reviewer", Compare: []string{"try-1", "try-1"}}, "named twice"},
+		{"no work", sandbox.CreateRequest{Role: "reviewer", Compare: []string{"try-1", "broken"}}, "broken pushed no work (its run failed)"},
+	} {
+		req := c.req
+		req.Name, req.Purpose, req.Repo, req.Branch, req.Task, req.Runner = "judge", "agent", "acme/app", "berth/talk", "judge", "claude-code"
+		if _, err := e.svc.Create(ctx, e.alice, req); !errors.Is(err, fault.Invalid) || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("a reviewer comparing %s: %v, want invalid saying %q", c.name, err, c.says)
+		}
+	}
+	for _, name := range []string{"judge", "judge-bad"} {
+		judge, err := e.svc.Create(ctx, e.alice, sandbox.CreateRequest{Name: name, Purpose: "agent", Role: "reviewer", Repo: "acme/app", Branch: "berth/talk",
+			Task: "Which is best?", Runner: "claude-code", Compare: []string{"try-1", string(forks[1].ID)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(judge.Compare, []sandbox.ID{forks[0].ID, forks[1].ID}) {
+			t.Errorf("%s compares %q", name, judge.Compare)
+		}
+		done := e.waitState(t, judge.ID, sandbox.StateTerminated)
+		run, err := e.runs.Of(ctx, done)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		found := judged[name]
+		mu.Unlock()
+		if name == "judge" {
+			if run.Review.Outcome != "approved" || run.Review.Best != "try-2" {
+				t.Errorf("the review: %+v, want approved, try-2 best", run.Review)
+			}
+			for _, want := range []string{"Which is best?", "compare 2 attempts", ".berth-attempts/try-1.diff: berth/try-1 at ", `"best" set to the name of the best attempt (one of try-1, try-2)`,
+				"=== try-1\n", "+++ b/try-1.txt", "=== try-2\n", "+++ b/try-2.txt"} {
+				if !strings.Contains(found, want) {
+					t.Errorf("the reviewer found no %q in:\n%s", want, found)
+				}
+			}
+			// Against the source's work, which both share: not in either.
+			if strings.Contains(found, "talk.txt") {
+				t.Errorf("the attempts hold the source's own work:\n%s", found)
+			}
+		} else if run.Review.Outcome != "held" || run.Review.Best != "" || !strings.Contains(run.Review.Reason, `names "nobody" best, which is none of the attempts compared (try-1, try-2)`) {
+			t.Errorf("a verdict naming no attempt: %+v, want held, saying so", run.Review)
+		}
 	}
 
 	// A fork is a session of its own: it takes its next task; ended, it

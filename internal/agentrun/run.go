@@ -208,8 +208,10 @@ func (s *Service) Choose(ctx context.Context, sb *sandbox.Sandbox, class class.C
 	if s.agentRun(*sb) {
 		run = sb.Runner
 	}
-	sb.Model, err = s.chooseModel(ctx, sb.Org, prj, run, model)
-	return err
+	if sb.Model, err = s.chooseModel(ctx, sb.Org, prj, run, model); err != nil {
+		return err
+	}
+	return s.checkCompare(ctx, *sb)
 }
 
 // chooseRunner is an agent sandbox's runner and image. A kelos class
@@ -387,8 +389,17 @@ func (s *Service) Prepare(ctx context.Context, spec *sandbox.Spec) error {
 		if err != nil {
 			return err
 		}
+		task := sb.Task
+		if len(sb.Compare) > 0 {
+			note, err := s.putAttempts(ctx, sb, dir)
+			if err != nil {
+				s.dropCheckout(sb, run.Seq)
+				return fmt.Errorf("the attempts to compare: %w", err)
+			}
+			task += note
+		}
 		if takesPromptFile(sb) {
-			if err := writePrompt(dir, sb.Task); err != nil {
+			if err := writePrompt(dir, task); err != nil {
 				s.dropCheckout(sb, run.Seq)
 				return err
 			}
@@ -508,20 +519,7 @@ func writePrompt(dir, task string) error {
 	if err := os.WriteFile(filepath.Join(dir, promptFile), []byte(task), 0o644); err != nil {
 		return fmt.Errorf("write the prompt file: %w", err)
 	}
-	exclude := filepath.Join(dir, ".git", "info", "exclude")
-	if err := os.MkdirAll(filepath.Dir(exclude), 0o755); err != nil {
-		return err
-	}
-	if b, err := os.ReadFile(exclude); err == nil && slices.Contains(strings.Split(string(b), "\n"), "/"+promptFile) {
-		return nil // a session's earlier run excluded it
-	}
-	f, err := os.OpenFile(exclude, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	_, err = f.WriteString("\n/" + promptFile + "\n")
-	return err
+	return exclude(dir, "/"+promptFile) // once: a session's earlier run may have excluded it
 }
 
 // takesPromptFile says whether sb's runs read their task from the prompt

@@ -454,10 +454,13 @@ type Sandbox struct {
 	CheckpointBytes int64  `json:"checkpoint_bytes,omitempty"`
 	// ForkedFrom is the id of the sandbox this one is a fork of; absent
 	// for one made by a create.
-	ForkedFrom string     `json:"forked_from,omitempty"`
-	CreatedAt  time.Time  `json:"created_at"`
-	ExpiresAt  time.Time  `json:"expires_at"`
-	EndedAt    *time.Time `json:"ended_at,omitempty"`
+	ForkedFrom string `json:"forked_from,omitempty"`
+	// Compare are the ids of the agent sandboxes whose work a reviewer
+	// compares; absent for any other sandbox.
+	Compare   []string   `json:"compare,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
+	ExpiresAt time.Time  `json:"expires_at"`
+	EndedAt   *time.Time `json:"ended_at,omitempty"`
 	// LifetimeCut is on the answer of a create or an extend whose lifetime
 	// was cut to a maximum: what it was cut to, and whose maximum ("ttl 5d
 	// is cut to 8h, the class's max_ttl"). Absent otherwise.
@@ -646,6 +649,9 @@ type Review struct {
 	SHA256  string `json:"sha256,omitempty"` // of the host's copy of the verdict
 	Reason  string `json:"reason,omitempty"` // why it is held
 	File    string `json:"file,omitempty"`   // where the verdict was found, in the checkout
+	// Best is the attempt a reviewer that compares several named best:
+	// one of the compared sandboxes' names.
+	Best string `json:"best,omitempty"`
 }
 
 // Metered is the gateway's count of a session's model calls. Unmetered
@@ -707,6 +713,10 @@ type CreateSandbox struct {
 	// Session keeps an agent sandbox after each task, suspended, for the
 	// next one (POST /sandbox/v1/sandboxes/{ref}/tasks).
 	Session bool `json:"session,omitempty"`
+	// Compare names 2 to 8 agent sandboxes (names or ids) whose pushed
+	// work a reviewer (role reviewer) compares: best of N, its verdict
+	// naming the best (Review.Best).
+	Compare []string `json:"compare,omitempty"`
 }
 
 // GiveTask is the body of POST /sandbox/v1/sandboxes/{ref}/tasks: a

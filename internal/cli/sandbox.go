@@ -79,7 +79,11 @@ terminates it.
 An engineer sandbox needs an ssh public key: the ones in ~/.ssh/*.pub are
 sent unless --ssh-key names a file. An agent sandbox needs --repo and
 --task (or --task-file); with --role reviewer its run pushes nothing and
-ends with a review verdict instead. With --session it stays after its task,
+ends with a review verdict instead. A reviewer with --compare A,B,...
+compares the pushed work of 2 to 8 agent sandboxes (a session's forks'
+attempts at one task: berth sandbox fork --help): each one's change is in
+its checkout as .berth-attempts/NAME.diff, and its verdict names the best
+(berth sandbox show: review best). With --session it stays after its task,
 suspended, for the next (berth sandbox task NAME). Its run starts on a model its runner
 can call (one the project may reach, served in the runner's API): --model,
 else the deployment's BERTH_AGENT_MODEL when it is one, else the first; a
@@ -174,6 +178,7 @@ in one argument of a command line either: use --task-file FILE, or
 	f.StringArrayVar(&keyFiles, "ssh-key", nil, "an ssh public key file (repeatable); default ~/.ssh/*.pub")
 	f.StringArrayVar(&env, "env", nil, "an environment variable K=V for the sandbox's life (repeatable; not BERTH_*)")
 	f.StringSliceVar(&req.Egress, "egress", nil, "an agent's egress, narrower than its class's: none, learn (within an open class), or hosts separated by commas")
+	f.StringSliceVar(&req.Compare, "compare", nil, "a reviewer's: the agent sandboxes (2 to 8, separated by commas) whose work it compares, naming the best")
 	f.BoolVar(&req.Session, "session", false, "an agent's: stay after each task, suspended, for the next (berth sandbox task NAME); the agent continues its conversation")
 	f.BoolVar(&req.OpenPR, "open-pr", false, "after a clean author run, open a draft pull (merge) request from berth/NAME with the run's summary and cost (forges that take them)")
 	f.BoolVar(&wait, "wait", true, "wait until the sandbox is running or has failed")
@@ -467,6 +472,7 @@ func showRun(row func(k, v string), now time.Time, sb api.Sandbox) {
 	}
 	if v := r.Review; v != nil {
 		row("review", v.Outcome)
+		row("review best", v.Best)
 		row("review summary", v.Summary)
 		row("held because", v.Reason)
 	}

@@ -105,7 +105,7 @@ func apiRun(sb sandbox.Sandbox, r agentrun.Run) *api.Run {
 	out.Difference = apiDifference(r.Difference)
 	if sb.Role == sandbox.RoleReviewer {
 		v := r.Review
-		out.Review = &api.Review{Outcome: string(v.Outcome), Summary: v.Summary, SHA256: v.SHA256, Reason: v.Reason, File: v.File}
+		out.Review = &api.Review{Outcome: string(v.Outcome), Summary: v.Summary, SHA256: v.SHA256, Reason: v.Reason, File: v.File, Best: v.Best}
 	}
 	out.Outputs, out.Results = r.Outputs, r.Results
 	return out

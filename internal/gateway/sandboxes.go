@@ -59,6 +59,9 @@ func (s *Server) apiSandbox(ctx context.Context, sb sandbox.Sandbox, names map[s
 		out.CheckpointBytes = int64(sb.Checkpoint)
 	}
 	out.ForkedFrom = string(sb.ForkedFrom)
+	for _, id := range sb.Compare {
+		out.Compare = append(out.Compare, string(id))
+	}
 	return out
 }
 
@@ -71,7 +74,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request, p account
 		}
 		sb, err := s.sandboxes.Create(r.Context(), p, sandbox.CreateRequest{
 			Name: req.Name, Class: req.Class, Purpose: req.Purpose, Project: req.Project, TTL: req.TTL,
-			Repo: req.Repo, Branch: req.Branch, Task: req.Task, Runner: req.Runner, Model: req.Model, Role: req.Role, SSHKeys: req.SSHKeys, Env: req.Env, Egress: req.Egress, Session: req.Session,
+			Repo: req.Repo, Branch: req.Branch, Task: req.Task, Runner: req.Runner, Model: req.Model, Role: req.Role, SSHKeys: req.SSHKeys, Env: req.Env, Egress: req.Egress, Session: req.Session, Compare: req.Compare,
 		})
 		if err != nil {
 			return api.Sandbox{}, err

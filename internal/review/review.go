@@ -10,11 +10,13 @@
 //	{
 //	  "verdict":  "approve" | "request_changes",
 //	  "summary":  "one paragraph for the human who reads the outcome",
-//	  "comments": [{"path": "main.go", "line": 12, "body": "…"}]
+//	  "comments": [{"path": "main.go", "line": 12, "body": "…"}],
+//	  "best":     "try-2"
 //	}
 //
-// verdict is required; summary and comments are optional; other fields are
-// ignored. The file must be one JSON object and nothing else.
+// verdict is required; summary and comments are optional, and best is
+// read only from a reviewer that compares attempts (the name of the one
+// it judges best); other fields are ignored. The file must be one JSON object and nothing else.
 package review
 
 import (
@@ -36,9 +38,12 @@ const FileName = ".berth-review-verdict.json"
 // held, not cut.
 const MaxSize = 64 << 10
 
-// maxSummary bounds the summary kept on the run's record; the copy keeps
-// all of it.
-const maxSummary = 4 << 10
+// maxSummary bounds the summary kept on the run's record, and maxBest
+// the best attempt's name; the copy keeps all of them.
+const (
+	maxSummary = 4 << 10
+	maxBest    = 256
+)
 
 // Outcome is what became of a review.
 type Outcome string
@@ -58,6 +63,9 @@ type Verdict struct {
 	Verdict  string    `json:"verdict"`
 	Summary  string    `json:"summary"`
 	Comments []Comment `json:"comments"`
+	// Best is, for a reviewer that compares attempts at one task, the
+	// name of the one it judges best.
+	Best string `json:"best"`
 }
 
 // Comment is one remark of a verdict on a place in the change.
@@ -86,6 +94,9 @@ type Result struct {
 	// File is where the verdict was found, relative to the checkout; ""
 	// when none was.
 	File string
+	// Best is the attempt the verdict of a reviewer that compares several
+	// names best (Verdict.Best, one of those compared); "" otherwise.
+	Best string
 }
 
 // Pending is the review of a run that has not finished: held, so a run
@@ -151,7 +162,7 @@ func Judge(b []byte, rel, dest string) Result {
 	if err != nil {
 		return r.Hold(fmt.Sprintf("%s: %v", rel, err))
 	}
-	r.Summary = clip(v.Summary, maxSummary)
+	r.Summary, r.Best = clip(v.Summary, maxSummary), clip(v.Best, maxBest)
 	switch v.Verdict {
 	case verdictApprove:
 		r.Outcome = Approved

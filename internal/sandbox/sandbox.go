@@ -133,6 +133,10 @@ type Sandbox struct {
 	// made by a create. A session's fork's first task goes on from its
 	// source's checkout and conversation.
 	ForkedFrom ID
+	// Compare are the agent sandboxes whose work a reviewer compares (a
+	// session's forks' attempts at one task, best of N): nil for a
+	// reviewer of one branch, and for any other sandbox.
+	Compare []ID
 	// Contract is the interface its image implements, and SetupCommand a
 	// kelos image's setup command: the class's at creation.
 	Contract     Contract

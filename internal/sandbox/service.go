@@ -162,6 +162,10 @@ type CreateRequest struct {
 	// Session keeps an agent sandbox after each task, suspended, for the
 	// next (NextTask).
 	Session bool
+	// Compare names the agent sandboxes whose pushed work a reviewer
+	// compares (2 to MaxForks, of its repository): its verdict names
+	// the best.
+	Compare []string
 }
 
 // Create admits a new sandbox and queues its start. It returns the sandbox
@@ -248,6 +252,9 @@ func (s *Service) create(ctx context.Context, p account.Principal, req CreateReq
 	}
 	if req.Repo != "" {
 		sb.Repo, sb.GitMode = repo.String(), class.Git
+	}
+	if sb.Compare, err = s.compared(ctx, p, sb, req.Compare); err != nil {
+		return Sandbox{}, err
 	}
 	sb.FromPool = s.pooled(class, purpose)
 	if purpose == PurposeAgent && s.runs != nil {

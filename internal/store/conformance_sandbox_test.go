@@ -161,7 +161,7 @@ func testSandboxRoundTrip(t *testing.T, st *store.Store) {
 	full.Contract, full.SetupCommand = sandbox.ContractKelos, []string{"sh", "-c", "make deps"}
 	full.Env = map[string]string{"FOO": "bar", "EMPTY": ""}
 	full.EndedAt, full.FromPool, full.Session = t0.Add(time.Hour), true, true
-	full.Checkpoint, full.ForkedFrom = 5<<20, "sbx_source"
+	full.Checkpoint, full.ForkedFrom, full.Compare = 5<<20, "sbx_source", []sandbox.ID{"sbx_try1", "sbx_try2"}
 	full.Egress = "registry.npmjs.org, *.pythonhosted.org:8443"
 	checkAllSet(t, full, "Ran", "RunningSince", "FirstRan", "LastRanUntil", "ActiveAt", "LifetimeCut") // LifetimeCut is an answer's, never stored
 	mustCreate(t, st, full, key)

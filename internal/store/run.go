@@ -30,8 +30,8 @@ func (s *Store) PutRun(ctx context.Context, r agentrun.Run) error {
 	_, err = s.db.Write(ctx, sqldb.Patient, `
 		INSERT INTO runs (sandbox_id, runner, model, state, exit_code, error, branch, commit_id, telemetry, lines, ignored, started_at, ended_at,
 			review_outcome, review_summary, review_sha256, review_reason, review_file, outputs, results, exited, ended, ended_by, kelos_setup,
-			seq, task, onto)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27)
+			seq, task, onto, review_best)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28)
 		ON CONFLICT (sandbox_id, seq) DO UPDATE SET
 			runner = excluded.runner, model = excluded.model, state = excluded.state, exit_code = excluded.exit_code,
 			error = excluded.error, branch = excluded.branch, commit_id = excluded.commit_id, telemetry = excluded.telemetry,
@@ -40,12 +40,13 @@ func (s *Store) PutRun(ctx context.Context, r agentrun.Run) error {
 			exited = excluded.exited, ended = excluded.ended, ended_by = excluded.ended_by,
 			review_outcome = excluded.review_outcome, review_summary = excluded.review_summary,
 			review_sha256 = excluded.review_sha256, review_reason = excluded.review_reason, review_file = excluded.review_file,
+			review_best = excluded.review_best,
 			outputs = excluded.outputs, results = excluded.results, kelos_setup = excluded.kelos_setup,
 			task = excluded.task, onto = excluded.onto`,
 		string(r.Sandbox), r.Runner, r.Model, string(r.State), r.ExitCode, r.Error, r.Branch, r.Commit, tel,
 		r.Lines, r.Ignored, timeArg(r.StartedAt), timeArg(r.EndedAt),
 		string(r.Review.Outcome), r.Review.Summary, r.Review.SHA256, r.Review.Reason, r.Review.File, outputs, results,
-		exited, string(r.Ended), r.EndedBy, int(r.Setup), runSeq(r), r.Task, r.Onto)
+		exited, string(r.Ended), r.EndedBy, int(r.Setup), runSeq(r), r.Task, r.Onto, r.Review.Best)
 	if err != nil {
 		return fmt.Errorf("put run %d of %s: %w", runSeq(r), r.Sandbox, err)
 	}
@@ -148,7 +149,7 @@ func (s *Store) ListRuns(ctx context.Context, id sandbox.ID) ([]agentrun.Run, er
 // runColumns are the columns of runs scanRun reads.
 const runColumns = `seq, task, onto, runner, model, state, exit_code, error, branch, commit_id, telemetry, lines, ignored,
 	started_at, ended_at, review_outcome, review_summary, review_sha256, review_reason, review_file, outputs, results,
-	exited, ended, ended_by, kelos_setup`
+	exited, ended, ended_by, kelos_setup, review_best`
 
 // scanRun reads runColumns of a run of sandbox id. The row's own error
 // (sql.ErrNoRows) is returned as it is.
@@ -160,7 +161,7 @@ func scanRun(row rowScanner, id sandbox.ID) (agentrun.Run, error) {
 	var exited, setup int
 	err := row.Scan(&r.Seq, &r.Task, &r.Onto, &r.Runner, &r.Model, &state, &r.ExitCode, &r.Error, &r.Branch, &r.Commit, &tel,
 		&r.Lines, &r.Ignored, &started, &ended, &outcome, &r.Review.Summary, &r.Review.SHA256, &r.Review.Reason, &r.Review.File,
-		&outputs, &results, &exited, &endedAs, &r.EndedBy, &setup)
+		&outputs, &results, &exited, &endedAs, &r.EndedBy, &setup, &r.Review.Best)
 	if err != nil {
 		return agentrun.Run{}, err
 	}

@@ -18,8 +18,8 @@ import (
 
 // sandboxArgs returns sb's values for insertSandboxSQL and updateSandboxSQL:
 // the columns of sandboxes as the statements below name them, id to
-// forked_from (egress and forked_from last: an update writes neither, and
-// puts the state it expects in their place).
+// compare (egress, forked_from and compare last: an update writes none of
+// them, and puts the state it expects in their place).
 func sandboxArgs(sb sandbox.Sandbox) ([]any, error) {
 	sshKeys, err := jsonArg(sb.SSHKeys, sb.SSHKeys == nil)
 	if err != nil {
@@ -33,6 +33,10 @@ func sandboxArgs(sb sandbox.Sandbox) ([]any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("setup_command: %w", err)
 	}
+	compare, err := jsonArg(sb.Compare, sb.Compare == nil)
+	if err != nil {
+		return nil, fmt.Errorf("compare: %w", err)
+	}
 	live := 0
 	if sb.Live() {
 		live = 1
@@ -42,7 +46,7 @@ func sandboxArgs(sb sandbox.Sandbox) ([]any, error) {
 		string(sb.Isolation), sb.Runtime, int64(sb.CPU), int64(sb.Memory), int64(sb.Disk), string(sb.State),
 		sb.Reason, sb.Repo, sb.Branch, sb.Task, sb.Runner, sshKeys, env, sb.KeyID,
 		timeArg(sb.CreatedAt), timeArg(sb.ExpiresAt), timeArg(sb.EndedAt), live, string(sb.GitMode),
-		string(sb.Role), string(sb.Contract), setup, boolArg(sb.FromPool), sb.Model, boolArg(sb.Session), int64(sb.Checkpoint), sb.Egress, string(sb.ForkedFrom),
+		string(sb.Role), string(sb.Contract), setup, boolArg(sb.FromPool), sb.Model, boolArg(sb.Session), int64(sb.Checkpoint), sb.Egress, string(sb.ForkedFrom), compare,
 	}, nil
 }
 
@@ -51,13 +55,14 @@ const insertSandboxSQL = `
 	INSERT INTO sandboxes (
 		id, name, org_id, project_id, owner_id, purpose, class, image, isolation, runtime, cpu,
 		memory, disk, state, reason, repo, branch, task, runner, ssh_keys, env, key_id, created_at,
-		expires_at, ended_at, live, git_mode, role, contract, setup_command, from_pool, model, session, checkpoint, egress, forked_from)
+		expires_at, ended_at, live, git_mode, role, contract, setup_command, from_pool, model, session, checkpoint, egress, forked_from, compare)
 	VALUES (
 		$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
-		$21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36)`
+		$21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37)`
 
-// updateSandboxSQL rewrites a row from sandboxArgs, but its egress and
-// whom it was forked from (a create's alone), if it is still in the state given as the last argument. A row's egress is
+// updateSandboxSQL rewrites a row from sandboxArgs, but its egress, whom
+// it was forked from and what it compares (a create's alone), if it is
+// still in the state given as the last argument. A row's egress is
 // written at its create and changed only by FreezeEgress: an update made
 // from a copy read before a freeze must not open the sandbox up again.
 const updateSandboxSQL = `
@@ -78,7 +83,7 @@ const sandboxColumns = `
 	s.id, s.name, s.org_id, s.project_id, s.owner_id, s.purpose, s.class, s.image, s.isolation,
 		s.runtime, s.cpu, s.memory, s.disk, s.state, s.reason, s.repo, s.branch, s.task, s.runner,
 		s.ssh_keys, s.env, s.key_id, s.created_at, s.expires_at, s.ended_at, s.git_mode, s.role,
-		s.contract, s.setup_command, s.from_pool, s.model, s.session, s.checkpoint, s.egress, s.forked_from, s.active_at,
+		s.contract, s.setup_command, s.from_pool, s.model, s.session, s.checkpoint, s.egress, s.forked_from, s.compare, s.active_at,
 		(SELECT CAST(COALESCE(SUM(g.ended_at - g.started_at), 0) AS BIGINT) FROM segments g
 			WHERE g.sandbox_id = s.id AND g.ended_at IS NOT NULL),
 		(SELECT g.started_at FROM segments g WHERE g.sandbox_id = s.id AND g.ended_at IS NULL),
@@ -97,14 +102,14 @@ func scanSandbox(row rowScanner, extra ...any) (sandbox.Sandbox, error) {
 		gitMode, role, contract        string
 		cpu, memory, disk, ran         int64
 		checkpoint                     int64
-		sshKeys, env, setup            sql.NullString
+		sshKeys, env, setup, compare   sql.NullString
 		created, expires, ended, since sql.NullInt64
 		first, active, lastRan         sql.NullInt64
 		fromPool, session              int
 	)
 	err := row.Scan(append([]any{&id, &sb.Name, &sb.Org, &sb.Project, &sb.Owner, &purpose, &sb.Class, &sb.Image, &isolation,
 		&sb.Runtime, &cpu, &memory, &disk, &state, &sb.Reason, &sb.Repo, &sb.Branch, &sb.Task, &sb.Runner,
-		&sshKeys, &env, &sb.KeyID, &created, &expires, &ended, &gitMode, &role, &contract, &setup, &fromPool, &sb.Model, &session, &checkpoint, &sb.Egress, &forkedFrom, &active, &ran, &since, &first, &lastRan},
+		&sshKeys, &env, &sb.KeyID, &created, &expires, &ended, &gitMode, &role, &contract, &setup, &fromPool, &sb.Model, &session, &checkpoint, &sb.Egress, &forkedFrom, &compare, &active, &ran, &since, &first, &lastRan},
 		extra...)...)
 	if err != nil {
 		return sandbox.Sandbox{}, err
@@ -117,6 +122,9 @@ func scanSandbox(row rowScanner, extra ...any) (sandbox.Sandbox, error) {
 	sb.ActiveAt = timeOf(active)
 	sb.FromPool, sb.Session = fromPool != 0, session != 0
 	sb.Checkpoint, sb.ForkedFrom = quantity.Bytes(checkpoint), sandbox.ID(forkedFrom)
+	if err := jsonOf(compare, &sb.Compare); err != nil {
+		return sandbox.Sandbox{}, fmt.Errorf("sandbox %s: compare: %w", id, err)
+	}
 	if err := jsonOf(sshKeys, &sb.SSHKeys); err != nil {
 		return sandbox.Sandbox{}, fmt.Errorf("sandbox %s: ssh_keys: %w", id, err)
 	}
@@ -352,7 +360,7 @@ func (s *Store) UpdateSandbox(ctx context.Context, u sandbox.Update) error {
 		case err != nil:
 			return fmt.Errorf("update sandbox %s: %w", sb.ID, err)
 		}
-		res, err := tx.ExecContext(ctx, updateSandboxSQL, append(args[:len(args)-2:len(args)-2], string(u.From))...)
+		res, err := tx.ExecContext(ctx, updateSandboxSQL, append(args[:len(args)-3:len(args)-3], string(u.From))...)
 		switch {
 		case constraintOf(err) == uniqueConstraint:
 			return nameTaken(sb.Name)

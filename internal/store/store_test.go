@@ -239,7 +239,7 @@ func testRunRoundTrip(t *testing.T, st *store.Store) {
 	run.Telemetry.Usage.Input, run.Telemetry.Usage.Output, run.Telemetry.CostUSD = 240, 34, 0.0012
 	run.Telemetry.Cost = runner.CostNative
 	run.Telemetry.SessionID = "s1"
-	run.Review = review.Result{Outcome: review.ChangesRequested, Summary: "add a test", SHA256: "ab12", File: "sub/.berth-review-verdict.json"}
+	run.Review = review.Result{Outcome: review.ChangesRequested, Summary: "add a test", SHA256: "ab12", File: "sub/.berth-review-verdict.json", Best: "try-2"}
 	run.Outputs, run.Results, run.Setup = []string{"branch: b", "a note"}, map[string]string{"branch": "b"}, kelos.SetupOK
 	if err := st.PutRun(t.Context(), run); err != nil {
 		t.Fatal(err)
