@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -234,12 +235,15 @@ func TestKelosSessionEndToEnd(t *testing.T) {
 	}
 }
 
-// forkScript plays a session and its forks: task 1 commits one.txt; the
-// forks' task requires sessionMark in the conversation (a fork that did
-// not continue the source's is answered 400 and fails) and commits a
-// file naming the sandbox it ran in.
+// forkScript plays a session, its forks and their reviewer: task 1
+// commits one.txt; the forks' task requires sessionMark in the
+// conversation (a fork that did not continue the source's is answered
+// 400 and fails) and commits a file naming the sandbox it ran in. A
+// reviewer's first turn, in a checkout with the attempts, names try-2
+// best once each attempt's change is the attempt's alone (the source's
+// one.txt left out) and try-2's is its own.
 const forkScript = `{"turns": [
-  {"command": "echo one > one.txt && git add one.txt && git commit -q -m 'task one'"},
+  {"command": "if [ -d .berth-attempts ]; then [ \"$(grep -c '^diff --git' .berth-attempts/try-1.diff)\" = 1 ] && grep -qx '+try-2' .berth-attempts/try-2.diff && printf '%s' '{\"verdict\": \"approve\", \"best\": \"try-2\", \"summary\": \"try-2 names itself\"}' > .berth-review-verdict.json; else echo one > one.txt && git add one.txt && git commit -q -m 'task one'; fi"},
   {"text": "The first task is done."},
   {"requires": ["SESSIONMARK"], "command": "echo \"$BERTH_SANDBOX_NAME\" > attempt.txt && git add attempt.txt && git commit -q -m attempt"},
   {"text": "The attempt is done."}
@@ -321,6 +325,25 @@ func TestSessionForkEndToEnd(t *testing.T) {
 	}
 	if audit := string(g.berth("audit", "-o", "json")); !strings.Contains(audit, "forked into try-1, try-2") {
 		t.Errorf("no sandbox.fork of the source in the audit log")
+	}
+
+	// A reviewer compares the attempts and names the best.
+	out, err = g.berthErr("sandbox", "create", "judge", "--purpose", "agent", "--role", "reviewer", "--repo", "acme/app", "--branch", "berth/origin",
+		"--runner", "claude-code", "--compare", "try-1,try-2", "--task", "Which attempt is best?", "--no-wait", "-o", "json")
+	if err != nil {
+		t.Fatalf("berth sandbox create judge: %v\n%s", err, out)
+	}
+	var judge api.Sandbox
+	if err := json.Unmarshal([]byte(out), &judge); err != nil || len(judge.Compare) != 2 {
+		t.Fatalf("the reviewer: %v\n%s", err, out)
+	}
+	judged := g.waitState(g.operator, judge.ID, "terminated", 4*time.Minute)
+	if r := judged.Run; r == nil || r.Review == nil || r.Review.Outcome != "approved" || r.Review.Best != "try-2" {
+		log, _ := g.berthErr("sandbox", "logs", "--raw", "judge")
+		t.Fatalf("the reviewer's run: %s (%s) %+v\n%s", judged.State, judged.Reason, judged.Run, log)
+	}
+	if show := string(g.berth("sandbox", "show", "judge")); !regexp.MustCompile(`(?m)^review best: +try-2$`).MatchString(show) {
+		t.Errorf("berth sandbox show judge:\n%s", show)
 	}
 	for _, id := range []string{string(sb.ID), string(forks[0].ID), string(forks[1].ID)} {
 		if _, err := g.operator.Terminate(ctx, id); err != nil {
