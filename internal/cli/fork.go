@@ -45,7 +45,9 @@ each runs the task as the next task of that conversation, on that work,
 pushing to its own branch berth/NEW-i after a clean exit. Each fork is a
 session of its own afterwards (berth sandbox task, diff, logs), and the
 source waits for its next task as before. Compare the forks' work with
-berth sandbox diff, or give a reviewer the branches.
+berth sandbox diff, or have a reviewer name the best: berth sandbox create
+judge --purpose agent --role reviewer --repo R --branch berth/NAME
+--compare NEW-1,NEW-2 --task "...".
 
 Unless --no-wait, it waits until each fork is running, as create does.`,
 		Example: `  berth sandbox fork dev dev-try
