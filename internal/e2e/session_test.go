@@ -279,13 +279,20 @@ func TestSessionForkEndToEnd(t *testing.T) {
 	}
 	c1 := first.Run.Commit
 
-	out, err := g.berthErr("sandbox", "fork", "origin", "try", "--count", "2", "--task", "Try it your way: write attempt.txt and commit it.", "-o", "json")
+	// The forks, and once their tasks are over a reviewer of theirs.
+	out, err := g.berthErr("sandbox", "fork", "origin", "try", "--count", "2", "--task", "Try it your way: write attempt.txt and commit it.",
+		"--review", "Which attempt is best?", "-o", "json")
 	if err != nil {
 		t.Fatalf("berth sandbox fork: %v\n%s", err, out)
 	}
-	var forks []api.Sandbox
-	if err := json.Unmarshal([]byte(out), &forks); err != nil || len(forks) != 2 {
+	var made []api.Sandbox
+	if err := json.Unmarshal([]byte(out), &made); err != nil || len(made) != 3 {
 		t.Fatalf("berth sandbox fork -o json: %v\n%s", err, out)
+	}
+	forks, review := made[:2], made[2]
+	if r := review.Run; review.Name != "try-review" || r == nil || r.Review == nil || r.Review.Best != "try-2" || r.Review.Outcome != "approved" ||
+		len(review.Compare) != 2 {
+		t.Errorf("the forks' reviewer: %+v, run %+v", review, review.Run)
 	}
 	attempts := map[string]string{}
 	for _, f := range forks {
@@ -345,7 +352,7 @@ func TestSessionForkEndToEnd(t *testing.T) {
 	if show := string(g.berth("sandbox", "show", "judge")); !regexp.MustCompile(`(?m)^review best: +try-2$`).MatchString(show) {
 		t.Errorf("berth sandbox show judge:\n%s", show)
 	}
-	for _, id := range []string{string(sb.ID), string(forks[0].ID), string(forks[1].ID)} {
+	for _, id := range []string{string(sb.ID), string(forks[0].ID), string(forks[1].ID), string(review.ID), string(judge.ID)} {
 		if _, err := g.operator.Terminate(ctx, id); err != nil {
 			t.Fatal(err)
 		}
