@@ -62,15 +62,9 @@ Unless --no-wait, it waits until each fork is running, as create does.`,
   berth sandbox fork fix-123 try --count 3 --task-file task.md --review "Which fix is simplest and complete?"`,
 		Args: exactArgs(2, "the sandbox's name or id and the fork's name (NEW)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			switch {
-			case task != "" && taskFile != "":
-				return usageError{errors.New("give --task or --task-file, not both")}
-			case taskFile != "":
-				b, err := readFile(g.env, taskFile)
-				if err != nil {
-					return usageError{fmt.Errorf("--task-file: %w", err)}
-				}
-				task = string(b)
+			task, err := taskOf(g.env, task, taskFile)
+			if err != nil {
+				return err
 			}
 			if reviewTask != "" && (task == "" || noWait) {
 				return usageError{errors.New("--review compares a session's forks once their task is over: give --task (or --task-file), and not --no-wait")}

@@ -109,15 +109,9 @@ in one argument of a command line either: use --task-file FILE, or
 			if follow && req.Purpose != "agent" {
 				return usageError{errors.New("--follow follows an agent's run: it needs --purpose agent")}
 			}
-			if taskFile != "" {
-				if req.Task != "" {
-					return usageError{errors.New("give --task or --task-file, not both")}
-				}
-				b, err := readFile(g.env, taskFile)
-				if err != nil {
-					return usageError{fmt.Errorf("--task-file: %w", err)}
-				}
-				req.Task = string(b)
+			var err error
+			if req.Task, err = taskOf(g.env, req.Task, taskFile); err != nil {
+				return err
 			}
 			keys, err := sshKeys(g.env, req.Purpose, keyFiles)
 			if err != nil {

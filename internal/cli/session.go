@@ -44,16 +44,11 @@ its outcome (as berth sandbox logs -f).`,
   berth sandbox task fix-123 --task-file - < review.md`,
 		Args: exactArgs(1, "the session's name or id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			switch {
-			case task != "" && taskFile != "":
-				return usageError{errors.New("give --task or --task-file, not both")}
-			case taskFile != "":
-				b, err := readFile(g.env, taskFile)
-				if err != nil {
-					return usageError{fmt.Errorf("--task-file: %w", err)}
-				}
-				task = string(b)
-			case task == "":
+			task, err := taskOf(g.env, task, taskFile)
+			if err != nil {
+				return err
+			}
+			if task == "" {
 				return usageError{errors.New("give the task: --task TEXT or --task-file FILE (- for standard input)")}
 			}
 			c, err := g.client()
@@ -162,4 +157,20 @@ sandbox show NAME has the latest run in full, and the session's cost in all.`,
 	}
 	outputFlag(cmd, &output)
 	return cmd
+}
+
+// taskOf is the task --task gives, or --task-file reads (- for standard
+// input): a usage error when both are given. "" when neither is.
+func taskOf(env Env, task, file string) (string, error) {
+	switch {
+	case task != "" && file != "":
+		return "", usageError{errors.New("give --task or --task-file, not both")}
+	case file != "":
+		b, err := readFile(env, file)
+		if err != nil {
+			return "", usageError{fmt.Errorf("--task-file: %w", err)}
+		}
+		return string(b), nil
+	}
+	return task, nil
 }
