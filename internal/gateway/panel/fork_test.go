@@ -3,6 +3,8 @@ package panel_test
 import (
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -77,5 +79,31 @@ func TestForkForm(t *testing.T) {
 	}
 	if pg := ada.post(path, url.Values{"csrf": {adt}, "name": {"mine"}}); pg.status != http.StatusForbidden || !strings.Contains(pg.body, "only the owner of sandbox dev forks it") {
 		t.Errorf("the administrator forks dev: %d, want 403 saying only the owner does\n%s", pg.status, pg.body)
+	}
+}
+
+// TestReviewNamesTheBest: the page of a reviewer that compared two
+// agents' attempts says which its verdict judged best.
+func TestReviewNamesTheBest(t *testing.T) {
+	w := newWorld(t)
+	w.agentRun(t, "alice", "try-1")
+	w.agentRun(t, "alice", "try-2")
+	w.drv.SetAgent(func(spec sandbox.Spec) ([]string, int) {
+		verdict := `{"verdict": "approve", "summary": "the second is tidier", "best": "try-2"}`
+		if err := os.WriteFile(filepath.Join(spec.Run.Work, ".berth-review-verdict.json"), []byte(verdict), 0o644); err != nil {
+			t.Error(err)
+		}
+		return nil, 0
+	})
+	judge, err := w.sandboxes.Create(t.Context(), w.principal("alice"), sandbox.CreateRequest{Name: "judge", Purpose: "agent", Class: "standard", Role: "reviewer",
+		Repo: "acme/app", Branch: "main", Task: "Which is best?", Runner: "claude-code", Compare: []string{"try-1", "try-2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.wait(t, judge.ID, func(sb sandbox.Sandbox) bool { return !sb.Live() || sb.State == sandbox.StateFailed })
+	alice := w.browser(t)
+	alice.signIn(w.keys["alice"])
+	if pg := alice.get("/sandboxes/" + string(judge.ID)); !strings.Contains(pg.body, "<dt>Review</dt><dd>approved, best attempt <strong>try-2</strong>: the second is tidier") {
+		t.Errorf("the reviewer's page does not name the best attempt\n%s", pg.body)
 	}
 }
