@@ -56,7 +56,7 @@ func TestCheckpointKeepsProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	name := "berth-" + string(spec.Sandbox.ID)
-	if out, err := pod("exec", "-d", name, "sh", "-c", `i=0; while :; do i=$((i+1)); echo "$$ $i" > /var/tmp/count; sleep 0.05; done`); err != nil {
+	if out, err := pod("exec", "-d", name, "sh", "-c", `i=0; while :; do i=$((i+1)); echo "$$ $i" > /var/tmp/count.new; mv /var/tmp/count.new /var/tmp/count; sleep 0.05; done`); err != nil {
 		t.Fatalf("podman exec: %v: %s", err, out)
 	}
 	count := func() (pid string, n int) {

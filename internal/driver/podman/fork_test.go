@@ -32,7 +32,10 @@ func forkSpecs(src sandbox.Spec, n int) []sandbox.Spec {
 
 // forkWorld is a running machine on the isolated tier with a loop
 // counting into its root filesystem (which gVisor keeps in memory) and a
-// file on its volume; count reads a machine's count.
+// file on its volume; count reads a machine's count. The count is
+// renamed into place whole: a save made between a write's truncation
+// and its bytes would leave a fork (whose copy of the loop a restore
+// ends) an empty file for good (CI saw it so).
 func forkWorld(t *testing.T) (d *podman.Driver, src sandbox.Spec, pod func(args ...string) (string, error), count func(name string) (pid string, n int)) {
 	t.Helper()
 	d, src, pod = isolatedDriver(t)
@@ -42,7 +45,7 @@ func forkWorld(t *testing.T) (d *podman.Driver, src sandbox.Spec, pod func(args 
 	}
 	t.Cleanup(func() { _ = d.Remove(context.Background(), src.Sandbox.ID) })
 	name := "berth-" + string(src.Sandbox.ID)
-	if out, err := pod("exec", "-d", name, "sh", "-c", `i=0; while :; do i=$((i+1)); echo "$$ $i" > /var/tmp/count; sleep 0.05; done`); err != nil {
+	if out, err := pod("exec", "-d", name, "sh", "-c", `i=0; while :; do i=$((i+1)); echo "$$ $i" > /var/tmp/count.new; mv /var/tmp/count.new /var/tmp/count; sleep 0.05; done`); err != nil {
 		t.Fatalf("podman exec: %v: %s", err, out)
 	}
 	if out, err := pod("exec", name, "sh", "-c", "echo source > /home/berth/mine"); err != nil {
