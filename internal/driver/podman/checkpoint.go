@@ -25,8 +25,10 @@ import (
 //   - restore: podman starts the stopped container as ever, and the
 //     runtime it runs is a wrapper berth writes (runscWrapper): when a note
 //     for the container names a checkpoint, podman's "create" becomes
-//     runsc's "restore --detach", which makes and starts the sandbox from
-//     the checkpoint, and podman's "start" that follows does nothing.
+//     runsc's "restore --detach --background", which makes and starts
+//     the sandbox from the checkpoint (its memory's pages loading on after
+//     it returns: the checkpoint is uncompressed, runsc's default), and
+//     podman's "start" that follows does nothing.
 //
 // podman thus owns the container's whole life (its network, its mounts,
 // its exit), which a restore behind its back would not survive: the next
@@ -88,7 +90,7 @@ if [ "$cmd" = create ] && [ -f "$notes/$id.restore" ]; then
 	for a do
 		shift
 		if [ -z "$done" ] && [ "$a" = create ]; then
-			set -- "$@" restore --detach --image-path "$image"
+			set -- "$@" restore --detach --background --image-path "$image"
 			done=1
 		else
 			set -- "$@" "$a"

@@ -57,7 +57,7 @@ func TestRunscWrapper(t *testing.T) {
 	want := strings.Join([]string{
 		root + "create --bundle /b --pid-file /p " + id,
 		root + "start " + id,
-		root + "--systemd-cgroup restore --detach --image-path " + image + " --bundle /b --pid-file /p --console-socket /c " + id,
+		root + "--systemd-cgroup restore --detach --background --image-path " + image + " --bundle /b --pid-file /p --console-socket /c " + id,
 		root + "create --bundle /b --pid-file /p " + id,
 		root + "checkpoint --image-path " + image + " " + id,
 	}, "\n") + "\n"
