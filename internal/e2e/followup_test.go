@@ -83,7 +83,7 @@ func TestTriggerSessionFollowsItsPullRequest(t *testing.T) {
 		t.Errorf("task 2's commit's parent at GitHub is %s, want task 1's %s", parent, one.Run.Commit)
 	}
 	var comments []string
-	waitFor(t, "the pull request's comment", 30*time.Second, func() bool { comments = gh.Comments("acme/app", pr.Number); return len(comments) == 1 })
+	waitFor(t, "the pull request's comment", 90*time.Second, func() bool { comments = gh.Comments("acme/app", pr.Number); return len(comments) == 1 })
 	for _, s := range []string{"task 2", run.Commit, "second task is done", "This task:", "the session so far"} {
 		if !strings.Contains(comments[0], s) {
 			t.Errorf("the pull request's comment lacks %q:\n%s", s, comments[0])
@@ -96,7 +96,7 @@ func TestTriggerSessionFollowsItsPullRequest(t *testing.T) {
 	if _, err := g.berthErr("sandbox", "task", two.Name, "--task", "Say what you did.", "--follow"); err != nil {
 		t.Fatalf("task 3: %v", err)
 	}
-	waitFor(t, "the pull request's second comment", 30*time.Second, func() bool { comments = gh.Comments("acme/app", pr.Number); return len(comments) == 2 })
+	waitFor(t, "the pull request's second comment", 90*time.Second, func() bool { comments = gh.Comments("acme/app", pr.Number); return len(comments) == 2 })
 	if !strings.Contains(comments[1], "task 3") {
 		t.Errorf("the pull request's comment of task 3:\n%s", comments[1])
 	}
