@@ -119,7 +119,8 @@ func (s *Service) putAttempts(ctx context.Context, sb sandbox.Sandbox, dir strin
 }
 
 // judgeBest keeps the best attempt the verdict of the comparing reviewer
-// sb names, holding a verdict that names none of those compared.
+// sb names (review.Judge bounded it), holding a verdict that names none
+// of those compared.
 func (s *Service) judgeBest(ctx context.Context, sb sandbox.Sandbox, run *Run) {
 	if len(sb.Compare) == 0 {
 		run.Review.Best = ""
@@ -135,7 +136,7 @@ func (s *Service) judgeBest(ctx context.Context, sb sandbox.Sandbox, run *Run) {
 	if !slices.Contains(names, best) {
 		run.Review.Best = ""
 		if run.Review.Outcome != "" {
-			run.Review = run.Review.Hold(fmt.Sprintf("the verdict names %q best, which is none of the attempts compared (%s)", cutText(best, 64), strings.Join(names, ", ")))
+			run.Review = run.Review.Hold(fmt.Sprintf("the verdict names %q best, which is none of the attempts compared (%s)", best, strings.Join(names, ", ")))
 		}
 	}
 }
@@ -156,12 +157,4 @@ func exclude(dir, pattern string) error {
 	defer f.Close()
 	_, err = f.WriteString("\n" + pattern + "\n")
 	return err
-}
-
-// cutText bounds an agent's text quoted in a reason.
-func cutText(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
 }
