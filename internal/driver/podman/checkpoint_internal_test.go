@@ -1,6 +1,8 @@
 package podman
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,9 +16,10 @@ import (
 // TestRunscWrapper runs the runtime wrapper berth writes for runsc with
 // the real sh, over a stand-in runsc that records its arguments: every
 // call gets berth's state directory and the pinned platform; podman's
-// create of a container with a note becomes runsc's restore of the
-// checkpoint the note names, with podman's own flags kept, and the start
-// that follows does nothing; the note is used once.
+// create is always runsc's create (the standby a suspended machine waits
+// in); podman's start of a container with a note becomes runsc's restore
+// into it of the checkpoint the note links to, with podman's own flags
+// kept; the note is used once, and a dangling one restores nothing.
 func TestRunscWrapper(t *testing.T) {
 	dir := t.TempDir()
 	calls := filepath.Join(dir, "calls")
@@ -41,24 +44,39 @@ func TestRunscWrapper(t *testing.T) {
 			t.Fatalf("wrapper %s: %v: %s", strings.Join(args, " "), err, out)
 		}
 	}
-	id := strings.Repeat("ab", 32)
-	image := filepath.Join(cfg.checkpointDir(), "berth-sbx_x", "image")
+	id, other := strings.Repeat("ab", 32), strings.Repeat("cd", 32)
+	image := cfg.imageDir("berth-sbx_x")
+	if err := os.MkdirAll(image, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	wrapper("create", "--bundle", "/b", "--pid-file", "/p", id)
 	wrapper("start", id)
-	if err := os.WriteFile(filepath.Join(cfg.checkpointDir(), id+".restore"), []byte(image), 0o600); err != nil {
+	if err := cfg.linkNote(id, "berth-sbx_x"); err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.notesOf("berth-sbx_x"); len(got) != 1 || got[0] != cfg.noteOf(id) {
+		t.Errorf("notesOf = %v, want [%s]", got, cfg.noteOf(id))
+	}
+	if err := cfg.linkNote(other, "berth-sbx_gone"); err != nil { // its checkpoint was dropped
 		t.Fatal(err)
 	}
 	wrapper("--systemd-cgroup", "create", "--bundle", "/b", "--pid-file", "/p", "--console-socket", "/c", id)
-	wrapper("start", id)
-	wrapper("create", "--bundle", "/b", "--pid-file", "/p", id) // the note is spent: a cold create
+	wrapper("--systemd-cgroup", "start", id)
+	if _, err := os.Lstat(cfg.noteOf(id)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the restore left its note (%v)", err)
+	}
+	wrapper("start", id) // the note is spent: a plain start
+	wrapper("start", other)
 	wrapper("checkpoint", "--image-path", image, id)
 	got, _ := os.ReadFile(calls)
 	root := "--root=" + filepath.Join(cfg.StateDir, "runsc") + " --platform=systrap "
 	want := strings.Join([]string{
 		root + "create --bundle /b --pid-file /p " + id,
 		root + "start " + id,
-		root + "--systemd-cgroup restore --detach --background --image-path " + image + " --bundle /b --pid-file /p --console-socket /c " + id,
-		root + "create --bundle /b --pid-file /p " + id,
+		root + "--systemd-cgroup create --bundle /b --pid-file /p --console-socket /c " + id,
+		root + "--systemd-cgroup restore --detach --background --image-path " + cfg.noteOf(id) + " " + id,
+		root + "start " + id,
+		root + "start " + other,
 		root + "checkpoint --image-path " + image + " " + id,
 	}, "\n") + "\n"
 	if string(got) != want {

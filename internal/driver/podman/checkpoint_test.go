@@ -141,6 +141,108 @@ func TestCheckpointKeepsProcesses(t *testing.T) {
 	}
 }
 
+// TestSuspendedMachineWaitsMade: a machine suspended with its memory waits
+// made (podman's init: its network, its conmon, runsc's sandbox in
+// "created"), so that its resume is a restore into it and no more. The
+// standby outlives podman's clean-up of the checkpoint's exit; a resume
+// restores into it (the same conmon) with the memory as it was; a resume
+// whose standby was lost (as a reboot loses it) makes it and restores;
+// a cold start of a waiting machine starts it afresh and leaves neither
+// checkpoint nor note.
+func TestSuspendedMachineWaitsMade(t *testing.T) {
+	d, spec, pod := isolatedDriver(t)
+	ctx := context.Background()
+	if err := d.Start(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	name := "berth-" + string(spec.Sandbox.ID)
+	state := func() (status, conmon string) {
+		t.Helper()
+		out, err := pod("container", "inspect", "--format", "{{.State.Status}} {{.State.ConmonPid}}", name)
+		if f := strings.Fields(out); err == nil && len(f) == 2 {
+			return f[0], f[1]
+		}
+		t.Fatalf("podman inspect: %v: %s", err, out)
+		return "", ""
+	}
+	mark := func() string {
+		t.Helper()
+		out, err := pod("exec", name, "cat", "/var/tmp/mark")
+		if err != nil {
+			return "" // no mark: cat's complaint is not one
+		}
+		return out
+	}
+	if out, err := pod("exec", name, "sh", "-c", "echo kept > /var/tmp/mark"); err != nil {
+		t.Fatalf("podman exec: %v: %s", err, out)
+	}
+	suspend := func() {
+		t.Helper()
+		if _, err := d.Checkpoint(ctx, spec.Sandbox.ID); err != nil {
+			t.Fatalf("Checkpoint: %v", err)
+		}
+	}
+	resume := func() {
+		t.Helper()
+		if cold, err := d.Restore(ctx, sandbox.Spec{Sandbox: spec.Sandbox}); err != nil || cold != "" {
+			t.Fatalf("Restore: cold %q, err %v; want restored", cold, err)
+		}
+		if got := mark(); got != "kept" {
+			t.Errorf("after the restore the mark is %q, want the one in memory, \"kept\"", got)
+		}
+	}
+
+	suspend()
+	status, conmon := state()
+	if status != "created" && status != "initialized" {
+		t.Fatalf("after the checkpoint podman says the container is %s, want it made and waiting (created or initialized)", status)
+	}
+	full, err := pod("container", "inspect", "--format", "{{.Id}}", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(os.Getenv("BERTH_TEST_RUNSC"), "--root", filepath.Join(podmanRoot(t), "runsc"), "state", full).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), `"status": "created"`) {
+		t.Errorf("runsc state of the suspended machine: %v: %s; want its sandbox created and waiting", err, out)
+	}
+	if m, err := d.Inspect(ctx, spec.Sandbox.ID); err != nil || m.Status != sandbox.MachineStopped {
+		t.Errorf("the waiting machine is %+v (%v), want stopped", m, err)
+	}
+	time.Sleep(6 * time.Second) // podman's clean-up of the checkpoint's exit comes and goes
+	if s2, c2 := state(); s2 != status || c2 != conmon {
+		t.Fatalf("6 s after the checkpoint the container is %s under conmon %s, want still %s under %s", s2, c2, status, conmon)
+	}
+	resume()
+	if _, c2 := state(); c2 != conmon {
+		t.Errorf("the restore ran under conmon %s, not the standby's %s: it made the container again", c2, conmon)
+	}
+
+	// The standby lost: the resume makes the container and restores.
+	suspend()
+	if out, err := pod("stop", "--time", "1", name); err != nil {
+		t.Fatalf("podman stop of the standby: %v: %s", err, out)
+	}
+	if s, _ := state(); s != "exited" && s != "stopped" {
+		t.Fatalf("the standby stopped by hand is %s", s)
+	}
+	resume()
+
+	// A cold start of a waiting machine starts afresh.
+	suspend()
+	if err := d.Start(ctx, sandbox.Spec{Sandbox: spec.Sandbox}); err != nil {
+		t.Fatalf("cold Start of a waiting machine: %v", err)
+	}
+	if got := mark(); got != "" {
+		t.Errorf("a cold start has the mark %q of the memory it should have dropped", got)
+	}
+	if left, _ := filepath.Glob(filepath.Join(podmanRoot(t), "checkpoints", name+"*")); len(left) != 0 {
+		t.Errorf("the cold start left %v", left)
+	}
+	if notes, _ := filepath.Glob(filepath.Join(podmanRoot(t), "checkpoints", full+".restore")); len(notes) != 0 {
+		t.Errorf("the cold start left the note %v", notes)
+	}
+}
+
 // TestCheckpointDiskFull: a checkpoint that runs out of room fails, keeps
 // nothing, and leaves a machine a stop and a cold start bring back.
 func TestCheckpointDiskFull(t *testing.T) {

@@ -243,8 +243,22 @@ func (d *Driver) serviceInspect(ctx context.Context, name string) (cur inspected
 // answers: the binary costs some 20–30 ms before it does anything, on a
 // resume's path. A container already running is started.
 func (d *Driver) startContainer(ctx context.Context, name string) error {
+	return d.containerAction(ctx, "start", name)
+}
+
+// initContainer is `podman init NAME`: the container made (its network,
+// its conmon, the runtime's create) but not started. One already made is
+// made.
+func (d *Driver) initContainer(ctx context.Context, name string) error {
+	return d.containerAction(ctx, "init", name)
+}
+
+// containerAction is `podman ACTION NAME` for an action the service
+// answers 304 to when it has nothing to do (start, init), through the
+// service when it answers, else the binary.
+func (d *Driver) containerAction(ctx context.Context, action, name string) error {
 	if svc := d.service(); svc != nil {
-		_, err := svc.call(ctx, http.MethodPost, "/containers/"+url.PathEscape(name)+"/start", nil)
+		_, err := svc.call(ctx, http.MethodPost, "/containers/"+url.PathEscape(name)+"/"+action, nil)
 		var ae *apiError
 		switch {
 		case err == nil, errors.As(err, &ae) && ae.status == http.StatusNotModified:
@@ -252,11 +266,11 @@ func (d *Driver) startContainer(ctx context.Context, name string) error {
 		case errors.As(err, &ae) && ae.status == http.StatusNotFound:
 			return fault.Errorf(fault.NotFound, "podman: container %s", name)
 		case errors.As(err, &ae):
-			return fmt.Errorf("podman start %s: %s", name, ae.msg)
+			return fmt.Errorf("podman %s %s: %s", action, name, ae.msg)
 		}
 		d.log.WarnContext(ctx, "the podman service did not answer; asking the podman binary", "err", err)
 	}
-	_, err := d.run(ctx, nil, "start", name)
+	_, err := d.run(ctx, nil, action, name)
 	return err
 }
 
