@@ -328,18 +328,28 @@ type sshClient struct {
 	key string
 }
 
-// run runs cmd in the sandbox over ssh and returns its stdout, trimmed.
+// run runs cmd in the sandbox over ssh and returns its stdout, trimmed. A
+// connection that never got sshd's greeting (CI, every package at once
+// under the race detector: "Connection timed out during banner
+// exchange") ran nothing, and is tried once more; a command that ran is
+// never run twice.
 func (s sshClient) run(ip, cmd string) (string, error) {
 	s.t.Helper()
-	c := exec.Command("ssh", append(sshOptions(s.key), "-p", "2222", "berth@"+ip, cmd)...)
-	c.Env = sshEnv()
-	var stderr bytes.Buffer
-	c.Stderr = &stderr
-	out, err := c.Output()
-	if err != nil {
-		err = fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
+	for try := 0; ; try++ {
+		c := exec.Command("ssh", append(sshOptions(s.key), "-p", "2222", "berth@"+ip, cmd)...)
+		c.Env = sshEnv()
+		var stderr bytes.Buffer
+		c.Stderr = &stderr
+		out, err := c.Output()
+		if err != nil && try == 0 && strings.Contains(stderr.String(), "during banner exchange") {
+			s.t.Logf("ssh %s: no greeting (%s): trying once more", ip, strings.TrimSpace(stderr.String()))
+			continue
+		}
+		if err != nil {
+			err = fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
+		}
+		return strings.TrimSpace(string(out)), err
 	}
-	return strings.TrimSpace(string(out)), err
 }
 
 // usePodmanRoot points podman at the root BERTH_TEST_PODMAN names (where
