@@ -344,11 +344,7 @@ func buildProbeImage(t *testing.T, root string, caPEM []byte) (image, noNPM stri
 		"--file", filepath.Join(dir, "Containerfile"), dir).CombinedOutput(); err != nil {
 		t.Fatalf("podman build: %v\n%s", err, out)
 	}
-	t.Cleanup(func() {
-		if out, err := podmanOn(root, "rmi", "--force", tag).CombinedOutput(); err != nil {
-			t.Errorf("podman rmi %s: %v\n%s", tag, err, out)
-		}
-	})
+	t.Cleanup(func() { removeImage(t, root, tag) })
 	return tag, noNPM
 }
 

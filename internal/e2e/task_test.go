@@ -210,12 +210,29 @@ func buildKelosImage(t testing.TB, root string) string {
 		"--file", filepath.Join(dir, "Containerfile"), dir).CombinedOutput(); err != nil {
 		t.Fatalf("podman build: %v\n%s", err, out)
 	}
-	t.Cleanup(func() {
-		if out, err := podmanOn(root, "rmi", "--force", tag).CombinedOutput(); err != nil {
-			t.Errorf("podman rmi %s: %v\n%s", tag, err, out)
-		}
-	})
+	t.Cleanup(func() { removeImage(t, root, tag) })
 	return tag
+}
+
+// removeImage removes the image tag and the containers left on it. The
+// gateway may be removing one of them meanwhile (a task's sandbox that
+// just ended): podman's forced removal then fails on the container that
+// went under it ("… does not exist in database: no such container", CI),
+// and a second try finds it gone.
+func removeImage(t testing.TB, root, tag string) {
+	t.Helper()
+	for try := 0; ; try++ {
+		out, err := podmanOn(root, "rmi", "--force", tag).CombinedOutput()
+		if err == nil {
+			return
+		}
+		if try < 2 && strings.Contains(string(out), "no such container") {
+			time.Sleep(time.Second)
+			continue
+		}
+		t.Errorf("podman rmi %s: %v\n%s", tag, err, out)
+		return
+	}
 }
 
 // TestKelosImageGetsItsTaskAsItsArgument: a task of 64 KiB on one line
