@@ -373,9 +373,9 @@ func (p *Proxy) record(c Connection) {
 }
 
 // relay copies both ways until both directions end or nothing moves for
-// the idle timeout, and says how many bytes went each way. Between two
-// TCP connections io.Copy splices: the bytes never enter this process,
-// so whether they move is read from the client's socket (moved).
+// the idle timeout, and says how many bytes went each way (copyConn: the
+// bytes pass through a buffer, never read for what they say). Whether
+// they move is read from the client's socket (moved).
 func (p *Proxy) relay(client, up net.Conn) (sent, received int64) {
 	idle := p.IdleTimeout
 	if idle <= 0 {
@@ -384,7 +384,7 @@ func (p *Proxy) relay(client, up net.Conn) (sent, received int64) {
 	done := make(chan struct{}, 2)
 	var upN, downN atomic.Int64
 	cp := func(dst, src net.Conn, n *atomic.Int64) {
-		m, _ := io.Copy(dst, src)
+		m, _ := copyConn(dst, src)
 		n.Store(m)
 		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
 			_ = cw.CloseWrite()

@@ -288,8 +288,8 @@ func policy(t *testing.T, rules ...string) egress.Policy {
 
 // TestTunnelIdle: a CONNECT tunnel that carries nothing for the idle
 // timeout is closed; one whose bytes keep moving (a trickle far smaller
-// than any copy's chunk) is not. The bytes are spliced past the proxy,
-// so it learns of them from the client's socket.
+// than any copy's chunk) is not. The proxy learns of them from the
+// client's socket.
 func TestTunnelIdle(t *testing.T) {
 	echo, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
