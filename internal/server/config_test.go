@@ -223,3 +223,33 @@ func TestEgressSettings(t *testing.T) {
 		t.Error("berth serve --help does not list the egress settings")
 	}
 }
+
+// TestPodmanStandbySetting: a sandbox suspended with its memory waits
+// made for 24 hours unless BERTH_SANDBOX_PODMAN_STANDBY says otherwise; 0
+// keeps none; a negative or unreadable value is refused by name.
+func TestPodmanStandbySetting(t *testing.T) {
+	for _, tt := range []struct {
+		value   string
+		want    time.Duration
+		wantErr string
+	}{
+		{"", 24 * time.Hour, ""},
+		{"2h", 2 * time.Hour, ""},
+		{"7d", 7 * 24 * time.Hour, ""},
+		{"0", 0, ""},
+		{"-1h", 0, "BERTH_SANDBOX_PODMAN_STANDBY"},
+		{"soon", 0, "BERTH_SANDBOX_PODMAN_STANDBY"},
+	} {
+		env := map[string]string{"HOME": t.TempDir(), "BERTH_SANDBOX_PODMAN_STANDBY": tt.value}
+		cfg, err := server.LoadConfig(func(k string) string { return env[k] })
+		if tt.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("BERTH_SANDBOX_PODMAN_STANDBY=%q: LoadConfig = %v, want an error naming %s", tt.value, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || cfg.PodmanStandby != tt.want {
+			t.Errorf("BERTH_SANDBOX_PODMAN_STANDBY=%q: %v, %v; want %v", tt.value, cfg.PodmanStandby, err, tt.want)
+		}
+	}
+}

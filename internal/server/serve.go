@@ -594,6 +594,7 @@ func PodmanConfig(cfg Config) podman.Config {
 		// The gateway's own: another gateway on the same podman root
 		// (a test's, a replica's) must not take its sockets over.
 		HandoffDir: filepath.Join(cfg.DataDir, "handoff"),
+		Standby:    cfg.PodmanStandby,
 	}
 }
 

@@ -2,12 +2,14 @@ package podman
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"berth.dev/berth/internal/quantity"
 	"berth.dev/berth/internal/sandbox"
@@ -215,10 +217,85 @@ func (d *Driver) Checkpoint(ctx context.Context, id sandbox.ID) (quantity.Bytes,
 	}
 	// The standby: the container made again, waiting for the restore. A
 	// resume without it makes it first, as after a reboot.
-	if err := d.initContainer(ctx, name); err != nil {
-		d.log.WarnContext(ctx, "a suspended machine was not made ready for its resume: the resume will make it", "sandbox", id, "err", err)
+	if d.cfg.Standby > 0 {
+		if err := d.initContainer(ctx, name); err != nil {
+			d.log.WarnContext(ctx, "a suspended machine was not made ready for its resume: the resume will make it", "sandbox", id, "err", err)
+		}
 	}
 	return size, nil
+}
+
+// waiting reports whether podman's status of a container says it is made
+// and not started: podman's init (a standby) made it.
+func waiting(status string) bool { return status == "initialized" }
+
+// tidyStandbys lets go the standbys of this deployment's machines that
+// have waited longer than cfg.Standby (every one, when it keeps none):
+// each is stopped, so its conmon and runsc's sandbox end and their memory
+// is the host's again. The checkpoint and its note stay: the resume makes
+// the container before it restores, as after a reboot. It returns the
+// names it let go.
+func (d *Driver) tidyStandbys(ctx context.Context) ([]string, error) {
+	notes, _ := filepath.Glob(filepath.Join(d.cfg.checkpointDir(), "*.restore"))
+	due := map[string]bool{} // by full container id
+	for _, n := range notes {
+		if fi, err := os.Lstat(n); err == nil && (d.cfg.Standby <= 0 || time.Since(fi.ModTime()) >= d.cfg.Standby) {
+			due[strings.TrimSuffix(filepath.Base(n), ".restore")] = true
+		}
+	}
+	if len(due) == 0 {
+		return nil, nil // no podman call on a sweep with nothing to let go
+	}
+	out, err := d.run(ctx, nil, "ps", "--all", "--no-trunc", "--filter", "label="+labelDeployment+"="+d.cfg.Deployment, "--format", "json")
+	if err != nil {
+		return nil, err
+	}
+	var cs []listed
+	if err := json.Unmarshal(orEmpty(out), &cs); err != nil {
+		return nil, fmt.Errorf("podman ps: unexpected answer: %w", err)
+	}
+	var gone []string
+	var errs []error
+	for _, c := range cs {
+		if !due[c.ID] || !waiting(c.State) || len(c.Names) == 0 {
+			continue
+		}
+		id := sandbox.ID(c.Labels[labelSandbox])
+		if id == "" {
+			id, _ = d.claimedBy(c.Names[0])
+		}
+		if id == "" {
+			continue
+		}
+		switch ok, err := d.letGo(ctx, id, c.Names[0], c.ID); {
+		case err != nil:
+			errs = append(errs, err)
+		case ok:
+			d.log.InfoContext(ctx, "a suspended machine's standby let go: its resume will make its container", "sandbox", id, "waited", d.cfg.Standby)
+			gone = append(gone, c.Names[0])
+		}
+	}
+	return gone, errors.Join(errs...)
+}
+
+// letGo stops the standby of id (the container name, full id full)
+// unless a resume took it meanwhile: under the machine's lock, which
+// Restore holds, its note must still be there and the container still
+// waiting. (Another gateway on the same podman root resuming it at this
+// instant is not seen: podman has no stop-if-waiting.)
+func (d *Driver) letGo(ctx context.Context, id sandbox.ID, name, full string) (bool, error) {
+	defer d.making.lock(id)()
+	if _, err := os.Lstat(d.cfg.noteOf(full)); err != nil {
+		return false, nil
+	}
+	cur, err := d.inspectName(ctx, name)
+	if err != nil || cur.ID != full || !waiting(cur.State.Status) {
+		return false, nil
+	}
+	if _, err := d.run(ctx, nil, "stop", "--time", "1", name); err != nil && !noSuch(err) {
+		return false, err
+	}
+	return true, nil
 }
 
 // containerID returns the full id of the container called name and the
@@ -240,7 +317,10 @@ func (d *Driver) Restore(ctx context.Context, spec sandbox.Spec) (cold string, e
 	sb := spec.Sandbox
 	name := d.nameOf(sb.ID)
 	fork := d.forked(name)
-	if cold = d.restore(ctx, spec, d.cfg.imageDir(name)); cold == "" && fork {
+	release := d.making.lock(sb.ID) // Tidy lets no standby go under a restore
+	cold = d.restore(ctx, spec, d.cfg.imageDir(name))
+	release()
+	if cold == "" && fork {
 		// A fork's HOME still names its source: until it names the fork,
 		// a new ssh session would get the source's name and key.
 		if err := d.refreshHome(ctx, name); err != nil {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,16 +18,23 @@ import (
 )
 
 // isolatedDriver is a driver on the shared root whose isolated tier is
-// gVisor's runsc (BERTH_TEST_RUNSC), and a small engineer sandbox spec on
-// that tier; it skips without runsc.
+// gVisor's runsc (BERTH_TEST_RUNSC), keeping standbys as the gateway does
+// by default, and a small engineer sandbox spec on that tier; it skips
+// without runsc.
 func isolatedDriver(t *testing.T) (*podman.Driver, sandbox.Spec, func(args ...string) (string, error)) {
+	t.Helper()
+	return isolatedDriverWith(t, 24*time.Hour)
+}
+
+// isolatedDriverWith is isolatedDriver keeping standbys for standby.
+func isolatedDriverWith(t *testing.T, standby time.Duration) (*podman.Driver, sandbox.Spec, func(args ...string) (string, error)) {
 	t.Helper()
 	runsc := os.Getenv("BERTH_TEST_RUNSC")
 	if runsc == "" {
 		t.Skip("set BERTH_TEST_RUNSC to a runsc binary (scripts/build-runsc) to checkpoint on the isolated tier")
 	}
 	root := podmanRoot(t)
-	d := newDriverWith(t, podman.Config{Runtimes: map[string]string{"runsc": runsc}})
+	d := newDriverWith(t, podman.Config{Runtimes: map[string]string{"runsc": runsc}, Standby: standby})
 	spec := drivertest.Spec(drivertest.Options{Image: testImage, SSHKey: testKey})
 	spec.Sandbox.Isolation, spec.Sandbox.Runtime = sandbox.TierIsolated, runsc
 	pod := func(args ...string) (string, error) {
@@ -245,6 +253,82 @@ func TestSuspendedMachineWaitsMade(t *testing.T) {
 	if notes, _ := filepath.Glob(filepath.Join(podmanRoot(t), "checkpoints", full+".restore")); len(notes) != 0 {
 		t.Errorf("the cold start left the note %v", notes)
 	}
+}
+
+// TestStandbyLetGo: Tidy lets go the standby of a machine suspended
+// longer than Config.Standby, and only then: the container no longer
+// waits (its conmon and runsc's sandbox end), its checkpoint and note
+// stay, and its resume still restores the memory. A driver that keeps no
+// standby leaves a suspended machine exited, and resumes it from memory.
+func TestStandbyLetGo(t *testing.T) {
+	const standby = 3 * time.Second
+	d, spec, pod := isolatedDriverWith(t, standby)
+	ctx := context.Background()
+	name := "berth-" + string(spec.Sandbox.ID)
+	status := func(name string) string {
+		t.Helper()
+		out, err := pod("container", "inspect", "--format", "{{.State.Status}}", name)
+		if err != nil {
+			t.Fatalf("podman inspect: %v: %s", err, out)
+		}
+		return out
+	}
+	markAndSuspend := func(d *podman.Driver, spec sandbox.Spec) {
+		t.Helper()
+		if err := d.Start(ctx, spec); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := pod("exec", "berth-"+string(spec.Sandbox.ID), "sh", "-c", "echo kept > /var/tmp/mark"); err != nil {
+			t.Fatalf("podman exec: %v: %s", err, out)
+		}
+		if _, err := d.Checkpoint(ctx, spec.Sandbox.ID); err != nil {
+			t.Fatalf("Checkpoint: %v", err)
+		}
+	}
+	resumeFromMemory := func(d *podman.Driver, spec sandbox.Spec) {
+		t.Helper()
+		if cold, err := d.Restore(ctx, sandbox.Spec{Sandbox: spec.Sandbox}); err != nil || cold != "" {
+			t.Fatalf("Restore: cold %q, err %v; want restored", cold, err)
+		}
+		if out, err := pod("exec", "berth-"+string(spec.Sandbox.ID), "cat", "/var/tmp/mark"); err != nil || out != "kept" {
+			t.Errorf("after the restore the mark is %q (%v), want the one in memory, \"kept\"", out, err)
+		}
+	}
+
+	markAndSuspend(d, spec)
+	suspended := time.Now()
+	if s := status(name); s != "initialized" {
+		t.Fatalf("the suspended machine is %s, want initialized: waiting made", s)
+	}
+	tidied, err := d.Tidy(ctx)
+	if err != nil {
+		t.Fatalf("Tidy: %v", err)
+	}
+	if slices.Contains(tidied, name) || status(name) != "initialized" {
+		t.Fatalf("Tidy %s after the suspend let its standby go (%v): it has %s to wait", time.Since(suspended).Round(time.Millisecond), tidied, standby)
+	}
+	time.Sleep(time.Until(suspended.Add(standby + 100*time.Millisecond)))
+	if tidied, err = d.Tidy(ctx); err != nil {
+		t.Fatalf("Tidy: %v", err)
+	}
+	if !slices.Contains(tidied, name) {
+		t.Errorf("Tidy past the standby's time returned %v, without %s", tidied, name)
+	}
+	if s := status(name); s != "exited" && s != "stopped" {
+		t.Fatalf("the standby let go is %s, want it stopped", s)
+	}
+	if _, err := os.Stat(filepath.Join(podmanRoot(t), "checkpoints", name, "image", "checkpoint.img")); err != nil {
+		t.Fatalf("letting the standby go took the checkpoint: %v", err)
+	}
+	resumeFromMemory(d, spec)
+
+	// No standby kept: the suspended machine is exited, and resumes.
+	none, spec2, _ := isolatedDriverWith(t, 0)
+	markAndSuspend(none, spec2)
+	if s := status("berth-" + string(spec2.Sandbox.ID)); s != "exited" && s != "stopped" {
+		t.Errorf("with no standby kept the suspended machine is %s, want it stopped", s)
+	}
+	resumeFromMemory(none, spec2)
 }
 
 // TestCheckpointDiskFull: a checkpoint that runs out of room fails, keeps

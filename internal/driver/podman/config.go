@@ -60,6 +60,12 @@ type Config struct {
 	// OrphanAge is how old a runtime container podman does not know must
 	// be before Tidy removes it; 0 means 2 minutes.
 	OrphanAge time.Duration
+	// Standby is how long a machine suspended with its memory waits made
+	// (checkpoint.go: its container's network, conmon and runsc's
+	// sandbox, 20–30 MiB of the host's memory) before Tidy lets it go
+	// (BERTH_SANDBOX_PODMAN_STANDBY); its resume then makes the container
+	// first. 0 keeps none.
+	Standby time.Duration
 }
 
 // DefaultAgentNetwork is the allowlist network's name.

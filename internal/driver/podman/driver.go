@@ -690,6 +690,7 @@ func machine(id sandbox.ID, cur inspected) sandbox.Machine {
 // listed is the part of `podman ps --format json` and `podman volume ls
 // --format json` the driver reads.
 type listed struct {
+	ID       string   `json:"Id"` // containers' (full with --no-trunc)
 	Names    []string // containers'
 	Name     string   // volumes'
 	Labels   map[string]string

@@ -54,7 +54,9 @@ func (c runtimeContainer) created() time.Time {
 //
 // First it removes the env files a gateway killed during `podman run`
 // left, each with a sandbox's key (envfile.go), and the handoff
-// directories of machines that are gone (handoff.go); their paths are
+// directories of machines that are gone (handoff.go), unpauses what a
+// killed fork left paused, and lets go the standbys of machines suspended
+// longer than Config.Standby (checkpoint.go); their paths and names are
 // among what it returns. One part's failure leaves the others to run.
 func (d *Driver) Tidy(ctx context.Context) ([]string, error) {
 	removed, envErr := d.tidyEnvFiles(ctx)
@@ -62,7 +64,9 @@ func (d *Driver) Tidy(ctx context.Context) ([]string, error) {
 	removed = append(removed, gone...)
 	unpaused, pauseErr := d.tidyPaused(ctx)
 	removed = append(removed, unpaused...)
-	envErr = errors.Join(envErr, handoffErr, pauseErr)
+	letGo, standbyErr := d.tidyStandbys(ctx)
+	removed = append(removed, letGo...)
+	envErr = errors.Join(envErr, handoffErr, pauseErr, standbyErr)
 	var known map[string]bool // podman's containers, listed once when needed
 	for _, bin := range d.runtimeBinaries() {
 		r, err := d.tidyRuntime(ctx, bin, &known)
