@@ -153,6 +153,69 @@ func TestCheckpointKeepsProcesses(t *testing.T) {
 	}
 }
 
+// markedMachine is a started machine on the isolated tier holding a mark
+// on its root filesystem, which gVisor keeps in memory: a restore brings
+// the mark back, a cold start does not.
+type markedMachine struct {
+	t    *testing.T
+	d    *podman.Driver
+	spec sandbox.Spec
+	pod  func(args ...string) (string, error)
+	name string
+}
+
+// startMarked starts spec's machine and writes its mark.
+func startMarked(t *testing.T, d *podman.Driver, spec sandbox.Spec, pod func(args ...string) (string, error)) markedMachine {
+	t.Helper()
+	if err := d.Start(context.Background(), spec); err != nil {
+		t.Fatal(err)
+	}
+	m := markedMachine{t: t, d: d, spec: spec, pod: pod, name: "berth-" + string(spec.Sandbox.ID)}
+	if out, err := pod("exec", m.name, "sh", "-c", "echo kept > /var/tmp/mark"); err != nil {
+		t.Fatalf("podman exec: %v: %s", err, out)
+	}
+	return m
+}
+
+// mark is what the machine holds as its mark: "" when it has none.
+func (m markedMachine) mark() string {
+	m.t.Helper()
+	out, err := m.pod("exec", m.name, "cat", "/var/tmp/mark")
+	if err != nil {
+		return "" // no mark: cat's complaint is not one
+	}
+	return out
+}
+
+// suspend checkpoints the machine.
+func (m markedMachine) suspend() {
+	m.t.Helper()
+	if _, err := m.d.Checkpoint(context.Background(), m.spec.Sandbox.ID); err != nil {
+		m.t.Fatalf("Checkpoint: %v", err)
+	}
+}
+
+// resume restores the machine and checks its mark came back from memory.
+func (m markedMachine) resume() {
+	m.t.Helper()
+	if cold, err := m.d.Restore(context.Background(), sandbox.Spec{Sandbox: m.spec.Sandbox}); err != nil || cold != "" {
+		m.t.Fatalf("Restore: cold %q, err %v; want restored", cold, err)
+	}
+	if got := m.mark(); got != "kept" {
+		m.t.Errorf("after the restore the mark is %q, want the one in memory, \"kept\"", got)
+	}
+}
+
+// status is podman's status of the machine's container.
+func (m markedMachine) status() string {
+	m.t.Helper()
+	out, err := m.pod("container", "inspect", "--format", "{{.State.Status}}", m.name)
+	if err != nil {
+		m.t.Fatalf("podman inspect: %v: %s", err, out)
+	}
+	return out
+}
+
 // TestSuspendedMachineWaitsMade: a machine suspended with its memory waits
 // made (podman's init: its network, its conmon, runsc's sandbox in
 // "created"), so that its resume is a restore into it and no more. The
@@ -164,10 +227,8 @@ func TestCheckpointKeepsProcesses(t *testing.T) {
 func TestSuspendedMachineWaitsMade(t *testing.T) {
 	d, spec, pod := isolatedDriver(t)
 	ctx := context.Background()
-	if err := d.Start(ctx, spec); err != nil {
-		t.Fatal(err)
-	}
-	name := "berth-" + string(spec.Sandbox.ID)
+	m := startMarked(t, d, spec, pod)
+	name := m.name
 	state := func() (status, conmon string) {
 		t.Helper()
 		out, err := pod("container", "inspect", "--format", "{{.State.Status}} {{.State.ConmonPid}}", name)
@@ -177,34 +238,8 @@ func TestSuspendedMachineWaitsMade(t *testing.T) {
 		t.Fatalf("podman inspect: %v: %s", err, out)
 		return "", ""
 	}
-	mark := func() string {
-		t.Helper()
-		out, err := pod("exec", name, "cat", "/var/tmp/mark")
-		if err != nil {
-			return "" // no mark: cat's complaint is not one
-		}
-		return out
-	}
-	if out, err := pod("exec", name, "sh", "-c", "echo kept > /var/tmp/mark"); err != nil {
-		t.Fatalf("podman exec: %v: %s", err, out)
-	}
-	suspend := func() {
-		t.Helper()
-		if _, err := d.Checkpoint(ctx, spec.Sandbox.ID); err != nil {
-			t.Fatalf("Checkpoint: %v", err)
-		}
-	}
-	resume := func() {
-		t.Helper()
-		if cold, err := d.Restore(ctx, sandbox.Spec{Sandbox: spec.Sandbox}); err != nil || cold != "" {
-			t.Fatalf("Restore: cold %q, err %v; want restored", cold, err)
-		}
-		if got := mark(); got != "kept" {
-			t.Errorf("after the restore the mark is %q, want the one in memory, \"kept\"", got)
-		}
-	}
 
-	suspend()
+	m.suspend()
 	status, conmon := state()
 	if status != "created" && status != "initialized" {
 		t.Fatalf("after the checkpoint podman says the container is %s, want it made and waiting (created or initialized)", status)
@@ -224,27 +259,27 @@ func TestSuspendedMachineWaitsMade(t *testing.T) {
 	if s2, c2 := state(); s2 != status || c2 != conmon {
 		t.Fatalf("6 s after the checkpoint the container is %s under conmon %s, want still %s under %s", s2, c2, status, conmon)
 	}
-	resume()
+	m.resume()
 	if _, c2 := state(); c2 != conmon {
 		t.Errorf("the restore ran under conmon %s, not the standby's %s: it made the container again", c2, conmon)
 	}
 
 	// The standby lost: the resume makes the container and restores.
-	suspend()
+	m.suspend()
 	if out, err := pod("stop", "--time", "1", name); err != nil {
 		t.Fatalf("podman stop of the standby: %v: %s", err, out)
 	}
 	if s, _ := state(); s != "exited" && s != "stopped" {
 		t.Fatalf("the standby stopped by hand is %s", s)
 	}
-	resume()
+	m.resume()
 
 	// A cold start of a waiting machine starts afresh.
-	suspend()
+	m.suspend()
 	if err := d.Start(ctx, sandbox.Spec{Sandbox: spec.Sandbox}); err != nil {
 		t.Fatalf("cold Start of a waiting machine: %v", err)
 	}
-	if got := mark(); got != "" {
+	if got := m.mark(); got != "" {
 		t.Errorf("a cold start has the mark %q of the memory it should have dropped", got)
 	}
 	if left, _ := filepath.Glob(filepath.Join(podmanRoot(t), "checkpoints", name+"*")); len(left) != 0 {
@@ -264,47 +299,19 @@ func TestStandbyLetGo(t *testing.T) {
 	const standby = 3 * time.Second
 	d, spec, pod := isolatedDriverWith(t, standby)
 	ctx := context.Background()
-	name := "berth-" + string(spec.Sandbox.ID)
-	status := func(name string) string {
-		t.Helper()
-		out, err := pod("container", "inspect", "--format", "{{.State.Status}}", name)
-		if err != nil {
-			t.Fatalf("podman inspect: %v: %s", err, out)
-		}
-		return out
-	}
-	markAndSuspend := func(d *podman.Driver, spec sandbox.Spec) {
-		t.Helper()
-		if err := d.Start(ctx, spec); err != nil {
-			t.Fatal(err)
-		}
-		if out, err := pod("exec", "berth-"+string(spec.Sandbox.ID), "sh", "-c", "echo kept > /var/tmp/mark"); err != nil {
-			t.Fatalf("podman exec: %v: %s", err, out)
-		}
-		if _, err := d.Checkpoint(ctx, spec.Sandbox.ID); err != nil {
-			t.Fatalf("Checkpoint: %v", err)
-		}
-	}
-	resumeFromMemory := func(d *podman.Driver, spec sandbox.Spec) {
-		t.Helper()
-		if cold, err := d.Restore(ctx, sandbox.Spec{Sandbox: spec.Sandbox}); err != nil || cold != "" {
-			t.Fatalf("Restore: cold %q, err %v; want restored", cold, err)
-		}
-		if out, err := pod("exec", "berth-"+string(spec.Sandbox.ID), "cat", "/var/tmp/mark"); err != nil || out != "kept" {
-			t.Errorf("after the restore the mark is %q (%v), want the one in memory, \"kept\"", out, err)
-		}
-	}
+	m := startMarked(t, d, spec, pod)
+	name := m.name
 
-	markAndSuspend(d, spec)
+	m.suspend()
 	suspended := time.Now()
-	if s := status(name); s != "initialized" {
+	if s := m.status(); s != "initialized" {
 		t.Fatalf("the suspended machine is %s, want initialized: waiting made", s)
 	}
 	tidied, err := d.Tidy(ctx)
 	if err != nil {
 		t.Fatalf("Tidy: %v", err)
 	}
-	if slices.Contains(tidied, name) || status(name) != "initialized" {
+	if slices.Contains(tidied, name) || m.status() != "initialized" {
 		t.Fatalf("Tidy %s after the suspend let its standby go (%v): it has %s to wait", time.Since(suspended).Round(time.Millisecond), tidied, standby)
 	}
 	time.Sleep(time.Until(suspended.Add(standby + 100*time.Millisecond)))
@@ -314,21 +321,22 @@ func TestStandbyLetGo(t *testing.T) {
 	if !slices.Contains(tidied, name) {
 		t.Errorf("Tidy past the standby's time returned %v, without %s", tidied, name)
 	}
-	if s := status(name); s != "exited" && s != "stopped" {
+	if s := m.status(); s != "exited" && s != "stopped" {
 		t.Fatalf("the standby let go is %s, want it stopped", s)
 	}
 	if _, err := os.Stat(filepath.Join(podmanRoot(t), "checkpoints", name, "image", "checkpoint.img")); err != nil {
 		t.Fatalf("letting the standby go took the checkpoint: %v", err)
 	}
-	resumeFromMemory(d, spec)
+	m.resume()
 
 	// No standby kept: the suspended machine is exited, and resumes.
 	none, spec2, _ := isolatedDriverWith(t, 0)
-	markAndSuspend(none, spec2)
-	if s := status("berth-" + string(spec2.Sandbox.ID)); s != "exited" && s != "stopped" {
+	kept := startMarked(t, none, spec2, pod)
+	kept.suspend()
+	if s := kept.status(); s != "exited" && s != "stopped" {
 		t.Errorf("with no standby kept the suspended machine is %s, want it stopped", s)
 	}
-	resumeFromMemory(none, spec2)
+	kept.resume()
 }
 
 // TestCheckpointDiskFull: a checkpoint that runs out of room fails, keeps
