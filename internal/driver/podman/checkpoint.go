@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -218,11 +219,55 @@ func (d *Driver) Checkpoint(ctx context.Context, id sandbox.ID) (quantity.Bytes,
 	// The standby: the container made again, waiting for the restore. A
 	// resume without it makes it first, as after a reboot.
 	if d.cfg.Standby > 0 {
-		if err := d.initContainer(ctx, name); err != nil {
+		err := settle(ctx, full, 10*time.Second)
+		if err == nil {
+			err = d.initContainer(ctx, name)
+		}
+		if err != nil {
 			d.log.WarnContext(ctx, "a suspended machine was not made ready for its resume: the resume will make it", "sandbox", id, "err", err)
 		}
 	}
 	return size, nil
+}
+
+// settle waits, at most within, until podman is done with the exit a
+// checkpoint caused: the container's old conmon gone, and the clean-up
+// conmon starts at an exit (`podman container cleanup ID`, its exit
+// command) ended. podman's stop may return before that clean-up runs;
+// one that runs after podman's init deletes the standby from runsc and
+// leaves podman's container unmade (measured under CI's load: `runsc
+// state` found nothing, and the resume made the container again).
+func settle(ctx context.Context, full string, within time.Duration) error {
+	end := time.Now().Add(within)
+	for pendingExit(full) {
+		if time.Now().After(end) {
+			return fmt.Errorf("podman still handles the checkpoint's exit after %s", within)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// pendingExit reports whether a process of the host still handles the
+// exit of the container whose full id is full: its conmon, or a clean-up
+// of it.
+func pendingExit(full string) bool {
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil || !strings.Contains(string(b), full) {
+			continue // gone, or not about this container
+		}
+		args := strings.Split(string(b), "\x00")
+		if filepath.Base(args[0]) == "conmon" || slices.Contains(args, "cleanup") {
+			return true
+		}
+	}
+	return false
 }
 
 // waiting reports whether podman's status of a container says it is made

@@ -1,6 +1,7 @@
 package podman
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"berth.dev/berth/internal/entrypoint"
 	"berth.dev/berth/internal/golden"
@@ -131,5 +133,54 @@ func TestConfigKeepsRuntimesInUse(t *testing.T) {
 	}
 	if got := conf(); strings.Contains(got, "kata") {
 		t.Errorf("containers.conf keeps a runtime whose program is gone:\n%s", got)
+	}
+}
+
+// TestSettleWaitsForTheExitsHandlers: after a checkpoint, the standby
+// is made only once the container's old conmon and the clean-up it
+// started (`podman container cleanup ID`) are gone; a process that only
+// names the container is no reason to wait, and a wait that outlasts its
+// bound says so. Real processes stand in for conmon and podman, under
+// their argv.
+func TestSettleWaitsForTheExitsHandlers(t *testing.T) {
+	full := strings.Repeat("5e", 32)
+	run := func(seconds string, argv ...string) *exec.Cmd {
+		t.Helper()
+		cmd := exec.Command("/bin/sh", append([]string{"-c", "sleep " + seconds}, argv[1:]...)...)
+		cmd.Args[0] = argv[0]
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		return cmd
+	}
+	ctx := context.Background()
+	for _, argv := range [][]string{
+		{"/usr/bin/conmon", "--api-version", "1", "-c", full},
+		{"/usr/bin/podman", "--root", "/r", "container", "cleanup", full},
+	} {
+		cmd := run("0.4", argv...)
+		go func() { _ = cmd.Wait() }()
+		if !pendingExit(full) {
+			t.Errorf("%s running: nothing pending", argv[0])
+		}
+		began := time.Now()
+		if err := settle(ctx, full, 10*time.Second); err != nil {
+			t.Errorf("settle with %s running: %v", argv[0], err)
+		}
+		if took := time.Since(began); took < 200*time.Millisecond {
+			t.Errorf("settle returned after %s, with %s running for 0.4 s", took, argv[0])
+		}
+		if pendingExit(full) {
+			t.Errorf("after %s ended something is still pending", argv[0])
+		}
+	}
+	run("5", "/usr/bin/podman", "logs", "--follow", full)
+	if pendingExit(full) {
+		t.Error("a process that only names the container is pending")
+	}
+	run("5", "/usr/bin/conmon", "-c", full)
+	if err := settle(ctx, full, 100*time.Millisecond); err == nil {
+		t.Error("settle with conmon running for 5 s returned no error within 100 ms")
 	}
 }
