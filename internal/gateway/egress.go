@@ -79,7 +79,8 @@ func (s *Server) egressCaller(ctx context.Context, header string) (proxy.Caller,
 			return proxy.Caller{}, fmt.Errorf("sandbox %s: egress: %w", sb.Name, err)
 		}
 	}
-	c := proxy.Caller{Sandbox: string(sb.ID), Org: sb.Org, Owner: sb.Owner, Class: sb.Class, Policy: pol}
+	c := proxy.Caller{Sandbox: string(sb.ID), Org: sb.Org, Owner: sb.Owner, Class: sb.Class, Policy: pol,
+		OwnStack: sb.Isolation == sandbox.TierIsolated || sb.Isolation == sandbox.TierVM}
 	if s.secrets != nil {
 		rs, err := s.secrets.For(ctx, string(sb.ID), sb.Project)
 		if err != nil {

@@ -32,6 +32,12 @@ type Caller struct {
 	Policy     egress.Policy
 	// Secrets are put into its requests to their hosts (inject.go).
 	Secrets []Replacement
+	// OwnStack says the sandbox runs a network stack of its own (the
+	// isolated and VM tiers: gVisor's netstack, a VM's kernel) rather
+	// than reading from this host's kernel's sockets: what comes down
+	// its tunnels is handed on by the kernel's splice, not copied
+	// (copy.go says why).
+	OwnStack bool
 }
 
 // Connection is what the proxy did with one request, for the sandbox's
@@ -243,7 +249,11 @@ func (p *Proxy) connect(w http.ResponseWriter, r *http.Request, c Caller) {
 		pre = int64(m)
 	}
 	rec.Allowed = true
-	rec.Up, rec.Down = p.relay(client, up)
+	down := copyConn
+	if c.OwnStack {
+		down = spliceConn
+	}
+	rec.Up, rec.Down = p.relay(client, up, down)
 	rec.Up += pre
 	rec.Took = time.Since(began)
 	p.record(rec)
@@ -372,19 +382,20 @@ func (p *Proxy) record(c Connection) {
 	}
 }
 
-// relay copies both ways until both directions end or nothing moves for
-// the idle timeout, and says how many bytes went each way (copyConn: the
-// bytes pass through a buffer, never read for what they say). Whether
-// they move is read from the client's socket (moved).
-func (p *Proxy) relay(client, up net.Conn) (sent, received int64) {
+// relay carries bytes both ways until both directions end or nothing
+// moves for the idle timeout, and says how many bytes went each way: up
+// by copyConn, down by down (copyConn or spliceConn). The bytes are never
+// read for what they say. Whether they move is read from the client's
+// socket (moved).
+func (p *Proxy) relay(client, up net.Conn, down func(io.Writer, net.Conn) (int64, error)) (sent, received int64) {
 	idle := p.IdleTimeout
 	if idle <= 0 {
 		idle = time.Hour
 	}
 	done := make(chan struct{}, 2)
 	var upN, downN atomic.Int64
-	cp := func(dst, src net.Conn, n *atomic.Int64) {
-		m, _ := copyConn(dst, src)
+	cp := func(dst, src net.Conn, n *atomic.Int64, carry func(io.Writer, net.Conn) (int64, error)) {
+		m, _ := carry(dst, src)
 		n.Store(m)
 		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
 			_ = cw.CloseWrite()
@@ -393,8 +404,8 @@ func (p *Proxy) relay(client, up net.Conn) (sent, received int64) {
 		}
 		done <- struct{}{}
 	}
-	go cp(up, client, &upN)
-	go cp(client, up, &downN)
+	go cp(up, client, &upN, copyConn)
+	go cp(client, up, &downN, down)
 	t := time.NewTicker(min(idle/4, time.Minute))
 	defer t.Stop()
 	last := time.Now()

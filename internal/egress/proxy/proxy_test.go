@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -349,6 +350,85 @@ func TestTunnelIdle(t *testing.T) {
 			t.Fatalf("a busy tunnel after %d bytes: %v", i, err)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestTunnelDownByStack: 8 MiB down a tunnel and 1 MiB up arrive whole
+// and are recorded, whether the caller reads with this host's kernel
+// (copied through buffers) or runs a network stack of its own (OwnStack:
+// handed on by splice, no buffer taken for the download).
+func TestTunnelDownByStack(t *testing.T) {
+	down := make([]byte, 8<<20)
+	up := make([]byte, 1<<20)
+	rand.Read(down)
+	rand.Read(up)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	heard := make(chan []byte, 4)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				go func() { _, _ = c.Write(down); c.(*net.TCPConn).CloseWrite() }()
+				b, _ := io.ReadAll(c)
+				heard <- b
+			}()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	pol := policy(t, "127.0.0.1:"+strconv.Itoa(port))
+	for _, ownStack := range []bool{false, true} {
+		t.Run(fmt.Sprintf("own stack %v", ownStack), func(t *testing.T) {
+			recs := make(chan Connection, 1)
+			p := &Proxy{
+				Authenticate: func(context.Context, string) (Caller, error) {
+					return Caller{Sandbox: "sbx_test", Policy: pol, OwnStack: ownStack}, nil
+				},
+				Record: func(c Connection) { recs <- c },
+			}
+			srv := httptest.NewServer(p)
+			defer srv.Close()
+			c, err := net.Dial("tcp", srv.Listener.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			taken := buffersTaken.Load()
+			fmt.Fprintf(c, "CONNECT 127.0.0.1:%d HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", port, port)
+			const ok = "HTTP/1.1 200 Connection established\r\n\r\n"
+			buf := make([]byte, len(ok))
+			if _, err := io.ReadFull(c, buf); err != nil || string(buf) != ok {
+				t.Fatalf("CONNECT: %q, %v", buf, err)
+			}
+			go func() { _, _ = c.Write(up); c.(*net.TCPConn).CloseWrite() }()
+			got, err := io.ReadAll(c)
+			if err != nil || !bytes.Equal(got, down) {
+				t.Fatalf("down the tunnel: %d bytes of %d, equal %v: %v", len(got), len(down), bytes.Equal(got, down), err)
+			}
+			if b := <-heard; !bytes.Equal(b, up) {
+				t.Fatalf("up the tunnel: %d bytes of %d", len(b), len(up))
+			}
+			rec := <-recs
+			if rec.Down != int64(len(down)) || rec.Up != int64(len(up)) {
+				t.Errorf("recorded %d down and %d up, want %d and %d", rec.Down, rec.Up, len(down), len(up))
+			}
+			// The upload is copied either way: at most a buffer for each
+			// of its reads (1 MiB: a handful) and its end.
+			n := buffersTaken.Load() - taken
+			if ownStack && n > int64(len(up)/(64<<10))+2 {
+				t.Errorf("%d copy buffers taken with the download handed on by splice", n)
+			}
+			if !ownStack && n < int64(len(down)/copySize) {
+				t.Errorf("%d copy buffers taken for %d bytes copied down, want at least %d", n, len(down), len(down)/copySize)
+			}
+		})
 	}
 }
 
