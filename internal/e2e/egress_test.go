@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -34,12 +35,22 @@ func TestEgressThroughTheProxy(t *testing.T) {
 	ca := newTestCA(t)
 	files := []byte(strings.Repeat("berth egress probe "+rand.Text()+"\n", 512))
 	filesSum := sha256.Sum256(files)
+	// 16 MiB for the isolated tier's download, which the proxy hands on
+	// by splice rather than copying.
+	big := []byte(strings.Repeat(rand.Text()+"\n", 16<<20/27))
+	bigSum := sha256.Sum256(big)
 	gitToken := "probe " + rand.Text()
 	npmToken := "probe " + rand.Text()
 	wheel := probeWheel(t)
 	wheelSum := sha256.Sum256(wheel)
 	sites := map[string]*site{
-		"files.test":   serveSite(t, ca, "files.test", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(files) })),
+		"files.test": serveSite(t, ca, "files.test", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/big" {
+				_, _ = w.Write(big)
+				return
+			}
+			_, _ = w.Write(files)
+		})),
 		"git.test":     serveSite(t, ca, "git.test", gitServer(t, "probe.git", map[string]string{"hello.txt": gitToken})),
 		"pypi.test":    serveSite(t, ca, "pypi.test", pypiServer(wheel)),
 		"npm.test":     serveSite(t, ca, "npm.test", npmServer(t, npmToken)),
@@ -68,6 +79,10 @@ func TestEgressThroughTheProxy(t *testing.T) {
 	g.env = append(g.env, "BERTH_EGRESS_RESOLVE="+strings.Join([]string{
 		"meta.test=169.254.169.254", "self.test=127.0.0.1", "peer.test=" + peerIP, "bridge.test=" + bridge,
 	}, ","))
+	runsc := os.Getenv("BERTH_TEST_RUNSC")
+	if runsc != "" {
+		g.env = append(g.env, "BERTH_SANDBOX_RUNTIME_ISOLATED="+runsc)
+	}
 	g.start()
 
 	image, npm := buildProbeImage(t, g.root, ca.pem)
@@ -83,6 +98,9 @@ func TestEgressThroughTheProxy(t *testing.T) {
 		egressList += "      - " + refusedByAddress[label] + "\n"
 	}
 	g.kelosClassOf(image, "probe", egressList)
+	if runsc != "" {
+		g.kelosClassOn(image, "probe-isolated", "isolated", egressList)
+	}
 	g.seedRepo("acme/app")
 
 	t.Run("curl", func(t *testing.T) {
@@ -95,6 +113,39 @@ echo "proxy ${HTTPS_PROXY##*@} ${https_proxy##*@} NO_PROXY=$NO_PROXY"`)
 		hostPort := "host.containers.internal:" + gatewayPort
 		wantSaid(t, log, "proxy", hostPort+" "+hostPort+" NO_PROXY=host.containers.internal")
 		wantRequests(t, sites["files.test"], "GET /")
+	})
+
+	// On the isolated tier gVisor's netstack is the sandbox's own, and
+	// the proxy hands what comes down a tunnel on by splice instead of
+	// copying it: every byte of 16 MiB arrives, and the sandbox's egress
+	// record counts them.
+	t.Run("curl on the isolated tier", func(t *testing.T) {
+		if runsc == "" {
+			t.Skip("set BERTH_TEST_RUNSC to a runsc binary for the isolated tier")
+		}
+		sb, log := g.probeOf(t, "probe-isolated", "probe-gvisor", `curl -sS --max-time 60 -o /tmp/big.out https://files.test/big
+echo "curl.rc $?"
+echo "curl.sha256 $(sha256sum </tmp/big.out | cut -d' ' -f1)"
+echo "kernel $(uname -r)"`)
+		wantSaid(t, log, "curl.rc", "0")
+		wantSaid(t, log, "curl.sha256", hex.EncodeToString(bigSum[:]))
+		if k, _ := said(log, "kernel"); !strings.Contains(k, "gvisor") {
+			t.Errorf("the isolated probe's kernel is %q, want gVisor's", k)
+		}
+		wantRequests(t, sites["files.test"], "GET /big")
+		e, err := g.operator.SandboxEgress(ctx, sb.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var down int64
+		for _, h := range e.Hosts {
+			if h.Host == "files.test" && h.Decision == "allowed" {
+				down += h.BytesDown
+			}
+		}
+		if down < int64(len(big)) {
+			t.Errorf("the isolated probe's egress counts %d bytes from files.test, want at least %d: %+v", down, len(big), e.Hosts)
+		}
 	})
 
 	t.Run("git", func(t *testing.T) {
@@ -276,7 +327,13 @@ try unlearnt https://npm.test/probe-pkg`})
 // end well.
 func (g *gateway) probe(t *testing.T, name, script string) (api.Sandbox, string) {
 	t.Helper()
-	sb, err := g.operator.CreateSandbox(context.Background(), api.CreateSandbox{Name: name, Class: "probe", Purpose: "agent", Repo: "acme/app", Task: script})
+	return g.probeOf(t, "probe", name, script)
+}
+
+// probeOf is probe in a sandbox of class.
+func (g *gateway) probeOf(t *testing.T, class, name, script string) (api.Sandbox, string) {
+	t.Helper()
+	sb, err := g.operator.CreateSandbox(context.Background(), api.CreateSandbox{Name: name, Class: class, Purpose: "agent", Repo: "acme/app", Task: script})
 	if err != nil {
 		t.Fatal(err)
 	}

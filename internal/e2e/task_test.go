@@ -185,10 +185,16 @@ func (g *gateway) kelosClass(name, extra string) {
 // kelosClassOf is kelosClass of an image built already.
 func (g *gateway) kelosClassOf(image, name, extra string) {
 	g.t.Helper()
+	g.kelosClassOn(image, name, "standard", extra)
+}
+
+// kelosClassOn is kelosClassOf on the isolation tier named.
+func (g *gateway) kelosClassOn(image, name, isolation, extra string) {
+	g.t.Helper()
 	if _, err := g.operator.ApplyClasses(context.Background(), "", strings.NewReader(`sandboxes:
   - name: `+name+`
     image: `+image+`
-    isolation: standard
+    isolation: `+isolation+`
     cpu: "1"
     memory: 1Gi
     purposes: [agent]
