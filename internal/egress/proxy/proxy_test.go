@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/egress"
+	"berth.dev/berth/internal/tunnel/tunneltest"
 )
 
 // testCA is a certificate authority of the test's own, whose leaf
@@ -362,27 +363,16 @@ func TestTunnelDownByStack(t *testing.T) {
 	up := make([]byte, 1<<20)
 	rand.Read(down)
 	rand.Read(up)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
 	heard := make(chan []byte, 4)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				go func() { _, _ = c.Write(down); c.(*net.TCPConn).CloseWrite() }()
-				b, _ := io.ReadAll(c)
-				heard <- b
-			}()
-		}
-	}()
-	port := ln.Addr().(*net.TCPAddr).Port
+	addr := tunneltest.Listen(t, func(c net.Conn) {
+		wrote := make(chan struct{})
+		go func() { _, _ = c.Write(down); c.(*net.TCPConn).CloseWrite(); close(wrote) }()
+		b, _ := io.ReadAll(c)
+		heard <- b
+		<-wrote // the connection closes when this returns
+	})
+	_, portText, _ := net.SplitHostPort(addr)
+	port, _ := strconv.Atoi(portText)
 	pol := policy(t, "127.0.0.1:"+strconv.Itoa(port))
 	for _, ownStack := range []bool{false, true} {
 		t.Run(fmt.Sprintf("own stack %v", ownStack), func(t *testing.T) {
