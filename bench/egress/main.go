@@ -100,9 +100,7 @@ func run(n int, size int64) error {
 		fmt.Fprintf(os.Stderr, "bench/egress: no podman root at %s (BERTH_SANDBOX_PODMAN_ROOT): no figure in a container\n", root)
 		return nil
 	}
-	check := exec.Command("podman", "image", "exists", image)
-	check.Env = podmanEnv(root)
-	if err := check.Run(); err != nil {
+	if _, err := podman(root, "image", "exists", image); err != nil {
 		fmt.Fprintf(os.Stderr, "bench/egress: no %s in %s (make images): no figure in a container\n", image, root)
 		return nil
 	}
@@ -131,32 +129,33 @@ func podmanEnv(root string) []string {
 	return append(os.Environ(), "CONTAINERS_CONF="+root+"/containers.conf", "CONTAINERS_STORAGE_CONF="+root+"/storage.conf")
 }
 
+// podman runs podman on root and returns its output.
+func podman(root string, args ...string) (string, error) {
+	cmd := exec.Command("podman", args...)
+	cmd.Env = podmanEnv(root)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("podman %s: %v: %s", args[0], err, out)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
 // container starts a container of the sandbox image on podman's bridge
 // with runtime rt (runc, or runsc: the isolated tier), for curl to run
 // in; the server and the proxy listen on the bridge's address on the host.
 func container(root, rt string) (client, func(), error) {
-	env := podmanEnv(root)
-	pm := func(args ...string) (string, error) {
-		cmd := exec.Command("podman", args...)
-		cmd.Env = env
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			return "", fmt.Errorf("podman %s: %v: %s", args[0], err, out)
-		}
-		return strings.TrimSpace(string(out)), nil
-	}
 	name := fmt.Sprintf("berth-bench-egress-%d", os.Getpid())
 	label := "in a container (runc)"
 	if rt != "runc" {
 		label = "in a gVisor container (runsc, the isolated tier)"
 	}
 	// runsc counts its own threads against the pids limit.
-	if _, err := pm("run", "-d", "--name", name, "--runtime", rt, "--pids-limit", "256", "--network", "podman",
+	if _, err := podman(root, "run", "-d", "--name", name, "--runtime", rt, "--pids-limit", "256", "--network", "podman",
 		"--entrypoint", "sleep", image, "infinity"); err != nil {
 		return client{}, nil, err
 	}
-	stop := func() { _, _ = pm("rm", "-f", "-t", "0", name) }
-	gw, err := pm("network", "inspect", "podman", "--format", "{{range .Subnets}}{{.Gateway}}{{end}}")
+	stop := func() { _, _ = podman(root, "rm", "-f", "-t", "0", name) }
+	gw, err := podman(root, "network", "inspect", "podman", "--format", "{{range .Subnets}}{{.Gateway}}{{end}}")
 	if err != nil {
 		stop()
 		return client{}, nil, err
@@ -165,7 +164,7 @@ func container(root, rt string) (client, func(), error) {
 		stop()
 		return client{}, nil, fmt.Errorf("podman's bridge has no gateway address (%q)", gw)
 	}
-	return client{label: label, addr: gw, exec: []string{"podman", "exec", name}, env: env, ownStack: rt != "runc"}, stop, nil
+	return client{label: label, addr: gw, exec: []string{"podman", "exec", name}, env: podmanEnv(root), ownStack: rt != "runc"}, stop, nil
 }
 
 // measure runs the pairs of downloads for one client and reports them.

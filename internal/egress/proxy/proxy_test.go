@@ -288,26 +288,27 @@ func policy(t *testing.T, rules ...string) egress.Policy {
 	return p
 }
 
+// listenPort serves every connection to serve on a loopback port until
+// the test ends (tunneltest.Listen) and returns the port.
+func listenPort(t *testing.T, serve func(net.Conn)) int {
+	t.Helper()
+	_, port, err := net.SplitHostPort(tunneltest.Listen(t, serve))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 // TestTunnelIdle: a CONNECT tunnel that carries nothing for the idle
 // timeout is closed; one whose bytes keep moving (a trickle far smaller
 // than any copy's chunk) is not. The proxy learns of them from the
 // client's socket.
 func TestTunnelIdle(t *testing.T) {
-	echo, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { echo.Close() })
-	go func() {
-		for {
-			c, err := echo.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
-		}
-	}()
-	port := echo.Addr().(*net.TCPAddr).Port
+	port := listenPort(t, func(c net.Conn) { _, _ = io.Copy(c, c) })
 	pol := policy(t, "127.0.0.1:"+strconv.Itoa(port))
 	p := &Proxy{
 		Authenticate: func(context.Context, string) (Caller, error) { return Caller{Sandbox: "sbx_test", Policy: pol}, nil },
@@ -364,15 +365,13 @@ func TestTunnelDownByStack(t *testing.T) {
 	rand.Read(down)
 	rand.Read(up)
 	heard := make(chan []byte, 4)
-	addr := tunneltest.Listen(t, func(c net.Conn) {
+	port := listenPort(t, func(c net.Conn) {
 		wrote := make(chan struct{})
 		go func() { _, _ = c.Write(down); c.(*net.TCPConn).CloseWrite(); close(wrote) }()
 		b, _ := io.ReadAll(c)
 		heard <- b
 		<-wrote // the connection closes when this returns
 	})
-	_, portText, _ := net.SplitHostPort(addr)
-	port, _ := strconv.Atoi(portText)
 	pol := policy(t, "127.0.0.1:"+strconv.Itoa(port))
 	for _, ownStack := range []bool{false, true} {
 		t.Run(fmt.Sprintf("own stack %v", ownStack), func(t *testing.T) {
